@@ -1,0 +1,57 @@
+//! # chargeonce-core
+//!
+//! The heart of chargeonce: the domain types of an idempotent payment API and the
+//! engine that makes "charged exactly once" true. This crate knows nothing of HTTP
+//! or of any SQL dialect: it speaks to a [`Store`](store::Store) and an
+//! [`Acquirer`](acquirer::Acquirer) through traits, and hands rendered responses
+//! back as opaque bytes ([`StoredResponse`](store::StoredResponse)).
+//!
+//! The engine follows Stripe's and Brandur Leach's *atomic phases*:
+//!
+//! 1. **claim** — one store transaction inserts the key row and the payment row
+//!    (or finds the key and decides: replay, in progress, mismatch, take-over);
+//! 2. **acquirer call** — no transaction open, with an acquirer key fixed in phase 1;
+//! 3. **finish** — one store transaction saves the acquirer's answer and the final
+//!    response, fenced by the lease token.
+//!
+//! ```
+//! use chargeonce_core::{Fingerprint, IdempotencyKey, Money};
+//!
+//! let key = IdempotencyKey::from_header(br#""order-123-pay""#).unwrap();
+//! assert_eq!(key, IdempotencyKey::from_header(b"order-123-pay").unwrap());
+//!
+//! let a = serde_json::json!({"b": 1, "a": "x"});
+//! let b: serde_json::Value = serde_json::from_str(r#"{ "a":"x",  "b":1 }"#).unwrap();
+//! assert_eq!(
+//!     Fingerprint::compute("POST", "/v1/payments", &a).unwrap(),
+//!     Fingerprint::compute("POST", "/v1/payments", &b).unwrap(),
+//! );
+//!
+//! let amount = Money::parse("1500.00", "RUB").unwrap();
+//! assert_eq!(amount.minor_units(), 150_000);
+//! assert_eq!(amount.to_decimal_string(), "1500.00");
+//! ```
+
+pub mod acquirer;
+pub mod engine;
+pub mod fingerprint;
+pub mod key;
+pub mod money;
+pub mod payment;
+pub mod shop;
+pub mod store;
+
+pub use acquirer::{Acquirer, AcquirerError, ChargeRequest, ChargeResult};
+pub use engine::{Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
+pub use fingerprint::Fingerprint;
+pub use key::{IdempotencyKey, KeyError};
+pub use money::{Currency, Money, MoneyError};
+pub use payment::{
+    AcquirerKey, CardToken, NewPayment, Payment, PaymentId, PaymentRequest, PaymentStatus,
+    Reference, Settlement, ValidationError,
+};
+pub use shop::{SecretHash, ShopId, ShopSecret};
+pub use store::{
+    Claim, ClaimRequest, KeyRecord, KeyTiming, Lease, LeaseToken, RecoveryPoint, Store,
+    StoreError, StoredResponse,
+};

@@ -1,0 +1,307 @@
+//! Payments: what a shop asks for, what we store, and what the acquirer settled.
+
+use std::fmt;
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{IdempotencyKey, Money, ShopId};
+
+/// Why a field of a payment request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    /// The order reference is empty, too long, or has control characters.
+    #[error("reference must be 1 to 255 characters without control characters")]
+    Reference,
+    /// The payment method token is empty, too long, or not visible ASCII.
+    #[error("payment_method.token must be 1 to 255 visible ASCII characters")]
+    Token,
+    /// A payment id that is not ours (`pay_` and 32 hex digits).
+    #[error("`{0}` is not a payment id")]
+    PaymentId(String),
+}
+
+/// Our id of a payment: `pay_` followed by a UUIDv7 (time-ordered).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PaymentId(String);
+
+impl PaymentId {
+    const PREFIX: &'static str = "pay_";
+
+    /// A new, time-ordered id.
+    pub fn generate() -> Self {
+        Self(format!("{}{}", Self::PREFIX, Uuid::now_v7().simple()))
+    }
+
+    /// Checks an id given by a client or read back from a store.
+    pub fn parse(id: &str) -> Result<Self, ValidationError> {
+        let bad = || ValidationError::PaymentId(id.chars().take(64).collect());
+        let hex = id.strip_prefix(Self::PREFIX).ok_or_else(bad)?;
+        if hex.len() != 32 || Uuid::try_parse(hex).is_err() {
+            return Err(bad());
+        }
+        Ok(Self(id.to_owned()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PaymentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The key we send to the acquirer for one payment. It is fixed when the payment
+/// row is created (phase 1), so every retry, take-over or completer run sends
+/// the same one and the acquirer charges at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AcquirerKey(String);
+
+impl AcquirerKey {
+    /// The acquirer key of a payment: derived from its id, never random.
+    pub fn for_payment(id: &PaymentId) -> Self {
+        Self(format!("chargeonce-{id}"))
+    }
+
+    /// Wraps a key read back from a store or received by the simulator.
+    pub fn from_stored(key: String) -> Self {
+        Self(key)
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The shop's order reference. One order has at most one pending or succeeded
+/// payment, whatever idempotency keys are used.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Reference(String);
+
+impl Reference {
+    /// Validates a reference: 1 to 255 characters, no control characters.
+    pub fn new(reference: impl Into<String>) -> Result<Self, ValidationError> {
+        let reference = reference.into();
+        let ok = !reference.is_empty()
+            && reference.chars().count() <= 255
+            && !reference.chars().any(char::is_control);
+        if ok { Ok(Self(reference)) } else { Err(ValidationError::Reference) }
+    }
+
+    /// The reference as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A payment method token, as issued by the acquirer's tokenizer. Simulator
+/// tokens (`tok_ok`, `tok_declined`, ...) choose its behaviour. `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CardToken(String);
+
+impl CardToken {
+    /// Validates a token: 1 to 255 visible ASCII characters.
+    pub fn new(token: impl Into<String>) -> Result<Self, ValidationError> {
+        let token = token.into();
+        let ok = (1..=255).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_graphic());
+        if ok { Ok(Self(token)) } else { Err(ValidationError::Token) }
+    }
+
+    /// The token as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for CardToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CardToken(***)")
+    }
+}
+
+/// Where a payment stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PaymentStatus {
+    /// Created; the acquirer has not given a definite answer yet.
+    Pending,
+    /// Charged.
+    Succeeded,
+    /// Refused by the acquirer: definite, and never charged.
+    Declined,
+}
+
+impl PaymentStatus {
+    /// The status as stored and shown (`pending`, `succeeded`, `declined`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Declined => "declined",
+        }
+    }
+
+    /// Parses a stored status.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(Self::Pending),
+            "succeeded" => Some(Self::Succeeded),
+            "declined" => Some(Self::Declined),
+            _ => None,
+        }
+    }
+
+    /// Whether the status can no longer change.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Self::Pending)
+    }
+}
+
+/// A validated request to pay: what the engine needs from the HTTP body.
+#[derive(Debug, Clone)]
+pub struct PaymentRequest {
+    /// How much, in which currency.
+    pub amount: Money,
+    /// The shop's order.
+    pub reference: Reference,
+    /// How to pay.
+    pub token: CardToken,
+}
+
+/// The payment row phase 1 inserts, next to the key row.
+#[derive(Debug, Clone)]
+pub struct NewPayment {
+    /// Our id.
+    pub id: PaymentId,
+    /// The owner.
+    pub shop_id: ShopId,
+    /// The key that created it.
+    pub idempotency_key: IdempotencyKey,
+    /// The request.
+    pub request: PaymentRequest,
+    /// The key the acquirer will see on every attempt.
+    pub acquirer_key: AcquirerKey,
+    /// Creation time, to the millisecond.
+    pub created_at: OffsetDateTime,
+}
+
+impl NewPayment {
+    /// A new pending payment for a request, with a fresh id and its derived acquirer key.
+    pub fn new(shop_id: ShopId, idempotency_key: IdempotencyKey, request: PaymentRequest) -> Self {
+        let id = PaymentId::generate();
+        let now = OffsetDateTime::now_utc();
+        let created_at = now
+            .replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000)
+            .unwrap_or(now);
+        Self {
+            acquirer_key: AcquirerKey::for_payment(&id),
+            id,
+            shop_id,
+            idempotency_key,
+            request,
+            created_at,
+        }
+    }
+
+    /// The payment as it stands right after phase 1.
+    pub fn to_payment(&self) -> Payment {
+        Payment {
+            id: self.id.clone(),
+            shop_id: self.shop_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            reference: self.request.reference.clone(),
+            amount: self.request.amount,
+            token: self.request.token.clone(),
+            status: PaymentStatus::Pending,
+            acquirer_key: self.acquirer_key.clone(),
+            provider_payment_id: None,
+            decline_code: None,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// A stored payment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payment {
+    /// Our id.
+    pub id: PaymentId,
+    /// The owner.
+    pub shop_id: ShopId,
+    /// The idempotency key of the request that created it.
+    pub idempotency_key: IdempotencyKey,
+    /// The shop's order.
+    pub reference: Reference,
+    /// How much.
+    pub amount: Money,
+    /// The payment method token (needed to resume the acquirer call).
+    pub token: CardToken,
+    /// Where it stands.
+    pub status: PaymentStatus,
+    /// The key the acquirer sees.
+    pub acquirer_key: AcquirerKey,
+    /// The acquirer's id of the charge, once known.
+    pub provider_payment_id: Option<String>,
+    /// Why the acquirer declined, when it did.
+    pub decline_code: Option<String>,
+    /// Creation time, to the millisecond.
+    pub created_at: OffsetDateTime,
+}
+
+impl Payment {
+    /// The payment after a definite acquirer answer.
+    pub fn settled(mut self, settlement: &Settlement) -> Self {
+        self.status = settlement.status;
+        self.provider_payment_id = Some(settlement.provider_payment_id.clone());
+        self.decline_code = settlement.decline_code.clone();
+        self
+    }
+}
+
+/// A definite acquirer answer, as phase 3 writes it on the payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// `Succeeded` or `Declined`.
+    pub status: PaymentStatus,
+    /// The acquirer's id of the charge attempt.
+    pub provider_payment_id: String,
+    /// Why it was declined.
+    pub decline_code: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payment_ids_round_trip_and_order_by_time() {
+        let a = PaymentId::generate();
+        let b = PaymentId::generate();
+        assert_eq!(PaymentId::parse(a.as_str()).unwrap(), a);
+        assert!(a.as_str() < b.as_str());
+        assert!(PaymentId::parse("pay_xyz").is_err());
+        assert!(PaymentId::parse(&a.as_str().replace("pay_", "ref_")).is_err());
+    }
+
+    #[test]
+    fn acquirer_key_is_derived_from_the_payment() {
+        let id = PaymentId::generate();
+        assert_eq!(AcquirerKey::for_payment(&id), AcquirerKey::for_payment(&id));
+    }
+
+    #[test]
+    fn references_and_tokens_are_checked() {
+        assert!(Reference::new("order-123").is_ok());
+        assert!(Reference::new("заказ 7").is_ok());
+        assert!(Reference::new("").is_err());
+        assert!(Reference::new("a\nb").is_err());
+        assert!(Reference::new("x".repeat(256)).is_err());
+        assert!(CardToken::new("tok_ok").is_ok());
+        assert!(CardToken::new("tok ok").is_err());
+        assert!(!format!("{:?}", CardToken::new("tok_secret").unwrap()).contains("secret"));
+    }
+}

@@ -1,0 +1,242 @@
+//! The store: where keys and payments live, and the final arbiter of races.
+//!
+//! Each method is one atomic step of the engine. Implementations live in the
+//! `chargeonce-store` crate (PostgreSQL and SQLite); the engine only sees this trait.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::{
+    Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Reference, SecretHash,
+    Settlement, ShopId,
+};
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or did not answer in time. Nothing may
+    /// be executed on the strength of a call that failed this way.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A row could not be read back into a domain value (a bug or a manual edit).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// `add_shop` for a shop id that exists.
+    #[error("shop `{0}` already exists")]
+    ShopExists(String),
+    /// Any other database error.
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+/// The fencing token of a lease: whoever holds it may finish the operation;
+/// a worker whose lease was taken over can no longer write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseToken(Uuid);
+
+impl LeaseToken {
+    /// A fresh random token.
+    pub fn generate() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// Wraps a stored token.
+    pub fn from_uuid(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
+
+    /// The token as a UUID, for storage.
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+/// The right to drive one key's operation, until the store's clock passes its deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The shop.
+    pub shop_id: ShopId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The fencing token.
+    pub token: LeaseToken,
+}
+
+/// How far an operation got. Saved atomically with the state it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecoveryPoint {
+    /// Phase 1 committed: the key row and its payment row exist (the payment
+    /// may be another key's payment for the same order). Resume at the acquirer call.
+    PaymentCreated,
+    /// Phase 3 committed: the response is stored and is the answer forever.
+    Finished,
+}
+
+impl RecoveryPoint {
+    /// As stored.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::PaymentCreated => "payment_created",
+            Self::Finished => "finished",
+        }
+    }
+
+    /// Parses a stored value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "payment_created" => Some(Self::PaymentCreated),
+            "finished" => Some(Self::Finished),
+            _ => None,
+        }
+    }
+}
+
+/// A response as the first request got it, replayed byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// The HTTP status code (the engine treats it as an opaque number).
+    pub status: u16,
+    /// Response headers that are part of the answer (`content-type`, `location`).
+    pub headers: Vec<(String, String)>,
+    /// The body, exactly as first sent.
+    pub body: Vec<u8>,
+}
+
+/// What the first request with a key was, to tell a retry from a misuse.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// The authenticated shop.
+    pub shop_id: ShopId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// Fingerprint of method, path and canonical body.
+    pub fingerprint: Fingerprint,
+    /// The method, kept for introspection.
+    pub method: String,
+    /// The path, kept for introspection.
+    pub path: String,
+}
+
+/// How long leases and keys live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyTiming {
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// How long a finished key is kept and replayed (the published retention).
+    pub ttl: Duration,
+}
+
+/// A stored key, as read back.
+#[derive(Debug, Clone)]
+pub struct KeyRecord {
+    /// The shop.
+    pub shop_id: ShopId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The first request's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The first request's method.
+    pub method: String,
+    /// The first request's path.
+    pub path: String,
+    /// How far it got.
+    pub recovery_point: RecoveryPoint,
+    /// The payment it answers with.
+    pub payment_id: Option<PaymentId>,
+    /// The final response, once finished.
+    pub response: Option<StoredResponse>,
+    /// Whether a lease is held and unexpired, judged by the store's clock.
+    pub lease_active: bool,
+    /// Unix milliseconds of creation.
+    pub created_at_ms: i64,
+    /// Unix milliseconds after which a finished key counts as new.
+    pub expires_at_ms: i64,
+}
+
+/// The result of phase 1.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// The key was new (or expired and finished): the key row and the payment
+    /// row are committed, and this caller holds the lease. When the order
+    /// already had a pending or succeeded payment, `payment` is that one and
+    /// no new payment was inserted.
+    Acquired {
+        /// The lease this caller holds.
+        lease: Lease,
+        /// The key's payment.
+        payment: Payment,
+    },
+    /// The key exists; nothing was written.
+    Exists(KeyRecord),
+}
+
+/// Storage for keys, payments and shops. Every method is atomic; leases and
+/// expiry are judged by the store's clock, never the caller's.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Phase 1, one transaction: inserts the key row with a fresh lease and the
+    /// payment row (or links the order's existing pending/succeeded payment),
+    /// or, when the key exists and is not an expired finished key, writes
+    /// nothing and returns it, read in a statement that sees every commit
+    /// made before it. The (shop, key) primary key is the arbiter of races.
+    async fn claim_payment(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError>;
+
+    /// Takes over an unfinished key whose lease expired: a compare-and-set that
+    /// installs a new lease token. `None` when the key is finished, its lease is
+    /// alive, or someone else took it first.
+    async fn take_over(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+        lease: Duration,
+    ) -> Result<Option<(Lease, Payment)>, StoreError>;
+
+    /// Extends a lease held with this token. `false` if it was taken over.
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError>;
+
+    /// Ends a lease early (the outcome is unknown and the next retry should
+    /// resume at once). `false` if it was taken over.
+    async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError>;
+
+    /// Phase 3, one transaction, fenced by the lease token: applies the
+    /// settlement to the pending payment (if any) and stores the final response
+    /// on the key. `false`, with nothing written, if the lease was taken over.
+    async fn finish(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&PaymentId, &Settlement)>,
+        response: &StoredResponse,
+    ) -> Result<bool, StoreError>;
+
+    /// One payment of one shop.
+    async fn payment(&self, shop_id: &ShopId, id: &PaymentId) -> Result<Option<Payment>, StoreError>;
+
+    /// All payments of one shop for one order, oldest first.
+    async fn payments_by_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<Payment>, StoreError>;
+
+    /// One key of one shop.
+    async fn key(&self, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError>;
+
+    /// Deletes up to `batch` finished keys whose expiry has passed; returns how many.
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError>;
+
+    /// Registers a shop with the hash of its secret.
+    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError>;
+
+    /// The stored secret hash of a shop.
+    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError>;
+
+    /// Whether the store answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
