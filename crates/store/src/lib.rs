@@ -1,1 +1,56 @@
-//! placeholder
+//! # chargeonce-store
+//!
+//! The two implementations of [`chargeonce_core::Store`]: [`PgStore`] for
+//! production (many service instances on one PostgreSQL database) and
+//! [`SqliteStore`], the embedded default (one file, one process). Every SQL
+//! statement of the service lives in this crate and its `migrations/` folders;
+//! migrations run when a store connects.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), chargeonce_core::StoreError> {
+//! let store = chargeonce_store::connect("sqlite://chargeonce.db", &Default::default()).await?;
+//! store.ping().await?;
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chargeonce_core::{Store, StoreError};
+
+mod codec;
+pub mod postgres;
+pub mod sqlite;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// Connection pool settings.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Most connections open at once (readers, for SQLite; it has one writer).
+    pub max_connections: u32,
+    /// How long a request waits for a connection before the store counts as unavailable.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self { max_connections: 16, acquire_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// Opens the store a URL names: `postgres://...` (or `postgresql://...`) or
+/// `sqlite://PATH` (created if missing). Runs the migrations.
+pub async fn connect(url: &str, config: &PoolConfig) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::connect(url, config).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::connect(url, config).await?))
+    } else {
+        Err(StoreError::Other(format!(
+            "unsupported database URL scheme `{}:` (use postgres://... or sqlite://PATH)",
+            url.split(':').next().unwrap_or_default()
+        )))
+    }
+}

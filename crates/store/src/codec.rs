@@ -1,0 +1,146 @@
+//! Turning rows into domain values and sqlx errors into [`StoreError`]s; shared
+//! by both stores so they decode exactly alike.
+
+use chargeonce_core::{
+    AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyRecord, Money, Payment,
+    PaymentId, PaymentStatus, RecoveryPoint, Reference, ShopId, StoreError, StoredResponse,
+};
+use time::OffsetDateTime;
+
+/// Classifies a database error: connection trouble is `Unavailable` (the
+/// caller answers 503 and executes nothing), bad rows are `Corrupt`.
+pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error.to_string()),
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // PostgreSQL: connection exceptions (08), operator intervention
+            // (57P01..57P03), too many connections (53300), statement or lock
+            // timeouts (57014, 55P03). SQLite: SQLITE_BUSY (5), SQLITE_LOCKED (6).
+            let transient = code.starts_with("08")
+                || code.starts_with("57P")
+                || matches!(code.as_ref(), "53300" | "57014" | "55P03" | "5" | "6" | "517");
+            if transient {
+                StoreError::Unavailable(error.to_string())
+            } else {
+                StoreError::Other(error.to_string())
+            }
+        }
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::Decode(_)
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::TypeNotFound { .. } => StoreError::Corrupt(error.to_string()),
+        _ => StoreError::Other(error.to_string()),
+    }
+}
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+/// A payment row's columns, read from either store.
+pub(crate) struct PaymentColumns {
+    pub id: String,
+    pub shop_id: String,
+    pub idempotency_key: String,
+    pub reference: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub token: String,
+    pub status: String,
+    pub acquirer_key: String,
+    pub provider_payment_id: Option<String>,
+    pub decline_code: Option<String>,
+    pub created_at: OffsetDateTime,
+}
+
+impl PaymentColumns {
+    pub fn into_payment(self) -> Result<Payment, StoreError> {
+        let currency = Currency::from_code(&self.currency).map_err(corrupt)?;
+        Ok(Payment {
+            id: PaymentId::parse(&self.id).map_err(corrupt)?,
+            shop_id: ShopId::new(self.shop_id).map_err(corrupt)?,
+            idempotency_key: IdempotencyKey::new(self.idempotency_key).map_err(corrupt)?,
+            reference: Reference::new(self.reference).map_err(corrupt)?,
+            amount: Money::from_minor(self.amount_minor, currency).map_err(corrupt)?,
+            token: CardToken::new(self.token).map_err(corrupt)?,
+            status: PaymentStatus::parse(&self.status)
+                .ok_or_else(|| corrupt(format!("payment status `{}`", self.status)))?,
+            acquirer_key: AcquirerKey::from_stored(self.acquirer_key),
+            provider_payment_id: self.provider_payment_id,
+            decline_code: self.decline_code,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// A key row's columns, read from either store.
+pub(crate) struct KeyColumns {
+    pub shop_id: String,
+    pub key: String,
+    pub fingerprint: Vec<u8>,
+    pub method: String,
+    pub path: String,
+    pub recovery_point: String,
+    pub payment_id: Option<String>,
+    pub response_status: Option<i64>,
+    pub response_headers: Option<String>,
+    pub response_body: Option<Vec<u8>>,
+    pub lease_active: bool,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+impl KeyColumns {
+    pub fn into_record(self) -> Result<KeyRecord, StoreError> {
+        let response = match (self.response_status, self.response_body) {
+            (Some(status), Some(body)) => Some(StoredResponse {
+                status: u16::try_from(status).map_err(corrupt)?,
+                headers: decode_headers(self.response_headers.as_deref())?,
+                body,
+            }),
+            _ => None,
+        };
+        Ok(KeyRecord {
+            shop_id: ShopId::new(self.shop_id).map_err(corrupt)?,
+            key: IdempotencyKey::new(self.key).map_err(corrupt)?,
+            fingerprint: Fingerprint::from_bytes(&self.fingerprint)
+                .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))?,
+            method: self.method,
+            path: self.path,
+            recovery_point: RecoveryPoint::parse(&self.recovery_point)
+                .ok_or_else(|| corrupt(format!("recovery point `{}`", self.recovery_point)))?,
+            payment_id: self
+                .payment_id
+                .map(|id| PaymentId::parse(&id))
+                .transpose()
+                .map_err(corrupt)?,
+            response,
+            lease_active: self.lease_active,
+            created_at_ms: self.created_at_ms,
+            expires_at_ms: self.expires_at_ms,
+        })
+    }
+}
+
+/// Stored response headers are a JSON array of `[name, value]` pairs.
+pub(crate) fn encode_headers(headers: &[(String, String)]) -> Result<String, StoreError> {
+    serde_json::to_string(headers).map_err(|e| StoreError::Other(e.to_string()))
+}
+
+fn decode_headers(raw: Option<&str>) -> Result<Vec<(String, String)>, StoreError> {
+    match raw {
+        None => Ok(Vec::new()),
+        Some(raw) => serde_json::from_str(raw).map_err(corrupt),
+    }
+}
+
+/// Milliseconds in a duration, saturated to what an SQL BIGINT holds.
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

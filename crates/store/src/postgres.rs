@@ -1,0 +1,456 @@
+//! The PostgreSQL store: production, shared by many service instances.
+//!
+//! Races between instances are settled by the `(shop_id, key)` primary key and the
+//! one-live-payment-per-order partial unique index. Lease deadlines and expiry are
+//! compared with the database's `now()`, so instance clocks never matter.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chargeonce_core::{
+    Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment,
+    Payment, PaymentId, Reference, SecretHash, Settlement, ShopId, Store, StoreError,
+    StoredResponse,
+};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row, Transaction};
+
+use crate::PoolConfig;
+use crate::codec::{KeyColumns, PaymentColumns, encode_headers, millis, store_error};
+
+/// The columns of a key row, with lease liveness and times judged by the database.
+macro_rules! key_columns {
+    () => {
+        "shop_id, key, fingerprint, method, path, recovery_point, payment_id, \
+         response_status::bigint AS response_status, response_headers, response_body, \
+         (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, \
+         (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+         (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms"
+    };
+}
+
+/// The columns of a payment row.
+macro_rules! payment_columns {
+    () => {
+        "id, shop_id, idempotency_key, reference, amount_minor, currency, token, status, \
+         acquirer_key, provider_payment_id, decline_code, created_at"
+    };
+}
+
+/// How many times a claim re-runs when the row it conflicted with vanished
+/// between two statements (swept, or its order's payment declined meanwhile).
+const CLAIM_ATTEMPTS: usize = 3;
+
+/// [`Store`] on PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects with a `postgres://` URL and runs the migrations.
+    pub async fn connect(url: &str, config: &PoolConfig) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Other(format!("bad PostgreSQL URL: {e}")))?
+            .application_name("chargeonce")
+            .options([("statement_timeout", "15s")]);
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .acquire_timeout(config.acquire_timeout)
+            .connect_with(options)
+            .await
+            .map_err(store_error)?;
+        let store = Self { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies the embedded migrations (safe to run from several instances at
+    /// once: sqlx takes an advisory lock).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("./migrations/postgres")
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+    }
+
+    /// The connection pool, for tests and tools.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn read_key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| key_from_row(&row)).transpose()
+    }
+
+    /// Inserts the key row; `false` when the key exists and is not an expired
+    /// finished key (nothing written).
+    async fn insert_key(
+        tx: &mut Transaction<'static, Postgres>,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        lease: LeaseToken,
+        timing: KeyTiming,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
+                 recovery_point, lease_token, locked_until, payment_id, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
+                 now() + $7::float8 * interval '1 millisecond', $8, now(), \
+                 now() + $9::float8 * interval '1 millisecond') \
+             ON CONFLICT (shop_id, key) DO UPDATE SET \
+                 fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, \
+                 path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point, \
+                 lease_token = EXCLUDED.lease_token, locked_until = EXCLUDED.locked_until, \
+                 payment_id = EXCLUDED.payment_id, response_status = NULL, \
+                 response_headers = NULL, response_body = NULL, \
+                 created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at \
+             WHERE k.recovery_point = 'finished' AND k.expires_at <= now() \
+             RETURNING 1",
+        )
+        .bind(claim.shop_id.as_str())
+        .bind(claim.key.as_str())
+        .bind(claim.fingerprint.as_bytes().as_slice())
+        .bind(&claim.method)
+        .bind(&claim.path)
+        .bind(lease.as_uuid())
+        .bind(millis(timing.lease) as f64)
+        .bind(payment.id.as_str())
+        .bind(millis(timing.ttl) as f64)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        Ok(row.is_some())
+    }
+
+    /// Inserts the payment, or returns the order's live payment when it has one.
+    async fn insert_payment(
+        tx: &mut Transaction<'static, Postgres>,
+        payment: &NewPayment,
+    ) -> Result<Option<Payment>, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let inserted = sqlx::query(
+                "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                     currency, token, status, acquirer_key, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+                 ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+                 DO NOTHING RETURNING 1",
+            )
+            .bind(payment.id.as_str())
+            .bind(payment.shop_id.as_str())
+            .bind(payment.idempotency_key.as_str())
+            .bind(payment.request.reference.as_str())
+            .bind(payment.request.amount.minor_units())
+            .bind(payment.request.amount.currency().code())
+            .bind(payment.request.token.as_str())
+            .bind(payment.acquirer_key.as_str())
+            .bind(payment.created_at)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            if inserted.is_some() {
+                return Ok(Some(payment.to_payment()));
+            }
+            // A new statement sees the live payment the conflict waited for.
+            let existing = sqlx::query(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE shop_id = $1 AND reference = $2 \
+                  AND status IN ('pending', 'succeeded')"
+            ))
+            .bind(payment.shop_id.as_str())
+            .bind(payment.request.reference.as_str())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            if let Some(row) = existing {
+                let existing = payment_from_row(&row)?;
+                sqlx::query(
+                    "UPDATE idempotency_keys SET payment_id = $3 WHERE shop_id = $1 AND key = $2",
+                )
+                .bind(payment.shop_id.as_str())
+                .bind(payment.idempotency_key.as_str())
+                .bind(existing.id.as_str())
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                return Ok(Some(existing));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn payment_from_row(row: &PgRow) -> Result<Payment, StoreError> {
+    let columns = PaymentColumns {
+        id: row.try_get("id").map_err(store_error)?,
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        idempotency_key: row.try_get("idempotency_key").map_err(store_error)?,
+        reference: row.try_get("reference").map_err(store_error)?,
+        amount_minor: row.try_get("amount_minor").map_err(store_error)?,
+        currency: row.try_get("currency").map_err(store_error)?,
+        token: row.try_get("token").map_err(store_error)?,
+        status: row.try_get("status").map_err(store_error)?,
+        acquirer_key: row.try_get("acquirer_key").map_err(store_error)?,
+        provider_payment_id: row.try_get("provider_payment_id").map_err(store_error)?,
+        decline_code: row.try_get("decline_code").map_err(store_error)?,
+        created_at: row.try_get("created_at").map_err(store_error)?,
+    };
+    columns.into_payment()
+}
+
+fn key_from_row(row: &PgRow) -> Result<KeyRecord, StoreError> {
+    let columns = KeyColumns {
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        key: row.try_get("key").map_err(store_error)?,
+        fingerprint: row.try_get("fingerprint").map_err(store_error)?,
+        method: row.try_get("method").map_err(store_error)?,
+        path: row.try_get("path").map_err(store_error)?,
+        recovery_point: row.try_get("recovery_point").map_err(store_error)?,
+        payment_id: row.try_get("payment_id").map_err(store_error)?,
+        response_status: row.try_get("response_status").map_err(store_error)?,
+        response_headers: row.try_get("response_headers").map_err(store_error)?,
+        response_body: row.try_get("response_body").map_err(store_error)?,
+        lease_active: row.try_get("lease_active").map_err(store_error)?,
+        created_at_ms: row.try_get("created_at_ms").map_err(store_error)?,
+        expires_at_ms: row.try_get("expires_at_ms").map_err(store_error)?,
+    };
+    columns.into_record()
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn claim_payment(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            if Self::insert_key(&mut tx, claim, payment, token, timing).await? {
+                let Some(linked) = Self::insert_payment(&mut tx, payment).await? else {
+                    continue;
+                };
+                tx.commit().await.map_err(store_error)?;
+                let lease = Lease {
+                    shop_id: claim.shop_id.clone(),
+                    key: claim.key.clone(),
+                    token,
+                };
+                return Ok(Claim::Acquired { lease, payment: linked });
+            }
+            tx.rollback().await.map_err(store_error)?;
+            // Re-read in a new statement: its snapshot includes the winner's commit.
+            if let Some(record) = self.read_key(&claim.shop_id, &claim.key).await? {
+                return Ok(Claim::Exists(record));
+            }
+        }
+        Err(StoreError::Other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
+
+    async fn take_over(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+        lease: Duration,
+    ) -> Result<Option<(Lease, Payment)>, StoreError> {
+        let token = LeaseToken::generate();
+        let row = sqlx::query(
+            "UPDATE idempotency_keys SET lease_token = $3, \
+                 locked_until = now() + $4::float8 * interval '1 millisecond' \
+             WHERE shop_id = $1 AND key = $2 AND recovery_point <> 'finished' \
+               AND (locked_until IS NULL OR locked_until <= now()) \
+             RETURNING payment_id",
+        )
+        .bind(shop_id.as_str())
+        .bind(key.as_str())
+        .bind(token.as_uuid())
+        .bind(millis(lease) as f64)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let payment_id: String = row.try_get("payment_id").map_err(store_error)?;
+        let payment_id = PaymentId::parse(&payment_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let payment = self.payment(shop_id, &payment_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("key {key} points at missing payment {payment_id}"))
+        })?;
+        let lease = Lease { shop_id: shop_id.clone(), key: key.clone(), token };
+        Ok(Some((lease, payment)))
+    }
+
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE idempotency_keys SET locked_until = now() + $4::float8 * interval '1 millisecond' \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(millis(duration) as f64)
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE idempotency_keys SET locked_until = now() \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&PaymentId, &Settlement)>,
+        response: &StoredResponse,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(store_error)?;
+        let fenced = sqlx::query(
+            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
+                 response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(i32::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if fenced.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(false);
+        }
+        if let Some((payment_id, settlement)) = settlement {
+            sqlx::query(
+                "UPDATE payments SET status = $2, provider_payment_id = $3, decline_code = $4, \
+                     updated_at = now() \
+                 WHERE id = $1 AND status = 'pending'",
+            )
+            .bind(payment_id.as_str())
+            .bind(settlement.status.as_str())
+            .bind(&settlement.provider_payment_id)
+            .bind(&settlement.decline_code)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(true)
+    }
+
+    async fn payment(&self, shop_id: &ShopId, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 AND id = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| payment_from_row(&row)).transpose()
+    }
+
+    async fn payments_by_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 AND reference = $2 ORDER BY created_at, id"
+        ))
+        .bind(shop_id.as_str())
+        .bind(reference.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(store_error)?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn key(&self, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
+        self.read_key(shop_id, key).await
+    }
+
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
+                 SELECT shop_id, key FROM idempotency_keys \
+                 WHERE recovery_point = 'finished' AND expires_at <= now() \
+                 LIMIT $1 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(i64::from(batch))
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO shops (id, secret_sha256) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(shop_id.as_str())
+        .bind(secret.as_bytes().as_slice())
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::ShopExists(shop_id.to_string()));
+        }
+        Ok(())
+    }
+
+    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
+        let row = sqlx::query("SELECT secret_sha256 FROM shops WHERE id = $1")
+            .bind(shop_id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(store_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
+        SecretHash::from_bytes(&bytes)
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt(format!("secret hash of shop {shop_id}")))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(store_error)?;
+        Ok(())
+    }
+}

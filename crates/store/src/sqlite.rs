@@ -1,0 +1,480 @@
+//! The SQLite store: the embedded default, one file, one process.
+//!
+//! One writer connection and a small pool of readers over a WAL file with
+//! `synchronous=FULL`. Write transactions begin `IMMEDIATE`, so they never fail
+//! half-way when upgrading to a write. The clock is SQLite's (the process's host).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chargeonce_core::{
+    Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment,
+    Payment, PaymentId, Reference, SecretHash, Settlement, ShopId, Store, StoreError,
+    StoredResponse,
+};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+use time::OffsetDateTime;
+
+use crate::PoolConfig;
+use crate::codec::{KeyColumns, PaymentColumns, encode_headers, millis, store_error};
+
+/// SQLite's clock in unix milliseconds.
+macro_rules! now_ms {
+    () => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+}
+
+/// The columns of a key row, with lease liveness judged by SQLite's clock.
+macro_rules! key_columns {
+    () => {
+        concat!(
+            "shop_id, key, fingerprint, method, path, recovery_point, payment_id, \
+             response_status, response_headers, response_body, \
+             (lease_token IS NOT NULL AND locked_until > ",
+            now_ms!(),
+            ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms"
+        )
+    };
+}
+
+/// The columns of a payment row.
+macro_rules! payment_columns {
+    () => {
+        "id, shop_id, idempotency_key, reference, amount_minor, currency, token, status, \
+         acquirer_key, provider_payment_id, decline_code, created_at"
+    };
+}
+
+/// [`Store`] on an SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    readers: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) an `sqlite://PATH` database and runs the migrations.
+    pub async fn connect(url: &str, config: &PoolConfig) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Other(format!("bad SQLite URL: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(config.acquire_timeout)
+            .connect_with(options.clone())
+            .await
+            .map_err(store_error)?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&writer)
+            .await
+            .map_err(|e| StoreError::Other(format!("migration failed: {e}")))?;
+        let readers = SqlitePoolOptions::new()
+            .max_connections(config.max_connections.clamp(1, 8))
+            .acquire_timeout(config.acquire_timeout)
+            .connect_with(options.read_only(true))
+            .await
+            .map_err(store_error)?;
+        Ok(Self { writer, readers })
+    }
+
+    async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(store_error)
+    }
+
+    async fn read_key_in(
+        tx: &mut Transaction<'static, Sqlite>,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str())
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| key_from_row(&row)).transpose()
+    }
+
+    /// Inserts the payment, or links the order's live payment when it has one.
+    async fn insert_payment(
+        tx: &mut Transaction<'static, Sqlite>,
+        payment: &NewPayment,
+    ) -> Result<Option<Payment>, StoreError> {
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ",
+            now_ms!(),
+            ") ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+             DO NOTHING RETURNING 1"
+        ))
+        .bind(payment.id.as_str())
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(payment.request.reference.as_str())
+        .bind(payment.request.amount.minor_units())
+        .bind(payment.request.amount.currency().code())
+        .bind(payment.request.token.as_str())
+        .bind(payment.acquirer_key.as_str())
+        .bind(unix_ms(payment.created_at))
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        if inserted.is_some() {
+            return Ok(Some(payment.to_payment()));
+        }
+        // The writer holds the database lock: the live payment is there to read.
+        let existing = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = ?1 AND reference = ?2 \
+              AND status IN ('pending', 'succeeded')"
+        ))
+        .bind(payment.shop_id.as_str())
+        .bind(payment.request.reference.as_str())
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        let Some(row) = existing else { return Ok(None) };
+        let existing = payment_from_row(&row)?;
+        sqlx::query("UPDATE idempotency_keys SET payment_id = ?3 WHERE shop_id = ?1 AND key = ?2")
+            .bind(payment.shop_id.as_str())
+            .bind(payment.idempotency_key.as_str())
+            .bind(existing.id.as_str())
+            .execute(&mut **tx)
+            .await
+            .map_err(store_error)?;
+        Ok(Some(existing))
+    }
+}
+
+fn unix_ms(at: OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+fn from_unix_ms(ms: i64) -> Result<OffsetDateTime, StoreError> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_err(|e| StoreError::Corrupt(format!("timestamp {ms}: {e}")))
+}
+
+fn payment_from_row(row: &SqliteRow) -> Result<Payment, StoreError> {
+    let created_at: i64 = row.try_get("created_at").map_err(store_error)?;
+    let columns = PaymentColumns {
+        id: row.try_get("id").map_err(store_error)?,
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        idempotency_key: row.try_get("idempotency_key").map_err(store_error)?,
+        reference: row.try_get("reference").map_err(store_error)?,
+        amount_minor: row.try_get("amount_minor").map_err(store_error)?,
+        currency: row.try_get("currency").map_err(store_error)?,
+        token: row.try_get("token").map_err(store_error)?,
+        status: row.try_get("status").map_err(store_error)?,
+        acquirer_key: row.try_get("acquirer_key").map_err(store_error)?,
+        provider_payment_id: row.try_get("provider_payment_id").map_err(store_error)?,
+        decline_code: row.try_get("decline_code").map_err(store_error)?,
+        created_at: from_unix_ms(created_at)?,
+    };
+    columns.into_payment()
+}
+
+fn key_from_row(row: &SqliteRow) -> Result<KeyRecord, StoreError> {
+    let columns = KeyColumns {
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        key: row.try_get("key").map_err(store_error)?,
+        fingerprint: row.try_get("fingerprint").map_err(store_error)?,
+        method: row.try_get("method").map_err(store_error)?,
+        path: row.try_get("path").map_err(store_error)?,
+        recovery_point: row.try_get("recovery_point").map_err(store_error)?,
+        payment_id: row.try_get("payment_id").map_err(store_error)?,
+        response_status: row.try_get("response_status").map_err(store_error)?,
+        response_headers: row.try_get("response_headers").map_err(store_error)?,
+        response_body: row.try_get("response_body").map_err(store_error)?,
+        lease_active: row.try_get("lease_active").map_err(store_error)?,
+        created_at_ms: row.try_get("created_at_ms").map_err(store_error)?,
+        expires_at_ms: row.try_get("expires_at_ms").map_err(store_error)?,
+    };
+    columns.into_record()
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn claim_payment(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        let token = LeaseToken::generate();
+        let mut tx = self.write_tx().await?;
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
+                 recovery_point, lease_token, locked_until, payment_id, created_at, expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'payment_created', ?6, ",
+            now_ms!(),
+            " + ?7, ?8, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            " + ?9) \
+             ON CONFLICT (shop_id, key) DO UPDATE SET \
+                 fingerprint = excluded.fingerprint, method = excluded.method, \
+                 path = excluded.path, recovery_point = excluded.recovery_point, \
+                 lease_token = excluded.lease_token, locked_until = excluded.locked_until, \
+                 payment_id = excluded.payment_id, response_status = NULL, \
+                 response_headers = NULL, response_body = NULL, \
+                 created_at = excluded.created_at, expires_at = excluded.expires_at \
+             WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
+            now_ms!(),
+            " RETURNING 1"
+        ))
+        .bind(claim.shop_id.as_str())
+        .bind(claim.key.as_str())
+        .bind(claim.fingerprint.as_bytes().as_slice())
+        .bind(&claim.method)
+        .bind(&claim.path)
+        .bind(token.as_uuid().to_string())
+        .bind(millis(timing.lease))
+        .bind(payment.id.as_str())
+        .bind(millis(timing.ttl))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if inserted.is_none() {
+            let record = Self::read_key_in(&mut tx, &claim.shop_id, &claim.key).await?;
+            tx.rollback().await.map_err(store_error)?;
+            return record.map(Claim::Exists).ok_or_else(|| {
+                StoreError::Other(format!("key {} conflicted but cannot be read", claim.key))
+            });
+        }
+        let Some(linked) = Self::insert_payment(&mut tx, payment).await? else {
+            return Err(StoreError::Other(format!(
+                "order of key {} has a live payment that cannot be read",
+                claim.key
+            )));
+        };
+        tx.commit().await.map_err(store_error)?;
+        let lease = Lease { shop_id: claim.shop_id.clone(), key: claim.key.clone(), token };
+        Ok(Claim::Acquired { lease, payment: linked })
+    }
+
+    async fn take_over(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+        lease: Duration,
+    ) -> Result<Option<(Lease, Payment)>, StoreError> {
+        let token = LeaseToken::generate();
+        let row = sqlx::query(concat!(
+            "UPDATE idempotency_keys SET lease_token = ?3, locked_until = ",
+            now_ms!(),
+            " + ?4 WHERE shop_id = ?1 AND key = ?2 AND recovery_point <> 'finished' \
+               AND (locked_until IS NULL OR locked_until <= ",
+            now_ms!(),
+            ") RETURNING payment_id"
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str())
+        .bind(token.as_uuid().to_string())
+        .bind(millis(lease))
+        .fetch_optional(&self.writer)
+        .await
+        .map_err(store_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let payment_id: String = row.try_get("payment_id").map_err(store_error)?;
+        let payment_id =
+            PaymentId::parse(&payment_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let payment = self.payment(shop_id, &payment_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("key {key} points at missing payment {payment_id}"))
+        })?;
+        let lease = Lease { shop_id: shop_id.clone(), key: key.clone(), token };
+        Ok(Some((lease, payment)))
+    }
+
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
+        let done = sqlx::query(concat!(
+            "UPDATE idempotency_keys SET locked_until = ",
+            now_ms!(),
+            " + ?4 WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+               AND recovery_point <> 'finished'"
+        ))
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid().to_string())
+        .bind(millis(duration))
+        .execute(&self.writer)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let done = sqlx::query(concat!(
+            "UPDATE idempotency_keys SET locked_until = ",
+            now_ms!(),
+            " WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+               AND recovery_point <> 'finished'"
+        ))
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid().to_string())
+        .execute(&self.writer)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&PaymentId, &Settlement)>,
+        response: &StoredResponse,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let fenced = sqlx::query(
+            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
+                 response_headers = ?5, response_body = ?6, lease_token = NULL, \
+                 locked_until = NULL \
+             WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+               AND recovery_point <> 'finished'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid().to_string())
+        .bind(i64::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if fenced.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(false);
+        }
+        if let Some((payment_id, settlement)) = settlement {
+            sqlx::query(concat!(
+                "UPDATE payments SET status = ?2, provider_payment_id = ?3, decline_code = ?4, \
+                     updated_at = ",
+                now_ms!(),
+                " WHERE id = ?1 AND status = 'pending'"
+            ))
+            .bind(payment_id.as_str())
+            .bind(settlement.status.as_str())
+            .bind(&settlement.provider_payment_id)
+            .bind(&settlement.decline_code)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(true)
+    }
+
+    async fn payment(&self, shop_id: &ShopId, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = ?1 AND id = ?2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.readers)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| payment_from_row(&row)).transpose()
+    }
+
+    async fn payments_by_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = ?1 AND reference = ?2 ORDER BY created_at, id"
+        ))
+        .bind(shop_id.as_str())
+        .bind(reference.as_str())
+        .fetch_all(&self.readers)
+        .await
+        .map_err(store_error)?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn key(&self, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str())
+        .fetch_optional(&self.readers)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| key_from_row(&row)).transpose()
+    }
+
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        let done = sqlx::query(concat!(
+            "DELETE FROM idempotency_keys WHERE rowid IN ( \
+                 SELECT rowid FROM idempotency_keys \
+                 WHERE recovery_point = 'finished' AND expires_at <= ",
+            now_ms!(),
+            " LIMIT ?1)"
+        ))
+        .bind(i64::from(batch))
+        .execute(&self.writer)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
+        let done = sqlx::query(concat!(
+            "INSERT INTO shops (id, secret_sha256, created_at) VALUES (?1, ?2, ",
+            now_ms!(),
+            ") ON CONFLICT (id) DO NOTHING"
+        ))
+        .bind(shop_id.as_str())
+        .bind(secret.as_bytes().as_slice())
+        .execute(&self.writer)
+        .await
+        .map_err(store_error)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::ShopExists(shop_id.to_string()));
+        }
+        Ok(())
+    }
+
+    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
+        let row = sqlx::query("SELECT secret_sha256 FROM shops WHERE id = ?1")
+            .bind(shop_id.as_str())
+            .fetch_optional(&self.readers)
+            .await
+            .map_err(store_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
+        SecretHash::from_bytes(&bytes)
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt(format!("secret hash of shop {shop_id}")))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.readers).await.map_err(store_error)?;
+        Ok(())
+    }
+}
