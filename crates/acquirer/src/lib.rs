@@ -1,1 +1,70 @@
-//! placeholder
+//! # chargeonce-acquirer
+//!
+//! The acquirer side of chargeonce: an in-process **simulator** of the bank that
+//! really moves money. Its ledger (a SQLite file of its own) is the ground truth
+//! of "how much money moved": the service's own tables say what it *believes*,
+//! the ledger says what *happened*.
+//!
+//! The [`Simulator`] implements [`chargeonce_core::Acquirer`] and behaves like a
+//! real, idempotent acquirer:
+//!
+//! - **Idempotent on the acquirer key.** One key is one ledger row, ever. A repeat
+//!   with the same key and the same parameters gets the stored answer and moves no
+//!   money; a repeat with other parameters is refused (see [`KEY_REUSED`]).
+//!   The card token is not stored and not compared: a repeat is answered from the
+//!   ledger whatever token it carries.
+//! - **Safe across processes.** Several processes may open the same ledger file and
+//!   charge at once, as they would share one bank: the row is written by a single
+//!   `INSERT ... ON CONFLICT (acquirer_key) DO NOTHING`, and only the caller whose
+//!   insert wrote the row applies the "first call" behaviours (a lost answer, a
+//!   slow answer).
+//! - **Behaviour chosen by the card token** (see [`Behaviour`]): `tok_ok`,
+//!   `tok_declined`, `tok_insufficient_funds`, `tok_timeout` (charged, but the
+//!   answer is lost), `tok_slow` (charged, answered late). Any other token succeeds.
+//!
+//! [`router`] serves the ledger as JSON (`GET /ledger`), for people and for the
+//! `chaos` checks.
+//!
+//! ```
+//! use chargeonce_acquirer::{Simulator, SimulatorConfig};
+//! use chargeonce_core::{
+//!     Acquirer, AcquirerKey, CardToken, ChargeRequest, ChargeResult, Money, PaymentId,
+//!     Reference, ShopId,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let sim = Simulator::in_memory(SimulatorConfig::default()).await?;
+//! let payment_id = PaymentId::generate();
+//! let request = ChargeRequest {
+//!     acquirer_key: AcquirerKey::for_payment(&payment_id),
+//!     shop_id: ShopId::new("demo-shop")?,
+//!     payment_id,
+//!     reference: Reference::new("order-123")?,
+//!     amount: Money::parse("1500.00", "RUB")?,
+//!     token: CardToken::new("tok_ok")?,
+//! };
+//! let first = sim.charge(&request).await?;
+//! let again = sim.charge(&request).await?;
+//! assert!(matches!(first, ChargeResult::Succeeded { .. }));
+//! assert_eq!(first, again);
+//! assert_eq!(sim.ledger().await?.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
+
+mod entry;
+mod error;
+mod http;
+mod ledger;
+mod report;
+mod simulator;
+
+pub use entry::{ChargeStatus, LedgerEntry};
+pub use error::SimulatorError;
+pub use http::router;
+pub use report::{CurrencyTotal, LedgerReport};
+pub use simulator::{
+    Behaviour, CARD_DECLINED, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER, Simulator,
+    SimulatorConfig, tokens,
+};

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest, KeyRecord,
+    Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest, KeyRecord,
     KeyTiming, Lease, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint,
     Settlement, Store, StoreError, StoredResponse,
 };
@@ -106,7 +106,12 @@ impl Engine {
         render: Arc<dyn Render>,
         config: EngineConfig,
     ) -> Self {
-        Self { store, acquirer, render, config }
+        Self {
+            store,
+            acquirer,
+            render,
+            config,
+        }
     }
 
     /// The store, for reads.
@@ -127,10 +132,14 @@ impl Engine {
         request: PaymentRequest,
     ) -> Result<Outcome, EngineError> {
         let new = NewPayment::new(claim.shop_id.clone(), claim.key.clone(), request);
-        match self.store.claim_payment(&claim, &new, self.config.timing).await? {
-            Claim::Acquired { lease, payment } => {
-                tracing::debug!(key = %lease.key, payment = %payment.id, "key claimed");
-                self.drive(lease, payment).await
+        match self
+            .store
+            .claim_payment(&claim, &new, self.config.timing)
+            .await?
+        {
+            Claim::Acquired(acquired) => {
+                tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "key claimed");
+                self.drive(acquired).await
             }
             Claim::Exists(record) => self.on_existing(&claim, record).await,
         }
@@ -161,23 +170,40 @@ impl Engine {
             .take_over(&claim.shop_id, &claim.key, self.config.timing.lease)
             .await?
         {
-            Some((lease, payment)) => {
-                tracing::info!(key = %lease.key, payment = %payment.id, "expired lease taken over");
-                self.drive(lease, payment).await
+            Some(acquired) => {
+                tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "expired lease taken over");
+                self.drive(acquired).await
             }
             None => Ok(self.in_progress()),
         }
     }
 
     fn in_progress(&self) -> Outcome {
-        Outcome::InProgress { retry_after: self.config.retry_after }
+        Outcome::InProgress {
+            retry_after: self.config.retry_after,
+        }
     }
 
-    /// Phases 2 and 3, from the `PaymentCreated` recovery point.
-    async fn drive(&self, lease: Lease, payment: Payment) -> Result<Outcome, EngineError> {
-        if payment.idempotency_key != lease.key {
-            let response = self.render.render(Rendered::AlreadyExists(&payment));
-            return self.finish(&lease, None, response).await;
+    /// Phases 2 and 3, from the recovery point phase 1 (or a take-over) left.
+    async fn drive(&self, acquired: Acquired) -> Result<Outcome, EngineError> {
+        let Acquired {
+            lease,
+            recovery_point,
+            payment,
+        } = acquired;
+        match recovery_point {
+            RecoveryPoint::OrderAlreadyPaid => {
+                let response = self.render.render(Rendered::AlreadyExists(&payment));
+                return self.finish(&lease, None, response).await;
+            }
+            RecoveryPoint::Finished => {
+                return Err(StoreError::Corrupt(format!(
+                    "key {} acquired while finished",
+                    lease.key
+                ))
+                .into());
+            }
+            RecoveryPoint::PaymentCreated => {}
         }
         match payment.status {
             PaymentStatus::Succeeded => {
@@ -201,12 +227,17 @@ impl Engine {
         match self.charge_holding_lease(&lease, &request).await {
             Ok(result) => {
                 let settlement = match result {
-                    ChargeResult::Succeeded { provider_payment_id } => Settlement {
+                    ChargeResult::Succeeded {
+                        provider_payment_id,
+                    } => Settlement {
                         status: PaymentStatus::Succeeded,
                         provider_payment_id,
                         decline_code: None,
                     },
-                    ChargeResult::Declined { provider_payment_id, code } => Settlement {
+                    ChargeResult::Declined {
+                        provider_payment_id,
+                        code,
+                    } => Settlement {
                         status: PaymentStatus::Declined,
                         provider_payment_id,
                         decline_code: Some(code),
@@ -217,7 +248,8 @@ impl Engine {
                     PaymentStatus::Declined => self.render.render(Rendered::Declined(&settled)),
                     _ => self.render.render(Rendered::Charged(&settled)),
                 };
-                self.finish(&lease, Some((&settled, &settlement)), response).await
+                self.finish(&lease, Some((&settled, &settlement)), response)
+                    .await
             }
             Err(AcquirerError::Unknown(reason)) => {
                 tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer outcome unknown; payment stays pending");
@@ -227,7 +259,10 @@ impl Engine {
             Err(AcquirerError::NotSent(reason)) => {
                 tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer unreachable; nothing sent");
                 self.store.release_lease(&lease).await?;
-                Ok(Outcome::AcquirerUnavailable { payment, retry_after: self.config.retry_after })
+                Ok(Outcome::AcquirerUnavailable {
+                    payment,
+                    retry_after: self.config.retry_after,
+                })
             }
         }
     }

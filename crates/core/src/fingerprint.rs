@@ -76,9 +76,10 @@ mod tests {
 
     #[test]
     fn key_order_and_whitespace_do_not_matter() {
-        let a: serde_json::Value =
-            serde_json::from_str(r#"{"reference":"o-1","amount":{"value":"1.00","currency":"RUB"}}"#)
-                .unwrap();
+        let a: serde_json::Value = serde_json::from_str(
+            r#"{"reference":"o-1","amount":{"value":"1.00","currency":"RUB"}}"#,
+        )
+        .unwrap();
         let b: serde_json::Value = serde_json::from_str(
             "{\n  \"amount\" : { \"currency\":\"RUB\", \"value\":\"1.00\" },\n  \"reference\":\"o-1\"\n}",
         )
@@ -93,8 +94,14 @@ mod tests {
     fn method_path_and_values_matter() {
         let body = serde_json::json!({"a": "1"});
         let base = Fingerprint::compute("POST", "/v1/payments", &body).unwrap();
-        assert_ne!(base, Fingerprint::compute("PUT", "/v1/payments", &body).unwrap());
-        assert_ne!(base, Fingerprint::compute("POST", "/v1/refunds", &body).unwrap());
+        assert_ne!(
+            base,
+            Fingerprint::compute("PUT", "/v1/payments", &body).unwrap()
+        );
+        assert_ne!(
+            base,
+            Fingerprint::compute("POST", "/v1/refunds", &body).unwrap()
+        );
         assert_ne!(
             base,
             Fingerprint::compute("POST", "/v1/payments", &serde_json::json!({"a": "2"})).unwrap()

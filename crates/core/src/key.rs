@@ -79,7 +79,8 @@ impl IdempotencyKey {
             return Ok(Self(key));
         }
         validate(raw)?;
-        let key = std::str::from_utf8(raw).map_err(|_| KeyError::InvalidCharacter { position: 0 })?;
+        let key =
+            std::str::from_utf8(raw).map_err(|_| KeyError::InvalidCharacter { position: 0 })?;
         Ok(Self(key.to_owned()))
     }
 
@@ -175,7 +176,10 @@ mod tests {
         assert_eq!(parse(r#""abc"x"#), Err(KeyError::BadQuotedString));
         assert_eq!(parse(r#""abc"#), Err(KeyError::BadQuotedString));
         assert_eq!(parse(r#""""#), Err(KeyError::Empty));
-        assert_eq!(parse(r#""a b""#), Err(KeyError::InvalidCharacter { position: 1 }));
+        assert_eq!(
+            parse(r#""a b""#),
+            Err(KeyError::InvalidCharacter { position: 1 })
+        );
     }
 
     #[test]
@@ -191,7 +195,10 @@ mod tests {
     #[test]
     fn control_nul_space_and_non_ascii_are_refused() {
         for bad in ["a b", "a\0b", "a\x7fb", "ключ", "a\x01"] {
-            assert!(matches!(parse(bad), Err(KeyError::InvalidCharacter { .. })), "{bad:?}");
+            assert!(
+                matches!(parse(bad), Err(KeyError::InvalidCharacter { .. })),
+                "{bad:?}"
+            );
         }
         assert!(IdempotencyKey::from_header(b"a\xffb").is_err());
     }

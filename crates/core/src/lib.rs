@@ -52,6 +52,6 @@ pub use payment::{
 };
 pub use shop::{SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Claim, ClaimRequest, KeyRecord, KeyTiming, Lease, LeaseToken, RecoveryPoint, Store,
+    Acquired, Claim, ClaimRequest, KeyRecord, KeyTiming, Lease, LeaseToken, RecoveryPoint, Store,
     StoreError, StoredResponse,
 };

@@ -105,7 +105,9 @@ impl Money {
         if !digits(int) || (value.contains('.') && !digits(frac)) || int.len() > 19 {
             return Err(not_decimal());
         }
-        let decimal = Decimal::from_str(value).map_err(|_| not_decimal())?.normalize();
+        let decimal = Decimal::from_str(value)
+            .map_err(|_| not_decimal())?
+            .normalize();
         if decimal.scale() > currency.minor_units() {
             return Err(MoneyError::TooPrecise {
                 currency: currency.code().to_owned(),
@@ -179,7 +181,9 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_plain_decimal() {
-        for bad in ["", ".5", "5.", "-1", "+1", "1e3", " 1", "1 ", "1,00", "0x10", "NaN", "1..0"] {
+        for bad in [
+            "", ".5", "5.", "-1", "+1", "1e3", " 1", "1 ", "1,00", "0x10", "NaN", "1..0",
+        ] {
             assert!(
                 matches!(Money::parse(bad, "RUB"), Err(MoneyError::NotADecimal(_))),
                 "{bad:?}"
@@ -191,10 +195,24 @@ mod tests {
     fn refuses_zero_precision_and_size() {
         assert_eq!(Money::parse("0", "RUB"), Err(MoneyError::NotPositive));
         assert_eq!(Money::parse("0.00", "RUB"), Err(MoneyError::NotPositive));
-        assert!(matches!(Money::parse("1.5", "JPY"), Err(MoneyError::TooPrecise { .. })));
-        assert_eq!(Money::parse("99999999999999999", "RUB"), Err(MoneyError::TooLarge));
-        assert_eq!(Money::parse("10000000000000.00", "RUB").unwrap().minor_units(), Money::MAX_MINOR_UNITS);
-        assert_eq!(Money::parse("10000000000000.01", "RUB"), Err(MoneyError::TooLarge));
+        assert!(matches!(
+            Money::parse("1.5", "JPY"),
+            Err(MoneyError::TooPrecise { .. })
+        ));
+        assert_eq!(
+            Money::parse("99999999999999999", "RUB"),
+            Err(MoneyError::TooLarge)
+        );
+        assert_eq!(
+            Money::parse("10000000000000.00", "RUB")
+                .unwrap()
+                .minor_units(),
+            Money::MAX_MINOR_UNITS
+        );
+        assert_eq!(
+            Money::parse("10000000000000.01", "RUB"),
+            Err(MoneyError::TooLarge)
+        );
         assert!(Money::parse("9".repeat(40).as_str(), "RUB").is_err());
     }
 
@@ -202,7 +220,10 @@ mod tests {
     fn refuses_unknown_or_lower_case_currency() {
         for bad in ["rub", "RU", "RUBB", "XXZ", "XAU", ""] {
             assert!(
-                matches!(Money::parse("1", bad), Err(MoneyError::UnsupportedCurrency(_))),
+                matches!(
+                    Money::parse("1", bad),
+                    Err(MoneyError::UnsupportedCurrency(_))
+                ),
                 "{bad:?}"
             );
         }

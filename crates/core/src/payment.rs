@@ -90,7 +90,11 @@ impl Reference {
         let ok = !reference.is_empty()
             && reference.chars().count() <= 255
             && !reference.chars().any(char::is_control);
-        if ok { Ok(Self(reference)) } else { Err(ValidationError::Reference) }
+        if ok {
+            Ok(Self(reference))
+        } else {
+            Err(ValidationError::Reference)
+        }
     }
 
     /// The reference as text.
@@ -109,7 +113,11 @@ impl CardToken {
     pub fn new(token: impl Into<String>) -> Result<Self, ValidationError> {
         let token = token.into();
         let ok = (1..=255).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_graphic());
-        if ok { Ok(Self(token)) } else { Err(ValidationError::Token) }
+        if ok {
+            Ok(Self(token))
+        } else {
+            Err(ValidationError::Token)
+        }
     }
 
     /// The token as text.

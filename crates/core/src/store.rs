@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::{
-    Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Reference, SecretHash,
-    Settlement, ShopId,
+    Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Reference, SecretHash, Settlement,
+    ShopId,
 };
 
 /// Why a store call failed.
@@ -67,9 +67,13 @@ pub struct Lease {
 /// How far an operation got. Saved atomically with the state it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecoveryPoint {
-    /// Phase 1 committed: the key row and its payment row exist (the payment
-    /// may be another key's payment for the same order). Resume at the acquirer call.
+    /// Phase 1 committed: the key row and the payment row it created exist.
+    /// Resume at the acquirer call.
     PaymentCreated,
+    /// Phase 1 committed: the order already had a pending or succeeded payment
+    /// (made under another key, or under this key before it expired); the key
+    /// answers with that payment and charges nothing.
+    OrderAlreadyPaid,
     /// Phase 3 committed: the response is stored and is the answer forever.
     Finished,
 }
@@ -79,6 +83,7 @@ impl RecoveryPoint {
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::PaymentCreated => "payment_created",
+            Self::OrderAlreadyPaid => "order_already_paid",
             Self::Finished => "finished",
         }
     }
@@ -87,6 +92,7 @@ impl RecoveryPoint {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "payment_created" => Some(Self::PaymentCreated),
+            "order_already_paid" => Some(Self::OrderAlreadyPaid),
             "finished" => Some(Self::Finished),
             _ => None,
         }
@@ -155,19 +161,28 @@ pub struct KeyRecord {
     pub expires_at_ms: i64,
 }
 
+/// An unfinished operation this caller now drives: after a fresh claim, or
+/// after taking over an expired lease.
+#[derive(Debug, Clone)]
+pub struct Acquired {
+    /// The lease this caller holds.
+    pub lease: Lease,
+    /// Where to resume: [`RecoveryPoint::PaymentCreated`] or
+    /// [`RecoveryPoint::OrderAlreadyPaid`].
+    pub recovery_point: RecoveryPoint,
+    /// The key's payment.
+    pub payment: Payment,
+}
+
 /// The result of phase 1.
 #[derive(Debug, Clone)]
 pub enum Claim {
     /// The key was new (or expired and finished): the key row and the payment
     /// row are committed, and this caller holds the lease. When the order
-    /// already had a pending or succeeded payment, `payment` is that one and
-    /// no new payment was inserted.
-    Acquired {
-        /// The lease this caller holds.
-        lease: Lease,
-        /// The key's payment.
-        payment: Payment,
-    },
+    /// already had a pending or succeeded payment, the recovery point is
+    /// [`RecoveryPoint::OrderAlreadyPaid`], the payment is that one, and no new
+    /// payment was inserted.
+    Acquired(Acquired),
     /// The key exists; nothing was written.
     Exists(KeyRecord),
 }
@@ -196,7 +211,7 @@ pub trait Store: Send + Sync + 'static {
         shop_id: &ShopId,
         key: &IdempotencyKey,
         lease: Duration,
-    ) -> Result<Option<(Lease, Payment)>, StoreError>;
+    ) -> Result<Option<Acquired>, StoreError>;
 
     /// Extends a lease held with this token. `false` if it was taken over.
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError>;
@@ -216,7 +231,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
 
     /// One payment of one shop.
-    async fn payment(&self, shop_id: &ShopId, id: &PaymentId) -> Result<Option<Payment>, StoreError>;
+    async fn payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError>;
 
     /// All payments of one shop for one order, oldest first.
     async fn payments_by_reference(
@@ -226,7 +245,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<Payment>, StoreError>;
 
     /// One key of one shop.
-    async fn key(&self, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError>;
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError>;
 
     /// Deletes up to `batch` finished keys whose expiry has passed; returns how many.
     async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError>;

@@ -1,1 +1,89 @@
-//! placeholder
+//! # chargeonce-server
+//!
+//! The HTTP face of chargeonce, on axum: shop authentication, the
+//! `Idempotency-Key` header, bounded JSON bodies, `application/problem+json`
+//! errors with stable codes, byte-identical replays, and the background
+//! workers. The idempotency itself is [`chargeonce_core::Engine`]'s; this crate
+//! only translates.
+//!
+//! ```no_run
+//! # async fn demo(engine: std::sync::Arc<chargeonce_core::Engine>) -> std::io::Result<()> {
+//! let app = chargeonce_server::router(chargeonce_server::AppState::new(engine));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! chargeonce_server::serve(listener, app, std::future::pending()).await
+//! # }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use chargeonce_core::{Engine, Store};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+pub mod extract;
+pub mod problem;
+pub mod render;
+pub mod respond;
+pub mod routes;
+pub mod workers;
+
+pub use render::HttpRender;
+
+use problem::{Problem, ProblemCode};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    engine: Arc<Engine>,
+    store: Arc<dyn Store>,
+}
+
+impl AppState {
+    /// State around an engine (its store serves the reads).
+    pub fn new(engine: Arc<Engine>) -> Self {
+        let store = engine.store().clone();
+        Self { engine, store }
+    }
+}
+
+/// The v1 API, health checks, and problem+json for unknown routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/v1/payments",
+            get(routes::payments::list).post(routes::payments::create),
+        )
+        .route("/v1/payments/{id}", get(routes::payments::get))
+        .route("/healthz", get(routes::health::healthz))
+        .route("/readyz", get(routes::health::readyz))
+        .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                ProblemCode::MethodNotAllowed,
+                "this route does not take that method",
+            )
+        })
+        .with_state(state)
+        .layer(CatchPanicLayer::custom(|_| {
+            axum::response::IntoResponse::into_response(Problem::new(
+                ProblemCode::Internal,
+                "internal error",
+            ))
+        }))
+        .layer(TraceLayer::new_for_http())
+}
+
+/// Serves a router until `shutdown` resolves, then stops accepting and lets
+/// requests in flight finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

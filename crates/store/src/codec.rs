@@ -24,7 +24,10 @@ pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
             // timeouts (57014, 55P03). SQLite: SQLITE_BUSY (5), SQLITE_LOCKED (6).
             let transient = code.starts_with("08")
                 || code.starts_with("57P")
-                || matches!(code.as_ref(), "53300" | "57014" | "55P03" | "5" | "6" | "517");
+                || matches!(
+                    code.as_ref(),
+                    "53300" | "57014" | "55P03" | "5" | "6" | "517"
+                );
             if transient {
                 StoreError::Unavailable(error.to_string())
             } else {

@@ -36,7 +36,10 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self { max_connections: 16, acquire_timeout: Duration::from_secs(5) }
+        Self {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+        }
     }
 }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment,
-    Payment, PaymentId, Reference, SecretHash, Settlement, ShopId, Store, StoreError,
-    StoredResponse,
+    Acquired, Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken,
+    NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement, ShopId,
+    Store, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
@@ -80,6 +80,11 @@ impl PgStore {
         &self.pool
     }
 
+    /// Closes every connection; later calls fail as `Unavailable`.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
     async fn read_key(
         &self,
         shop_id: &ShopId,
@@ -142,7 +147,7 @@ impl PgStore {
     async fn insert_payment(
         tx: &mut Transaction<'static, Postgres>,
         payment: &NewPayment,
-    ) -> Result<Option<Payment>, StoreError> {
+    ) -> Result<Option<(RecoveryPoint, Payment)>, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
             let inserted = sqlx::query(
                 "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
@@ -164,7 +169,7 @@ impl PgStore {
             .await
             .map_err(store_error)?;
             if inserted.is_some() {
-                return Ok(Some(payment.to_payment()));
+                return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));
             }
             // A new statement sees the live payment the conflict waited for.
             let existing = sqlx::query(concat!(
@@ -181,7 +186,8 @@ impl PgStore {
             if let Some(row) = existing {
                 let existing = payment_from_row(&row)?;
                 sqlx::query(
-                    "UPDATE idempotency_keys SET payment_id = $3 WHERE shop_id = $1 AND key = $2",
+                    "UPDATE idempotency_keys SET payment_id = $3, recovery_point = 'order_already_paid' \
+             WHERE shop_id = $1 AND key = $2",
                 )
                 .bind(payment.shop_id.as_str())
                 .bind(payment.idempotency_key.as_str())
@@ -189,7 +195,7 @@ impl PgStore {
                 .execute(&mut **tx)
                 .await
                 .map_err(store_error)?;
-                return Ok(Some(existing));
+                return Ok(Some((RecoveryPoint::OrderAlreadyPaid, existing)));
             }
         }
         Ok(None)
@@ -245,7 +251,8 @@ impl Store for PgStore {
             let token = LeaseToken::generate();
             let mut tx = self.pool.begin().await.map_err(store_error)?;
             if Self::insert_key(&mut tx, claim, payment, token, timing).await? {
-                let Some(linked) = Self::insert_payment(&mut tx, payment).await? else {
+                let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await?
+                else {
                     continue;
                 };
                 tx.commit().await.map_err(store_error)?;
@@ -254,7 +261,11 @@ impl Store for PgStore {
                     key: claim.key.clone(),
                     token,
                 };
-                return Ok(Claim::Acquired { lease, payment: linked });
+                return Ok(Claim::Acquired(Acquired {
+                    lease,
+                    recovery_point,
+                    payment: linked,
+                }));
             }
             tx.rollback().await.map_err(store_error)?;
             // Re-read in a new statement: its snapshot includes the winner's commit.
@@ -273,14 +284,14 @@ impl Store for PgStore {
         shop_id: &ShopId,
         key: &IdempotencyKey,
         lease: Duration,
-    ) -> Result<Option<(Lease, Payment)>, StoreError> {
+    ) -> Result<Option<Acquired>, StoreError> {
         let token = LeaseToken::generate();
         let row = sqlx::query(
             "UPDATE idempotency_keys SET lease_token = $3, \
                  locked_until = now() + $4::float8 * interval '1 millisecond' \
              WHERE shop_id = $1 AND key = $2 AND recovery_point <> 'finished' \
                AND (locked_until IS NULL OR locked_until <= now()) \
-             RETURNING payment_id",
+             RETURNING payment_id, recovery_point",
         )
         .bind(shop_id.as_str())
         .bind(key.as_str())
@@ -291,12 +302,24 @@ impl Store for PgStore {
         .map_err(store_error)?;
         let Some(row) = row else { return Ok(None) };
         let payment_id: String = row.try_get("payment_id").map_err(store_error)?;
-        let payment_id = PaymentId::parse(&payment_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let recovery_point: String = row.try_get("recovery_point").map_err(store_error)?;
+        let recovery_point = RecoveryPoint::parse(&recovery_point)
+            .ok_or_else(|| StoreError::Corrupt(format!("recovery point `{recovery_point}`")))?;
+        let payment_id =
+            PaymentId::parse(&payment_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let payment = self.payment(shop_id, &payment_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("key {key} points at missing payment {payment_id}"))
         })?;
-        let lease = Lease { shop_id: shop_id.clone(), key: key.clone(), token };
-        Ok(Some((lease, payment)))
+        let lease = Lease {
+            shop_id: shop_id.clone(),
+            key: key.clone(),
+            token,
+        };
+        Ok(Some(Acquired {
+            lease,
+            recovery_point,
+            payment,
+        }))
     }
 
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
@@ -371,7 +394,11 @@ impl Store for PgStore {
         Ok(true)
     }
 
-    async fn payment(&self, shop_id: &ShopId, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+    async fn payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
             payment_columns!(),
@@ -403,7 +430,11 @@ impl Store for PgStore {
         rows.iter().map(payment_from_row).collect()
     }
 
-    async fn key(&self, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
         self.read_key(shop_id, key).await
     }
 
@@ -450,7 +481,10 @@ impl Store for PgStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(store_error)?;
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(store_error)?;
         Ok(())
     }
 }

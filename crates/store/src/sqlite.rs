@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment,
-    Payment, PaymentId, Reference, SecretHash, Settlement, ShopId, Store, StoreError,
-    StoredResponse,
+    Acquired, Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken,
+    NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement, ShopId,
+    Store, StoreError, StoredResponse,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -87,8 +87,17 @@ impl SqliteStore {
         Ok(Self { writer, readers })
     }
 
+    /// Closes every connection; later calls fail as `Unavailable`.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.readers.close().await;
+    }
+
     async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(store_error)
+        self.writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(store_error)
     }
 
     async fn read_key_in(
@@ -113,7 +122,7 @@ impl SqliteStore {
     async fn insert_payment(
         tx: &mut Transaction<'static, Sqlite>,
         payment: &NewPayment,
-    ) -> Result<Option<Payment>, StoreError> {
+    ) -> Result<Option<(RecoveryPoint, Payment)>, StoreError> {
         let inserted = sqlx::query(concat!(
             "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                  currency, token, status, acquirer_key, created_at, updated_at) \
@@ -135,7 +144,7 @@ impl SqliteStore {
         .await
         .map_err(store_error)?;
         if inserted.is_some() {
-            return Ok(Some(payment.to_payment()));
+            return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));
         }
         // The writer holds the database lock: the live payment is there to read.
         let existing = sqlx::query(concat!(
@@ -151,14 +160,17 @@ impl SqliteStore {
         .map_err(store_error)?;
         let Some(row) = existing else { return Ok(None) };
         let existing = payment_from_row(&row)?;
-        sqlx::query("UPDATE idempotency_keys SET payment_id = ?3 WHERE shop_id = ?1 AND key = ?2")
-            .bind(payment.shop_id.as_str())
-            .bind(payment.idempotency_key.as_str())
-            .bind(existing.id.as_str())
-            .execute(&mut **tx)
-            .await
-            .map_err(store_error)?;
-        Ok(Some(existing))
+        sqlx::query(
+            "UPDATE idempotency_keys SET payment_id = ?3, recovery_point = 'order_already_paid' \
+             WHERE shop_id = ?1 AND key = ?2",
+        )
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(existing.id.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        Ok(Some((RecoveryPoint::OrderAlreadyPaid, existing)))
     }
 }
 
@@ -259,15 +271,23 @@ impl Store for SqliteStore {
                 StoreError::Other(format!("key {} conflicted but cannot be read", claim.key))
             });
         }
-        let Some(linked) = Self::insert_payment(&mut tx, payment).await? else {
+        let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await? else {
             return Err(StoreError::Other(format!(
                 "order of key {} has a live payment that cannot be read",
                 claim.key
             )));
         };
         tx.commit().await.map_err(store_error)?;
-        let lease = Lease { shop_id: claim.shop_id.clone(), key: claim.key.clone(), token };
-        Ok(Claim::Acquired { lease, payment: linked })
+        let lease = Lease {
+            shop_id: claim.shop_id.clone(),
+            key: claim.key.clone(),
+            token,
+        };
+        Ok(Claim::Acquired(Acquired {
+            lease,
+            recovery_point,
+            payment: linked,
+        }))
     }
 
     async fn take_over(
@@ -275,7 +295,7 @@ impl Store for SqliteStore {
         shop_id: &ShopId,
         key: &IdempotencyKey,
         lease: Duration,
-    ) -> Result<Option<(Lease, Payment)>, StoreError> {
+    ) -> Result<Option<Acquired>, StoreError> {
         let token = LeaseToken::generate();
         let row = sqlx::query(concat!(
             "UPDATE idempotency_keys SET lease_token = ?3, locked_until = ",
@@ -283,7 +303,7 @@ impl Store for SqliteStore {
             " + ?4 WHERE shop_id = ?1 AND key = ?2 AND recovery_point <> 'finished' \
                AND (locked_until IS NULL OR locked_until <= ",
             now_ms!(),
-            ") RETURNING payment_id"
+            ") RETURNING payment_id, recovery_point"
         ))
         .bind(shop_id.as_str())
         .bind(key.as_str())
@@ -294,13 +314,24 @@ impl Store for SqliteStore {
         .map_err(store_error)?;
         let Some(row) = row else { return Ok(None) };
         let payment_id: String = row.try_get("payment_id").map_err(store_error)?;
+        let recovery_point: String = row.try_get("recovery_point").map_err(store_error)?;
+        let recovery_point = RecoveryPoint::parse(&recovery_point)
+            .ok_or_else(|| StoreError::Corrupt(format!("recovery point `{recovery_point}`")))?;
         let payment_id =
             PaymentId::parse(&payment_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let payment = self.payment(shop_id, &payment_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("key {key} points at missing payment {payment_id}"))
         })?;
-        let lease = Lease { shop_id: shop_id.clone(), key: key.clone(), token };
-        Ok(Some((lease, payment)))
+        let lease = Lease {
+            shop_id: shop_id.clone(),
+            key: key.clone(),
+            token,
+        };
+        Ok(Some(Acquired {
+            lease,
+            recovery_point,
+            payment,
+        }))
     }
 
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
@@ -382,7 +413,11 @@ impl Store for SqliteStore {
         Ok(true)
     }
 
-    async fn payment(&self, shop_id: &ShopId, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+    async fn payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
             payment_columns!(),
@@ -414,7 +449,11 @@ impl Store for SqliteStore {
         rows.iter().map(payment_from_row).collect()
     }
 
-    async fn key(&self, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
             key_columns!(),
@@ -474,7 +513,10 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.readers).await.map_err(store_error)?;
+        sqlx::query("SELECT 1")
+            .execute(&self.readers)
+            .await
+            .map_err(store_error)?;
         Ok(())
     }
 }

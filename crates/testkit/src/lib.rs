@@ -38,7 +38,9 @@ impl TestDb {
             .execute(&mut conn)
             .await
             .expect("create test database");
-        let (base, _) = admin.rsplit_once('/').expect("admin URL has a database path");
+        let (base, _) = admin
+            .rsplit_once('/')
+            .expect("admin URL has a database path");
         Self {
             url: format!("{base}/{name}"),
             pg_name: Some(name),
@@ -50,7 +52,11 @@ impl TestDb {
     pub fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("chargeonce.db").display());
-        Self { url, pg_name: None, dir }
+        Self {
+            url,
+            pg_name: None,
+            dir,
+        }
     }
 
     /// The database URL, as `chargeonce serve --database-url` takes it.
@@ -66,16 +72,23 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let Some(name) = self.pg_name.take() else { return };
+        let Some(name) = self.pg_name.take() else {
+            return;
+        };
         // Drop runs inside or outside a runtime; a thread with its own runtime works in both.
         let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async move {
                 if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url()).await {
                     let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await;
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut conn)
+                        .await;
                 }
             });
         })

@@ -34,7 +34,7 @@ CREATE TABLE idempotency_keys (
     fingerprint      BYTEA NOT NULL CHECK (length(fingerprint) = 32),
     method           TEXT NOT NULL,
     path             TEXT NOT NULL,
-    recovery_point   TEXT NOT NULL CHECK (recovery_point IN ('payment_created', 'finished')),
+    recovery_point   TEXT NOT NULL CHECK (recovery_point IN ('payment_created', 'order_already_paid', 'finished')),
     lease_token      UUID,
     locked_until     TIMESTAMPTZ,
     payment_id       TEXT REFERENCES payments (id) DEFERRABLE INITIALLY DEFERRED,

@@ -1,0 +1,157 @@
+//! A charge attempt as the ledger records it, and its JSON form.
+
+use chargeonce_core::{AcquirerKey, ChargeResult, Money, PaymentId, Reference, ShopId};
+use serde::ser::Error as _;
+use serde::{Serialize, Serializer};
+use time::OffsetDateTime;
+use time::format_description::FormatItem;
+use time::macros::format_description;
+
+/// `created_at` as shown: RFC 3339 in UTC, to the millisecond.
+const RFC3339_MILLIS: &[FormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+
+/// Whether a charge attempt moved money.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChargeStatus {
+    /// The money moved.
+    Succeeded,
+    /// The acquirer refused; no money moved.
+    Declined,
+}
+
+impl ChargeStatus {
+    /// The status as stored and shown (`succeeded`, `declined`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Declined => "declined",
+        }
+    }
+
+    /// Parses a stored status.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "succeeded" => Some(Self::Succeeded),
+            "declined" => Some(Self::Declined),
+            _ => None,
+        }
+    }
+}
+
+/// One charge attempt, as the acquirer recorded it.
+///
+/// Serialises as `{"id", "acquirer_key", "shop_id", "payment_id", "reference",
+/// "amount": {"value": "1500.00", "currency": "RUB"}, "amount_minor": 150000,
+/// "status", "decline_code", "created_at": "2026-11-29T12:00:00.123Z"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// The acquirer's id of the attempt (`ch_` and a UUIDv7): the
+    /// `provider_payment_id` its answers carry.
+    pub id: String,
+    /// The caller's idempotency key at the acquirer. Unique in the ledger.
+    pub acquirer_key: AcquirerKey,
+    /// The merchant.
+    pub shop_id: ShopId,
+    /// The caller's payment id.
+    pub payment_id: PaymentId,
+    /// The shop's order reference.
+    pub reference: Reference,
+    /// How much, in which currency.
+    pub amount: Money,
+    /// Whether money moved.
+    pub status: ChargeStatus,
+    /// Why it was declined (`Some` exactly when declined).
+    pub decline_code: Option<String>,
+    /// When the acquirer recorded it, to the millisecond.
+    pub created_at: OffsetDateTime,
+}
+
+impl LedgerEntry {
+    /// The answer the acquirer gives for this attempt, first time or replayed.
+    pub fn result(&self) -> ChargeResult {
+        match self.status {
+            ChargeStatus::Succeeded => ChargeResult::Succeeded {
+                provider_payment_id: self.id.clone(),
+            },
+            ChargeStatus::Declined => ChargeResult::Declined {
+                provider_payment_id: self.id.clone(),
+                code: self
+                    .decline_code
+                    .clone()
+                    .unwrap_or_else(|| "declined".to_owned()),
+            },
+        }
+    }
+
+    /// `created_at` as RFC 3339 in UTC with milliseconds.
+    pub fn created_at_rfc3339(&self) -> Result<String, time::error::Format> {
+        self.created_at
+            .to_offset(time::UtcOffset::UTC)
+            .format(RFC3339_MILLIS)
+    }
+}
+
+/// An amount as JSON: `{"value": "1500.00", "currency": "RUB"}`.
+#[derive(Serialize)]
+struct AmountJson {
+    value: String,
+    currency: &'static str,
+}
+
+/// The JSON form of a [`LedgerEntry`].
+#[derive(Serialize)]
+struct EntryJson<'a> {
+    id: &'a str,
+    acquirer_key: &'a str,
+    shop_id: &'a str,
+    payment_id: &'a str,
+    reference: &'a str,
+    amount: AmountJson,
+    amount_minor: i64,
+    status: &'static str,
+    decline_code: Option<&'a str>,
+    created_at: String,
+}
+
+impl Serialize for LedgerEntry {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        EntryJson {
+            id: &self.id,
+            acquirer_key: self.acquirer_key.as_str(),
+            shop_id: self.shop_id.as_str(),
+            payment_id: self.payment_id.as_str(),
+            reference: self.reference.as_str(),
+            amount: AmountJson {
+                value: self.amount.to_decimal_string(),
+                currency: self.amount.currency().code(),
+            },
+            amount_minor: self.amount.minor_units(),
+            status: self.status.as_str(),
+            decline_code: self.decline_code.as_deref(),
+            created_at: self.created_at_rfc3339().map_err(S::Error::custom)?,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The current time, truncated to the millisecond (what the ledger stores).
+pub(crate) fn now_millis() -> OffsetDateTime {
+    let now = OffsetDateTime::now_utc();
+    now.replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000)
+        .unwrap_or(now)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip() {
+        for status in [ChargeStatus::Succeeded, ChargeStatus::Declined] {
+            assert_eq!(ChargeStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(ChargeStatus::parse("pending"), None);
+    }
+}

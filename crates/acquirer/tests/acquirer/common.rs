@@ -1,0 +1,64 @@
+//! Helpers shared by the tests.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chargeonce_acquirer::{Simulator, SimulatorConfig};
+use chargeonce_core::{AcquirerKey, CardToken, ChargeRequest, Money, PaymentId, Reference, ShopId};
+
+/// A unique directory under the system's temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "chargeonce-acquirer-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    /// The ledger file inside it (not created yet).
+    pub fn ledger(&self) -> PathBuf {
+        self.0.join("ledger.sqlite3")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A short `slow`, so `tok_slow` tests stay fast.
+pub fn config() -> SimulatorConfig {
+    SimulatorConfig {
+        slow: Duration::from_secs(1),
+    }
+}
+
+pub async fn memory_sim() -> Simulator {
+    Simulator::in_memory(config()).await.unwrap()
+}
+
+pub async fn file_sim(path: &Path) -> Simulator {
+    Simulator::open(path, config()).await.unwrap()
+}
+
+/// A charge of 1500.00 RUB for a new payment of `demo-shop`.
+pub fn request(token: &str) -> ChargeRequest {
+    request_for(PaymentId::generate(), token)
+}
+
+/// A charge of 1500.00 RUB for a given payment of `demo-shop`.
+pub fn request_for(payment_id: PaymentId, token: &str) -> ChargeRequest {
+    ChargeRequest {
+        acquirer_key: AcquirerKey::for_payment(&payment_id),
+        shop_id: ShopId::new("demo-shop").unwrap(),
+        reference: Reference::new(format!("order-{}", payment_id.as_str())).unwrap(),
+        payment_id,
+        amount: Money::parse("1500.00", "RUB").unwrap(),
+        token: CardToken::new(token).unwrap(),
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the acquirer simulator: one test binary, small modules.
+
+#![allow(clippy::unwrap_used)]
+
+mod behaviour;
+mod common;
+mod concurrency;
+mod http;

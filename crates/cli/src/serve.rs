@@ -1,0 +1,168 @@
+//! `chargeonce serve`: wires the store, the simulator, the engine, the HTTP
+//! layer and the workers, and serves until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use chargeonce_acquirer::{Simulator, SimulatorConfig};
+use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
+use chargeonce_server::workers::sweeper::{self, SweeperConfig};
+use chargeonce_server::{AppState, HttpRender};
+use chargeonce_store::PoolConfig;
+use clap::Args;
+
+/// The default store: an SQLite file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://chargeonce.db";
+
+/// The demo shop created on an embedded (SQLite) store.
+const DEMO_SHOP: &str = "demo";
+
+/// Flags of `chargeonce serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, env = "CHARGEONCE_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// `sqlite://PATH` (embedded, one process) or `postgres://...` (many instances).
+    #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    database_url: String,
+    /// The in-process acquirer simulator's ledger (an SQLite file). Server
+    /// processes given the same path share one ledger, as they would one acquirer.
+    #[arg(
+        long,
+        env = "CHARGEONCE_SIM_LEDGER",
+        default_value = "chargeonce-sim.db"
+    )]
+    sim_ledger: PathBuf,
+    /// How long the simulator's `tok_slow` takes to answer.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    sim_slow: Duration,
+    /// Lease on a key while its request runs; renewed during acquirer calls.
+    /// A crashed instance's key can be taken over once it runs out.
+    #[arg(long, env = "CHARGEONCE_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
+    lease: Duration,
+    /// How long finished keys are kept and replayed (the published retention).
+    #[arg(long, env = "CHARGEONCE_KEY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
+    key_ttl: Duration,
+    /// Pause between sweeps of expired keys.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    sweep_interval: Duration,
+    /// Keys deleted per sweep statement.
+    #[arg(long, default_value_t = 1000)]
+    sweep_batch: u32,
+    /// Database connections per process.
+    #[arg(long, env = "CHARGEONCE_MAX_CONNECTIONS", default_value_t = 16)]
+    max_connections: u32,
+    /// Do not create the demo shop on an SQLite store.
+    #[arg(long)]
+    no_demo_shop: bool,
+}
+
+/// On an SQLite store without the demo shop, creates it and prints its
+/// credentials once (only the hash is stored).
+async fn ensure_demo_shop(store: &dyn Store, listen: SocketAddr) -> anyhow::Result<()> {
+    let id = ShopId::new(DEMO_SHOP)?;
+    if store.shop_secret(&id).await?.is_some() {
+        println!("demo shop `{DEMO_SHOP}` exists (its secret key was printed when it was created)");
+        return Ok(());
+    }
+    let secret = ShopSecret::generate();
+    store.add_shop(&id, &secret.hash()).await?;
+    println!(
+        "demo shop created: shop id `{DEMO_SHOP}`, secret key `{}` (shown once)",
+        secret.expose()
+    );
+    println!(
+        "try: curl -u {DEMO_SHOP}:{} -H 'Idempotency-Key: order-1-pay' -H 'Content-Type: application/json' \
+         -d '{{\"amount\":{{\"value\":\"1500.00\",\"currency\":\"RUB\"}},\"reference\":\"order-1\",\
+         \"payment_method\":{{\"token\":\"tok_ok\"}}}}' http://{listen}/v1/payments",
+        secret.expose()
+    );
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+/// Serves until a shutdown signal.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let pool = PoolConfig {
+        max_connections: args.max_connections,
+        ..PoolConfig::default()
+    };
+    let store = chargeonce_store::connect(&args.database_url, &pool)
+        .await
+        .context("opening the store")?;
+    let embedded = args.database_url.starts_with("sqlite:");
+    let simulator = Arc::new(
+        Simulator::open(
+            &args.sim_ledger,
+            SimulatorConfig {
+                slow: args.sim_slow,
+            },
+        )
+        .await
+        .context("opening the simulator ledger")?,
+    );
+    let config = EngineConfig {
+        timing: KeyTiming {
+            lease: args.lease,
+            ttl: args.key_ttl,
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(Engine::new(
+        store.clone(),
+        simulator.clone(),
+        Arc::new(HttpRender),
+        config,
+    ));
+    let app = chargeonce_server::router(AppState::new(engine))
+        .nest("/sim", chargeonce_acquirer::router(simulator));
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    if embedded && !args.no_demo_shop {
+        ensure_demo_shop(store.as_ref(), local).await?;
+    }
+    let sweeper = sweeper::spawn(
+        store,
+        SweeperConfig {
+            interval: args.sweep_interval,
+            batch: args.sweep_batch,
+        },
+    );
+    let scheme = args.database_url.split(':').next().unwrap_or_default();
+    println!(
+        "chargeonce listening on http://{local} (store: {scheme}, acquirer: in-process simulator, ledger: {})",
+        args.sim_ledger.display()
+    );
+    let served = chargeonce_server::serve(listener, app, shutdown_signal()).await;
+    sweeper.abort();
+    served.context("serving")
+}

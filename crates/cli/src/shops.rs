@@ -1,0 +1,53 @@
+//! `chargeonce shops ...`: register the API's tenants.
+
+use anyhow::Context;
+use chargeonce_core::{ShopId, ShopSecret, StoreError};
+use clap::Subcommand;
+
+use crate::serve::DEFAULT_DATABASE_URL;
+
+/// Shop management.
+#[derive(Debug, Subcommand)]
+pub enum ShopsCommand {
+    /// Register a shop. Prints its secret key once; only its SHA-256 is stored.
+    Add {
+        /// The shop id (1 to 64 of A-Z a-z 0-9 _ -): the user name of HTTP Basic auth.
+        id: String,
+        /// The secret key; by default 32 random bytes are generated.
+        #[arg(long)]
+        secret: Option<String>,
+        /// `sqlite://PATH` or `postgres://...`.
+        #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+        database_url: String,
+    },
+}
+
+/// Runs a shops subcommand.
+pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
+    match command {
+        ShopsCommand::Add {
+            id,
+            secret,
+            database_url,
+        } => {
+            let id = ShopId::new(id)?;
+            let store = chargeonce_store::connect(&database_url, &Default::default())
+                .await
+                .context("opening the store")?;
+            let (secret, generated) = match secret {
+                Some(secret) => (ShopSecret::from_string(secret), false),
+                None => (ShopSecret::generate(), true),
+            };
+            match store.add_shop(&id, &secret.hash()).await {
+                Ok(()) => {}
+                Err(StoreError::ShopExists(_)) => anyhow::bail!("shop `{id}` already exists"),
+                Err(error) => return Err(error).context("adding the shop"),
+            }
+            println!("shop added: {id}");
+            if generated {
+                println!("secret key (shown once, store it now): {}", secret.expose());
+            }
+            Ok(())
+        }
+    }
+}

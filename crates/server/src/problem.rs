@@ -1,0 +1,213 @@
+//! RFC 9457 problem details (`application/problem+json`) with a stable `code`.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+/// The media type of every error answer.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Every error this API answers with. The `code` string is stable: clients may
+/// switch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProblemCode {
+    /// 400: a state-changing request came without an `Idempotency-Key`.
+    MissingIdempotencyKey,
+    /// 400: the `Idempotency-Key` is not 1 to 255 visible ASCII characters.
+    InvalidIdempotencyKey,
+    /// 400: more than one `Idempotency-Key` header.
+    DuplicateIdempotencyKey,
+    /// 400: the body is not valid JSON.
+    MalformedJson,
+    /// 400: a required query parameter is missing.
+    MissingParameter,
+    /// 401: no valid HTTP Basic credentials of a shop.
+    Unauthorized,
+    /// 402: the acquirer declined the payment (a definite, replayed answer).
+    PaymentDeclined,
+    /// 404: no such resource for this shop.
+    NotFound,
+    /// 405: the path exists but not with this method.
+    MethodNotAllowed,
+    /// 409: another request with this key is still running; retry with the same key.
+    RequestInProgress,
+    /// 413: the body is larger than the limit.
+    PayloadTooLarge,
+    /// 415: the body is not `application/json`.
+    UnsupportedMediaType,
+    /// 422: this key was first used for a different request.
+    IdempotencyKeyReused,
+    /// 422: the JSON is well formed but not a valid request.
+    InvalidRequest,
+    /// 422: the amount is not a positive decimal string fitting its currency.
+    InvalidAmount,
+    /// 422: not a supported ISO 4217 currency.
+    UnsupportedCurrency,
+    /// 503: the database cannot be reached; nothing was executed.
+    StoreUnavailable,
+    /// 503: the acquirer cannot be reached; nothing was sent. Retry with the same key.
+    AcquirerUnavailable,
+    /// 500: a bug. Nothing about it is shown to the client.
+    Internal,
+}
+
+impl ProblemCode {
+    /// The stable code string.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::MissingIdempotencyKey => "missing_idempotency_key",
+            Self::InvalidIdempotencyKey => "invalid_idempotency_key",
+            Self::DuplicateIdempotencyKey => "duplicate_idempotency_key",
+            Self::MalformedJson => "malformed_json",
+            Self::MissingParameter => "missing_parameter",
+            Self::Unauthorized => "unauthorized",
+            Self::PaymentDeclined => "payment_declined",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::RequestInProgress => "request_in_progress",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::InvalidRequest => "invalid_request",
+            Self::InvalidAmount => "invalid_amount",
+            Self::UnsupportedCurrency => "unsupported_currency",
+            Self::StoreUnavailable => "store_unavailable",
+            Self::AcquirerUnavailable => "acquirer_unavailable",
+            Self::Internal => "internal_error",
+        }
+    }
+
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingIdempotencyKey
+            | Self::InvalidIdempotencyKey
+            | Self::DuplicateIdempotencyKey
+            | Self::MalformedJson
+            | Self::MissingParameter => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::PaymentDeclined => StatusCode::PAYMENT_REQUIRED,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestInProgress => StatusCode::CONFLICT,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::IdempotencyKeyReused
+            | Self::InvalidRequest
+            | Self::InvalidAmount
+            | Self::UnsupportedCurrency => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::StoreUnavailable | Self::AcquirerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A short human summary, the same for every occurrence.
+    pub fn title(&self) -> &'static str {
+        match self {
+            Self::MissingIdempotencyKey => "Idempotency-Key header is required",
+            Self::InvalidIdempotencyKey => "Idempotency-Key header is invalid",
+            Self::DuplicateIdempotencyKey => "Only one Idempotency-Key header is allowed",
+            Self::MalformedJson => "The body is not valid JSON",
+            Self::MissingParameter => "A required parameter is missing",
+            Self::Unauthorized => "Shop credentials are missing or wrong",
+            Self::PaymentDeclined => "The payment was declined",
+            Self::NotFound => "Not found",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::RequestInProgress => "A request with this key is still in progress",
+            Self::PayloadTooLarge => "The body is too large",
+            Self::UnsupportedMediaType => "The body must be application/json",
+            Self::IdempotencyKeyReused => "This Idempotency-Key was used for a different request",
+            Self::InvalidRequest => "The request is not valid",
+            Self::InvalidAmount => "The amount is not valid",
+            Self::UnsupportedCurrency => "The currency is not supported",
+            Self::StoreUnavailable => "The service cannot reach its database",
+            Self::AcquirerUnavailable => "The acquirer cannot be reached",
+            Self::Internal => "Internal error",
+        }
+    }
+}
+
+/// One problem answer.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    code: ProblemCode,
+    detail: String,
+    extensions: Map<String, Value>,
+    retry_after: Option<Duration>,
+}
+
+impl Problem {
+    /// A problem with a detail sentence for this occurrence.
+    pub fn new(code: ProblemCode, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+            extensions: Map::new(),
+            retry_after: None,
+        }
+    }
+
+    /// Adds an extension member.
+    pub fn with(mut self, name: &str, value: Value) -> Self {
+        self.extensions.insert(name.to_owned(), value);
+        self
+    }
+
+    /// Adds a `Retry-After` header (whole seconds, at least 1).
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// The code.
+    pub fn code(&self) -> ProblemCode {
+        self.code
+    }
+
+    /// The JSON body.
+    pub fn to_body(&self) -> Vec<u8> {
+        let mut body = Map::new();
+        body.insert(
+            "type".into(),
+            Value::from(format!("urn:chargeonce:problem:{}", self.code.as_str())),
+        );
+        body.insert("title".into(), Value::from(self.code.title()));
+        body.insert("status".into(), Value::from(self.code.status().as_u16()));
+        body.insert("detail".into(), Value::from(self.detail.clone()));
+        body.insert("code".into(), Value::from(self.code.as_str()));
+        for (name, value) in &self.extensions {
+            body.insert(name.clone(), value.clone());
+        }
+        serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
+    }
+}
+
+/// `Retry-After` in whole seconds, never 0.
+pub(crate) fn retry_after_value(after: Duration) -> HeaderValue {
+    HeaderValue::from(after.as_secs().max(1))
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.code.status(),
+            [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
+            self.to_body(),
+        )
+            .into_response();
+        if let Some(after) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, retry_after_value(after));
+        }
+        if self.code == ProblemCode::Unauthorized {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"chargeonce\""),
+            );
+        }
+        response
+    }
+}

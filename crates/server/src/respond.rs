@@ -1,0 +1,101 @@
+//! Turning engine outcomes and errors into HTTP answers.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chargeonce_core::{EngineError, Outcome, StoreError, StoredResponse};
+
+use crate::problem::{Problem, ProblemCode};
+use crate::render::{PaymentView, payment_location};
+
+/// Marks an answer that is a stored first response, replayed.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// The answer for an engine outcome.
+pub fn outcome_response(outcome: Outcome) -> Response {
+    match outcome {
+        Outcome::Executed(stored) => stored_response(stored, false),
+        Outcome::Replayed(stored) => stored_response(stored, true),
+        Outcome::Pending(payment) => {
+            let mut response = (
+                StatusCode::ACCEPTED,
+                [(header::CONTENT_TYPE, "application/json")],
+                PaymentView::of(&payment).to_bytes(),
+            )
+                .into_response();
+            let headers = response.headers_mut();
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            if let Ok(location) = HeaderValue::try_from(payment_location(&payment)) {
+                headers.insert(header::LOCATION, location);
+            }
+            response
+        }
+        Outcome::InProgress { retry_after } => Problem::new(
+            ProblemCode::RequestInProgress,
+            "the first request with this key is still running; retry with the same key \
+             (or send Prefer: wait=N)",
+        )
+        .retry_after(retry_after)
+        .into_response(),
+        Outcome::Mismatch => Problem::new(
+            ProblemCode::IdempotencyKeyReused,
+            "this key was first used with another method, path or body; nothing was executed. \
+             Use a new key for a new operation",
+        )
+        .into_response(),
+        Outcome::AcquirerUnavailable {
+            payment,
+            retry_after,
+        } => Problem::new(
+            ProblemCode::AcquirerUnavailable,
+            "the acquirer could not be reached and nothing was sent; retry with the same key",
+        )
+        .with("payment", PaymentView::of(&payment).to_value())
+        .retry_after(retry_after)
+        .into_response(),
+    }
+}
+
+/// A stored response, byte for byte, with `Idempotent-Replayed: true` on replays.
+fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, stored.body).into_response();
+    let headers = response.headers_mut();
+    for (name, value) in stored.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            headers.insert(name, value);
+        }
+    }
+    if replayed {
+        headers.insert(
+            HeaderName::from_static(IDEMPOTENT_REPLAYED),
+            HeaderValue::from_static("true"),
+        );
+    }
+    response
+}
+
+/// The problem for a store failure: 503 when the database is out of reach
+/// (nothing was executed), 500 otherwise, never with internals in the body.
+pub fn store_problem(error: StoreError) -> Problem {
+    match error {
+        StoreError::Unavailable(reason) => {
+            tracing::warn!(%reason, "store unavailable");
+            Problem::new(
+                ProblemCode::StoreUnavailable,
+                "the database cannot be reached; nothing was executed. Retry with the same key",
+            )
+            .retry_after(std::time::Duration::from_secs(1))
+        }
+        other => {
+            tracing::error!(error = %other, "store error");
+            Problem::new(ProblemCode::Internal, "internal error")
+        }
+    }
+}
+
+/// The problem for an engine failure.
+pub fn engine_problem(error: EngineError) -> Problem {
+    match error {
+        EngineError::Store(error) => store_problem(error),
+    }
+}

@@ -1,0 +1,4 @@
+//! The API's routes.
+
+pub mod health;
+pub mod payments;

@@ -1,0 +1,3 @@
+//! Background workers that keep the store tidy and drive work to an end.
+
+pub mod sweeper;

@@ -1,0 +1,274 @@
+//! A real server on a real socket, backed by a real store and the simulator.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chargeonce_acquirer::{Simulator, SimulatorConfig};
+use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
+use chargeonce_server::{AppState, HttpRender};
+use chargeonce_store::{PgStore, PoolConfig, SqliteStore};
+use chargeonce_testkit::TestDb;
+use serde_json::{Value, json};
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+enum Concrete {
+    Pg(Arc<PgStore>),
+    Lite(Arc<SqliteStore>),
+}
+
+pub struct TestServer {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub sim: Arc<Simulator>,
+    pub store: Arc<dyn Store>,
+    concrete: Concrete,
+    server: tokio::task::JoinHandle<()>,
+    _db: TestDb,
+}
+
+pub const SHOP: &str = "shop-a";
+pub const SECRET: &str = "sk_test_shop_a";
+pub const OTHER_SHOP: &str = "shop-b";
+pub const OTHER_SECRET: &str = "sk_test_shop_b";
+
+pub struct Options {
+    pub timing: KeyTiming,
+    pub slow: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            timing: KeyTiming {
+                lease: Duration::from_secs(30),
+                ttl: Duration::from_secs(3600),
+            },
+            slow: Duration::from_millis(1500),
+        }
+    }
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, Options::default()).await
+    }
+
+    pub async fn start_with(backend: Backend, options: Options) -> Self {
+        let db = match backend {
+            Backend::Postgres => TestDb::postgres().await,
+            Backend::Sqlite => TestDb::sqlite(),
+        };
+        let pool = PoolConfig::default();
+        let (store, concrete): (Arc<dyn Store>, Concrete) = match backend {
+            Backend::Postgres => {
+                let s = Arc::new(PgStore::connect(db.url(), &pool).await.unwrap());
+                (s.clone(), Concrete::Pg(s))
+            }
+            Backend::Sqlite => {
+                let s = Arc::new(SqliteStore::connect(db.url(), &pool).await.unwrap());
+                (s.clone(), Concrete::Lite(s))
+            }
+        };
+        for (shop, secret) in [(SHOP, SECRET), (OTHER_SHOP, OTHER_SECRET)] {
+            store
+                .add_shop(
+                    &ShopId::new(shop).unwrap(),
+                    &ShopSecret::from_string(secret).hash(),
+                )
+                .await
+                .unwrap();
+        }
+        let sim = Arc::new(
+            Simulator::open(
+                &db.dir().join("ledger.db"),
+                SimulatorConfig { slow: options.slow },
+            )
+            .await
+            .unwrap(),
+        );
+        let config = EngineConfig {
+            timing: options.timing,
+            ..EngineConfig::default()
+        };
+        let engine = Arc::new(Engine::new(
+            store.clone(),
+            sim.clone(),
+            Arc::new(HttpRender),
+            config,
+        ));
+        let app = chargeonce_server::router(AppState::new(engine));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            chargeonce_server::serve(listener, app, std::future::pending())
+                .await
+                .unwrap();
+        });
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            sim,
+            store,
+            concrete,
+            server,
+            _db: db,
+        }
+    }
+
+    /// Closes the store's connections: the database is now out of reach.
+    pub async fn break_store(&self) {
+        match &self.concrete {
+            Concrete::Pg(s) => s.close().await,
+            Concrete::Lite(s) => s.close().await,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A POST /v1/payments as shop A with a key and a JSON body.
+    pub fn pay(&self, key: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url("/v1/payments"))
+            .basic_auth(SHOP, Some(SECRET))
+            .header("idempotency-key", key)
+            .json(body)
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(self.url(path)).basic_auth(SHOP, Some(SECRET))
+    }
+
+    /// Charges in the simulator's ledger for one order reference.
+    pub async fn charges_for(&self, reference: &str) -> Vec<chargeonce_acquirer::LedgerEntry> {
+        self.sim
+            .ledger()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.reference.as_str() == reference)
+            .collect()
+    }
+
+    pub async fn ledger_len(&self) -> usize {
+        self.sim.ledger().await.unwrap().len()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// The seed's payment body.
+pub fn body(reference: &str, value: &str, token: &str) -> Value {
+    json!({
+        "amount": {"value": value, "currency": "RUB"},
+        "reference": reference,
+        "payment_method": {"token": token},
+    })
+}
+
+/// Status, headers and the raw body bytes of an answer.
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Answer {
+    pub async fn of(response: reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.unwrap().to_vec();
+        Self {
+            status,
+            headers,
+            bytes,
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.header("idempotent-replayed") == Some("true")
+    }
+
+    /// Asserts a problem+json answer with this status and code.
+    pub fn assert_problem(&self, status: u16, code: &str) {
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.bytes)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let problem = self.json();
+        assert_eq!(problem["code"], code, "{problem}");
+        assert_eq!(problem["status"], status);
+        assert!(problem["title"].is_string() && problem["detail"].is_string());
+        assert_eq!(problem["type"], format!("urn:chargeonce:problem:{code}"));
+    }
+}
+
+pub async fn send(request: reqwest::RequestBuilder) -> Answer {
+    Answer::of(request.send().await.unwrap()).await
+}
+
+/// Sends raw bytes over TCP and returns the status line's code (for headers
+/// no HTTP client would send).
+pub async fn raw_status(base: &str, request: &[u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Defines each listed test once per store.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::common::Backend::Postgres).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::common::Backend::Sqlite).await;
+                }
+            )*
+        }
+    };
+}
