@@ -56,6 +56,9 @@ pub struct ServeArgs {
     /// Database connections per process.
     #[arg(long, env = "CHARGEONCE_MAX_CONNECTIONS", default_value_t = 16)]
     max_connections: u32,
+    /// On SIGTERM or SIGINT, how long to wait for payments in flight to finish.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
     /// Do not create the demo shop on an SQLite store.
     #[arg(long)]
     no_demo_shop: bool,
@@ -140,8 +143,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(HttpRender),
         config,
     ));
-    let app = chargeonce_server::router(AppState::new(engine))
-        .nest("/sim", chargeonce_acquirer::router(simulator));
+    let state = AppState::new(engine);
+    let operations = state.operations().clone();
+    let app = chargeonce_server::router(state).nest("/sim", chargeonce_acquirer::router(simulator));
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -164,5 +168,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let served = chargeonce_server::serve(listener, app, shutdown_signal()).await;
     sweeper.abort();
+    operations.close();
+    if tokio::time::timeout(args.shutdown_grace, operations.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = operations.len(),
+            "payments still in flight at shutdown; their keys resume after the lease"
+        );
+    }
     served.context("serving")
 }

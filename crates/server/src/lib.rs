@@ -20,6 +20,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 use chargeonce_core::{Engine, Store};
+use tokio_util::task::TaskTracker;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
@@ -39,13 +40,25 @@ use problem::{Problem, ProblemCode};
 pub struct AppState {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
+    operations: TaskTracker,
 }
 
 impl AppState {
     /// State around an engine (its store serves the reads).
     pub fn new(engine: Arc<Engine>) -> Self {
         let store = engine.store().clone();
-        Self { engine, store }
+        Self {
+            engine,
+            store,
+            operations: TaskTracker::new(),
+        }
+    }
+
+    /// The engine operations started by requests. They outlive their request
+    /// (a client that hangs up does not cut them); on shutdown, `close()` it and
+    /// `wait()` for them, so no payment is left half-way by a clean stop.
+    pub fn operations(&self) -> &TaskTracker {
+        &self.operations
     }
 }
 

@@ -31,8 +31,7 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         }
         Outcome::InProgress { retry_after } => Problem::new(
             ProblemCode::RequestInProgress,
-            "the first request with this key is still running; retry with the same key \
-             (or send Prefer: wait=N)",
+            "the first request with this key is still running; retry with the same key",
         )
         .retry_after(retry_after)
         .into_response(),

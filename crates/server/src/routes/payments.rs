@@ -86,7 +86,9 @@ pub async fn create(
         path: uri.path().to_owned(),
     };
     let engine = state.engine.clone();
-    let outcome = tokio::spawn(async move { engine.pay(claim, request).await })
+    let outcome = state
+        .operations
+        .spawn(async move { engine.pay(claim, request).await })
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "payment task failed");
