@@ -19,11 +19,11 @@ pub const CARD_DECLINED: &str = "card_declined";
 /// Decline code of `tok_insufficient_funds`.
 pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";
 
-/// Decline code of a repeat that reuses an acquirer key with other parameters
-/// (amount, currency, shop, reference or payment id). Such an attempt is refused
-/// definitively, is NOT recorded in the ledger, and carries a fresh
-/// `provider_payment_id` starting with `rej_` that no ledger row has: every
-/// `ch_` id a caller ever receives is in the ledger.
+/// What the simulator says when an acquirer key is reused with other
+/// parameters (amount, currency, shop, reference or payment id), as a real
+/// provider's idempotency error. The attempt is NOT recorded, and the answer is
+/// [`AcquirerError::Unknown`], never a decline: the key's first charge may well
+/// have moved money, so nothing definite may be concluded from the refusal.
 pub const KEY_REUSED: &str = "idempotency_key_reused";
 
 /// The message of the [`AcquirerError::Unknown`] that `tok_timeout` returns on
@@ -176,10 +176,9 @@ impl Simulator {
                 field,
                 "acquirer key reused with different parameters; refused"
             );
-            return Ok(ChargeResult::Declined {
-                provider_payment_id: format!("rej_{}", Uuid::now_v7().simple()),
-                code: KEY_REUSED.to_owned(),
-            });
+            return Err(AcquirerError::Unknown(format!(
+                "{KEY_REUSED}: the acquirer key was first used with other parameters"
+            )));
         }
         tracing::debug!(
             payment_id = %request.payment_id,

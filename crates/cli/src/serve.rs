@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// A crashed instance's key can be taken over once it runs out.
     #[arg(long, env = "CHARGEONCE_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
     lease: Duration,
+    /// The longest an acquirer call may take before its outcome counts as
+    /// unknown (202 pending; a retry with the same key resolves it).
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    acquirer_timeout: Duration,
     /// How long finished keys are kept and replayed (the published retention).
     #[arg(long, env = "CHARGEONCE_KEY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     key_ttl: Duration,
@@ -135,14 +139,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             lease: args.lease,
             ttl: args.key_ttl,
         },
+        acquirer_timeout: args.acquirer_timeout,
         ..EngineConfig::default()
     };
-    let engine = Arc::new(Engine::new(
-        store.clone(),
-        simulator.clone(),
-        Arc::new(HttpRender),
-        config,
-    ));
+    let engine = Arc::new(
+        Engine::new(
+            store.clone(),
+            simulator.clone(),
+            Arc::new(HttpRender),
+            config,
+        )
+        .context("checking --lease and --acquirer-timeout")?,
+    );
     let state = AppState::new(engine);
     let operations = state.operations().clone();
     let app = chargeonce_server::router(state).nest("/sim", chargeonce_acquirer::router(simulator));

@@ -35,10 +35,15 @@ pub enum Outcome {
     Executed(StoredResponse),
     /// A finished key with the same fingerprint: the stored first answer.
     Replayed(StoredResponse),
-    /// The acquirer's answer is not known yet (timeout, lost answer). The payment
-    /// stays pending, nothing final is stored, and a retry with the same key
-    /// resumes the same acquirer call.
-    Pending(Payment),
+    /// No definite answer yet, and none is stored: the acquirer's answer is not
+    /// known (timeout, lost answer), or the key answers with its order's payment
+    /// and that payment is still pending. A retry with the same key resumes.
+    Pending {
+        /// The pending payment.
+        payment: Payment,
+        /// When to try again.
+        retry_after: Duration,
+    },
     /// Another request holds the key's lease right now.
     InProgress {
         /// When to try again.
@@ -56,13 +61,28 @@ pub enum Outcome {
     },
 }
 
-/// Why the engine could not give an answer. Nothing was executed on the
-/// strength of a failed store call.
+/// Why the engine could not give an answer.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The store failed.
+    /// The store failed before anything was executed: nothing happened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The acquirer answered, but the answer could not be recorded. The key
+    /// keeps its recovery point; a retry with the same key gets the same
+    /// acquirer answer (it is idempotent on its key) and records it.
+    #[error("the acquirer's answer could not be recorded: {0}")]
+    Unrecorded(StoreError),
+}
+
+/// Settings that cannot work together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A zero lease would let every request take over every other.
+    #[error("the lease must be longer than zero")]
+    ZeroLease,
+    /// A zero acquirer timeout would give up on every call before sending it.
+    #[error("the acquirer timeout must be longer than zero")]
+    ZeroAcquirerTimeout,
 }
 
 /// Engine settings.
@@ -70,8 +90,25 @@ pub enum EngineError {
 pub struct EngineConfig {
     /// Lease length and key retention.
     pub timing: KeyTiming,
+    /// The longest an acquirer call may take before its outcome counts as
+    /// unknown. It may exceed the lease: the lease is renewed during the call.
+    pub acquirer_timeout: Duration,
     /// What to tell a client that should come back later.
     pub retry_after: Duration,
+}
+
+impl EngineConfig {
+    /// Checks that the settings can work together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let lease = self.timing.lease;
+        if lease.is_zero() {
+            return Err(ConfigError::ZeroLease);
+        }
+        if self.acquirer_timeout.is_zero() {
+            return Err(ConfigError::ZeroAcquirerTimeout);
+        }
+        Ok(())
+    }
 }
 
 impl Default for EngineConfig {
@@ -81,6 +118,7 @@ impl Default for EngineConfig {
                 lease: Duration::from_secs(30),
                 ttl: Duration::from_secs(24 * 60 * 60),
             },
+            acquirer_timeout: Duration::from_secs(10),
             retry_after: Duration::from_secs(1),
         }
     }
@@ -99,19 +137,20 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Wires an engine.
+    /// Wires an engine, refusing settings that cannot work together.
     pub fn new(
         store: Arc<dyn Store>,
         acquirer: Arc<dyn Acquirer>,
         render: Arc<dyn Render>,
         config: EngineConfig,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
             store,
             acquirer,
             render,
             config,
-        }
+        })
     }
 
     /// The store, for reads.
@@ -167,7 +206,12 @@ impl Engine {
         }
         match self
             .store
-            .take_over(&claim.shop_id, &claim.key, self.config.timing.lease)
+            .take_over(
+                &claim.shop_id,
+                &claim.key,
+                &claim.fingerprint,
+                self.config.timing.lease,
+            )
             .await?
         {
             Some(acquired) => {
@@ -192,6 +236,12 @@ impl Engine {
             payment,
         } = acquired;
         match recovery_point {
+            RecoveryPoint::OrderAlreadyPaid if payment.status == PaymentStatus::Pending => {
+                // The order's payment has no definite answer yet: say so, store
+                // nothing, and let a retry look again.
+                self.release(&lease).await;
+                return Ok(self.pending(payment));
+            }
             RecoveryPoint::OrderAlreadyPaid => {
                 let response = self.render.render(Rendered::AlreadyExists(&payment));
                 return self.finish(&lease, None, response).await;
@@ -250,15 +300,19 @@ impl Engine {
                 };
                 self.finish(&lease, Some((&settled, &settlement)), response)
                     .await
+                    .map_err(|error| match error {
+                        EngineError::Store(error) => EngineError::Unrecorded(error),
+                        other => other,
+                    })
             }
             Err(AcquirerError::Unknown(reason)) => {
                 tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer outcome unknown; payment stays pending");
-                self.store.release_lease(&lease).await?;
-                Ok(Outcome::Pending(payment))
+                self.release(&lease).await;
+                Ok(self.pending(payment))
             }
             Err(AcquirerError::NotSent(reason)) => {
                 tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer unreachable; nothing sent");
-                self.store.release_lease(&lease).await?;
+                self.release(&lease).await;
                 Ok(Outcome::AcquirerUnavailable {
                     payment,
                     retry_after: self.config.retry_after,
@@ -267,29 +321,44 @@ impl Engine {
         }
     }
 
-    /// Calls the acquirer while renewing the lease, so a slow acquirer does not
-    /// let another instance take over a live operation.
+    fn pending(&self, payment: Payment) -> Outcome {
+        Outcome::Pending {
+            payment,
+            retry_after: self.config.retry_after,
+        }
+    }
+
+    /// Ends our lease early so the next retry resumes at once. A failure only
+    /// delays that retry until the lease runs out, so it is logged, not raised.
+    async fn release(&self, lease: &Lease) {
+        if let Err(error) = self.store.release_lease(lease).await {
+            tracing::warn!(key = %lease.key, %error, "lease release failed; it will run out");
+        }
+    }
+
+    /// Calls the acquirer, bounded by the acquirer timeout, while a separate
+    /// task renews the lease, so a slow acquirer does not let another instance
+    /// take over a live operation and a slow store does not stall the call.
     async fn charge_holding_lease(
         &self,
         lease: &Lease,
         request: &ChargeRequest,
     ) -> Result<ChargeResult, AcquirerError> {
-        let duration = self.config.timing.lease;
-        let call = self.acquirer.charge(request);
-        tokio::pin!(call);
-        let mut heartbeat = tokio::time::interval(duration / 3);
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        heartbeat.tick().await;
-        loop {
-            tokio::select! {
-                result = &mut call => return result,
-                _ = heartbeat.tick() => match self.store.renew_lease(lease, duration).await {
-                    Ok(true) => {}
-                    Ok(false) => tracing::warn!(key = %lease.key, "lease taken over during the acquirer call; our finish will be fenced off"),
-                    Err(error) => tracing::warn!(key = %lease.key, %error, "lease renewal failed"),
-                },
-            }
-        }
+        let heartbeat = tokio::spawn(renew_lease(
+            self.store.clone(),
+            lease.clone(),
+            self.config.timing.lease,
+        ));
+        let timeout = self.config.acquirer_timeout;
+        let result = tokio::time::timeout(timeout, self.acquirer.charge(request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(AcquirerError::Unknown(format!(
+                    "no answer within {timeout:?}"
+                )))
+            });
+        heartbeat.abort();
+        result
     }
 
     async fn finish(
@@ -299,11 +368,51 @@ impl Engine {
         response: StoredResponse,
     ) -> Result<Outcome, EngineError> {
         let settlement = settled.map(|(payment, settlement)| (&payment.id, settlement));
-        if self.store.finish(lease, settlement, &response).await? {
+        if self
+            .store
+            .finish(lease, settlement, &response, self.config.timing.ttl)
+            .await?
+        {
             Ok(Outcome::Executed(response))
         } else {
             tracing::warn!(key = %lease.key, "lease lost before finish; the new owner completes");
             Ok(self.in_progress())
         }
+    }
+}
+
+/// Renews a lease every third of its length until aborted.
+async fn renew_lease(store: Arc<dyn Store>, lease: Lease, duration: Duration) {
+    let mut tick = tokio::time::interval(duration / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match store.renew_lease(&lease, duration).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(key = %lease.key, "lease taken over during the acquirer call; our finish will be fenced off");
+                return;
+            }
+            Err(error) => tracing::warn!(key = %lease.key, %error, "lease renewal failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_that_cannot_work_are_refused() {
+        assert_eq!(EngineConfig::default().validate(), Ok(()));
+        let mut config = EngineConfig::default();
+        config.timing.lease = Duration::ZERO;
+        assert_eq!(config.validate(), Err(ConfigError::ZeroLease));
+        let config = EngineConfig {
+            acquirer_timeout: Duration::ZERO,
+            ..EngineConfig::default()
+        };
+        assert_eq!(config.validate(), Err(ConfigError::ZeroAcquirerTimeout));
     }
 }

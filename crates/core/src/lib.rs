@@ -42,7 +42,7 @@ pub mod shop;
 pub mod store;
 
 pub use acquirer::{Acquirer, AcquirerError, ChargeRequest, ChargeResult};
-pub use engine::{Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
+pub use engine::{ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, KeyError};
 pub use money::{Currency, Money, MoneyError};

@@ -205,11 +205,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Takes over an unfinished key whose lease expired: a compare-and-set that
     /// installs a new lease token. `None` when the key is finished, its lease is
-    /// alive, or someone else took it first.
+    /// alive, someone else took it first, or it now belongs to a request with
+    /// another fingerprint (it expired and was claimed anew meanwhile).
     async fn take_over(
         &self,
         shop_id: &ShopId,
         key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Option<Acquired>, StoreError>;
 
@@ -222,12 +224,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Phase 3, one transaction, fenced by the lease token: applies the
     /// settlement to the pending payment (if any) and stores the final response
-    /// on the key. `false`, with nothing written, if the lease was taken over.
+    /// on the key, to be kept at least `ttl` from now. `false`, with nothing
+    /// written, if the lease was taken over.
     async fn finish(
         &self,
         lease: &Lease,
         settlement: Option<(&PaymentId, &Settlement)>,
         response: &StoredResponse,
+        ttl: Duration,
     ) -> Result<bool, StoreError>;
 
     /// One payment of one shop.

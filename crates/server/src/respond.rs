@@ -4,7 +4,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{EngineError, Outcome, StoreError, StoredResponse};
 
-use crate::problem::{Problem, ProblemCode};
+use crate::problem::{Problem, ProblemCode, retry_after_value};
 use crate::render::{PaymentView, payment_location};
 
 /// Marks an answer that is a stored first response, replayed.
@@ -15,7 +15,10 @@ pub fn outcome_response(outcome: Outcome) -> Response {
     match outcome {
         Outcome::Executed(stored) => stored_response(stored, false),
         Outcome::Replayed(stored) => stored_response(stored, true),
-        Outcome::Pending(payment) => {
+        Outcome::Pending {
+            payment,
+            retry_after,
+        } => {
             let mut response = (
                 StatusCode::ACCEPTED,
                 [(header::CONTENT_TYPE, "application/json")],
@@ -23,7 +26,7 @@ pub fn outcome_response(outcome: Outcome) -> Response {
             )
                 .into_response();
             let headers = response.headers_mut();
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
             if let Ok(location) = HeaderValue::try_from(payment_location(&payment)) {
                 headers.insert(header::LOCATION, location);
             }
@@ -96,5 +99,14 @@ pub fn store_problem(error: StoreError) -> Problem {
 pub fn engine_problem(error: EngineError) -> Problem {
     match error {
         EngineError::Store(error) => store_problem(error),
+        EngineError::Unrecorded(error) => {
+            tracing::error!(%error, "acquirer answer not recorded");
+            Problem::new(
+                ProblemCode::StoreUnavailable,
+                "the acquirer answered but the answer could not be recorded; \
+                 retry with the same key to get it (nothing will be charged twice)",
+            )
+            .retry_after(std::time::Duration::from_secs(1))
+        }
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use chargeonce_acquirer::ChargeStatus;
 use chargeonce_core::KeyTiming;
 use common::{
-    Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, TestServer, body, raw_status, send,
+    Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, TestServer, body, raw_answer, raw_status,
+    send,
 };
 use serde_json::json;
 
@@ -204,6 +205,62 @@ async fn a_new_key_for_a_paid_order_returns_the_payment(backend: Backend) {
     assert!(replay.replayed());
 }
 
+async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let b = body("order-1", "1500.00", "tok_slow");
+    let first = tokio::spawn(s.pay("k1", &b).send());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Another key for the same order, while the first payment is at the acquirer.
+    let second = send(s.pay("k2", &b)).await;
+    assert_eq!(
+        second.status,
+        202,
+        "{}",
+        String::from_utf8_lossy(&second.bytes)
+    );
+    assert_eq!(second.json()["status"], "pending");
+    let first = Answer::of(first.await.unwrap().unwrap()).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(second.json()["id"], first.json()["id"]);
+    // Nothing definite was stored for k2: now it gets the settled payment, for good.
+    let settled = send(s.pay("k2", &b)).await;
+    assert_eq!(settled.status, 200);
+    assert!(!settled.replayed());
+    assert_eq!(settled.json()["status"], "succeeded");
+    let replay = send(s.pay("k2", &b)).await;
+    assert!(replay.replayed());
+    assert_eq!(replay.bytes, settled.bytes);
+    assert_eq!(s.charges_for("order-1").await.len(), 1);
+}
+
+async fn an_acquirer_slower_than_its_timeout_is_pending_then_resolved(backend: Backend) {
+    let options = Options {
+        slow: Duration::from_millis(1200),
+        acquirer_timeout: Duration::from_millis(300),
+        ..Options::default()
+    };
+    let s = TestServer::start_with(backend, options).await;
+    let b = body("order-1", "1500.00", "tok_slow");
+    let started = std::time::Instant::now();
+    let first = send(s.pay("k", &b)).await;
+    assert_eq!(first.status, 202);
+    assert!(
+        started.elapsed() < Duration::from_millis(1100),
+        "the call was cut at its timeout"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let retry = send(s.pay("k", &b)).await;
+    assert_eq!(
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.bytes)
+    );
+    assert_eq!(retry.json()["status"], "succeeded");
+    assert_eq!(retry.json()["id"], first.json()["id"]);
+    assert_eq!(s.charges_for("order-1").await.len(), 1);
+}
+
 async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
     let timing = KeyTiming {
         lease: Duration::from_secs(30),
@@ -337,10 +394,17 @@ async fn bad_bodies_are_rejected_before_anything_runs(backend: Backend) {
         r.basic_auth(common::SHOP, Some(common::SECRET))
             .header("idempotency-key", "k")
     };
-    let big = json!({"reference": "x".repeat(70 * 1024)});
-    send(auth(s.http.post(s.url("/v1/payments"))).json(&big))
-        .await
-        .assert_problem(413, "payload_too_large");
+    // Refused on the declared length, before the body is read. (Sending the body
+    // too would race the server's early close against the client's write.)
+    let declared = format!(
+        "POST /v1/payments HTTP/1.1\r\nHost: x\r\n\
+         Authorization: Basic c2hvcC1hOnNrX3Rlc3Rfc2hvcF9h\r\nIdempotency-Key: k\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        70 * 1024
+    );
+    let (status, text) = raw_answer(&s.base, declared.as_bytes()).await;
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("application/problem+json") && text.contains("payload_too_large"));
     let not_json = auth(s.http.post(s.url("/v1/payments")))
         .header("content-type", "text/plain")
         .body("{}");
@@ -491,6 +555,8 @@ on_both_stores!(
     a_decline_is_definite_and_replayed,
     a_lost_acquirer_answer_is_202_then_resolved_by_retry,
     a_new_key_for_a_paid_order_returns_the_payment,
+    a_new_key_for_an_order_in_flight_is_202_until_it_settles,
+    an_acquirer_slower_than_its_timeout_is_pending_then_resolved,
     an_expired_key_cannot_pay_an_order_twice,
     bad_keys_are_400_and_store_nothing,
     credentials_are_required_and_checked,

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Acquired, Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken,
-    NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement, ShopId,
-    Store, StoreError, StoredResponse,
+    Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, KeyTiming, Lease,
+    LeaseToken, NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement,
+    ShopId, Store, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
@@ -116,7 +116,7 @@ impl PgStore {
             "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
                  recovery_point, lease_token, locked_until, payment_id, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
-                 now() + $7::float8 * interval '1 millisecond', $8, now(), \
+                 clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
                  now() + $9::float8 * interval '1 millisecond') \
              ON CONFLICT (shop_id, key) DO UPDATE SET \
                  fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, \
@@ -283,13 +283,15 @@ impl Store for PgStore {
         &self,
         shop_id: &ShopId,
         key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Option<Acquired>, StoreError> {
         let token = LeaseToken::generate();
         let row = sqlx::query(
             "UPDATE idempotency_keys SET lease_token = $3, \
-                 locked_until = now() + $4::float8 * interval '1 millisecond' \
-             WHERE shop_id = $1 AND key = $2 AND recovery_point <> 'finished' \
+                 locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
+             WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
+               AND recovery_point <> 'finished' \
                AND (locked_until IS NULL OR locked_until <= now()) \
              RETURNING payment_id, recovery_point",
         )
@@ -297,6 +299,7 @@ impl Store for PgStore {
         .bind(key.as_str())
         .bind(token.as_uuid())
         .bind(millis(lease) as f64)
+        .bind(fingerprint.as_bytes().as_slice())
         .fetch_optional(&self.pool)
         .await
         .map_err(store_error)?;
@@ -324,7 +327,8 @@ impl Store for PgStore {
 
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE idempotency_keys SET locked_until = now() + $4::float8 * interval '1 millisecond' \
+            "UPDATE idempotency_keys \
+             SET locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
         )
         .bind(lease.shop_id.as_str())
@@ -356,11 +360,13 @@ impl Store for PgStore {
         lease: &Lease,
         settlement: Option<(&PaymentId, &Settlement)>,
         response: &StoredResponse,
+        ttl: Duration,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
         let fenced = sqlx::query(
             "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
-                 response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL \
+                 response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
+                 expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
         )
         .bind(lease.shop_id.as_str())
@@ -369,6 +375,7 @@ impl Store for PgStore {
         .bind(i32::from(response.status))
         .bind(encode_headers(&response.headers)?)
         .bind(response.body.as_slice())
+        .bind(millis(ttl) as f64)
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Acquired, Claim, ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken,
-    NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement, ShopId,
-    Store, StoreError, StoredResponse,
+    Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, KeyTiming, Lease,
+    LeaseToken, NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement,
+    ShopId, Store, StoreError, StoredResponse,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -294,13 +294,15 @@ impl Store for SqliteStore {
         &self,
         shop_id: &ShopId,
         key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
         lease: Duration,
     ) -> Result<Option<Acquired>, StoreError> {
         let token = LeaseToken::generate();
         let row = sqlx::query(concat!(
             "UPDATE idempotency_keys SET lease_token = ?3, locked_until = ",
             now_ms!(),
-            " + ?4 WHERE shop_id = ?1 AND key = ?2 AND recovery_point <> 'finished' \
+            " + ?4 WHERE shop_id = ?1 AND key = ?2 AND fingerprint = ?5 \
+               AND recovery_point <> 'finished' \
                AND (locked_until IS NULL OR locked_until <= ",
             now_ms!(),
             ") RETURNING payment_id, recovery_point"
@@ -309,6 +311,7 @@ impl Store for SqliteStore {
         .bind(key.as_str())
         .bind(token.as_uuid().to_string())
         .bind(millis(lease))
+        .bind(fingerprint.as_bytes().as_slice())
         .fetch_optional(&self.writer)
         .await
         .map_err(store_error)?;
@@ -372,21 +375,25 @@ impl Store for SqliteStore {
         lease: &Lease,
         settlement: Option<(&PaymentId, &Settlement)>,
         response: &StoredResponse,
+        ttl: Duration,
     ) -> Result<bool, StoreError> {
         let mut tx = self.write_tx().await?;
-        let fenced = sqlx::query(
+        let fenced = sqlx::query(concat!(
             "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
                  response_headers = ?5, response_body = ?6, lease_token = NULL, \
-                 locked_until = NULL \
+                 locked_until = NULL, expires_at = MAX(expires_at, ",
+            now_ms!(),
+            " + ?7) \
              WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
-               AND recovery_point <> 'finished'",
-        )
+               AND recovery_point <> 'finished'"
+        ))
         .bind(lease.shop_id.as_str())
         .bind(lease.key.as_str())
         .bind(lease.token.as_uuid().to_string())
         .bind(i64::from(response.status))
         .bind(encode_headers(&response.headers)?)
         .bind(response.body.as_slice())
+        .bind(millis(ttl))
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;

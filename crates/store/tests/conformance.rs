@@ -67,6 +67,10 @@ fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
     )
 }
 
+fn fp(k: &str, body: &str) -> Fingerprint {
+    claim(&ShopId::new("shop-a").unwrap(), k, body).fingerprint
+}
+
 fn response(body: &str) -> StoredResponse {
     StoredResponse {
         status: 201,
@@ -168,7 +172,7 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
     let stored = response(r#"{"id":"x"}"#);
     assert!(
         f.store
-            .finish(&lease, Some((&payment.id, &succeeded())), &stored)
+            .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
     );
@@ -201,7 +205,7 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
     // And a second finish, even with the right token, is refused.
     assert!(
         !f.store
-            .finish(&lease, None, &response("other"))
+            .finish(&lease, None, &response("other"), LONG.ttl)
             .await
             .unwrap()
     );
@@ -215,7 +219,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
     let (old, payment) = acquire(&f, "k1", "order-1", short).await;
     assert!(
         f.store
-            .take_over(&f.shop, &key("k1"), LONG.lease)
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
             .await
             .unwrap()
             .is_none(),
@@ -226,7 +230,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
     assert!(!record.lease_active);
     let taken = f
         .store
-        .take_over(&f.shop, &key("k1"), LONG.lease)
+        .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
         .await
         .unwrap()
         .unwrap();
@@ -236,7 +240,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
     assert_eq!(taken.recovery_point, RecoveryPoint::PaymentCreated);
     assert!(
         f.store
-            .take_over(&f.shop, &key("k1"), LONG.lease)
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
             .await
             .unwrap()
             .is_none(),
@@ -247,7 +251,12 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
     assert!(!f.store.release_lease(&old).await.unwrap());
     assert!(
         !f.store
-            .finish(&old, Some((&payment.id, &succeeded())), &response("zombie"))
+            .finish(
+                &old,
+                Some((&payment.id, &succeeded())),
+                &response("zombie"),
+                LONG.ttl
+            )
             .await
             .unwrap()
     );
@@ -264,7 +273,12 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
     );
     assert!(
         f.store
-            .finish(&new, Some((&payment.id, &succeeded())), &response("owner"))
+            .finish(
+                &new,
+                Some((&payment.id, &succeeded())),
+                &response("owner"),
+                LONG.ttl
+            )
             .await
             .unwrap()
     );
@@ -296,7 +310,7 @@ async fn release_and_renew_follow_the_token(f: Fixture) {
     );
     assert!(
         f.store
-            .take_over(&f.shop, &key("k1"), LONG.lease)
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
             .await
             .unwrap()
             .is_none()
@@ -312,7 +326,7 @@ async fn release_and_renew_follow_the_token(f: Fixture) {
     );
     assert!(
         f.store
-            .take_over(&f.shop, &key("k1"), LONG.lease)
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
             .await
             .unwrap()
             .is_some()
@@ -339,7 +353,12 @@ async fn one_live_payment_per_order(f: Fixture) {
     };
     assert!(
         f.store
-            .finish(&lease, Some((&first.id, &declined)), &response("d"))
+            .finish(
+                &lease,
+                Some((&first.id, &declined)),
+                &response("d"),
+                LONG.ttl
+            )
             .await
             .unwrap()
     );
@@ -382,7 +401,12 @@ async fn an_expired_finished_key_counts_as_new(f: Fixture) {
     );
     assert!(
         f.store
-            .finish(&lease, Some((&first.id, &succeeded())), &response("r"))
+            .finish(
+                &lease,
+                Some((&first.id, &succeeded())),
+                &response("r"),
+                instant.ttl
+            )
             .await
             .unwrap()
     );
@@ -416,7 +440,12 @@ async fn the_sweeper_deletes_expired_finished_keys_in_batches(f: Fixture) {
         let (lease, payment) = acquire(&f, &format!("k{i}"), &format!("order-{i}"), instant).await;
         assert!(
             f.store
-                .finish(&lease, Some((&payment.id, &succeeded())), &response("r"))
+                .finish(
+                    &lease,
+                    Some((&payment.id, &succeeded())),
+                    &response("r"),
+                    instant.ttl
+                )
                 .await
                 .unwrap()
         );
@@ -428,6 +457,63 @@ async fn the_sweeper_deletes_expired_finished_keys_in_batches(f: Fixture) {
     assert_eq!(f.store.sweep_expired_keys(10).await.unwrap(), 0);
     assert!(f.store.key(&f.shop, &key("k0")).await.unwrap().is_none());
     assert!(f.store.key(&f.shop, &key("live")).await.unwrap().is_some());
+}
+
+async fn finishing_keeps_the_key_for_its_ttl_from_now(f: Fixture) {
+    // Claimed with a retention that runs out before the operation ends (a 202
+    // retried a day later): the answer must still be kept a full TTL.
+    let instant = KeyTiming {
+        lease: LONG.lease,
+        ttl: Duration::from_millis(1),
+    };
+    let (lease, payment) = acquire(&f, "k1", "order-1", instant).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stored = response("kept");
+    assert!(
+        f.store
+            .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(f.store.sweep_expired_keys(10).await.unwrap(), 0);
+    let again = f
+        .store
+        .claim_payment(
+            &claim(&f.shop, "k1", "order-1"),
+            &new_payment(&f.shop, "k1", "order-1"),
+            LONG,
+        )
+        .await
+        .unwrap();
+    let Claim::Exists(record) = again else {
+        panic!("the finished key is still replayed")
+    };
+    assert_eq!(record.response, Some(stored));
+}
+
+async fn a_take_over_needs_the_same_fingerprint(f: Fixture) {
+    let short = KeyTiming {
+        lease: Duration::from_millis(100),
+        ..LONG
+    };
+    acquire(&f, "k1", "order-1", short).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let other = fp("k1", "another body");
+    assert!(
+        f.store
+            .take_over(&f.shop, &key("k1"), &other, LONG.lease)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        f.store
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 async fn concurrent_claims_of_one_key_have_one_winner(f: Fixture) {
@@ -578,6 +664,8 @@ conformance!(
     one_live_payment_per_order,
     an_expired_finished_key_counts_as_new,
     the_sweeper_deletes_expired_finished_keys_in_batches,
+    finishing_keeps_the_key_for_its_ttl_from_now,
+    a_take_over_needs_the_same_fingerprint,
     concurrent_claims_of_one_key_have_one_winner,
     concurrent_keys_for_one_order_make_one_payment,
     shops_are_kept_apart,

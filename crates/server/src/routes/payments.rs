@@ -1,6 +1,7 @@
 //! `POST /v1/payments`, `GET /v1/payments/{id}`, `GET /v1/payments?reference=`.
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
@@ -129,8 +130,10 @@ pub struct ListQuery {
 pub async fn list(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
-    Query(query): Query<ListQuery>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Response, Problem> {
+    let Query(query) =
+        query.map_err(|e| Problem::new(ProblemCode::InvalidRequest, e.body_text()))?;
     let reference = query.reference.ok_or_else(|| {
         Problem::new(
             ProblemCode::MissingParameter,

@@ -42,6 +42,7 @@ pub const OTHER_SECRET: &str = "sk_test_shop_b";
 pub struct Options {
     pub timing: KeyTiming,
     pub slow: Duration,
+    pub acquirer_timeout: Duration,
 }
 
 impl Default for Options {
@@ -52,6 +53,7 @@ impl Default for Options {
                 ttl: Duration::from_secs(3600),
             },
             slow: Duration::from_millis(1500),
+            acquirer_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -96,14 +98,12 @@ impl TestServer {
         );
         let config = EngineConfig {
             timing: options.timing,
+            acquirer_timeout: options.acquirer_timeout,
             ..EngineConfig::default()
         };
-        let engine = Arc::new(Engine::new(
-            store.clone(),
-            sim.clone(),
-            Arc::new(HttpRender),
-            config,
-        ));
+        let engine = Arc::new(
+            Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config).unwrap(),
+        );
         let app = chargeonce_server::router(AppState::new(engine));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -237,17 +237,24 @@ pub async fn send(request: reqwest::RequestBuilder) -> Answer {
 /// Sends raw bytes over TCP and returns the status line's code (for headers
 /// no HTTP client would send).
 pub async fn raw_status(base: &str, request: &[u8]) -> u16 {
+    raw_answer(base, request).await.0
+}
+
+/// Sends raw bytes over TCP; returns the status code and the whole answer as text.
+pub async fn raw_answer(base: &str, request: &[u8]) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(request).await.unwrap();
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
-    let text = String::from_utf8_lossy(&out);
-    text.split_whitespace()
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(0);
+    (status, text)
 }
 
 /// Defines each listed test once per store.
