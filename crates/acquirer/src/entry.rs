@@ -1,6 +1,8 @@
 //! A charge attempt as the ledger records it, and its JSON form.
 
-use chargeonce_core::{AcquirerKey, ChargeResult, Money, PaymentId, Reference, ShopId};
+use chargeonce_core::{
+    AcquirerCharge, AcquirerKey, ChargeResult, Money, PaymentId, Reference, ShopId,
+};
 use serde::ser::Error as _;
 use serde::{Serialize, Serializer};
 use time::OffsetDateTime;
@@ -43,7 +45,8 @@ impl ChargeStatus {
 ///
 /// Serialises as `{"id", "acquirer_key", "shop_id", "payment_id", "reference",
 /// "amount": {"value": "1500.00", "currency": "RUB"}, "amount_minor": 150000,
-/// "status", "decline_code", "created_at": "2026-11-29T12:00:00.123Z"}`.
+/// "status", "decline_code", "created_at": "2026-11-29T12:00:00.123Z",
+/// "refunded_minor": 0}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerEntry {
     /// The acquirer's id of the attempt (`ch_` and a UUIDv7): the
@@ -65,6 +68,8 @@ pub struct LedgerEntry {
     pub decline_code: Option<String>,
     /// When the acquirer recorded it, to the millisecond.
     pub created_at: OffsetDateTime,
+    /// How much of it was refunded, in minor units (0, or all of it).
+    pub refunded_minor: i64,
 }
 
 impl LedgerEntry {
@@ -81,6 +86,20 @@ impl LedgerEntry {
                     .clone()
                     .unwrap_or_else(|| "declined".to_owned()),
             },
+        }
+    }
+
+    /// The charge as the core's acquirer traits report it.
+    pub fn to_charge(&self) -> AcquirerCharge {
+        AcquirerCharge {
+            outcome: self.result(),
+            acquirer_key: self.acquirer_key.clone(),
+            shop_id: self.shop_id.clone(),
+            payment_id: self.payment_id.clone(),
+            reference: self.reference.clone(),
+            amount: self.amount,
+            refunded_minor: self.refunded_minor,
+            created_at: self.created_at,
         }
     }
 
@@ -112,6 +131,7 @@ struct EntryJson<'a> {
     status: &'static str,
     decline_code: Option<&'a str>,
     created_at: String,
+    refunded_minor: i64,
 }
 
 impl Serialize for LedgerEntry {
@@ -130,6 +150,7 @@ impl Serialize for LedgerEntry {
             status: self.status.as_str(),
             decline_code: self.decline_code.as_deref(),
             created_at: self.created_at_rfc3339().map_err(S::Error::custom)?,
+            refunded_minor: self.refunded_minor,
         }
         .serialize(serializer)
     }

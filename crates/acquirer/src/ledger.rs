@@ -30,6 +30,62 @@ const OPEN_ATTEMPTS: u32 = 10;
 /// seeing the other's as "missing".
 const MIGRATIONS_TABLE: &str = "_chargeonce_acquirer_migrations";
 
+/// The columns of a ledger row, with the refunded amount joined in. Every
+/// query that reads charges selects these, `FROM acquirer_ledger l`.
+macro_rules! charge_columns {
+    () => {
+        "l.id, l.acquirer_key, l.shop_id, l.payment_id, l.reference, l.amount_minor, \
+         l.currency, l.status, l.decline_code, l.created_at, \
+         COALESCE((SELECT r.amount_minor FROM acquirer_refunds r WHERE r.charge_id = l.id), 0) \
+             AS refunded_minor \
+         FROM acquirer_ledger l"
+    };
+}
+
+/// A webhook event waiting in the outbox.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub(crate) struct OutboxEvent {
+    /// The event id.
+    pub id: String,
+    /// The charge it is about.
+    pub charge_id: String,
+    /// `payment.succeeded`, ...
+    #[sqlx(rename = "type")]
+    pub kind: String,
+    /// The JSON delivered.
+    pub payload: String,
+    /// Unix ms of creation.
+    pub created_at: i64,
+    /// Unix ms of the next attempt.
+    pub due_at: i64,
+    /// Attempts made.
+    pub attempts: i64,
+}
+
+/// A refund as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub(crate) struct RefundRow {
+    pub id: String,
+    pub charge_id: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub created_at: i64,
+}
+
+/// Why a refund was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RefundRefused {
+    /// No such charge.
+    #[error("no charge `{0}`")]
+    NoSuchCharge(String),
+    /// A declined charge moved no money.
+    #[error("charge `{0}` was declined; nothing to refund")]
+    Declined(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] SimulatorError),
+}
+
 /// A ledger row as SQLite returns it.
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -43,6 +99,7 @@ struct Row {
     status: String,
     decline_code: Option<String>,
     created_at: i64,
+    refunded_minor: i64,
 }
 
 impl TryFrom<Row> for LedgerEntry {
@@ -67,12 +124,13 @@ impl TryFrom<Row> for LedgerEntry {
                 .ok_or_else(|| corrupt(format!("unknown status `{}`", row.status)))?,
             decline_code: row.decline_code.clone(),
             created_at: from_unix_millis(row.created_at).map_err(corrupt)?,
+            refunded_minor: row.refunded_minor,
         };
         Ok(entry)
     }
 }
 
-fn unix_millis(at: OffsetDateTime) -> i64 {
+pub(crate) fn unix_millis(at: OffsetDateTime) -> i64 {
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
@@ -97,10 +155,17 @@ fn is_contention(error: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether a migration failed because another opener ran it at the same
+/// time (SQLite's migrator takes no lock): its transaction rolled back, and
+/// opening again finds the migration applied.
 fn is_migrate_contention(error: &sqlx::migrate::MigrateError) -> bool {
     use sqlx::migrate::MigrateError;
     match error {
-        MigrateError::Execute(e) | MigrateError::ExecuteMigration(e, _) => is_contention(e),
+        MigrateError::Execute(e) => is_contention(e),
+        MigrateError::ExecuteMigration(e, _) => {
+            is_contention(e)
+                || matches!(e, sqlx::Error::Database(db) if db.message().contains("already exists"))
+        }
         _ => false,
     }
 }
@@ -173,55 +238,240 @@ impl Ledger {
         Ok(Self { pool })
     }
 
-    /// Records an attempt unless its acquirer key is already in the ledger.
-    /// `true` when this call wrote the row: the caller is the first execution.
-    /// One statement, so it is atomic across connections and processes.
-    pub(crate) async fn insert(&self, entry: &LedgerEntry) -> Result<bool, sqlx::Error> {
-        let done = sqlx::query(
+    /// Records an attempt, with the webhook events it causes, in one
+    /// transaction. With `deduplicated`, nothing is written when the acquirer
+    /// key is already in the ledger (an idempotent acquirer); otherwise the row
+    /// is always added. `true` when this call wrote the row: the caller is the
+    /// first execution. Atomic across connections and processes.
+    pub(crate) async fn insert(
+        &self,
+        entry: &LedgerEntry,
+        deduplicated: bool,
+        events: &[OutboxEvent],
+    ) -> Result<bool, sqlx::Error> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let sql = if deduplicated {
             "INSERT INTO acquirer_ledger \
                (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                status, decline_code, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-             ON CONFLICT (acquirer_key) DO NOTHING",
-        )
-        .bind(&entry.id)
-        .bind(entry.acquirer_key.as_str())
-        .bind(entry.shop_id.as_str())
-        .bind(entry.payment_id.as_str())
-        .bind(entry.reference.as_str())
-        .bind(entry.amount.minor_units())
-        .bind(entry.amount.currency().code())
-        .bind(entry.status.as_str())
-        .bind(entry.decline_code.as_deref())
-        .bind(unix_millis(entry.created_at))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+                status, decline_code, created_at, deduplicated) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1) \
+             ON CONFLICT (acquirer_key) WHERE deduplicated = 1 DO NOTHING"
+        } else {
+            "INSERT INTO acquirer_ledger \
+               (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
+                status, decline_code, created_at, deduplicated) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0)"
+        };
+        let done = sqlx::query(sql)
+            .bind(&entry.id)
+            .bind(entry.acquirer_key.as_str())
+            .bind(entry.shop_id.as_str())
+            .bind(entry.payment_id.as_str())
+            .bind(entry.reference.as_str())
+            .bind(entry.amount.minor_units())
+            .bind(entry.amount.currency().code())
+            .bind(entry.status.as_str())
+            .bind(entry.decline_code.as_deref())
+            .bind(unix_millis(entry.created_at))
+            .execute(&mut *tx)
+            .await?;
+        let inserted = done.rows_affected() == 1;
+        if inserted {
+            for event in events {
+                sqlx::query(
+                    "INSERT INTO acquirer_events \
+                       (id, charge_id, type, payload, created_at, due_at, attempts) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+                )
+                .bind(&event.id)
+                .bind(&event.charge_id)
+                .bind(&event.kind)
+                .bind(&event.payload)
+                .bind(event.created_at)
+                .bind(event.due_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(inserted)
     }
 
-    /// The attempt recorded under an acquirer key, if any.
+    /// The attempt an idempotent acquirer recorded under a key, if any.
+    /// Rows recorded without idempotency are not found by key.
     pub(crate) async fn find(&self, key: &str) -> Result<Option<LedgerEntry>, SimulatorError> {
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                    status, decline_code, created_at \
-             FROM acquirer_ledger WHERE acquirer_key = ?1",
-        )
+        let row: Option<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            charge_columns!(),
+            " WHERE l.acquirer_key = ?1 AND l.deduplicated = 1"
+        ))
         .bind(key)
         .fetch_optional(&self.pool)
         .await?;
         row.map(LedgerEntry::try_from).transpose()
     }
 
-    /// Every attempt, oldest first.
-    pub(crate) async fn all(&self) -> Result<Vec<LedgerEntry>, SimulatorError> {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                    status, decline_code, created_at \
-             FROM acquirer_ledger ORDER BY created_at, id",
-        )
+    /// One charge by its id.
+    pub(crate) async fn charge(&self, id: &str) -> Result<Option<LedgerEntry>, SimulatorError> {
+        let row: Option<Row> =
+            sqlx::query_as(concat!("SELECT ", charge_columns!(), " WHERE l.id = ?1"))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(LedgerEntry::try_from).transpose()
+    }
+
+    /// Every attempt for a caller's payment (its reference), oldest first.
+    pub(crate) async fn for_payment(
+        &self,
+        shop_id: &str,
+        payment_id: &str,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            charge_columns!(),
+            " WHERE l.shop_id = ?1 AND l.payment_id = ?2 ORDER BY l.created_at, l.id"
+        ))
+        .bind(shop_id)
+        .bind(payment_id)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(LedgerEntry::try_from).collect()
+    }
+
+    /// Every attempt recorded in `[from, to)` (unix ms), oldest first.
+    pub(crate) async fn between(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            charge_columns!(),
+            " WHERE l.created_at >= ?1 AND l.created_at < ?2 ORDER BY l.created_at, l.id"
+        ))
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(LedgerEntry::try_from).collect()
+    }
+
+    /// Every attempt, oldest first.
+    pub(crate) async fn all(&self) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            charge_columns!(),
+            " ORDER BY l.created_at, l.id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(LedgerEntry::try_from).collect()
+    }
+
+    /// Refunds a whole succeeded charge, once: a repeat returns the first refund.
+    pub(crate) async fn refund(
+        &self,
+        charge_id: &str,
+        refund_id: &str,
+        at: i64,
+    ) -> Result<RefundRow, RefundRefused> {
+        let charge = self
+            .charge(charge_id)
+            .await?
+            .ok_or_else(|| RefundRefused::NoSuchCharge(charge_id.to_owned()))?;
+        if charge.status != crate::ChargeStatus::Succeeded {
+            return Err(RefundRefused::Declined(charge_id.to_owned()));
+        }
+        sqlx::query(
+            "INSERT INTO acquirer_refunds (id, charge_id, amount_minor, currency, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (charge_id) DO NOTHING",
+        )
+        .bind(refund_id)
+        .bind(charge_id)
+        .bind(charge.amount.minor_units())
+        .bind(charge.amount.currency().code())
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .map_err(SimulatorError::from)?;
+        let row: RefundRow = sqlx::query_as(
+            "SELECT id, charge_id, amount_minor, currency, created_at \
+             FROM acquirer_refunds WHERE charge_id = ?1",
+        )
+        .bind(charge_id)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(SimulatorError::from)?;
+        Ok(row)
+    }
+
+    /// Every refund, oldest first.
+    pub(crate) async fn refunds(&self) -> Result<Vec<RefundRow>, SimulatorError> {
+        Ok(sqlx::query_as(
+            "SELECT id, charge_id, amount_minor, currency, created_at \
+             FROM acquirer_refunds ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Up to `limit` undelivered events due at `now` (unix ms), by due time.
+    pub(crate) async fn due_events(
+        &self,
+        now: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxEvent>, SimulatorError> {
+        Ok(sqlx::query_as(
+            "SELECT id, charge_id, type, payload, created_at, due_at, attempts \
+             FROM acquirer_events WHERE delivered_at IS NULL AND due_at <= ?1 \
+             ORDER BY due_at, id LIMIT ?2",
+        )
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Marks events delivered (a 2xx came back), in one transaction.
+    pub(crate) async fn delivered(&self, ids: &[String], at: i64) -> Result<(), SimulatorError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for id in ids {
+            sqlx::query(
+                "UPDATE acquirer_events SET delivered_at = ?2, attempts = attempts + 1 \
+                 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Counts a failed attempt and sets the next one.
+    pub(crate) async fn retry_later(&self, id: &str, due_at: i64) -> Result<(), SimulatorError> {
+        sqlx::query(
+            "UPDATE acquirer_events SET due_at = ?2, attempts = attempts + 1 WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(due_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// How many events are not delivered yet.
+    pub(crate) async fn undelivered(&self) -> Result<i64, SimulatorError> {
+        Ok(
+            sqlx::query_scalar("SELECT count(*) FROM acquirer_events WHERE delivered_at IS NULL")
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     /// Closes every connection (checkpointing the WAL when it is the last).

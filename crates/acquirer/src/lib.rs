@@ -25,6 +25,14 @@
 //! [`router`] serves the ledger as JSON (`GET /ledger`), for people and for the
 //! `chaos` checks.
 //!
+//! **Standalone** (`chargeonce acquirer`), the simulator is its own process:
+//! [`api_router`] serves charges, look-ups, refunds and an admin API that sets
+//! [`Faults`] (latency, declines, 5xx, hangs, answers lost after commit) while
+//! it runs; [`webhooks::spawn`] delivers signed `payment.*` events at least
+//! once. It can run without idempotency ([`Simulator::with_idempotency`]),
+//! like some real providers. The service talks to it through [`HttpAcquirer`],
+//! which classifies every outcome as definite, unknown, or never sent.
+//!
 //! ```
 //! use chargeonce_acquirer::{Simulator, SimulatorConfig};
 //! use chargeonce_core::{
@@ -53,18 +61,25 @@
 //! # }
 //! ```
 
+pub mod api;
+pub mod client;
 mod entry;
 mod error;
+pub mod faults;
 mod http;
 mod ledger;
 mod report;
 mod simulator;
+pub mod webhooks;
 
+pub use api::api_router;
+pub use client::{ClientError, HttpAcquirer, HttpAcquirerConfig};
 pub use entry::{ChargeStatus, LedgerEntry};
 pub use error::SimulatorError;
+pub use faults::{Faults, FaultsError};
 pub use http::router;
 pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
-    Behaviour, CARD_DECLINED, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER, Simulator,
-    SimulatorConfig, tokens,
+    Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
+    RefundError, RefundRecord, Simulator, SimulatorConfig, tokens,
 };

@@ -1,16 +1,23 @@
 //! The simulator's behaviour: which answer a charge gets, and when.
 
 use std::path::Path;
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::webhook::{AcquirerEvent, EventAmount, EventCharge, EventKind};
 use chargeonce_core::{
-    Acquirer, AcquirerError, AcquirerKey, CardToken, ChargeRequest, ChargeResult,
+    Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
+    CardToken, ChargeRequest, ChargeResult, Currency, Money, PaymentId, ShopId,
 };
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::entry::now_millis;
-use crate::ledger::Ledger;
+use crate::faults::{Faults, FaultsError};
+use crate::ledger::{Ledger, OutboxEvent, RefundRefused, RefundRow, unix_millis};
 use crate::{ChargeStatus, LedgerEntry, LedgerReport, SimulatorError};
 
 /// Decline code of `tok_declined`.
@@ -25,6 +32,9 @@ pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";
 /// [`AcquirerError::Unknown`], never a decline: the key's first charge may well
 /// have moved money, so nothing definite may be concluded from the refusal.
 pub const KEY_REUSED: &str = "idempotency_key_reused";
+
+/// Decline code of charges declined by the fault injector's decline rate.
+pub const DO_NOT_HONOR: &str = "do_not_honor";
 
 /// The message of the [`AcquirerError::Unknown`] that `tok_timeout` returns on
 /// the first execution of a key.
@@ -105,12 +115,68 @@ impl Default for SimulatorConfig {
     }
 }
 
-/// The acquirer simulator: an idempotent acquirer over its own SQLite ledger.
-/// See the [crate documentation](crate) for its guarantees.
+/// The acquirer simulator: an acquirer over its own SQLite ledger, idempotent
+/// on the acquirer key unless told otherwise. See the [crate
+/// documentation](crate) for its guarantees.
 #[derive(Debug)]
 pub struct Simulator {
     ledger: Ledger,
     config: SimulatorConfig,
+    idempotent: bool,
+    events: bool,
+    faults: RwLock<Faults>,
+    rng: Mutex<StdRng>,
+}
+
+/// A refund at the simulator, as `POST /v1/charges/{id}/refunds` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RefundRecord {
+    /// The refund's id (`re_...`).
+    pub id: String,
+    /// The refunded charge.
+    pub charge_id: String,
+    /// Minor units given back.
+    pub amount_minor: i64,
+    /// Its currency.
+    pub currency: String,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+impl From<RefundRow> for RefundRecord {
+    fn from(row: RefundRow) -> Self {
+        Self {
+            id: row.id,
+            charge_id: row.charge_id,
+            amount_minor: row.amount_minor,
+            currency: row.currency,
+            created_at: row.created_at,
+        }
+    }
+}
+
+/// Why the simulator refused a refund.
+#[derive(Debug, thiserror::Error)]
+pub enum RefundError {
+    /// No such charge.
+    #[error("no charge `{0}`")]
+    NoSuchCharge(String),
+    /// The charge was declined: no money to give back.
+    #[error("charge `{0}` was declined; nothing to refund")]
+    Declined(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] SimulatorError),
+}
+
+impl From<RefundRefused> for RefundError {
+    fn from(refused: RefundRefused) -> Self {
+        match refused {
+            RefundRefused::NoSuchCharge(id) => Self::NoSuchCharge(id),
+            RefundRefused::Declined(id) => Self::Declined(id),
+            RefundRefused::Ledger(e) => Self::Ledger(e),
+        }
+    }
 }
 
 impl Simulator {
@@ -123,13 +189,73 @@ impl Simulator {
     /// (`_chargeonce_acquirer_migrations`), but should still get a file of its own.
     pub async fn open(path: &Path, config: SimulatorConfig) -> Result<Self, SimulatorError> {
         let ledger = Ledger::open(path).await?;
-        Ok(Self { ledger, config })
+        Ok(Self::over(ledger, config))
     }
 
     /// A simulator over a private in-memory ledger, gone when it is dropped. For tests.
     pub async fn in_memory(config: SimulatorConfig) -> Result<Self, SimulatorError> {
         let ledger = Ledger::in_memory().await?;
-        Ok(Self { ledger, config })
+        Ok(Self::over(ledger, config))
+    }
+
+    fn over(ledger: Ledger, config: SimulatorConfig) -> Self {
+        Self {
+            ledger,
+            config,
+            idempotent: true,
+            events: false,
+            faults: RwLock::new(Faults::default()),
+            rng: Mutex::new(StdRng::from_os_rng()),
+        }
+    }
+
+    /// With `false`, behaves like a provider without idempotency: every
+    /// charge request records a new charge, whatever key it carries, and
+    /// nothing can be looked up by key (only by the caller's reference).
+    pub fn with_idempotency(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Records a `payment.processing` and a `payment.succeeded` /
+    /// `payment.declined` event per charge in the ledger's outbox, in the
+    /// charge's transaction, for a [`crate::webhooks`] deliverer to send.
+    pub fn with_events(mut self, events: bool) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Draws faults from a seeded generator (reproducible single-threaded runs).
+    pub fn with_seed(self, seed: u64) -> Self {
+        *self.rng.lock().unwrap_or_else(PoisonError::into_inner) = StdRng::seed_from_u64(seed);
+        self
+    }
+
+    /// Whether it deduplicates on the acquirer key.
+    pub fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// The faults in force.
+    pub fn faults(&self) -> Faults {
+        self.faults
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Changes the faults, at once, for every request that starts after.
+    pub fn set_faults(&self, faults: Faults) -> Result<(), FaultsError> {
+        faults.validate()?;
+        *self.faults.write().unwrap_or_else(PoisonError::into_inner) = faults;
+        Ok(())
+    }
+
+    /// Draws from the fault generator.
+    pub fn roll<T>(&self, draw: impl FnOnce(&Faults, &mut StdRng) -> T) -> T {
+        let faults = self.faults();
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        draw(&faults, &mut rng)
     }
 
     /// Its settings.
@@ -143,14 +269,140 @@ impl Simulator {
     }
 
     /// The attempt recorded under an acquirer key, without charging: what the
-    /// reconciler asks when it only wants to know.
+    /// reconciler asks when it only wants to know. Always `None` for charges
+    /// recorded without idempotency.
     pub async fn find(&self, key: &AcquirerKey) -> Result<Option<LedgerEntry>, SimulatorError> {
         self.ledger.find(key.as_str()).await
+    }
+
+    /// Every attempt for a caller's payment (its reference), oldest first.
+    pub async fn find_for_payment(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        self.ledger
+            .for_payment(shop_id.as_str(), payment_id.as_str())
+            .await
+    }
+
+    /// Every attempt recorded in `[from, to)`, oldest first.
+    pub async fn between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        self.ledger
+            .between(unix_millis(from), unix_millis(to))
+            .await
+    }
+
+    /// Refunds a whole succeeded charge, once: a repeat returns the first refund.
+    pub async fn refund_charge(&self, charge_id: &str) -> Result<RefundRecord, RefundError> {
+        let id = format!("re_{}", Uuid::now_v7().simple());
+        let row = self
+            .ledger
+            .refund(charge_id, &id, unix_millis(now_millis()))
+            .await?;
+        tracing::info!(charge_id, refund_id = %row.id, "acquirer refunded a charge");
+        Ok(row.into())
+    }
+
+    /// Every refund, oldest first.
+    pub async fn refunds(&self) -> Result<Vec<RefundRecord>, SimulatorError> {
+        Ok(self
+            .ledger
+            .refunds()
+            .await?
+            .into_iter()
+            .map(RefundRecord::from)
+            .collect())
+    }
+
+    /// Records a charge as if it had happened, bypassing every rule (for
+    /// reconciliation drills: a duplicate or an orphan planted in the books).
+    /// The row is not deduplicated on its key.
+    pub async fn plant(&self, entry: &LedgerEntry) -> Result<(), SimulatorError> {
+        self.ledger.insert(entry, false, &[]).await?;
+        tracing::warn!(charge_id = %entry.id, "a charge was planted in the acquirer ledger");
+        Ok(())
+    }
+
+    /// How many webhook events wait for delivery.
+    pub async fn undelivered_events(&self) -> Result<i64, SimulatorError> {
+        self.ledger.undelivered().await
+    }
+
+    pub(crate) fn ledger_handle(&self) -> &Ledger {
+        &self.ledger
     }
 
     /// The ledger and the money that moved per currency (what `GET /ledger` shows).
     pub async fn report(&self) -> Result<LedgerReport, SimulatorError> {
         Ok(LedgerReport::from_entries(self.ledger().await?))
+    }
+
+    /// The outbox events one recorded charge causes.
+    fn events_for(&self, entry: &LedgerEntry) -> Vec<OutboxEvent> {
+        if !self.events {
+            return Vec::new();
+        }
+        let created = unix_millis(entry.created_at);
+        let (reorder, delay) = self.roll(|f, rng| {
+            use rand::Rng;
+            (
+                f.webhook_reorder_rate > 0.0 && rng.random_bool(f.webhook_reorder_rate),
+                i64::try_from(f.webhook_reorder_ms).unwrap_or(i64::MAX),
+            )
+        });
+        let terminal = match entry.status {
+            ChargeStatus::Succeeded => EventKind::Succeeded,
+            ChargeStatus::Declined => EventKind::Declined,
+        };
+        // Normally `processing` goes first; held back, the outcome overtakes it.
+        let processing_due = if reorder {
+            created.saturating_add(delay)
+        } else {
+            created
+        };
+        [
+            (EventKind::Processing, created, processing_due),
+            (terminal, created + 1, created + 1),
+        ]
+        .into_iter()
+        .filter_map(|(kind, at, due_at)| {
+            let event = AcquirerEvent {
+                id: format!("evt_{}", Uuid::now_v7().simple()),
+                kind,
+                created: at,
+                data: EventCharge {
+                    charge_id: entry.id.clone(),
+                    acquirer_key: entry.acquirer_key.as_str().to_owned(),
+                    shop_id: entry.shop_id.as_str().to_owned(),
+                    payment_id: entry.payment_id.as_str().to_owned(),
+                    reference: entry.reference.as_str().to_owned(),
+                    amount: EventAmount {
+                        value: entry.amount.to_decimal_string(),
+                        currency: entry.amount.currency().code().to_owned(),
+                    },
+                    decline_code: match kind {
+                        EventKind::Declined => entry.decline_code.clone(),
+                        _ => None,
+                    },
+                },
+            };
+            let payload = serde_json::to_string(&event).ok()?;
+            Some(OutboxEvent {
+                id: event.id,
+                charge_id: entry.id.clone(),
+                kind: kind.as_str().to_owned(),
+                payload,
+                created_at: at,
+                due_at,
+                attempts: 0,
+            })
+        })
+        .collect()
     }
 
     /// Closes the ledger's connections. Later calls fail; the file stays.
@@ -220,7 +472,10 @@ fn write_failed(error: sqlx::Error) -> AcquirerError {
 #[async_trait]
 impl Acquirer for Simulator {
     async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
-        let behaviour = Behaviour::of(&request.token);
+        let mut behaviour = Behaviour::of(&request.token);
+        if behaviour == Behaviour::Succeed && self.roll(|f, rng| f.declines(rng)) {
+            behaviour = Behaviour::Decline(DO_NOT_HONOR);
+        }
         let (status, decline_code) = behaviour.outcome();
         let entry = LedgerEntry {
             id: format!("ch_{}", Uuid::now_v7().simple()),
@@ -232,8 +487,15 @@ impl Acquirer for Simulator {
             status,
             decline_code,
             created_at: now_millis(),
+            refunded_minor: 0,
         };
-        if !self.ledger.insert(&entry).await.map_err(write_failed)? {
+        let events = self.events_for(&entry);
+        if !self
+            .ledger
+            .insert(&entry, self.idempotent, &events)
+            .await
+            .map_err(write_failed)?
+        {
             return self.replay(request).await;
         }
         tracing::info!(
@@ -250,6 +512,63 @@ impl Acquirer for Simulator {
         }
         Ok(entry.result())
     }
+
+    async fn status(&self, key: &AcquirerKey) -> Result<Option<AcquirerCharge>, AcquirerError> {
+        self.find(key)
+            .await
+            .map(|found| found.map(|entry| entry.to_charge()))
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn charges_for_payment(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.find_for_payment(shop_id, payment_id)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+}
+
+#[async_trait]
+impl AcquirerLedger for Simulator {
+    async fn charges_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.between(from, to)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn refund(&self, charge_id: &str) -> Result<AcquirerRefund, AcquirerError> {
+        let record = self
+            .refund_charge(charge_id)
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("refund refused: {e}")))?;
+        refund_of(record)
+    }
+}
+
+/// The core's view of a refund record.
+pub(crate) fn refund_of(record: RefundRecord) -> Result<AcquirerRefund, AcquirerError> {
+    let bad = |e: String| AcquirerError::Unknown(format!("refund record unreadable: {e}"));
+    let currency = Currency::from_code(&record.currency).map_err(|e| bad(e.to_string()))?;
+    let amount =
+        Money::from_minor(record.amount_minor, currency).map_err(|e| bad(e.to_string()))?;
+    Ok(AcquirerRefund {
+        id: record.id,
+        charge_id: record.charge_id,
+        amount,
+    })
 }
 
 #[cfg(test)]

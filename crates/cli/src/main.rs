@@ -5,8 +5,13 @@
 
 use clap::{Parser, Subcommand};
 
+mod acquirer;
+mod demo;
+mod pay;
+mod reconcile;
 mod serve;
 mod shops;
+mod upstream;
 
 /// chargeonce: a payment API that charges once, whatever the network does.
 #[derive(Debug, Parser)]
@@ -33,11 +38,30 @@ enum Command {
         #[command(subcommand)]
         command: shops::ShopsCommand,
     },
+    /// Load-test a running server and check exactly-once while doing it.
+    Bench(chargeonce_bench::BenchArgs),
+    /// Pay an order through the client: the key comes from the order, retries
+    /// reuse it. Exit code 0 paid, 2 declined, 3 uncertain, 1 error.
+    Pay(pay::PayArgs),
+    /// Look up payments.
+    Payment {
+        #[command(subcommand)]
+        command: pay::PaymentCommand,
+    },
+    /// Play the seed's incident (double click, lost answer, changed amount,
+    /// expired key) against an embedded service, and show the bank's ledger.
+    Demo,
+    /// Run the acquirer simulator as its own process (its own ledger, fault
+    /// injection, webhooks), for `serve --acquirer-url`.
+    Acquirer(acquirer::AcquirerArgs),
+    /// Reconcile once: settle pending payments from the acquirer's answers,
+    /// compare the books, print the report. Exit code 0 clean, 2 findings, 1 error.
+    Reconcile(reconcile::ReconcileArgs),
 }
 
-fn init_tracing() {
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -46,11 +70,30 @@ fn init_tracing() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_tracing();
     let cli = Cli::parse();
+    // The client commands print their own story; the service's logs would drown it.
+    let client_side = matches!(
+        cli.command,
+        Some(Command::Pay(_) | Command::Payment { .. } | Command::Demo)
+    );
+    init_tracing(if client_side { "error" } else { "info" });
     match cli.command {
         None => serve::run(cli.serve).await,
         Some(Command::Serve(args)) => serve::run(args).await,
         Some(Command::Shops { command }) => shops::run(command).await,
+        Some(Command::Bench(args)) => chargeonce_bench::main(args)
+            .await
+            .map(drop)
+            .map_err(Into::into),
+        Some(Command::Pay(args)) => pay::pay(args).await,
+        Some(Command::Payment { command }) => pay::payment(command).await,
+        Some(Command::Demo) => demo::run().await,
+        Some(Command::Acquirer(args)) => acquirer::run(args).await,
+        Some(Command::Reconcile(args)) => {
+            if !reconcile::run(args).await? {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
     }
 }

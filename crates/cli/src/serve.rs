@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use chargeonce_acquirer::{Simulator, SimulatorConfig};
 use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
 use chargeonce_server::workers::sweeper::{self, SweeperConfig};
 use chargeonce_server::{AppState, HttpRender};
@@ -66,6 +65,14 @@ pub struct ServeArgs {
     /// Do not create the demo shop on an SQLite store.
     #[arg(long)]
     no_demo_shop: bool,
+    #[command(flatten)]
+    upstream: crate::upstream::UpstreamArgs,
+    #[command(flatten)]
+    workers: crate::upstream::WorkerArgs,
+    /// Also serve `POST /bench/ceiling` (auth only) and `POST /bench/noop`
+    /// (nothing): the ceilings `chargeonce bench` compares against.
+    #[arg(long)]
+    bench_ceiling: bool,
 }
 
 /// On an SQLite store without the demo shop, creates it and prints its
@@ -91,7 +98,8 @@ async fn ensure_demo_shop(store: &dyn Store, listen: SocketAddr) -> anyhow::Resu
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -124,36 +132,50 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("opening the store")?;
     let embedded = args.database_url.starts_with("sqlite:");
-    let simulator = Arc::new(
-        Simulator::open(
-            &args.sim_ledger,
-            SimulatorConfig {
-                slow: args.sim_slow,
-            },
-        )
-        .await
-        .context("opening the simulator ledger")?,
-    );
+    let upstream = crate::upstream::Upstream::connect(
+        &args.upstream,
+        args.acquirer_timeout,
+        &args.sim_ledger,
+        args.sim_slow,
+    )
+    .await?;
+    let metrics = Arc::new(chargeonce_server::Metrics::new());
     let config = EngineConfig {
         timing: KeyTiming {
             lease: args.lease,
             ttl: args.key_ttl,
         },
         acquirer_timeout: args.acquirer_timeout,
+        repeat_warning: args.workers.repeat_warning,
         ..EngineConfig::default()
     };
     let engine = Arc::new(
         Engine::new(
             store.clone(),
-            simulator.clone(),
+            upstream.acquirer(),
             Arc::new(HttpRender),
             config,
         )
-        .context("checking --lease and --acquirer-timeout")?,
+        .context("checking --lease and --acquirer-timeout")?
+        .with_observer(metrics.clone()),
     );
-    let state = AppState::new(engine);
+    let workers =
+        crate::upstream::start_workers(&engine, &upstream, metrics.clone(), &args.workers);
+    let mut state = AppState::new(engine).with_metrics(metrics.clone());
+    if let Some(secret) = args.workers.secret() {
+        state = state.with_webhook_secret(secret);
+    }
     let operations = state.operations().clone();
-    let app = chargeonce_server::router(state).nest("/sim", chargeonce_acquirer::router(simulator));
+    let ceiling = args
+        .bench_ceiling
+        .then(|| chargeonce_server::bench_ceiling::router(state.clone()));
+    let mut app = chargeonce_server::router(state);
+    if let Some(sim) = upstream.sim_router() {
+        app = app.nest("/sim", sim);
+    }
+    if let Some(ceiling) = ceiling {
+        app = app.merge(ceiling);
+    }
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -162,20 +184,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if embedded && !args.no_demo_shop {
         ensure_demo_shop(store.as_ref(), local).await?;
     }
-    let sweeper = sweeper::spawn(
+    let sweeper = sweeper::spawn_observed(
         store,
         SweeperConfig {
             interval: args.sweep_interval,
             batch: args.sweep_batch,
         },
+        metrics,
     );
     let scheme = args.database_url.split(':').next().unwrap_or_default();
     println!(
-        "chargeonce listening on http://{local} (store: {scheme}, acquirer: in-process simulator, ledger: {})",
-        args.sim_ledger.display()
+        "chargeonce listening on http://{local} (store: {scheme}, {})",
+        upstream.describe(&args.sim_ledger)
     );
     let served = chargeonce_server::serve(listener, app, shutdown_signal()).await;
     sweeper.abort();
+    for worker in workers {
+        worker.abort();
+    }
     operations.close();
     if tokio::time::timeout(args.shutdown_grace, operations.wait())
         .await

@@ -2,8 +2,11 @@
 //! the in-process simulator and the HTTP adapter are interchangeable.
 
 use async_trait::async_trait;
+use time::OffsetDateTime;
 
-use crate::{AcquirerKey, CardToken, Money, PaymentId, Reference, ShopId};
+use crate::{
+    AcquirerKey, CardToken, Money, PaymentId, PaymentStatus, Reference, Settlement, ShopId,
+};
 
 /// One charge, as sent to the acquirer.
 #[derive(Debug, Clone)]
@@ -39,6 +42,92 @@ pub enum ChargeResult {
     },
 }
 
+impl ChargeResult {
+    /// The acquirer's id of the charge attempt.
+    pub fn provider_payment_id(&self) -> &str {
+        match self {
+            Self::Succeeded {
+                provider_payment_id,
+            }
+            | Self::Declined {
+                provider_payment_id,
+                ..
+            } => provider_payment_id,
+        }
+    }
+
+    /// Whether money moved.
+    pub fn is_succeeded(&self) -> bool {
+        matches!(self, Self::Succeeded { .. })
+    }
+
+    /// What this answer writes on our payment.
+    pub fn settlement(&self) -> Settlement {
+        match self {
+            Self::Succeeded {
+                provider_payment_id,
+            } => Settlement {
+                status: PaymentStatus::Succeeded,
+                provider_payment_id: provider_payment_id.clone(),
+                decline_code: None,
+            },
+            Self::Declined {
+                provider_payment_id,
+                code,
+            } => Settlement {
+                status: PaymentStatus::Declined,
+                provider_payment_id: provider_payment_id.clone(),
+                decline_code: Some(code.clone()),
+            },
+        }
+    }
+}
+
+/// A charge as the acquirer reports it: from a status look-up or from its
+/// ledger (the settlement report the reconciler compares with our payments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquirerCharge {
+    /// The definite answer the acquirer gave (its id is the charge's id).
+    pub outcome: ChargeResult,
+    /// The key we sent with it.
+    pub acquirer_key: AcquirerKey,
+    /// The merchant.
+    pub shop_id: ShopId,
+    /// Our payment id: our reference for the charge at the acquirer.
+    pub payment_id: PaymentId,
+    /// The shop's order reference.
+    pub reference: Reference,
+    /// How much.
+    pub amount: Money,
+    /// How much of it was refunded, in minor units of its currency.
+    pub refunded_minor: i64,
+    /// When the acquirer recorded it (the acquirer's clock), to the millisecond.
+    pub created_at: OffsetDateTime,
+}
+
+impl AcquirerCharge {
+    /// The acquirer's id of the charge.
+    pub fn id(&self) -> &str {
+        self.outcome.provider_payment_id()
+    }
+
+    /// A succeeded charge whose money was not (fully) given back.
+    pub fn holds_money(&self) -> bool {
+        self.outcome.is_succeeded() && self.refunded_minor < self.amount.minor_units()
+    }
+}
+
+/// A refund made at the acquirer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquirerRefund {
+    /// The acquirer's id of the refund.
+    pub id: String,
+    /// The charge it gives money back for.
+    pub charge_id: String,
+    /// How much was given back.
+    pub amount: Money,
+}
+
 /// An answer that is not definite.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AcquirerError {
@@ -53,10 +142,69 @@ pub enum AcquirerError {
     NotSent(String),
 }
 
-/// An acquirer that is idempotent on [`ChargeRequest::acquirer_key`]: the same
-/// key always yields the same charge, executed at most once.
+/// The acquirer. Normally idempotent on [`ChargeRequest::acquirer_key`]: the
+/// same key always yields the same charge, executed at most once. Some real
+/// providers ignore idempotency keys ([`Acquirer::is_idempotent`] is `false`);
+/// then whoever sends a payment again first looks its charges up by our
+/// reference ([`Acquirer::charges_for_payment`]).
 #[async_trait]
 pub trait Acquirer: Send + Sync + 'static {
-    /// Charges, or returns the answer of the charge already made under this key.
+    /// Charges, or (idempotent acquirers) returns the answer of the charge
+    /// already made under this key.
     async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError>;
+
+    /// What the acquirer recorded under an acquirer key, charging nothing.
+    /// `Ok(None)`: it holds no charge under this key (a non-idempotent acquirer
+    /// keeps no keys and always says so).
+    async fn status(&self, key: &AcquirerKey) -> Result<Option<AcquirerCharge>, AcquirerError>;
+
+    /// Every charge the acquirer holds for one of our payments (our reference
+    /// for it is the payment id), oldest first, charging nothing.
+    async fn charges_for_payment(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError>;
+
+    /// Whether the acquirer deduplicates charges on the acquirer key.
+    fn is_idempotent(&self) -> bool {
+        true
+    }
+}
+
+/// The acquirer's books, for the reconciler: its charges over a time window,
+/// and refunds of charges that should not have happened.
+#[async_trait]
+pub trait AcquirerLedger: Send + Sync + 'static {
+    /// Every charge recorded in `[from, to)` by the acquirer's clock, oldest first.
+    async fn charges_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError>;
+
+    /// Refunds the whole charge, once: a repeat returns the same refund.
+    async fn refund(&self, charge_id: &str) -> Result<AcquirerRefund, AcquirerError>;
+}
+
+/// What the acquirer knows of one payment, asked the way it can answer: by
+/// acquirer key when it is idempotent, by our reference otherwise. When it
+/// holds several charges for the payment (only a non-idempotent acquirer can),
+/// the first succeeded one counts, else the first; the others are duplicates
+/// for the reconciler.
+pub async fn look_up(
+    acquirer: &dyn Acquirer,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+    key: &AcquirerKey,
+) -> Result<Option<AcquirerCharge>, AcquirerError> {
+    if acquirer.is_idempotent() {
+        return acquirer.status(key).await;
+    }
+    let charges = acquirer.charges_for_payment(shop_id, payment_id).await?;
+    let first_succeeded = charges.iter().position(|c| c.outcome.is_succeeded());
+    Ok(match first_succeeded {
+        Some(i) => charges.into_iter().nth(i),
+        None => charges.into_iter().next(),
+    })
 }

@@ -1,12 +1,14 @@
 //! The idempotency engine: claim, call the acquirer, finish — each an atomic phase.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::acquirer::look_up;
+use crate::observe::{AcquirerCall, AcquirerOutcomeKind, NoObserver, Observer};
 use crate::{
-    Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest, KeyRecord,
-    KeyTiming, Lease, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint,
-    Settlement, Store, StoreError, StoredResponse,
+    Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest,
+    FinishOutcome, KeyRecord, KeyTiming, Lease, NewPayment, Payment, PaymentRequest, PaymentStatus,
+    RecoveryPoint, Settlement, StalledKey, Store, StoreError, StoredResponse,
 };
 
 /// What a final answer is about; the caller's [`Render`] turns it into bytes.
@@ -95,6 +97,10 @@ pub struct EngineConfig {
     pub acquirer_timeout: Duration,
     /// What to tell a client that should come back later.
     pub retry_after: Duration,
+    /// A key repeated this many times after its first request is logged as a
+    /// warning (again at every doubling): repeats point at client timeouts or
+    /// double submits.
+    pub repeat_warning: u64,
 }
 
 impl EngineConfig {
@@ -120,6 +126,7 @@ impl Default for EngineConfig {
             },
             acquirer_timeout: Duration::from_secs(10),
             retry_after: Duration::from_secs(1),
+            repeat_warning: 10,
         }
     }
 }
@@ -134,6 +141,17 @@ pub struct Engine {
     acquirer: Arc<dyn Acquirer>,
     render: Arc<dyn Render>,
     config: EngineConfig,
+    observer: Arc<dyn Observer>,
+}
+
+/// How this caller came to hold a key's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// It claimed the key just now: nobody sent the payment before.
+    Claimant,
+    /// It took over an expired lease (a retry or the completer): the payment
+    /// may have reached the acquirer already.
+    Resumer,
 }
 
 impl Engine {
@@ -150,7 +168,25 @@ impl Engine {
             acquirer,
             render,
             config,
+            observer: Arc::new(NoObserver),
         })
+    }
+
+    /// Reports claims, replays, conflicts, take-overs, acquirer calls and
+    /// store errors to `observer` (metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The observer (the workers report through it too).
+    pub fn observer(&self) -> &Arc<dyn Observer> {
+        &self.observer
+    }
+
+    /// The acquirer.
+    pub fn acquirer(&self) -> &Arc<dyn Acquirer> {
+        &self.acquirer
     }
 
     /// The store, for reads.
@@ -170,6 +206,16 @@ impl Engine {
         claim: ClaimRequest,
         request: PaymentRequest,
     ) -> Result<Outcome, EngineError> {
+        let result = self.pay_inner(claim, request).await;
+        self.observe_error(&result, "pay");
+        result
+    }
+
+    async fn pay_inner(
+        &self,
+        claim: ClaimRequest,
+        request: PaymentRequest,
+    ) -> Result<Outcome, EngineError> {
         let new = NewPayment::new(claim.shop_id.clone(), claim.key.clone(), request);
         match self
             .store
@@ -178,9 +224,62 @@ impl Engine {
         {
             Claim::Acquired(acquired) => {
                 tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "key claimed");
-                self.drive(acquired).await
+                self.observer.claimed();
+                self.drive(acquired, Holder::Claimant).await
             }
             Claim::Exists(record) => self.on_existing(&claim, record).await,
+        }
+    }
+
+    /// Drives a stalled key (unfinished, lease run out, nobody retrying) to an
+    /// end from its recovery point, exactly as a client retry would: take the
+    /// lease over, then resume. `Ok(None)` when someone else holds the key
+    /// (a retry came first, or another instance's completer).
+    pub async fn complete(&self, stalled: &StalledKey) -> Result<Option<Outcome>, EngineError> {
+        let result = async {
+            let taken = self
+                .store
+                .take_over(
+                    &stalled.shop_id,
+                    &stalled.key,
+                    &stalled.fingerprint,
+                    self.config.timing.lease,
+                )
+                .await?;
+            let Some(acquired) = taken else {
+                return Ok(None);
+            };
+            tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "completer took over a stalled key");
+            self.observer.taken_over();
+            self.drive(acquired, Holder::Resumer).await.map(Some)
+        }
+        .await;
+        self.observe_error(&result, "complete");
+        result
+    }
+
+    fn observe_error<T>(&self, result: &Result<T, EngineError>, operation: &'static str) {
+        if result.is_err() {
+            self.observer.store_error(operation);
+        }
+    }
+
+    /// Logs (and reports) a key repeated unusually often: at the threshold
+    /// and at every doubling after it, so a hot key does not flood the log.
+    fn note_repeats(&self, record: &KeyRecord) {
+        let threshold = self.config.repeat_warning;
+        let n = record.replays;
+        if threshold == 0 || n < threshold {
+            return;
+        }
+        if n.is_multiple_of(threshold) && (n / threshold).is_power_of_two() {
+            tracing::warn!(
+                shop = %record.shop_id,
+                key = %record.key,
+                repeats = n,
+                "idempotency key repeated unusually often: client timeouts or double submits?"
+            );
+            self.observer.repeated_key(n);
         }
     }
 
@@ -191,17 +290,21 @@ impl Engine {
         claim: &ClaimRequest,
         record: KeyRecord,
     ) -> Result<Outcome, EngineError> {
+        self.note_repeats(&record);
         if record.fingerprint != claim.fingerprint {
             tracing::info!(key = %claim.key, "key reused with another request");
+            self.observer.mismatch();
             return Ok(Outcome::Mismatch);
         }
         if record.recovery_point == RecoveryPoint::Finished {
             let response = record.response.ok_or_else(|| {
                 StoreError::Corrupt(format!("finished key {} has no response", claim.key))
             })?;
+            self.observer.replayed();
             return Ok(Outcome::Replayed(response));
         }
         if record.lease_active {
+            self.observer.in_progress();
             return Ok(self.in_progress());
         }
         match self
@@ -216,9 +319,13 @@ impl Engine {
         {
             Some(acquired) => {
                 tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "expired lease taken over");
-                self.drive(acquired).await
+                self.observer.taken_over();
+                self.drive(acquired, Holder::Resumer).await
             }
-            None => Ok(self.in_progress()),
+            None => {
+                self.observer.in_progress();
+                Ok(self.in_progress())
+            }
         }
     }
 
@@ -229,7 +336,7 @@ impl Engine {
     }
 
     /// Phases 2 and 3, from the recovery point phase 1 (or a take-over) left.
-    async fn drive(&self, acquired: Acquired) -> Result<Outcome, EngineError> {
+    async fn drive(&self, acquired: Acquired, holder: Holder) -> Result<Outcome, EngineError> {
         let Acquired {
             lease,
             recovery_point,
@@ -255,16 +362,9 @@ impl Engine {
             }
             RecoveryPoint::PaymentCreated => {}
         }
-        match payment.status {
-            PaymentStatus::Succeeded => {
-                let response = self.render.render(Rendered::Charged(&payment));
-                return self.finish(&lease, None, response).await;
-            }
-            PaymentStatus::Declined => {
-                let response = self.render.render(Rendered::Declined(&payment));
-                return self.finish(&lease, None, response).await;
-            }
-            PaymentStatus::Pending => {}
+        if payment.status.is_final() {
+            // Settled meanwhile (a webhook, the reconciler): answer from it.
+            return self.finish_from_stored(&lease, payment).await;
         }
         let request = ChargeRequest {
             acquirer_key: payment.acquirer_key.clone(),
@@ -274,25 +374,23 @@ impl Engine {
             amount: payment.amount,
             token: payment.token.clone(),
         };
-        match self.charge_holding_lease(&lease, &request).await {
+        let answer = if holder == Holder::Resumer && !self.acquirer.is_idempotent() {
+            // The acquirer does not deduplicate on our key: the payment may
+            // have been charged by the attempt we resume. Ask before sending.
+            match self.look_up_holding_lease(&lease, &request).await {
+                Ok(Some(found)) => {
+                    tracing::info!(key = %lease.key, payment = %payment.id, charge = found.provider_payment_id(), "charge found by reference; not sent again");
+                    Ok(found)
+                }
+                Ok(None) => self.charge_holding_lease(&lease, &request).await,
+                Err(error) => Err(error),
+            }
+        } else {
+            self.charge_holding_lease(&lease, &request).await
+        };
+        match answer {
             Ok(result) => {
-                let settlement = match result {
-                    ChargeResult::Succeeded {
-                        provider_payment_id,
-                    } => Settlement {
-                        status: PaymentStatus::Succeeded,
-                        provider_payment_id,
-                        decline_code: None,
-                    },
-                    ChargeResult::Declined {
-                        provider_payment_id,
-                        code,
-                    } => Settlement {
-                        status: PaymentStatus::Declined,
-                        provider_payment_id,
-                        decline_code: Some(code),
-                    },
-                };
+                let settlement = result.settlement();
                 let settled = payment.settled(&settlement);
                 let response = match settled.status {
                     PaymentStatus::Declined => self.render.render(Rendered::Declined(&settled)),
@@ -319,6 +417,19 @@ impl Engine {
                 })
             }
         }
+    }
+
+    /// Stores the answer a settled payment calls for.
+    async fn finish_from_stored(
+        &self,
+        lease: &Lease,
+        payment: Payment,
+    ) -> Result<Outcome, EngineError> {
+        let response = match payment.status {
+            PaymentStatus::Declined => self.render.render(Rendered::Declined(&payment)),
+            _ => self.render.render(Rendered::Charged(&payment)),
+        };
+        self.finish(lease, None, response).await
     }
 
     fn pending(&self, payment: Payment) -> Outcome {
@@ -350,6 +461,7 @@ impl Engine {
             self.config.timing.lease,
         ));
         let timeout = self.config.acquirer_timeout;
+        let started = Instant::now();
         let result = tokio::time::timeout(timeout, self.acquirer.charge(request))
             .await
             .unwrap_or_else(|_| {
@@ -358,6 +470,55 @@ impl Engine {
                 )))
             });
         heartbeat.abort();
+        let kind = match &result {
+            Ok(ChargeResult::Succeeded { .. }) => AcquirerOutcomeKind::Succeeded,
+            Ok(ChargeResult::Declined { .. }) => AcquirerOutcomeKind::Declined,
+            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
+            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
+        };
+        self.observer
+            .acquirer_call(AcquirerCall::Charge, kind, started.elapsed());
+        result
+    }
+
+    /// Looks the payment's charge up by our reference, bounded by the
+    /// acquirer timeout, holding the lease like a charge does.
+    async fn look_up_holding_lease(
+        &self,
+        lease: &Lease,
+        request: &ChargeRequest,
+    ) -> Result<Option<ChargeResult>, AcquirerError> {
+        let heartbeat = tokio::spawn(renew_lease(
+            self.store.clone(),
+            lease.clone(),
+            self.config.timing.lease,
+        ));
+        let timeout = self.config.acquirer_timeout;
+        let started = Instant::now();
+        let lookup = look_up(
+            self.acquirer.as_ref(),
+            &request.shop_id,
+            &request.payment_id,
+            &request.acquirer_key,
+        );
+        let result = tokio::time::timeout(timeout, lookup)
+            .await
+            .unwrap_or_else(|_| {
+                Err(AcquirerError::Unknown(format!(
+                    "no answer within {timeout:?}"
+                )))
+            })
+            .map(|found| found.map(|charge| charge.outcome));
+        heartbeat.abort();
+        let kind = match &result {
+            Ok(Some(ChargeResult::Succeeded { .. })) => AcquirerOutcomeKind::Succeeded,
+            Ok(Some(ChargeResult::Declined { .. })) => AcquirerOutcomeKind::Declined,
+            Ok(None) => AcquirerOutcomeKind::NotFound,
+            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
+            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
+        };
+        self.observer
+            .acquirer_call(AcquirerCall::Lookup, kind, started.elapsed());
         result
     }
 
@@ -368,15 +529,51 @@ impl Engine {
         response: StoredResponse,
     ) -> Result<Outcome, EngineError> {
         let settlement = settled.map(|(payment, settlement)| (&payment.id, settlement));
-        if self
-            .store
-            .finish(lease, settlement, &response, self.config.timing.ttl)
-            .await?
-        {
-            Ok(Outcome::Executed(response))
-        } else {
-            tracing::warn!(key = %lease.key, "lease lost before finish; the new owner completes");
-            Ok(self.in_progress())
+        let ttl = self.config.timing.ttl;
+        match self.store.finish(lease, settlement, &response, ttl).await? {
+            FinishOutcome::Stored => Ok(Outcome::Executed(response)),
+            FinishOutcome::LeaseLost => {
+                tracing::warn!(key = %lease.key, "lease lost before finish; the new owner completes");
+                Ok(self.in_progress())
+            }
+            FinishOutcome::PaymentAlreadySettled => {
+                // A webhook or the reconciler settled the payment while we
+                // called the acquirer: the stored answer must agree with the
+                // payment as stored, which never leaves a final state.
+                let Some((payment, _)) = settled else {
+                    return Err(StoreError::Corrupt(format!(
+                        "key {}: payment settled without a settlement",
+                        lease.key
+                    ))
+                    .into());
+                };
+                let stored = self
+                    .store
+                    .payment(&payment.shop_id, &payment.id)
+                    .await?
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!("payment {} vanished", payment.id))
+                    })?;
+                if stored.status != payment.status
+                    || stored.provider_payment_id != payment.provider_payment_id
+                {
+                    tracing::error!(
+                        key = %lease.key,
+                        payment = %payment.id,
+                        ours = payment.status.as_str(),
+                        stored = stored.status.as_str(),
+                        "the acquirer's answer disagrees with the payment's settled state; answering from the stored state"
+                    );
+                }
+                let response = match stored.status {
+                    PaymentStatus::Declined => self.render.render(Rendered::Declined(&stored)),
+                    _ => self.render.render(Rendered::Charged(&stored)),
+                };
+                match self.store.finish(lease, None, &response, ttl).await? {
+                    FinishOutcome::Stored => Ok(Outcome::Executed(response)),
+                    _ => Ok(self.in_progress()),
+                }
+            }
         }
     }
 }

@@ -89,11 +89,75 @@ impl IdempotencyKey {
         &self.0
     }
 
+    /// The key of one business operation on one subject: `{subject}-{operation}`.
+    ///
+    /// This is how a key should be made: from the *intent* (pay order 123,
+    /// refund 1 of order 123), never from the *attempt*. Every retry of the
+    /// intent, from this process or from another one after a restart, computes
+    /// the same key, so the server recognises the repeat and charges once.
+    ///
+    /// Characters outside visible ASCII (spaces, Cyrillic, ...) and `%` itself are
+    /// percent-encoded as UTF-8, so any order reference gives a valid key and
+    /// different references never give the same key. Fails only when the
+    /// result is empty or longer than [`IdempotencyKey::MAX_LEN`].
+    ///
+    /// ```
+    /// use chargeonce_core::IdempotencyKey;
+    ///
+    /// let pay = IdempotencyKey::for_operation("order-123", "pay").unwrap();
+    /// assert_eq!(pay.as_str(), "order-123-pay");
+    /// // A refund is another operation, with a key of its own.
+    /// let refund = IdempotencyKey::for_operation("order-123", "refund-1").unwrap();
+    /// assert_eq!(refund.as_str(), "order-123-refund-1");
+    /// // The same intent always gives the same key.
+    /// assert_eq!(pay, IdempotencyKey::for_operation("order-123", "pay").unwrap());
+    /// assert_eq!(
+    ///     IdempotencyKey::for_operation("заказ 7", "pay").unwrap().as_str(),
+    ///     "%D0%B7%D0%B0%D0%BA%D0%B0%D0%B7%207-pay"
+    /// );
+    /// ```
+    pub fn for_operation(subject: &str, operation: &str) -> Result<Self, KeyError> {
+        let mut key = String::with_capacity(subject.len() + operation.len() + 1);
+        encode_into(&mut key, subject);
+        key.push('-');
+        encode_into(&mut key, operation);
+        if subject.is_empty() || operation.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        Self::new(key)
+    }
+
+    /// A random key (`rnd-` and 32 hex digits), good **only while this process
+    /// lives and only if every retry reuses this very value**.
+    ///
+    /// It protects nothing across a process restart: the key exists only in
+    /// this process's memory, so if the process crashes or is redeployed after
+    /// sending the payment and before learning its outcome, the code that runs
+    /// after the restart cannot find the key again, makes a new one, and the
+    /// server sees a new payment: the customer is charged twice. The same
+    /// happens when a caller builds the key inside its retry loop. Prefer
+    /// [`IdempotencyKey::for_operation`]; use this only for operations that have
+    /// no business identity, or store the key durably *before* the first send.
+    pub fn random_for_this_process_only() -> Self {
+        Self(format!("rnd-{}", uuid::Uuid::new_v4().simple()))
+    }
+
     /// A short, stable, non-reversible name for the key, safe to put in logs:
     /// the first 12 hex digits of its SHA-256.
     pub fn log_id(&self) -> String {
         let digest = Sha256::digest(self.0.as_bytes());
         hex::encode(&digest[..6])
+    }
+}
+
+/// Appends `text`, percent-encoding every byte that is not visible ASCII, and `%`.
+fn encode_into(out: &mut String, text: &str) {
+    for byte in text.bytes() {
+        if (0x21..=0x7e).contains(&byte) && byte != b'%' {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
     }
 }
 
@@ -207,6 +271,65 @@ mod tests {
     fn sql_metacharacters_are_just_characters() {
         let key = parse("';DROP_TABLE_idempotency_keys;--%_\\$$").unwrap();
         assert_eq!(key.as_str(), "';DROP_TABLE_idempotency_keys;--%_\\$$");
+    }
+
+    #[test]
+    fn keys_come_from_the_operation() {
+        let pay = IdempotencyKey::for_operation("order-123", "pay").unwrap();
+        assert_eq!(pay.as_str(), "order-123-pay");
+        assert_eq!(
+            IdempotencyKey::for_operation("order-123", "refund-1")
+                .unwrap()
+                .as_str(),
+            "order-123-refund-1"
+        );
+        assert_eq!(
+            pay,
+            IdempotencyKey::for_operation("order-123", "pay").unwrap()
+        );
+        assert_ne!(
+            pay,
+            IdempotencyKey::for_operation("order-124", "pay").unwrap()
+        );
+    }
+
+    #[test]
+    fn operation_keys_encode_what_a_key_cannot_hold() {
+        let key = IdempotencyKey::for_operation("order 7", "pay").unwrap();
+        assert_eq!(key.as_str(), "order%207-pay");
+        // `%` is encoded too, so an encoded-looking reference stays distinct.
+        let literal = IdempotencyKey::for_operation("order%207", "pay").unwrap();
+        assert_eq!(literal.as_str(), "order%25207-pay");
+        assert_ne!(key, literal);
+        assert_eq!(
+            IdempotencyKey::for_operation("заказ", "pay")
+                .unwrap()
+                .as_str(),
+            "%D0%B7%D0%B0%D0%BA%D0%B0%D0%B7-pay"
+        );
+        assert_eq!(
+            IdempotencyKey::for_operation("", "pay"),
+            Err(KeyError::Empty)
+        );
+        assert_eq!(
+            IdempotencyKey::for_operation("order-1", ""),
+            Err(KeyError::Empty)
+        );
+        assert!(matches!(
+            IdempotencyKey::for_operation(&"x".repeat(252), "pay"),
+            Err(KeyError::TooLong { len: 256 })
+        ));
+        assert!(IdempotencyKey::for_operation(&"x".repeat(251), "pay").is_ok());
+    }
+
+    #[test]
+    fn random_keys_are_valid_and_distinct() {
+        let a = IdempotencyKey::random_for_this_process_only();
+        let b = IdempotencyKey::random_for_this_process_only();
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with("rnd-"));
+        assert_eq!(a.as_str().len(), 36);
+        assert_eq!(IdempotencyKey::new(a.as_str()).unwrap(), a);
     }
 
     #[test]

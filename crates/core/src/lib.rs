@@ -2,9 +2,9 @@
 //!
 //! The heart of chargeonce: the domain types of an idempotent payment API and the
 //! engine that makes "charged exactly once" true. This crate knows nothing of HTTP
-//! or of any SQL dialect: it speaks to a [`Store`](store::Store) and an
-//! [`Acquirer`](acquirer::Acquirer) through traits, and hands rendered responses
-//! back as opaque bytes ([`StoredResponse`](store::StoredResponse)).
+//! or of any SQL dialect: it speaks to a [`Store`] and an
+//! [`Acquirer`] through traits, and hands rendered responses
+//! back as opaque bytes ([`StoredResponse`]).
 //!
 //! The engine follows Stripe's and Brandur Leach's *atomic phases*:
 //!
@@ -37,21 +37,28 @@ pub mod engine;
 pub mod fingerprint;
 pub mod key;
 pub mod money;
+pub mod observe;
 pub mod payment;
 pub mod shop;
 pub mod store;
+pub mod webhook;
 
-pub use acquirer::{Acquirer, AcquirerError, ChargeRequest, ChargeResult};
+pub use acquirer::{
+    Acquirer, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund, ChargeRequest,
+    ChargeResult,
+};
 pub use engine::{ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, KeyError};
 pub use money::{Currency, Money, MoneyError};
+pub use observe::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, NoObserver, Observer};
 pub use payment::{
     AcquirerKey, CardToken, NewPayment, Payment, PaymentId, PaymentRequest, PaymentStatus,
     Reference, Settlement, ValidationError,
 };
 pub use shop::{SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, Claim, ClaimRequest, KeyRecord, KeyTiming, Lease, LeaseToken, RecoveryPoint, Store,
-    StoreError, StoredResponse,
+    Acquired, Claim, ClaimRequest, EventRecorded, FinishOutcome, InboundEvent, KeyRecord,
+    KeyTiming, Lease, LeaseToken, RecoveryPoint, SettleOutcome, StalledKey, Store, StoreError,
+    StoredResponse,
 };

@@ -6,11 +6,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::webhook::EventKind;
 use crate::{
-    Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Reference, SecretHash, Settlement,
-    ShopId,
+    AcquirerKey, Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Reference,
+    SecretHash, Settlement, ShopId,
 };
 
 /// Why a store call failed.
@@ -159,6 +161,10 @@ pub struct KeyRecord {
     pub created_at_ms: i64,
     /// Unix milliseconds after which a finished key counts as new.
     pub expires_at_ms: i64,
+    /// How many requests came with this key after its first one (replays,
+    /// 409s, 422s, resumed retries). Many point at client timeouts or double
+    /// submits.
+    pub replays: u64,
 }
 
 /// An unfinished operation this caller now drives: after a fresh claim, or
@@ -185,6 +191,71 @@ pub enum Claim {
     Acquired(Acquired),
     /// The key exists; nothing was written.
     Exists(KeyRecord),
+}
+
+/// How phase 3 ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishOutcome {
+    /// The response is stored and the key finished (and the payment settled,
+    /// when a settlement was given).
+    Stored,
+    /// The lease was taken over: nothing was written.
+    LeaseLost,
+    /// A settlement was given, but the payment is no longer pending (a webhook
+    /// or the reconciler settled it first): nothing was written. Re-read the
+    /// payment and store a response that agrees with it.
+    PaymentAlreadySettled,
+}
+
+/// An unfinished key whose lease ran out and that nobody drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StalledKey {
+    /// The shop.
+    pub shop_id: ShopId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// Its first request's fingerprint (a take-over must present it).
+    pub fingerprint: Fingerprint,
+}
+
+/// How a conditional settlement (`pending` -> final) ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettleOutcome {
+    /// The payment was pending and now is settled.
+    Settled(Payment),
+    /// The payment was already final; nothing changed. Final states never change.
+    AlreadyFinal(Payment),
+    /// No such payment.
+    NotFound,
+}
+
+/// An authentic acquirer event, as the store records it.
+#[derive(Debug, Clone)]
+pub struct InboundEvent {
+    /// The acquirer's event id: the same on every delivery.
+    pub event_id: String,
+    /// What happened.
+    pub kind: EventKind,
+    /// The acquirer key of the payment it is about.
+    pub acquirer_key: AcquirerKey,
+    /// The shop the acquirer says it belongs to.
+    pub shop_id: ShopId,
+    /// The definite outcome it reports, if any (not for `payment.processing`).
+    pub settlement: Option<Settlement>,
+}
+
+/// What recording an acquirer event did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventRecorded {
+    /// The event id was recorded before: nothing changed.
+    Duplicate,
+    /// The event settled the pending payment.
+    Settled(Payment),
+    /// The event was recorded and the payment did not move: it was already
+    /// final, or the event carries no outcome.
+    Unchanged(Payment),
+    /// The event was recorded, but no payment of that shop has its acquirer key.
+    UnknownPayment,
 }
 
 /// Storage for keys, payments and shops. Every method is atomic; leases and
@@ -223,16 +294,17 @@ pub trait Store: Send + Sync + 'static {
     async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError>;
 
     /// Phase 3, one transaction, fenced by the lease token: applies the
-    /// settlement to the pending payment (if any) and stores the final response
-    /// on the key, to be kept at least `ttl` from now. `false`, with nothing
-    /// written, if the lease was taken over.
+    /// settlement to the payment, which must still be pending, and stores the
+    /// final response on the key, to be kept at least `ttl` from now. Nothing
+    /// is written if the lease was taken over or the payment was settled by
+    /// someone else meanwhile (see [`FinishOutcome`]).
     async fn finish(
         &self,
         lease: &Lease,
         settlement: Option<(&PaymentId, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<FinishOutcome, StoreError>;
 
     /// One payment of one shop.
     async fn payment(
@@ -257,6 +329,52 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes up to `batch` finished keys whose expiry has passed; returns how many.
     async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError>;
+
+    /// Up to `limit` unfinished keys whose lease ran out at least `idle` ago
+    /// (or never had one), longest idle first: what the completer drives.
+    async fn stalled_keys(&self, idle: Duration, limit: u32)
+    -> Result<Vec<StalledKey>, StoreError>;
+
+    /// Up to `limit` pending payments of any shop created at least
+    /// `older_than` ago, oldest first: what the reconciler asks the acquirer about.
+    async fn pending_payments(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError>;
+
+    /// Up to `limit` payments of any shop created in `[from, to)`, ordered by
+    /// id, after the id `after` (keyset pagination): what the reconciler
+    /// compares with the acquirer's ledger.
+    async fn payments_created_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&PaymentId>,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError>;
+
+    /// The payment that carries an acquirer key (they are unique).
+    async fn payment_by_acquirer_key(
+        &self,
+        key: &AcquirerKey,
+    ) -> Result<Option<Payment>, StoreError>;
+
+    /// Settles a pending payment with a definite acquirer answer learnt
+    /// outside the payment's own request (reconciler): a conditional
+    /// transition `pending` -> final. Its key, if unfinished, is left to its
+    /// next retry or the completer, which answer from the settled payment.
+    async fn settle_payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, StoreError>;
+
+    /// One transaction: records an acquirer event id (unique: a repeat
+    /// changes nothing) and applies its settlement, if any, to the pending
+    /// payment with its acquirer key and shop.
+    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError>;
 
     /// Registers a shop with the hash of its secret.
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError>;

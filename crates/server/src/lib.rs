@@ -18,19 +18,24 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, Store};
 use tokio_util::task::TaskTracker;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
+pub mod bench_ceiling;
 pub mod extract;
+pub mod metrics;
+pub mod prefer;
 pub mod problem;
 pub mod render;
 pub mod respond;
 pub mod routes;
 pub mod workers;
 
+pub use metrics::Metrics;
 pub use render::HttpRender;
 
 use problem::{Problem, ProblemCode};
@@ -41,6 +46,8 @@ pub struct AppState {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
     operations: TaskTracker,
+    metrics: Arc<Metrics>,
+    webhook_secret: Option<Arc<WebhookSecret>>,
 }
 
 impl AppState {
@@ -51,7 +58,33 @@ impl AppState {
             engine,
             store,
             operations: TaskTracker::new(),
+            metrics: Arc::new(Metrics::new()),
+            webhook_secret: None,
         }
+    }
+
+    /// Serves these metrics at `/metrics` (give the engine the same object as
+    /// its observer, so they count what it does).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Accepts acquirer webhooks signed with this secret; without one,
+    /// `POST /v1/webhooks/acquirer` answers 503.
+    pub fn with_webhook_secret(mut self, secret: WebhookSecret) -> Self {
+        self.webhook_secret = Some(Arc::new(secret));
+        self
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The webhook secret, if webhooks are on.
+    pub fn webhook_secret(&self) -> Option<&WebhookSecret> {
+        self.webhook_secret.as_deref()
     }
 
     /// The engine operations started by requests. They outlive their request
@@ -70,6 +103,8 @@ pub fn router(state: AppState) -> Router {
             get(routes::payments::list).post(routes::payments::create),
         )
         .route("/v1/payments/{id}", get(routes::payments::get))
+        .route("/v1/webhooks/acquirer", post(routes::webhooks::acquirer))
+        .route("/metrics", get(routes::metrics::metrics))
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
         .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })

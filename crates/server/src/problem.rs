@@ -49,6 +49,14 @@ pub enum ProblemCode {
     StoreUnavailable,
     /// 503: the acquirer cannot be reached; nothing was sent. Retry with the same key.
     AcquirerUnavailable,
+    /// 400: an acquirer webhook without a well-formed signature header.
+    MissingSignature,
+    /// 401: an acquirer webhook whose signature does not match its body.
+    InvalidSignature,
+    /// 401: an acquirer webhook signed too long ago (or in the future).
+    StaleSignature,
+    /// 503: acquirer webhooks are not configured (no secret): nothing was done.
+    WebhooksDisabled,
     /// 500: a bug. Nothing about it is shown to the client.
     Internal,
 }
@@ -75,6 +83,10 @@ impl ProblemCode {
             Self::UnsupportedCurrency => "unsupported_currency",
             Self::StoreUnavailable => "store_unavailable",
             Self::AcquirerUnavailable => "acquirer_unavailable",
+            Self::MissingSignature => "missing_signature",
+            Self::InvalidSignature => "invalid_signature",
+            Self::StaleSignature => "stale_signature",
+            Self::WebhooksDisabled => "webhooks_disabled",
             Self::Internal => "internal_error",
         }
     }
@@ -86,7 +98,10 @@ impl ProblemCode {
             | Self::InvalidIdempotencyKey
             | Self::DuplicateIdempotencyKey
             | Self::MalformedJson
-            | Self::MissingParameter => StatusCode::BAD_REQUEST,
+            | Self::MissingParameter
+            | Self::MissingSignature => StatusCode::BAD_REQUEST,
+            Self::InvalidSignature | Self::StaleSignature => StatusCode::UNAUTHORIZED,
+            Self::WebhooksDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::PaymentDeclined => StatusCode::PAYMENT_REQUIRED,
             Self::NotFound => StatusCode::NOT_FOUND,
@@ -124,6 +139,10 @@ impl ProblemCode {
             Self::UnsupportedCurrency => "The currency is not supported",
             Self::StoreUnavailable => "The service cannot reach its database",
             Self::AcquirerUnavailable => "The acquirer cannot be reached",
+            Self::MissingSignature => "The webhook signature header is missing or malformed",
+            Self::InvalidSignature => "The webhook signature does not match",
+            Self::StaleSignature => "The webhook signature is too old",
+            Self::WebhooksDisabled => "Acquirer webhooks are not configured",
             Self::Internal => "Internal error",
         }
     }

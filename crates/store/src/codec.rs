@@ -2,8 +2,9 @@
 //! by both stores so they decode exactly alike.
 
 use chargeonce_core::{
-    AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyRecord, Money, Payment,
-    PaymentId, PaymentStatus, RecoveryPoint, Reference, ShopId, StoreError, StoredResponse,
+    AcquirerKey, CardToken, Currency, EventRecorded, Fingerprint, IdempotencyKey, KeyRecord, Money,
+    Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, ShopId, StalledKey, StoreError,
+    StoredResponse,
 };
 use time::OffsetDateTime;
 
@@ -97,6 +98,7 @@ pub(crate) struct KeyColumns {
     pub lease_active: bool,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
+    pub replays: i64,
 }
 
 impl KeyColumns {
@@ -127,6 +129,7 @@ impl KeyColumns {
             lease_active: self.lease_active,
             created_at_ms: self.created_at_ms,
             expires_at_ms: self.expires_at_ms,
+            replays: u64::try_from(self.replays).unwrap_or(0),
         })
     }
 }
@@ -146,4 +149,27 @@ fn decode_headers(raw: Option<&str>) -> Result<Vec<(String, String)>, StoreError
 /// Milliseconds in a duration, saturated to what an SQL BIGINT holds.
 pub(crate) fn millis(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The stored result of an acquirer event.
+pub(crate) fn event_result(recorded: &EventRecorded) -> &'static str {
+    match recorded {
+        EventRecorded::Settled(_) => "settled",
+        EventRecorded::UnknownPayment => "unknown_payment",
+        EventRecorded::Unchanged(_) | EventRecorded::Duplicate => "unchanged",
+    }
+}
+
+/// A stalled key's columns, read from either store.
+pub(crate) fn stalled_key(
+    shop_id: String,
+    key: String,
+    fingerprint: &[u8],
+) -> Result<StalledKey, StoreError> {
+    Ok(StalledKey {
+        shop_id: ShopId::new(shop_id).map_err(corrupt)?,
+        key: IdempotencyKey::new(key).map_err(corrupt)?,
+        fingerprint: Fingerprint::from_bytes(fingerprint)
+            .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))?,
+    })
 }

@@ -9,15 +9,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, KeyTiming, Lease,
-    LeaseToken, NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement,
-    ShopId, Store, StoreError, StoredResponse,
+    Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
+    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, Payment,
+    PaymentId, RecoveryPoint, Reference, SecretHash, SettleOutcome, Settlement, ShopId, StalledKey,
+    Store, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
+use time::OffsetDateTime;
 
 use crate::PoolConfig;
-use crate::codec::{KeyColumns, PaymentColumns, encode_headers, millis, store_error};
+use crate::codec::{
+    KeyColumns, PaymentColumns, encode_headers, event_result, millis, stalled_key, store_error,
+};
 
 /// The columns of a key row, with lease liveness and times judged by the database.
 macro_rules! key_columns {
@@ -26,7 +30,7 @@ macro_rules! key_columns {
          response_status::bigint AS response_status, response_headers, response_body, \
          (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, \
          (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
-         (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms"
+         (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, replays"
     };
 }
 
@@ -83,6 +87,26 @@ impl PgStore {
     /// Closes every connection; later calls fail as `Unavailable`.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// Counts one more request with an existing key and reads the key back,
+    /// in one statement whose snapshot includes every commit made before it.
+    async fn count_repeat(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let row = sqlx::query(concat!(
+            "UPDATE idempotency_keys SET replays = replays + 1 \
+             WHERE shop_id = $1 AND key = $2 RETURNING ",
+            key_columns!()
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| key_from_row(&row)).transpose()
     }
 
     async fn read_key(
@@ -235,6 +259,7 @@ fn key_from_row(row: &PgRow) -> Result<KeyRecord, StoreError> {
         lease_active: row.try_get("lease_active").map_err(store_error)?,
         created_at_ms: row.try_get("created_at_ms").map_err(store_error)?,
         expires_at_ms: row.try_get("expires_at_ms").map_err(store_error)?,
+        replays: row.try_get("replays").map_err(store_error)?,
     };
     columns.into_record()
 }
@@ -269,7 +294,7 @@ impl Store for PgStore {
             }
             tx.rollback().await.map_err(store_error)?;
             // Re-read in a new statement: its snapshot includes the winner's commit.
-            if let Some(record) = self.read_key(&claim.shop_id, &claim.key).await? {
+            if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
                 return Ok(Claim::Exists(record));
             }
         }
@@ -361,7 +386,7 @@ impl Store for PgStore {
         settlement: Option<(&PaymentId, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
         let fenced = sqlx::query(
             "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
@@ -381,24 +406,29 @@ impl Store for PgStore {
         .map_err(store_error)?;
         if fenced.rows_affected() != 1 {
             tx.rollback().await.map_err(store_error)?;
-            return Ok(false);
+            return Ok(FinishOutcome::LeaseLost);
         }
         if let Some((payment_id, settlement)) = settlement {
-            sqlx::query(
+            let settled = sqlx::query(
                 "UPDATE payments SET status = $2, provider_payment_id = $3, decline_code = $4, \
                      updated_at = now() \
-                 WHERE id = $1 AND status = 'pending'",
+                 WHERE id = $1 AND shop_id = $5 AND status = 'pending'",
             )
             .bind(payment_id.as_str())
             .bind(settlement.status.as_str())
             .bind(&settlement.provider_payment_id)
             .bind(&settlement.decline_code)
+            .bind(lease.shop_id.as_str())
             .execute(&mut *tx)
             .await
             .map_err(store_error)?;
+            if settled.rows_affected() != 1 {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            }
         }
         tx.commit().await.map_err(store_error)?;
-        Ok(true)
+        Ok(FinishOutcome::Stored)
     }
 
     async fn payment(
@@ -457,6 +487,186 @@ impl Store for PgStore {
         .await
         .map_err(store_error)?;
         Ok(done.rows_affected())
+    }
+
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT shop_id, key, fingerprint FROM idempotency_keys \
+             WHERE recovery_point <> 'finished' \
+               AND (locked_until IS NULL \
+                    OR locked_until <= now() - $1::float8 * interval '1 millisecond') \
+             ORDER BY locked_until NULLS FIRST LIMIT $2",
+        )
+        .bind(millis(idle) as f64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(store_error)?;
+        rows.iter()
+            .map(|row| {
+                let fingerprint: Vec<u8> = row.try_get("fingerprint").map_err(store_error)?;
+                stalled_key(
+                    row.try_get("shop_id").map_err(store_error)?,
+                    row.try_get("key").map_err(store_error)?,
+                    &fingerprint,
+                )
+            })
+            .collect()
+    }
+
+    async fn pending_payments(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE status = 'pending' \
+               AND created_at <= now() - $1::float8 * interval '1 millisecond' \
+             ORDER BY created_at LIMIT $2"
+        ))
+        .bind(millis(older_than) as f64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(store_error)?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn payments_created_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&PaymentId>,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE created_at >= $1 AND created_at < $2 \
+               AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4"
+        ))
+        .bind(from)
+        .bind(to)
+        .bind(after.map(PaymentId::as_str))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(store_error)?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn payment_by_acquirer_key(
+        &self,
+        key: &AcquirerKey,
+    ) -> Result<Option<Payment>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE acquirer_key = $1"
+        ))
+        .bind(key.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| payment_from_row(&row)).transpose()
+    }
+
+    async fn settle_payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, StoreError> {
+        let row = sqlx::query(concat!(
+            "UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
+                 updated_at = now() \
+             WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+            payment_columns!()
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        if let Some(row) = row {
+            return Ok(SettleOutcome::Settled(payment_from_row(&row)?));
+        }
+        Ok(match self.payment(shop_id, id).await? {
+            Some(payment) => SettleOutcome::AlreadyFinal(payment),
+            None => SettleOutcome::NotFound,
+        })
+    }
+
+    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(store_error)?;
+        let inserted = sqlx::query(
+            "INSERT INTO acquirer_events (event_id, event_type, acquirer_key, shop_id, result) \
+             VALUES ($1, $2, $3, $4, 'unchanged') ON CONFLICT (event_id) DO NOTHING RETURNING 1",
+        )
+        .bind(&event.event_id)
+        .bind(event.kind.as_str())
+        .bind(event.acquirer_key.as_str())
+        .bind(event.shop_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if inserted.is_none() {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(EventRecorded::Duplicate);
+        }
+        let mut settled = None;
+        if let Some(settlement) = &event.settlement {
+            settled = sqlx::query(concat!(
+                "UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
+                     updated_at = now() \
+                 WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
+                payment_columns!()
+            ))
+            .bind(event.acquirer_key.as_str())
+            .bind(event.shop_id.as_str())
+            .bind(settlement.status.as_str())
+            .bind(&settlement.provider_payment_id)
+            .bind(&settlement.decline_code)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        }
+        let recorded = match settled {
+            Some(row) => EventRecorded::Settled(payment_from_row(&row)?),
+            None => {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    " FROM payments WHERE acquirer_key = $1 AND shop_id = $2"
+                ))
+                .bind(event.acquirer_key.as_str())
+                .bind(event.shop_id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
+                match row {
+                    Some(row) => EventRecorded::Unchanged(payment_from_row(&row)?),
+                    None => EventRecorded::UnknownPayment,
+                }
+            }
+        };
+        sqlx::query("UPDATE acquirer_events SET result = $2 WHERE event_id = $1")
+            .bind(&event.event_id)
+            .bind(event_result(&recorded))
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(recorded)
     }
 
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {

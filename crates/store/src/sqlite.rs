@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, KeyTiming, Lease,
-    LeaseToken, NewPayment, Payment, PaymentId, RecoveryPoint, Reference, SecretHash, Settlement,
-    ShopId, Store, StoreError, StoredResponse,
+    Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
+    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, Payment,
+    PaymentId, RecoveryPoint, Reference, SecretHash, SettleOutcome, Settlement, ShopId, StalledKey,
+    Store, StoreError, StoredResponse,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -21,7 +22,9 @@ use sqlx::{Row, Sqlite, Transaction};
 use time::OffsetDateTime;
 
 use crate::PoolConfig;
-use crate::codec::{KeyColumns, PaymentColumns, encode_headers, millis, store_error};
+use crate::codec::{
+    KeyColumns, PaymentColumns, encode_headers, event_result, millis, stalled_key, store_error,
+};
 
 /// SQLite's clock in unix milliseconds.
 macro_rules! now_ms {
@@ -38,7 +41,7 @@ macro_rules! key_columns {
              response_status, response_headers, response_body, \
              (lease_token IS NOT NULL AND locked_until > ",
             now_ms!(),
-            ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms"
+            ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms, replays"
         )
     };
 }
@@ -100,15 +103,16 @@ impl SqliteStore {
             .map_err(store_error)
     }
 
-    async fn read_key_in(
+    /// Counts one more request with an existing key and reads it back.
+    async fn count_repeat_in(
         tx: &mut Transaction<'static, Sqlite>,
         shop_id: &ShopId,
         key: &IdempotencyKey,
     ) -> Result<Option<KeyRecord>, StoreError> {
         let row = sqlx::query(concat!(
-            "SELECT ",
-            key_columns!(),
-            " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
+            "UPDATE idempotency_keys SET replays = replays + 1 \
+             WHERE shop_id = ?1 AND key = ?2 RETURNING ",
+            key_columns!()
         ))
         .bind(shop_id.as_str())
         .bind(key.as_str())
@@ -217,6 +221,7 @@ fn key_from_row(row: &SqliteRow) -> Result<KeyRecord, StoreError> {
         lease_active: row.try_get("lease_active").map_err(store_error)?,
         created_at_ms: row.try_get("created_at_ms").map_err(store_error)?,
         expires_at_ms: row.try_get("expires_at_ms").map_err(store_error)?,
+        replays: row.try_get("replays").map_err(store_error)?,
     };
     columns.into_record()
 }
@@ -265,8 +270,8 @@ impl Store for SqliteStore {
         .await
         .map_err(store_error)?;
         if inserted.is_none() {
-            let record = Self::read_key_in(&mut tx, &claim.shop_id, &claim.key).await?;
-            tx.rollback().await.map_err(store_error)?;
+            let record = Self::count_repeat_in(&mut tx, &claim.shop_id, &claim.key).await?;
+            tx.commit().await.map_err(store_error)?;
             return record.map(Claim::Exists).ok_or_else(|| {
                 StoreError::Other(format!("key {} conflicted but cannot be read", claim.key))
             });
@@ -376,7 +381,7 @@ impl Store for SqliteStore {
         settlement: Option<(&PaymentId, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.write_tx().await?;
         let fenced = sqlx::query(concat!(
             "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
@@ -399,25 +404,30 @@ impl Store for SqliteStore {
         .map_err(store_error)?;
         if fenced.rows_affected() != 1 {
             tx.rollback().await.map_err(store_error)?;
-            return Ok(false);
+            return Ok(FinishOutcome::LeaseLost);
         }
         if let Some((payment_id, settlement)) = settlement {
-            sqlx::query(concat!(
+            let settled = sqlx::query(concat!(
                 "UPDATE payments SET status = ?2, provider_payment_id = ?3, decline_code = ?4, \
                      updated_at = ",
                 now_ms!(),
-                " WHERE id = ?1 AND status = 'pending'"
+                " WHERE id = ?1 AND shop_id = ?5 AND status = 'pending'"
             ))
             .bind(payment_id.as_str())
             .bind(settlement.status.as_str())
             .bind(&settlement.provider_payment_id)
             .bind(&settlement.decline_code)
+            .bind(lease.shop_id.as_str())
             .execute(&mut *tx)
             .await
             .map_err(store_error)?;
+            if settled.rows_affected() != 1 {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            }
         }
         tx.commit().await.map_err(store_error)?;
-        Ok(true)
+        Ok(FinishOutcome::Stored)
     }
 
     async fn payment(
@@ -487,6 +497,206 @@ impl Store for SqliteStore {
         .await
         .map_err(store_error)?;
         Ok(done.rows_affected())
+    }
+
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT shop_id, key, fingerprint FROM idempotency_keys \
+             WHERE recovery_point <> 'finished' \
+               AND (locked_until IS NULL OR locked_until <= ",
+            now_ms!(),
+            " - ?1) ORDER BY locked_until NULLS FIRST LIMIT ?2"
+        ))
+        .bind(millis(idle))
+        .bind(i64::from(limit))
+        .fetch_all(&self.readers)
+        .await
+        .map_err(store_error)?;
+        rows.iter()
+            .map(|row| {
+                let fingerprint: Vec<u8> = row.try_get("fingerprint").map_err(store_error)?;
+                stalled_key(
+                    row.try_get("shop_id").map_err(store_error)?,
+                    row.try_get("key").map_err(store_error)?,
+                    &fingerprint,
+                )
+            })
+            .collect()
+    }
+
+    async fn pending_payments(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE status = 'pending' AND created_at <= ",
+            now_ms!(),
+            " - ?1 ORDER BY created_at LIMIT ?2"
+        ))
+        .bind(millis(older_than))
+        .bind(i64::from(limit))
+        .fetch_all(&self.readers)
+        .await
+        .map_err(store_error)?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn payments_created_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&PaymentId>,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE created_at >= ?1 AND created_at < ?2 \
+               AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4"
+        ))
+        .bind(unix_ms(from))
+        .bind(unix_ms(to))
+        .bind(after.map(PaymentId::as_str))
+        .bind(i64::from(limit))
+        .fetch_all(&self.readers)
+        .await
+        .map_err(store_error)?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn payment_by_acquirer_key(
+        &self,
+        key: &AcquirerKey,
+    ) -> Result<Option<Payment>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE acquirer_key = ?1"
+        ))
+        .bind(key.as_str())
+        .fetch_optional(&self.readers)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| payment_from_row(&row)).transpose()
+    }
+
+    async fn settle_payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+                 updated_at = ",
+            now_ms!(),
+            " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending' RETURNING ",
+            payment_columns!()
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let outcome = match row {
+            Some(row) => SettleOutcome::Settled(payment_from_row(&row)?),
+            None => {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    " FROM payments WHERE shop_id = ?1 AND id = ?2"
+                ))
+                .bind(shop_id.as_str())
+                .bind(id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
+                match row {
+                    Some(row) => SettleOutcome::AlreadyFinal(payment_from_row(&row)?),
+                    None => SettleOutcome::NotFound,
+                }
+            }
+        };
+        tx.commit().await.map_err(store_error)?;
+        Ok(outcome)
+    }
+
+    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO acquirer_events \
+                 (event_id, event_type, acquirer_key, shop_id, result, received_at) \
+             VALUES (?1, ?2, ?3, ?4, 'unchanged', ",
+            now_ms!(),
+            ") ON CONFLICT (event_id) DO NOTHING RETURNING 1"
+        ))
+        .bind(&event.event_id)
+        .bind(event.kind.as_str())
+        .bind(event.acquirer_key.as_str())
+        .bind(event.shop_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if inserted.is_none() {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(EventRecorded::Duplicate);
+        }
+        let mut settled = None;
+        if let Some(settlement) = &event.settlement {
+            settled = sqlx::query(concat!(
+                "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+                     updated_at = ",
+                now_ms!(),
+                " WHERE acquirer_key = ?1 AND shop_id = ?2 AND status = 'pending' RETURNING ",
+                payment_columns!()
+            ))
+            .bind(event.acquirer_key.as_str())
+            .bind(event.shop_id.as_str())
+            .bind(settlement.status.as_str())
+            .bind(&settlement.provider_payment_id)
+            .bind(&settlement.decline_code)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        }
+        let recorded = match settled {
+            Some(row) => EventRecorded::Settled(payment_from_row(&row)?),
+            None => {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    " FROM payments WHERE acquirer_key = ?1 AND shop_id = ?2"
+                ))
+                .bind(event.acquirer_key.as_str())
+                .bind(event.shop_id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
+                match row {
+                    Some(row) => EventRecorded::Unchanged(payment_from_row(&row)?),
+                    None => EventRecorded::UnknownPayment,
+                }
+            }
+        };
+        sqlx::query("UPDATE acquirer_events SET result = ?2 WHERE event_id = ?1")
+            .bind(&event.event_id)
+            .bind(event_result(&recorded))
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(recorded)
     }
 
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {

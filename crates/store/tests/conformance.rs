@@ -5,11 +5,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chargeonce_core::webhook::EventKind;
 use chargeonce_core::{
-    CardToken, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Money, NewPayment,
-    PaymentRequest, PaymentStatus, RecoveryPoint, Reference, SecretHash, Settlement, ShopId,
-    ShopSecret, Store, StoreError, StoredResponse,
+    AcquirerKey, CardToken, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
+    IdempotencyKey, InboundEvent, KeyTiming, Money, NewPayment, PaymentRequest, PaymentStatus,
+    RecoveryPoint, Reference, SecretHash, SettleOutcome, Settlement, ShopId, ShopSecret, Store,
+    StoreError, StoredResponse,
 };
+
+trait Stored {
+    fn stored(self) -> bool;
+}
+
+impl Stored for FinishOutcome {
+    fn stored(self) -> bool {
+        self == FinishOutcome::Stored
+    }
+}
 use chargeonce_store::PoolConfig;
 use chargeonce_testkit::TestDb;
 
@@ -175,6 +187,7 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
             .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
+            .stored()
     );
     let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
     assert_eq!(record.recovery_point, RecoveryPoint::Finished);
@@ -208,6 +221,7 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
             .finish(&lease, None, &response("other"), LONG.ttl)
             .await
             .unwrap()
+            .stored()
     );
 }
 
@@ -259,6 +273,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
             )
             .await
             .unwrap()
+            .stored()
     );
     let still = f
         .store
@@ -281,6 +296,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
             )
             .await
             .unwrap()
+            .stored()
     );
     let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
     assert_eq!(record.response.unwrap().body, b"owner");
@@ -361,6 +377,7 @@ async fn one_live_payment_per_order(f: Fixture) {
             )
             .await
             .unwrap()
+            .stored()
     );
     let (_, fresh) = acquire(&f, "k3", "order-1", LONG).await;
     assert_ne!(fresh.id, first.id);
@@ -409,6 +426,7 @@ async fn an_expired_finished_key_counts_as_new(f: Fixture) {
             )
             .await
             .unwrap()
+            .stored()
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
     // Expired and finished: treated as new, but the order's live payment is what it gets.
@@ -448,6 +466,7 @@ async fn the_sweeper_deletes_expired_finished_keys_in_batches(f: Fixture) {
                 )
                 .await
                 .unwrap()
+                .stored()
         );
     }
     acquire(&f, "live", "order-live", LONG).await;
@@ -474,6 +493,7 @@ async fn finishing_keeps_the_key_for_its_ttl_from_now(f: Fixture) {
             .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
+            .stored()
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(f.store.sweep_expired_keys(10).await.unwrap(), 0);
@@ -634,6 +654,392 @@ async fn keys_with_sql_metacharacters_are_opaque(f: Fixture) {
     f.store.ping().await.unwrap();
 }
 
+fn declined() -> Settlement {
+    Settlement {
+        status: PaymentStatus::Declined,
+        provider_payment_id: "ch_d".into(),
+        decline_code: Some("card_declined".into()),
+    }
+}
+
+async fn repeats_of_a_key_are_counted(f: Fixture) {
+    acquire(&f, "k1", "order-1", LONG).await;
+    for expected in 1..=3_u64 {
+        let again = f
+            .store
+            .claim_payment(
+                &claim(&f.shop, "k1", "order-1"),
+                &new_payment(&f.shop, "k1", "order-1"),
+                LONG,
+            )
+            .await
+            .unwrap();
+        let Claim::Exists(record) = again else {
+            panic!("expected Exists")
+        };
+        assert_eq!(record.replays, expected);
+    }
+    // A mismatch is a repeat too; reading the key is not.
+    f.store
+        .claim_payment(
+            &claim(&f.shop, "k1", "other"),
+            &new_payment(&f.shop, "k1", "order-9"),
+            LONG,
+        )
+        .await
+        .unwrap();
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(record.replays, 4);
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(record.replays, 4);
+}
+
+async fn finish_refuses_to_overwrite_a_payment_settled_meanwhile(f: Fixture) {
+    let (lease, payment) = acquire(&f, "k1", "order-1", LONG).await;
+    // A webhook or the reconciler settles the payment first.
+    assert!(matches!(
+        f.store
+            .settle_payment(&f.shop, &payment.id, &succeeded())
+            .await
+            .unwrap(),
+        SettleOutcome::Settled(_)
+    ));
+    assert_eq!(
+        f.store
+            .finish(
+                &lease,
+                Some((&payment.id, &declined())),
+                &response("d"),
+                LONG.ttl
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::PaymentAlreadySettled
+    );
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(
+        record.recovery_point,
+        RecoveryPoint::PaymentCreated,
+        "nothing written"
+    );
+    let stored = f
+        .store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, PaymentStatus::Succeeded);
+    assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_1"));
+    // The owner then stores an answer that agrees with the payment.
+    assert_eq!(
+        f.store
+            .finish(&lease, None, &response("s"), LONG.ttl)
+            .await
+            .unwrap(),
+        FinishOutcome::Stored
+    );
+}
+
+async fn stalled_keys_are_unfinished_keys_whose_lease_ran_out(f: Fixture) {
+    let short = KeyTiming {
+        lease: Duration::from_millis(100),
+        ..LONG
+    };
+    acquire(&f, "expired", "order-1", short).await;
+    acquire(&f, "alive", "order-2", LONG).await;
+    let (done, payment) = acquire(&f, "done", "order-3", short).await;
+    assert!(
+        f.store
+            .finish(
+                &done,
+                Some((&payment.id, &succeeded())),
+                &response("r"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    let (released, _) = acquire(&f, "released", "order-4", LONG).await;
+    assert!(f.store.release_lease(&released).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    let stalled = f.store.stalled_keys(Duration::ZERO, 10).await.unwrap();
+    let mut names: Vec<&str> = stalled.iter().map(|s| s.key.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["expired", "released"]);
+    let expired = stalled
+        .iter()
+        .find(|s| s.key.as_str() == "expired")
+        .unwrap();
+    assert_eq!(expired.shop_id, f.shop);
+    assert_eq!(expired.fingerprint, fp("expired", "order-1"));
+    assert_eq!(
+        f.store.stalled_keys(Duration::ZERO, 1).await.unwrap().len(),
+        1
+    );
+    assert!(
+        f.store
+            .stalled_keys(Duration::from_secs(60), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not idle long enough"
+    );
+    // What the completer does with one: a take-over with its fingerprint.
+    assert!(
+        f.store
+            .take_over(
+                &expired.shop_id,
+                &expired.key,
+                &expired.fingerprint,
+                LONG.lease
+            )
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let left = f.store.stalled_keys(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(left.len(), 1, "the taken key holds a live lease again");
+}
+
+async fn pending_payments_are_listed_oldest_first(f: Fixture) {
+    let (_, first) = acquire(&f, "k1", "order-1", LONG).await;
+    let (_, second) = acquire(&f, "k2", "order-2", LONG).await;
+    let (_, third) = acquire(&f, "k3", "order-3", LONG).await;
+    f.store
+        .settle_payment(&f.shop, &second.id, &succeeded())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let pending = f.store.pending_payments(Duration::ZERO, 10).await.unwrap();
+    let ids: Vec<_> = pending.iter().map(|p| p.id.clone()).collect();
+    assert_eq!(ids, [first.id.clone(), third.id]);
+    assert_eq!(
+        f.store.pending_payments(Duration::ZERO, 1).await.unwrap()[0].id,
+        first.id
+    );
+    assert!(
+        f.store
+            .pending_payments(Duration::from_secs(3600), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn payments_in_a_window_are_paged_by_id(f: Fixture) {
+    let other = ShopId::new("shop-b").unwrap();
+    f.store
+        .add_shop(&other, &ShopSecret::generate().hash())
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let (_, p) = acquire(&f, &format!("k{i}"), &format!("order-{i}"), LONG).await;
+        ids.push(p.id);
+    }
+    let Claim::Acquired(b) = f
+        .store
+        .claim_payment(
+            &claim(&other, "k0", "order-0"),
+            &new_payment(&other, "k0", "order-0"),
+            LONG,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("new key")
+    };
+    ids.push(b.payment.id);
+    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    let now = time::OffsetDateTime::now_utc();
+    let from = now - time::Duration::hours(1);
+    let to = now + time::Duration::hours(1);
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = f
+            .store
+            .payments_created_between(from, to, after.as_ref(), 2)
+            .await
+            .unwrap();
+        assert!(page.len() <= 2);
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|p| p.id.clone());
+        seen.extend(page.into_iter().map(|p| p.id));
+    }
+    assert_eq!(seen, ids, "every shop, each once, by id");
+    let earlier = f
+        .store
+        .payments_created_between(from - time::Duration::hours(1), from, None, 10)
+        .await
+        .unwrap();
+    assert!(earlier.is_empty());
+}
+
+async fn settling_moves_only_pending_payments(f: Fixture) {
+    let (_, payment) = acquire(&f, "k1", "order-1", LONG).await;
+    let SettleOutcome::Settled(settled) = f
+        .store
+        .settle_payment(&f.shop, &payment.id, &succeeded())
+        .await
+        .unwrap()
+    else {
+        panic!("pending -> succeeded")
+    };
+    assert_eq!(settled.status, PaymentStatus::Succeeded);
+    assert_eq!(settled.provider_payment_id.as_deref(), Some("ch_1"));
+    let SettleOutcome::AlreadyFinal(unchanged) = f
+        .store
+        .settle_payment(&f.shop, &payment.id, &declined())
+        .await
+        .unwrap()
+    else {
+        panic!("a final state never changes")
+    };
+    assert_eq!(unchanged, settled);
+    let other = ShopId::new("shop-b").unwrap();
+    assert_eq!(
+        f.store
+            .settle_payment(&other, &payment.id, &succeeded())
+            .await
+            .unwrap(),
+        SettleOutcome::NotFound
+    );
+    assert_eq!(
+        f.store
+            .payment_by_acquirer_key(&payment.acquirer_key)
+            .await
+            .unwrap(),
+        Some(settled)
+    );
+    assert_eq!(
+        f.store
+            .payment_by_acquirer_key(&AcquirerKey::from_stored("chargeonce-nobody".into()))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+fn event(id: &str, kind: EventKind, key: &AcquirerKey, shop: &ShopId) -> InboundEvent {
+    let settlement = match kind {
+        EventKind::Processing => None,
+        EventKind::Succeeded => Some(succeeded()),
+        EventKind::Declined => Some(declined()),
+    };
+    InboundEvent {
+        event_id: id.into(),
+        kind,
+        acquirer_key: key.clone(),
+        shop_id: shop.clone(),
+        settlement,
+    }
+}
+
+async fn events_are_recorded_once_and_only_settle_pending_payments(f: Fixture) {
+    let (_, payment) = acquire(&f, "k1", "order-1", LONG).await;
+    let key = payment.acquirer_key.clone();
+    let EventRecorded::Unchanged(p) = f
+        .store
+        .record_event(&event("evt_0", EventKind::Processing, &key, &f.shop))
+        .await
+        .unwrap()
+    else {
+        panic!("processing moves nothing")
+    };
+    assert_eq!(p.status, PaymentStatus::Pending);
+    let EventRecorded::Settled(p) = f
+        .store
+        .record_event(&event("evt_1", EventKind::Succeeded, &key, &f.shop))
+        .await
+        .unwrap()
+    else {
+        panic!("pending -> succeeded")
+    };
+    assert_eq!(p.status, PaymentStatus::Succeeded);
+    assert_eq!(
+        f.store
+            .record_event(&event("evt_1", EventKind::Succeeded, &key, &f.shop))
+            .await
+            .unwrap(),
+        EventRecorded::Duplicate
+    );
+    // Late and contradicting events change nothing.
+    for (id, kind) in [
+        ("evt_2", EventKind::Declined),
+        ("evt_3", EventKind::Processing),
+    ] {
+        let EventRecorded::Unchanged(p) = f
+            .store
+            .record_event(&event(id, kind, &key, &f.shop))
+            .await
+            .unwrap()
+        else {
+            panic!("{id}: final states never change")
+        };
+        assert_eq!(p.status, PaymentStatus::Succeeded);
+    }
+    let unknown = AcquirerKey::from_stored("chargeonce-pay_unknown".into());
+    assert_eq!(
+        f.store
+            .record_event(&event("evt_4", EventKind::Succeeded, &unknown, &f.shop))
+            .await
+            .unwrap(),
+        EventRecorded::UnknownPayment
+    );
+    assert_eq!(
+        f.store
+            .record_event(&event("evt_4", EventKind::Succeeded, &unknown, &f.shop))
+            .await
+            .unwrap(),
+        EventRecorded::Duplicate
+    );
+    // Another shop's event never touches this shop's payment.
+    let (_, second) = acquire(&f, "k2", "order-2", LONG).await;
+    let other = ShopId::new("shop-b").unwrap();
+    assert_eq!(
+        f.store
+            .record_event(&event(
+                "evt_5",
+                EventKind::Succeeded,
+                &second.acquirer_key,
+                &other
+            ))
+            .await
+            .unwrap(),
+        EventRecorded::UnknownPayment
+    );
+    let still = f.store.payment(&f.shop, &second.id).await.unwrap().unwrap();
+    assert_eq!(still.status, PaymentStatus::Pending);
+}
+
+async fn concurrent_deliveries_of_one_event_apply_once(f: Fixture) {
+    let (_, payment) = acquire(&f, "k1", "order-1", LONG).await;
+    let f = Arc::new(f);
+    let tasks = (0..20).map(|_| {
+        let f = Arc::clone(&f);
+        let key = payment.acquirer_key.clone();
+        tokio::spawn(async move {
+            f.store
+                .record_event(&event("evt_dup", EventKind::Succeeded, &key, &f.shop))
+                .await
+        })
+    });
+    let mut applied = 0;
+    for result in futures::future::join_all(tasks).await {
+        match result.unwrap().unwrap() {
+            EventRecorded::Duplicate => {}
+            EventRecorded::Settled(_) => applied += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(applied, 1);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod postgres {
@@ -670,4 +1076,12 @@ conformance!(
     concurrent_keys_for_one_order_make_one_payment,
     shops_are_kept_apart,
     keys_with_sql_metacharacters_are_opaque,
+    repeats_of_a_key_are_counted,
+    finish_refuses_to_overwrite_a_payment_settled_meanwhile,
+    stalled_keys_are_unfinished_keys_whose_lease_ran_out,
+    pending_payments_are_listed_oldest_first,
+    payments_in_a_window_are_paged_by_id,
+    settling_moves_only_pending_payments,
+    events_are_recorded_once_and_only_settle_pending_payments,
+    concurrent_deliveries_of_one_event_apply_once,
 );

@@ -100,6 +100,7 @@ async fn ledger_lists_charges_and_sums_what_moved() {
             "id",
             "payment_id",
             "reference",
+            "refunded_minor",
             "shop_id",
             "status",
         ]

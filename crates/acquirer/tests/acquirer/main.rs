@@ -6,3 +6,4 @@ mod behaviour;
 mod common;
 mod concurrency;
 mod http;
+mod standalone;

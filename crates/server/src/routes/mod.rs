@@ -1,4 +1,6 @@
 //! The API's routes.
 
 pub mod health;
+pub mod metrics;
 pub mod payments;
+pub mod webhooks;

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::Uri;
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{
     CardToken, ClaimRequest, Fingerprint, Money, MoneyError, PaymentId, PaymentRequest, Reference,
@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody};
+use crate::prefer;
 use crate::problem::{Problem, ProblemCode};
 use crate::render::PaymentView;
-use crate::respond::{engine_problem, outcome_response, store_problem};
+use crate::respond::{outcome_response, store_problem};
 
 /// The body of `POST /v1/payments`, as in the seed.
 #[derive(Debug, Deserialize)]
@@ -68,12 +69,15 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
 /// Creates a payment, or answers as the first request with this key did.
 ///
 /// The engine runs in a spawned task: if the client hangs up, hyper drops this
-/// handler's future, but the payment still runs to a stored end.
+/// handler's future, but the payment still runs to a stored end. With
+/// `Prefer: wait=N`, a repeat that finds the key in progress waits for its
+/// result (and says `Preference-Applied: wait=N`) instead of answering 409.
 pub async fn create(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     uri: Uri,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let request = payment_request(&body)?;
@@ -86,17 +90,16 @@ pub async fn create(
         method: "POST".to_owned(),
         path: uri.path().to_owned(),
     };
-    let engine = state.engine.clone();
-    let outcome = state
-        .operations
-        .spawn(async move { engine.pay(claim, request).await })
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "payment task failed");
-            Problem::new(ProblemCode::Internal, "internal error")
-        })?
-        .map_err(engine_problem)?;
-    Ok(outcome_response(outcome))
+    // With `Prefer: wait=N`, a repeat waits for the first request's result
+    // instead of a 409 (see `crate::prefer`).
+    let wait = prefer::wait_preference(&headers);
+    let (outcome, waited) = prefer::pay(&state, claim, request, wait).await?;
+    let mut response = outcome_response(outcome);
+    if let (true, Some(wait)) = (waited, wait) {
+        let (name, value) = prefer::applied_value(wait);
+        response.headers_mut().insert(name, value);
+    }
+    Ok(response)
 }
 
 fn not_found() -> Problem {

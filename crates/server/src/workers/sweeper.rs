@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_core::Store;
+use chargeonce_core::{NoObserver, Observer, Store};
 use tokio::task::JoinHandle;
 
 /// Sweeper settings.
@@ -43,12 +43,27 @@ pub async fn sweep_once(store: &dyn Store, batch: u32) -> Result<u64, chargeonce
 
 /// Starts the sweeper on the current runtime; abort the handle to stop it.
 pub fn spawn(store: Arc<dyn Store>, config: SweeperConfig) -> JoinHandle<()> {
+    spawn_observed(store, config, Arc::new(NoObserver))
+}
+
+/// [`spawn`], reporting deletions and failures to an observer (metrics).
+pub fn spawn_observed(
+    store: Arc<dyn Store>,
+    config: SweeperConfig,
+    observer: Arc<dyn Observer>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             match sweep_once(store.as_ref(), config.batch).await {
                 Ok(0) => {}
-                Ok(deleted) => tracing::info!(deleted, "expired idempotency keys swept"),
-                Err(error) => tracing::warn!(%error, "key sweep failed; will retry"),
+                Ok(deleted) => {
+                    observer.swept(deleted);
+                    tracing::info!(deleted, "expired idempotency keys swept");
+                }
+                Err(error) => {
+                    observer.store_error("sweeper");
+                    tracing::warn!(%error, "key sweep failed; will retry");
+                }
             }
             tokio::time::sleep(config.interval).await;
         }

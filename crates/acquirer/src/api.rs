@@ -1,0 +1,383 @@
+//! The standalone acquirer's HTTP API (`chargeonce acquirer`), with fault
+//! injection between the network and the ledger.
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /v1/charges` | charge; `Idempotency-Key` header required; 200 with the charge (succeeded or declined), 422 `idempotency_key_reused`, 400 bad input |
+//! | `GET /v1/charges?acquirer_key=K` | the charge recorded under a key (idempotent mode only) |
+//! | `GET /v1/charges?shop_id=S&payment_id=P` | the charges for a caller's payment (its reference) |
+//! | `GET /v1/charges?from=MS&to=MS` | the charges recorded in a window (unix ms), oldest first |
+//! | `POST /v1/charges/{id}/refunds` | refunds a whole charge, once |
+//! | `GET /ledger` | the whole ledger and totals (as the embedded `/sim/ledger`) |
+//! | `GET /admin/faults`, `PUT /admin/faults` | read or replace the [`Faults`] in force |
+//! | `POST /admin/charges` | plant a charge in the ledger (reconciliation drills) |
+//! | `GET /healthz` | up |
+//!
+//! Lists answer `{"data": [charge, ...]}`; a charge is the JSON of
+//! [`LedgerEntry`]. Errors are `application/problem+json` with a `code`.
+//!
+//! Faults apply to charges and look-ups (not to the ledger, refunds or the
+//! admin routes): latency, 5xx before anything is recorded, hangs, and answers
+//! lost after the charge was recorded (a 504, a dropped connection, or silence
+//! until the client gives up).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chargeonce_core::{
+    Acquirer, AcquirerError, AcquirerKey, CardToken, ChargeRequest, Money, PaymentId, Reference,
+    ShopId,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::entry::now_millis;
+use crate::faults::{LostAnswer, Mishap};
+use crate::{ChargeStatus, Faults, KEY_REUSED, LOST_ANSWER, LedgerEntry, RefundError, Simulator};
+
+/// The header that carries the caller's key on `POST /v1/charges`.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The standalone acquirer's routes (see the [module docs](self)).
+pub fn api_router(sim: Arc<Simulator>) -> Router {
+    Router::new()
+        .route("/v1/charges", post(create_charge).get(list_charges))
+        .route("/v1/charges/{id}/refunds", post(refund))
+        .route("/admin/faults", get(get_faults).put(put_faults))
+        .route("/admin/charges", post(plant))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .with_state(Arc::clone(&sim))
+        .merge(crate::router(sim))
+}
+
+fn problem(status: StatusCode, code: &str, detail: impl Into<String>) -> Response {
+    let body = json!({
+        "type": format!("urn:chargeonce:acquirer:{code}"),
+        "title": code,
+        "status": status.as_u16(),
+        "detail": detail.into(),
+        "code": code,
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// An answer whose connection drops mid-way: the client sees a reset or a
+/// broken body, never a usable answer.
+fn dropped() -> Response {
+    let broken = futures::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::other("answer lost"))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(broken))
+        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+/// A lost answer, the way `how` loses it.
+async fn lose(how: LostAnswer, hang: Duration) -> Response {
+    match how {
+        LostAnswer::GatewayTimeout => problem(
+            StatusCode::GATEWAY_TIMEOUT,
+            "gateway_timeout",
+            "the upstream did not answer in time",
+        ),
+        LostAnswer::Dropped => dropped(),
+        LostAnswer::Silence => {
+            tokio::time::sleep(hang).await;
+            dropped()
+        }
+    }
+}
+
+/// What a request gets instead of an answer, before any work was done.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    /// A 5xx.
+    ServerError,
+    /// A connection dropped after a hang.
+    Dropped,
+}
+
+impl Refused {
+    fn answer(self) -> Response {
+        match self {
+            Self::ServerError => problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "acquirer_error",
+                "internal error; nothing was recorded",
+            ),
+            Self::Dropped => dropped(),
+        }
+    }
+}
+
+/// Applies the network-side faults that come before any work: latency, a
+/// 5xx, a hang. `Err` says what to answer instead of working.
+async fn before_work(sim: &Simulator) -> Result<Mishap, Refused> {
+    let (latency, mishap, faults) = sim.roll(|f, rng| (f.latency(rng), f.mishap(rng), f.clone()));
+    tokio::time::sleep(latency).await;
+    match mishap {
+        Mishap::ErrorBeforeCommit => Err(Refused::ServerError),
+        Mishap::Hang => {
+            tokio::time::sleep(Duration::from_millis(faults.hang_ms)).await;
+            Err(Refused::Dropped)
+        }
+        other => Ok(other),
+    }
+}
+
+/// An amount on the wire.
+#[derive(Debug, Deserialize)]
+struct AmountJson {
+    value: String,
+    currency: String,
+}
+
+/// The body of `POST /v1/charges`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChargeBody {
+    shop_id: String,
+    payment_id: String,
+    reference: String,
+    amount: AmountJson,
+    token: String,
+}
+
+fn bad_request(detail: impl Into<String>) -> Response {
+    problem(StatusCode::BAD_REQUEST, "invalid_request", detail)
+}
+
+/// The charge a request asks for; `Err` says why it is refused.
+fn charge_request(headers: &HeaderMap, body: &[u8]) -> Result<ChargeRequest, String> {
+    let key = headers
+        .get(IDEMPOTENCY_KEY)
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| "an Idempotency-Key header is required".to_owned())?;
+    let body: ChargeBody = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    Ok(ChargeRequest {
+        acquirer_key: AcquirerKey::from_stored(key.to_owned()),
+        shop_id: ShopId::new(body.shop_id).map_err(|e| e.to_string())?,
+        payment_id: PaymentId::parse(&body.payment_id).map_err(|e| e.to_string())?,
+        reference: Reference::new(body.reference).map_err(|e| e.to_string())?,
+        amount: Money::parse(&body.amount.value, &body.amount.currency)
+            .map_err(|e| e.to_string())?,
+        token: CardToken::new(body.token).map_err(|e| e.to_string())?,
+    })
+}
+
+async fn create_charge(
+    State(sim): State<Arc<Simulator>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = match charge_request(&headers, &body) {
+        Ok(request) => request,
+        Err(reason) => return bad_request(reason),
+    };
+    let mishap = match before_work(&sim).await {
+        Ok(mishap) => mishap,
+        Err(refused) => return refused.answer(),
+    };
+    let hang = Duration::from_millis(sim.faults().hang_ms);
+    let answer = match sim.charge(&request).await {
+        Ok(result) => match sim
+            .ledger_handle()
+            .charge(result.provider_payment_id())
+            .await
+        {
+            Ok(Some(entry)) => Json(entry).into_response(),
+            Ok(None) | Err(_) => problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "acquirer_error",
+                "the charge was recorded but cannot be read back",
+            ),
+        },
+        Err(AcquirerError::Unknown(reason)) if reason.starts_with(KEY_REUSED) => problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            KEY_REUSED,
+            "this idempotency key was first used with other parameters",
+        ),
+        Err(AcquirerError::Unknown(reason)) if reason == LOST_ANSWER => {
+            return lose(LostAnswer::GatewayTimeout, hang).await;
+        }
+        Err(AcquirerError::Unknown(reason)) => {
+            problem(StatusCode::INTERNAL_SERVER_ERROR, "acquirer_error", reason)
+        }
+        Err(AcquirerError::NotSent(reason)) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "acquirer_unavailable",
+            reason,
+        ),
+    };
+    match mishap {
+        Mishap::LostAfterCommit(how) => lose(how, hang).await,
+        _ => answer,
+    }
+}
+
+/// The query of `GET /v1/charges`.
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    acquirer_key: Option<String>,
+    shop_id: Option<String>,
+    payment_id: Option<String>,
+    from: Option<i64>,
+    to: Option<i64>,
+}
+
+fn list(entries: Vec<LedgerEntry>) -> Response {
+    Json(json!({"data": entries})).into_response()
+}
+
+async fn list_charges(
+    State(sim): State<Arc<Simulator>>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return bad_request("bad query");
+    };
+    let found = match (
+        &query.acquirer_key,
+        &query.shop_id,
+        &query.payment_id,
+        query.from,
+        query.to,
+    ) {
+        (Some(key), None, None, None, None) => {
+            if let Err(refused) = before_work(&sim).await {
+                return refused.answer();
+            }
+            sim.find(&AcquirerKey::from_stored(key.clone()))
+                .await
+                .map(|e| e.into_iter().collect())
+        }
+        (None, Some(shop), Some(payment), None, None) => {
+            if let Err(refused) = before_work(&sim).await {
+                return refused.answer();
+            }
+            let (Ok(shop), Ok(payment)) = (ShopId::new(shop.as_str()), PaymentId::parse(payment))
+            else {
+                return list(Vec::new());
+            };
+            sim.find_for_payment(&shop, &payment).await
+        }
+        (None, None, None, Some(from), Some(to)) => sim.ledger_handle().between(from, to).await,
+        _ => {
+            return bad_request(
+                "give acquirer_key, or shop_id and payment_id, or from and to (unix ms)",
+            );
+        }
+    };
+    match found {
+        Ok(entries) => list(entries),
+        Err(error) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger_unavailable",
+            error.to_string(),
+        ),
+    }
+}
+
+async fn refund(State(sim): State<Arc<Simulator>>, Path(id): Path<String>) -> Response {
+    match sim.refund_charge(&id).await {
+        Ok(record) => Json(record).into_response(),
+        Err(RefundError::NoSuchCharge(_)) => {
+            problem(StatusCode::NOT_FOUND, "not_found", "no such charge")
+        }
+        Err(error @ RefundError::Declined(_)) => {
+            problem(StatusCode::CONFLICT, "charge_declined", error.to_string())
+        }
+        Err(RefundError::Ledger(error)) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger_unavailable",
+            error.to_string(),
+        ),
+    }
+}
+
+async fn get_faults(State(sim): State<Arc<Simulator>>) -> Json<Faults> {
+    Json(sim.faults())
+}
+
+async fn put_faults(State(sim): State<Arc<Simulator>>, body: Bytes) -> Response {
+    let faults: Faults = match serde_json::from_slice(&body) {
+        Ok(faults) => faults,
+        Err(error) => return bad_request(error.to_string()),
+    };
+    match sim.set_faults(faults) {
+        Ok(()) => {
+            tracing::info!(faults = ?sim.faults(), "acquirer faults changed");
+            Json(sim.faults()).into_response()
+        }
+        Err(error) => bad_request(error.to_string()),
+    }
+}
+
+/// The body of `POST /admin/charges`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlantBody {
+    id: Option<String>,
+    acquirer_key: String,
+    shop_id: String,
+    payment_id: String,
+    reference: String,
+    amount: AmountJson,
+    #[serde(default)]
+    decline_code: Option<String>,
+}
+
+async fn plant(State(sim): State<Arc<Simulator>>, body: Bytes) -> Response {
+    let body: PlantBody = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(error) => return bad_request(error.to_string()),
+    };
+    let entry = (|| {
+        Ok::<_, String>(LedgerEntry {
+            id: body
+                .id
+                .unwrap_or_else(|| format!("ch_{}", uuid::Uuid::now_v7().simple())),
+            acquirer_key: AcquirerKey::from_stored(body.acquirer_key),
+            shop_id: ShopId::new(body.shop_id).map_err(|e| e.to_string())?,
+            payment_id: PaymentId::parse(&body.payment_id).map_err(|e| e.to_string())?,
+            reference: Reference::new(body.reference).map_err(|e| e.to_string())?,
+            amount: Money::parse(&body.amount.value, &body.amount.currency)
+                .map_err(|e| e.to_string())?,
+            status: if body.decline_code.is_some() {
+                ChargeStatus::Declined
+            } else {
+                ChargeStatus::Succeeded
+            },
+            decline_code: body.decline_code,
+            created_at: now_millis(),
+            refunded_minor: 0,
+        })
+    })();
+    let entry = match entry {
+        Ok(entry) => entry,
+        Err(error) => return bad_request(error),
+    };
+    match sim.plant(&entry).await {
+        Ok(()) => (StatusCode::CREATED, Json(entry)).into_response(),
+        Err(error) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger_unavailable",
+            error.to_string(),
+        ),
+    }
+}

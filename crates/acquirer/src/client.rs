@@ -1,0 +1,313 @@
+//! [`HttpAcquirer`]: the service's acquirer over the network (the standalone
+//! simulator's API, see [`crate::api`]).
+//!
+//! Every outcome is classified, and nothing uncertain is ever read as a failure:
+//!
+//! | what happened | classified as |
+//! |---|---|
+//! | 200 with a charge | definite: [`ChargeResult::Succeeded`] or [`ChargeResult::Declined`] |
+//! | connection refused, connect timeout, DNS failure | [`AcquirerError::NotSent`]: safe to send again |
+//! | 429 (refused before any work) | [`AcquirerError::NotSent`] |
+//! | request timeout, connection reset, broken or unreadable answer | [`AcquirerError::Unknown`] |
+//! | any 5xx (the request may have arrived and been executed) | [`AcquirerError::Unknown`] |
+//! | 422 `idempotency_key_reused`, other 4xx | [`AcquirerError::Unknown`], logged as an error: a bug to look at, never a decline |
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chargeonce_core::{
+    Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
+    ChargeRequest, ChargeResult, Currency, Money, PaymentId, Reference, ShopId,
+};
+use reqwest::{StatusCode, Url};
+use serde::Deserialize;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::KEY_REUSED;
+use crate::api::IDEMPOTENCY_KEY;
+
+/// Why the adapter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The base URL does not parse.
+    #[error("bad acquirer URL `{url}`: {reason}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// Timeouts and mode of the adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpAcquirerConfig {
+    /// The longest a TCP connect may take; past it nothing was sent.
+    pub connect_timeout: Duration,
+    /// The longest a whole request may take; past it the outcome is unknown.
+    pub request_timeout: Duration,
+    /// Whether the acquirer deduplicates on the key we send (see
+    /// [`Acquirer::is_idempotent`]).
+    pub idempotent: bool,
+}
+
+impl Default for HttpAcquirerConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(10),
+            idempotent: true,
+        }
+    }
+}
+
+/// The acquirer over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpAcquirer {
+    base: Url,
+    http: reqwest::Client,
+    idempotent: bool,
+}
+
+/// An amount as the acquirer sends it.
+#[derive(Debug, Deserialize)]
+struct AmountJson {
+    value: String,
+    currency: String,
+}
+
+/// A charge as the acquirer sends it.
+#[derive(Debug, Deserialize)]
+struct ChargeJson {
+    id: String,
+    acquirer_key: String,
+    shop_id: String,
+    payment_id: String,
+    reference: String,
+    amount: AmountJson,
+    status: String,
+    decline_code: Option<String>,
+    created_at: String,
+    #[serde(default)]
+    refunded_minor: i64,
+}
+
+#[derive(Debug, Deserialize)]
+struct ListJson {
+    data: Vec<ChargeJson>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RefundJson {
+    id: String,
+    charge_id: String,
+    amount_minor: i64,
+    currency: String,
+}
+
+/// An answer that arrived but cannot be used: the outcome is unknown.
+fn unreadable(what: impl std::fmt::Display) -> AcquirerError {
+    AcquirerError::Unknown(format!("unreadable acquirer answer: {what}"))
+}
+
+impl ChargeJson {
+    fn into_charge(self) -> Result<AcquirerCharge, AcquirerError> {
+        let currency = Currency::from_code(&self.amount.currency).map_err(unreadable)?;
+        let amount = Money::parse(&self.amount.value, currency.code()).map_err(unreadable)?;
+        let outcome = match (self.status.as_str(), self.decline_code) {
+            ("succeeded", _) => ChargeResult::Succeeded {
+                provider_payment_id: self.id,
+            },
+            ("declined", code) => ChargeResult::Declined {
+                provider_payment_id: self.id,
+                code: code.unwrap_or_else(|| "declined".to_owned()),
+            },
+            (other, _) => return Err(unreadable(format!("charge status `{other}`"))),
+        };
+        Ok(AcquirerCharge {
+            outcome,
+            acquirer_key: AcquirerKey::from_stored(self.acquirer_key),
+            shop_id: ShopId::new(self.shop_id).map_err(unreadable)?,
+            payment_id: PaymentId::parse(&self.payment_id).map_err(unreadable)?,
+            reference: Reference::new(self.reference).map_err(unreadable)?,
+            amount,
+            refunded_minor: self.refunded_minor,
+            created_at: OffsetDateTime::parse(&self.created_at, &Rfc3339).map_err(unreadable)?,
+        })
+    }
+}
+
+/// Classifies a transport error. Only a failed connect proves nothing was sent.
+pub fn classify_transport(error: &reqwest::Error) -> AcquirerError {
+    if error.is_connect() || error.is_builder() {
+        AcquirerError::NotSent(format!("acquirer not reached: {error}"))
+    } else if error.is_timeout() {
+        AcquirerError::Unknown(format!("acquirer timed out: {error}"))
+    } else {
+        AcquirerError::Unknown(format!("acquirer connection failed: {error}"))
+    }
+}
+
+/// Classifies an HTTP status that is not a success.
+pub fn classify_status(status: StatusCode, body: &str) -> AcquirerError {
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        return AcquirerError::NotSent("acquirer rate limit (429): nothing was done".to_owned());
+    }
+    if status.is_server_error() {
+        return AcquirerError::Unknown(format!("acquirer answered {status}"));
+    }
+    let code = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["code"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    if code == KEY_REUSED {
+        tracing::error!(%status, "the acquirer says our key was used with other parameters");
+        return AcquirerError::Unknown(format!(
+            "{KEY_REUSED}: the acquirer key was first used with other parameters"
+        ));
+    }
+    tracing::error!(%status, code, "the acquirer refused our request");
+    AcquirerError::Unknown(format!("acquirer refused the request: {status} {code}"))
+}
+
+impl HttpAcquirer {
+    /// An adapter for the acquirer at `base_url` (e.g. `http://127.0.0.1:9000`).
+    pub fn new(base_url: &str, config: HttpAcquirerConfig) -> Result<Self, ClientError> {
+        let with_slash = if base_url.ends_with('/') {
+            base_url.to_owned()
+        } else {
+            format!("{base_url}/")
+        };
+        let base = Url::parse(&with_slash).map_err(|e| ClientError::Url {
+            url: base_url.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Self {
+            base,
+            http,
+            idempotent: config.idempotent,
+        })
+    }
+
+    fn url(&self, path: &str) -> Result<Url, AcquirerError> {
+        self.base
+            .join(path)
+            .map_err(|e| AcquirerError::NotSent(format!("bad acquirer URL: {e}")))
+    }
+
+    /// Sends a request and reads the whole answer; non-2xx are classified.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Vec<u8>, AcquirerError> {
+        let response = request.send().await.map_err(|e| classify_transport(&e))?;
+        let status = response.status();
+        // A body that breaks off after the status is an answer lost mid-way.
+        let body = response.bytes().await.map_err(|e| {
+            AcquirerError::Unknown(format!("acquirer answer broke off ({status}): {e}"))
+        })?;
+        if !status.is_success() {
+            return Err(classify_status(status, &String::from_utf8_lossy(&body)));
+        }
+        Ok(body.to_vec())
+    }
+
+    async fn list(&self, query: &[(&str, &str)]) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        let mut url = self.url("v1/charges")?;
+        url.query_pairs_mut().extend_pairs(query);
+        let body = self.send(self.http.get(url)).await?;
+        let list: ListJson = serde_json::from_slice(&body).map_err(unreadable)?;
+        list.data.into_iter().map(ChargeJson::into_charge).collect()
+    }
+}
+
+#[async_trait]
+impl Acquirer for HttpAcquirer {
+    async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
+        let body = serde_json::json!({
+            "shop_id": request.shop_id.as_str(),
+            "payment_id": request.payment_id.as_str(),
+            "reference": request.reference.as_str(),
+            "amount": {
+                "value": request.amount.to_decimal_string(),
+                "currency": request.amount.currency().code(),
+            },
+            "token": request.token.as_str(),
+        });
+        let call = self
+            .http
+            .post(self.url("v1/charges")?)
+            .header(IDEMPOTENCY_KEY, request.acquirer_key.as_str())
+            .json(&body);
+        let answer = self.send(call).await?;
+        let charge: ChargeJson = serde_json::from_slice(&answer).map_err(unreadable)?;
+        let charge = charge.into_charge()?;
+        if charge.payment_id != request.payment_id || charge.amount != request.amount {
+            return Err(unreadable("the charge answered is not the one asked for"));
+        }
+        Ok(charge.outcome)
+    }
+
+    async fn status(&self, key: &AcquirerKey) -> Result<Option<AcquirerCharge>, AcquirerError> {
+        Ok(self
+            .list(&[("acquirer_key", key.as_str())])
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    async fn charges_for_payment(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.list(&[
+            ("shop_id", shop_id.as_str()),
+            ("payment_id", payment_id.as_str()),
+        ])
+        .await
+    }
+
+    fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+}
+
+fn unix_ms(at: OffsetDateTime) -> String {
+    (at.unix_timestamp_nanos() / 1_000_000).to_string()
+}
+
+#[async_trait]
+impl AcquirerLedger for HttpAcquirer {
+    async fn charges_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        let (from, to) = (unix_ms(from), unix_ms(to));
+        self.list(&[("from", from.as_str()), ("to", to.as_str())])
+            .await
+    }
+
+    async fn refund(&self, charge_id: &str) -> Result<AcquirerRefund, AcquirerError> {
+        let url = self.url(&format!("v1/charges/{charge_id}/refunds"))?;
+        let call = self
+            .http
+            .post(url)
+            .header(IDEMPOTENCY_KEY, format!("refund-{charge_id}"));
+        let body = self.send(call).await?;
+        let refund: RefundJson = serde_json::from_slice(&body).map_err(unreadable)?;
+        let currency = Currency::from_code(&refund.currency).map_err(unreadable)?;
+        Ok(AcquirerRefund {
+            id: refund.id,
+            charge_id: refund.charge_id,
+            amount: Money::from_minor(refund.amount_minor, currency).map_err(unreadable)?,
+        })
+    }
+}

@@ -1,0 +1,425 @@
+//! The standalone API over real HTTP, through the service's adapter: every
+//! outcome classified as definite, unknown, or never sent.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use chargeonce_acquirer::webhooks::{self, WebhookTarget};
+use chargeonce_acquirer::{
+    DO_NOT_HONOR, Faults, HttpAcquirer, HttpAcquirerConfig, KEY_REUSED, Simulator, api_router,
+    tokens,
+};
+use chargeonce_core::acquirer::look_up;
+use chargeonce_core::webhook::{
+    AcquirerEvent, EventKind, SIGNATURE_HEADER, TOLERANCE, WebhookSecret, verify,
+};
+use chargeonce_core::{Acquirer, AcquirerError, AcquirerLedger, ChargeResult, Money, PaymentId};
+
+use crate::common::{TempDir, config, request, request_for};
+
+struct Standalone {
+    base: String,
+    sim: Arc<Simulator>,
+    server: tokio::task::JoinHandle<()>,
+    _dir: TempDir,
+}
+
+impl Drop for Standalone {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn start_with(build: impl FnOnce(Simulator) -> Simulator) -> Standalone {
+    let dir = TempDir::new();
+    let sim = Arc::new(build(
+        Simulator::open(&dir.ledger(), config()).await.unwrap(),
+    ));
+    let app = api_router(Arc::clone(&sim));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    Standalone {
+        base,
+        sim,
+        server,
+        _dir: dir,
+    }
+}
+
+async fn start() -> Standalone {
+    start_with(|sim| sim).await
+}
+
+fn adapter(base: &str, timeout: Duration) -> HttpAcquirer {
+    HttpAcquirer::new(
+        base,
+        HttpAcquirerConfig {
+            connect_timeout: Duration::from_millis(500),
+            request_timeout: timeout,
+            idempotent: true,
+        },
+    )
+    .unwrap()
+}
+
+fn unknown(result: Result<ChargeResult, AcquirerError>) -> String {
+    match result {
+        Err(AcquirerError::Unknown(reason)) => reason,
+        other => panic!("expected an unknown outcome, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn charges_are_definite_idempotent_and_can_be_looked_up() {
+    let s = start().await;
+    let acquirer = adapter(&s.base, Duration::from_secs(5));
+    let ok = request(tokens::OK);
+    let first = acquirer.charge(&ok).await.unwrap();
+    assert!(first.is_succeeded());
+    assert_eq!(
+        acquirer.charge(&ok).await.unwrap(),
+        first,
+        "same key, same answer"
+    );
+    let declined = acquirer.charge(&request(tokens::DECLINED)).await.unwrap();
+    assert!(matches!(declined, ChargeResult::Declined { ref code, .. } if code == "card_declined"));
+
+    let found = acquirer.status(&ok.acquirer_key).await.unwrap().unwrap();
+    assert_eq!(found.outcome, first);
+    assert_eq!(found.payment_id, ok.payment_id);
+    assert_eq!(found.amount, ok.amount);
+    assert!(
+        acquirer
+            .status(&request(tokens::OK).acquirer_key)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let for_payment = acquirer
+        .charges_for_payment(&ok.shop_id, &ok.payment_id)
+        .await
+        .unwrap();
+    assert_eq!(for_payment, vec![found]);
+    assert_eq!(s.sim.ledger().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_never_sent() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let acquirer = adapter(&base, Duration::from_secs(2));
+    assert!(matches!(
+        acquirer.charge(&request(tokens::OK)).await,
+        Err(AcquirerError::NotSent(_))
+    ));
+    assert!(matches!(
+        acquirer.status(&request(tokens::OK).acquirer_key).await,
+        Err(AcquirerError::NotSent(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_hang_is_unknown_and_records_nothing() {
+    let s = start().await;
+    s.sim
+        .set_faults(Faults {
+            hang_rate: 1.0,
+            hang_ms: 3000,
+            ..Faults::default()
+        })
+        .unwrap();
+    let acquirer = adapter(&s.base, Duration::from_millis(300));
+    let reason = unknown(acquirer.charge(&request(tokens::OK)).await);
+    assert!(reason.contains("timed out"), "{reason}");
+    assert!(s.sim.ledger().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn server_errors_before_commit_are_unknown_never_failed() {
+    let s = start().await;
+    s.sim
+        .set_faults(Faults {
+            error_rate: 1.0,
+            ..Faults::default()
+        })
+        .unwrap();
+    let acquirer = adapter(&s.base, Duration::from_secs(2));
+    let reason = unknown(acquirer.charge(&request(tokens::OK)).await);
+    assert!(reason.contains("503"), "{reason}");
+    assert!(s.sim.ledger().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn answers_lost_after_commit_are_unknown_and_a_repeat_learns_them() {
+    let s = start().await;
+    s.sim
+        .set_faults(Faults {
+            lost_answer_rate: 1.0,
+            hang_ms: 600,
+            ..Faults::default()
+        })
+        .unwrap();
+    let acquirer = adapter(&s.base, Duration::from_millis(300));
+    let req = request(tokens::OK);
+    // Enough tries to meet every way of losing an answer (504, drop, silence).
+    for _ in 0..12 {
+        unknown(acquirer.charge(&req).await);
+    }
+    let ledger = s.sim.ledger().await.unwrap();
+    assert_eq!(ledger.len(), 1, "charged once, answered never");
+    s.sim.set_faults(Faults::default()).unwrap();
+    let learnt = acquirer.charge(&req).await.unwrap();
+    assert_eq!(learnt, ledger[0].result());
+}
+
+#[tokio::test]
+async fn a_key_reused_with_other_parameters_is_unknown_not_a_decline() {
+    let s = start().await;
+    let acquirer = adapter(&s.base, Duration::from_secs(2));
+    let req = request(tokens::OK);
+    acquirer.charge(&req).await.unwrap();
+    let mut other = req.clone();
+    other.amount = Money::parse("1.00", "RUB").unwrap();
+    let reason = unknown(acquirer.charge(&other).await);
+    assert!(reason.starts_with(KEY_REUSED), "{reason}");
+    assert_eq!(s.sim.ledger().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_decline_rate_declines_definitely() {
+    let s = start().await;
+    s.sim
+        .set_faults(Faults {
+            decline_rate: 1.0,
+            ..Faults::default()
+        })
+        .unwrap();
+    let acquirer = adapter(&s.base, Duration::from_secs(2));
+    let result = acquirer.charge(&request(tokens::OK)).await.unwrap();
+    assert!(matches!(result, ChargeResult::Declined { ref code, .. } if code == DO_NOT_HONOR));
+}
+
+#[tokio::test]
+async fn without_idempotency_every_request_charges_and_only_the_reference_finds_them() {
+    let s = start_with(|sim| sim.with_idempotency(false)).await;
+    let acquirer = HttpAcquirer::new(
+        &s.base,
+        HttpAcquirerConfig {
+            idempotent: false,
+            ..HttpAcquirerConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(!acquirer.is_idempotent());
+    let req = request(tokens::OK);
+    assert!(
+        look_up(&acquirer, &req.shop_id, &req.payment_id, &req.acquirer_key)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let first = acquirer.charge(&req).await.unwrap();
+    let second = acquirer.charge(&req).await.unwrap();
+    assert_ne!(
+        first, second,
+        "a provider without idempotency charges twice"
+    );
+    assert_eq!(s.sim.ledger().await.unwrap().len(), 2);
+    assert!(
+        acquirer.status(&req.acquirer_key).await.unwrap().is_none(),
+        "no keys kept"
+    );
+    let found = look_up(&acquirer, &req.shop_id, &req.payment_id, &req.acquirer_key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.outcome, first, "the first charge counts");
+}
+
+#[tokio::test]
+async fn faults_are_set_through_the_admin_api() {
+    let s = start().await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/admin/faults", s.base);
+    let set = http
+        .put(&url)
+        .json(
+            &serde_json::json!({"lost_answer_rate": 0.3, "error_rate": 0.1, "latency_max_ms": 20}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), StatusCode::OK);
+    let now: Faults = http.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(now.lost_answer_rate, 0.3);
+    assert_eq!(now.error_rate, 0.1);
+    assert_eq!(now.latency_max_ms, 20);
+    assert_eq!(s.sim.faults(), now);
+    let bad = http
+        .put(&url)
+        .json(&serde_json::json!({"error_rate": 2.0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(s.sim.faults(), now, "a refused setting changes nothing");
+}
+
+#[tokio::test]
+async fn windows_refunds_and_planted_charges() {
+    let s = start().await;
+    let acquirer = adapter(&s.base, Duration::from_secs(2));
+    let req = request(tokens::OK);
+    let charged = acquirer.charge(&req).await.unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let window = acquirer
+        .charges_between(
+            now - time::Duration::minutes(1),
+            now + time::Duration::minutes(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(window.len(), 1);
+    assert!(window[0].holds_money());
+    assert!(
+        acquirer
+            .charges_between(
+                now - time::Duration::hours(2),
+                now - time::Duration::hours(1)
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let refund = acquirer
+        .refund(charged.provider_payment_id())
+        .await
+        .unwrap();
+    assert_eq!(refund.amount, req.amount);
+    assert_eq!(
+        acquirer
+            .refund(charged.provider_payment_id())
+            .await
+            .unwrap(),
+        refund,
+        "refunded once"
+    );
+    let after = acquirer.status(&req.acquirer_key).await.unwrap().unwrap();
+    assert_eq!(after.refunded_minor, req.amount.minor_units());
+    assert!(!after.holds_money());
+    assert!(acquirer.refund("ch_nope").await.is_err());
+
+    let planted = reqwest::Client::new()
+        .post(format!("{}/admin/charges", s.base))
+        .json(&serde_json::json!({
+            "acquirer_key": "planted-1",
+            "shop_id": req.shop_id.as_str(),
+            "payment_id": PaymentId::generate().as_str(),
+            "reference": req.reference.as_str(),
+            "amount": {"value": "15.00", "currency": "RUB"},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(planted.status(), StatusCode::CREATED);
+    assert_eq!(s.sim.ledger().await.unwrap().len(), 2);
+}
+
+/// What a receiver got: verified events, and how many deliveries it refused.
+#[derive(Default)]
+struct Inbox {
+    events: Vec<AcquirerEvent>,
+    refuse_first: usize,
+}
+
+async fn receiver(secret: WebhookSecret, inbox: Arc<Mutex<Inbox>>) -> String {
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let inbox = Arc::clone(&inbox);
+            let secret = secret.clone();
+            async move {
+                let header = headers
+                    .get(SIGNATURE_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                let now = time::OffsetDateTime::now_utc().unix_timestamp();
+                if verify(&secret, header, &body, now, TOLERANCE).is_err() {
+                    return StatusCode::UNAUTHORIZED;
+                }
+                let mut inbox = inbox.lock().unwrap();
+                if inbox.refuse_first > 0 {
+                    inbox.refuse_first -= 1;
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                inbox.events.push(serde_json::from_slice(&body).unwrap());
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn webhooks_are_signed_retried_and_duplicated_when_asked() {
+    let secret = WebhookSecret::new("whsec_test");
+    let inbox = Arc::new(Mutex::new(Inbox {
+        refuse_first: 2,
+        ..Inbox::default()
+    }));
+    let url = receiver(secret.clone(), Arc::clone(&inbox)).await;
+    let s = start_with(|sim| sim.with_events(true)).await;
+    s.sim
+        .set_faults(Faults {
+            webhook_duplicate_rate: 1.0,
+            ..Faults::default()
+        })
+        .unwrap();
+    let deliverer = webhooks::spawn(Arc::clone(&s.sim), WebhookTarget::new(url, secret));
+    let paid = request_for(PaymentId::generate(), tokens::OK);
+    let charged = s.sim.charge(&paid).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while s.sim.undelivered_events().await.unwrap() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events not delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    deliverer.abort();
+    let inbox = inbox.lock().unwrap();
+    let kinds: Vec<EventKind> = inbox.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == EventKind::Succeeded).count(),
+        2,
+        "delivered twice on purpose: {kinds:?}"
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == EventKind::Processing)
+            .count(),
+        2
+    );
+    let succeeded = inbox
+        .events
+        .iter()
+        .find(|e| e.kind == EventKind::Succeeded)
+        .unwrap();
+    assert_eq!(succeeded.data.charge_id, charged.provider_payment_id());
+    assert_eq!(succeeded.data.acquirer_key, paid.acquirer_key.as_str());
+    assert_eq!(succeeded.data.amount.value, "1500.00");
+    let ids: std::collections::HashSet<&str> = inbox.events.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "a duplicate keeps its event id");
+}

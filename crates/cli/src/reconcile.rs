@@ -1,0 +1,84 @@
+//! `chargeonce reconcile`: one reconciler pass, and its report.
+//!
+//! Exit status: 0 when the books agree, 2 when there are findings (or
+//! questions the acquirer did not answer), 1 on an error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use chargeonce_core::NoObserver;
+use chargeonce_server::workers::reconciler::{Reconciler, ReconcilerConfig};
+use clap::Args;
+
+use crate::serve::DEFAULT_DATABASE_URL;
+use crate::upstream::{Upstream, UpstreamArgs};
+
+/// Flags of `chargeonce reconcile`.
+#[derive(Debug, Clone, Args)]
+pub struct ReconcileArgs {
+    /// `sqlite://PATH` or `postgres://...`.
+    #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    database_url: String,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
+    /// The in-process simulator's ledger (when no --acquirer-url is given).
+    #[arg(
+        long,
+        env = "CHARGEONCE_SIM_LEDGER",
+        default_value = "chargeonce-sim.db"
+    )]
+    sim_ledger: PathBuf,
+    /// How far back to compare our payments with the acquirer's ledger.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    window: Duration,
+    /// How old a pending payment must be before the acquirer is asked about it.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pending_after: Duration,
+    /// Refund duplicate charges at the acquirer (keeping the one our payment names).
+    #[arg(long)]
+    refund_duplicates: bool,
+    /// The longest one acquirer request may take.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    acquirer_timeout: Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs one pass, prints its report; `Ok(true)` when clean.
+pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
+    let store = chargeonce_store::connect(&args.database_url, &Default::default())
+        .await
+        .context("opening the store")?;
+    let upstream = Upstream::connect(
+        &args.upstream,
+        args.acquirer_timeout,
+        &args.sim_ledger,
+        Duration::from_secs(3),
+    )
+    .await?;
+    let reconciler = Reconciler {
+        store,
+        acquirer: upstream.acquirer(),
+        ledger: upstream.ledger(),
+        observer: Arc::new(NoObserver),
+    };
+    let config = ReconcilerConfig {
+        pending_after: args.pending_after,
+        window: args.window,
+        refund_duplicates: args.refund_duplicates,
+        ..ReconcilerConfig::default()
+    };
+    let report = reconciler
+        .reconcile_once(&config)
+        .await
+        .context("reconciling")?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(report.is_clean())
+}

@@ -1,0 +1,197 @@
+//! Processes for the network tests: `chargeonce acquirer` and `chargeonce
+//! serve --acquirer-url`, always killed when dropped.
+#![allow(dead_code, clippy::unwrap_used, missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The webhook secret the tests share between acquirer and service.
+pub const WEBHOOK_SECRET: &str = "whsec_e2e_0123456789";
+
+/// A child process that prints `... listening on http://ADDR ...` once ready.
+pub struct Proc {
+    child: Option<Child>,
+    pub base: String,
+    pub name: &'static str,
+}
+
+impl Proc {
+    /// Spawns `chargeonce ARGS` and waits for its listening line.
+    pub async fn start(name: &'static str, args: &[String]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_chargeonce"))
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("E2E_LOG")
+                    .unwrap_or_else(|_| "warn,chargeonce_core::engine=error".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn chargeonce");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut proc = Self {
+            child: Some(child),
+            base: String::new(),
+            name,
+        };
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[{name}] {line}");
+            }
+        });
+        let (tx, rx) = tokio::sync::oneshot::channel::<SocketAddr>();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[{name} stdout] {line}");
+                if let Some((_, rest)) = line.split_once("listening on http://") {
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    if let (Ok(addr), Some(tx)) = (addr.parse::<SocketAddr>(), tx.take()) {
+                        let _ = tx.send(addr);
+                    }
+                }
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(30), rx)
+            .await
+            .unwrap_or_else(|_| panic!("{name} did not start"))
+            .unwrap_or_else(|_| panic!("{name} exited before listening"));
+        proc.base = format!("http://{addr}");
+        proc
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port free right now (bound, then released).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+pub fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// `chargeonce acquirer` on a ledger file, with extra flags.
+pub async fn acquirer(dir: &std::path::Path, listen: &str, extra: &[&str]) -> Proc {
+    let mut args = strings(&["acquirer", "--listen", listen, "--database"]);
+    args.push(dir.join("acquirer.db").display().to_string());
+    args.extend(strings(extra));
+    Proc::start("acquirer", &args).await
+}
+
+/// `chargeonce serve --acquirer-url URL` on a database, with extra flags.
+pub async fn service(
+    name: &'static str,
+    database_url: &str,
+    acquirer_url: &str,
+    extra: &[&str],
+) -> Proc {
+    let mut args = strings(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        database_url,
+        "--acquirer-url",
+        acquirer_url,
+        "--no-demo-shop",
+        "--webhook-secret",
+        WEBHOOK_SECRET,
+    ]);
+    args.extend(strings(extra));
+    Proc::start(name, &args).await
+}
+
+/// PUT /admin/faults on the acquirer.
+pub async fn set_faults(acquirer: &Proc, faults: Value) {
+    let response = reqwest::Client::new()
+        .put(acquirer.url("/admin/faults"))
+        .json(&faults)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "{}",
+        response.text().await.unwrap()
+    );
+}
+
+/// The acquirer's ledger rows.
+pub async fn ledger_rows(acquirer: &Proc) -> Vec<Value> {
+    let ledger: Value = reqwest::get(acquirer.url("/ledger"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    ledger["charges"].as_array().cloned().unwrap_or_default()
+}
+
+/// `chargeonce reconcile ... --json`: exit code and report.
+pub async fn reconcile(database_url: &str, acquirer_url: &str, extra: &[&str]) -> (i32, Value) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_chargeonce"))
+        .args([
+            "reconcile",
+            "--database-url",
+            database_url,
+            "--acquirer-url",
+            acquirer_url,
+            "--window",
+            "1h",
+            "--json",
+        ])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!(
+        "[reconcile stderr] {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("reconcile printed no JSON ({e}), exit {code}: {stdout}"));
+    (code, report)
+}
+
+/// The kinds of a report's findings.
+pub fn finding_kinds(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_owned())
+        .collect()
+}

@@ -1,0 +1,76 @@
+//! # chargeonce-client
+//!
+//! The Rust client of the chargeonce payment API. Half of idempotency lives in
+//! the client, and this crate gets that half right:
+//!
+//! - **The key comes from the intent, not the attempt.** Use
+//!   [`IdempotencyKey::for_operation`]`("order-123", "pay")` (`order-123-pay`),
+//!   and `("order-123", "refund-1")` for a refund. Every retry, from this
+//!   process or from the next one after a crash, computes the same key, so the
+//!   server recognises the repeat. A random key exists only as
+//!   [`IdempotencyKey::random_for_this_process_only`], whose name says what it
+//!   protects.
+//! - **Retries only with the same key and the same body.** The body is
+//!   serialised once per call. Connection errors, timeouts, lost answers, `409`
+//!   (in progress), `429`, `5xx` and `202` (pending) are retried with
+//!   exponential backoff and full jitter, never sooner than the server's
+//!   `Retry-After`, within a total time budget ([`RetryPolicy`]). Payments ask
+//!   the server to wait for a running first request (`Prefer: wait=N`) rather
+//!   than answer `409`.
+//! - **An honest outcome.** A payment call ends [`Outcome::Paid`],
+//!   [`Outcome::Declined`], or — when the budget ran out and nobody knows
+//!   whether money moved — [`Outcome::Uncertain`], never an error that would
+//!   tempt the caller to "try again" with a new key. Refusals are errors, and
+//!   the one that means a client bug has its own: [`Error::KeyReused`].
+//! - **Check before paying.** [`Client::pay_order`] looks the order up first
+//!   (`GET /v1/payments?reference=`), which still protects the order after
+//!   the key expired on the server.
+//!
+//! ```no_run
+//! use chargeonce_client::{Client, CreatePayment, Outcome};
+//! use chargeonce_core::{IdempotencyKey, Money};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::new("http://127.0.0.1:8080", "demo", "sk_...")?;
+//!
+//! let order = "order-123";
+//! // The key names the intent: every retry of "pay order-123" uses it.
+//! let key = IdempotencyKey::for_operation(order, "pay")?;
+//! let request = CreatePayment::new(Money::parse("1500.00", "RUB")?, order, "tok_ok");
+//!
+//! let result = client.pay_order(&key, &request).await?;
+//! match &result.outcome {
+//!     Outcome::Paid(payment) => println!("paid: {}", payment.id),
+//!     Outcome::Declined(payment) => println!("declined: {:?}", payment.decline_code),
+//!     Outcome::Uncertain { payment_id } => {
+//!         // Maybe charged. Never pay again under a new key: retry later
+//!         // with the same key, or look the order up.
+//!         println!("uncertain: {payment_id:?}");
+//!     }
+//! }
+//! println!("{} attempt(s)", result.attempt_count());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Client::pay`] has an example that runs (as a doc test) against an
+//! embedded service: a repeat with the same key is answered from the first
+//! request, and the acquirer's ledger holds one charge.
+
+mod client;
+mod error;
+mod model;
+mod outcome;
+mod problem;
+mod retry;
+
+pub use chargeonce_core::{IdempotencyKey, KeyError, Money, PaymentStatus};
+pub use client::{
+    Client, ClientBuilder, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, PREFER, PREFERENCE_APPLIED,
+};
+pub use error::Error;
+pub use model::{CreatePayment, Ledger, LedgerCharge, LedgerTotal, Payment, PaymentList};
+pub use outcome::{Attempt, AttemptAnswer, FailureKind, Outcome, PayResult};
+pub use problem::{Problem, ProblemCode};
+pub use retry::{RetryPolicy, parse_retry_after};

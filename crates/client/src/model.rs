@@ -1,0 +1,172 @@
+//! The API's requests and resources, typed.
+
+use chargeonce_core::{Money, PaymentStatus};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+/// The body of `POST /v1/payments`: how much, for which order, with which
+/// payment method.
+///
+/// ```
+/// use chargeonce_client::CreatePayment;
+/// use chargeonce_core::Money;
+///
+/// let request = CreatePayment::new(Money::parse("1500.00", "RUB").unwrap(), "order-123", "tok_ok");
+/// assert_eq!(
+///     request.to_json().to_string(),
+///     r#"{"amount":{"currency":"RUB","value":"1500.00"},"payment_method":{"token":"tok_ok"},"reference":"order-123"}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatePayment {
+    /// How much, in which currency.
+    pub amount: Money,
+    /// The shop's order. One order gets at most one successful payment.
+    pub reference: String,
+    /// The acquirer's payment method token (simulator tokens: `tok_ok`,
+    /// `tok_declined`, `tok_timeout`, `tok_slow`, ...).
+    pub token: String,
+}
+
+impl CreatePayment {
+    /// A payment request.
+    pub fn new(amount: Money, reference: impl Into<String>, token: impl Into<String>) -> Self {
+        Self {
+            amount,
+            reference: reference.into(),
+            token: token.into(),
+        }
+    }
+
+    /// The JSON body, as sent. The client serialises it once per call and
+    /// sends the same bytes on every attempt.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "amount": {
+                "value": self.amount.to_decimal_string(),
+                "currency": self.amount.currency().code(),
+            },
+            "reference": self.reference,
+            "payment_method": {"token": self.token},
+        })
+    }
+}
+
+/// A payment, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Payment {
+    /// Our id (`pay_...`).
+    pub id: String,
+    /// The owning shop.
+    pub shop_id: String,
+    /// `pending`, `succeeded` or `declined`.
+    #[serde(deserialize_with = "status")]
+    pub status: PaymentStatus,
+    /// How much.
+    #[serde(deserialize_with = "money")]
+    pub amount: Money,
+    /// The shop's order.
+    pub reference: String,
+    /// The acquirer's id of the charge, once known.
+    pub provider_payment_id: Option<String>,
+    /// Why the acquirer declined, when it did.
+    pub decline_code: Option<String>,
+    /// When it was created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+fn status<'de, D: Deserializer<'de>>(d: D) -> Result<PaymentStatus, D::Error> {
+    let s = String::deserialize(d)?;
+    PaymentStatus::parse(&s).ok_or_else(|| D::Error::custom(format!("unknown status `{s}`")))
+}
+
+#[derive(Deserialize)]
+struct AmountJson {
+    value: String,
+    currency: String,
+}
+
+fn money<'de, D: Deserializer<'de>>(d: D) -> Result<Money, D::Error> {
+    let a = AmountJson::deserialize(d)?;
+    Money::parse(&a.value, &a.currency).map_err(D::Error::custom)
+}
+
+/// `GET /v1/payments?reference=`: an order's payments, oldest first.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PaymentList {
+    /// The payments.
+    pub data: Vec<Payment>,
+}
+
+/// The embedded acquirer simulator's ledger (`GET /sim/ledger`, a test tool):
+/// what really moved, according to the "bank".
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Ledger {
+    /// Every charge attempt, oldest first.
+    pub charges: Vec<LedgerCharge>,
+    /// Succeeded charges summed per currency.
+    pub total_succeeded: Vec<LedgerTotal>,
+}
+
+/// One charge attempt at the acquirer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LedgerCharge {
+    /// The acquirer's id of the charge (`ch_...`): the payment's `provider_payment_id`.
+    pub id: String,
+    /// The key chargeonce sent to the acquirer (derived from the payment).
+    pub acquirer_key: String,
+    /// The shop.
+    pub shop_id: String,
+    /// Our payment id.
+    pub payment_id: String,
+    /// The order.
+    pub reference: String,
+    /// How much.
+    #[serde(deserialize_with = "money")]
+    pub amount: Money,
+    /// `succeeded` or `declined`.
+    pub status: String,
+    /// Why it was declined.
+    pub decline_code: Option<String>,
+    /// When the acquirer recorded it.
+    pub created_at: String,
+}
+
+/// The money that moved in one currency.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LedgerTotal {
+    /// ISO 4217 code.
+    pub currency: String,
+    /// The sum, as a decimal string.
+    pub amount: String,
+    /// How many succeeded charges.
+    pub count: u64,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_payment_the_server_renders() {
+        let body = r#"{"id":"pay_01a2297968b375bcb36eb8e661248216","object":"payment","shop_id":"demo","status":"succeeded","amount":{"value":"1500.00","currency":"RUB"},"reference":"order-123","provider_payment_id":"ch_1","decline_code":null,"created_at":"2026-11-29T22:42:32.243Z"}"#;
+        let payment: Payment = serde_json::from_str(body).unwrap();
+        assert_eq!(payment.status, PaymentStatus::Succeeded);
+        assert_eq!(payment.amount, Money::parse("1500", "RUB").unwrap());
+        assert_eq!(payment.provider_payment_id.as_deref(), Some("ch_1"));
+        let bad = body.replace("succeeded", "lost");
+        assert!(serde_json::from_str::<Payment>(&bad).is_err());
+    }
+
+    #[test]
+    fn reads_the_simulator_ledger() {
+        let body = r#"{"charges":[{"id":"ch_1","acquirer_key":"chargeonce-pay_1","shop_id":"demo","payment_id":"pay_1","reference":"o1","amount":{"value":"1500.00","currency":"RUB"},"amount_minor":150000,"status":"succeeded","decline_code":null,"created_at":"2026-11-29T23:17:49.501Z","refunded_minor":0}],"total_succeeded":[{"currency":"RUB","amount":"1500.00","count":1}]}"#;
+        let ledger: Ledger = serde_json::from_str(body).unwrap();
+        assert_eq!(ledger.charges[0].amount.minor_units(), 150_000);
+        assert_eq!(ledger.total_succeeded[0].count, 1);
+    }
+}

@@ -1,0 +1,185 @@
+//! What a payment call ended with, and what each attempt saw.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use chargeonce_core::IdempotencyKey;
+
+use crate::{Payment, ProblemCode};
+
+/// Where a payment stands after a call: the only three answers a payment
+/// client may give.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Charged (by this call, by an earlier attempt of the same intent, or
+    /// earlier for the same order).
+    Paid(Payment),
+    /// Declined by the acquirer: definite, nothing charged.
+    Declined(Payment),
+    /// The budget ran out before a definite answer. The payment may or may not
+    /// have been charged: the acquirer may have charged and the answer been
+    /// lost. **Do not pay again with a new key.** Retry later with the same key
+    /// (the server answers with the first result, or resolves it), or look the
+    /// payment (or the order) up.
+    Uncertain {
+        /// The payment, when an answer named it (`202` pending, `503`
+        /// acquirer unavailable); `None` when no answer arrived at all.
+        payment_id: Option<String>,
+    },
+}
+
+impl Outcome {
+    /// The payment, when the outcome is definite.
+    pub fn payment(&self) -> Option<&Payment> {
+        match self {
+            Self::Paid(p) | Self::Declined(p) => Some(p),
+            Self::Uncertain { .. } => None,
+        }
+    }
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptAnswer {
+    /// An HTTP answer.
+    Http {
+        /// The status code.
+        status: u16,
+        /// `Idempotent-Replayed: true`: the stored answer of the key's first request.
+        replayed: bool,
+        /// `Preference-Applied: wait=...`: the server waited for the key's
+        /// first request instead of answering 409.
+        waited: bool,
+        /// The problem code of an error answer.
+        problem: Option<ProblemCode>,
+        /// The payment's status, when the answer carried a payment.
+        payment_status: Option<&'static str>,
+    },
+    /// No HTTP answer.
+    Failed {
+        /// Why.
+        kind: FailureKind,
+        /// The transport's description.
+        message: String,
+    },
+}
+
+/// Why an attempt got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The connection could not be made: the request was not sent.
+    Connect,
+    /// No answer within the attempt timeout: the request may have executed.
+    Timeout,
+    /// The connection broke after the request went out (a lost answer): it
+    /// may have executed.
+    Lost,
+}
+
+impl fmt::Display for AttemptAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Http {
+                status,
+                replayed,
+                waited,
+                problem,
+                payment_status,
+            } => {
+                write!(f, "{status} {}", reason(*status))?;
+                if let Some(code) = problem {
+                    write!(f, " {code}")?;
+                }
+                if let Some(s) = payment_status {
+                    write!(f, " (payment {s})")?;
+                }
+                if *replayed {
+                    f.write_str(", replayed")?;
+                }
+                if *waited {
+                    f.write_str(", after waiting on the server (Prefer: wait)")?;
+                }
+                Ok(())
+            }
+            Self::Failed { kind, message } => {
+                let what = match kind {
+                    FailureKind::Connect => "could not connect",
+                    FailureKind::Timeout => "no answer in time",
+                    FailureKind::Lost => "answer lost",
+                };
+                write!(f, "{what}: {message}")
+            }
+        }
+    }
+}
+
+/// The reason phrase of the statuses the API uses.
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+/// One attempt of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// 1 for the first.
+    pub number: u32,
+    /// When it was sent.
+    pub sent_at: Instant,
+    /// How long it took.
+    pub took: Duration,
+    /// How it ended.
+    pub answer: AttemptAnswer,
+    /// The wait before the next attempt, when there was one.
+    pub retry_in: Option<Duration>,
+}
+
+/// The result of a payment call: the outcome, the key it was made under, and
+/// every attempt it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PayResult {
+    /// Where the payment stands.
+    pub outcome: Outcome,
+    /// The key every attempt carried.
+    pub key: IdempotencyKey,
+    /// Every attempt, in order. Empty when the payment was found by the
+    /// check before paying and nothing was sent.
+    pub attempts: Vec<Attempt>,
+    /// The order already had this payment: found by
+    /// [`Client::pay_order`](crate::Client::pay_order)'s check before paying,
+    /// so no payment was sent.
+    pub found_before_paying: bool,
+}
+
+impl PayResult {
+    /// How many attempts the call made.
+    pub fn attempt_count(&self) -> usize {
+        self.attempts.len()
+    }
+
+    /// The last attempt's answer was a replay of the key's first answer.
+    pub fn replayed(&self) -> bool {
+        matches!(
+            self.attempts.last().map(|a| &a.answer),
+            Some(AttemptAnswer::Http { replayed: true, .. })
+        )
+    }
+}

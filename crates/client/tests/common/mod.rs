@@ -1,0 +1,390 @@
+//! A real chargeonce server on a real socket (PostgreSQL or SQLite, and the
+//! acquirer simulator), a fault proxy to put between it and the client, and
+//! the client itself with a fast retry policy.
+
+#![allow(dead_code, clippy::unwrap_used, missing_docs)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chargeonce_acquirer::{Simulator, SimulatorConfig};
+use chargeonce_client::{Client, CreatePayment, IdempotencyKey, Money, RetryPolicy};
+use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
+use chargeonce_server::{AppState, HttpRender};
+use chargeonce_store::{PgStore, PoolConfig, SqliteStore};
+use chargeonce_testkit::TestDb;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+enum Concrete {
+    Pg(Arc<PgStore>),
+    Lite(Arc<SqliteStore>),
+}
+
+pub const SHOP: &str = "shop-client";
+pub const SECRET: &str = "sk_test_client";
+
+pub struct Options {
+    pub timing: KeyTiming,
+    pub slow: Duration,
+    pub acquirer_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            timing: KeyTiming {
+                lease: Duration::from_secs(30),
+                ttl: Duration::from_secs(3600),
+            },
+            slow: Duration::from_millis(1000),
+            acquirer_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub base: String,
+    pub sim: Arc<Simulator>,
+    pub store: Arc<dyn Store>,
+    concrete: Concrete,
+    server: JoinHandle<()>,
+    _db: TestDb,
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, Options::default()).await
+    }
+
+    pub async fn start_with(backend: Backend, options: Options) -> Self {
+        let db = match backend {
+            Backend::Postgres => TestDb::postgres().await,
+            Backend::Sqlite => TestDb::sqlite(),
+        };
+        let pool = PoolConfig::default();
+        let (store, concrete): (Arc<dyn Store>, Concrete) = match backend {
+            Backend::Postgres => {
+                let s = Arc::new(PgStore::connect(db.url(), &pool).await.unwrap());
+                (s.clone(), Concrete::Pg(s))
+            }
+            Backend::Sqlite => {
+                let s = Arc::new(SqliteStore::connect(db.url(), &pool).await.unwrap());
+                (s.clone(), Concrete::Lite(s))
+            }
+        };
+        store
+            .add_shop(
+                &ShopId::new(SHOP).unwrap(),
+                &ShopSecret::from_string(SECRET).hash(),
+            )
+            .await
+            .unwrap();
+        let sim = Arc::new(
+            Simulator::open(
+                &db.dir().join("ledger.db"),
+                SimulatorConfig { slow: options.slow },
+            )
+            .await
+            .unwrap(),
+        );
+        let config = EngineConfig {
+            timing: options.timing,
+            acquirer_timeout: options.acquirer_timeout,
+            ..EngineConfig::default()
+        };
+        let engine = Arc::new(
+            Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config).unwrap(),
+        );
+        let app = chargeonce_server::router(AppState::new(engine))
+            .nest("/sim", chargeonce_acquirer::router(sim.clone()));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            chargeonce_server::serve(listener, app, std::future::pending())
+                .await
+                .unwrap();
+        });
+        Self {
+            addr,
+            base: format!("http://{addr}"),
+            sim,
+            store,
+            concrete,
+            server,
+            _db: db,
+        }
+    }
+
+    /// Closes the store's connections: the database is now out of reach.
+    pub async fn break_store(&self) {
+        match &self.concrete {
+            Concrete::Pg(s) => s.close().await,
+            Concrete::Lite(s) => s.close().await,
+        }
+    }
+
+    /// A client of this server (directly, no proxy).
+    pub fn client(&self) -> Client {
+        client_for(&self.base, fast_policy())
+    }
+
+    /// Succeeded charges in the acquirer's ledger for one order.
+    pub async fn charges_for(&self, reference: &str) -> usize {
+        self.sim
+            .ledger()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.reference.as_str() == reference)
+            .count()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// Retries quickly, so every path runs in a second or two.
+pub fn fast_policy() -> RetryPolicy {
+    RetryPolicy::default()
+        .budget(Duration::from_secs(8))
+        .attempt_timeout(Duration::from_secs(5))
+        .backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .prefer_wait(None)
+}
+
+pub fn client_for(base: &str, policy: RetryPolicy) -> Client {
+    Client::builder(base, SHOP, SECRET)
+        .retry_policy(policy)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
+}
+
+/// A unique order for one test.
+pub fn order(label: &str) -> String {
+    format!("{label}-{}", &uuid_like())
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{nanos:x}")
+}
+
+/// The seed's order: 1500.00 RUB.
+pub fn payment(reference: &str, token: &str) -> CreatePayment {
+    CreatePayment::new(Money::parse("1500.00", "RUB").unwrap(), reference, token)
+}
+
+pub fn pay_key(reference: &str) -> IdempotencyKey {
+    IdempotencyKey::for_operation(reference, "pay").unwrap()
+}
+
+/// What the proxy does to one client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward both ways.
+    Pass,
+    /// Forward the request; when the server starts answering (it has
+    /// committed), close the client's side: the answer is lost.
+    LoseAnswer,
+    /// Forward the request, swallow the answer and keep the client's side open:
+    /// the client times out after the server committed.
+    ForwardThenHang,
+    /// Read the request and answer `429` with `Retry-After: 1`, forwarding nothing.
+    TooManyRequests,
+    /// Read the request and answer `503` with `Retry-After: 1`, forwarding nothing.
+    Unavailable,
+}
+
+/// A TCP proxy between the client and the server that applies one fault per
+/// new connection, in order, then a default one.
+pub struct FaultProxy {
+    pub addr: SocketAddr,
+    pub base: String,
+    state: Arc<ProxyState>,
+    task: JoinHandle<()>,
+}
+
+struct ProxyState {
+    plan: Mutex<VecDeque<Fault>>,
+    then: Fault,
+    connections: Mutex<Vec<Fault>>,
+}
+
+impl FaultProxy {
+    /// A proxy on a fresh port: the faults in `plan` for the first
+    /// connections, then `then` for every later one.
+    pub async fn start(upstream: SocketAddr, plan: &[Fault], then: Fault) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve(listener, upstream, plan, then)
+    }
+
+    /// The same on a listener the caller bound.
+    pub fn serve(listener: TcpListener, upstream: SocketAddr, plan: &[Fault], then: Fault) -> Self {
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(ProxyState {
+            plan: Mutex::new(plan.iter().copied().collect()),
+            then,
+            connections: Mutex::new(Vec::new()),
+        });
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let fault = shared
+                    .plan
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .unwrap_or(shared.then);
+                shared.connections.lock().unwrap().push(fault);
+                tokio::spawn(handle(client, upstream, fault));
+            }
+        });
+        Self {
+            addr,
+            base: format!("http://{addr}"),
+            state,
+            task,
+        }
+    }
+
+    /// The faults applied so far, one per connection.
+    pub fn connections(&self) -> Vec<Fault> {
+        self.state.connections.lock().unwrap().clone()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(mut client: TcpStream, upstream: SocketAddr, fault: Fault) {
+    match fault {
+        Fault::Pass => {
+            let Ok(mut server) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+        }
+        Fault::LoseAnswer | Fault::ForwardThenHang => {
+            let Ok(server) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            let (mut client_read, client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            let forward = tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+            });
+            // Wait for the first byte of the answer: the server has finished.
+            let mut buf = [0_u8; 1];
+            let _ = server_read.read(&mut buf).await;
+            forward.abort();
+            if fault == Fault::ForwardThenHang {
+                // Keep the client's connection open, silent, until it gives up.
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            drop(client_write);
+        }
+        Fault::TooManyRequests | Fault::Unavailable => {
+            read_request(&mut client).await;
+            let (status, code) = if fault == Fault::TooManyRequests {
+                ("429 Too Many Requests", "too_many_requests")
+            } else {
+                ("503 Service Unavailable", "store_unavailable")
+            };
+            let body = format!(
+                r#"{{"type":"about:blank","title":"injected","status":{},"detail":"injected by the test proxy","code":"{code}"}}"#,
+                &status[..3]
+            );
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/problem+json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.write_all(answer.as_bytes()).await;
+            let _ = client.shutdown().await;
+        }
+    }
+}
+
+/// Reads one HTTP/1.1 request (headers and a `content-length` body).
+async fn read_request(client: &mut TcpStream) {
+    let mut data = Vec::new();
+    let mut buf = [0_u8; 4096];
+    loop {
+        let Ok(n) = client.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        data.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&data);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())
+                        .flatten()
+                })
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
+}
+
+/// A free port nobody listens on (yet).
+pub async fn free_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// Defines each listed test once per store.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::common::Backend::Postgres).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::common::Backend::Sqlite).await;
+                }
+            )*
+        }
+    };
+}

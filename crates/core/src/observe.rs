@@ -1,0 +1,126 @@
+//! What the engine and the workers report as they go, for metrics. A trait, so
+//! the core stays free of any metrics library: the service implements it (with
+//! Prometheus counters), tests may record, and [`NoObserver`] ignores it all.
+
+use std::time::Duration;
+
+/// Which acquirer call an observation is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcquirerCall {
+    /// A charge.
+    Charge,
+    /// A look-up of what the acquirer holds for a payment.
+    Lookup,
+}
+
+impl AcquirerCall {
+    /// A stable label (`charge`, `lookup`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Charge => "charge",
+            Self::Lookup => "lookup",
+        }
+    }
+}
+
+/// How an acquirer call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcquirerOutcomeKind {
+    /// Charged (or, for a look-up, a charge was found).
+    Succeeded,
+    /// Declined.
+    Declined,
+    /// A look-up found nothing.
+    NotFound,
+    /// No definite answer: timeout, reset, 5xx, lost answer.
+    Unknown,
+    /// Certainly never reached the acquirer.
+    NotSent,
+}
+
+impl AcquirerOutcomeKind {
+    /// A stable label (`succeeded`, `declined`, `not_found`, `unknown`, `not_sent`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Declined => "declined",
+            Self::NotFound => "not_found",
+            Self::Unknown => "unknown",
+            Self::NotSent => "not_sent",
+        }
+    }
+}
+
+/// How one completer attempt on a stalled key ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompleterResult {
+    /// The key now has its final answer stored.
+    Finished,
+    /// Still no definite answer (acquirer unknown or unreachable, or the
+    /// order's payment is pending); the key waits for the next pass.
+    StillPending,
+    /// Someone else holds the key (a client retry, another instance).
+    Skipped,
+    /// The store failed.
+    Failed,
+}
+
+impl CompleterResult {
+    /// A stable label (`finished`, `still_pending`, `skipped`, `failed`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Finished => "finished",
+            Self::StillPending => "still_pending",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Receives what happens, as it happens. Every method has an empty default, so
+/// an implementation picks what it counts. Methods must be cheap and never block.
+pub trait Observer: Send + Sync + 'static {
+    /// A new key was claimed (phase 1 committed).
+    fn claimed(&self) {}
+    /// A finished key's stored answer was replayed.
+    fn replayed(&self) {}
+    /// A repeat found the key's lease alive: 409.
+    fn in_progress(&self) {}
+    /// A key was reused for another request: 422.
+    fn mismatch(&self) {}
+    /// An expired lease was taken over (by a retry or the completer).
+    fn taken_over(&self) {}
+    /// A key was repeated unusually often (`repeats` requests after its first).
+    fn repeated_key(&self, repeats: u64) {
+        let _ = repeats;
+    }
+    /// An acquirer call ended.
+    fn acquirer_call(&self, call: AcquirerCall, outcome: AcquirerOutcomeKind, latency: Duration) {
+        let _ = (call, outcome, latency);
+    }
+    /// A store call failed (`operation` names the step).
+    fn store_error(&self, operation: &'static str) {
+        let _ = operation;
+    }
+    /// The completer worked on one stalled key.
+    fn completer_run(&self, result: CompleterResult) {
+        let _ = result;
+    }
+    /// The reconciler found something (`kind`: `orphan_charge`,
+    /// `duplicate_charge`, `missing_charge`, `mismatch`).
+    fn reconciler_finding(&self, kind: &'static str) {
+        let _ = kind;
+    }
+    /// The reconciler settled a pending payment from the acquirer's answer.
+    fn reconciler_resolved(&self) {}
+    /// The sweeper deleted expired keys.
+    fn swept(&self, deleted: u64) {
+        let _ = deleted;
+    }
+}
+
+/// Observes nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {}

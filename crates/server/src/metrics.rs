@@ -1,0 +1,268 @@
+//! Prometheus metrics, served at `GET /metrics` in the text format.
+//!
+//! One explicit [`Registry`] per [`Metrics`] (no global recorder), so tests in
+//! one process each read their own values. [`Metrics`] is the engine's and
+//! the workers' [`Observer`]; the webhook route counts through it too.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `chargeonce_claims_total` | | new keys claimed |
+//! | `chargeonce_replays_total` | | stored answers replayed |
+//! | `chargeonce_conflicts_total` | | 409: the key's first request still runs |
+//! | `chargeonce_mismatches_total` | | 422: a key reused for another request |
+//! | `chargeonce_lease_takeovers_total` | | expired leases taken over (retries, completer) |
+//! | `chargeonce_repeated_keys_total` | | keys past the repeat warning threshold (logged) |
+//! | `chargeonce_store_errors_total` | `operation` | failed store calls |
+//! | `chargeonce_acquirer_calls_total` | `call`, `outcome` | acquirer calls by outcome |
+//! | `chargeonce_acquirer_call_duration_seconds` | `call`, `outcome` | their latency |
+//! | `chargeonce_completer_runs_total` | `result` | completer attempts on stalled keys |
+//! | `chargeonce_reconciler_findings_total` | `kind` | orphan, duplicate, missing charges, mismatches |
+//! | `chargeonce_reconciler_resolved_total` | | pending payments settled from the acquirer's answer |
+//! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
+//! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
+
+use std::time::Duration;
+
+use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, Observer};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label pairs.
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// A histogram family with our latency buckets (1 ms to about 33 s).
+type Latencies = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric of one service instance, in its own registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    claims: Counter,
+    replays: Counter,
+    conflicts: Counter,
+    mismatches: Counter,
+    takeovers: Counter,
+    repeated_keys: Counter,
+    store_errors: Family<Labels, Counter>,
+    acquirer_calls: Family<Labels, Counter>,
+    acquirer_latency: Latencies,
+    completer_runs: Family<Labels, Counter>,
+    findings: Family<Labels, Counter>,
+    resolved: Counter,
+    swept: Counter,
+    webhooks: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric registered at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("chargeonce");
+        let claims = Counter::default();
+        let replays = Counter::default();
+        let conflicts = Counter::default();
+        let mismatches = Counter::default();
+        let takeovers = Counter::default();
+        let repeated_keys = Counter::default();
+        let store_errors = Family::<Labels, Counter>::default();
+        let acquirer_calls = Family::<Labels, Counter>::default();
+        let acquirer_latency = Latencies::new_with_constructor(latency_histogram);
+        let completer_runs = Family::<Labels, Counter>::default();
+        let findings = Family::<Labels, Counter>::default();
+        let resolved = Counter::default();
+        let swept = Counter::default();
+        let webhooks = Family::<Labels, Counter>::default();
+        registry.register("claims", "New idempotency keys claimed", claims.clone());
+        registry.register("replays", "Stored answers replayed", replays.clone());
+        registry.register(
+            "conflicts",
+            "Requests answered 409: the key's first request still runs",
+            conflicts.clone(),
+        );
+        registry.register(
+            "mismatches",
+            "Requests answered 422: a key reused for another request",
+            mismatches.clone(),
+        );
+        registry.register(
+            "lease_takeovers",
+            "Expired leases taken over by a retry or the completer",
+            takeovers.clone(),
+        );
+        registry.register(
+            "repeated_keys",
+            "Keys repeated past the warning threshold",
+            repeated_keys.clone(),
+        );
+        registry.register("store_errors", "Failed store calls", store_errors.clone());
+        registry.register(
+            "acquirer_calls",
+            "Acquirer calls by outcome",
+            acquirer_calls.clone(),
+        );
+        registry.register(
+            "acquirer_call_duration_seconds",
+            "Acquirer call latency by outcome",
+            acquirer_latency.clone(),
+        );
+        registry.register(
+            "completer_runs",
+            "Completer attempts on stalled keys, by result",
+            completer_runs.clone(),
+        );
+        registry.register(
+            "reconciler_findings",
+            "Reconciler findings by kind",
+            findings.clone(),
+        );
+        registry.register(
+            "reconciler_resolved",
+            "Pending payments settled by the reconciler",
+            resolved.clone(),
+        );
+        registry.register("sweeper_deleted", "Expired keys deleted", swept.clone());
+        registry.register("webhooks", "Acquirer webhooks by result", webhooks.clone());
+        Self {
+            registry,
+            claims,
+            replays,
+            conflicts,
+            mismatches,
+            takeovers,
+            repeated_keys,
+            store_errors,
+            acquirer_calls,
+            acquirer_latency,
+            completer_runs,
+            findings,
+            resolved,
+            swept,
+            webhooks,
+        }
+    }
+
+    /// Counts one acquirer webhook by its result (`applied`, `duplicate`,
+    /// `no_change`, `conflict`, `unknown_payment`, `bad_signature`, ...).
+    pub fn webhook(&self, result: &'static str) {
+        self.webhooks.get_or_create(&vec![("result", result)]).inc();
+    }
+
+    /// Counts a store failure while recording a webhook.
+    pub fn store_error_webhook(&self) {
+        self.store_error("webhook");
+    }
+
+    /// The Prometheus text format of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Err(error) = encode(&mut out, &self.registry) {
+            tracing::error!(%error, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+impl Observer for Metrics {
+    fn claimed(&self) {
+        self.claims.inc();
+    }
+
+    fn replayed(&self) {
+        self.replays.inc();
+    }
+
+    fn in_progress(&self) {
+        self.conflicts.inc();
+    }
+
+    fn mismatch(&self) {
+        self.mismatches.inc();
+    }
+
+    fn taken_over(&self) {
+        self.takeovers.inc();
+    }
+
+    fn repeated_key(&self, _repeats: u64) {
+        self.repeated_keys.inc();
+    }
+
+    fn acquirer_call(&self, call: AcquirerCall, outcome: AcquirerOutcomeKind, latency: Duration) {
+        let labels = vec![("call", call.as_str()), ("outcome", outcome.as_str())];
+        self.acquirer_calls.get_or_create(&labels).inc();
+        self.acquirer_latency
+            .get_or_create(&labels)
+            .observe(latency.as_secs_f64());
+    }
+
+    fn store_error(&self, operation: &'static str) {
+        self.store_errors
+            .get_or_create(&vec![("operation", operation)])
+            .inc();
+    }
+
+    fn completer_run(&self, result: CompleterResult) {
+        self.completer_runs
+            .get_or_create(&vec![("result", result.as_str())])
+            .inc();
+    }
+
+    fn reconciler_finding(&self, kind: &'static str) {
+        self.findings.get_or_create(&vec![("kind", kind)]).inc();
+    }
+
+    fn reconciler_resolved(&self) {
+        self.resolved.inc();
+    }
+
+    fn swept(&self, deleted: u64) {
+        self.swept.inc_by(deleted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_show_in_the_text_format() {
+        let metrics = Metrics::new();
+        metrics.claimed();
+        metrics.claimed();
+        metrics.mismatch();
+        metrics.acquirer_call(
+            AcquirerCall::Charge,
+            AcquirerOutcomeKind::Unknown,
+            Duration::from_millis(30),
+        );
+        metrics.reconciler_finding("duplicate_charge");
+        metrics.swept(5);
+        metrics.webhook("duplicate");
+        let text = metrics.render();
+        for line in [
+            "chargeonce_claims_total 2",
+            "chargeonce_mismatches_total 1",
+            "chargeonce_replays_total 0",
+            "chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"unknown\"} 1",
+            "chargeonce_acquirer_call_duration_seconds_count{call=\"charge\",outcome=\"unknown\"} 1",
+            "chargeonce_reconciler_findings_total{kind=\"duplicate_charge\"} 1",
+            "chargeonce_sweeper_deleted_total 5",
+            "chargeonce_webhooks_total{result=\"duplicate\"} 1",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
