@@ -45,9 +45,11 @@ impl Target {
         use base64::Engine as _;
         let base = base.trim_end_matches('/').to_owned();
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{shop}:{secret}"));
-        let auth = HeaderValue::from_str(&format!("Basic {token}")).map_err(|_| {
+        let mut auth = HeaderValue::from_str(&format!("Basic {token}")).map_err(|_| {
             BenchError::Config("the shop id or secret is not a valid header value".into())
         })?;
+        // Debug of the target (and of reqwest's request) then hides the credentials.
+        auth.set_sensitive(true);
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(connections.max(1))
             .tcp_nodelay(true)

@@ -92,7 +92,7 @@ pub struct BenchArgs {
     pub shop: String,
     /// The shop's secret key (HTTP Basic password).
     #[arg(long, env = "CHARGEONCE_BENCH_SECRET", hide_env_values = true)]
-    pub secret: String,
+    pub secret: chargeonce_core::ShopSecret,
     /// Also write the report as JSON to this file (`-` for standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -253,7 +253,7 @@ pub async fn main(args: BenchArgs) -> Result<Report, BenchError> {
         (Scenario::Storm, Some(duplicates)) => duplicates,
         _ => args.connections,
     };
-    let target = Target::new(&args.target, &args.shop, &args.secret, connections)?;
+    let target = Target::new(&args.target, &args.shop, args.secret.expose(), connections)?;
     let config = Config {
         scenario: args.scenario,
         connections,

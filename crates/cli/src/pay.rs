@@ -30,7 +30,7 @@ pub struct ConnectArgs {
     shop: String,
     /// The shop's secret key (HTTP Basic password).
     #[arg(long, env = "CHARGEONCE_SECRET", hide_env_values = true)]
-    secret: String,
+    secret: chargeonce_core::ShopSecret,
     /// The total time the call may take, retries included. When it runs out
     /// before a definite answer, the result is "uncertain" (exit code 3).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
@@ -39,7 +39,7 @@ pub struct ConnectArgs {
 
 impl ConnectArgs {
     fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::builder(&self.url, &self.shop, &self.secret)
+        Ok(Client::builder(&self.url, &self.shop, self.secret.expose())
             .retry_policy(RetryPolicy::default().budget(self.budget))
             .build()?)
     }

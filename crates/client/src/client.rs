@@ -92,6 +92,14 @@ impl ClientBuilder {
                 self.base
             )));
         }
+        // Without a TLS stack every https attempt would fail to connect and be
+        // retried for the whole budget: refuse it now, plainly.
+        if base.scheme() == "https" && !cfg!(feature = "rustls") {
+            return Err(Error::Config(format!(
+                "base URL `{}` needs TLS: build chargeonce-client with the `rustls` feature",
+                self.base
+            )));
+        }
         if !base.path().ends_with('/') {
             let path = format!("{}/", base.path());
             base.set_path(&path);
@@ -303,6 +311,10 @@ impl Client {
         let deadline = started + self.policy.budget;
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut payment_id: Option<String> = None;
+        // Whether an earlier attempt may have executed (it was sent and got no
+        // definite answer). From then on, a refusal is no proof that nothing
+        // happened: the result is Uncertain, never an error inviting a new key.
+        let mut maybe_executed = false;
         loop {
             let number = u32::try_from(attempts.len()).unwrap_or(u32::MAX) + 1;
             let timeout = self
@@ -342,8 +354,32 @@ impl Client {
                         found_before_paying: false,
                     });
                 }
+                Step::Fail(error) if maybe_executed => {
+                    tracing::warn!(
+                        key = %key,
+                        %error,
+                        "refused after an attempt that may have executed; the outcome is uncertain"
+                    );
+                    attempts.push(attempt);
+                    return Ok(PayResult {
+                        outcome: Outcome::Uncertain { payment_id },
+                        key: key.clone(),
+                        attempts,
+                        found_before_paying: false,
+                    });
+                }
                 Step::Fail(error) => return Err(error),
-                Step::Retry(retry_after) => retry_after,
+                Step::Retry(retry_after) => {
+                    let never_sent = matches!(
+                        attempt.answer,
+                        AttemptAnswer::Failed {
+                            kind: FailureKind::Connect,
+                            ..
+                        }
+                    );
+                    maybe_executed |= !never_sent;
+                    retry_after
+                }
             };
             let delay = self.policy.delay(number, retry_after);
             if number >= self.policy.max_attempts || Instant::now() + delay >= deadline {

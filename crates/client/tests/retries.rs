@@ -540,3 +540,38 @@ async fn the_budget_bounds_the_call() {
     );
     assert!(result.attempt_count() >= 2);
 }
+
+/// The first attempt's answer is lost after the server charged; the retry is
+/// refused by something in between. That refusal proves nothing about the
+/// first attempt: the result is Uncertain, never an error inviting a new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusal_after_a_lost_answer_is_uncertain_not_an_error() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let proxy = FaultProxy::start(
+        server.addr,
+        &[Fault::LoseAnswer, Fault::GatewayRefuses],
+        Fault::Pass,
+    )
+    .await;
+    let client = common::client_for(&proxy.base, common::fast_policy());
+    let order = common::order("refused-after-lost");
+    let key = common::pay_key(&order);
+    let request = common::payment(&order, "tok_ok");
+    let result = client.pay(&key, &request).await.unwrap();
+    assert!(
+        matches!(result.outcome, Outcome::Uncertain { .. }),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(result.attempt_count(), 2);
+    assert_eq!(
+        server.charges_for(&order).await,
+        1,
+        "the first attempt did charge"
+    );
+    // Trying again later with the same key settles it, charging nothing more.
+    let again = client.pay(&key, &request).await.unwrap();
+    assert!(matches!(again.outcome, Outcome::Paid(_)));
+    assert!(again.replayed());
+    assert_eq!(server.charges_for(&order).await, 1);
+}

@@ -77,6 +77,15 @@ impl ShopSecret {
     }
 }
 
+impl std::str::FromStr for ShopSecret {
+    type Err = std::convert::Infallible;
+
+    /// Wraps a secret given on a command line or in the environment.
+    fn from_str(secret: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from_string(secret))
+    }
+}
+
 impl fmt::Debug for ShopSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ShopSecret(***)")

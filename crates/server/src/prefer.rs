@@ -29,6 +29,9 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// How often a waiting request looks at the key.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
+/// The longest pause between two reads of a waited-for key.
+const MAX_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
 /// The response header that says the preference was honoured.
 pub const PREFERENCE_APPLIED: &str = "preference-applied";
 
@@ -165,12 +168,18 @@ async fn run_engine(
 /// Polls the key until it is finished or its lease is no longer held (then
 /// `true`: ask the engine again), or until the deadline (`false`). A store
 /// error also returns `true`: the engine's next answer reports it properly.
+///
+/// The pause between reads starts at [`POLL_INTERVAL`] and doubles up to
+/// [`MAX_POLL_INTERVAL`], so many waiting duplicates of a long operation do
+/// not take the connections the operation itself needs.
 async fn key_changed_by(state: &AppState, claim: &ClaimRequest, deadline: Instant) -> bool {
+    let mut pause = POLL_INTERVAL;
     loop {
         if Instant::now() >= deadline {
             return false;
         }
-        let next = (Instant::now() + POLL_INTERVAL).min(deadline);
+        let next = (Instant::now() + pause).min(deadline);
+        pause = (pause * 2).min(MAX_POLL_INTERVAL);
         tokio::time::sleep_until(next).await;
         match state.store.key(&claim.shop_id, &claim.key).await {
             Ok(Some(record))

@@ -213,6 +213,8 @@ pub enum Fault {
     TooManyRequests,
     /// Read the request and answer `503` with `Retry-After: 1`, forwarding nothing.
     Unavailable,
+    /// Read the request and answer a gateway's plain-text `400`, forwarding nothing.
+    GatewayRefuses,
 }
 
 /// A TCP proxy between the client and the server that applies one fault per
@@ -308,6 +310,16 @@ async fn handle(mut client: TcpStream, upstream: SocketAddr, fault: Fault) {
                 tokio::time::sleep(Duration::from_secs(60)).await;
             }
             drop(client_write);
+        }
+        Fault::GatewayRefuses => {
+            read_request(&mut client).await;
+            let body = "<html>bad request</html>";
+            let answer = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.write_all(answer.as_bytes()).await;
+            let _ = client.shutdown().await;
         }
         Fault::TooManyRequests | Fault::Unavailable => {
             read_request(&mut client).await;
