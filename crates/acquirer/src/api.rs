@@ -7,7 +7,7 @@
 //! | `GET /v1/charges?acquirer_key=K` | the charge recorded under a key (idempotent mode only) |
 //! | `GET /v1/charges?shop_id=S&payment_id=P` | the charges for a caller's payment (its reference) |
 //! | `GET /v1/charges?from=MS&to=MS` | the charges recorded in a window (unix ms), oldest first |
-//! | `POST /v1/charges/{id}/refunds` | refunds a whole charge, once |
+//! | `POST /v1/charges/{id}/refunds` | refunds a charge, once per `Idempotency-Key` (default `refund-<charge id>`); optional body `{"amount_minor": N, "token": "..."}` (default: what is left); 200 with the refund, 404 `not_found`, 409 `charge_declined`, 422 `refund_exceeds_charge`; a `tok_timeout` token loses the first answer (504) |
 //! | `GET /ledger` | the whole ledger and totals (as the embedded `/sim/ledger`) |
 //! | `GET /admin/faults`, `PUT /admin/faults` | read or replace the [`Faults`] in force |
 //! | `POST /admin/charges` | plant a charge in the ledger (reconciliation drills) |
@@ -293,15 +293,50 @@ async fn list_charges(
     }
 }
 
-async fn refund(State(sim): State<Arc<Simulator>>, Path(id): Path<String>) -> Response {
-    match sim.refund_charge(&id).await {
-        Ok(record) => Json(record).into_response(),
+/// The optional body of a refund.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefundBody {
+    amount_minor: Option<i64>,
+    token: Option<String>,
+}
+
+async fn refund(
+    State(sim): State<Arc<Simulator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: RefundBody = if body.is_empty() {
+        RefundBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(body) => body,
+            Err(error) => return bad_request(error.to_string()),
+        }
+    };
+    let key = match headers.get(IDEMPOTENCY_KEY).map(|v| v.to_str()) {
+        Some(Ok(key)) if !key.is_empty() => key.to_owned(),
+        Some(_) => return bad_request("Idempotency-Key must be visible ASCII"),
+        None => format!("refund-{id}"),
+    };
+    let lose_first = body.token.as_deref() == Some(crate::tokens::TIMEOUT);
+    match sim.refund_part(&id, &key, body.amount_minor).await {
+        Ok((_, true)) if lose_first => {
+            problem(StatusCode::GATEWAY_TIMEOUT, "lost_answer", LOST_ANSWER)
+        }
+        Ok((record, _)) => Json(record).into_response(),
         Err(RefundError::NoSuchCharge(_)) => {
             problem(StatusCode::NOT_FOUND, "not_found", "no such charge")
         }
         Err(error @ RefundError::Declined(_)) => {
             problem(StatusCode::CONFLICT, "charge_declined", error.to_string())
         }
+        Err(error @ RefundError::ExceedsCharge(_)) => problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            crate::REFUND_EXCEEDS_CHARGE,
+            error.to_string(),
+        ),
         Err(RefundError::Ledger(error)) => problem(
             StatusCode::INTERNAL_SERVER_ERROR,
             "ledger_unavailable",

@@ -17,15 +17,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    ChargeRequest, ChargeResult, Currency, Money, PaymentId, Reference, ShopId,
+    ChargeRequest, ChargeResult, Currency, Money, PaymentId, Reference, RefundRequest,
+    RefundSettlement, ShopId,
 };
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::KEY_REUSED;
 use crate::api::IDEMPOTENCY_KEY;
+use crate::{KEY_REUSED, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE};
 
 /// Why the adapter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -272,6 +273,55 @@ impl Acquirer for HttpAcquirer {
             ("payment_id", payment_id.as_str()),
         ])
         .await
+    }
+
+    async fn refund_payment(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        let url = self.url(&format!("v1/charges/{}/refunds", request.charge_id))?;
+        let body = serde_json::json!({
+            "amount_minor": request.amount.minor_units(),
+            "token": request.token.as_str(),
+        });
+        let call = self
+            .http
+            .post(url)
+            .header(IDEMPOTENCY_KEY, request.acquirer_key.as_str())
+            .json(&body);
+        let response = call.send().await.map_err(|e| classify_transport(&e))?;
+        let status = response.status();
+        let answer = response.bytes().await.map_err(|e| {
+            AcquirerError::Unknown(format!("acquirer answer broke off ({status}): {e}"))
+        })?;
+        if status.is_success() {
+            let refund: RefundJson = serde_json::from_slice(&answer).map_err(unreadable)?;
+            if refund.amount_minor != request.amount.minor_units() {
+                return Err(unreadable("the refund answered is not the one asked for"));
+            }
+            return Ok(RefundSettlement::Succeeded {
+                provider_refund_id: refund.id,
+            });
+        }
+        // Definite refusals: nothing was refunded.
+        let code = serde_json::from_slice::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|v| v["code"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let definite = match (status, code.as_str()) {
+            (StatusCode::NOT_FOUND, "not_found") => Some(REFUND_NO_SUCH_CHARGE),
+            (StatusCode::CONFLICT, "charge_declined") => Some(REFUND_CHARGE_DECLINED),
+            (StatusCode::UNPROCESSABLE_ENTITY, REFUND_EXCEEDS_CHARGE) => {
+                Some(REFUND_EXCEEDS_CHARGE)
+            }
+            _ => None,
+        };
+        match definite {
+            Some(code) => Ok(RefundSettlement::Failed {
+                code: code.to_owned(),
+            }),
+            None => Err(classify_status(status, &String::from_utf8_lossy(&answer))),
+        }
     }
 
     fn is_idempotent(&self) -> bool {

@@ -36,7 +36,7 @@ macro_rules! charge_columns {
     () => {
         "l.id, l.acquirer_key, l.shop_id, l.payment_id, l.reference, l.amount_minor, \
          l.currency, l.status, l.decline_code, l.created_at, \
-         COALESCE((SELECT r.amount_minor FROM acquirer_refunds r WHERE r.charge_id = l.id), 0) \
+         COALESCE((SELECT SUM(r.amount_minor) FROM acquirer_refunds r WHERE r.charge_id = l.id), 0) \
              AS refunded_minor \
          FROM acquirer_ledger l"
     };
@@ -81,6 +81,9 @@ pub(crate) enum RefundRefused {
     /// A declined charge moved no money.
     #[error("charge `{0}` was declined; nothing to refund")]
     Declined(String),
+    /// The refund would give back more than what is left of the charge.
+    #[error("refund exceeds what is left of charge `{0}`")]
+    ExceedsCharge(String),
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] SimulatorError),
@@ -369,13 +372,21 @@ impl Ledger {
         rows.into_iter().map(LedgerEntry::try_from).collect()
     }
 
-    /// Refunds a whole succeeded charge, once: a repeat returns the first refund.
+    /// Refunds (part of) a succeeded charge, once per `acquirer_key`: a
+    /// repeat returns the first refund under that key (and `false`). `None`
+    /// refunds what is left of the charge. One statement checks and inserts,
+    /// so concurrent refunds never exceed the charge.
     pub(crate) async fn refund(
         &self,
         charge_id: &str,
+        acquirer_key: &str,
+        amount_minor: Option<i64>,
         refund_id: &str,
         at: i64,
-    ) -> Result<RefundRow, RefundRefused> {
+    ) -> Result<(RefundRow, bool), RefundRefused> {
+        if let Some(found) = self.refund_by_key(acquirer_key).await? {
+            return Ok((found, false));
+        }
         let charge = self
             .charge(charge_id)
             .await?
@@ -383,27 +394,43 @@ impl Ledger {
         if charge.status != crate::ChargeStatus::Succeeded {
             return Err(RefundRefused::Declined(charge_id.to_owned()));
         }
-        sqlx::query(
-            "INSERT INTO acquirer_refunds (id, charge_id, amount_minor, currency, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (charge_id) DO NOTHING",
+        let total = charge.amount.minor_units();
+        let amount = amount_minor.unwrap_or(total - charge.refunded_minor);
+        if amount <= 0 {
+            return Err(RefundRefused::ExceedsCharge(charge_id.to_owned()));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO acquirer_refunds (id, charge_id, acquirer_key, amount_minor, currency, \
+                 created_at) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6 \
+             WHERE (SELECT COALESCE(SUM(amount_minor), 0) FROM acquirer_refunds \
+                    WHERE charge_id = ?2) + ?4 <= ?7 \
+             ON CONFLICT (acquirer_key) DO NOTHING",
         )
         .bind(refund_id)
         .bind(charge_id)
-        .bind(charge.amount.minor_units())
+        .bind(acquirer_key)
+        .bind(amount)
         .bind(charge.amount.currency().code())
         .bind(at)
+        .bind(total)
         .execute(&self.pool)
         .await
         .map_err(SimulatorError::from)?;
-        let row: RefundRow = sqlx::query_as(
+        match self.refund_by_key(acquirer_key).await? {
+            Some(row) => Ok((row, inserted.rows_affected() == 1)),
+            None => Err(RefundRefused::ExceedsCharge(charge_id.to_owned())),
+        }
+    }
+
+    async fn refund_by_key(&self, acquirer_key: &str) -> Result<Option<RefundRow>, SimulatorError> {
+        Ok(sqlx::query_as(
             "SELECT id, charge_id, amount_minor, currency, created_at \
-             FROM acquirer_refunds WHERE charge_id = ?1",
+             FROM acquirer_refunds WHERE acquirer_key = ?1",
         )
-        .bind(charge_id)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(SimulatorError::from)?;
-        Ok(row)
+        .bind(acquirer_key)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     /// Every refund, oldest first.

@@ -81,5 +81,6 @@ pub use http::router;
 pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
-    RefundError, RefundRecord, Simulator, SimulatorConfig, tokens,
+    REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundError,
+    RefundRecord, Simulator, SimulatorConfig, tokens,
 };

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use chargeonce_core::webhook::{AcquirerEvent, EventAmount, EventCharge, EventKind};
 use chargeonce_core::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    CardToken, ChargeRequest, ChargeResult, Currency, Money, PaymentId, ShopId,
+    CardToken, ChargeRequest, ChargeResult, Currency, Money, PaymentId, RefundRequest,
+    RefundSettlement, ShopId,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -164,6 +165,9 @@ pub enum RefundError {
     /// The charge was declined: no money to give back.
     #[error("charge `{0}` was declined; nothing to refund")]
     Declined(String),
+    /// The refund would give back more than what is left of the charge.
+    #[error("refund exceeds what is left of charge `{0}`")]
+    ExceedsCharge(String),
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] SimulatorError),
@@ -174,6 +178,7 @@ impl From<RefundRefused> for RefundError {
         match refused {
             RefundRefused::NoSuchCharge(id) => Self::NoSuchCharge(id),
             RefundRefused::Declined(id) => Self::Declined(id),
+            RefundRefused::ExceedsCharge(id) => Self::ExceedsCharge(id),
             RefundRefused::Ledger(e) => Self::Ledger(e),
         }
     }
@@ -299,13 +304,36 @@ impl Simulator {
 
     /// Refunds a whole succeeded charge, once: a repeat returns the first refund.
     pub async fn refund_charge(&self, charge_id: &str) -> Result<RefundRecord, RefundError> {
+        let key = format!("refund-{charge_id}");
+        self.refund_part(charge_id, &key, None)
+            .await
+            .map(|(record, _)| record)
+    }
+
+    /// Refunds `amount_minor` of a charge (`None`: what is left of it), once
+    /// per `acquirer_key`: a repeat returns the first refund under the key
+    /// and `false`; `true` when this call executed it.
+    pub async fn refund_part(
+        &self,
+        charge_id: &str,
+        acquirer_key: &str,
+        amount_minor: Option<i64>,
+    ) -> Result<(RefundRecord, bool), RefundError> {
         let id = format!("re_{}", Uuid::now_v7().simple());
-        let row = self
+        let (row, first) = self
             .ledger
-            .refund(charge_id, &id, unix_millis(now_millis()))
+            .refund(
+                charge_id,
+                acquirer_key,
+                amount_minor,
+                &id,
+                unix_millis(now_millis()),
+            )
             .await?;
-        tracing::info!(charge_id, refund_id = %row.id, "acquirer refunded a charge");
-        Ok(row.into())
+        if first {
+            tracing::info!(charge_id, refund_id = %row.id, amount_minor = row.amount_minor, "acquirer refunded a charge");
+        }
+        Ok((row.into(), first))
     }
 
     /// Every refund, oldest first.
@@ -531,10 +559,63 @@ impl Acquirer for Simulator {
             .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
     }
 
+    /// Refunds are idempotent on the refund's acquirer key in every mode.
+    /// A refund of a payment made with `tok_timeout` loses the answer of its
+    /// first execution (the refund is recorded), like the charge did.
+    async fn refund_payment(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        let answer = self
+            .refund_part(
+                &request.charge_id,
+                request.acquirer_key.as_str(),
+                Some(request.amount.minor_units()),
+            )
+            .await;
+        refund_settlement(
+            answer,
+            Behaviour::of(&request.token) == Behaviour::LoseAnswer,
+        )
+    }
+
     fn is_idempotent(&self) -> bool {
         self.idempotent
     }
 }
+
+/// The core's answer for a refund at the simulator: refusals are definite;
+/// `lose_first` loses the answer of the execution that recorded the refund.
+pub(crate) fn refund_settlement(
+    answer: Result<(RefundRecord, bool), RefundError>,
+    lose_first: bool,
+) -> Result<RefundSettlement, AcquirerError> {
+    match answer {
+        Ok((_, true)) if lose_first => Err(AcquirerError::Unknown(LOST_ANSWER.to_owned())),
+        Ok((record, _)) => Ok(RefundSettlement::Succeeded {
+            provider_refund_id: record.id,
+        }),
+        Err(RefundError::NoSuchCharge(_)) => Ok(RefundSettlement::Failed {
+            code: REFUND_NO_SUCH_CHARGE.to_owned(),
+        }),
+        Err(RefundError::Declined(_)) => Ok(RefundSettlement::Failed {
+            code: REFUND_CHARGE_DECLINED.to_owned(),
+        }),
+        Err(RefundError::ExceedsCharge(_)) => Ok(RefundSettlement::Failed {
+            code: REFUND_EXCEEDS_CHARGE.to_owned(),
+        }),
+        Err(RefundError::Ledger(error)) => Err(AcquirerError::Unknown(format!(
+            "acquirer ledger write failed: {error}"
+        ))),
+    }
+}
+
+/// Refusal code: the refunded charge does not exist.
+pub const REFUND_NO_SUCH_CHARGE: &str = "no_such_charge";
+/// Refusal code: the refunded charge was declined.
+pub const REFUND_CHARGE_DECLINED: &str = "charge_declined";
+/// Refusal code: the refund exceeds what is left of the charge.
+pub const REFUND_EXCEEDS_CHARGE: &str = "refund_exceeds_charge";
 
 #[async_trait]
 impl AcquirerLedger for Simulator {

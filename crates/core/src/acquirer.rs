@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use crate::{
-    AcquirerKey, CardToken, Money, PaymentId, PaymentStatus, Reference, Settlement, ShopId,
+    AcquirerKey, CardToken, Money, PaymentId, PaymentStatus, Reference, RefundId, RefundSettlement,
+    Settlement, ShopId,
 };
 
 /// One charge, as sent to the acquirer.
@@ -22,6 +23,27 @@ pub struct ChargeRequest {
     /// How much.
     pub amount: Money,
     /// How to pay.
+    pub token: CardToken,
+}
+
+/// One refund, as sent to the acquirer.
+#[derive(Debug, Clone)]
+pub struct RefundRequest {
+    /// The acquirer's idempotency key of the refund: derived from the refund
+    /// id, the same on every attempt, never the payment's.
+    pub acquirer_key: AcquirerKey,
+    /// The merchant.
+    pub shop_id: ShopId,
+    /// Our payment id.
+    pub payment_id: PaymentId,
+    /// Our refund id.
+    pub refund_id: RefundId,
+    /// The acquirer's id of the charge to give money back for.
+    pub charge_id: String,
+    /// How much (at most what is left of the charge).
+    pub amount: Money,
+    /// The payment's token: real acquirers ignore it; the simulator's
+    /// behaviour rules read it (`tok_timeout` loses the first answer).
     pub token: CardToken,
 }
 
@@ -165,6 +187,15 @@ pub trait Acquirer: Send + Sync + 'static {
         shop_id: &ShopId,
         payment_id: &PaymentId,
     ) -> Result<Vec<AcquirerCharge>, AcquirerError>;
+
+    /// Gives (part of) a charge back, idempotent on
+    /// [`RefundRequest::acquirer_key`]: the same key always yields the same
+    /// refund, executed at most once. `Ok(Failed)` is a definite refusal
+    /// (no money moved).
+    async fn refund_payment(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<RefundSettlement, AcquirerError>;
 
     /// Whether the acquirer deduplicates charges on the acquirer key.
     fn is_idempotent(&self) -> bool {

@@ -7,8 +7,9 @@ use crate::acquirer::look_up;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind, NoObserver, Observer};
 use crate::{
     Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest,
-    FinishOutcome, KeyRecord, KeyTiming, Lease, NewPayment, Payment, PaymentRequest, PaymentStatus,
-    RecoveryPoint, Settlement, StalledKey, Store, StoreError, StoredResponse,
+    FinishOutcome, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment, PaymentRequest,
+    PaymentStatus, RecoveryPoint, Refund, RefundClaim, RefundRefusal, RefundRequest,
+    RefundSettlement, RefundStatus, Settlement, StalledKey, Store, StoreError, StoredResponse,
 };
 
 /// What a final answer is about; the caller's [`Render`] turns it into bytes.
@@ -21,6 +22,11 @@ pub enum Rendered<'a> {
     /// The order already had a pending or succeeded payment under another key;
     /// this key answers with that payment and charged nothing.
     AlreadyExists(&'a Payment),
+    /// The acquirer gave this key's refund back to the payer.
+    Refunded(&'a Refund),
+    /// The acquirer definitively refused this key's refund; its reservation
+    /// was given back.
+    RefundFailed(&'a Refund),
 }
 
 /// Turns a final answer into the response stored against the key and replayed
@@ -53,6 +59,25 @@ pub enum Outcome {
     },
     /// The key was first used for another request (body, path or method).
     Mismatch,
+    /// A refund whose acquirer answer is not known yet; nothing is stored
+    /// and a retry with the same key resumes.
+    RefundPending {
+        /// The pending refund.
+        refund: Refund,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The acquirer could not be reached for a refund and certainly got
+    /// nothing; the refund stays pending and a retry with the same key sends it.
+    RefundAcquirerUnavailable {
+        /// The pending refund.
+        refund: Refund,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The refund was refused before anything executed; nothing is stored
+    /// against the key.
+    RefundRefused(RefundRefusal),
     /// The acquirer could not be reached and certainly got nothing; the payment
     /// stays pending and a retry with the same key sends it.
     AcquirerUnavailable {
@@ -231,6 +256,35 @@ impl Engine {
         }
     }
 
+    /// Refunds (part of) a payment under an idempotency key, or answers as
+    /// the key's first request did. The key is looked up before any rule
+    /// about the payment: the retry of a refund that used the payment up gets
+    /// that refund, never "exceeds amount".
+    pub async fn refund(
+        &self,
+        claim: ClaimRequest,
+        refund: NewRefund,
+    ) -> Result<Outcome, EngineError> {
+        let result = async {
+            match self
+                .store
+                .claim_refund(&claim, &refund, self.config.timing)
+                .await?
+            {
+                RefundClaim::Acquired(acquired) => {
+                    tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "refund key claimed");
+                    self.observer.claimed();
+                    self.drive(acquired, Holder::Claimant).await
+                }
+                RefundClaim::Exists(record) => self.on_existing(&claim, record).await,
+                RefundClaim::Refused(reason) => Ok(Outcome::RefundRefused(reason)),
+            }
+        }
+        .await;
+        self.observe_error(&result, "refund");
+        result
+    }
+
     /// Drives a stalled key (unfinished, lease run out, nobody retrying) to an
     /// end from its recovery point, exactly as a client retry would: take the
     /// lease over, then resume. `Ok(None)` when someone else holds the key
@@ -341,8 +395,15 @@ impl Engine {
             lease,
             recovery_point,
             payment,
+            refund,
         } = acquired;
         match recovery_point {
+            RecoveryPoint::RefundCreated => {
+                let refund = refund.ok_or_else(|| {
+                    StoreError::Corrupt(format!("refund key {} has no refund", lease.key))
+                })?;
+                return self.drive_refund(lease, payment, *refund).await;
+            }
             RecoveryPoint::OrderAlreadyPaid if payment.status == PaymentStatus::Pending => {
                 // The order's payment has no definite answer yet: say so, store
                 // nothing, and let a retry look again.
@@ -415,6 +476,151 @@ impl Engine {
                     payment,
                     retry_after: self.config.retry_after,
                 })
+            }
+        }
+    }
+
+    /// Phases 2 and 3 of a refund: the acquirer's refund call under the
+    /// refund's own acquirer key (the acquirer is idempotent on it, so a
+    /// resumed call never refunds twice), then the fenced finish.
+    async fn drive_refund(
+        &self,
+        lease: Lease,
+        payment: Payment,
+        refund: Refund,
+    ) -> Result<Outcome, EngineError> {
+        if refund.status.is_final() {
+            let response = self.render_refund(&refund);
+            return self.finish_refund(&lease, None, response).await;
+        }
+        let charge_id = payment.provider_payment_id.clone().ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "refund {} of payment {} without a charge id",
+                refund.id, payment.id
+            ))
+        })?;
+        let request = RefundRequest {
+            acquirer_key: refund.acquirer_key.clone(),
+            shop_id: refund.shop_id.clone(),
+            payment_id: refund.payment_id.clone(),
+            refund_id: refund.id.clone(),
+            charge_id,
+            amount: refund.amount,
+            token: payment.token.clone(),
+        };
+        match self.refund_holding_lease(&lease, &request).await {
+            Ok(settlement) => {
+                let settled = refund.settled(&settlement);
+                let response = self.render_refund(&settled);
+                self.finish_refund(&lease, Some((&settled, &settlement)), response)
+                    .await
+                    .map_err(|error| match error {
+                        EngineError::Store(error) => EngineError::Unrecorded(error),
+                        other => other,
+                    })
+            }
+            Err(AcquirerError::Unknown(reason)) => {
+                tracing::warn!(key = %lease.key, refund = %refund.id, %reason, "acquirer refund outcome unknown; refund stays pending");
+                self.release(&lease).await;
+                Ok(Outcome::RefundPending {
+                    refund,
+                    retry_after: self.config.retry_after,
+                })
+            }
+            Err(AcquirerError::NotSent(reason)) => {
+                tracing::warn!(key = %lease.key, refund = %refund.id, %reason, "acquirer unreachable; refund not sent");
+                self.release(&lease).await;
+                Ok(Outcome::RefundAcquirerUnavailable {
+                    refund,
+                    retry_after: self.config.retry_after,
+                })
+            }
+        }
+    }
+
+    fn render_refund(&self, refund: &Refund) -> StoredResponse {
+        match refund.status {
+            RefundStatus::Failed => self.render.render(Rendered::RefundFailed(refund)),
+            _ => self.render.render(Rendered::Refunded(refund)),
+        }
+    }
+
+    /// Calls the acquirer's refund, bounded by the acquirer timeout, while
+    /// the lease is renewed.
+    async fn refund_holding_lease(
+        &self,
+        lease: &Lease,
+        request: &RefundRequest,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        let heartbeat = tokio::spawn(renew_lease(
+            self.store.clone(),
+            lease.clone(),
+            self.config.timing.lease,
+        ));
+        let timeout = self.config.acquirer_timeout;
+        let started = Instant::now();
+        let result = tokio::time::timeout(timeout, self.acquirer.refund_payment(request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(AcquirerError::Unknown(format!(
+                    "no answer within {timeout:?}"
+                )))
+            });
+        heartbeat.abort();
+        let kind = match &result {
+            Ok(RefundSettlement::Succeeded { .. }) => AcquirerOutcomeKind::Succeeded,
+            Ok(RefundSettlement::Failed { .. }) => AcquirerOutcomeKind::Declined,
+            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
+            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
+        };
+        self.observer
+            .acquirer_call(AcquirerCall::Refund, kind, started.elapsed());
+        result
+    }
+
+    /// Phase 3 of a refund. Nobody but the refund's key settles a refund,
+    /// so a refund found final here was settled by an earlier holder of the
+    /// key whose finish was cut: answer from it.
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settled: Option<(&Refund, &RefundSettlement)>,
+        response: StoredResponse,
+    ) -> Result<Outcome, EngineError> {
+        let ttl = self.config.timing.ttl;
+        let settlement = settled.map(|(refund, settlement)| (&refund.id, settlement));
+        match self
+            .store
+            .finish_refund(lease, settlement, &response, ttl)
+            .await?
+        {
+            FinishOutcome::Stored => Ok(Outcome::Executed(response)),
+            FinishOutcome::LeaseLost => {
+                tracing::warn!(key = %lease.key, "lease lost before finish; the new owner completes");
+                Ok(self.in_progress())
+            }
+            FinishOutcome::PaymentAlreadySettled => {
+                let Some((refund, _)) = settled else {
+                    return Err(StoreError::Corrupt(format!(
+                        "key {}: refund settled without a settlement",
+                        lease.key
+                    ))
+                    .into());
+                };
+                let stored = self
+                    .store
+                    .refund(&refund.shop_id, &refund.id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt(format!("refund {} vanished", refund.id)))?;
+                let response = self.render_refund(&stored);
+                match self
+                    .store
+                    .finish_refund(lease, None, &response, ttl)
+                    .await?
+                {
+                    FinishOutcome::Stored => Ok(Outcome::Executed(response)),
+                    _ => Ok(self.in_progress()),
+                }
             }
         }
     }

@@ -39,13 +39,14 @@ pub mod key;
 pub mod money;
 pub mod observe;
 pub mod payment;
+pub mod refund;
 pub mod shop;
 pub mod store;
 pub mod webhook;
 
 pub use acquirer::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund, ChargeRequest,
-    ChargeResult,
+    ChargeResult, RefundRequest,
 };
 pub use engine::{ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
 pub use fingerprint::Fingerprint;
@@ -56,9 +57,10 @@ pub use payment::{
     AcquirerKey, CardToken, NewPayment, Payment, PaymentId, PaymentRequest, PaymentStatus,
     Reference, Settlement, ValidationError,
 };
+pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{SecretHash, ShopId, ShopSecret};
 pub use store::{
     Acquired, Claim, ClaimRequest, EventRecorded, FinishOutcome, InboundEvent, KeyRecord,
-    KeyTiming, Lease, LeaseToken, RecoveryPoint, SettleOutcome, StalledKey, Store, StoreError,
-    StoredResponse,
+    KeyTiming, Lease, LeaseToken, RecoveryPoint, RefundClaim, SettleOutcome, StalledKey, Store,
+    StoreError, StoredResponse,
 };

@@ -11,14 +11,17 @@ pub enum AcquirerCall {
     Charge,
     /// A look-up of what the acquirer holds for a payment.
     Lookup,
+    /// A refund.
+    Refund,
 }
 
 impl AcquirerCall {
-    /// A stable label (`charge`, `lookup`).
+    /// A stable label (`charge`, `lookup`, `refund`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Charge => "charge",
             Self::Lookup => "lookup",
+            Self::Refund => "refund",
         }
     }
 }

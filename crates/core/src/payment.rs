@@ -19,6 +19,9 @@ pub enum ValidationError {
     /// A payment id that is not ours (`pay_` and 32 hex digits).
     #[error("`{0}` is not a payment id")]
     PaymentId(String),
+    /// A refund id that is not ours (`re_` and 32 hex digits).
+    #[error("`{0}` is not a refund id")]
+    RefundId(String),
 }
 
 /// Our id of a payment: `pay_` followed by a UUIDv7 (time-ordered).
@@ -229,6 +232,7 @@ impl NewPayment {
             provider_payment_id: None,
             decline_code: None,
             created_at: self.created_at,
+            refunded_minor: 0,
         }
     }
 }
@@ -258,6 +262,9 @@ pub struct Payment {
     pub decline_code: Option<String>,
     /// Creation time, to the millisecond.
     pub created_at: OffsetDateTime,
+    /// How much of it succeeded refunds gave back, in minor units of its
+    /// currency (0 until a refund succeeds).
+    pub refunded_minor: i64,
 }
 
 impl Payment {

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use crate::webhook::EventKind;
 use crate::{
-    AcquirerKey, Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Reference,
-    SecretHash, Settlement, ShopId,
+    AcquirerKey, Fingerprint, IdempotencyKey, NewPayment, NewRefund, Payment, PaymentId, Reference,
+    Refund, RefundId, RefundRefusal, RefundSettlement, SecretHash, Settlement, ShopId,
 };
 
 /// Why a store call failed.
@@ -76,6 +76,10 @@ pub enum RecoveryPoint {
     /// (made under another key, or under this key before it expired); the key
     /// answers with that payment and charges nothing.
     OrderAlreadyPaid,
+    /// Phase 1 of a refund committed: the key row, the refund row and the
+    /// reservation of its amount on the payment exist. Resume at the
+    /// acquirer's refund call.
+    RefundCreated,
     /// Phase 3 committed: the response is stored and is the answer forever.
     Finished,
 }
@@ -86,6 +90,7 @@ impl RecoveryPoint {
         match self {
             Self::PaymentCreated => "payment_created",
             Self::OrderAlreadyPaid => "order_already_paid",
+            Self::RefundCreated => "refund_created",
             Self::Finished => "finished",
         }
     }
@@ -95,6 +100,7 @@ impl RecoveryPoint {
         match s {
             "payment_created" => Some(Self::PaymentCreated),
             "order_already_paid" => Some(Self::OrderAlreadyPaid),
+            "refund_created" => Some(Self::RefundCreated),
             "finished" => Some(Self::Finished),
             _ => None,
         }
@@ -173,11 +179,13 @@ pub struct KeyRecord {
 pub struct Acquired {
     /// The lease this caller holds.
     pub lease: Lease,
-    /// Where to resume: [`RecoveryPoint::PaymentCreated`] or
-    /// [`RecoveryPoint::OrderAlreadyPaid`].
+    /// Where to resume: [`RecoveryPoint::PaymentCreated`],
+    /// [`RecoveryPoint::OrderAlreadyPaid`] or [`RecoveryPoint::RefundCreated`].
     pub recovery_point: RecoveryPoint,
-    /// The key's payment.
+    /// The key's payment (for a refund key: the refunded payment).
     pub payment: Payment,
+    /// The key's refund, for a refund key (boxed: most keys are payments').
+    pub refund: Option<Box<Refund>>,
 }
 
 /// The result of phase 1.
@@ -191,6 +199,23 @@ pub enum Claim {
     Acquired(Acquired),
     /// The key exists; nothing was written.
     Exists(KeyRecord),
+}
+
+/// The result of phase 1 of a refund.
+#[derive(Debug, Clone)]
+pub enum RefundClaim {
+    /// The key was new (or expired and finished): the key row, the refund row
+    /// and the reservation are committed, and this caller holds the lease
+    /// (recovery point [`RecoveryPoint::RefundCreated`]).
+    Acquired(Acquired),
+    /// The key exists; nothing was written. Checked before any rule about the
+    /// payment, so the retry of a refund that used up the payment still gets
+    /// that refund.
+    Exists(KeyRecord),
+    /// The key was new, but the refund is refused before anything executed;
+    /// nothing was written, not even the key, so the client may retry with it
+    /// once the cause is gone.
+    Refused(RefundRefusal),
 }
 
 /// How phase 3 ended.
@@ -305,6 +330,37 @@ pub trait Store: Send + Sync + 'static {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError>;
+
+    /// Phase 1 of a refund, one transaction: inserts the key row with a fresh
+    /// lease, reserves the refund's amount on the payment with a conditional
+    /// update (the payment must belong to the shop, be `succeeded`, be in the
+    /// same currency, and keep its reserved refunds within its amount), and
+    /// inserts the refund row. When the key exists and is not an expired
+    /// finished key, nothing is written and the key is returned (checked
+    /// first); when the reservation is refused, nothing is written.
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError>;
+
+    /// Phase 3 of a refund, one transaction, fenced by the lease token:
+    /// applies the acquirer's answer to the refund, which must still be
+    /// pending (success adds its amount to the payment's refunded amount; a
+    /// refusal gives its reservation back), and stores the final response.
+    /// [`FinishOutcome::PaymentAlreadySettled`] when the refund is no longer
+    /// pending.
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<FinishOutcome, StoreError>;
+
+    /// One refund of one shop.
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError>;
 
     /// One payment of one shop.
     async fn payment(

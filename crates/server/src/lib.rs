@@ -103,6 +103,8 @@ pub fn router(state: AppState) -> Router {
             get(routes::payments::list).post(routes::payments::create),
         )
         .route("/v1/payments/{id}", get(routes::payments::get))
+        .route("/v1/payments/{id}/refunds", post(routes::refunds::create))
+        .route("/v1/refunds/{id}", get(routes::refunds::get))
         .route("/v1/webhooks/acquirer", post(routes::webhooks::acquirer))
         .route("/metrics", get(routes::metrics::metrics))
         .route("/healthz", get(routes::health::healthz))

@@ -57,6 +57,16 @@ pub enum ProblemCode {
     StaleSignature,
     /// 503: acquirer webhooks are not configured (no secret): nothing was done.
     WebhooksDisabled,
+    /// 422: the refund would take the payment's refunds over its amount.
+    RefundExceedsAmount,
+    /// 409: the payment has no definite outcome yet (pending); retry later.
+    PaymentNotYetRefundable,
+    /// 422: the payment was declined: nothing to refund.
+    PaymentNotRefundable,
+    /// 422: the refund's currency is not the payment's.
+    CurrencyMismatch,
+    /// 422: the acquirer definitively refused the refund (a stored, replayed answer).
+    RefundFailed,
     /// 500: a bug. Nothing about it is shown to the client.
     Internal,
 }
@@ -87,6 +97,10 @@ impl ProblemCode {
             Self::InvalidSignature => "invalid_signature",
             Self::StaleSignature => "stale_signature",
             Self::WebhooksDisabled => "webhooks_disabled",
+            Self::RefundExceedsAmount => "refund_exceeds_amount",
+            Self::PaymentNotYetRefundable | Self::PaymentNotRefundable => "payment_not_refundable",
+            Self::CurrencyMismatch => "currency_mismatch",
+            Self::RefundFailed => "refund_failed",
             Self::Internal => "internal_error",
         }
     }
@@ -112,7 +126,12 @@ impl ProblemCode {
             Self::IdempotencyKeyReused
             | Self::InvalidRequest
             | Self::InvalidAmount
-            | Self::UnsupportedCurrency => StatusCode::UNPROCESSABLE_ENTITY,
+            | Self::UnsupportedCurrency
+            | Self::RefundExceedsAmount
+            | Self::PaymentNotRefundable
+            | Self::CurrencyMismatch
+            | Self::RefundFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::PaymentNotYetRefundable => StatusCode::CONFLICT,
             Self::StoreUnavailable | Self::AcquirerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -143,6 +162,11 @@ impl ProblemCode {
             Self::InvalidSignature => "The webhook signature does not match",
             Self::StaleSignature => "The webhook signature is too old",
             Self::WebhooksDisabled => "Acquirer webhooks are not configured",
+            Self::RefundExceedsAmount => "The refund exceeds what is left of the payment",
+            Self::PaymentNotYetRefundable => "The payment has no definite outcome yet",
+            Self::PaymentNotRefundable => "The payment cannot be refunded",
+            Self::CurrencyMismatch => "The currency is not the payment's",
+            Self::RefundFailed => "The acquirer refused the refund",
             Self::Internal => "Internal error",
         }
     }

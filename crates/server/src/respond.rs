@@ -2,10 +2,12 @@
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chargeonce_core::{EngineError, Outcome, StoreError, StoredResponse};
+use chargeonce_core::{
+    EngineError, Outcome, PaymentStatus, Refund, RefundRefusal, StoreError, StoredResponse,
+};
 
 use crate::problem::{Problem, ProblemCode, retry_after_value};
-use crate::render::{PaymentView, payment_location};
+use crate::render::{PaymentView, RefundView, payment_location, refund_location};
 
 /// Marks an answer that is a stored first response, replayed.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -54,6 +56,66 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         .with("payment", PaymentView::of(&payment).to_value())
         .retry_after(retry_after)
         .into_response(),
+        Outcome::RefundPending {
+            refund,
+            retry_after,
+        } => refund_pending(&refund, retry_after),
+        Outcome::RefundAcquirerUnavailable {
+            refund,
+            retry_after,
+        } => Problem::new(
+            ProblemCode::AcquirerUnavailable,
+            "the acquirer could not be reached and nothing was sent; retry with the same key",
+        )
+        .with("refund", RefundView::of(&refund).to_value())
+        .retry_after(retry_after)
+        .into_response(),
+        Outcome::RefundRefused(reason) => refund_refused(reason).into_response(),
+    }
+}
+
+/// 202 with the pending refund: its outcome at the acquirer is not known yet.
+fn refund_pending(refund: &Refund, retry_after: std::time::Duration) -> Response {
+    let mut response = (
+        StatusCode::ACCEPTED,
+        [(header::CONTENT_TYPE, "application/json")],
+        RefundView::of(refund).to_bytes(),
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
+    if let Ok(location) = HeaderValue::try_from(refund_location(refund)) {
+        headers.insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// The problem for a refund refused before anything executed. Nothing is
+/// stored against the key: the client may retry it once the cause is gone.
+pub fn refund_refused(reason: RefundRefusal) -> Problem {
+    match reason {
+        RefundRefusal::PaymentNotFound => {
+            Problem::new(ProblemCode::NotFound, "no such payment for this shop")
+        }
+        RefundRefusal::NotRefundable(PaymentStatus::Pending) => Problem::new(
+            ProblemCode::PaymentNotYetRefundable,
+            "the payment has no definite outcome yet; retry the refund once it succeeded",
+        )
+        .with("payment_status", "pending".into()),
+        RefundRefusal::NotRefundable(status) => Problem::new(
+            ProblemCode::PaymentNotRefundable,
+            format!("a {} payment moved no money to refund", status.as_str()),
+        )
+        .with("payment_status", status.as_str().into()),
+        RefundRefusal::CurrencyMismatch => Problem::new(
+            ProblemCode::CurrencyMismatch,
+            "a refund is in the payment's currency",
+        ),
+        RefundRefusal::ExceedsAmount { available_minor } => Problem::new(
+            ProblemCode::RefundExceedsAmount,
+            "the refunds of a payment never exceed its amount",
+        )
+        .with("available_minor", available_minor.into()),
     }
 }
 

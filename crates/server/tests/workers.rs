@@ -313,6 +313,45 @@ async fn the_completer_leaves_live_and_recent_keys_alone(backend: Backend) {
     assert_eq!(slow.await.unwrap().as_u16(), 201);
 }
 
+async fn the_completer_finishes_a_refund_nobody_retries(backend: Backend) {
+    let h = Harness::start(backend).await;
+    // tok_timeout loses the first answer of the charge and of the refund.
+    assert_eq!(h.pay("k1", "order-1", "tok_timeout").await.0, 202);
+    let (status, paid) = h.pay("k1", "order-1", "tok_timeout").await;
+    assert_eq!(status, 201);
+    let id = paid["id"].as_str().unwrap().to_owned();
+    let refund = h
+        .http
+        .post(h.url(&format!("/v1/payments/{id}/refunds")))
+        .basic_auth(harness::SHOP, Some(harness::SECRET))
+        .header("idempotency-key", "order-1-refund-1")
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refund.status().as_u16(), 202);
+    let config = CompleterConfig {
+        idle: Duration::ZERO,
+        ..CompleterConfig::default()
+    };
+    let pass = complete_once(&h.engine, &config).await.unwrap();
+    assert_eq!((pass.found, pass.finished), (1, 1), "{pass:?}");
+    let key = h
+        .store
+        .key(
+            &ShopId::new(harness::SHOP).unwrap(),
+            &IdempotencyKey::new("order-1-refund-1").unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(key.recovery_point, RecoveryPoint::Finished);
+    let shown = h.payment(&id).await;
+    assert_eq!(shown["refund_status"], "refunded");
+    assert_eq!(shown["amount_refunded"]["value"], "1500.00");
+    assert_eq!(h.sim.refunds().await.unwrap().len(), 1, "refunded once");
+}
+
 // ---------------------------------------------------------------- reconciler
 
 async fn the_reconciler_settles_pending_payments_from_the_acquirer(backend: Backend) {
@@ -524,6 +563,7 @@ on_both_stores!(
     a_webhook_during_the_acquirer_call_wins_and_the_answer_agrees,
     the_completer_finishes_what_nobody_retries,
     the_completer_leaves_live_and_recent_keys_alone,
+    the_completer_finishes_a_refund_nobody_retries,
     the_reconciler_settles_pending_payments_from_the_acquirer,
     the_reconciler_finds_a_planted_duplicate_and_an_orphan,
     the_reconciler_finds_payments_the_acquirer_does_not_know,

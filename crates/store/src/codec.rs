@@ -3,8 +3,8 @@
 
 use chargeonce_core::{
     AcquirerKey, CardToken, Currency, EventRecorded, Fingerprint, IdempotencyKey, KeyRecord, Money,
-    Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, ShopId, StalledKey, StoreError,
-    StoredResponse,
+    NewRefund, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
+    RefundRefusal, RefundSettlement, RefundStatus, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use time::OffsetDateTime;
 
@@ -61,6 +61,7 @@ pub(crate) struct PaymentColumns {
     pub provider_payment_id: Option<String>,
     pub decline_code: Option<String>,
     pub created_at: OffsetDateTime,
+    pub refunded_minor: i64,
 }
 
 impl PaymentColumns {
@@ -78,6 +79,7 @@ impl PaymentColumns {
             acquirer_key: AcquirerKey::from_stored(self.acquirer_key),
             provider_payment_id: self.provider_payment_id,
             decline_code: self.decline_code,
+            refunded_minor: self.refunded_minor,
             created_at: self.created_at,
         })
     }
@@ -172,4 +174,95 @@ pub(crate) fn stalled_key(
         fingerprint: Fingerprint::from_bytes(fingerprint)
             .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))?,
     })
+}
+
+/// A refund row's columns, read from either store.
+pub(crate) struct RefundColumns {
+    pub id: String,
+    pub shop_id: String,
+    pub payment_id: String,
+    pub idempotency_key: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub status: String,
+    pub acquirer_key: String,
+    pub provider_refund_id: Option<String>,
+    pub failure_code: Option<String>,
+    pub created_at: OffsetDateTime,
+}
+
+impl RefundColumns {
+    pub fn into_refund(self) -> Result<Refund, StoreError> {
+        let currency = Currency::from_code(&self.currency).map_err(corrupt)?;
+        Ok(Refund {
+            id: RefundId::parse(&self.id).map_err(corrupt)?,
+            shop_id: ShopId::new(self.shop_id).map_err(corrupt)?,
+            payment_id: PaymentId::parse(&self.payment_id).map_err(corrupt)?,
+            idempotency_key: IdempotencyKey::new(self.idempotency_key).map_err(corrupt)?,
+            amount: Money::from_minor(self.amount_minor, currency).map_err(corrupt)?,
+            status: RefundStatus::parse(&self.status)
+                .ok_or_else(|| corrupt(format!("refund status `{}`", self.status)))?,
+            acquirer_key: AcquirerKey::from_stored(self.acquirer_key),
+            provider_refund_id: self.provider_refund_id,
+            failure_code: self.failure_code,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// Decides a refund's amount against its payment (read under the lock that
+/// serialises refunds of the payment), or why it is refused. `reserved` is
+/// what pending and succeeded refunds already hold.
+pub(crate) fn reservation(
+    payment: &Payment,
+    reserved: i64,
+    refund: &NewRefund,
+) -> Result<Money, RefundRefusal> {
+    if payment.status != PaymentStatus::Succeeded {
+        return Err(RefundRefusal::NotRefundable(payment.status));
+    }
+    let total = payment.amount.minor_units();
+    let available_minor = total.saturating_sub(reserved).max(0);
+    let amount = match refund.amount {
+        Some(amount) if amount.currency() != payment.amount.currency() => {
+            return Err(RefundRefusal::CurrencyMismatch);
+        }
+        Some(amount) => amount.minor_units(),
+        None => available_minor,
+    };
+    if amount <= 0 || amount > available_minor {
+        return Err(RefundRefusal::ExceedsAmount { available_minor });
+    }
+    Money::from_minor(amount, payment.amount.currency())
+        .map_err(|_| RefundRefusal::ExceedsAmount { available_minor })
+}
+
+/// The pending refund row phase 1 inserts.
+pub(crate) fn new_refund_row(refund: &NewRefund, amount: Money) -> Refund {
+    Refund {
+        id: refund.id.clone(),
+        shop_id: refund.shop_id.clone(),
+        payment_id: refund.payment_id.clone(),
+        idempotency_key: refund.idempotency_key.clone(),
+        amount,
+        status: RefundStatus::Pending,
+        acquirer_key: refund.id.acquirer_key(),
+        provider_refund_id: None,
+        failure_code: None,
+        created_at: refund.created_at,
+    }
+}
+
+/// The refund columns a settlement writes: status, provider id, failure code.
+pub(crate) fn refund_settlement_columns(
+    settlement: &RefundSettlement,
+) -> (RefundStatus, Option<String>, Option<String>) {
+    match settlement {
+        RefundSettlement::Succeeded { provider_refund_id } => (
+            RefundStatus::Succeeded,
+            Some(provider_refund_id.clone()),
+            None,
+        ),
+        RefundSettlement::Failed { code } => (RefundStatus::Failed, None, Some(code.clone())),
+    }
 }

@@ -10,8 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::{
     Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
-    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, Payment,
-    PaymentId, RecoveryPoint, Reference, SecretHash, SettleOutcome, Settlement, ShopId, StalledKey,
+    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, NewRefund,
+    Payment, PaymentId, RecoveryPoint, Reference, Refund, RefundClaim, RefundId, RefundRefusal,
+    RefundSettlement, RefundStatus, SecretHash, SettleOutcome, Settlement, ShopId, StalledKey,
     Store, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
@@ -20,7 +21,8 @@ use time::OffsetDateTime;
 
 use crate::PoolConfig;
 use crate::codec::{
-    KeyColumns, PaymentColumns, encode_headers, event_result, millis, stalled_key, store_error,
+    KeyColumns, PaymentColumns, RefundColumns, encode_headers, event_result, millis,
+    new_refund_row, refund_settlement_columns, reservation, stalled_key, store_error,
 };
 
 /// The columns of a key row, with lease liveness and times judged by the database.
@@ -38,7 +40,15 @@ macro_rules! key_columns {
 macro_rules! payment_columns {
     () => {
         "id, shop_id, idempotency_key, reference, amount_minor, currency, token, status, \
-         acquirer_key, provider_payment_id, decline_code, created_at"
+         acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor"
+    };
+}
+
+/// The columns of a refund row.
+macro_rules! refund_columns {
+    () => {
+        "id, shop_id, payment_id, idempotency_key, amount_minor, currency, status, \
+         acquirer_key, provider_refund_id, failure_code, created_at"
     };
 }
 
@@ -132,21 +142,23 @@ impl PgStore {
     async fn insert_key(
         tx: &mut Transaction<'static, Postgres>,
         claim: &ClaimRequest,
-        payment: &NewPayment,
+        target: KeyTarget<'_>,
         lease: LeaseToken,
         timing: KeyTiming,
     ) -> Result<bool, StoreError> {
         let row = sqlx::query(
             "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
-                 recovery_point, lease_token, locked_until, payment_id, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
+                 recovery_point, lease_token, locked_until, payment_id, created_at, expires_at, \
+                 refund_id) \
+             VALUES ($1, $2, $3, $4, $5, $10, $6, \
                  clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
-                 now() + $9::float8 * interval '1 millisecond') \
+                 now() + $9::float8 * interval '1 millisecond', $11) \
              ON CONFLICT (shop_id, key) DO UPDATE SET \
                  fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, \
                  path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point, \
                  lease_token = EXCLUDED.lease_token, locked_until = EXCLUDED.locked_until, \
-                 payment_id = EXCLUDED.payment_id, response_status = NULL, \
+                 payment_id = EXCLUDED.payment_id, refund_id = EXCLUDED.refund_id, \
+                 response_status = NULL, \
                  response_headers = NULL, response_body = NULL, \
                  created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at \
              WHERE k.recovery_point = 'finished' AND k.expires_at <= now() \
@@ -159,8 +171,10 @@ impl PgStore {
         .bind(&claim.path)
         .bind(lease.as_uuid())
         .bind(millis(timing.lease) as f64)
-        .bind(payment.id.as_str())
+        .bind(target.payment_id.as_str())
         .bind(millis(timing.ttl) as f64)
+        .bind(target.recovery_point.as_str())
+        .bind(target.refund_id.map(RefundId::as_str))
         .fetch_optional(&mut **tx)
         .await
         .map_err(store_error)?;
@@ -226,6 +240,31 @@ impl PgStore {
     }
 }
 
+/// What a new key row points at.
+#[derive(Clone, Copy)]
+struct KeyTarget<'a> {
+    recovery_point: RecoveryPoint,
+    payment_id: &'a PaymentId,
+    refund_id: Option<&'a RefundId>,
+}
+
+fn refund_from_row(row: &PgRow) -> Result<Refund, StoreError> {
+    let columns = RefundColumns {
+        id: row.try_get("id").map_err(store_error)?,
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        payment_id: row.try_get("payment_id").map_err(store_error)?,
+        idempotency_key: row.try_get("idempotency_key").map_err(store_error)?,
+        amount_minor: row.try_get("amount_minor").map_err(store_error)?,
+        currency: row.try_get("currency").map_err(store_error)?,
+        status: row.try_get("status").map_err(store_error)?,
+        acquirer_key: row.try_get("acquirer_key").map_err(store_error)?,
+        provider_refund_id: row.try_get("provider_refund_id").map_err(store_error)?,
+        failure_code: row.try_get("failure_code").map_err(store_error)?,
+        created_at: row.try_get("created_at").map_err(store_error)?,
+    };
+    columns.into_refund()
+}
+
 fn payment_from_row(row: &PgRow) -> Result<Payment, StoreError> {
     let columns = PaymentColumns {
         id: row.try_get("id").map_err(store_error)?,
@@ -240,6 +279,7 @@ fn payment_from_row(row: &PgRow) -> Result<Payment, StoreError> {
         provider_payment_id: row.try_get("provider_payment_id").map_err(store_error)?,
         decline_code: row.try_get("decline_code").map_err(store_error)?,
         created_at: row.try_get("created_at").map_err(store_error)?,
+        refunded_minor: row.try_get("refunded_minor").map_err(store_error)?,
     };
     columns.into_payment()
 }
@@ -275,7 +315,12 @@ impl Store for PgStore {
         for _ in 0..CLAIM_ATTEMPTS {
             let token = LeaseToken::generate();
             let mut tx = self.pool.begin().await.map_err(store_error)?;
-            if Self::insert_key(&mut tx, claim, payment, token, timing).await? {
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::PaymentCreated,
+                payment_id: &payment.id,
+                refund_id: None,
+            };
+            if Self::insert_key(&mut tx, claim, target, token, timing).await? {
                 let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await?
                 else {
                     continue;
@@ -290,6 +335,7 @@ impl Store for PgStore {
                     lease,
                     recovery_point,
                     payment: linked,
+                    refund: None,
                 }));
             }
             tx.rollback().await.map_err(store_error)?;
@@ -318,7 +364,7 @@ impl Store for PgStore {
              WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
                AND recovery_point <> 'finished' \
                AND (locked_until IS NULL OR locked_until <= now()) \
-             RETURNING payment_id, recovery_point",
+             RETURNING payment_id, refund_id, recovery_point",
         )
         .bind(shop_id.as_str())
         .bind(key.as_str())
@@ -338,6 +384,16 @@ impl Store for PgStore {
         let payment = self.payment(shop_id, &payment_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("key {key} points at missing payment {payment_id}"))
         })?;
+        let refund_id: Option<String> = row.try_get("refund_id").map_err(store_error)?;
+        let refund = match refund_id {
+            Some(id) => {
+                let id = RefundId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Some(Box::new(self.refund(shop_id, &id).await?.ok_or_else(
+                    || StoreError::Corrupt(format!("key {key} points at missing refund {id}")),
+                )?))
+            }
+            None => None,
+        };
         let lease = Lease {
             shop_id: shop_id.clone(),
             key: key.clone(),
@@ -347,6 +403,7 @@ impl Store for PgStore {
             lease,
             recovery_point,
             payment,
+            refund,
         }))
     }
 
@@ -429,6 +486,198 @@ impl Store for PgStore {
         }
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
+    }
+
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::RefundCreated,
+                payment_id: &refund.payment_id,
+                refund_id: Some(&refund.id),
+            };
+            if !Self::insert_key(&mut tx, claim, target, token, timing).await? {
+                tx.rollback().await.map_err(store_error)?;
+                // Re-read in a new statement: its snapshot includes the winner's commit.
+                if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
+                    return Ok(RefundClaim::Exists(record));
+                }
+                continue;
+            }
+            // The row lock serialises refunds of one payment: the check and
+            // the conditional update below see every committed reservation.
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                payment_columns!(),
+                ", refund_reserved_minor FROM payments WHERE shop_id = $1 AND id = $2 \
+                 FOR UPDATE"
+            ))
+            .bind(refund.shop_id.as_str())
+            .bind(refund.payment_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            let decided = match row {
+                None => Err(RefundRefusal::PaymentNotFound),
+                Some(row) => {
+                    let reserved: i64 =
+                        row.try_get("refund_reserved_minor").map_err(store_error)?;
+                    let payment = payment_from_row(&row)?;
+                    reservation(&payment, reserved, refund).map(|amount| (payment, amount))
+                }
+            };
+            let (payment, amount) = match decided {
+                Ok(found) => found,
+                Err(refused) => {
+                    tx.rollback().await.map_err(store_error)?;
+                    return Ok(RefundClaim::Refused(refused));
+                }
+            };
+            let reserved = sqlx::query(
+                "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + $3, \
+                     updated_at = now() \
+                 WHERE shop_id = $1 AND id = $2 AND status = 'succeeded' \
+                   AND refund_reserved_minor + $3 <= amount_minor",
+            )
+            .bind(refund.shop_id.as_str())
+            .bind(refund.payment_id.as_str())
+            .bind(amount.minor_units())
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            if reserved.rows_affected() != 1 {
+                tx.rollback().await.map_err(store_error)?;
+                return Err(StoreError::Other(format!(
+                    "refund reservation on payment {} failed after its check",
+                    refund.payment_id
+                )));
+            }
+            let created = new_refund_row(refund, amount);
+            sqlx::query(
+                "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                     currency, status, acquirer_key, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)",
+            )
+            .bind(created.id.as_str())
+            .bind(created.shop_id.as_str())
+            .bind(created.payment_id.as_str())
+            .bind(created.idempotency_key.as_str())
+            .bind(created.amount.minor_units())
+            .bind(created.amount.currency().code())
+            .bind(created.acquirer_key.as_str())
+            .bind(created.created_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            return Ok(RefundClaim::Acquired(Acquired {
+                lease: Lease {
+                    shop_id: claim.shop_id.clone(),
+                    key: claim.key.clone(),
+                    token,
+                },
+                recovery_point: RecoveryPoint::RefundCreated,
+                payment,
+                refund: Some(Box::new(created)),
+            }));
+        }
+        Err(StoreError::Other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
+
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(store_error)?;
+        let fenced = sqlx::query(
+            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
+                 response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
+                 expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(i32::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .bind(millis(ttl) as f64)
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if fenced.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::LeaseLost);
+        }
+        if let Some((refund_id, settlement)) = settlement {
+            let (status, provider_refund_id, failure_code) = refund_settlement_columns(settlement);
+            let settled = sqlx::query(
+                "UPDATE refunds SET status = $3, provider_refund_id = $4, failure_code = $5, \
+                     updated_at = now() \
+                 WHERE shop_id = $1 AND id = $2 AND status = 'pending' \
+                 RETURNING payment_id, amount_minor",
+            )
+            .bind(lease.shop_id.as_str())
+            .bind(refund_id.as_str())
+            .bind(status.as_str())
+            .bind(provider_refund_id)
+            .bind(failure_code)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            let Some(settled) = settled else {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            };
+            let payment_id: String = settled.try_get("payment_id").map_err(store_error)?;
+            let amount: i64 = settled.try_get("amount_minor").map_err(store_error)?;
+            let update = match status {
+                RefundStatus::Succeeded => {
+                    "UPDATE payments SET refunded_minor = refunded_minor + $3, updated_at = now() \
+                     WHERE shop_id = $1 AND id = $2"
+                }
+                _ => {
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - $3, \
+                         updated_at = now() \
+                     WHERE shop_id = $1 AND id = $2"
+                }
+            };
+            sqlx::query(update)
+                .bind(lease.shop_id.as_str())
+                .bind(&payment_id)
+                .bind(amount)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(FinishOutcome::Stored)
+    }
+
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE shop_id = $1 AND id = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| refund_from_row(&row)).transpose()
     }
 
     async fn payment(

@@ -10,8 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::{
     Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
-    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, Payment,
-    PaymentId, RecoveryPoint, Reference, SecretHash, SettleOutcome, Settlement, ShopId, StalledKey,
+    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, NewRefund,
+    Payment, PaymentId, RecoveryPoint, Reference, Refund, RefundClaim, RefundId, RefundRefusal,
+    RefundSettlement, RefundStatus, SecretHash, SettleOutcome, Settlement, ShopId, StalledKey,
     Store, StoreError, StoredResponse,
 };
 use sqlx::sqlite::{
@@ -23,7 +24,8 @@ use time::OffsetDateTime;
 
 use crate::PoolConfig;
 use crate::codec::{
-    KeyColumns, PaymentColumns, encode_headers, event_result, millis, stalled_key, store_error,
+    KeyColumns, PaymentColumns, RefundColumns, encode_headers, event_result, millis,
+    new_refund_row, refund_settlement_columns, reservation, stalled_key, store_error,
 };
 
 /// SQLite's clock in unix milliseconds.
@@ -50,7 +52,15 @@ macro_rules! key_columns {
 macro_rules! payment_columns {
     () => {
         "id, shop_id, idempotency_key, reference, amount_minor, currency, token, status, \
-         acquirer_key, provider_payment_id, decline_code, created_at"
+         acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor"
+    };
+}
+
+/// The columns of a refund row.
+macro_rules! refund_columns {
+    () => {
+        "id, shop_id, payment_id, idempotency_key, amount_minor, currency, status, \
+         acquirer_key, provider_refund_id, failure_code, created_at"
     };
 }
 
@@ -202,8 +212,27 @@ fn payment_from_row(row: &SqliteRow) -> Result<Payment, StoreError> {
         provider_payment_id: row.try_get("provider_payment_id").map_err(store_error)?,
         decline_code: row.try_get("decline_code").map_err(store_error)?,
         created_at: from_unix_ms(created_at)?,
+        refunded_minor: row.try_get("refunded_minor").map_err(store_error)?,
     };
     columns.into_payment()
+}
+
+fn refund_from_row(row: &SqliteRow) -> Result<Refund, StoreError> {
+    let created_at: i64 = row.try_get("created_at").map_err(store_error)?;
+    let columns = RefundColumns {
+        id: row.try_get("id").map_err(store_error)?,
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        payment_id: row.try_get("payment_id").map_err(store_error)?,
+        idempotency_key: row.try_get("idempotency_key").map_err(store_error)?,
+        amount_minor: row.try_get("amount_minor").map_err(store_error)?,
+        currency: row.try_get("currency").map_err(store_error)?,
+        status: row.try_get("status").map_err(store_error)?,
+        acquirer_key: row.try_get("acquirer_key").map_err(store_error)?,
+        provider_refund_id: row.try_get("provider_refund_id").map_err(store_error)?,
+        failure_code: row.try_get("failure_code").map_err(store_error)?,
+        created_at: from_unix_ms(created_at)?,
+    };
+    columns.into_refund()
 }
 
 fn key_from_row(row: &SqliteRow) -> Result<KeyRecord, StoreError> {
@@ -250,7 +279,8 @@ impl Store for SqliteStore {
                  fingerprint = excluded.fingerprint, method = excluded.method, \
                  path = excluded.path, recovery_point = excluded.recovery_point, \
                  lease_token = excluded.lease_token, locked_until = excluded.locked_until, \
-                 payment_id = excluded.payment_id, response_status = NULL, \
+                 payment_id = excluded.payment_id, refund_id = excluded.refund_id, \
+                 response_status = NULL, \
                  response_headers = NULL, response_body = NULL, \
                  created_at = excluded.created_at, expires_at = excluded.expires_at \
              WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
@@ -292,6 +322,7 @@ impl Store for SqliteStore {
             lease,
             recovery_point,
             payment: linked,
+            refund: None,
         }))
     }
 
@@ -310,7 +341,7 @@ impl Store for SqliteStore {
                AND recovery_point <> 'finished' \
                AND (locked_until IS NULL OR locked_until <= ",
             now_ms!(),
-            ") RETURNING payment_id, recovery_point"
+            ") RETURNING payment_id, refund_id, recovery_point"
         ))
         .bind(shop_id.as_str())
         .bind(key.as_str())
@@ -330,6 +361,16 @@ impl Store for SqliteStore {
         let payment = self.payment(shop_id, &payment_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("key {key} points at missing payment {payment_id}"))
         })?;
+        let refund_id: Option<String> = row.try_get("refund_id").map_err(store_error)?;
+        let refund = match refund_id {
+            Some(id) => {
+                let id = RefundId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Some(Box::new(self.refund(shop_id, &id).await?.ok_or_else(
+                    || StoreError::Corrupt(format!("key {key} points at missing refund {id}")),
+                )?))
+            }
+            None => None,
+        };
         let lease = Lease {
             shop_id: shop_id.clone(),
             key: key.clone(),
@@ -339,6 +380,7 @@ impl Store for SqliteStore {
             lease,
             recovery_point,
             payment,
+            refund,
         }))
     }
 
@@ -428,6 +470,227 @@ impl Store for SqliteStore {
         }
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
+    }
+
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError> {
+        let token = LeaseToken::generate();
+        let mut tx = self.write_tx().await?;
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
+                 recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
+                 expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'refund_created', ?6, ",
+            now_ms!(),
+            " + ?7, ?8, ?10, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            " + ?9) \
+             ON CONFLICT (shop_id, key) DO UPDATE SET \
+                 fingerprint = excluded.fingerprint, method = excluded.method, \
+                 path = excluded.path, recovery_point = excluded.recovery_point, \
+                 lease_token = excluded.lease_token, locked_until = excluded.locked_until, \
+                 payment_id = excluded.payment_id, refund_id = excluded.refund_id, \
+                 response_status = NULL, response_headers = NULL, response_body = NULL, \
+                 created_at = excluded.created_at, expires_at = excluded.expires_at \
+             WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
+            now_ms!(),
+            " RETURNING 1"
+        ))
+        .bind(claim.shop_id.as_str())
+        .bind(claim.key.as_str())
+        .bind(claim.fingerprint.as_bytes().as_slice())
+        .bind(&claim.method)
+        .bind(&claim.path)
+        .bind(token.as_uuid().to_string())
+        .bind(millis(timing.lease))
+        .bind(refund.payment_id.as_str())
+        .bind(millis(timing.ttl))
+        .bind(refund.id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if inserted.is_none() {
+            let record = Self::count_repeat_in(&mut tx, &claim.shop_id, &claim.key).await?;
+            tx.commit().await.map_err(store_error)?;
+            return record.map(RefundClaim::Exists).ok_or_else(|| {
+                StoreError::Other(format!("key {} conflicted but cannot be read", claim.key))
+            });
+        }
+        // The writer holds the database lock: no other refund moves the
+        // reservation between this read and the update.
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            ", refund_reserved_minor FROM payments WHERE shop_id = ?1 AND id = ?2"
+        ))
+        .bind(refund.shop_id.as_str())
+        .bind(refund.payment_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let decided = match row {
+            None => Err(RefundRefusal::PaymentNotFound),
+            Some(row) => {
+                let reserved: i64 = row.try_get("refund_reserved_minor").map_err(store_error)?;
+                let payment = payment_from_row(&row)?;
+                reservation(&payment, reserved, refund).map(|amount| (payment, amount))
+            }
+        };
+        let (payment, amount) = match decided {
+            Ok(found) => found,
+            Err(refused) => {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(RefundClaim::Refused(refused));
+            }
+        };
+        let reserved = sqlx::query(concat!(
+            "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + ?3, updated_at = ",
+            now_ms!(),
+            " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
+               AND refund_reserved_minor + ?3 <= amount_minor"
+        ))
+        .bind(refund.shop_id.as_str())
+        .bind(refund.payment_id.as_str())
+        .bind(amount.minor_units())
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if reserved.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_error)?;
+            return Err(StoreError::Other(format!(
+                "refund reservation on payment {} failed after its check",
+                refund.payment_id
+            )));
+        }
+        let created = new_refund_row(refund, amount);
+        sqlx::query(concat!(
+            "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                 currency, status, acquirer_key, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ",
+            now_ms!(),
+            ")"
+        ))
+        .bind(created.id.as_str())
+        .bind(created.shop_id.as_str())
+        .bind(created.payment_id.as_str())
+        .bind(created.idempotency_key.as_str())
+        .bind(created.amount.minor_units())
+        .bind(created.amount.currency().code())
+        .bind(created.acquirer_key.as_str())
+        .bind(unix_ms(created.created_at))
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(RefundClaim::Acquired(Acquired {
+            lease: Lease {
+                shop_id: claim.shop_id.clone(),
+                key: claim.key.clone(),
+                token,
+            },
+            recovery_point: RecoveryPoint::RefundCreated,
+            payment,
+            refund: Some(Box::new(created)),
+        }))
+    }
+
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let fenced = sqlx::query(concat!(
+            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
+                 response_headers = ?5, response_body = ?6, lease_token = NULL, \
+                 locked_until = NULL, expires_at = MAX(expires_at, ",
+            now_ms!(),
+            " + ?7) \
+             WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+               AND recovery_point <> 'finished'"
+        ))
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid().to_string())
+        .bind(i64::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .bind(millis(ttl))
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if fenced.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::LeaseLost);
+        }
+        if let Some((refund_id, settlement)) = settlement {
+            let (status, provider_refund_id, failure_code) = refund_settlement_columns(settlement);
+            let settled = sqlx::query(concat!(
+                "UPDATE refunds SET status = ?3, provider_refund_id = ?4, failure_code = ?5, \
+                     updated_at = ",
+                now_ms!(),
+                " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending' \
+                 RETURNING payment_id, amount_minor"
+            ))
+            .bind(lease.shop_id.as_str())
+            .bind(refund_id.as_str())
+            .bind(status.as_str())
+            .bind(provider_refund_id)
+            .bind(failure_code)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            let Some(settled) = settled else {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            };
+            let payment_id: String = settled.try_get("payment_id").map_err(store_error)?;
+            let amount: i64 = settled.try_get("amount_minor").map_err(store_error)?;
+            let update = match status {
+                RefundStatus::Succeeded => concat!(
+                    "UPDATE payments SET refunded_minor = refunded_minor + ?3, updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2"
+                ),
+                _ => concat!(
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - ?3, \
+                         updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2"
+                ),
+            };
+            sqlx::query(update)
+                .bind(lease.shop_id.as_str())
+                .bind(&payment_id)
+                .bind(amount)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(FinishOutcome::Stored)
+    }
+
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE shop_id = ?1 AND id = ?2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.readers)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| refund_from_row(&row)).transpose()
     }
 
     async fn payment(

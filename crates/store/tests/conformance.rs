@@ -8,9 +8,10 @@ use std::time::Duration;
 use chargeonce_core::webhook::EventKind;
 use chargeonce_core::{
     AcquirerKey, CardToken, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
-    IdempotencyKey, InboundEvent, KeyTiming, Money, NewPayment, PaymentRequest, PaymentStatus,
-    RecoveryPoint, Reference, SecretHash, SettleOutcome, Settlement, ShopId, ShopSecret, Store,
-    StoreError, StoredResponse,
+    IdempotencyKey, InboundEvent, KeyTiming, Money, NewPayment, NewRefund, PaymentId,
+    PaymentRequest, PaymentStatus, RecoveryPoint, Reference, RefundClaim, RefundRefusal,
+    RefundSettlement, RefundStatus, SecretHash, SettleOutcome, Settlement, ShopId, ShopSecret,
+    Store, StoreError, StoredResponse,
 };
 
 trait Stored {
@@ -134,6 +135,7 @@ async fn a_new_key_is_claimed_with_its_payment(f: Fixture) {
         lease,
         recovery_point,
         payment,
+        ..
     }) = f
         .store
         .claim_payment(&claim(&f.shop, "k1", "x"), &new, LONG)
@@ -1040,6 +1042,302 @@ async fn concurrent_deliveries_of_one_event_apply_once(f: Fixture) {
     assert_eq!(applied, 1);
 }
 
+/// A succeeded payment of 1500.00 RUB.
+async fn charged(f: &Fixture, reference: &str) -> chargeonce_core::Payment {
+    let k = format!("{reference}-pay");
+    let (lease, payment) = acquire(f, &k, reference, LONG).await;
+    assert!(
+        f.store
+            .finish(
+                &lease,
+                Some((&payment.id, &succeeded())),
+                &response("{}"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    f.store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+fn new_refund(shop: &ShopId, payment: &PaymentId, k: &str, value: Option<&str>) -> NewRefund {
+    NewRefund::new(
+        shop.clone(),
+        payment.clone(),
+        key(k),
+        value.map(|v| Money::parse(v, "RUB").unwrap()),
+    )
+}
+
+async fn claim_refund(
+    f: &Fixture,
+    payment: &PaymentId,
+    k: &str,
+    value: Option<&str>,
+    timing: KeyTiming,
+) -> RefundClaim {
+    f.store
+        .claim_refund(
+            &claim(&f.shop, k, "refund"),
+            &new_refund(&f.shop, payment, k, value),
+            timing,
+        )
+        .await
+        .unwrap()
+}
+
+fn refund_succeeded(id: &str) -> RefundSettlement {
+    RefundSettlement::Succeeded {
+        provider_refund_id: id.into(),
+    }
+}
+
+async fn refunds_reserve_within_the_amount_and_settle(f: Fixture) {
+    let payment = charged(&f, "order-1").await;
+    assert_eq!(payment.refunded_minor, 0);
+    let RefundClaim::Acquired(first) =
+        claim_refund(&f, &payment.id, "r1", Some("500.00"), LONG).await
+    else {
+        panic!("expected a claim");
+    };
+    assert_eq!(first.recovery_point, RecoveryPoint::RefundCreated);
+    let first_refund = first.refund.clone().unwrap();
+    assert_eq!(first_refund.status, RefundStatus::Pending);
+    assert_eq!(first_refund.amount.minor_units(), 50_000);
+    assert_eq!(first_refund.acquirer_key, first_refund.id.acquirer_key());
+    assert_eq!(first.payment.id, payment.id);
+
+    // No amount: the rest not yet reserved.
+    let RefundClaim::Acquired(rest) = claim_refund(&f, &payment.id, "r2", None, LONG).await else {
+        panic!("expected a claim");
+    };
+    let rest_refund = rest.refund.clone().unwrap();
+    assert_eq!(rest_refund.amount.minor_units(), 100_000);
+    match claim_refund(&f, &payment.id, "r3", Some("0.01"), LONG).await {
+        RefundClaim::Refused(RefundRefusal::ExceedsAmount { available_minor }) => {
+            assert_eq!(available_minor, 0)
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(f.store.key(&f.shop, &key("r3")).await.unwrap().is_none());
+
+    // An existing key is found before any rule about the payment.
+    assert!(matches!(
+        claim_refund(&f, &payment.id, "r1", Some("500.00"), LONG).await,
+        RefundClaim::Exists(_)
+    ));
+
+    let settled = f
+        .store
+        .finish_refund(
+            &first.lease,
+            Some((&first_refund.id, &refund_succeeded("re_acq_1"))),
+            &response("r1"),
+            LONG.ttl,
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled, FinishOutcome::Stored);
+    let stored = f
+        .store
+        .refund(&f.shop, &first_refund.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, RefundStatus::Succeeded);
+    assert_eq!(stored.provider_refund_id.as_deref(), Some("re_acq_1"));
+    let after = f
+        .store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.refunded_minor, 50_000);
+    assert_eq!(after.status, PaymentStatus::Succeeded);
+
+    // A refusal gives the reservation back.
+    let failed = RefundSettlement::Failed {
+        code: "refused".into(),
+    };
+    assert!(
+        f.store
+            .finish_refund(
+                &rest.lease,
+                Some((&rest_refund.id, &failed)),
+                &response("r2"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    let stored = f
+        .store
+        .refund(&f.shop, &rest_refund.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, RefundStatus::Failed);
+    assert_eq!(stored.failure_code.as_deref(), Some("refused"));
+    assert!(matches!(
+        claim_refund(&f, &payment.id, "r4", Some("1000.00"), LONG).await,
+        RefundClaim::Acquired(_)
+    ));
+    let other_shop = ShopId::new("shop-b").unwrap();
+    assert!(
+        f.store
+            .refund(&other_shop, &first_refund.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn refunds_of_unrefundable_payments_are_refused_and_not_stored(f: Fixture) {
+    let (_, pending) = acquire(&f, "order-1-pay", "order-1", LONG).await;
+    match claim_refund(&f, &pending.id, "r1", None, LONG).await {
+        RefundClaim::Refused(RefundRefusal::NotRefundable(PaymentStatus::Pending)) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    match claim_refund(&f, &PaymentId::generate(), "r1", None, LONG).await {
+        RefundClaim::Refused(RefundRefusal::PaymentNotFound) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let payment = charged(&f, "order-2").await;
+    let usd = NewRefund::new(
+        f.shop.clone(),
+        payment.id.clone(),
+        key("r1"),
+        Some(Money::parse("1.00", "USD").unwrap()),
+    );
+    match f
+        .store
+        .claim_refund(&claim(&f.shop, "r1", "refund"), &usd, LONG)
+        .await
+        .unwrap()
+    {
+        RefundClaim::Refused(RefundRefusal::CurrencyMismatch) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Another shop's payment is not found.
+    let other_shop = ShopId::new("shop-b").unwrap();
+    f.store
+        .add_shop(&other_shop, &ShopSecret::from_string("t").hash())
+        .await
+        .unwrap();
+    let foreign = f
+        .store
+        .claim_refund(
+            &claim(&other_shop, "r1", "refund"),
+            &new_refund(&other_shop, &payment.id, "r1", None),
+            LONG,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        foreign,
+        RefundClaim::Refused(RefundRefusal::PaymentNotFound)
+    ));
+    assert!(f.store.key(&f.shop, &key("r1")).await.unwrap().is_none());
+    assert!(
+        f.store
+            .key(&other_shop, &key("r1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        f.store
+            .payment(&f.shop, &payment.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .refunded_minor,
+        0
+    );
+}
+
+async fn concurrent_refund_claims_never_exceed_the_amount(f: Fixture) {
+    let payment = charged(&f, "order-1").await;
+    let f = Arc::new(f);
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let f = f.clone();
+        let id = payment.id.clone();
+        tasks.push(tokio::spawn(async move {
+            claim_refund(&f, &id, &format!("r{i}"), Some("500.00"), LONG).await
+        }));
+    }
+    let mut acquired = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            RefundClaim::Acquired(_) => acquired += 1,
+            RefundClaim::Refused(RefundRefusal::ExceedsAmount { .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(acquired, 3);
+}
+
+async fn a_refund_key_is_taken_over_with_its_refund(f: Fixture) {
+    let payment = charged(&f, "order-1").await;
+    let RefundClaim::Acquired(first) = claim_refund(&f, &payment.id, "r1", None, LONG).await else {
+        panic!("expected a claim");
+    };
+    assert!(f.store.release_lease(&first.lease).await.unwrap());
+    let taken = f
+        .store
+        .take_over(&f.shop, &key("r1"), &fp("r1", "refund"), LONG.lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.recovery_point, RecoveryPoint::RefundCreated);
+    assert_eq!(taken.refund, first.refund);
+    let refund = taken.refund.clone().unwrap();
+    let old = f
+        .store
+        .finish_refund(
+            &first.lease,
+            Some((&refund.id, &refund_succeeded("x"))),
+            &response("old"),
+            LONG.ttl,
+        )
+        .await
+        .unwrap();
+    assert_eq!(old, FinishOutcome::LeaseLost);
+    let stalled = f.store.stalled_keys(Duration::ZERO, 10).await.unwrap();
+    assert!(stalled.is_empty(), "the new lease is alive: {stalled:?}");
+    assert!(
+        f.store
+            .finish_refund(
+                &taken.lease,
+                Some((&refund.id, &refund_succeeded("x"))),
+                &response("new"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    // Settled once: a second settlement under a new key's lease is refused.
+    let record = f.store.key(&f.shop, &key("r1")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+    assert_eq!(
+        f.store
+            .payment(&f.shop, &payment.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .refunded_minor,
+        150_000
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod postgres {
@@ -1084,4 +1382,8 @@ conformance!(
     settling_moves_only_pending_payments,
     events_are_recorded_once_and_only_settle_pending_payments,
     concurrent_deliveries_of_one_event_apply_once,
+    refunds_reserve_within_the_amount_and_settle,
+    refunds_of_unrefundable_payments_are_refused_and_not_stored,
+    concurrent_refund_claims_never_exceed_the_amount,
+    a_refund_key_is_taken_over_with_its_refund,
 );

@@ -15,7 +15,10 @@ use chargeonce_core::acquirer::look_up;
 use chargeonce_core::webhook::{
     AcquirerEvent, EventKind, SIGNATURE_HEADER, TOLERANCE, WebhookSecret, verify,
 };
-use chargeonce_core::{Acquirer, AcquirerError, AcquirerLedger, ChargeResult, Money, PaymentId};
+use chargeonce_core::{
+    Acquirer, AcquirerError, AcquirerLedger, ChargeResult, Money, PaymentId, RefundId,
+    RefundRequest, RefundSettlement,
+};
 
 use crate::common::{TempDir, config, request, request_for};
 
@@ -422,4 +425,82 @@ async fn webhooks_are_signed_retried_and_duplicated_when_asked() {
     assert_eq!(succeeded.data.amount.value, "1500.00");
     let ids: std::collections::HashSet<&str> = inbox.events.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids.len(), 2, "a duplicate keeps its event id");
+}
+
+fn refund_of(
+    charge: &ChargeResult,
+    req: &chargeonce_core::ChargeRequest,
+    value: &str,
+) -> RefundRequest {
+    let id = RefundId::generate();
+    RefundRequest {
+        acquirer_key: id.acquirer_key(),
+        shop_id: req.shop_id.clone(),
+        payment_id: req.payment_id.clone(),
+        refund_id: id,
+        charge_id: charge.provider_payment_id().to_owned(),
+        amount: Money::parse(value, "RUB").unwrap(),
+        token: req.token.clone(),
+    }
+}
+
+#[tokio::test]
+async fn partial_refunds_over_http_are_idempotent_per_key_and_bounded() {
+    let s = start().await;
+    let acquirer = adapter(&s.base, Duration::from_secs(5));
+    let req = request(tokens::OK);
+    let charged = acquirer.charge(&req).await.unwrap();
+
+    let first = refund_of(&charged, &req, "1000.00");
+    let made = acquirer.refund_payment(&first).await.unwrap();
+    assert!(matches!(made, RefundSettlement::Succeeded { .. }));
+    assert_eq!(
+        acquirer.refund_payment(&first).await.unwrap(),
+        made,
+        "same key, same refund"
+    );
+    let too_much = refund_of(&charged, &req, "500.01");
+    assert_eq!(
+        acquirer.refund_payment(&too_much).await.unwrap(),
+        RefundSettlement::Failed {
+            code: chargeonce_acquirer::REFUND_EXCEEDS_CHARGE.to_owned()
+        }
+    );
+    let rest = refund_of(&charged, &req, "500.00");
+    assert!(matches!(
+        acquirer.refund_payment(&rest).await.unwrap(),
+        RefundSettlement::Succeeded { .. }
+    ));
+    let after = acquirer.status(&req.acquirer_key).await.unwrap().unwrap();
+    assert_eq!(after.refunded_minor, 150_000);
+    assert!(!after.holds_money());
+
+    // A payment made with tok_timeout: the refund's first answer is lost
+    // after it was recorded; the retry with the same key learns it.
+    let timeout_req = request(tokens::TIMEOUT);
+    let timeout_charge = match acquirer.charge(&timeout_req).await {
+        Err(AcquirerError::Unknown(_)) => acquirer.charge(&timeout_req).await.unwrap(),
+        other => panic!("expected a lost answer, got {other:?}"),
+    };
+    let lost = refund_of(&timeout_charge, &timeout_req, "1.00");
+    assert!(matches!(
+        acquirer.refund_payment(&lost).await,
+        Err(AcquirerError::Unknown(_))
+    ));
+    assert!(matches!(
+        acquirer.refund_payment(&lost).await.unwrap(),
+        RefundSettlement::Succeeded { .. }
+    ));
+    let declined_req = request(tokens::DECLINED);
+    let declined = acquirer.charge(&declined_req).await.unwrap();
+    assert_eq!(
+        acquirer
+            .refund_payment(&refund_of(&declined, &declined_req, "1.00"))
+            .await
+            .unwrap(),
+        RefundSettlement::Failed {
+            code: chargeonce_acquirer::REFUND_CHARGE_DECLINED.to_owned()
+        }
+    );
+    assert_eq!(s.sim.refunds().await.unwrap().len(), 3);
 }

@@ -3,4 +3,5 @@
 pub mod health;
 pub mod metrics;
 pub mod payments;
+pub mod refunds;
 pub mod webhooks;

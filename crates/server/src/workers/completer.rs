@@ -58,9 +58,12 @@ pub struct CompleterPass {
 async fn complete_one(engine: &Engine, key: &StalledKey) -> CompleterResult {
     match engine.complete(key).await {
         Ok(Some(Outcome::Executed(_))) => CompleterResult::Finished,
-        Ok(Some(Outcome::Pending { .. } | Outcome::AcquirerUnavailable { .. })) => {
-            CompleterResult::StillPending
-        }
+        Ok(Some(
+            Outcome::Pending { .. }
+            | Outcome::AcquirerUnavailable { .. }
+            | Outcome::RefundPending { .. }
+            | Outcome::RefundAcquirerUnavailable { .. },
+        )) => CompleterResult::StillPending,
         Ok(Some(_) | None) => CompleterResult::Skipped,
         Err(error) => {
             tracing::warn!(shop = %key.shop_id, key = %key.key, %error, "completer could not drive a key");

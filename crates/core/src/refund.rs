@@ -1,0 +1,235 @@
+//! Refunds: money given back for a succeeded payment, never more than it charged.
+//!
+//! A refund's amount is reserved on its payment when the refund row is
+//! created (one conditional update), so concurrent refunds under different
+//! keys can never together exceed the captured amount. A refund the acquirer
+//! definitively refuses gives its reservation back.
+
+use std::fmt;
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::{
+    AcquirerKey, IdempotencyKey, Money, PaymentId, PaymentStatus, ShopId, ValidationError,
+};
+
+/// Our id of a refund: `re_` followed by a UUIDv7 (time-ordered).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RefundId(String);
+
+impl RefundId {
+    const PREFIX: &'static str = "re_";
+
+    /// A new, time-ordered id.
+    pub fn generate() -> Self {
+        Self(format!("{}{}", Self::PREFIX, Uuid::now_v7().simple()))
+    }
+
+    /// Checks an id given by a client or read back from a store.
+    pub fn parse(id: &str) -> Result<Self, ValidationError> {
+        let bad = || ValidationError::RefundId(id.chars().take(64).collect());
+        let hex = id.strip_prefix(Self::PREFIX).ok_or_else(bad)?;
+        if hex.len() != 32 || Uuid::try_parse(hex).is_err() {
+            return Err(bad());
+        }
+        Ok(Self(id.to_owned()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The acquirer key of this refund: derived from its id, never random,
+    /// so every retry, take-over or completer run sends the same one.
+    pub fn acquirer_key(&self) -> AcquirerKey {
+        AcquirerKey::from_stored(format!("chargeonce-{}", self.0))
+    }
+}
+
+impl fmt::Display for RefundId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a refund stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefundStatus {
+    /// Reserved; the acquirer has not given a definite answer yet.
+    Pending,
+    /// The money went back.
+    Succeeded,
+    /// The acquirer refused; the reservation was given back.
+    Failed,
+}
+
+impl RefundStatus {
+    /// The status as stored and shown (`pending`, `succeeded`, `failed`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Parses a stored status.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(Self::Pending),
+            "succeeded" => Some(Self::Succeeded),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+
+    /// Whether the status can no longer change.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Self::Pending)
+    }
+}
+
+/// A refund as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refund {
+    /// Our id (`re_...`).
+    pub id: RefundId,
+    /// The owning shop (the payment's).
+    pub shop_id: ShopId,
+    /// The payment it gives money back for.
+    pub payment_id: PaymentId,
+    /// The idempotency key that created it.
+    pub idempotency_key: IdempotencyKey,
+    /// How much, in the payment's currency.
+    pub amount: Money,
+    /// Where it stands.
+    pub status: RefundStatus,
+    /// The key sent to the acquirer, fixed when the refund was created.
+    pub acquirer_key: AcquirerKey,
+    /// The acquirer's id of the refund, once known.
+    pub provider_refund_id: Option<String>,
+    /// Why the acquirer refused, when it did.
+    pub failure_code: Option<String>,
+    /// When it was created.
+    pub created_at: OffsetDateTime,
+}
+
+impl Refund {
+    /// The refund after a definite acquirer answer.
+    pub fn settled(mut self, settlement: &RefundSettlement) -> Self {
+        match settlement {
+            RefundSettlement::Succeeded { provider_refund_id } => {
+                self.status = RefundStatus::Succeeded;
+                self.provider_refund_id = Some(provider_refund_id.clone());
+                self.failure_code = None;
+            }
+            RefundSettlement::Failed { code } => {
+                self.status = RefundStatus::Failed;
+                self.failure_code = Some(code.clone());
+            }
+        }
+        self
+    }
+}
+
+/// A refund about to be created: what phase 1 reserves.
+#[derive(Debug, Clone)]
+pub struct NewRefund {
+    /// Our id, generated before the claim.
+    pub id: RefundId,
+    /// The shop asking.
+    pub shop_id: ShopId,
+    /// The payment to refund (of that shop, or the refund is refused).
+    pub payment_id: PaymentId,
+    /// The idempotency key of the request.
+    pub idempotency_key: IdempotencyKey,
+    /// How much; `None` is the rest of the payment not yet reserved by
+    /// other refunds.
+    pub amount: Option<Money>,
+    /// When it is created.
+    pub created_at: OffsetDateTime,
+}
+
+impl NewRefund {
+    /// A new refund with a fresh id, created now.
+    pub fn new(
+        shop_id: ShopId,
+        payment_id: PaymentId,
+        idempotency_key: IdempotencyKey,
+        amount: Option<Money>,
+    ) -> Self {
+        let now = OffsetDateTime::now_utc();
+        let created_at = now
+            .replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000)
+            .unwrap_or(now);
+        Self {
+            id: RefundId::generate(),
+            shop_id,
+            payment_id,
+            idempotency_key,
+            amount,
+            created_at,
+        }
+    }
+}
+
+/// Why phase 1 refused a refund before anything executed: nothing was
+/// written, not even the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundRefusal {
+    /// No payment with that id belongs to the shop.
+    PaymentNotFound,
+    /// The payment is not `succeeded` (still pending, or declined).
+    NotRefundable(PaymentStatus),
+    /// The refund's currency is not the payment's.
+    CurrencyMismatch,
+    /// The refund would take the refunds of the payment over its amount.
+    ExceedsAmount {
+        /// What is left to refund (amount minus reserved), possibly zero.
+        available_minor: i64,
+    },
+}
+
+/// A definite answer from the acquirer about a refund.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundSettlement {
+    /// The money went back.
+    Succeeded {
+        /// The acquirer's id of the refund.
+        provider_refund_id: String,
+    },
+    /// The acquirer refused; no money moved.
+    Failed {
+        /// Why.
+        code: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refund_ids_round_trip_and_reject_others() {
+        let id = RefundId::generate();
+        assert!(id.as_str().starts_with("re_"));
+        assert_eq!(RefundId::parse(id.as_str()).ok(), Some(id.clone()));
+        assert!(RefundId::parse("pay_0190b2a4c8e07c3a9f1e2d3c4b5a6978").is_err());
+        assert!(RefundId::parse("re_nothex").is_err());
+        assert_eq!(id.acquirer_key().as_str(), format!("chargeonce-{id}"));
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for status in [
+            RefundStatus::Pending,
+            RefundStatus::Succeeded,
+            RefundStatus::Failed,
+        ] {
+            assert_eq!(RefundStatus::parse(status.as_str()), Some(status));
+        }
+        assert!(!RefundStatus::Pending.is_final());
+    }
+}
