@@ -97,9 +97,13 @@ impl IdempotencyKey {
     /// the same key, so the server recognises the repeat and charges once.
     ///
     /// Characters outside visible ASCII (spaces, Cyrillic, ...) and `%` itself are
-    /// percent-encoded as UTF-8, so any order reference gives a valid key and
-    /// different references never give the same key. Fails only when the
-    /// result is empty or longer than [`IdempotencyKey::MAX_LEN`].
+    /// percent-encoded as UTF-8, so any order reference gives a valid key, and
+    /// for one operation different references never give the same key. (The
+    /// `-` between the two is not escaped: `("order-1", "pay")` and
+    /// `("order", "1-pay")` give the same key. Keep operation names fixed words
+    /// such as `pay` and `refund-1`; a collision is at worst a 422, never a
+    /// second charge.) Fails only when the result is empty or longer than
+    /// [`IdempotencyKey::MAX_LEN`].
     ///
     /// ```
     /// use chargeonce_core::IdempotencyKey;
