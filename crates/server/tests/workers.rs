@@ -387,6 +387,54 @@ async fn the_reconciler_settles_pending_payments_from_the_acquirer(backend: Back
     );
 }
 
+async fn duplicates_wait_for_a_pending_payment_before_any_is_refunded(backend: Backend) {
+    let h = Harness::start(backend).await;
+    // Someone else charged order-1 first; then our payment's answer is lost.
+    let stray = h
+        .plant(&PaymentId::generate(), "order-1", "stray-key-order-1")
+        .await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (status, pending) = h.pay("k1", "order-1", "tok_timeout").await;
+    assert_eq!(status, 202);
+    let ours = h.charge_of(pending["id"].as_str().unwrap()).await;
+    // While our payment is pending, no charge of the group is refunded: the
+    // first charge is the stray, and "keep the first" would refund ours.
+    let waiting = ReconcilerConfig {
+        refund_duplicates: true,
+        pending_after: Duration::from_secs(3600),
+        ..reconcile_now()
+    };
+    let report = h.reconciler().reconcile_once(&waiting).await.unwrap();
+    let dup = report
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::DuplicateCharge)
+        .unwrap();
+    assert!(dup.refunded.is_empty(), "{report}");
+    // Once a pass settles our payment, the stray is the one given back.
+    let settle = ReconcilerConfig {
+        refund_duplicates: true,
+        ..reconcile_now()
+    };
+    let mut refunded = Vec::new();
+    for _ in 0..2 {
+        let report = h.reconciler().reconcile_once(&settle).await.unwrap();
+        if let Some(dup) = report
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::DuplicateCharge)
+        {
+            refunded.extend(dup.refunded.clone());
+        }
+    }
+    assert_eq!(refunded, vec![stray.id.clone()]);
+    let ledger = h.sim.ledger().await.unwrap();
+    let ours_now = ledger.iter().find(|c| c.id == ours.id).unwrap();
+    assert_eq!(ours_now.refunded_minor, 0, "our charge is kept");
+    let stray_now = ledger.iter().find(|c| c.id == stray.id).unwrap();
+    assert_eq!(stray_now.refunded_minor, stray.amount.minor_units());
+}
+
 async fn the_reconciler_finds_a_planted_duplicate_and_an_orphan(backend: Backend) {
     let h = Harness::start(backend).await;
     let (status, paid) = h.pay("k1", "order-1", "tok_ok").await;
@@ -566,6 +614,7 @@ on_both_stores!(
     the_completer_finishes_a_refund_nobody_retries,
     the_reconciler_settles_pending_payments_from_the_acquirer,
     the_reconciler_finds_a_planted_duplicate_and_an_orphan,
+    duplicates_wait_for_a_pending_payment_before_any_is_refunded,
     the_reconciler_finds_payments_the_acquirer_does_not_know,
     metrics_count_claims_replays_conflicts_and_mismatches,
 );

@@ -404,8 +404,21 @@ impl Reconciler {
                 })
             });
             let keep = named.unwrap_or(0);
+            // While a payment of ours in the group is still pending, which charge
+            // is the one to keep is not known yet: refunding "all but the first"
+            // could refund the very charge that payment settles on. Report the
+            // duplicate now, refund on a later pass once the payment settled.
+            let undecided = named.is_none()
+                && group.iter().any(|c| {
+                    payments
+                        .get(&c.payment_id)
+                        .is_some_and(|p| p.status == PaymentStatus::Pending)
+                });
+            if config.refund_duplicates && undecided {
+                tracing::warn!(%shop_id, %reference, "duplicate charges wait for a pending payment to settle before any is refunded");
+            }
             let mut refunded = Vec::new();
-            if config.refund_duplicates {
+            if config.refund_duplicates && !undecided {
                 for (i, charge) in group.iter().enumerate() {
                     if i == keep {
                         continue;
