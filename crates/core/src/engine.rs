@@ -545,39 +545,6 @@ impl Engine {
         }
     }
 
-    /// Calls the acquirer's refund, bounded by the acquirer timeout, while
-    /// the lease is renewed.
-    async fn refund_holding_lease(
-        &self,
-        lease: &Lease,
-        request: &RefundRequest,
-    ) -> Result<RefundSettlement, AcquirerError> {
-        let heartbeat = tokio::spawn(renew_lease(
-            self.store.clone(),
-            lease.clone(),
-            self.config.timing.lease,
-        ));
-        let timeout = self.config.acquirer_timeout;
-        let started = Instant::now();
-        let result = tokio::time::timeout(timeout, self.acquirer.refund_payment(request))
-            .await
-            .unwrap_or_else(|_| {
-                Err(AcquirerError::Unknown(format!(
-                    "no answer within {timeout:?}"
-                )))
-            });
-        heartbeat.abort();
-        let kind = match &result {
-            Ok(RefundSettlement::Succeeded { .. }) => AcquirerOutcomeKind::Succeeded,
-            Ok(RefundSettlement::Failed { .. }) => AcquirerOutcomeKind::Declined,
-            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
-            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
-        };
-        self.observer
-            .acquirer_call(AcquirerCall::Refund, kind, started.elapsed());
-        result
-    }
-
     /// Phase 3 of a refund. Nobody but the refund's key settles a refund,
     /// so a refund found final here was settled by an earlier holder of the
     /// key whose finish was cut: answer from it.
@@ -653,14 +620,18 @@ impl Engine {
         }
     }
 
-    /// Calls the acquirer, bounded by the acquirer timeout, while a separate
-    /// task renews the lease, so a slow acquirer does not let another instance
-    /// take over a live operation and a slow store does not stall the call.
-    async fn charge_holding_lease(
+    /// Runs one acquirer call, bounded by the acquirer timeout (a call that
+    /// takes longer is an unknown outcome), while a separate task renews the
+    /// lease, so a slow acquirer does not let another instance take over a live
+    /// operation and a slow store does not stall the call. Reports the call's
+    /// outcome and latency to the observer.
+    async fn holding_lease<T>(
         &self,
         lease: &Lease,
-        request: &ChargeRequest,
-    ) -> Result<ChargeResult, AcquirerError> {
+        call: AcquirerCall,
+        request: impl Future<Output = Result<T, AcquirerError>>,
+        outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
+    ) -> Result<T, AcquirerError> {
         let heartbeat = tokio::spawn(renew_lease(
             self.store.clone(),
             lease.clone(),
@@ -668,7 +639,7 @@ impl Engine {
         ));
         let timeout = self.config.acquirer_timeout;
         let started = Instant::now();
-        let result = tokio::time::timeout(timeout, self.acquirer.charge(request))
+        let result = tokio::time::timeout(timeout, request)
             .await
             .unwrap_or_else(|_| {
                 Err(AcquirerError::Unknown(format!(
@@ -677,55 +648,71 @@ impl Engine {
             });
         heartbeat.abort();
         let kind = match &result {
-            Ok(ChargeResult::Succeeded { .. }) => AcquirerOutcomeKind::Succeeded,
-            Ok(ChargeResult::Declined { .. }) => AcquirerOutcomeKind::Declined,
+            Ok(answer) => outcome_kind(answer),
             Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
             Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
         };
-        self.observer
-            .acquirer_call(AcquirerCall::Charge, kind, started.elapsed());
+        self.observer.acquirer_call(call, kind, started.elapsed());
         result
     }
 
-    /// Looks the payment's charge up by our reference, bounded by the
-    /// acquirer timeout, holding the lease like a charge does.
+    /// Charges, holding the lease.
+    async fn charge_holding_lease(
+        &self,
+        lease: &Lease,
+        request: &ChargeRequest,
+    ) -> Result<ChargeResult, AcquirerError> {
+        self.holding_lease(
+            lease,
+            AcquirerCall::Charge,
+            self.acquirer.charge(request),
+            charge_kind,
+        )
+        .await
+    }
+
+    /// Refunds, holding the lease.
+    async fn refund_holding_lease(
+        &self,
+        lease: &Lease,
+        request: &RefundRequest,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        let kind = |settlement: &RefundSettlement| match settlement {
+            RefundSettlement::Succeeded { .. } => AcquirerOutcomeKind::Succeeded,
+            RefundSettlement::Failed { .. } => AcquirerOutcomeKind::Declined,
+        };
+        self.holding_lease(
+            lease,
+            AcquirerCall::Refund,
+            self.acquirer.refund_payment(request),
+            kind,
+        )
+        .await
+    }
+
+    /// Looks the payment's charge up by our reference, holding the lease.
     async fn look_up_holding_lease(
         &self,
         lease: &Lease,
         request: &ChargeRequest,
     ) -> Result<Option<ChargeResult>, AcquirerError> {
-        let heartbeat = tokio::spawn(renew_lease(
-            self.store.clone(),
-            lease.clone(),
-            self.config.timing.lease,
-        ));
-        let timeout = self.config.acquirer_timeout;
-        let started = Instant::now();
-        let lookup = look_up(
-            self.acquirer.as_ref(),
-            &request.shop_id,
-            &request.payment_id,
-            &request.acquirer_key,
-        );
-        let result = tokio::time::timeout(timeout, lookup)
+        let lookup = async {
+            look_up(
+                self.acquirer.as_ref(),
+                &request.shop_id,
+                &request.payment_id,
+                &request.acquirer_key,
+            )
             .await
-            .unwrap_or_else(|_| {
-                Err(AcquirerError::Unknown(format!(
-                    "no answer within {timeout:?}"
-                )))
-            })
-            .map(|found| found.map(|charge| charge.outcome));
-        heartbeat.abort();
-        let kind = match &result {
-            Ok(Some(ChargeResult::Succeeded { .. })) => AcquirerOutcomeKind::Succeeded,
-            Ok(Some(ChargeResult::Declined { .. })) => AcquirerOutcomeKind::Declined,
-            Ok(None) => AcquirerOutcomeKind::NotFound,
-            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
-            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
+            .map(|found| found.map(|charge| charge.outcome))
         };
-        self.observer
-            .acquirer_call(AcquirerCall::Lookup, kind, started.elapsed());
-        result
+        let kind = |found: &Option<ChargeResult>| {
+            found
+                .as_ref()
+                .map_or(AcquirerOutcomeKind::NotFound, charge_kind)
+        };
+        self.holding_lease(lease, AcquirerCall::Lookup, lookup, kind)
+            .await
     }
 
     async fn finish(
@@ -799,6 +786,14 @@ async fn renew_lease(store: Arc<dyn Store>, lease: Lease, duration: Duration) {
             }
             Err(error) => tracing::warn!(key = %lease.key, %error, "lease renewal failed"),
         }
+    }
+}
+
+/// The observer's name for a definite charge answer.
+fn charge_kind(result: &ChargeResult) -> AcquirerOutcomeKind {
+    match result {
+        ChargeResult::Succeeded { .. } => AcquirerOutcomeKind::Succeeded,
+        ChargeResult::Declined { .. } => AcquirerOutcomeKind::Declined,
     }
 }
 

@@ -119,6 +119,34 @@ impl PgStore {
         row.map(|row| key_from_row(&row)).transpose()
     }
 
+    /// Phase 3's fenced write of a key: stores the final response and ends the
+    /// lease, only while `lease` still holds it. `false` (nothing written) when
+    /// the lease was taken over.
+    async fn finish_key(
+        tx: &mut Transaction<'static, Postgres>,
+        lease: &Lease,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let fenced = sqlx::query(
+                "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
+                     response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
+                     expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+            )
+            .bind(lease.shop_id.as_str())
+            .bind(lease.key.as_str())
+            .bind(lease.token.as_uuid())
+            .bind(i32::from(response.status))
+            .bind(encode_headers(&response.headers)?)
+            .bind(response.body.as_slice())
+            .bind(millis(ttl) as f64)
+            .execute(&mut **tx)
+            .await
+            .map_err(store_error)?;
+        Ok(fenced.rows_affected() == 1)
+    }
+
     async fn read_key(
         &self,
         shop_id: &ShopId,
@@ -445,23 +473,7 @@ impl Store for PgStore {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
-        let fenced = sqlx::query(
-            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
-                 response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
-                 expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
-             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        )
-        .bind(lease.shop_id.as_str())
-        .bind(lease.key.as_str())
-        .bind(lease.token.as_uuid())
-        .bind(i32::from(response.status))
-        .bind(encode_headers(&response.headers)?)
-        .bind(response.body.as_slice())
-        .bind(millis(ttl) as f64)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if fenced.rows_affected() != 1 {
+        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }
@@ -601,23 +613,7 @@ impl Store for PgStore {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
-        let fenced = sqlx::query(
-            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
-                 response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
-                 expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
-             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        )
-        .bind(lease.shop_id.as_str())
-        .bind(lease.key.as_str())
-        .bind(lease.token.as_uuid())
-        .bind(i32::from(response.status))
-        .bind(encode_headers(&response.headers)?)
-        .bind(response.body.as_slice())
-        .bind(millis(ttl) as f64)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if fenced.rows_affected() != 1 {
+        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }

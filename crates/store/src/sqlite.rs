@@ -106,6 +106,37 @@ impl SqliteStore {
         self.readers.close().await;
     }
 
+    /// Phase 3's fenced write of a key: stores the final response and ends the
+    /// lease, only while `lease` still holds it. `false` (nothing written) when
+    /// the lease was taken over.
+    async fn finish_key(
+        tx: &mut Transaction<'static, Sqlite>,
+        lease: &Lease,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let fenced = sqlx::query(concat!(
+            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
+                     response_headers = ?5, response_body = ?6, lease_token = NULL, \
+                     locked_until = NULL, expires_at = MAX(expires_at, ",
+            now_ms!(),
+            " + ?7) \
+                 WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+                   AND recovery_point <> 'finished'"
+        ))
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid().to_string())
+        .bind(i64::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .bind(millis(ttl))
+        .execute(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        Ok(fenced.rows_affected() == 1)
+    }
+
     async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
         self.writer
             .begin_with("BEGIN IMMEDIATE")
@@ -425,26 +456,7 @@ impl Store for SqliteStore {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.write_tx().await?;
-        let fenced = sqlx::query(concat!(
-            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
-                 response_headers = ?5, response_body = ?6, lease_token = NULL, \
-                 locked_until = NULL, expires_at = MAX(expires_at, ",
-            now_ms!(),
-            " + ?7) \
-             WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
-               AND recovery_point <> 'finished'"
-        ))
-        .bind(lease.shop_id.as_str())
-        .bind(lease.key.as_str())
-        .bind(lease.token.as_uuid().to_string())
-        .bind(i64::from(response.status))
-        .bind(encode_headers(&response.headers)?)
-        .bind(response.body.as_slice())
-        .bind(millis(ttl))
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if fenced.rows_affected() != 1 {
+        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }
@@ -608,26 +620,7 @@ impl Store for SqliteStore {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.write_tx().await?;
-        let fenced = sqlx::query(concat!(
-            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
-                 response_headers = ?5, response_body = ?6, lease_token = NULL, \
-                 locked_until = NULL, expires_at = MAX(expires_at, ",
-            now_ms!(),
-            " + ?7) \
-             WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
-               AND recovery_point <> 'finished'"
-        ))
-        .bind(lease.shop_id.as_str())
-        .bind(lease.key.as_str())
-        .bind(lease.token.as_uuid().to_string())
-        .bind(i64::from(response.status))
-        .bind(encode_headers(&response.headers)?)
-        .bind(response.body.as_slice())
-        .bind(millis(ttl))
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if fenced.rows_affected() != 1 {
+        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }
