@@ -54,6 +54,10 @@ enum Command {
     /// Run the acquirer simulator as its own process (its own ledger, fault
     /// injection, webhooks), for `serve --acquirer-url`.
     Acquirer(acquirer::AcquirerArgs),
+    /// Prove "charged once" under faults: several instances, fault proxies,
+    /// kills, a frozen zombie, a PostgreSQL restart; then check the money
+    /// invariants. Exit code 0 clean, 1 violations or error.
+    Chaos(chargeonce_chaos::ChaosArgs),
     /// Reconcile once: settle pending payments from the acquirer's answers,
     /// compare the books, print the report. Exit code 0 clean, 2 findings, 1 error.
     Reconcile(reconcile::ReconcileArgs),
@@ -74,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
     // The client commands print their own story; the service's logs would drown it.
     let client_side = matches!(
         cli.command,
-        Some(Command::Pay(_) | Command::Payment { .. } | Command::Demo)
+        Some(Command::Pay(_) | Command::Payment { .. } | Command::Demo | Command::Chaos(_))
     );
     init_tracing(if client_side { "error" } else { "info" });
     match cli.command {
@@ -89,6 +93,12 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Payment { command }) => pay::payment(command).await,
         Some(Command::Demo) => demo::run().await,
         Some(Command::Acquirer(args)) => acquirer::run(args).await,
+        Some(Command::Chaos(args)) => {
+            if !chargeonce_chaos::main(args).await? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Some(Command::Reconcile(args)) => {
             if !reconcile::run(args).await? {
                 std::process::exit(2);

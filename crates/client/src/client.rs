@@ -6,11 +6,16 @@ use std::time::{Duration, Instant, SystemTime};
 use chargeonce_core::{IdempotencyKey, PaymentStatus};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Method, Url};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::outcome::{Attempt, AttemptAnswer, FailureKind, Outcome, PayResult};
+use crate::outcome::{
+    Attempt, AttemptAnswer, FailureKind, Outcome, PayResult, RefundOutcome, RefundResult,
+};
 use crate::retry::{RetryPolicy, parse_retry_after};
-use crate::{CreatePayment, Error, Ledger, Payment, PaymentList, Problem, ProblemCode};
+use crate::{
+    CreatePayment, CreateRefund, Error, Ledger, Payment, PaymentList, Problem, ProblemCode, Refund,
+};
 
 /// The request header that carries the key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -43,6 +48,7 @@ pub struct ClientBuilder {
     secret: String,
     policy: RetryPolicy,
     connect_timeout: Duration,
+    reuse_connections: bool,
 }
 
 impl fmt::Debug for Client {
@@ -64,6 +70,7 @@ impl fmt::Debug for ClientBuilder {
             .field("secret", &"***")
             .field("policy", &self.policy)
             .field("connect_timeout", &self.connect_timeout)
+            .field("reuse_connections", &self.reuse_connections)
             .finish()
     }
 }
@@ -79,6 +86,15 @@ impl ClientBuilder {
     /// sent nothing, so it is always safe to retry.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Whether idle connections are kept for later requests (yes by default).
+    /// `false` opens a new connection per request: slower, but every attempt
+    /// meets the network afresh (load balancers that pin connections, fault
+    /// proxies that decide per connection).
+    pub fn reuse_connections(mut self, reuse: bool) -> Self {
+        self.reuse_connections = reuse;
         self
     }
 
@@ -104,7 +120,11 @@ impl ClientBuilder {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder();
+        if !self.reuse_connections {
+            http = http.pool_max_idle_per_host(0);
+        }
+        let http = http
             .connect_timeout(self.connect_timeout)
             // A redirected POST would turn into a GET, or go elsewhere: never follow.
             .redirect(reqwest::redirect::Policy::none())
@@ -170,10 +190,14 @@ impl Answer {
     }
 }
 
+/// Reads one answer of a keyed POST: what the attempt saw and what to do
+/// next; records the id the answer named.
+type Judge<O> = fn(&Answer, u32, &mut Option<String>) -> (AttemptAnswer, Step<O>);
+
 /// What to do after one attempt.
-enum Step {
+enum Step<O> {
     /// A definite outcome.
-    Done(Outcome),
+    Done(O),
     /// Unknown or transient: try again with the same key and body.
     Retry(Option<Duration>),
     /// A definite failure: stop.
@@ -222,6 +246,7 @@ impl Client {
             secret: secret.into(),
             policy: RetryPolicy::default(),
             connect_timeout: Duration::from_secs(5),
+            reuse_connections: true,
         }
     }
 
@@ -306,11 +331,79 @@ impl Client {
     ) -> Result<PayResult, Error> {
         let body = serde_json::to_vec(&request.to_json())
             .map_err(|e| Error::Config(format!("serialising the payment: {e}")))?;
-        let url = self.url("v1/payments");
+        let (outcome, attempts) = self
+            .post_idempotent(
+                self.url("v1/payments"),
+                key,
+                body,
+                true,
+                judge_payment,
+                |payment_id| Outcome::Uncertain { payment_id },
+            )
+            .await?;
+        Ok(PayResult {
+            outcome,
+            key: key.clone(),
+            attempts,
+            found_before_paying: false,
+        })
+    }
+
+    /// `POST /v1/payments/{payment_id}/refunds` under `key` (the refund's own
+    /// key, never the payment's), retried like [`Client::pay`] until a
+    /// definite answer or the end of the budget.
+    ///
+    /// Definite: [`RefundOutcome::Refunded`] (`201`, or its replay) and
+    /// [`RefundOutcome::Failed`] (`422 refund_failed`: the acquirer refused,
+    /// nothing was given back). `202` (pending), `409` (the payment or the
+    /// key's first request is still running), `429`, `5xx` and lost answers
+    /// are retried with the same key and body; when the budget runs out the
+    /// outcome is [`RefundOutcome::Uncertain`]. Refusals (`422
+    /// refund_exceeds_amount`, `payment_not_refundable` of a declined payment,
+    /// `404`) are errors, unless an earlier attempt may have executed.
+    ///
+    /// The key should name the intent:
+    /// `IdempotencyKey::for_operation("order-123", "refund-1")`.
+    pub async fn refund(
+        &self,
+        payment_id: &str,
+        key: &IdempotencyKey,
+        request: &CreateRefund,
+    ) -> Result<RefundResult, Error> {
+        let body = serde_json::to_vec(&request.to_json())
+            .map_err(|e| Error::Config(format!("serialising the refund: {e}")))?;
+        let mut url = self.url("v1/payments/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(payment_id).push("refunds");
+        }
+        let (outcome, attempts) = self
+            .post_idempotent(url, key, body, false, judge_refund, |refund_id| {
+                RefundOutcome::Uncertain { refund_id }
+            })
+            .await?;
+        Ok(RefundResult {
+            outcome,
+            key: key.clone(),
+            attempts,
+        })
+    }
+
+    /// The retry loop of every keyed POST: the same key and body bytes on
+    /// every attempt, until `judge` calls an answer definite, a refusal, or
+    /// the budget ends (`uncertain` of the id an answer named, if any).
+    async fn post_idempotent<O>(
+        &self,
+        url: Url,
+        key: &IdempotencyKey,
+        body: Vec<u8>,
+        prefer: bool,
+        judge: Judge<O>,
+        uncertain: fn(Option<String>) -> O,
+    ) -> Result<(O, Vec<Attempt>), Error> {
         let started = Instant::now();
         let deadline = started + self.policy.budget;
         let mut attempts: Vec<Attempt> = Vec::new();
-        let mut payment_id: Option<String> = None;
+        let mut named_id: Option<String> = None;
         // Whether an earlier attempt may have executed (it was sent and got no
         // definite answer). From then on, a refusal is no proof that nothing
         // happened: the result is Uncertain, never an error inviting a new key.
@@ -329,30 +422,29 @@ impl Client {
                 .header(CONTENT_TYPE, "application/json")
                 .timeout(timeout)
                 .body(body.clone());
-            if let Some(seconds) = self.policy.prefer_seconds(timeout) {
+            if prefer && let Some(seconds) = self.policy.prefer_seconds(timeout) {
                 builder = builder.header(PREFER, format!("wait={seconds}"));
             }
             let sent_at = Instant::now();
-            let (seen, step) = match send(builder).await {
-                Ok(answer) => judge_payment(&answer, number, &mut payment_id),
-                Err(error) => (failure(&error), Step::Retry(None)),
+            let (seen, step, raw) = match send(builder).await {
+                Ok(answer) => {
+                    let (seen, step) = judge(&answer, number, &mut named_id);
+                    (seen, step, Some(answer.body))
+                }
+                Err(error) => (failure(&error), Step::Retry(None), None),
             };
             let mut attempt = Attempt {
                 number,
                 sent_at,
                 took: sent_at.elapsed(),
                 answer: seen,
+                body: raw,
                 retry_in: None,
             };
             let retry_after = match step {
                 Step::Done(outcome) => {
                     attempts.push(attempt);
-                    return Ok(PayResult {
-                        outcome,
-                        key: key.clone(),
-                        attempts,
-                        found_before_paying: false,
-                    });
+                    return Ok((outcome, attempts));
                 }
                 Step::Fail(error) if maybe_executed => {
                     tracing::warn!(
@@ -361,12 +453,7 @@ impl Client {
                         "refused after an attempt that may have executed; the outcome is uncertain"
                     );
                     attempts.push(attempt);
-                    return Ok(PayResult {
-                        outcome: Outcome::Uncertain { payment_id },
-                        key: key.clone(),
-                        attempts,
-                        found_before_paying: false,
-                    });
+                    return Ok((uncertain(named_id), attempts));
                 }
                 Step::Fail(error) => return Err(error),
                 Step::Retry(retry_after) => {
@@ -384,12 +471,7 @@ impl Client {
             let delay = self.policy.delay(number, retry_after);
             if number >= self.policy.max_attempts || Instant::now() + delay >= deadline {
                 attempts.push(attempt);
-                return Ok(PayResult {
-                    outcome: Outcome::Uncertain { payment_id },
-                    key: key.clone(),
-                    attempts,
-                    found_before_paying: false,
-                });
+                return Ok((uncertain(named_id), attempts));
             }
             attempt.retry_in = Some(delay);
             attempts.push(attempt);
@@ -557,7 +639,7 @@ fn judge_payment(
     answer: &Answer,
     attempts: u32,
     payment_id: &mut Option<String>,
-) -> (AttemptAnswer, Step) {
+) -> (AttemptAnswer, Step<Outcome>) {
     let status = answer.status;
     if matches!(status, 200..=202) {
         let payment: Option<Payment> = serde_json::from_slice(&answer.body).ok();
@@ -603,6 +685,66 @@ fn judge_payment(
                 }),
             }
         }
+        (status, _) if transient(status) => Step::Retry(answer.retry_after()),
+        (_, Some(problem)) if problem.code == ProblemCode::IdempotencyKeyReused => {
+            Step::Fail(Error::KeyReused {
+                problem: Box::new(problem),
+                attempts,
+            })
+        }
+        (400..=499, Some(problem)) => Step::Fail(Error::Rejected {
+            problem: Box::new(problem),
+            attempts,
+        }),
+        _ => Step::Fail(Error::Unexpected {
+            status,
+            body: answer.excerpt(),
+            attempts,
+        }),
+    };
+    (seen, step)
+}
+
+/// Decides what a refund answer means.
+fn judge_refund(
+    answer: &Answer,
+    attempts: u32,
+    refund_id: &mut Option<String>,
+) -> (AttemptAnswer, Step<RefundOutcome>) {
+    let status = answer.status;
+    if matches!(status, 200..=202) {
+        let refund: Option<Refund> = serde_json::from_slice(&answer.body).ok();
+        let seen = answer.seen(None, None);
+        let step = match refund {
+            Some(refund) => {
+                *refund_id = Some(refund.id.clone());
+                match refund.status.as_str() {
+                    "succeeded" if status != 202 => Step::Done(RefundOutcome::Refunded(refund)),
+                    _ => Step::Retry(answer.retry_after()),
+                }
+            }
+            None => Step::Retry(answer.retry_after()),
+        };
+        return (seen, step);
+    }
+    let problem = answer.problem();
+    let seen = answer.seen(None, problem.as_ref());
+    let refund = problem
+        .as_ref()
+        .and_then(|p| p.raw.get("refund"))
+        .and_then(|r| Refund::deserialize(r).ok());
+    if let Some(refund) = &refund {
+        *refund_id = Some(refund.id.clone());
+    }
+    let step = match (status, problem) {
+        (422, Some(problem)) if problem.code == ProblemCode::RefundFailed => match refund {
+            Some(refund) => Step::Done(RefundOutcome::Failed(refund)),
+            None => Step::Fail(Error::Unexpected {
+                status,
+                body: answer.excerpt(),
+                attempts,
+            }),
+        },
         (status, _) if transient(status) => Step::Retry(answer.retry_after()),
         (_, Some(problem)) if problem.code == ProblemCode::IdempotencyKeyReused => {
             Step::Fail(Error::KeyReused {

@@ -70,7 +70,11 @@ pub use client::{
     Client, ClientBuilder, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, PREFER, PREFERENCE_APPLIED,
 };
 pub use error::Error;
-pub use model::{CreatePayment, Ledger, LedgerCharge, LedgerTotal, Payment, PaymentList};
-pub use outcome::{Attempt, AttemptAnswer, FailureKind, Outcome, PayResult};
+pub use model::{
+    CreatePayment, CreateRefund, Ledger, LedgerCharge, LedgerTotal, Payment, PaymentList, Refund,
+};
+pub use outcome::{
+    Attempt, AttemptAnswer, FailureKind, Outcome, PayResult, RefundOutcome, RefundResult,
+};
 pub use problem::{Problem, ProblemCode};
 pub use retry::{RetryPolicy, parse_retry_after};

@@ -94,6 +94,58 @@ fn money<'de, D: Deserializer<'de>>(d: D) -> Result<Money, D::Error> {
     Money::parse(&a.value, &a.currency).map_err(D::Error::custom)
 }
 
+/// A refund request: `{}` refunds what is left of the payment, an amount
+/// refunds part of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateRefund {
+    /// How much; `None` refunds what is left.
+    pub amount: Option<Money>,
+}
+
+impl CreateRefund {
+    /// Refunds what is left of the payment.
+    pub fn full() -> Self {
+        Self { amount: None }
+    }
+
+    /// Refunds `amount` of the payment.
+    pub fn partial(amount: Money) -> Self {
+        Self {
+            amount: Some(amount),
+        }
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> Value {
+        match &self.amount {
+            Some(amount) => serde_json::json!({
+                "amount": {"value": amount.to_decimal_string(), "currency": amount.currency().code()}
+            }),
+            None => serde_json::json!({}),
+        }
+    }
+}
+
+/// A refund, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Refund {
+    /// Our id (`re_...`).
+    pub id: String,
+    /// The refunded payment.
+    pub payment_id: String,
+    /// The owning shop.
+    pub shop_id: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// How much.
+    #[serde(deserialize_with = "money")]
+    pub amount: Money,
+    /// The acquirer's id of the refund, once known.
+    pub provider_refund_id: Option<String>,
+    /// Why the acquirer refused, when it did.
+    pub failure_code: Option<String>,
+}
+
 /// `GET /v1/payments?reference=`: an order's payments, oldest first.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PaymentList {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chargeonce_core::IdempotencyKey;
 
-use crate::{Payment, ProblemCode};
+use crate::{Payment, ProblemCode, Refund};
 
 /// Where a payment stands after a call: the only three answers a payment
 /// client may give.
@@ -148,6 +148,9 @@ pub struct Attempt {
     pub took: Duration,
     /// How it ended.
     pub answer: AttemptAnswer,
+    /// The answer's body, exactly as received (`None` without an answer):
+    /// what a replay must repeat byte for byte.
+    pub body: Option<Vec<u8>>,
     /// The wait before the next attempt, when there was one.
     pub retry_in: Option<Duration>,
 }
@@ -182,4 +185,32 @@ impl PayResult {
             Some(AttemptAnswer::Http { replayed: true, .. })
         )
     }
+}
+
+/// Where a refund stands after a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RefundOutcome {
+    /// The acquirer gave the money back (by this call or an earlier attempt
+    /// of the same key).
+    Refunded(Refund),
+    /// The acquirer refused the refund: definite, nothing was given back, and
+    /// the amount can be refunded again under a new refund key.
+    Failed(Refund),
+    /// The budget ran out before a definite answer: the refund may or may not
+    /// have happened. Retry later with the same key, or read the refund.
+    Uncertain {
+        /// The refund, when an answer named it (`202` pending).
+        refund_id: Option<String>,
+    },
+}
+
+/// The result of a refund call: the outcome, its key, and every attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefundResult {
+    /// Where the refund stands.
+    pub outcome: RefundOutcome,
+    /// The key every attempt carried.
+    pub key: IdempotencyKey,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
 }

@@ -52,6 +52,15 @@ pub enum ProblemCode {
     StoreUnavailable,
     /// 503: the acquirer cannot be reached, nothing was sent; retry with the same key.
     AcquirerUnavailable,
+    /// 409 (the payment is still pending: retry) or 422 (it was declined):
+    /// the payment cannot be refunded now.
+    PaymentNotRefundable,
+    /// 422: the refund would take the payment's refunds over its amount.
+    RefundExceedsAmount,
+    /// 422: a refund in another currency than the payment's.
+    CurrencyMismatch,
+    /// 422: the acquirer refused the refund (a stored, replayed answer).
+    RefundFailed,
     /// A code this client does not know.
     Other(String),
 }
@@ -80,6 +89,10 @@ impl ProblemCode {
             "internal_error" => Self::InternalError,
             "store_unavailable" => Self::StoreUnavailable,
             "acquirer_unavailable" => Self::AcquirerUnavailable,
+            "payment_not_refundable" => Self::PaymentNotRefundable,
+            "refund_exceeds_amount" => Self::RefundExceedsAmount,
+            "currency_mismatch" => Self::CurrencyMismatch,
+            "refund_failed" => Self::RefundFailed,
             other => Self::Other(other.to_owned()),
         }
     }
@@ -107,6 +120,10 @@ impl ProblemCode {
             Self::InternalError => "internal_error",
             Self::StoreUnavailable => "store_unavailable",
             Self::AcquirerUnavailable => "acquirer_unavailable",
+            Self::PaymentNotRefundable => "payment_not_refundable",
+            Self::RefundExceedsAmount => "refund_exceeds_amount",
+            Self::CurrencyMismatch => "currency_mismatch",
+            Self::RefundFailed => "refund_failed",
             Self::Other(code) => code,
         }
     }

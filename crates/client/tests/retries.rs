@@ -9,7 +9,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chargeonce_client::{
-    AttemptAnswer, Error, FailureKind, Outcome, PayResult, PaymentStatus, ProblemCode,
+    AttemptAnswer, CreateRefund, Error, FailureKind, IdempotencyKey, Money, Outcome, PayResult,
+    PaymentStatus, ProblemCode, RefundOutcome,
 };
 use common::{Backend, Fault, FaultProxy, Options, TestServer};
 
@@ -411,6 +412,100 @@ async fn reads_are_typed(backend: Backend) {
     );
 }
 
+/// A refund under its own key: the answer is lost twice, the third attempt
+/// with the same key gets the replay (the same bytes as the first answer),
+/// and the payment shows the money given back once.
+async fn refunds_lost_answers_are_retried_with_the_same_key(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let order = common::order("refund-lost");
+    let payment = server
+        .client()
+        .pay(&common::pay_key(&order), &common::payment(&order, "tok_ok"))
+        .await
+        .unwrap();
+    let payment_id = paid(&payment).id.clone();
+    let proxy = FaultProxy::start(
+        server.addr,
+        &[Fault::LoseAnswer, Fault::LoseAnswer],
+        Fault::Pass,
+    )
+    .await;
+    let client = common::client_for(&proxy.base, common::fast_policy());
+    let key = IdempotencyKey::for_operation(&order, "refund-1").unwrap();
+    let request = CreateRefund::partial(Money::parse("300.00", "RUB").unwrap());
+    let result = client.refund(&payment_id, &key, &request).await.unwrap();
+    let RefundOutcome::Refunded(refund) = &result.outcome else {
+        panic!("expected Refunded, got {:?}", result.outcome);
+    };
+    assert_eq!(refund.payment_id, payment_id);
+    assert_eq!(refund.amount, Money::parse("300.00", "RUB").unwrap());
+    let seen: Vec<_> = result.attempts.iter().map(|a| a.answer.clone()).collect();
+    assert!(
+        matches!(
+            seen[..],
+            [
+                AttemptAnswer::Failed { .. },
+                AttemptAnswer::Failed { .. },
+                AttemptAnswer::Http {
+                    status: 201,
+                    replayed: true,
+                    ..
+                }
+            ]
+        ),
+        "{seen:?}"
+    );
+
+    // Once more, directly: the same bytes again.
+    let again = server
+        .client()
+        .refund(&payment_id, &key, &request)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, result.outcome);
+    assert_eq!(again.attempts[0].body, result.attempts[2].body);
+    let read = server.client().payment(&payment_id).await.unwrap();
+    assert_eq!(read.status, PaymentStatus::Succeeded);
+}
+
+/// More than what is left is a refusal (an error, not retried); reusing the
+/// payment's key for a refund is `KeyReused`.
+async fn refund_refusals_are_errors(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let client = server.client();
+    let order = common::order("refund-refused");
+    let pay_key = common::pay_key(&order);
+    let payment = client
+        .pay(&pay_key, &common::payment(&order, "tok_ok"))
+        .await
+        .unwrap();
+    let payment_id = paid(&payment).id.clone();
+    let too_much = CreateRefund::partial(Money::parse("1000000.00", "RUB").unwrap());
+    let key = IdempotencyKey::for_operation(&order, "refund-1").unwrap();
+    match client.refund(&payment_id, &key, &too_much).await {
+        Err(Error::Rejected { problem, attempts }) => {
+            assert_eq!(problem.code, ProblemCode::RefundExceedsAmount);
+            assert_eq!(attempts, 1);
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    match client
+        .refund(&payment_id, &pay_key, &CreateRefund::full())
+        .await
+    {
+        Err(Error::KeyReused { .. }) => {}
+        other => panic!("expected KeyReused, got {other:?}"),
+    }
+    let full = client
+        .refund(&payment_id, &key, &CreateRefund::full())
+        .await
+        .unwrap();
+    assert!(
+        matches!(full.outcome, RefundOutcome::Refunded(_)),
+        "{full:?}"
+    );
+}
+
 on_both_stores!(
     pays_on_the_first_attempt,
     lost_answers_are_retried_with_the_same_key,
@@ -426,6 +521,8 @@ on_both_stores!(
     concurrent_clicks_share_one_payment,
     after_the_key_expired_the_order_is_not_charged_again,
     reads_are_typed,
+    refunds_lost_answers_are_retried_with_the_same_key,
+    refund_refusals_are_errors,
 );
 
 // Paths that do not depend on the store: run on SQLite only.

@@ -1,0 +1,155 @@
+//! The flags of `chargeonce chaos`: the size of the run, the faults, and the
+//! seed every random choice comes from.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// A component deliberately broken, to show that the checker notices: a run
+/// with a sabotage must report violations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sabotage {
+    /// Nothing broken: the run must be clean.
+    None,
+    /// The acquirer skips its key check (`chargeonce acquirer
+    /// --no-idempotency`) while the service believes it idempotent: every
+    /// retry after a lost acquirer answer charges again.
+    AcquirerSkipsKeyCheck,
+}
+
+/// Flags of `chargeonce chaos`.
+#[derive(Debug, Clone, Args)]
+pub struct ChaosArgs {
+    /// Seed of every random choice (intents, faults, the nemesis schedule).
+    /// Random by default; always printed, so a run can be repeated.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Payment intents (orders) to work through.
+    #[arg(long, default_value_t = 2000)]
+    pub intents: usize,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 32)]
+    pub clients: usize,
+    /// Service instances, all on one PostgreSQL database.
+    #[arg(long, default_value_t = 3)]
+    pub instances: usize,
+    /// Shops the intents are spread over (their keys and order references
+    /// collide on purpose: nothing may cross shops).
+    #[arg(long, default_value_t = 2)]
+    pub shops: usize,
+
+    /// Instance kills (SIGKILL, then a restart on the same port).
+    #[arg(long, default_value_t = 3)]
+    pub kills: usize,
+    /// Freezes (SIGSTOP past the lease, then SIGCONT): zombies that must not write.
+    #[arg(long, default_value_t = 1)]
+    pub freezes: usize,
+    /// Kills between the acquirer's commit and ours: the instance dies the
+    /// moment the acquirer's answer to its charge reaches it.
+    #[arg(long, default_value_t = 1)]
+    pub commit_window_kills: usize,
+    /// PostgreSQL restarts with `-m immediate`.
+    #[arg(long, default_value_t = 1)]
+    pub pg_restarts: usize,
+
+    /// Share of client connections delayed by the proxy.
+    #[arg(long, default_value_t = 0.05)]
+    pub delay_rate: f64,
+    /// The longest proxy delay.
+    #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
+    pub max_delay: Duration,
+    /// Share of client connections reset by the proxy before forwarding.
+    #[arg(long, default_value_t = 0.02)]
+    pub reset_rate: f64,
+    /// Share of answers dropped by the proxy after the request was forwarded
+    /// (the client never learns what happened).
+    #[arg(long, default_value_t = 0.05)]
+    pub drop_rate: f64,
+    /// Share of acquirer charges whose answer is lost after the charge.
+    #[arg(long, default_value_t = 0.03)]
+    pub acquirer_lost_rate: f64,
+    /// Share of acquirer requests answered 5xx before anything is recorded.
+    #[arg(long, default_value_t = 0.02)]
+    pub acquirer_error_rate: f64,
+    /// Longest ordinary acquirer latency.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub acquirer_latency: Duration,
+
+    /// Share of intents sent twice at once (a double click).
+    #[arg(long, default_value_t = 0.1)]
+    pub double_click_rate: f64,
+    /// Share of intents repeated much later (after every intent was sent once).
+    #[arg(long, default_value_t = 0.05)]
+    pub late_retry_rate: f64,
+    /// Share of intents repeated under the same key with another amount (must be 422).
+    #[arg(long, default_value_t = 0.03)]
+    pub changed_body_rate: f64,
+    /// Share of paid intents refunded (a partial refund, sometimes two at once).
+    #[arg(long, default_value_t = 0.1)]
+    pub refund_rate: f64,
+    /// Share of intents paid with a card that is declined.
+    #[arg(long, default_value_t = 0.1)]
+    pub decline_rate: f64,
+
+    /// The service's lease on a running key (short, so zombies and
+    /// take-overs happen within the run).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub lease: Duration,
+    /// One client attempt's timeout.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub attempt_timeout: Duration,
+    /// One client call's budget (then the call is uncertain and the client
+    /// comes back later with the same key, up to three calls).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub call_budget: Duration,
+    /// How long the service's workers get to settle everything once the
+    /// faults stop.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub settle_timeout: Duration,
+
+    /// PostgreSQL to use: by default a private cluster started for the run
+    /// (so its restart disturbs nobody else). With a URL, that database,
+    /// restarted by `--pg-restart-command`.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// The command that restarts the PostgreSQL of `--database-url`
+    /// (run with `sh -c`). Without it, no restart happens on an external database.
+    #[arg(long)]
+    pub pg_restart_command: Option<String>,
+    /// The `chargeonce` binary to run as acquirer and instances (default: this one).
+    #[arg(long)]
+    pub bin: Option<PathBuf>,
+    /// Where logs and the acquirer's ledger go (default: a temporary directory,
+    /// kept when the run fails).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Break a component on purpose (the checker must then report violations).
+    #[arg(long, value_enum, default_value_t = Sabotage::None)]
+    pub sabotage: Sabotage,
+}
+
+impl ChaosArgs {
+    /// The flags of a small run, for tests: `intents` intents on `clients`
+    /// clients, the default faults, and no progress bar.
+    pub fn small(intents: usize, clients: usize) -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ChaosArgs,
+        }
+        let mut args = Wrapper::parse_from(["chaos"]).args;
+        args.intents = intents;
+        args.clients = clients;
+        args.no_progress = true;
+        args
+    }
+}

@@ -1,0 +1,158 @@
+//! What the clients saw, recorded the way Jepsen records operations: every
+//! call and every attempt, each ending ok, failed, or unknown.
+
+use std::time::Duration;
+
+use chargeonce_client::{Attempt, AttemptAnswer, FailureKind};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Why a call was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// The intent's payment (also the client coming back after an uncertain call).
+    Pay,
+    /// The same payment sent a second time at once (a double click).
+    DoubleClick,
+    /// The same payment repeated much later.
+    LateRetry,
+    /// The same key with another amount: must be refused (422).
+    ChangedBody,
+    /// A refund of the intent's payment under its own key (`refund-1`, `refund-2`).
+    Refund(u8),
+}
+
+impl CallKind {
+    /// Whether the call carries the intent's payment request unchanged.
+    pub fn is_payment(&self) -> bool {
+        matches!(self, Self::Pay | Self::DoubleClick | Self::LateRetry)
+    }
+}
+
+/// A payment or refund as an answer showed it (the fields the checker needs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Shown {
+    /// `pay_...` or `re_...`.
+    pub id: String,
+    /// The shop the answer says it belongs to.
+    pub shop_id: String,
+    /// `succeeded`, `declined`, `failed`, ...
+    pub status: String,
+    /// In minor units.
+    pub amount_minor: i64,
+    /// The payment's order reference, or the refunded payment's id.
+    pub parent: String,
+}
+
+/// How a call ended, Jepsen style.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CallResult {
+    /// Definite: paid.
+    Paid(Shown),
+    /// Definite: declined.
+    Declined(Shown),
+    /// Definite: refunded.
+    Refunded(Shown),
+    /// Definite: the acquirer refused the refund.
+    RefundFailed(Shown),
+    /// Unknown: the budget ran out; either outcome is possible.
+    Uncertain,
+    /// Refused before anything executed (or after, if an earlier attempt may
+    /// have executed: then the SDK says uncertain instead).
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The problem code.
+        code: String,
+    },
+    /// Anything else (an answer the SDK could not read).
+    Error {
+        /// What.
+        message: String,
+    },
+}
+
+impl CallResult {
+    /// `ok`, `fail` or `info` (unknown), as Jepsen calls them.
+    pub fn verdict(&self) -> &'static str {
+        match self {
+            Self::Paid(_) | Self::Refunded(_) => "ok",
+            Self::Declined(_) | Self::RefundFailed(_) | Self::Refused { .. } => "fail",
+            Self::Uncertain | Self::Error { .. } => "info",
+        }
+    }
+}
+
+/// One attempt of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// The HTTP status, when an answer came.
+    pub status: Option<u16>,
+    /// Why no answer came.
+    pub failure: Option<FailureKind>,
+    /// `Idempotent-Replayed: true`.
+    pub replayed: bool,
+    /// SHA-256 of the answer's body.
+    pub body_sha256: Option<[u8; 32]>,
+    /// How long it took.
+    pub took: Duration,
+}
+
+impl AttemptRecord {
+    /// Records an SDK attempt, keeping only a hash of its body.
+    pub fn of(attempt: &Attempt) -> Self {
+        let (status, failure, replayed) = match &attempt.answer {
+            AttemptAnswer::Http {
+                status, replayed, ..
+            } => (Some(*status), None, *replayed),
+            AttemptAnswer::Failed { kind, .. } => (None, Some(*kind), false),
+        };
+        Self {
+            status,
+            failure,
+            replayed,
+            body_sha256: attempt.body.as_ref().map(|b| Sha256::digest(b).into()),
+            took: attempt.took,
+        }
+    }
+
+    /// Sent, but no answer: the request may have executed.
+    pub fn is_unknown(&self) -> bool {
+        matches!(self.failure, Some(FailureKind::Timeout | FailureKind::Lost))
+    }
+}
+
+/// One call of the client SDK (its own retries included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    /// The intent.
+    pub intent: usize,
+    /// Why.
+    pub kind: CallKind,
+    /// Through which instance's proxy.
+    pub instance: usize,
+    /// Every attempt.
+    pub attempts: Vec<AttemptRecord>,
+    /// How it ended.
+    pub result: CallResult,
+    /// From the first attempt to the end.
+    pub took: Duration,
+}
+
+impl CallRecord {
+    /// The definitive answer of the call (status and body hash), if it got one.
+    pub fn definitive(&self) -> Option<(u16, [u8; 32])> {
+        match self.result {
+            CallResult::Paid(_)
+            | CallResult::Declined(_)
+            | CallResult::Refunded(_)
+            | CallResult::RefundFailed(_) => {
+                let last = self.attempts.last()?;
+                Some((last.status?, last.body_sha256?))
+            }
+            _ => None,
+        }
+    }
+}

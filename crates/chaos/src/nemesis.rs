@@ -1,0 +1,223 @@
+//! The nemesis: kills, freezes, commit-window kills and a PostgreSQL restart,
+//! scheduled from the seed at points of the workload's progress, one at a
+//! time.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::cluster::Postgres;
+use crate::procs::Proc;
+use crate::tap::{CommitSeen, Tap};
+use crate::workload::Work;
+
+/// One fault the nemesis injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", content = "instance", rename_all = "snake_case")]
+pub enum Action {
+    /// SIGKILL the instance, then restart it.
+    Kill(usize),
+    /// SIGSTOP it past its lease, then SIGCONT: a zombie that must not write.
+    Freeze(usize),
+    /// SIGKILL it when the acquirer's answer to its charge arrives.
+    CommitWindowKill(usize),
+    /// Restart PostgreSQL with `-m immediate`.
+    PgRestart,
+}
+
+/// The schedule: each action and the share of the work done before it starts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// `(share of work done, action)`, in order.
+    pub steps: Vec<(f64, Action)>,
+}
+
+impl Plan {
+    /// The schedule of a run, from its seed.
+    pub fn generate(
+        seed: u64,
+        instances: usize,
+        kills: usize,
+        freezes: usize,
+        commit_window_kills: usize,
+        pg_restarts: usize,
+    ) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x4E3E_5150);
+        let instances = instances.max(1);
+        let mut actions = Vec::new();
+        actions.extend((0..kills).map(|_| Action::Kill(rng.random_range(0..instances))));
+        actions.extend((0..freezes).map(|_| Action::Freeze(rng.random_range(0..instances))));
+        actions.extend(
+            (0..commit_window_kills)
+                .map(|_| Action::CommitWindowKill(rng.random_range(0..instances))),
+        );
+        actions.extend((0..pg_restarts).map(|_| Action::PgRestart));
+        actions.shuffle(&mut rng);
+        let n = actions.len().max(1) as f64;
+        let steps = actions
+            .into_iter()
+            .enumerate()
+            .map(|(i, action)| {
+                // Spread evenly over 5 %..90 % of the work, jittered.
+                let at = 0.05 + 0.85 * (i as f64 + rng.random::<f64>()) / n;
+                (at, action)
+            })
+            .collect();
+        Self { steps }
+    }
+}
+
+/// What the nemesis did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct NemesisLog {
+    /// SIGKILLs (plain and commit-window).
+    pub kills: usize,
+    /// Instances started again.
+    pub restarts: usize,
+    /// SIGSTOP/SIGCONT pairs.
+    pub freezes: usize,
+    /// Kills between the acquirer's commit and ours.
+    pub commit_window_kills: usize,
+    /// Armed commit-window kills that saw no charge in time.
+    pub commit_window_missed: usize,
+    /// PostgreSQL restarts.
+    pub pg_restarts: usize,
+    /// How long each PostgreSQL restart took, in milliseconds.
+    pub pg_outage_ms: Vec<u64>,
+    /// What happened, with the time since the start of the run.
+    pub events: Vec<String>,
+    /// Faults the nemesis could not inject (a failed restart, ...).
+    pub errors: Vec<String>,
+}
+
+/// The instances and their taps, shared with the nemesis.
+#[derive(Debug)]
+pub struct Instances {
+    /// The service processes.
+    pub procs: Vec<Mutex<Proc>>,
+    /// Their acquirer taps.
+    pub taps: Vec<Tap>,
+    /// For health checks.
+    pub http: reqwest::Client,
+}
+
+impl Instances {
+    /// Starts every instance that is not running (after a failed restart).
+    pub async fn ensure_running(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        for proc in &self.procs {
+            let mut proc = proc.lock().await;
+            if !proc.is_running()
+                && let Err(e) = proc.start(&self.http).await
+            {
+                errors.push(e.to_string());
+            }
+        }
+        errors
+    }
+}
+
+/// Runs the plan against the instances as the work progresses.
+pub async fn run(
+    plan: Plan,
+    instances: Arc<Instances>,
+    postgres: Arc<Postgres>,
+    work: Arc<Work>,
+    mut commits: mpsc::UnboundedReceiver<CommitSeen>,
+    lease: Duration,
+    seed: u64,
+) -> NemesisLog {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xDEAD_10CC);
+    let mut log = NemesisLog::default();
+    let started = Instant::now();
+    let total = work.total().max(1) as f64;
+    for (at, action) in plan.steps {
+        while (work.done.load(Ordering::Relaxed) as f64) / total < at
+            && work.done.load(Ordering::Relaxed) < work.total()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pause = Duration::from_millis(rng.random_range(200..1500));
+        let t = started.elapsed().as_secs_f64();
+        match action {
+            Action::Kill(i) => {
+                let mut proc = instances.procs[i].lock().await;
+                proc.kill();
+                log.kills += 1;
+                log.events.push(format!("{t:.1}s kill -9 {}", proc.name));
+                tokio::time::sleep(pause).await;
+                restart(&mut proc, &instances.http, &mut log).await;
+            }
+            Action::Freeze(i) => {
+                let proc = instances.procs[i].lock().await;
+                let frozen = lease * 3;
+                if let Err(e) = proc.signal("STOP") {
+                    log.errors.push(e.to_string());
+                    continue;
+                }
+                log.events
+                    .push(format!("{t:.1}s kill -STOP {} for {frozen:?}", proc.name));
+                tokio::time::sleep(frozen).await;
+                if let Err(e) = proc.signal("CONT") {
+                    log.errors.push(e.to_string());
+                }
+                log.freezes += 1;
+            }
+            Action::CommitWindowKill(i) => {
+                instances.taps[i].arm();
+                match tokio::time::timeout(Duration::from_secs(30), commits.recv()).await {
+                    Ok(Some(seen)) => {
+                        let mut proc = instances.procs[seen.instance].lock().await;
+                        proc.kill();
+                        let _ = seen.done.send(());
+                        log.kills += 1;
+                        log.commit_window_kills += 1;
+                        let t = started.elapsed().as_secs_f64();
+                        log.events.push(format!(
+                            "{t:.1}s kill -9 {} between the acquirer's commit and ours",
+                            proc.name
+                        ));
+                        tokio::time::sleep(pause).await;
+                        restart(&mut proc, &instances.http, &mut log).await;
+                    }
+                    _ => {
+                        instances.taps[i].disarm();
+                        log.commit_window_missed += 1;
+                        log.events.push(format!(
+                            "{t:.1}s commit-window kill of instance {i}: no charge came"
+                        ));
+                    }
+                }
+            }
+            Action::PgRestart => {
+                let pg = postgres.clone();
+                match tokio::task::spawn_blocking(move || pg.restart_immediate()).await {
+                    Ok(Ok(took)) => {
+                        log.pg_restarts += 1;
+                        log.pg_outage_ms
+                            .push(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+                        log.events.push(format!(
+                            "{t:.1}s PostgreSQL restarted -m immediate ({took:?})"
+                        ));
+                    }
+                    Ok(Err(e)) => log.errors.push(e.to_string()),
+                    Err(e) => log.errors.push(e.to_string()),
+                }
+            }
+        }
+    }
+    log
+}
+
+async fn restart(proc: &mut Proc, http: &reqwest::Client, log: &mut NemesisLog) {
+    match proc.start(http).await {
+        Ok(()) => log.restarts += 1,
+        Err(e) => log.errors.push(e.to_string()),
+    }
+}

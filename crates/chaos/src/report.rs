@@ -1,0 +1,286 @@
+//! The report of a run: what was done to the system, what the clients saw,
+//! and the violations, as text and as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::args::Sabotage;
+use crate::checker::Violation;
+use crate::history::{CallKind, CallRecord};
+use crate::nemesis::NemesisLog;
+
+/// Latency percentiles, in milliseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Slowest.
+    pub max_ms: f64,
+}
+
+impl Latency {
+    /// Percentiles of `samples`.
+    pub fn of(samples: impl Iterator<Item = Duration>) -> Self {
+        let Ok(mut histogram) = Histogram::<u64>::new(3) else {
+            return Self::default();
+        };
+        for sample in samples {
+            let micros = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX).max(1);
+            let _ = histogram.record(micros);
+        }
+        let ms = |v: u64| v as f64 / 1000.0;
+        Self {
+            p50_ms: ms(histogram.value_at_quantile(0.5)),
+            p99_ms: ms(histogram.value_at_quantile(0.99)),
+            max_ms: ms(histogram.max()),
+        }
+    }
+}
+
+/// What the proxies did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProxyFigures {
+    /// Client connections.
+    pub connections: u64,
+    /// Delayed.
+    pub delayed: u64,
+    /// Reset before forwarding.
+    pub reset: u64,
+    /// Answers dropped after the request was forwarded.
+    pub answers_dropped: u64,
+    /// `502` while the instance was down.
+    pub instance_down: u64,
+}
+
+/// What the database and the ledger held at the end.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Books {
+    /// Payments succeeded.
+    pub payments_succeeded: usize,
+    /// Payments declined.
+    pub payments_declined: usize,
+    /// Payments still pending (must be 0).
+    pub payments_pending: usize,
+    /// Charge attempts in the ledger.
+    pub ledger_charges: usize,
+    /// Of which succeeded.
+    pub ledger_succeeded: usize,
+    /// Refunds in the ledger.
+    pub ledger_refunds: usize,
+    /// Money moved, in minor units.
+    pub ledger_total_minor: i128,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Every random choice came from it.
+    pub seed: u64,
+    /// The command that repeats the run.
+    pub repeat: String,
+    /// The component broken on purpose, if any.
+    pub sabotage: Sabotage,
+    /// Service instances.
+    pub instances: usize,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Shops.
+    pub shops: usize,
+    /// Payment intents.
+    pub intents: usize,
+    /// SDK calls (retries inside a call not counted).
+    pub calls: usize,
+    /// HTTP requests sent (every attempt).
+    pub requests: usize,
+    /// Calls that repeated an earlier one (double clicks, late repeats,
+    /// changed bodies, comebacks after an uncertain call).
+    pub duplicates_sent: usize,
+    /// Attempts that got no answer after sending (timeout or lost answer).
+    pub answers_lost: usize,
+    /// Calls by how they ended (`paid`, `declined`, `uncertain`, ...).
+    pub outcomes: BTreeMap<String, usize>,
+    /// Calls by verdict, Jepsen style (`ok`, `fail`, `info`).
+    pub verdicts: BTreeMap<String, usize>,
+    /// The proxies.
+    pub proxy: ProxyFigures,
+    /// The nemesis.
+    pub nemesis: NemesisLog,
+    /// Per SDK call, retries included.
+    pub call_latency: Latency,
+    /// Per HTTP attempt.
+    pub attempt_latency: Latency,
+    /// The books at the end.
+    pub books: Books,
+    /// Seconds of load.
+    pub run_seconds: f64,
+    /// Seconds the workers took to settle everything after the faults stopped.
+    pub settle_seconds: f64,
+    /// How many invariants broke, by invariant.
+    pub violations_by_invariant: BTreeMap<String, usize>,
+    /// The violations (the first 200).
+    pub violations: Vec<Violation>,
+    /// How many violations in all.
+    pub violation_count: usize,
+    /// No violation.
+    pub passed: bool,
+}
+
+/// Figures computed from the history.
+pub struct HistoryFigures {
+    /// Calls.
+    pub calls: usize,
+    /// Attempts.
+    pub requests: usize,
+    /// Repeats.
+    pub duplicates_sent: usize,
+    /// Unknown attempts.
+    pub answers_lost: usize,
+    /// By result.
+    pub outcomes: BTreeMap<String, usize>,
+    /// By verdict.
+    pub verdicts: BTreeMap<String, usize>,
+    /// Per call.
+    pub call_latency: Latency,
+    /// Per attempt.
+    pub attempt_latency: Latency,
+}
+
+impl HistoryFigures {
+    /// Sums up a history.
+    pub fn of(calls: &[CallRecord]) -> Self {
+        let mut outcomes = BTreeMap::new();
+        let mut verdicts = BTreeMap::new();
+        let mut seen_pay = std::collections::HashSet::new();
+        let mut duplicates_sent = 0;
+        for call in calls {
+            let name = serde_json::to_value(&call.result)
+                .ok()
+                .and_then(|v| v.get("type").and_then(|t| t.as_str().map(str::to_owned)))
+                .unwrap_or_default();
+            *outcomes.entry(name).or_insert(0) += 1;
+            *verdicts
+                .entry(call.result.verdict().to_owned())
+                .or_insert(0) += 1;
+            let repeat = match call.kind {
+                CallKind::Pay => !seen_pay.insert(call.intent),
+                CallKind::Refund(_) => false,
+                _ => true,
+            };
+            duplicates_sent += usize::from(repeat);
+        }
+        Self {
+            calls: calls.len(),
+            requests: calls.iter().map(|c| c.attempts.len()).sum(),
+            duplicates_sent,
+            answers_lost: calls
+                .iter()
+                .flat_map(|c| &c.attempts)
+                .filter(|a| a.is_unknown())
+                .count(),
+            outcomes,
+            verdicts,
+            call_latency: Latency::of(calls.iter().map(|c| c.took)),
+            attempt_latency: Latency::of(calls.iter().flat_map(|c| &c.attempts).map(|a| a.took)),
+        }
+    }
+}
+
+impl Report {
+    /// The report as text.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "chargeonce chaos — seed {}", self.seed);
+        let _ = writeln!(
+            s,
+            "  {} intents, {} clients, {} instances, {} shops{}",
+            self.intents,
+            self.clients,
+            self.instances,
+            self.shops,
+            match self.sabotage {
+                Sabotage::None => String::new(),
+                other => format!(", SABOTAGE {other:?}"),
+            }
+        );
+        let _ = writeln!(
+            s,
+            "  calls {}  requests {}  duplicates sent {}  answers lost {}",
+            self.calls, self.requests, self.duplicates_sent, self.answers_lost
+        );
+        let outcomes: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "  outcomes: {}", outcomes.join(", "));
+        let verdicts: Vec<String> = self
+            .verdicts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "  verdicts: {}", verdicts.join(", "));
+        let p = &self.proxy;
+        let _ = writeln!(
+            s,
+            "  proxy: {} connections, {} delayed, {} reset, {} answers dropped, {} while an instance was down",
+            p.connections, p.delayed, p.reset, p.answers_dropped, p.instance_down
+        );
+        let n = &self.nemesis;
+        let _ = writeln!(
+            s,
+            "  nemesis: {} kills ({} between the acquirer's commit and ours, {} missed), {} restarts, {} freezes, {} PostgreSQL restarts {:?} ms",
+            n.kills,
+            n.commit_window_kills,
+            n.commit_window_missed,
+            n.restarts,
+            n.freezes,
+            n.pg_restarts,
+            n.pg_outage_ms
+        );
+        let _ = writeln!(
+            s,
+            "  latency per call p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; per attempt p50 {:.1} ms, p99 {:.1} ms",
+            self.call_latency.p50_ms,
+            self.call_latency.p99_ms,
+            self.call_latency.max_ms,
+            self.attempt_latency.p50_ms,
+            self.attempt_latency.p99_ms
+        );
+        let b = &self.books;
+        let _ = writeln!(
+            s,
+            "  books: payments {} succeeded, {} declined, {} pending; ledger {} charges ({} succeeded), {} refunds, {} minor units moved",
+            b.payments_succeeded,
+            b.payments_declined,
+            b.payments_pending,
+            b.ledger_charges,
+            b.ledger_succeeded,
+            b.ledger_refunds,
+            b.ledger_total_minor
+        );
+        let _ = writeln!(
+            s,
+            "  load {:.1} s, settled in {:.1} s",
+            self.run_seconds, self.settle_seconds
+        );
+        if self.passed {
+            let _ = writeln!(s, "PASSED: no violation of the money invariants");
+        } else {
+            let _ = writeln!(s, "FAILED: {} violation(s)", self.violation_count);
+            for (invariant, count) in &self.violations_by_invariant {
+                let _ = writeln!(s, "  {invariant}: {count}");
+            }
+            for v in self.violations.iter().take(20) {
+                let _ = writeln!(s, "  - [{}] {}", v.invariant, v.detail);
+            }
+        }
+        let _ = writeln!(s, "repeat with: {}", self.repeat);
+        s
+    }
+}
