@@ -445,6 +445,11 @@ async fn run_in(
             instance_down: stats.upstream_down.load(Ordering::Relaxed),
         },
         nemesis: log,
+        fenced_finishes: count_in_logs(
+            work,
+            "instance-",
+            &["lease lost before finish", "our finish will be fenced off"],
+        ),
         call_latency: figures.call_latency,
         attempt_latency: figures.attempt_latency,
         books,
@@ -459,6 +464,23 @@ async fn run_in(
         write_json(path, &report)?;
     }
     Ok(report)
+}
+
+/// How many lines of the logs whose names start with `prefix` contain one of `needles`.
+fn count_in_logs(work: &Path, prefix: &str, needles: &[&str]) -> usize {
+    let Ok(entries) = std::fs::read_dir(work) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|text| {
+            text.lines()
+                .filter(|l| needles.iter().any(|n| l.contains(n)))
+                .count()
+        })
+        .sum()
 }
 
 fn write_json(path: &PathBuf, report: &Report) -> Result<(), ChaosError> {

@@ -111,6 +111,9 @@ pub struct Report {
     pub proxy: ProxyFigures,
     /// The nemesis.
     pub nemesis: NemesisLog,
+    /// Writes fenced off (an instance that lost its lease, frozen or slow,
+    /// tried to write its result): counted from the instances' logs.
+    pub fenced_finishes: usize,
     /// Per SDK call, retries included.
     pub call_latency: Latency,
     /// Per HTTP attempt.
@@ -242,6 +245,11 @@ impl Report {
             n.freezes,
             n.pg_restarts,
             n.pg_outage_ms
+        );
+        let _ = writeln!(
+            s,
+            "  fencing: {} writes of instances that had lost their lease were fenced off",
+            self.fenced_finishes
         );
         let _ = writeln!(
             s,
