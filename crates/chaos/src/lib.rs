@@ -71,7 +71,7 @@ pub enum ChaosError {
     Ledger(#[from] chargeonce_acquirer::SimulatorError),
 }
 
-/// The webhook secret shared by nothing: the run sends no acquirer webhooks.
+/// How long a call to the acquirer's admin API may take.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs, prints the report (text on stdout, JSON to `--json`), and returns
