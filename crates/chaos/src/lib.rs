@@ -437,6 +437,7 @@ async fn run_in(
         answers_lost: figures.answers_lost,
         outcomes: figures.outcomes,
         verdicts: figures.verdicts,
+        answers: figures.answers,
         proxy: ProxyFigures {
             connections: stats.connections.load(Ordering::Relaxed),
             delayed: stats.delayed.load(Ordering::Relaxed),

@@ -107,6 +107,10 @@ pub struct Report {
     pub outcomes: BTreeMap<String, usize>,
     /// Calls by verdict, Jepsen style (`ok`, `fail`, `info`).
     pub verdicts: BTreeMap<String, usize>,
+    /// Attempts by HTTP status (`503` during the PostgreSQL restart, `502`
+    /// from a proxy whose instance was down), or by failure (`lost`, `timeout`,
+    /// `connect`).
+    pub answers: BTreeMap<String, usize>,
     /// The proxies.
     pub proxy: ProxyFigures,
     /// The nemesis.
@@ -148,6 +152,8 @@ pub struct HistoryFigures {
     pub outcomes: BTreeMap<String, usize>,
     /// By verdict.
     pub verdicts: BTreeMap<String, usize>,
+    /// Attempts by status or failure.
+    pub answers: BTreeMap<String, usize>,
     /// Per call.
     pub call_latency: Latency,
     /// Per attempt.
@@ -177,7 +183,17 @@ impl HistoryFigures {
             };
             duplicates_sent += usize::from(repeat);
         }
+        let mut answers = BTreeMap::new();
+        for attempt in calls.iter().flat_map(|c| &c.attempts) {
+            let name = match (attempt.status, attempt.failure) {
+                (Some(status), _) => status.to_string(),
+                (None, Some(kind)) => format!("{kind:?}").to_lowercase(),
+                (None, None) => "none".to_owned(),
+            };
+            *answers.entry(name).or_insert(0) += 1;
+        }
         Self {
+            answers,
             calls: calls.len(),
             requests: calls.iter().map(|c| c.attempts.len()).sum(),
             duplicates_sent,
@@ -228,6 +244,12 @@ impl Report {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         let _ = writeln!(s, "  verdicts: {}", verdicts.join(", "));
+        let answers: Vec<String> = self
+            .answers
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "  answers: {}", answers.join(", "));
         let p = &self.proxy;
         let _ = writeln!(
             s,
