@@ -506,6 +506,46 @@ async fn the_reconciler_finds_a_planted_duplicate_and_an_orphan(backend: Backend
     assert_eq!(kept.refunded_minor, 0, "our charge is kept");
 }
 
+/// A charge refunded in full (the merchant refunded the order) does not hide
+/// a duplicate of the same order that still holds money: the duplicate is
+/// found, and given back.
+async fn a_refunded_charge_does_not_hide_a_duplicate(backend: Backend) {
+    let h = Harness::start(backend).await;
+    let (status, paid) = h.pay("k1", "order-1", "tok_ok").await;
+    assert_eq!(status, 201);
+    let ours = PaymentId::parse(paid["id"].as_str().unwrap()).unwrap();
+    let charge = h.charge_of(ours.as_str()).await;
+    h.sim.refund_charge(&charge.id).await.unwrap();
+    let duplicate = h.plant(&ours, "order-1", "a-second-key-for-order-1").await;
+    let refund = ReconcilerConfig {
+        refund_duplicates: true,
+        ..reconcile_now()
+    };
+    let report = h.reconciler().reconcile_once(&refund).await.unwrap();
+    let dup = report
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::DuplicateCharge)
+        .unwrap_or_else(|| panic!("the duplicate must be found: {report}"));
+    assert_eq!(dup.refunded, vec![duplicate.id.clone()], "{report}");
+    let ledger = h.sim.ledger().await.unwrap();
+    let given_back = ledger.iter().find(|c| c.id == duplicate.id).unwrap();
+    assert_eq!(given_back.refunded_minor, duplicate.amount.minor_units());
+    // Every extra charge given back: nothing more to find for the order.
+    let after = h
+        .reconciler()
+        .reconcile_once(&reconcile_now())
+        .await
+        .unwrap();
+    assert!(
+        !after
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::DuplicateCharge),
+        "{after}"
+    );
+}
+
 async fn the_reconciler_finds_payments_the_acquirer_does_not_know(backend: Backend) {
     let h = Harness::start(backend).await;
     let shop = ShopId::new(harness::SHOP).unwrap();
@@ -614,6 +654,7 @@ on_both_stores!(
     the_completer_finishes_a_refund_nobody_retries,
     the_reconciler_settles_pending_payments_from_the_acquirer,
     the_reconciler_finds_a_planted_duplicate_and_an_orphan,
+    a_refunded_charge_does_not_hide_a_duplicate,
     duplicates_wait_for_a_pending_payment_before_any_is_refunded,
     the_reconciler_finds_payments_the_acquirer_does_not_know,
     metrics_count_claims_replays_conflicts_and_mismatches,

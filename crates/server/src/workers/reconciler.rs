@@ -380,9 +380,12 @@ impl Reconciler {
             }
         }
 
-        // Money held per order: more than one charge is a duplicate.
+        // Succeeded charges per order: more than one is a duplicate while an
+        // extra one still holds money. A charge refunded in full (the
+        // merchant refunded the order) still counts in its group: it must not
+        // hide a duplicate that holds money.
         let mut per_order: BTreeMap<(String, String), Vec<&AcquirerCharge>> = BTreeMap::new();
-        for charge in charges.iter().filter(|c| c.holds_money()) {
+        for charge in charges.iter().filter(|c| c.outcome.is_succeeded()) {
             per_order
                 .entry((
                     charge.shop_id.to_string(),
@@ -396,14 +399,28 @@ impl Reconciler {
             if group.len() < 2 {
                 continue;
             }
-            // Keep the charge a succeeded payment of ours names; else the first.
+            // Keep the charge a succeeded payment of ours names; else the
+            // first that holds money.
             let named = group.iter().position(|c| {
                 payments.get(&c.payment_id).is_some_and(|p| {
                     p.status == PaymentStatus::Succeeded
                         && p.provider_payment_id.as_deref() == Some(c.id())
                 })
             });
-            let keep = named.unwrap_or(0);
+            let keep = named
+                .or_else(|| group.iter().position(|c| c.holds_money()))
+                .unwrap_or(0);
+            let holding: Vec<&AcquirerCharge> = group
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| *i != keep && c.holds_money())
+                .map(|(_, c)| *c)
+                .collect();
+            in_duplicates.extend(group.iter().map(|c| c.id()));
+            if holding.is_empty() {
+                // Every extra charge was given back: nothing left to find.
+                continue;
+            }
             // While a payment of ours in the group is still pending, which charge
             // is the one to keep is not known yet: refunding "all but the first"
             // could refund the very charge that payment settles on. Report the
@@ -419,10 +436,7 @@ impl Reconciler {
             }
             let mut refunded = Vec::new();
             if config.refund_duplicates && !undecided {
-                for (i, charge) in group.iter().enumerate() {
-                    if i == keep {
-                        continue;
-                    }
+                for charge in &holding {
                     match self.ledger.refund(charge.id()).await {
                         Ok(refund) => {
                             tracing::warn!(charge = charge.id(), refund = %refund.id, "duplicate charge refunded");
@@ -434,7 +448,6 @@ impl Reconciler {
                     }
                 }
             }
-            in_duplicates.extend(group.iter().map(|c| c.id()));
             let payment_id = group
                 .get(keep)
                 .filter(|c| payments.contains_key(&c.payment_id))
@@ -448,7 +461,11 @@ impl Reconciler {
                     payment_id,
                     charge_ids: group.iter().map(|c| c.id().to_owned()).collect(),
                     refunded,
-                    detail: format!("{} charges hold money for one order", group.len()),
+                    detail: format!(
+                        "{} charges for one order, {} more than the one kept still holding money",
+                        group.len(),
+                        holding.len()
+                    ),
                 },
             );
         }
