@@ -80,6 +80,18 @@ pub struct ChaosArgs {
     /// Share of intents sent twice at once (a double click).
     #[arg(long, default_value_t = 0.1)]
     pub double_click_rate: f64,
+    /// No acquirer webhooks (by default the acquirer sends signed
+    /// `payment.*` webhooks to instance 0, some twice, some out of order).
+    #[arg(long)]
+    pub no_webhooks: bool,
+    /// Share of acquirer webhooks delivered twice.
+    #[arg(long, default_value_t = 0.1)]
+    pub webhook_duplicate_rate: f64,
+    /// Share of acquirer `payment.processing` webhooks held back so the
+    /// outcome overtakes them.
+    #[arg(long, default_value_t = 0.1)]
+    pub webhook_reorder_rate: f64,
+
     /// Share of intents repeated much later (after every intent was sent once).
     #[arg(long, default_value_t = 0.05)]
     pub late_retry_rate: f64,

@@ -111,6 +111,14 @@ fn repeat_command(seed: u64, a: &ChaosArgs) -> String {
         humantime::format_duration(a.attempt_timeout),
         humantime::format_duration(a.call_budget),
     );
+    if a.no_webhooks {
+        command.push_str(" --no-webhooks");
+    } else {
+        command.push_str(&format!(
+            " --webhook-duplicate-rate {} --webhook-reorder-rate {}",
+            a.webhook_duplicate_rate, a.webhook_reorder_rate
+        ));
+    }
     if a.sabotage != Sabotage::None {
         command.push_str(" --sabotage acquirer-skips-key-check");
     }
@@ -213,18 +221,37 @@ async fn run_in(
     if args.sabotage == Sabotage::AcquirerSkipsKeyCheck {
         acquirer_args.push("--no-idempotency".into());
     }
-    let mut acquirer = Proc::new("acquirer", acquirer_port, bin, acquirer_args, work);
+    // Instance ports first: the acquirer sends its webhooks to instance 0.
+    let instances_n = args.instances.max(1);
+    let instance_ports = (0..instances_n)
+        .map(|_| free_port())
+        .collect::<Result<Vec<_>, _>>()?;
+    let webhook_secret = format!("whsec_chaos_{:016x}", rand::random::<u64>());
+    if !args.no_webhooks {
+        acquirer_args.extend([
+            "--webhook-url".into(),
+            format!(
+                "http://127.0.0.1:{}/v1/webhooks/acquirer",
+                instance_ports[0]
+            ),
+            "--webhook-duplicate-rate".into(),
+            args.webhook_duplicate_rate.to_string(),
+            "--webhook-reorder-rate".into(),
+            args.webhook_reorder_rate.to_string(),
+        ]);
+    }
+    let mut acquirer = Proc::new("acquirer", acquirer_port, bin, acquirer_args, work)
+        .env("CHARGEONCE_WEBHOOK_SECRET", &webhook_secret);
     acquirer.start(&http).await?;
 
     let (commits_tx, commits_rx) = mpsc::unbounded_channel();
-    let instances_n = args.instances.max(1);
     let mut taps = Vec::new();
     for i in 0..instances_n {
         taps.push(Tap::start(i, acquirer_port, commits_tx.clone()).await?);
     }
     let mut procs = Vec::new();
     for (i, tap) in taps.iter().enumerate() {
-        let port = free_port()?;
+        let port = instance_ports[i];
         let mut serve = strings(&["serve", "--listen"]);
         serve.push(format!("127.0.0.1:{port}"));
         serve.extend([
@@ -253,7 +280,8 @@ async fn run_in(
         if i != 0 {
             serve.push("--no-reconciler".into());
         }
-        let mut proc = Proc::new(&format!("instance-{i}"), port, bin, serve, work);
+        let mut proc = Proc::new(&format!("instance-{i}"), port, bin, serve, work)
+            .env("CHARGEONCE_WEBHOOK_SECRET", &webhook_secret);
         proc.start(&http).await?;
         procs.push(Mutex::new(proc));
     }

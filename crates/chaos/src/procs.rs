@@ -28,6 +28,7 @@ pub struct Proc {
     pub port: u16,
     program: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -41,9 +42,17 @@ impl Proc {
             port,
             program: program.to_owned(),
             args,
+            env: Vec::new(),
             log: work.join(format!("{name}.log")),
             child: None,
         }
+    }
+
+    /// Sets an environment variable of the process (for secrets, which do not
+    /// belong on a command line).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -62,6 +71,7 @@ impl Proc {
         };
         let child = Command::new(&self.program)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env(
                 "RUST_LOG",
                 std::env::var("CHAOS_LOG").unwrap_or_else(|_| "warn".into()),
