@@ -160,7 +160,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_observer(metrics.clone()),
     );
     let workers =
-        crate::upstream::start_workers(&engine, &upstream, metrics.clone(), &args.workers);
+        crate::upstream::start_workers(&engine, &upstream, metrics.clone(), &args.workers)?;
     let mut state = AppState::new(engine).with_metrics(metrics.clone());
     if let Some(secret) = args.workers.secret() {
         state = state.with_webhook_secret(secret);

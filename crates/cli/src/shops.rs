@@ -1,6 +1,8 @@
 //! `chargeonce shops ...`: register the API's tenants.
 
 use anyhow::Context;
+use chargeonce_core::events::WebhookEndpoint;
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret, StoreError};
 use clap::Subcommand;
 
@@ -15,6 +17,22 @@ pub enum ShopsCommand {
         id: String,
         /// The secret key; by default 32 random bytes are generated.
         #[arg(long)]
+        secret: Option<String>,
+        /// `sqlite://PATH` or `postgres://...`.
+        #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+        database_url: String,
+    },
+    /// Set where the shop's merchant events are POSTed, and the secret they
+    /// are signed with. Prints a generated secret once; never logs it.
+    SetWebhook {
+        /// The shop id.
+        #[arg(long)]
+        shop: String,
+        /// The webhook URL (`http://` or `https://`).
+        #[arg(long)]
+        url: String,
+        /// The signing secret; by default 32 random bytes are generated.
+        #[arg(long, env = "CHARGEONCE_SHOP_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
         /// `sqlite://PATH` or `postgres://...`.
         #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
@@ -46,6 +64,43 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             println!("shop added: {id}");
             if generated {
                 println!("secret key (shown once, store it now): {}", secret.expose());
+            }
+            Ok(())
+        }
+        ShopsCommand::SetWebhook {
+            shop,
+            url,
+            secret,
+            database_url,
+        } => {
+            let id = ShopId::new(shop)?;
+            anyhow::ensure!(
+                (url.starts_with("http://") || url.starts_with("https://"))
+                    && !url.chars().any(char::is_whitespace),
+                "--url must be an http:// or https:// URL"
+            );
+            let store = chargeonce_store::connect(&database_url, &Default::default())
+                .await
+                .context("opening the store")?;
+            let (secret, generated) = match secret {
+                Some(secret) if !secret.is_empty() => (WebhookSecret::new(secret), false),
+                Some(_) => anyhow::bail!("--secret must not be empty"),
+                None => (WebhookSecret::generate(), true),
+            };
+            let endpoint = WebhookEndpoint { url, secret };
+            if !store
+                .set_webhook(&id, Some(&endpoint))
+                .await
+                .context("setting the webhook")?
+            {
+                anyhow::bail!("no shop `{id}`");
+            }
+            println!("webhook of shop {id}: {}", endpoint.url);
+            if generated {
+                println!(
+                    "signing secret (shown once, give it to the shop's receiver): {}",
+                    endpoint.secret.expose()
+                );
             }
             Ok(())
         }

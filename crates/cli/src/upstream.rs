@@ -13,6 +13,7 @@ use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Acquirer, AcquirerLedger, Engine, Observer};
 use chargeonce_server::workers::completer::{self, CompleterConfig};
 use chargeonce_server::workers::reconciler::{Reconciler, ReconcilerConfig};
+use chargeonce_server::workers::relay::{self, RelayConfig};
 use clap::Args;
 use tokio::task::JoinHandle;
 
@@ -152,12 +153,46 @@ pub struct WorkerArgs {
     /// doubling): repeats point at client timeouts or double submits.
     #[arg(long, default_value_t = 10)]
     pub repeat_warning: u64,
+    /// Pause between outbox relay passes when no merchant event is due.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub relay_interval: Duration,
+    /// The longest a shop's webhook may take to answer one delivery.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub relay_timeout: Duration,
+    /// The first retry delay of a failed delivery (doubled per attempt, with jitter).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub relay_backoff: Duration,
+    /// The longest retry delay of a failed delivery.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub relay_backoff_max: Duration,
+    /// Stop retrying an event this long after it became due (it can be
+    /// resent by hand with `POST /v1/events/{id}/resend`).
+    #[arg(long, default_value = "72h", value_parser = humantime::parse_duration)]
+    pub relay_give_up: Duration,
+    /// Do not run the outbox relay on this instance (events wait in the
+    /// outbox for an instance that does).
+    #[arg(long)]
+    pub no_relay: bool,
 }
 
 impl WorkerArgs {
     /// The webhook secret, if given.
     pub fn secret(&self) -> Option<WebhookSecret> {
         self.webhook_secret.clone()
+    }
+
+    /// The relay's settings.
+    pub fn relay(&self) -> RelayConfig {
+        RelayConfig {
+            interval: self.relay_interval,
+            request_timeout: self.relay_timeout,
+            backoff_base: self.relay_backoff,
+            backoff_max: self.relay_backoff_max,
+            give_up_after: self.relay_give_up,
+            // Time to record an attempt after its request ended.
+            lease_margin: self.relay_timeout.min(Duration::from_secs(5)),
+            ..RelayConfig::default()
+        }
     }
 
     /// The reconciler's settings.
@@ -171,13 +206,13 @@ impl WorkerArgs {
     }
 }
 
-/// Starts the completer and the reconciler, as asked.
+/// Starts the completer, the reconciler and the outbox relay, as asked.
 pub fn start_workers(
     engine: &Arc<Engine>,
     upstream: &Upstream,
     observer: Arc<dyn Observer>,
     args: &WorkerArgs,
-) -> Vec<JoinHandle<()>> {
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let mut workers = Vec::new();
     if !args.no_completer {
         workers.push(completer::spawn(
@@ -194,9 +229,15 @@ pub fn start_workers(
             store: engine.store().clone(),
             acquirer: upstream.acquirer(),
             ledger: upstream.ledger(),
-            observer,
+            observer: observer.clone(),
         };
         workers.push(reconciler.spawn(args.reconciler()));
     }
-    workers
+    if !args.no_relay {
+        workers.push(
+            relay::spawn_observed(engine.store().clone(), args.relay(), observer)
+                .context("starting the relay")?,
+        );
+    }
+    Ok(workers)
 }

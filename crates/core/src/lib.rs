@@ -34,6 +34,7 @@
 
 pub mod acquirer;
 pub mod engine;
+pub mod events;
 pub mod fingerprint;
 pub mod key;
 pub mod money;

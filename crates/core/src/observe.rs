@@ -120,6 +120,11 @@ pub trait Observer: Send + Sync + 'static {
     fn swept(&self, deleted: u64) {
         let _ = deleted;
     }
+    /// The outbox relay attempted one merchant event delivery (`result`:
+    /// `delivered` or `failed`).
+    fn event_delivery(&self, result: &'static str) {
+        let _ = result;
+    }
 }
 
 /// Observes nothing.

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::events::{AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint};
 use crate::webhook::EventKind;
 use crate::{
     AcquirerKey, Fingerprint, IdempotencyKey, NewPayment, NewRefund, Payment, PaymentId, Reference,
@@ -322,7 +323,10 @@ pub trait Store: Send + Sync + 'static {
     /// settlement to the payment, which must still be pending, and stores the
     /// final response on the key, to be kept at least `ttl` from now. Nothing
     /// is written if the lease was taken over or the payment was settled by
-    /// someone else meanwhile (see [`FinishOutcome`]).
+    /// someone else meanwhile (see [`FinishOutcome`]). When the settlement
+    /// moved the payment, its merchant event
+    /// ([`NewEvent::payment_settled`](crate::events::NewEvent::payment_settled))
+    /// is inserted in the same transaction.
     async fn finish(
         &self,
         lease: &Lease,
@@ -350,7 +354,8 @@ pub trait Store: Send + Sync + 'static {
     /// pending (success adds its amount to the payment's refunded amount; a
     /// refusal gives its reservation back), and stores the final response.
     /// [`FinishOutcome::PaymentAlreadySettled`] when the refund is no longer
-    /// pending.
+    /// pending. When the refund moved, its merchant event is inserted in the
+    /// same transaction.
     async fn finish_refund(
         &self,
         lease: &Lease,
@@ -420,6 +425,8 @@ pub trait Store: Send + Sync + 'static {
     /// outside the payment's own request (reconciler): a conditional
     /// transition `pending` -> final. Its key, if unfinished, is left to its
     /// next retry or the completer, which answer from the settled payment.
+    /// When the payment moved, its merchant event is inserted in the same
+    /// transaction (settling twice writes one event).
     async fn settle_payment(
         &self,
         shop_id: &ShopId,
@@ -429,8 +436,51 @@ pub trait Store: Send + Sync + 'static {
 
     /// One transaction: records an acquirer event id (unique: a repeat
     /// changes nothing) and applies its settlement, if any, to the pending
-    /// payment with its acquirer key and shop.
+    /// payment with its acquirer key and shop, with the merchant event of
+    /// that transition when it settled the payment.
     async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError>;
+
+    /// Sets a shop's webhook endpoint (or removes it, with `None`). `false`
+    /// when there is no such shop.
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError>;
+
+    /// A shop's merchant events, newest first.
+    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError>;
+
+    /// One merchant event of one shop, with its delivery log.
+    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError>;
+
+    /// Makes an event of the shop due again now, as if just written (its
+    /// give-up clock restarts; its attempts are kept). `None` when the shop
+    /// has no such event.
+    async fn resend_event(
+        &self,
+        shop_id: &ShopId,
+        id: &EventId,
+    ) -> Result<Option<Event>, StoreError>;
+
+    /// Claims up to `limit` events that are due, of shops with a webhook
+    /// endpoint, for one delivery attempt each: a lease of `lease` keeps
+    /// other relays off them meanwhile. An event is only due once every
+    /// earlier event of its payment is delivered or given up (per-payment
+    /// order). Oldest first.
+    async fn claim_due_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<DueEvent>, StoreError>;
+
+    /// Records how a delivery attempt ended and ends its lease: delivered,
+    /// or due again later, or given up once the give-up time has passed.
+    async fn record_attempt(
+        &self,
+        id: &EventId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError>;
 
     /// Registers a shop with the hash of its secret.
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError>;

@@ -1,4 +1,6 @@
-//! Acquirer webhooks: the event the acquirer sends, and its signature.
+//! Acquirer webhooks: the event the acquirer sends, and its signature. The
+//! same signature scheme signs the merchant events chargeonce sends to shops
+//! ([`crate::events`]), with each shop's own secret.
 //!
 //! The signature is HMAC-SHA256 over `"{timestamp}.{body}"` with a secret
 //! shared by the acquirer and the service, sent as `t={timestamp},v1={hex}`
@@ -47,6 +49,22 @@ impl WebhookSecret {
     /// Wraps a secret given by the operator.
     pub fn new(secret: impl Into<String>) -> Self {
         Self(secret.into().into_bytes())
+    }
+
+    /// Prefix of generated secrets, so a leaked one is easy to recognise.
+    pub const PREFIX: &'static str = "whsec_";
+
+    /// 32 random bytes from the OS generator, hex-encoded behind [`Self::PREFIX`].
+    pub fn generate() -> Self {
+        use rand::RngCore;
+        let mut bytes = [0_u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        Self::new(format!("{}{}", Self::PREFIX, hex::encode(bytes)))
+    }
+
+    /// The clear text, to store or show once to the operator. Never log it.
+    pub fn expose(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
     }
 
     fn mac(&self) -> Hmac<Sha256> {

@@ -20,6 +20,7 @@
 //! | `chargeonce_reconciler_resolved_total` | | pending payments settled from the acquirer's answer |
 //! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
+//! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`) |
 
 use std::time::Duration;
 
@@ -58,6 +59,7 @@ pub struct Metrics {
     resolved: Counter,
     swept: Counter,
     webhooks: Family<Labels, Counter>,
+    event_deliveries: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -84,6 +86,7 @@ impl Metrics {
         let resolved = Counter::default();
         let swept = Counter::default();
         let webhooks = Family::<Labels, Counter>::default();
+        let event_deliveries = Family::<Labels, Counter>::default();
         registry.register("claims", "New idempotency keys claimed", claims.clone());
         registry.register("replays", "Stored answers replayed", replays.clone());
         registry.register(
@@ -134,6 +137,11 @@ impl Metrics {
         );
         registry.register("sweeper_deleted", "Expired keys deleted", swept.clone());
         registry.register("webhooks", "Acquirer webhooks by result", webhooks.clone());
+        registry.register(
+            "event_deliveries",
+            "Merchant event delivery attempts by result",
+            event_deliveries.clone(),
+        );
         Self {
             registry,
             claims,
@@ -150,6 +158,7 @@ impl Metrics {
             resolved,
             swept,
             webhooks,
+            event_deliveries,
         }
     }
 
@@ -229,6 +238,12 @@ impl Observer for Metrics {
 
     fn swept(&self, deleted: u64) {
         self.swept.inc_by(deleted);
+    }
+
+    fn event_delivery(&self, result: &'static str) {
+        self.event_deliveries
+            .get_or_create(&vec![("result", result)])
+            .inc();
     }
 }
 

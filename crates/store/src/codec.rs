@@ -1,6 +1,10 @@
 //! Turning rows into domain values and sqlx errors into [`StoreError`]s; shared
 //! by both stores so they decode exactly alike.
 
+use chargeonce_core::events::{
+    AttemptOutcome, Delivery, Event, EventId, EventType, WebhookEndpoint,
+};
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{
     AcquirerKey, CardToken, Currency, EventRecorded, Fingerprint, IdempotencyKey, KeyRecord, Money,
     NewRefund, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
@@ -264,5 +268,90 @@ pub(crate) fn refund_settlement_columns(
             None,
         ),
         RefundSettlement::Failed { code } => (RefundStatus::Failed, None, Some(code.clone())),
+    }
+}
+
+/// An event row's columns, read from either store (times in unix ms).
+pub(crate) struct EventColumns {
+    pub seq: i64,
+    pub id: String,
+    pub shop_id: String,
+    pub event_type: String,
+    pub payment_id: String,
+    pub refund_id: Option<String>,
+    pub payload: Vec<u8>,
+    pub created_at_ms: i64,
+    pub attempts: i64,
+    pub next_attempt_at_ms: i64,
+    pub delivered_at_ms: Option<i64>,
+    pub gave_up_at_ms: Option<i64>,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+}
+
+impl EventColumns {
+    /// The stored event, and its commit-order sequence number.
+    pub fn into_event(self) -> Result<(i64, Event), StoreError> {
+        let event = Event {
+            id: EventId::parse(&self.id).map_err(|_| corrupt(format!("event id `{}`", self.id)))?,
+            shop_id: ShopId::new(self.shop_id).map_err(corrupt)?,
+            event_type: EventType::parse(&self.event_type)
+                .ok_or_else(|| corrupt(format!("event type `{}`", self.event_type)))?,
+            payment_id: PaymentId::parse(&self.payment_id).map_err(corrupt)?,
+            refund_id: self
+                .refund_id
+                .map(|id| RefundId::parse(&id))
+                .transpose()
+                .map_err(corrupt)?,
+            payload: self.payload,
+            created_at_ms: self.created_at_ms,
+            delivery: Delivery {
+                attempts: u32::try_from(self.attempts).map_err(corrupt)?,
+                next_attempt_at_ms: self.next_attempt_at_ms,
+                delivered_at_ms: self.delivered_at_ms,
+                gave_up_at_ms: self.gave_up_at_ms,
+                last_status: self
+                    .last_status
+                    .map(u16::try_from)
+                    .transpose()
+                    .map_err(corrupt)?,
+                last_error: self.last_error,
+            },
+        };
+        Ok((self.seq, event))
+    }
+}
+
+/// The columns an attempt's outcome writes: status, error, whether delivered,
+/// retry delay and give-up time in ms.
+pub(crate) fn attempt_columns(
+    outcome: &AttemptOutcome,
+) -> (Option<i64>, Option<String>, bool, i64, i64) {
+    match outcome {
+        AttemptOutcome::Delivered { status } => (Some(i64::from(*status)), None, true, 0, 0),
+        AttemptOutcome::Failed {
+            status,
+            error,
+            retry_in,
+            give_up_after,
+        } => (
+            status.map(i64::from),
+            // Bounded: a long error page is not a log.
+            Some(error.chars().take(500).collect()),
+            false,
+            millis(*retry_in),
+            millis(*give_up_after),
+        ),
+    }
+}
+
+/// A shop's endpoint from its stored columns, if it has one.
+pub(crate) fn endpoint(url: Option<String>, secret: Option<String>) -> Option<WebhookEndpoint> {
+    match (url, secret) {
+        (Some(url), Some(secret)) => Some(WebhookEndpoint {
+            url,
+            secret: WebhookSecret::new(secret),
+        }),
+        _ => None,
     }
 }

@@ -8,6 +8,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::events::{
+    AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, WebhookEndpoint,
+};
 use chargeonce_core::{
     Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
     IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, NewRefund,
@@ -24,8 +27,9 @@ use time::OffsetDateTime;
 
 use crate::PoolConfig;
 use crate::codec::{
-    KeyColumns, PaymentColumns, RefundColumns, encode_headers, event_result, millis,
-    new_refund_row, refund_settlement_columns, reservation, stalled_key, store_error,
+    EventColumns, KeyColumns, PaymentColumns, RefundColumns, attempt_columns, encode_headers,
+    endpoint, event_result, millis, new_refund_row, refund_settlement_columns, reservation,
+    stalled_key, store_error,
 };
 
 /// SQLite's clock in unix milliseconds.
@@ -61,6 +65,15 @@ macro_rules! refund_columns {
     () => {
         "id, shop_id, payment_id, idempotency_key, amount_minor, currency, status, \
          acquirer_key, provider_refund_id, failure_code, created_at"
+    };
+}
+
+/// The columns of an event row (times are unix milliseconds already).
+macro_rules! event_columns {
+    () => {
+        "seq, id, shop_id, event_type, payment_id, refund_id, payload, \
+         created_at AS created_at_ms, attempts, next_attempt_at AS next_attempt_at_ms, \
+         delivered_at AS delivered_at_ms, gave_up_at AS gave_up_at_ms, last_status, last_error"
     };
 }
 
@@ -135,6 +148,35 @@ impl SqliteStore {
         .await
         .map_err(store_error)?;
         Ok(fenced.rows_affected() == 1)
+    }
+
+    /// Writes a merchant event in the transaction of its transition.
+    async fn insert_event(
+        tx: &mut Transaction<'static, Sqlite>,
+        event: Option<NewEvent>,
+    ) -> Result<(), StoreError> {
+        let Some(event) = event else { return Ok(()) };
+        sqlx::query(concat!(
+            "INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
+                 created_at, due_since, next_attempt_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            ")"
+        ))
+        .bind(event.id.as_str())
+        .bind(event.shop_id.as_str())
+        .bind(event.event_type.as_str())
+        .bind(event.payment_id.as_str())
+        .bind(event.refund_id.as_ref().map(RefundId::as_str))
+        .bind(event.payload.as_slice())
+        .execute(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        Ok(())
     }
 
     async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
@@ -226,6 +268,26 @@ fn unix_ms(at: OffsetDateTime) -> i64 {
 fn from_unix_ms(ms: i64) -> Result<OffsetDateTime, StoreError> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .map_err(|e| StoreError::Corrupt(format!("timestamp {ms}: {e}")))
+}
+
+fn event_from_row(row: &SqliteRow) -> Result<(i64, Event), StoreError> {
+    EventColumns {
+        seq: row.try_get("seq").map_err(store_error)?,
+        id: row.try_get("id").map_err(store_error)?,
+        shop_id: row.try_get("shop_id").map_err(store_error)?,
+        event_type: row.try_get("event_type").map_err(store_error)?,
+        payment_id: row.try_get("payment_id").map_err(store_error)?,
+        refund_id: row.try_get("refund_id").map_err(store_error)?,
+        payload: row.try_get("payload").map_err(store_error)?,
+        created_at_ms: row.try_get("created_at_ms").map_err(store_error)?,
+        attempts: row.try_get("attempts").map_err(store_error)?,
+        next_attempt_at_ms: row.try_get("next_attempt_at_ms").map_err(store_error)?,
+        delivered_at_ms: row.try_get("delivered_at_ms").map_err(store_error)?,
+        gave_up_at_ms: row.try_get("gave_up_at_ms").map_err(store_error)?,
+        last_status: row.try_get("last_status").map_err(store_error)?,
+        last_error: row.try_get("last_error").map_err(store_error)?,
+    }
+    .into_event()
 }
 
 fn payment_from_row(row: &SqliteRow) -> Result<Payment, StoreError> {
@@ -465,20 +527,23 @@ impl Store for SqliteStore {
                 "UPDATE payments SET status = ?2, provider_payment_id = ?3, decline_code = ?4, \
                      updated_at = ",
                 now_ms!(),
-                " WHERE id = ?1 AND shop_id = ?5 AND status = 'pending'"
+                " WHERE id = ?1 AND shop_id = ?5 AND status = 'pending' RETURNING ",
+                payment_columns!()
             ))
             .bind(payment_id.as_str())
             .bind(settlement.status.as_str())
             .bind(&settlement.provider_payment_id)
             .bind(&settlement.decline_code)
             .bind(lease.shop_id.as_str())
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(store_error)?;
-            if settled.rows_affected() != 1 {
+            let Some(settled) = settled else {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::PaymentAlreadySettled);
-            }
+            };
+            let payment = payment_from_row(&settled)?;
+            Self::insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
         }
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
@@ -630,8 +695,8 @@ impl Store for SqliteStore {
                 "UPDATE refunds SET status = ?3, provider_refund_id = ?4, failure_code = ?5, \
                      updated_at = ",
                 now_ms!(),
-                " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending' \
-                 RETURNING payment_id, amount_minor"
+                " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending' RETURNING ",
+                refund_columns!()
             ))
             .bind(lease.shop_id.as_str())
             .bind(refund_id.as_str())
@@ -645,28 +710,29 @@ impl Store for SqliteStore {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::PaymentAlreadySettled);
             };
-            let payment_id: String = settled.try_get("payment_id").map_err(store_error)?;
-            let amount: i64 = settled.try_get("amount_minor").map_err(store_error)?;
+            let refund = refund_from_row(&settled)?;
             let update = match status {
                 RefundStatus::Succeeded => concat!(
                     "UPDATE payments SET refunded_minor = refunded_minor + ?3, updated_at = ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2"
+                    " WHERE shop_id = ?1 AND id = ?2 RETURNING reference"
                 ),
                 _ => concat!(
                     "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - ?3, \
                          updated_at = ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2"
+                    " WHERE shop_id = ?1 AND id = ?2 RETURNING reference"
                 ),
             };
-            sqlx::query(update)
+            let payment = sqlx::query(update)
                 .bind(lease.shop_id.as_str())
-                .bind(&payment_id)
-                .bind(amount)
-                .execute(&mut *tx)
+                .bind(refund.payment_id.as_str())
+                .bind(refund.amount.minor_units())
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(store_error)?;
+            let reference: String = payment.try_get("reference").map_err(store_error)?;
+            Self::insert_event(&mut tx, NewEvent::refund_settled(&refund, &reference)).await?;
         }
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
@@ -866,7 +932,11 @@ impl Store for SqliteStore {
         .await
         .map_err(store_error)?;
         let outcome = match row {
-            Some(row) => SettleOutcome::Settled(payment_from_row(&row)?),
+            Some(row) => {
+                let payment = payment_from_row(&row)?;
+                Self::insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
+                SettleOutcome::Settled(payment)
+            }
             None => {
                 let row = sqlx::query(concat!(
                     "SELECT ",
@@ -927,7 +997,11 @@ impl Store for SqliteStore {
             .map_err(store_error)?;
         }
         let recorded = match settled {
-            Some(row) => EventRecorded::Settled(payment_from_row(&row)?),
+            Some(row) => {
+                let payment = payment_from_row(&row)?;
+                Self::insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
+                EventRecorded::Settled(payment)
+            }
             None => {
                 let row = sqlx::query(concat!(
                     "SELECT ",
@@ -953,6 +1027,192 @@ impl Store for SqliteStore {
             .map_err(store_error)?;
         tx.commit().await.map_err(store_error)?;
         Ok(recorded)
+    }
+
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("UPDATE shops SET webhook_url = ?2, webhook_secret = ?3 WHERE id = ?1")
+                .bind(shop_id.as_str())
+                .bind(endpoint.map(|e| e.url.as_str()))
+                .bind(endpoint.map(|e| e.secret.expose()))
+                .execute(&self.writer)
+                .await
+                .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE shop_id = ?1 AND (?2 IS NULL OR event_type = ?2) \
+               AND (?3 IS NULL \
+                    OR seq < (SELECT seq FROM events WHERE shop_id = ?1 AND id = ?3)) \
+             ORDER BY seq DESC LIMIT ?4"
+        ))
+        .bind(shop_id.as_str())
+        .bind(query.event_type.map(|t| t.as_str()))
+        .bind(query.starting_after.as_ref().map(EventId::as_str))
+        .bind(i64::from(query.limit))
+        .fetch_all(&self.readers)
+        .await
+        .map_err(store_error)?;
+        rows.iter()
+            .map(|row| event_from_row(row).map(|(_, event)| event))
+            .collect()
+    }
+
+    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE shop_id = ?1 AND id = ?2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&self.readers)
+        .await
+        .map_err(store_error)?;
+        row.map(|row| event_from_row(&row).map(|(_, event)| event))
+            .transpose()
+    }
+
+    async fn resend_event(
+        &self,
+        shop_id: &ShopId,
+        id: &EventId,
+    ) -> Result<Option<Event>, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, locked_until = NULL, \
+                 next_attempt_at = ",
+            now_ms!(),
+            ", due_since = ",
+            now_ms!(),
+            " WHERE shop_id = ?1 AND id = ?2 RETURNING ",
+            event_columns!()
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        row.map(|row| event_from_row(&row).map(|(_, event)| event))
+            .transpose()
+    }
+
+    async fn claim_due_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<DueEvent>, StoreError> {
+        // A read first, so an idle relay does not queue on the one writer.
+        let any_due = sqlx::query(concat!(
+            "SELECT 1 FROM events e JOIN shops s ON s.id = e.shop_id \
+             WHERE s.webhook_url IS NOT NULL \
+               AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+               AND e.next_attempt_at <= ",
+            now_ms!(),
+            " AND (e.locked_until IS NULL OR e.locked_until <= ",
+            now_ms!(),
+            ") LIMIT 1"
+        ))
+        .fetch_optional(&self.readers)
+        .await
+        .map_err(store_error)?;
+        if any_due.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.write_tx().await?;
+        // One writer: the IMMEDIATE transaction is the claim's lock. An event
+        // waits while an earlier one of its payment is still open.
+        let rows = sqlx::query(concat!(
+            "UPDATE events SET locked_until = ",
+            now_ms!(),
+            " + ?2 WHERE seq IN ( \
+                 SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
+                 WHERE s.webhook_url IS NOT NULL \
+                   AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+                   AND e.next_attempt_at <= ",
+            now_ms!(),
+            " AND (e.locked_until IS NULL OR e.locked_until <= ",
+            now_ms!(),
+            ") AND NOT EXISTS (SELECT 1 FROM events p WHERE p.payment_id = e.payment_id \
+                       AND p.seq < e.seq AND p.delivered_at IS NULL AND p.gave_up_at IS NULL) \
+                 ORDER BY e.seq LIMIT ?1) \
+             RETURNING ",
+            event_columns!()
+        ))
+        .bind(i64::from(limit))
+        .bind(millis(lease))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let mut claimed = rows
+            .iter()
+            .map(event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        claimed.sort_by_key(|(seq, _)| *seq);
+        let mut due = Vec::with_capacity(claimed.len());
+        for (_, event) in claimed {
+            let row = sqlx::query("SELECT webhook_url, webhook_secret FROM shops WHERE id = ?1")
+                .bind(event.shop_id.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            let endpoint = endpoint(
+                row.try_get("webhook_url").map_err(store_error)?,
+                row.try_get("webhook_secret").map_err(store_error)?,
+            )
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("shop {} lost its webhook", event.shop_id))
+            })?;
+            due.push(DueEvent { event, endpoint });
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(due)
+    }
+
+    async fn record_attempt(
+        &self,
+        id: &EventId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
+        let query = if delivered {
+            sqlx::query(concat!(
+                "UPDATE events SET attempts = attempts + 1, last_status = ?2, last_error = NULL, \
+                     delivered_at = COALESCE(delivered_at, ",
+                now_ms!(),
+                "), locked_until = NULL WHERE id = ?1"
+            ))
+            .bind(id.as_str())
+            .bind(status)
+        } else {
+            sqlx::query(concat!(
+                "UPDATE events SET attempts = attempts + 1, last_status = ?2, last_error = ?3, \
+                     locked_until = NULL, \
+                     gave_up_at = CASE WHEN delivered_at IS NULL AND ",
+                now_ms!(),
+                " >= due_since + ?5 THEN ",
+                now_ms!(),
+                " ELSE gave_up_at END, next_attempt_at = MIN(",
+                now_ms!(),
+                " + ?4, due_since + ?5) WHERE id = ?1"
+            ))
+            .bind(id.as_str())
+            .bind(status)
+            .bind(error)
+            .bind(retry_ms)
+            .bind(give_up_ms)
+        };
+        query.execute(&self.writer).await.map_err(store_error)?;
+        Ok(())
     }
 
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {

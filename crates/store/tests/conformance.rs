@@ -1338,6 +1338,440 @@ async fn a_refund_key_is_taken_over_with_its_refund(f: Fixture) {
     );
 }
 
+// ---- Merchant events (the transactional outbox) ----
+
+use chargeonce_core::events::{
+    AttemptOutcome, DeliveryState, Event, EventQuery, EventType, WebhookEndpoint,
+};
+use chargeonce_core::webhook::WebhookSecret;
+
+async fn all_events(f: &Fixture) -> Vec<Event> {
+    f.store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 100,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap()
+}
+
+async fn set_webhook(f: &Fixture) {
+    let endpoint = WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: WebhookSecret::new("whsec_test"),
+    };
+    assert!(f.store.set_webhook(&f.shop, Some(&endpoint)).await.unwrap());
+}
+
+async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
+    // A finish that lost its lease writes nothing: no settled payment, no event.
+    let short = KeyTiming {
+        lease: Duration::from_millis(200),
+        ..LONG
+    };
+    let (old, payment) = acquire(&f, "k1", "order-1", short).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let taken = f
+        .store
+        .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
+        .await
+        .unwrap()
+        .unwrap();
+    let lost = f
+        .store
+        .finish(
+            &old,
+            Some((&payment.id, &succeeded())),
+            &response("zombie"),
+            LONG.ttl,
+        )
+        .await
+        .unwrap();
+    assert_eq!(lost, FinishOutcome::LeaseLost);
+    assert!(
+        all_events(&f).await.is_empty(),
+        "a rolled back finish wrote an event"
+    );
+
+    // The owner's finish settles the payment and writes its event.
+    assert!(
+        f.store
+            .finish(
+                &taken.lease,
+                Some((&payment.id, &succeeded())),
+                &response("ok"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    let events = all_events(&f).await;
+    assert_eq!(events.len(), 1);
+    let written = &events[0];
+    assert_eq!(written.event_type, EventType::PaymentSucceeded);
+    assert_eq!(written.payment_id, payment.id);
+    assert_eq!(written.refund_id, None);
+    assert_eq!(written.delivery.state(), DeliveryState::Pending);
+    assert_eq!(written.delivery.attempts, 0);
+    let body: serde_json::Value = serde_json::from_slice(&written.payload).unwrap();
+    assert_eq!(body["id"], written.id.as_str());
+    assert_eq!(body["type"], "payment.succeeded");
+    assert_eq!(body["data"]["payment"]["reference"], "order-1");
+    assert_eq!(body["data"]["payment"]["amount"]["value"], "1500.00");
+
+    // Settling twice (reconciler, webhook) changes nothing the second time:
+    // still one event per transition.
+    let (_, second) = acquire(&f, "k2", "order-2", LONG).await;
+    assert!(matches!(
+        f.store
+            .settle_payment(&f.shop, &second.id, &declined())
+            .await
+            .unwrap(),
+        SettleOutcome::Settled(_)
+    ));
+    assert!(matches!(
+        f.store
+            .settle_payment(&f.shop, &second.id, &declined())
+            .await
+            .unwrap(),
+        SettleOutcome::AlreadyFinal(_)
+    ));
+    let declined_events = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 10,
+                starting_after: None,
+                event_type: Some(EventType::PaymentDeclined),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(declined_events.len(), 1);
+    assert_eq!(declined_events[0].payment_id, second.id);
+
+    // A finish that finds its payment settled meanwhile writes no second event.
+    let (lease3, third) = acquire(&f, "k3", "order-3", LONG).await;
+    f.store
+        .settle_payment(&f.shop, &third.id, &succeeded())
+        .await
+        .unwrap();
+    let late = f
+        .store
+        .finish(
+            &lease3,
+            Some((&third.id, &succeeded())),
+            &response("late"),
+            LONG.ttl,
+        )
+        .await
+        .unwrap();
+    assert_eq!(late, FinishOutcome::PaymentAlreadySettled);
+    // An acquirer webhook that settles a pending payment writes one event;
+    // its redelivery writes none.
+    let (_, fourth) = acquire(&f, "k4", "order-4", LONG).await;
+    let inbound = event(
+        "acq_evt_4",
+        EventKind::Succeeded,
+        &fourth.acquirer_key,
+        &f.shop,
+    );
+    assert!(matches!(
+        f.store.record_event(&inbound).await.unwrap(),
+        EventRecorded::Settled(_)
+    ));
+    assert_eq!(
+        f.store.record_event(&inbound).await.unwrap(),
+        EventRecorded::Duplicate
+    );
+    let per_payment =
+        |events: &[Event], id: &PaymentId| events.iter().filter(|e| &e.payment_id == id).count();
+    let events = all_events(&f).await;
+    assert_eq!(events.len(), 4);
+    for p in [&payment.id, &second.id, &third.id, &fourth.id] {
+        assert_eq!(per_payment(&events, p), 1, "{p}");
+    }
+
+    // A refund that succeeds writes refund.succeeded; a lost refund finish nothing.
+    let RefundClaim::Acquired(refund) =
+        claim_refund(&f, &payment.id, "r1", Some("100.00"), LONG).await
+    else {
+        panic!("expected a refund claim");
+    };
+    let refund_row = refund.refund.clone().unwrap();
+    assert!(
+        f.store
+            .finish_refund(
+                &refund.lease,
+                Some((&refund_row.id, &refund_succeeded("re_1"))),
+                &response("r1"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    let refunds = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 10,
+                starting_after: None,
+                event_type: Some(EventType::RefundSucceeded),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(refunds.len(), 1);
+    assert_eq!(refunds[0].refund_id.as_ref(), Some(&refund_row.id));
+    assert_eq!(refunds[0].payment_id, payment.id);
+    let body: serde_json::Value = serde_json::from_slice(&refunds[0].payload).unwrap();
+    assert_eq!(body["data"]["refund"]["amount"]["value"], "100.00");
+    assert_eq!(body["data"]["refund"]["reference"], "order-1");
+
+    // A refused refund writes refund.failed.
+    let RefundClaim::Acquired(refused) =
+        claim_refund(&f, &payment.id, "r2", Some("50.00"), LONG).await
+    else {
+        panic!("expected a refund claim");
+    };
+    let refused_row = refused.refund.clone().unwrap();
+    let failed = RefundSettlement::Failed {
+        code: "refund_refused".into(),
+    };
+    assert!(
+        f.store
+            .finish_refund(
+                &refused.lease,
+                Some((&refused_row.id, &failed)),
+                &response("r2"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    let failed_events = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 10,
+                starting_after: None,
+                event_type: Some(EventType::RefundFailed),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed_events.len(), 1);
+    assert_eq!(failed_events[0].refund_id.as_ref(), Some(&refused_row.id));
+    let body: serde_json::Value = serde_json::from_slice(&failed_events[0].payload).unwrap();
+    assert_eq!(body["data"]["refund"]["failure_code"], "refund_refused");
+    assert_eq!(all_events(&f).await.len(), 6);
+}
+
+async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
+    let payment = charged(&f, "order-1").await;
+    let RefundClaim::Acquired(refund) =
+        claim_refund(&f, &payment.id, "r1", Some("100.00"), LONG).await
+    else {
+        panic!("expected a refund claim");
+    };
+    let refund_row = refund.refund.clone().unwrap();
+    f.store
+        .finish_refund(
+            &refund.lease,
+            Some((&refund_row.id, &refund_succeeded("re_1"))),
+            &response("r1"),
+            LONG.ttl,
+        )
+        .await
+        .unwrap();
+    // No webhook yet: nothing is due.
+    assert!(
+        f.store
+            .claim_due_events(10, LONG.lease)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    set_webhook(&f).await;
+
+    // Only the payment's first event is due; the refund's waits for it.
+    let due = f.store.claim_due_events(10, LONG.lease).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].event.event_type, EventType::PaymentSucceeded);
+    assert_eq!(due[0].endpoint.url, "http://127.0.0.1:9/hooks");
+    let first = due[0].event.id.clone();
+    // Leased: another relay gets nothing meanwhile.
+    assert!(
+        f.store
+            .claim_due_events(10, LONG.lease)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A failed attempt: due again later, still blocking the refund event.
+    f.store
+        .record_attempt(
+            &first,
+            &AttemptOutcome::Failed {
+                status: Some(500),
+                error: "HTTP 500".into(),
+                retry_in: Duration::from_millis(300),
+                give_up_after: Duration::from_secs(3600),
+            },
+        )
+        .await
+        .unwrap();
+    let logged = f.store.event(&f.shop, &first).await.unwrap().unwrap();
+    assert_eq!(logged.delivery.attempts, 1);
+    assert_eq!(logged.delivery.last_status, Some(500));
+    assert_eq!(logged.delivery.state(), DeliveryState::Pending);
+    assert!(
+        f.store
+            .claim_due_events(10, LONG.lease)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let due = f.store.claim_due_events(10, LONG.lease).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].event.id, first);
+    f.store
+        .record_attempt(&first, &AttemptOutcome::Delivered { status: 200 })
+        .await
+        .unwrap();
+    let logged = f.store.event(&f.shop, &first).await.unwrap().unwrap();
+    assert_eq!(logged.delivery.state(), DeliveryState::Delivered);
+    assert_eq!(logged.delivery.attempts, 2);
+    assert_eq!(logged.delivery.last_status, Some(200));
+    assert_eq!(logged.delivery.last_error, None);
+
+    // Now the refund's event; a failure past the give-up time gives up.
+    let due = f
+        .store
+        .claim_due_events(10, Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 1);
+    let second = due[0].event.id.clone();
+    assert_eq!(due[0].event.event_type, EventType::RefundSucceeded);
+    f.store
+        .record_attempt(
+            &second,
+            &AttemptOutcome::Failed {
+                status: None,
+                error: "connection refused".into(),
+                retry_in: Duration::from_secs(1),
+                give_up_after: Duration::ZERO,
+            },
+        )
+        .await
+        .unwrap();
+    let logged = f.store.event(&f.shop, &second).await.unwrap().unwrap();
+    assert_eq!(logged.delivery.state(), DeliveryState::GaveUp);
+    assert_eq!(
+        logged.delivery.last_error.as_deref(),
+        Some("connection refused")
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        f.store
+            .claim_due_events(10, LONG.lease)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Resent by hand: due again at once, same id.
+    let resent = f
+        .store
+        .resend_event(&f.shop, &second)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resent.delivery.state(), DeliveryState::Pending);
+    assert_eq!(resent.delivery.attempts, 1);
+    let due = f.store.claim_due_events(10, LONG.lease).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].event.id, second);
+
+    // Newest first, paged; another shop sees none of it.
+    let page = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 1,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].id, second);
+    let next = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 10,
+                starting_after: Some(second.clone()),
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        next.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+        vec![first.clone()]
+    );
+    let other = ShopId::new("shop-b").unwrap();
+    f.store
+        .add_shop(&other, &ShopSecret::from_string("b").hash())
+        .await
+        .unwrap();
+    assert!(f.store.event(&other, &first).await.unwrap().is_none());
+    assert!(
+        f.store
+            .resend_event(&other, &first)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        f.store
+            .events(
+                &other,
+                &EventQuery {
+                    limit: 10,
+                    starting_after: None,
+                    event_type: None
+                }
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !f.store
+            .set_webhook(&ShopId::new("nobody").unwrap(), None)
+            .await
+            .unwrap()
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod postgres {
@@ -1386,4 +1820,6 @@ conformance!(
     refunds_of_unrefundable_payments_are_refused_and_not_stored,
     concurrent_refund_claims_never_exceed_the_amount,
     a_refund_key_is_taken_over_with_its_refund,
+    a_transition_writes_exactly_one_event_in_its_transaction,
+    events_are_claimed_in_payment_order_leased_and_logged,
 );

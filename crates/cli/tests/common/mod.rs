@@ -65,6 +65,8 @@ pub struct ServerConfig {
     pub sim_slow: &'static str,
     /// `--lease`.
     pub lease: &'static str,
+    /// More flags.
+    pub extra: Vec<&'static str>,
 }
 
 impl ServerConfig {
@@ -73,6 +75,7 @@ impl ServerConfig {
             name,
             sim_slow: "3s",
             lease: "30s",
+            extra: Vec::new(),
         }
     }
 
@@ -83,6 +86,11 @@ impl ServerConfig {
 
     pub fn lease(mut self, value: &'static str) -> Self {
         self.lease = value;
+        self
+    }
+
+    pub fn args(mut self, args: &[&'static str]) -> Self {
+        self.extra.extend_from_slice(args);
         self
     }
 }
@@ -110,6 +118,7 @@ impl Server {
             .args(["--lease", config.lease])
             .args(["--key-ttl", "24h"])
             .arg("--no-demo-shop")
+            .args(&config.extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,5 +1,6 @@
 //! The API's routes.
 
+pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod payments;

@@ -1,5 +1,7 @@
-//! Background workers that keep the store tidy and drive work to an end.
+//! Background workers that keep the store tidy, drive work to an end and
+//! deliver merchant events.
 
 pub mod completer;
 pub mod reconciler;
+pub mod relay;
 pub mod sweeper;

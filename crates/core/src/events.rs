@@ -1,0 +1,366 @@
+//! Merchant events: what the service tells a shop about its payments and
+//! refunds, through a transactional outbox.
+//!
+//! A store writes a [`NewEvent`] in the same transaction as the state change
+//! it reports (a payment settling, a refund ending), and only when that
+//! transition actually happened, so there is exactly one event per
+//! transition and none for a change that rolled back. A relay then delivers
+//! the stored bytes to the shop's webhook URL, at least once, signed with the
+//! shop's [`WebhookSecret`] in the scheme of
+//! [`crate::webhook`], with the same event id on every attempt: the receiver
+//! deduplicates on it.
+//!
+//! ```
+//! use chargeonce_core::events::{EventId, EventType};
+//!
+//! let id = EventId::generate();
+//! assert!(id.as_str().starts_with("evt_"));
+//! assert_eq!(EventId::parse(id.as_str()).unwrap(), id);
+//! assert_eq!(EventType::parse("refund.succeeded"), Some(EventType::RefundSucceeded));
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::webhook::WebhookSecret;
+use crate::{Payment, PaymentId, PaymentStatus, Refund, RefundId, RefundStatus, ShopId};
+
+/// The id of a merchant event: `evt_` and a UUIDv7, the same on every delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventId(String);
+
+/// An event id that is not `evt_` and 32 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an event id")]
+pub struct InvalidEventId;
+
+impl EventId {
+    /// A fresh, time-ordered id.
+    pub fn generate() -> Self {
+        Self(format!("evt_{}", Uuid::now_v7().simple()))
+    }
+
+    /// Parses an id as the API shows it.
+    pub fn parse(id: &str) -> Result<Self, InvalidEventId> {
+        let hex = id.strip_prefix("evt_").ok_or(InvalidEventId)?;
+        if hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            Ok(Self(id.to_owned()))
+        } else {
+            Err(InvalidEventId)
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a merchant event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// A payment moved money.
+    PaymentSucceeded,
+    /// A payment was declined.
+    PaymentDeclined,
+    /// A refund gave money back.
+    RefundSucceeded,
+    /// The acquirer refused a refund.
+    RefundFailed,
+}
+
+impl EventType {
+    /// As sent and stored (`payment.succeeded`, ...).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::PaymentSucceeded => "payment.succeeded",
+            Self::PaymentDeclined => "payment.declined",
+            Self::RefundSucceeded => "refund.succeeded",
+            Self::RefundFailed => "refund.failed",
+        }
+    }
+
+    /// Parses a stored or requested type.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "payment.succeeded" => Some(Self::PaymentSucceeded),
+            "payment.declined" => Some(Self::PaymentDeclined),
+            "refund.succeeded" => Some(Self::RefundSucceeded),
+            "refund.failed" => Some(Self::RefundFailed),
+            _ => None,
+        }
+    }
+}
+
+/// An event to insert, built from the row a transition just wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    /// Its id.
+    pub id: EventId,
+    /// The shop it belongs to (and is delivered to).
+    pub shop_id: ShopId,
+    /// What happened.
+    pub event_type: EventType,
+    /// The payment it is about (for a refund: the refunded payment). Events
+    /// of one payment are delivered in the order they were written.
+    pub payment_id: PaymentId,
+    /// The refund it is about, for refund events.
+    pub refund_id: Option<RefundId>,
+    /// The JSON body delivered, exactly these bytes on every attempt.
+    pub payload: Vec<u8>,
+}
+
+fn amount_json(amount: &crate::Money) -> serde_json::Value {
+    json!({"value": amount.to_decimal_string(), "currency": amount.currency().code()})
+}
+
+impl NewEvent {
+    /// The event of a payment that just settled; `None` while it is pending.
+    ///
+    /// Body: `{"id", "type", "created" (unix ms), "data": {"payment": {...}}}`.
+    pub fn payment_settled(payment: &Payment) -> Option<Self> {
+        let event_type = match payment.status {
+            PaymentStatus::Succeeded => EventType::PaymentSucceeded,
+            PaymentStatus::Declined => EventType::PaymentDeclined,
+            PaymentStatus::Pending => return None,
+        };
+        let id = EventId::generate();
+        let data = json!({
+            "payment": {
+                "id": payment.id.as_str(),
+                "reference": payment.reference.as_str(),
+                "amount": amount_json(&payment.amount),
+                "status": payment.status.as_str(),
+                "decline_code": payment.decline_code,
+            }
+        });
+        Some(Self::build(
+            id,
+            payment.shop_id.clone(),
+            event_type,
+            payment.id.clone(),
+            None,
+            data,
+        ))
+    }
+
+    /// The event of a refund that just ended; `None` while it is pending.
+    /// `reference` is the refunded payment's order reference.
+    pub fn refund_settled(refund: &Refund, reference: &str) -> Option<Self> {
+        let event_type = match refund.status {
+            RefundStatus::Succeeded => EventType::RefundSucceeded,
+            RefundStatus::Failed => EventType::RefundFailed,
+            RefundStatus::Pending => return None,
+        };
+        let id = EventId::generate();
+        let data = json!({
+            "refund": {
+                "id": refund.id.as_str(),
+                "payment_id": refund.payment_id.as_str(),
+                "reference": reference,
+                "amount": amount_json(&refund.amount),
+                "status": refund.status.as_str(),
+                "failure_code": refund.failure_code,
+            }
+        });
+        Some(Self::build(
+            id,
+            refund.shop_id.clone(),
+            event_type,
+            refund.payment_id.clone(),
+            Some(refund.id.clone()),
+            data,
+        ))
+    }
+
+    fn build(
+        id: EventId,
+        shop_id: ShopId,
+        event_type: EventType,
+        payment_id: PaymentId,
+        refund_id: Option<RefundId>,
+        data: serde_json::Value,
+    ) -> Self {
+        let created = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+        let body = json!({
+            "id": id.as_str(),
+            "type": event_type.as_str(),
+            "created": created as i64,
+            "data": data,
+        });
+        Self {
+            id,
+            shop_id,
+            event_type,
+            payment_id,
+            refund_id,
+            // Serialising a `Value` cannot fail.
+            payload: serde_json::to_vec(&body).unwrap_or_default(),
+        }
+    }
+}
+
+/// Where an event's delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    /// Not acknowledged yet; the relay will (re)try it.
+    Pending,
+    /// The shop answered 2xx.
+    Delivered,
+    /// Retried until the give-up time without a 2xx; resend it by hand.
+    GaveUp,
+}
+
+impl DeliveryState {
+    /// As the API shows it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::GaveUp => "gave_up",
+        }
+    }
+}
+
+/// The delivery log of one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Delivery attempts made (each a POST to the shop).
+    pub attempts: u32,
+    /// When the next attempt is due (unix ms), while pending.
+    pub next_attempt_at_ms: i64,
+    /// When the shop acknowledged it (unix ms).
+    pub delivered_at_ms: Option<i64>,
+    /// When the relay gave up (unix ms).
+    pub gave_up_at_ms: Option<i64>,
+    /// The HTTP status of the last attempt, if one came back.
+    pub last_status: Option<u16>,
+    /// Why the last attempt failed (a transport error, or the status).
+    pub last_error: Option<String>,
+}
+
+impl Delivery {
+    /// Where it stands.
+    pub fn state(&self) -> DeliveryState {
+        if self.delivered_at_ms.is_some() {
+            DeliveryState::Delivered
+        } else if self.gave_up_at_ms.is_some() {
+            DeliveryState::GaveUp
+        } else {
+            DeliveryState::Pending
+        }
+    }
+}
+
+/// A stored event with its delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Its id.
+    pub id: EventId,
+    /// Its shop.
+    pub shop_id: ShopId,
+    /// What happened.
+    pub event_type: EventType,
+    /// The payment it is about.
+    pub payment_id: PaymentId,
+    /// The refund it is about, for refund events.
+    pub refund_id: Option<RefundId>,
+    /// The JSON body, as delivered.
+    pub payload: Vec<u8>,
+    /// When it was written (unix ms), in the transaction of its transition.
+    pub created_at_ms: i64,
+    /// Its delivery log.
+    pub delivery: Delivery,
+}
+
+/// Which of a shop's events to list: newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventQuery {
+    /// At most this many.
+    pub limit: u32,
+    /// Only events older than this one (the last of the previous page).
+    pub starting_after: Option<EventId>,
+    /// Only events of this type.
+    pub event_type: Option<EventType>,
+}
+
+/// A shop's webhook endpoint: where its events go and the secret they are signed with.
+#[derive(Debug, Clone)]
+pub struct WebhookEndpoint {
+    /// The URL events are POSTed to.
+    pub url: String,
+    /// The signing secret (`Debug` never shows it).
+    pub secret: WebhookSecret,
+}
+
+/// An event the relay claimed for one delivery attempt, with where to send it.
+#[derive(Debug, Clone)]
+pub struct DueEvent {
+    /// The event.
+    pub event: Event,
+    /// The shop's endpoint.
+    pub endpoint: WebhookEndpoint,
+}
+
+/// How one delivery attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// The shop answered 2xx.
+    Delivered {
+        /// The status.
+        status: u16,
+    },
+    /// No 2xx: a transport error, a timeout, or another status.
+    Failed {
+        /// The status, if an answer came.
+        status: Option<u16>,
+        /// A short description (never a secret).
+        error: String,
+        /// When to try again, from now.
+        retry_in: Duration,
+        /// Give up once this long has passed since the event became due
+        /// (written, or resent by hand).
+        give_up_after: Duration,
+    },
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse_only_their_own_shape() {
+        assert!(EventId::parse("evt_").is_err());
+        assert!(EventId::parse("pay_0123456789abcdef0123456789abcdef").is_err());
+        assert!(EventId::parse("evt_0123456789ABCDEF0123456789abcdef").is_err());
+        assert!(EventId::parse("evt_0123456789abcdef0123456789abcdef").is_ok());
+    }
+
+    #[test]
+    fn types_round_trip() {
+        for t in [
+            EventType::PaymentSucceeded,
+            EventType::PaymentDeclined,
+            EventType::RefundSucceeded,
+            EventType::RefundFailed,
+        ] {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(EventType::parse("payment.pending"), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! `GET /v1/events`, `GET /v1/events/{id}`, `POST /v1/events/{id}/resend`:
+//! a shop's merchant events and their delivery log.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use chargeonce_core::events::{Event, EventId, EventQuery, EventType};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::AppState;
+use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader};
+use crate::problem::{Problem, ProblemCode};
+use crate::respond::store_problem;
+
+/// Events per page unless `limit` says otherwise.
+pub const DEFAULT_LIMIT: u32 = 20;
+/// The largest `limit`.
+pub const MAX_LIMIT: u32 = 100;
+
+fn not_found() -> Problem {
+    Problem::new(ProblemCode::NotFound, "no such event for this shop")
+}
+
+fn invalid(detail: impl Into<String>) -> Problem {
+    Problem::new(ProblemCode::InvalidRequest, detail)
+}
+
+/// Unix milliseconds as RFC 3339.
+fn timestamp(ms: i64) -> Value {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .map_or(Value::Null, Value::from)
+}
+
+/// An event as the API shows it: its id, type, the payload's `data` exactly
+/// as delivered, and the delivery log.
+pub fn event_view(event: &Event) -> Value {
+    let payload: Value = serde_json::from_slice(&event.payload).unwrap_or(Value::Null);
+    let delivery = &event.delivery;
+    let pending = delivery.state() == chargeonce_core::events::DeliveryState::Pending;
+    json!({
+        "id": event.id.as_str(),
+        "object": "event",
+        "type": event.event_type.as_str(),
+        "created_at": timestamp(event.created_at_ms),
+        "payment_id": event.payment_id.as_str(),
+        "refund_id": event.refund_id.as_ref().map(|id| id.as_str()),
+        "data": payload.get("data").cloned().unwrap_or(Value::Null),
+        "delivery": {
+            "state": delivery.state().as_str(),
+            "attempts": delivery.attempts,
+            "next_attempt_at": if pending { timestamp(delivery.next_attempt_at_ms) } else { Value::Null },
+            "delivered_at": delivery.delivered_at_ms.map_or(Value::Null, timestamp),
+            "gave_up_at": delivery.gave_up_at_ms.map_or(Value::Null, timestamp),
+            "last_status": delivery.last_status,
+            "last_error": delivery.last_error,
+        },
+    })
+}
+
+/// The query of `GET /v1/events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<u32>,
+    starting_after: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+}
+
+/// The authenticated shop's events, newest first: `?limit=` (1 to 100,
+/// default 20), `?starting_after=<the last id of the previous page>`,
+/// `?type=payment.succeeded`.
+pub async fn list(
+    State(state): State<AppState>,
+    AuthenticatedShop(shop_id): AuthenticatedShop,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, Problem> {
+    let Query(query) = query.map_err(|e| invalid(e.body_text()))?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(invalid(format!("limit must be 1 to {MAX_LIMIT}")));
+    }
+    let starting_after = query
+        .starting_after
+        .map(|id| EventId::parse(&id).map_err(|_| invalid("starting_after is not an event id")))
+        .transpose()?;
+    let event_type = query
+        .event_type
+        .map(|t| {
+            EventType::parse(&t).ok_or_else(|| {
+                invalid("type must be payment.succeeded, payment.declined, refund.succeeded or refund.failed")
+            })
+        })
+        .transpose()?;
+    // One more than asked tells whether another page follows.
+    let mut events = state
+        .store
+        .events(
+            &shop_id,
+            &EventQuery {
+                limit: limit + 1,
+                starting_after,
+                event_type,
+            },
+        )
+        .await
+        .map_err(store_problem)?;
+    let has_more = events.len() > limit as usize;
+    events.truncate(limit as usize);
+    let data: Vec<Value> = events.iter().map(event_view).collect();
+    Ok(Json(json!({"object": "list", "data": data, "has_more": has_more})).into_response())
+}
+
+/// One event of the authenticated shop, with its delivery log.
+pub async fn get(
+    State(state): State<AppState>,
+    AuthenticatedShop(shop_id): AuthenticatedShop,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = EventId::parse(&id).map_err(|_| not_found())?;
+    let event = state
+        .store
+        .event(&shop_id, &id)
+        .await
+        .map_err(store_problem)?
+        .ok_or_else(not_found)?;
+    Ok(Json(event_view(&event)).into_response())
+}
+
+/// Makes an event due again now (a delivered or given-up one too): the relay
+/// sends it again with the same id and body. Like every state-changing POST
+/// it needs an `Idempotency-Key`; repeating it is harmless (at most one more
+/// delivery, which the receiver deduplicates by event id), so the key is not
+/// stored.
+pub async fn resend(
+    State(state): State<AppState>,
+    AuthenticatedShop(shop_id): AuthenticatedShop,
+    IdempotencyKeyHeader(_key): IdempotencyKeyHeader,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = EventId::parse(&id).map_err(|_| not_found())?;
+    let event = state
+        .store
+        .resend_event(&shop_id, &id)
+        .await
+        .map_err(store_problem)?
+        .ok_or_else(not_found)?;
+    Ok((axum::http::StatusCode::ACCEPTED, Json(event_view(&event))).into_response())
+}
