@@ -15,7 +15,8 @@ pub enum Sabotage {
     None,
     /// The acquirer skips its key check (`chargeonce acquirer
     /// --no-idempotency`) while the service believes it idempotent: every
-    /// retry after a lost acquirer answer charges again.
+    /// retry after a lost acquirer answer charges again. (The run then sends
+    /// no acquirer webhooks: they would settle the lost answer first.)
     AcquirerSkipsKeyCheck,
 }
 

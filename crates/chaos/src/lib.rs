@@ -227,7 +227,10 @@ async fn run_in(
         .map(|_| free_port())
         .collect::<Result<Vec<_>, _>>()?;
     let webhook_secret = format!("whsec_chaos_{:016x}", rand::random::<u64>());
-    if !args.no_webhooks {
+    // A sabotaged run sends no webhooks: they would settle a lost answer
+    // before the retry that charges again, and hide the sabotage.
+    let webhooks = !args.no_webhooks && args.sabotage == Sabotage::None;
+    if webhooks {
         acquirer_args.extend([
             "--webhook-url".into(),
             format!(
