@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
+use chargeonce_server::cache::ResponseCacheLimits;
 use chargeonce_server::workers::sweeper::{self, SweeperConfig};
 use chargeonce_server::{AppState, HttpRender};
 use chargeonce_store::PoolConfig;
@@ -73,6 +74,21 @@ pub struct ServeArgs {
     /// (nothing): the ceilings `chargeonce bench` compares against.
     #[arg(long)]
     bench_ceiling: bool,
+    /// How long a shop's secret hash read from the store is trusted before it
+    /// is read again (the presented secret is checked against it on every
+    /// request). A rotated or removed secret stops working within this. `0s`:
+    /// read it on every request.
+    #[arg(long, env = "CHARGEONCE_AUTH_CACHE_TTL", default_value = "30s", value_parser = humantime::parse_duration)]
+    auth_cache_ttl: Duration,
+    /// Most completed responses kept in memory to answer replays without the
+    /// database (0: none; they are also bounded to 16 MiB).
+    #[arg(long, env = "CHARGEONCE_RESPONSE_CACHE", default_value_t = 50_000)]
+    response_cache: usize,
+    /// How long a duplicate of a request running on this instance waits for
+    /// its outcome (then replayed to it) before answering 409. `0s`: every
+    /// duplicate goes to the database on its own.
+    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
+    duplicate_wait: Duration,
 }
 
 /// On an SQLite store without the demo shop, creates it and prints its
@@ -161,7 +177,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let workers =
         crate::upstream::start_workers(&engine, &upstream, metrics.clone(), &args.workers)?;
-    let mut state = AppState::new(engine).with_metrics(metrics.clone());
+    let mut state = AppState::new(engine)
+        .with_metrics(metrics.clone())
+        .with_auth_cache_ttl(args.auth_cache_ttl)
+        .with_response_cache(ResponseCacheLimits {
+            entries: args.response_cache,
+            ..ResponseCacheLimits::default()
+        })
+        .with_flight_wait(args.duplicate_wait);
     if let Some(secret) = args.workers.secret() {
         state = state.with_webhook_secret(secret);
     }

@@ -26,6 +26,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
 pub mod bench_ceiling;
+pub mod cache;
 pub mod extract;
 pub mod metrics;
 pub mod prefer;
@@ -48,6 +49,10 @@ pub struct AppState {
     operations: TaskTracker,
     metrics: Arc<Metrics>,
     webhook_secret: Option<Arc<WebhookSecret>>,
+    auth_cache: Arc<cache::AuthCache>,
+    responses: Arc<cache::ResponseCache>,
+    flights: Arc<cache::Flights>,
+    flight_wait: std::time::Duration,
 }
 
 impl AppState {
@@ -60,7 +65,37 @@ impl AppState {
             operations: TaskTracker::new(),
             metrics: Arc::new(Metrics::new()),
             webhook_secret: None,
+            auth_cache: Arc::new(cache::AuthCache::default()),
+            responses: Arc::new(cache::ResponseCache::default()),
+            flights: Arc::new(cache::Flights::default()),
+            flight_wait: cache::FLIGHT_WAIT,
         }
+    }
+
+    /// Trusts a shop's secret hash read from the store for `ttl` (default
+    /// [`cache::AUTH_CACHE_TTL`]; zero reads it on every request).
+    pub fn with_auth_cache_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.auth_cache = Arc::new(cache::AuthCache::new(ttl));
+        self
+    }
+
+    /// Limits of the cache of completed responses (zero entries turns it off).
+    pub fn with_response_cache(mut self, limits: cache::ResponseCacheLimits) -> Self {
+        self.responses = Arc::new(cache::ResponseCache::new(limits));
+        self
+    }
+
+    /// How long a duplicate of a request running on this instance waits for
+    /// its outcome before answering 409 (default [`cache::FLIGHT_WAIT`]); zero
+    /// turns the sharing off: every duplicate goes to the engine.
+    pub fn with_flight_wait(mut self, wait: std::time::Duration) -> Self {
+        self.flight_wait = wait;
+        self
+    }
+
+    /// The cache of completed responses executed on this instance.
+    pub fn response_cache(&self) -> &cache::ResponseCache {
+        &self.responses
     }
 
     /// Serves these metrics at `/metrics` (give the engine the same object as

@@ -86,8 +86,11 @@ impl PgStore {
             .map_err(|e| StoreError::Other(format!("bad PostgreSQL URL: {e}")))?
             .application_name("chargeonce")
             .options([("statement_timeout", "15s")]);
+        // No ping before each acquire: a round trip per statement otherwise. A
+        // dead connection fails one statement (Unavailable) and is dropped.
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
+            .test_before_acquire(false)
             .acquire_timeout(config.acquire_timeout)
             .connect_with(options)
             .await

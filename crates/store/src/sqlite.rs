@@ -94,8 +94,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
+        // No ping before each acquire (see the PostgreSQL store).
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .acquire_timeout(config.acquire_timeout)
             .connect_with(options.clone())
             .await
@@ -106,6 +108,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::Other(format!("migration failed: {e}")))?;
         let readers = SqlitePoolOptions::new()
             .max_connections(config.max_connections.clamp(1, 8))
+            .test_before_acquire(false)
             .acquire_timeout(config.acquire_timeout)
             .connect_with(options.read_only(true))
             .await
