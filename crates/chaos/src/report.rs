@@ -94,23 +94,9 @@ pub struct Report {
     pub shops: usize,
     /// Payment intents.
     pub intents: usize,
-    /// SDK calls (retries inside a call not counted).
-    pub calls: usize,
-    /// HTTP requests sent (every attempt).
-    pub requests: usize,
-    /// Calls that repeated an earlier one (double clicks, late repeats,
-    /// changed bodies, comebacks after an uncertain call).
-    pub duplicates_sent: usize,
-    /// Attempts that got no answer after sending (timeout or lost answer).
-    pub answers_lost: usize,
-    /// Calls by how they ended (`paid`, `declined`, `uncertain`, ...).
-    pub outcomes: BTreeMap<String, usize>,
-    /// Calls by verdict, Jepsen style (`ok`, `fail`, `info`).
-    pub verdicts: BTreeMap<String, usize>,
-    /// Attempts by HTTP status (`503` during the PostgreSQL restart, `502`
-    /// from a proxy whose instance was down), or by failure (`lost`, `timeout`,
-    /// `connect`).
-    pub answers: BTreeMap<String, usize>,
+    /// What the clients did and saw.
+    #[serde(flatten)]
+    pub history: HistoryFigures,
     /// The proxies.
     pub proxy: ProxyFigures,
     /// The nemesis.
@@ -118,10 +104,6 @@ pub struct Report {
     /// Writes fenced off (an instance that lost its lease, frozen or slow,
     /// tried to write its result): counted from the instances' logs.
     pub fenced_finishes: usize,
-    /// Per SDK call, retries included.
-    pub call_latency: Latency,
-    /// Per HTTP attempt.
-    pub attempt_latency: Latency,
     /// The books at the end.
     pub books: Books,
     /// Seconds of load.
@@ -139,24 +121,28 @@ pub struct Report {
 }
 
 /// Figures computed from the history.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct HistoryFigures {
-    /// Calls.
+    /// SDK calls (retries inside a call not counted).
     pub calls: usize,
-    /// Attempts.
+    /// HTTP requests sent (every attempt; a refused call counts none).
     pub requests: usize,
-    /// Repeats.
+    /// Calls that repeated an earlier one (double clicks, late repeats,
+    /// changed bodies, comebacks after an uncertain call).
     pub duplicates_sent: usize,
-    /// Unknown attempts.
+    /// Attempts that got no answer after sending (timeout or lost answer).
     pub answers_lost: usize,
-    /// By result.
+    /// Calls by how they ended (`paid`, `declined`, `uncertain`, ...).
     pub outcomes: BTreeMap<String, usize>,
-    /// By verdict.
+    /// Calls by verdict, Jepsen style (`ok`, `fail`, `info`).
     pub verdicts: BTreeMap<String, usize>,
-    /// Attempts by status or failure.
+    /// Attempts by HTTP status (`503` during the PostgreSQL restart, `502`
+    /// from a proxy whose instance was down), or by failure (`lost`, `timeout`,
+    /// `connect`).
     pub answers: BTreeMap<String, usize>,
-    /// Per call.
+    /// Per SDK call, retries included.
     pub call_latency: Latency,
-    /// Per attempt.
+    /// Per HTTP attempt.
     pub attempt_latency: Latency,
 }
 
@@ -230,26 +216,20 @@ impl Report {
         let _ = writeln!(
             s,
             "  calls {}  requests {}  duplicates sent {}  answers lost {}",
-            self.calls, self.requests, self.duplicates_sent, self.answers_lost
+            self.history.calls,
+            self.history.requests,
+            self.history.duplicates_sent,
+            self.history.answers_lost
         );
-        let outcomes: Vec<String> = self
-            .outcomes
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        let _ = writeln!(s, "  outcomes: {}", outcomes.join(", "));
-        let verdicts: Vec<String> = self
-            .verdicts
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        let _ = writeln!(s, "  verdicts: {}", verdicts.join(", "));
-        let answers: Vec<String> = self
-            .answers
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        let _ = writeln!(s, "  answers: {}", answers.join(", "));
+        let h = &self.history;
+        for (name, counts) in [
+            ("outcomes", &h.outcomes),
+            ("verdicts", &h.verdicts),
+            ("answers", &h.answers),
+        ] {
+            let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "  {name}: {}", parts.join(", "));
+        }
         let p = &self.proxy;
         let _ = writeln!(
             s,
@@ -276,11 +256,11 @@ impl Report {
         let _ = writeln!(
             s,
             "  latency per call p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; per attempt p50 {:.1} ms, p99 {:.1} ms",
-            self.call_latency.p50_ms,
-            self.call_latency.p99_ms,
-            self.call_latency.max_ms,
-            self.attempt_latency.p50_ms,
-            self.attempt_latency.p99_ms
+            self.history.call_latency.p50_ms,
+            self.history.call_latency.p99_ms,
+            self.history.call_latency.max_ms,
+            self.history.attempt_latency.p50_ms,
+            self.history.attempt_latency.p99_ms
         );
         let b = &self.books;
         let _ = writeln!(

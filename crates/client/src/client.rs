@@ -678,29 +678,10 @@ fn judge_payment(
         (402, Some(problem)) if problem.code == ProblemCode::PaymentDeclined => {
             match problem.payment {
                 Some(payment) => Step::Done(Outcome::Declined(payment)),
-                None => Step::Fail(Error::Unexpected {
-                    status,
-                    body: answer.excerpt(),
-                    attempts,
-                }),
+                None => unexpected(answer, attempts),
             }
         }
-        (status, _) if transient(status) => Step::Retry(answer.retry_after()),
-        (_, Some(problem)) if problem.code == ProblemCode::IdempotencyKeyReused => {
-            Step::Fail(Error::KeyReused {
-                problem: Box::new(problem),
-                attempts,
-            })
-        }
-        (400..=499, Some(problem)) => Step::Fail(Error::Rejected {
-            problem: Box::new(problem),
-            attempts,
-        }),
-        _ => Step::Fail(Error::Unexpected {
-            status,
-            body: answer.excerpt(),
-            attempts,
-        }),
+        (_, problem) => not_definite(answer, problem, attempts),
     };
     (seen, step)
 }
@@ -739,12 +720,27 @@ fn judge_refund(
     let step = match (status, problem) {
         (422, Some(problem)) if problem.code == ProblemCode::RefundFailed => match refund {
             Some(refund) => Step::Done(RefundOutcome::Failed(refund)),
-            None => Step::Fail(Error::Unexpected {
-                status,
-                body: answer.excerpt(),
-                attempts,
-            }),
+            None => unexpected(answer, attempts),
         },
+        (_, problem) => not_definite(answer, problem, attempts),
+    };
+    (seen, step)
+}
+
+/// An answer that is neither the resource nor its problem document.
+fn unexpected<O>(answer: &Answer, attempts: u32) -> Step<O> {
+    Step::Fail(Error::Unexpected {
+        status: answer.status,
+        body: answer.excerpt(),
+        attempts,
+    })
+}
+
+/// What an error answer that is not a definite outcome means, for every
+/// keyed POST: transient statuses are retried, `idempotency_key_reused` is
+/// its own error, other 4xx problems are refusals.
+fn not_definite<O>(answer: &Answer, problem: Option<Problem>, attempts: u32) -> Step<O> {
+    match (answer.status, problem) {
         (status, _) if transient(status) => Step::Retry(answer.retry_after()),
         (_, Some(problem)) if problem.code == ProblemCode::IdempotencyKeyReused => {
             Step::Fail(Error::KeyReused {
@@ -756,13 +752,8 @@ fn judge_refund(
             problem: Box::new(problem),
             attempts,
         }),
-        _ => Step::Fail(Error::Unexpected {
-            status,
-            body: answer.excerpt(),
-            attempts,
-        }),
-    };
-    (seen, step)
+        _ => unexpected(answer, attempts),
+    }
 }
 
 #[cfg(test)]
