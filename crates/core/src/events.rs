@@ -236,12 +236,19 @@ impl DeliveryState {
     }
 }
 
+/// `next_attempt_at` of an event whose shop has no webhook URL yet
+/// (9999-12-31T23:59:59Z, in unix milliseconds): parked, so the relay's scan
+/// of due events never reads it. Setting the shop's webhook makes its parked
+/// events due.
+pub const PARKED_UNTIL_MS: i64 = 253_402_300_799_000;
+
 /// The delivery log of one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// Delivery attempts made (each a POST to the shop).
     pub attempts: u32,
-    /// When the next attempt is due (unix ms), while pending.
+    /// When the next attempt is due (unix ms), while pending;
+    /// [`PARKED_UNTIL_MS`] while the shop has no webhook URL.
     pub next_attempt_at_ms: i64,
     /// When the shop acknowledged it (unix ms).
     pub delivered_at_ms: Option<i64>,

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::events::{
-    AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, WebhookEndpoint,
+    AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
+    WebhookEndpoint,
 };
 use chargeonce_core::{
     Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
@@ -159,16 +160,19 @@ impl SqliteStore {
         event: Option<NewEvent>,
     ) -> Result<(), StoreError> {
         let Some(event) = event else { return Ok(()) };
-        sqlx::query(concat!(
+        // A shop without a webhook URL gets its events parked (not due), so
+        // the relay's scan of due events never reads them; set_webhook makes
+        // them due.
+        let inserted = sqlx::query(concat!(
             "INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
                  created_at, due_since, next_attempt_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ",
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ",
             now_ms!(),
             ", ",
             now_ms!(),
-            ", ",
+            ", CASE WHEN s.webhook_url IS NULL THEN ?7 ELSE ",
             now_ms!(),
-            ")"
+            " END FROM shops s WHERE s.id = ?2"
         ))
         .bind(event.id.as_str())
         .bind(event.shop_id.as_str())
@@ -176,9 +180,16 @@ impl SqliteStore {
         .bind(event.payment_id.as_str())
         .bind(event.refund_id.as_ref().map(RefundId::as_str))
         .bind(event.payload.as_slice())
+        .bind(PARKED_UNTIL_MS)
         .execute(&mut **tx)
         .await
         .map_err(store_error)?;
+        if inserted.rows_affected() != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "event {} for unknown shop {}",
+                event.id, event.shop_id
+            )));
+        }
         Ok(())
     }
 
@@ -1037,14 +1048,33 @@ impl Store for SqliteStore {
         shop_id: &ShopId,
         endpoint: Option<&WebhookEndpoint>,
     ) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin().await.map_err(store_error)?;
         let done =
             sqlx::query("UPDATE shops SET webhook_url = ?2, webhook_secret = ?3 WHERE id = ?1")
                 .bind(shop_id.as_str())
                 .bind(endpoint.map(|e| e.url.as_str()))
                 .bind(endpoint.map(|e| e.secret.expose()))
-                .execute(&self.writer)
+                .execute(&mut *tx)
                 .await
                 .map_err(store_error)?;
+        if endpoint.is_some() {
+            // Events parked while the shop had no URL are due now; their
+            // give-up clock starts now.
+            sqlx::query(concat!(
+                "UPDATE events SET next_attempt_at = ",
+                now_ms!(),
+                ", due_since = ",
+                now_ms!(),
+                " WHERE shop_id = ?1 AND delivered_at IS NULL AND gave_up_at IS NULL \
+                   AND next_attempt_at >= ?2"
+            ))
+            .bind(shop_id.as_str())
+            .bind(PARKED_UNTIL_MS)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        }
+        tx.commit().await.map_err(store_error)?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -1594,7 +1594,8 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
         )
         .await
         .unwrap();
-    // No webhook yet: nothing is due.
+    // No webhook yet: nothing is due, and the events are parked (the relay's
+    // scan of due events does not read them).
     assert!(
         f.store
             .claim_due_events(10, LONG.lease)
@@ -1602,7 +1603,44 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
             .unwrap()
             .is_empty()
     );
+    let parked = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 10,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(parked.len(), 2);
+    assert!(
+        parked
+            .iter()
+            .all(|e| e.delivery.next_attempt_at_ms == chargeonce_core::events::PARKED_UNTIL_MS),
+        "{parked:?}"
+    );
     set_webhook(&f).await;
+    let armed = f
+        .store
+        .events(
+            &f.shop,
+            &EventQuery {
+                limit: 10,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        armed
+            .iter()
+            .all(|e| e.delivery.next_attempt_at_ms < chargeonce_core::events::PARKED_UNTIL_MS),
+        "{armed:?}"
+    );
 
     // Only the payment's first event is due; the refund's waits for it.
     let due = f.store.claim_due_events(10, LONG.lease).await.unwrap();

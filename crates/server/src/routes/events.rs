@@ -54,7 +54,12 @@ pub fn event_view(event: &Event) -> Value {
         "delivery": {
             "state": delivery.state().as_str(),
             "attempts": delivery.attempts,
-            "next_attempt_at": if pending { timestamp(delivery.next_attempt_at_ms) } else { Value::Null },
+            // Null when delivered, given up, or parked until the shop has a webhook URL.
+            "next_attempt_at": if pending && delivery.next_attempt_at_ms < chargeonce_core::events::PARKED_UNTIL_MS {
+                timestamp(delivery.next_attempt_at_ms)
+            } else {
+                Value::Null
+            },
             "delivered_at": delivery.delivered_at_ms.map_or(Value::Null, timestamp),
             "gave_up_at": delivery.gave_up_at_ms.map_or(Value::Null, timestamp),
             "last_status": delivery.last_status,
