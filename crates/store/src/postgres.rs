@@ -806,7 +806,7 @@ impl Store for PgStore {
             "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
                  SELECT shop_id, key FROM idempotency_keys \
                  WHERE recovery_point = 'finished' AND expires_at <= now() \
-                 LIMIT $1 FOR UPDATE SKIP LOCKED)",
+                 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
         )
         .bind(i64::from(batch))
         .execute(&self.pool)
@@ -875,7 +875,7 @@ impl Store for PgStore {
             "SELECT ",
             payment_columns!(),
             " FROM payments WHERE created_at >= $1 AND created_at < $2 \
-               AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4"
+               AND id > COALESCE($3::text, '') ORDER BY id LIMIT $4"
         ))
         .bind(from)
         .bind(to)

@@ -826,7 +826,7 @@ impl Store for SqliteStore {
                  SELECT rowid FROM idempotency_keys \
                  WHERE recovery_point = 'finished' AND expires_at <= ",
             now_ms!(),
-            " LIMIT ?1)"
+            " ORDER BY expires_at LIMIT ?1)"
         ))
         .bind(i64::from(batch))
         .execute(&self.writer)
@@ -895,7 +895,7 @@ impl Store for SqliteStore {
             "SELECT ",
             payment_columns!(),
             " FROM payments WHERE created_at >= ?1 AND created_at < ?2 \
-               AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4"
+               AND id > COALESCE(?3, '') ORDER BY id LIMIT ?4"
         ))
         .bind(unix_ms(from))
         .bind(unix_ms(to))
