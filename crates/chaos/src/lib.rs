@@ -52,7 +52,7 @@ use crate::history::CallResult;
 use crate::nemesis::{Instances, Plan};
 use crate::procs::{Proc, free_port};
 use crate::proxy::{FaultProxy, FaultRates, ProxyStats};
-use crate::report::{Books, HistoryFigures, ProxyFigures};
+use crate::report::{Books, HistoryFigures};
 use crate::tap::Tap;
 use crate::workload::{Clients, Intent, Work};
 
@@ -462,13 +462,7 @@ async fn run_in(
         clients: args.clients,
         shops: shop_ids.len(),
         intents: args.intents,
-        proxy: ProxyFigures {
-            connections: stats.connections.load(Ordering::Relaxed),
-            delayed: stats.delayed.load(Ordering::Relaxed),
-            reset: stats.reset.load(Ordering::Relaxed),
-            answers_dropped: stats.answers_dropped.load(Ordering::Relaxed),
-            instance_down: stats.upstream_down.load(Ordering::Relaxed),
-        },
+        proxy: stats.snapshot(),
         nemesis: log,
         fenced_finishes: count_in_logs(
             work,

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::report::ProxyFigures;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -31,7 +31,7 @@ pub struct FaultRates {
 }
 
 /// What the proxies did, summed over a run.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default)]
 pub struct ProxyStats {
     /// Client connections accepted.
     pub connections: AtomicU64,
@@ -43,6 +43,20 @@ pub struct ProxyStats {
     pub answers_dropped: AtomicU64,
     /// Answered `502` because the instance was down.
     pub upstream_down: AtomicU64,
+}
+
+impl ProxyStats {
+    /// The figures so far, for the report.
+    pub fn snapshot(&self) -> ProxyFigures {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        ProxyFigures {
+            connections: get(&self.connections),
+            delayed: get(&self.delayed),
+            reset: get(&self.reset),
+            answers_dropped: get(&self.answers_dropped),
+            instance_down: get(&self.upstream_down),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

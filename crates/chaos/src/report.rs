@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
+use chargeonce_bench::histogram::{Latency, LatencySummary};
 use serde::Serialize;
 
 use crate::args::Sabotage;
@@ -13,34 +13,13 @@ use crate::checker::Violation;
 use crate::history::{CallKind, CallRecord};
 use crate::nemesis::NemesisLog;
 
-/// Latency percentiles, in milliseconds.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Latency {
-    /// Median.
-    pub p50_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// Slowest.
-    pub max_ms: f64,
-}
-
-impl Latency {
-    /// Percentiles of `samples`.
-    pub fn of(samples: impl Iterator<Item = Duration>) -> Self {
-        let Ok(mut histogram) = Histogram::<u64>::new(3) else {
-            return Self::default();
-        };
-        for sample in samples {
-            let micros = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX).max(1);
-            let _ = histogram.record(micros);
-        }
-        let ms = |v: u64| v as f64 / 1000.0;
-        Self {
-            p50_ms: ms(histogram.value_at_quantile(0.5)),
-            p99_ms: ms(histogram.value_at_quantile(0.99)),
-            max_ms: ms(histogram.max()),
-        }
+/// Percentiles of `samples` (the load generator's HDR histogram).
+fn latency(samples: impl Iterator<Item = Duration>) -> LatencySummary {
+    let mut histogram = Latency::new();
+    for sample in samples {
+        histogram.record(sample);
     }
+    histogram.summary()
 }
 
 /// What the proxies did.
@@ -141,9 +120,9 @@ pub struct HistoryFigures {
     /// `connect`).
     pub answers: BTreeMap<String, usize>,
     /// Per SDK call, retries included.
-    pub call_latency: Latency,
+    pub call_latency: LatencySummary,
     /// Per HTTP attempt.
-    pub attempt_latency: Latency,
+    pub attempt_latency: LatencySummary,
 }
 
 impl HistoryFigures {
@@ -190,8 +169,8 @@ impl HistoryFigures {
                 .count(),
             outcomes,
             verdicts,
-            call_latency: Latency::of(calls.iter().map(|c| c.took)),
-            attempt_latency: Latency::of(calls.iter().flat_map(|c| &c.attempts).map(|a| a.took)),
+            call_latency: latency(calls.iter().map(|c| c.took)),
+            attempt_latency: latency(calls.iter().flat_map(|c| &c.attempts).map(|a| a.took)),
         }
     }
 }

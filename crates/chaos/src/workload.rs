@@ -239,20 +239,22 @@ async fn pay_call(
     }
 }
 
-/// A payment call, repeated (same key, next instance) while uncertain.
-async fn pay_until_known(
-    clients: &Clients,
-    intent: &Intent,
-    kind: CallKind,
+/// Makes a call, and again (same key, next instance, after a pause) while
+/// it ends uncertain: a user coming back, up to [`ROUNDS`] calls.
+async fn until_known<F, Fut>(
+    instances: usize,
     first_instance: usize,
-    request: &CreatePayment,
-) -> Vec<CallRecord> {
+    mut call: F,
+) -> Vec<CallRecord>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = CallRecord>,
+{
     let mut calls = Vec::new();
     for round in 0..ROUNDS {
-        let instance = (first_instance + round) % clients.instances();
-        let call = pay_call(clients, intent, kind, instance, request).await;
-        let again = call.result == CallResult::Uncertain;
-        calls.push(call);
+        let record = call((first_instance + round) % instances).await;
+        let again = record.result == CallResult::Uncertain;
+        calls.push(record);
         if !again {
             break;
         }
@@ -261,7 +263,54 @@ async fn pay_until_known(
     calls
 }
 
-/// A refund call, repeated while uncertain.
+/// A payment call, repeated while uncertain.
+async fn pay_until_known(
+    clients: &Clients,
+    intent: &Intent,
+    kind: CallKind,
+    first_instance: usize,
+    request: &CreatePayment,
+) -> Vec<CallRecord> {
+    until_known(clients.instances(), first_instance, |instance| {
+        pay_call(clients, intent, kind, instance, request)
+    })
+    .await
+}
+
+/// One refund call through `instance`.
+async fn refund_call(
+    clients: &Clients,
+    intent: &Intent,
+    number: u8,
+    payment_id: &str,
+    key: &IdempotencyKey,
+    request: &CreateRefund,
+    instance: usize,
+) -> CallRecord {
+    let started = Instant::now();
+    let client = clients.get(intent.shop, instance);
+    let (attempts, result) = match client.refund(payment_id, key, request).await {
+        Ok(done) => (
+            done.attempts.iter().map(AttemptRecord::of).collect(),
+            match &done.outcome {
+                RefundOutcome::Refunded(r) => CallResult::Refunded(shown_refund(r)),
+                RefundOutcome::Failed(r) => CallResult::RefundFailed(shown_refund(r)),
+                RefundOutcome::Uncertain { .. } => CallResult::Uncertain,
+            },
+        ),
+        Err(error) => (Vec::new(), refused(&error)),
+    };
+    CallRecord {
+        intent: intent.index,
+        kind: CallKind::Refund(number),
+        instance,
+        attempts,
+        result,
+        took: started.elapsed(),
+    }
+}
+
+/// Refund number `number` of the intent's payment, repeated while uncertain.
 async fn refund_until_known(
     clients: &Clients,
     intent: &Intent,
@@ -269,46 +318,18 @@ async fn refund_until_known(
     payment_id: &str,
     minor: i64,
     first_instance: usize,
-) -> Vec<CallRecord> {
-    let mut calls = Vec::new();
-    let Ok(key) = IdempotencyKey::for_operation(&intent.reference, &format!("refund-{number}"))
-    else {
-        return calls;
-    };
-    let Ok(amount) = money(minor) else {
-        return calls;
-    };
-    let request = CreateRefund::partial(amount);
-    for round in 0..ROUNDS {
-        let instance = (first_instance + round) % clients.instances();
-        let started = Instant::now();
-        let client = clients.get(intent.shop, instance);
-        let (attempts, result) = match client.refund(payment_id, &key, &request).await {
-            Ok(done) => (
-                done.attempts.iter().map(AttemptRecord::of).collect(),
-                match &done.outcome {
-                    RefundOutcome::Refunded(r) => CallResult::Refunded(shown_refund(r)),
-                    RefundOutcome::Failed(r) => CallResult::RefundFailed(shown_refund(r)),
-                    RefundOutcome::Uncertain { .. } => CallResult::Uncertain,
-                },
-            ),
-            Err(error) => (Vec::new(), refused(&error)),
-        };
-        let again = result == CallResult::Uncertain;
-        calls.push(CallRecord {
-            intent: intent.index,
-            kind: CallKind::Refund(number),
-            instance,
-            attempts,
-            result,
-            took: started.elapsed(),
-        });
-        if !again {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    calls
+) -> Result<Vec<CallRecord>, ChaosError> {
+    let key = IdempotencyKey::for_operation(&intent.reference, &format!("refund-{number}"))
+        .map_err(|e| ChaosError::Setup(format!("refund key: {e}")))?;
+    let request = CreateRefund::partial(money(minor)?);
+    Ok(
+        until_known(clients.instances(), first_instance, |instance| {
+            refund_call(
+                clients, intent, number, payment_id, &key, &request, instance,
+            )
+        })
+        .await,
+    )
 }
 
 /// Everything an intent does, in order: pay (maybe twice at once), repeat
@@ -354,11 +375,11 @@ pub async fn run_intent(
                     refund_until_known(clients, intent, 1, &payment_id, plan.first_minor, one),
                     refund_until_known(clients, intent, 2, &payment_id, second, two),
                 );
-                calls.extend(a);
-                calls.extend(b);
+                calls.extend(a?);
+                calls.extend(b?);
             }
             None => calls.extend(
-                refund_until_known(clients, intent, 1, &payment_id, plan.first_minor, one).await,
+                refund_until_known(clients, intent, 1, &payment_id, plan.first_minor, one).await?,
             ),
         }
     }

@@ -4,6 +4,7 @@
 //! `synchronous=FULL`. Write transactions begin `IMMEDIATE`, so they never fail
 //! half-way when upgrading to a write. The clock is SQLite's (the process's host).
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -1191,20 +1192,29 @@ impl Store for SqliteStore {
             .map(event_from_row)
             .collect::<Result<Vec<_>, _>>()?;
         claimed.sort_by_key(|(seq, _)| *seq);
+        // One read of each shop's endpoint per claim, not one per event.
+        let mut endpoints: HashMap<ShopId, WebhookEndpoint> = HashMap::new();
         let mut due = Vec::with_capacity(claimed.len());
         for (_, event) in claimed {
-            let row = sqlx::query("SELECT webhook_url, webhook_secret FROM shops WHERE id = ?1")
-                .bind(event.shop_id.as_str())
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            let endpoint = endpoint(
-                row.try_get("webhook_url").map_err(store_error)?,
-                row.try_get("webhook_secret").map_err(store_error)?,
-            )
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!("shop {} lost its webhook", event.shop_id))
-            })?;
+            let endpoint = if let Some(known) = endpoints.get(&event.shop_id) {
+                known.clone()
+            } else {
+                let row =
+                    sqlx::query("SELECT webhook_url, webhook_secret FROM shops WHERE id = ?1")
+                        .bind(event.shop_id.as_str())
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                let found = endpoint(
+                    row.try_get("webhook_url").map_err(store_error)?,
+                    row.try_get("webhook_secret").map_err(store_error)?,
+                )
+                .ok_or_else(|| {
+                    StoreError::Corrupt(format!("shop {} lost its webhook", event.shop_id))
+                })?;
+                endpoints.insert(event.shop_id.clone(), found.clone());
+                found
+            };
             due.push(DueEvent { event, endpoint });
         }
         tx.commit().await.map_err(store_error)?;
