@@ -1,0 +1,314 @@
+//! The writer's group commit and the readers, on real SQLite files.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use chargeonce_sqlite::rusqlite::{self, Connection};
+use chargeonce_sqlite::{Database, Failure, Options, Write};
+
+#[derive(Debug)]
+enum Error {
+    Db(Failure),
+    Sql(rusqlite::Error),
+    Refused,
+}
+
+impl From<Failure> for Error {
+    fn from(f: Failure) -> Self {
+        Error::Db(f)
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Sql(e)
+    }
+}
+
+const SCHEMA: &str = "CREATE TABLE parent (id TEXT PRIMARY KEY);
+     CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER NOT NULL,
+         parent TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);";
+
+async fn open(dir: &tempfile::TempDir) -> Database {
+    let db = Database::open(dir.path().join("t.db"), Options::default())
+        .await
+        .unwrap();
+    db.write(|conn| -> Result<_, Error> {
+        conn.execute_batch(SCHEMA)?;
+        Ok(Write::Commit(()))
+    })
+    .await
+    .unwrap();
+    db
+}
+
+fn insert(
+    k: &str,
+    n: i64,
+) -> impl FnOnce(&Connection) -> Result<Write<i64>, Error> + Send + 'static {
+    let k = k.to_owned();
+    move |conn| {
+        conn.execute("INSERT INTO t (k, n) VALUES (?1, ?2)", (&k, n))?;
+        Ok(Write::Commit(n))
+    }
+}
+
+async fn keys(db: &Database) -> Vec<String> {
+    db.read(|conn| -> Result<_, Error> {
+        let mut stmt = conn.prepare("SELECT k FROM t ORDER BY k")?;
+        let rows = stmt.query_map([], |row| row.get(0))?;
+        Ok(rows.collect::<Result<Vec<String>, _>>()?)
+    })
+    .await
+    .unwrap()
+}
+
+/// A write that blocks the writer until `release` is sent, so that the
+/// writes queued meanwhile form the next batch together.
+fn gate(db: &Database) -> (mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (release, wait) = mpsc::channel::<()>();
+    let db = db.clone();
+    let handle = tokio::spawn(async move {
+        db.write(move |_conn| -> Result<_, Error> {
+            wait.recv_timeout(Duration::from_secs(10)).unwrap();
+            Ok(Write::Commit(()))
+        })
+        .await
+        .unwrap();
+    });
+    (release, handle)
+}
+
+async fn until_queued(db: &Database, transactions: u64) {
+    // The gate's batch has started once its transaction is counted.
+    for _ in 0..500 {
+        if db.stats().transactions >= transactions {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("the gate never ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writes_share_transactions_and_all_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir).await;
+    let before = db.stats();
+    let writes = (0..400).map(|n| {
+        let db = db.clone();
+        tokio::spawn(async move { db.write(insert(&format!("k{n:03}"), n)).await.unwrap() })
+    });
+    let answers = futures::future::join_all(writes).await;
+    assert_eq!(answers.len(), 400);
+    let stats = db.stats();
+    let writes = stats.writes - before.writes;
+    let transactions = stats.transactions - before.transactions;
+    assert_eq!(writes, 400);
+    assert!(
+        transactions < writes,
+        "400 concurrent writes took {transactions} transactions: no group commit"
+    );
+    assert!(stats.largest_batch > 1);
+    assert_eq!(keys(&db).await.len(), 400);
+    // And the file holds them for any other connection.
+    let other = Connection::open(dir.path().join("t.db")).unwrap();
+    let count: i64 = other
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_rolled_back_failed_or_panicking_leaves_no_trace_and_spares_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir).await;
+    let base = db.stats().transactions;
+    let (release, gate) = gate(&db);
+    until_queued(&db, base + 1).await;
+
+    let kept = tokio::spawn({
+        let db = db.clone();
+        async move { db.write(insert("kept", 1)).await }
+    });
+    let undone = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(|conn| -> Result<_, Error> {
+                conn.execute("INSERT INTO t (k, n) VALUES ('undone', 2)", [])?;
+                Ok(Write::Rollback("answered anyway"))
+            })
+            .await
+        }
+    });
+    let failed = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(|conn| -> Result<Write<()>, Error> {
+                conn.execute("INSERT INTO t (k, n) VALUES ('failed', 3)", [])?;
+                Err(Error::Refused)
+            })
+            .await
+        }
+    });
+    let panicked = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(|conn| -> Result<Write<()>, Error> {
+                conn.execute("INSERT INTO t (k, n) VALUES ('panicked', 4)", [])?;
+                panic!("a bug in a write");
+            })
+            .await
+        }
+    });
+    let also_kept = tokio::spawn({
+        let db = db.clone();
+        async move { db.write(insert("also-kept", 5)).await }
+    });
+    // Let all five reach the queue, then open the gate.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    release.send(()).unwrap();
+    gate.await.unwrap();
+
+    assert_eq!(kept.await.unwrap().unwrap(), 1);
+    assert_eq!(undone.await.unwrap().unwrap(), "answered anyway");
+    assert!(matches!(failed.await.unwrap(), Err(Error::Refused)));
+    assert!(matches!(
+        panicked.await.unwrap(),
+        Err(Error::Db(Failure::Panicked(_)))
+    ));
+    assert_eq!(also_kept.await.unwrap().unwrap(), 5);
+    assert_eq!(keys(&db).await, vec!["also-kept", "kept"]);
+    let stats = db.stats();
+    assert_eq!(
+        stats.transactions,
+        base + 2,
+        "the five writes shared one transaction"
+    );
+    assert!(stats.largest_batch >= 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_commit_answers_every_write_of_its_batch_with_a_failure_and_keeps_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir).await;
+    let base = db.stats().transactions;
+    let (release, gate) = gate(&db);
+    until_queued(&db, base + 1).await;
+
+    let innocent = tokio::spawn({
+        let db = db.clone();
+        async move { db.write(insert("innocent", 1)).await }
+    });
+    // A deferred foreign key left unresolved: only COMMIT notices.
+    let culprit = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(|conn| -> Result<_, Error> {
+                conn.execute(
+                    "INSERT INTO t (k, n, parent) VALUES ('culprit', 2, 'missing')",
+                    [],
+                )?;
+                Ok(Write::Commit(()))
+            })
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    release.send(()).unwrap();
+    gate.await.unwrap();
+
+    for answer in [innocent.await.unwrap().map(|_| ()), culprit.await.unwrap()] {
+        match answer {
+            Err(Error::Db(failure @ Failure::CommitFailed(_))) => assert!(failure.ran()),
+            other => panic!("expected a failed commit, got {other:?}"),
+        }
+    }
+    assert!(keys(&db).await.is_empty(), "nothing of the batch was kept");
+
+    // The innocent write, retried, commits; the culprit, retried, fails alone.
+    let (a, b) = tokio::join!(
+        db.write(insert("innocent", 1)),
+        db.write(|conn| -> Result<_, Error> {
+            conn.execute(
+                "INSERT INTO t (k, n, parent) VALUES ('culprit', 2, 'missing')",
+                [],
+            )?;
+            Ok(Write::Commit(()))
+        })
+    );
+    assert_eq!(a.unwrap(), 1);
+    assert!(matches!(b, Err(Error::Db(Failure::CommitFailed(_)))));
+    assert_eq!(keys(&db).await, vec!["innocent"]);
+}
+
+#[tokio::test]
+async fn readers_see_only_committed_writes_and_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir).await;
+    db.write(insert("a", 1)).await.unwrap();
+    assert_eq!(keys(&db).await, vec!["a"]);
+    let refused = db
+        .read(|conn| -> Result<_, Error> {
+            conn.execute("INSERT INTO t (k, n) VALUES ('b', 2)", [])?;
+            Ok(())
+        })
+        .await;
+    match refused {
+        Err(Error::Sql(error)) => assert_eq!(
+            error.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::ReadOnly)
+        ),
+        other => panic!("a reader wrote: {other:?}"),
+    }
+    assert_eq!(keys(&db).await, vec!["a"]);
+}
+
+#[tokio::test]
+async fn writes_survive_closing_and_reopening_and_a_closed_database_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir).await;
+    db.write(insert("durable", 7)).await.unwrap();
+    db.close().await;
+    let after = db.write(insert("late", 8)).await;
+    assert!(matches!(after, Err(Error::Db(Failure::Closed))));
+    assert!(!Failure::Closed.ran());
+    let read = db.read(|_conn| -> Result<(), Error> { Ok(()) }).await;
+    assert!(matches!(read, Err(Error::Db(Failure::Closed))));
+
+    let reopened = Database::open(dir.path().join("t.db"), Options::default())
+        .await
+        .unwrap();
+    assert_eq!(keys(&reopened).await, vec!["durable"]);
+    let mode: String = reopened
+        .read(|conn| -> Result<_, Error> {
+            Ok(conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test]
+async fn an_in_memory_database_reads_through_its_writer() {
+    let db = Database::in_memory(Options::default()).await.unwrap();
+    db.write(|conn| -> Result<_, Error> {
+        conn.execute_batch(SCHEMA)?;
+        Ok(Write::Commit(()))
+    })
+    .await
+    .unwrap();
+    db.write(insert("m", 1)).await.unwrap();
+    assert_eq!(keys(&db).await, vec!["m"]);
+}
+
+#[tokio::test]
+async fn opening_a_file_in_a_missing_folder_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = Database::open(dir.path().join("no/such/folder/t.db"), Options::default())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("no/such/folder"), "{error}");
+}
