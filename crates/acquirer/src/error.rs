@@ -9,21 +9,28 @@ use std::path::PathBuf;
 /// network failures would be.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulatorError {
-    /// The ledger database could not be opened or created.
+    /// The ledger database could not be opened or created for its migration.
     #[error("cannot open the acquirer ledger at {path}: {source}")]
     Open {
-        /// The ledger file (`:memory:` for an in-memory ledger).
+        /// The ledger file.
         path: PathBuf,
         /// The driver's error.
         #[source]
         source: sqlx::Error,
     },
+    /// The ledger's writer or reader connections could not be opened.
+    #[error("cannot open the acquirer ledger: {0}")]
+    OpenLedger(#[from] chargeonce_sqlite::OpenError),
     /// The ledger's schema could not be brought up to date.
     #[error("cannot migrate the acquirer ledger: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A query on the ledger failed.
     #[error("acquirer ledger query failed: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[from] chargeonce_sqlite::rusqlite::Error),
+    /// The ledger's threads did not run the call, or undid it (closed,
+    /// busy past the timeout, a failed commit): nothing of it was written.
+    #[error("acquirer ledger unavailable: {0}")]
+    Unavailable(#[from] chargeonce_sqlite::Failure),
     /// A stored row does not hold what the simulator writes.
     #[error("acquirer ledger row {id} is corrupt: {reason}")]
     Corrupt {

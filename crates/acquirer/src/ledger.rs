@@ -1,14 +1,20 @@
 //! The ledger: one row per charge attempt, in SQLite. All of the simulator's SQL
 //! lives here.
+//!
+//! The file is in WAL mode with `synchronous=FULL`. Charges are written by
+//! one writer thread per process that commits the charges arriving together
+//! in one transaction and one fsync (group commit, [`chargeonce_sqlite`]);
+//! several processes may share the file, their transactions then take turns
+//! on SQLite's lock. The schema is migrated by sqlx's migrator.
 
 use std::path::Path;
 use std::time::Duration;
 
 use chargeonce_core::{AcquirerKey, Currency, Money, PaymentId, Reference, ShopId};
+use chargeonce_sqlite::rusqlite::{self, Connection, OptionalExtension, params};
+use chargeonce_sqlite::{Database, Options, Write};
 use sqlx::error::ErrorKind;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use time::OffsetDateTime;
 
 use crate::{ChargeStatus, LedgerEntry, SimulatorError};
@@ -17,9 +23,8 @@ use crate::{ChargeStatus, LedgerEntry, SimulatorError};
 /// the write lock before giving up with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections per process on a ledger file. Writes serialise in SQLite anyway;
-/// a few connections let reads run beside a write.
-const FILE_POOL_SIZE: u32 = 4;
+/// Reader connections per process on a ledger file, beside its one writer.
+const READERS: usize = 4;
 
 /// How often opening is tried when another process holds the lock (first open
 /// of a new file: switching to WAL, running the migration).
@@ -43,14 +48,13 @@ macro_rules! charge_columns {
 }
 
 /// A webhook event waiting in the outbox.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OutboxEvent {
     /// The event id.
     pub id: String,
     /// The charge it is about.
     pub charge_id: String,
     /// `payment.succeeded`, ...
-    #[sqlx(rename = "type")]
     pub kind: String,
     /// The JSON delivered.
     pub payload: String,
@@ -63,7 +67,7 @@ pub(crate) struct OutboxEvent {
 }
 
 /// A refund as the ledger records it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RefundRow {
     pub id: String,
     pub charge_id: String,
@@ -89,8 +93,13 @@ pub(crate) enum RefundRefused {
     Ledger(#[from] SimulatorError),
 }
 
+impl From<chargeonce_sqlite::Failure> for RefundRefused {
+    fn from(failure: chargeonce_sqlite::Failure) -> Self {
+        Self::Ledger(SimulatorError::Unavailable(failure))
+    }
+}
+
 /// A ledger row as SQLite returns it.
-#[derive(sqlx::FromRow)]
 struct Row {
     id: String,
     acquirer_key: String,
@@ -142,8 +151,52 @@ fn from_unix_millis(ms: i64) -> Result<OffsetDateTime, String> {
         .map_err(|e| format!("created_at {ms}: {e}"))
 }
 
-/// Whether an error is another connection holding the lock (or winning the
-/// race to create the schema), so that trying again will succeed.
+impl Row {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get("id")?,
+            acquirer_key: row.get("acquirer_key")?,
+            shop_id: row.get("shop_id")?,
+            payment_id: row.get("payment_id")?,
+            reference: row.get("reference")?,
+            amount_minor: row.get("amount_minor")?,
+            currency: row.get("currency")?,
+            status: row.get("status")?,
+            decline_code: row.get("decline_code")?,
+            created_at: row.get("created_at")?,
+            refunded_minor: row.get("refunded_minor")?,
+        })
+    }
+}
+
+impl OutboxEvent {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get("id")?,
+            charge_id: row.get("charge_id")?,
+            kind: row.get("type")?,
+            payload: row.get("payload")?,
+            created_at: row.get("created_at")?,
+            due_at: row.get("due_at")?,
+            attempts: row.get("attempts")?,
+        })
+    }
+}
+
+impl RefundRow {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get("id")?,
+            charge_id: row.get("charge_id")?,
+            amount_minor: row.get("amount_minor")?,
+            currency: row.get("currency")?,
+            created_at: row.get("created_at")?,
+        })
+    }
+}
+
+/// Whether an sqlx error is another connection holding the lock (or winning
+/// the race to create the schema), so that trying again will succeed.
 fn is_contention(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Database(db) => {
@@ -173,28 +226,69 @@ fn is_migrate_contention(error: &sqlx::migrate::MigrateError) -> bool {
     }
 }
 
-/// The ledger table behind a connection pool.
+/// Whether a rusqlite error is another process holding the file's lock.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Collects a query's ledger rows.
+fn entries(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<LedgerEntry>, SimulatorError> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(params, Row::read)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(LedgerEntry::try_from(row?)?);
+    }
+    Ok(out)
+}
+
+/// The first ledger row a query returns.
+fn entry(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<LedgerEntry>, SimulatorError> {
+    conn.prepare_cached(sql)?
+        .query_row(params, Row::read)
+        .optional()?
+        .map(LedgerEntry::try_from)
+        .transpose()
+}
+
+/// A refund by its acquirer key, on whichever connection.
+fn refund_by_key(
+    conn: &Connection,
+    acquirer_key: &str,
+) -> Result<Option<RefundRow>, SimulatorError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id, charge_id, amount_minor, currency, created_at \
+             FROM acquirer_refunds WHERE acquirer_key = ?1",
+        )?
+        .query_row(params![acquirer_key], RefundRow::read)
+        .optional()?)
+}
+
+/// The ledger tables behind a writer thread and reader threads.
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
-    pool: SqlitePool,
+    db: Database,
 }
 
 impl Ledger {
     /// Opens (and creates if missing) a ledger file: WAL, `synchronous=FULL`,
     /// a busy timeout, and the migration. Several processes may do this at once.
     pub(crate) async fn open(path: &Path) -> Result<Self, SimulatorError> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool_options = SqlitePoolOptions::new()
-            .max_connections(FILE_POOL_SIZE)
-            .acquire_timeout(BUSY_TIMEOUT * 3);
         let mut attempt = 1;
         loop {
-            match Self::connect(path, pool_options.clone(), options.clone()).await {
+            match Self::open_once(path).await {
                 Err(error) if attempt < OPEN_ATTEMPTS && error.is_contention() => {
                     tracing::debug!(%error, attempt, "acquirer ledger busy while opening; retrying");
                     tokio::time::sleep(Duration::from_millis(25 * u64::from(attempt))).await;
@@ -205,123 +299,153 @@ impl Ledger {
         }
     }
 
-    /// Opens a private in-memory ledger (for tests). One connection that never
-    /// expires: an in-memory database lives only as long as its connections.
-    pub(crate) async fn in_memory() -> Result<Self, SimulatorError> {
+    async fn open_once(path: &Path) -> Result<Self, SimulatorError> {
+        // The schema first, through sqlx's migrator (one connection).
         let options = SqliteConnectOptions::new()
-            .in_memory(true)
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT);
-        let pool_options = SqlitePoolOptions::new()
+        let pool = SqlitePoolOptions::new()
             .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None);
-        Self::connect(Path::new(":memory:"), pool_options, options).await
-    }
-
-    async fn connect(
-        path: &Path,
-        pool_options: SqlitePoolOptions,
-        options: SqliteConnectOptions,
-    ) -> Result<Self, SimulatorError> {
-        let pool =
-            pool_options
-                .connect_with(options)
-                .await
-                .map_err(|source| SimulatorError::Open {
-                    path: path.to_owned(),
-                    source,
-                })?;
+            .acquire_timeout(BUSY_TIMEOUT * 3)
+            .connect_with(options)
+            .await
+            .map_err(|source| SimulatorError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
         let mut migrator = sqlx::migrate!();
         migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
-        if let Err(error) = migrator.run(&pool).await {
-            pool.close().await;
-            return Err(error.into());
-        }
-        Ok(Self { pool })
+        let migrated = migrator.run(&pool).await;
+        pool.close().await;
+        migrated?;
+        let db = Database::open(
+            path,
+            Options {
+                busy_timeout: BUSY_TIMEOUT,
+                foreign_keys: false,
+                readers: READERS,
+                ..Options::default()
+            },
+        )
+        .await?;
+        Ok(Self { db })
     }
 
-    /// Records an attempt, with the webhook events it causes, in one
-    /// transaction. With `deduplicated`, nothing is written when the acquirer
-    /// key is already in the ledger (an idempotent acquirer); otherwise the row
-    /// is always added. `true` when this call wrote the row: the caller is the
-    /// first execution. Atomic across connections and processes.
+    /// Opens a private in-memory ledger (for tests), with the same schema.
+    pub(crate) async fn in_memory() -> Result<Self, SimulatorError> {
+        let db = Database::in_memory(Options {
+            busy_timeout: BUSY_TIMEOUT,
+            foreign_keys: false,
+            ..Options::default()
+        })
+        .await?;
+        let migrator = sqlx::migrate!();
+        let scripts: Vec<String> = migrator.iter().map(|m| m.sql.as_str().to_owned()).collect();
+        db.write(move |conn| -> Result<_, SimulatorError> {
+            for script in &scripts {
+                conn.execute_batch(script)?;
+            }
+            Ok(Write::Commit(()))
+        })
+        .await?;
+        Ok(Self { db })
+    }
+
+    /// Records an attempt, with the webhook events it causes, atomically. With
+    /// `deduplicated`, nothing is written when the acquirer key is already in
+    /// the ledger (an idempotent acquirer); otherwise the row is always added.
+    /// `true` when this call wrote the row: the caller is the first execution.
+    /// Atomic across connections and processes; answered once durable.
     pub(crate) async fn insert(
         &self,
         entry: &LedgerEntry,
         deduplicated: bool,
         events: &[OutboxEvent],
-    ) -> Result<bool, sqlx::Error> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let sql = if deduplicated {
-            "INSERT INTO acquirer_ledger \
-               (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                status, decline_code, created_at, deduplicated) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1) \
-             ON CONFLICT (acquirer_key) WHERE deduplicated = 1 DO NOTHING"
-        } else {
-            "INSERT INTO acquirer_ledger \
-               (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                status, decline_code, created_at, deduplicated) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0)"
-        };
-        let done = sqlx::query(sql)
-            .bind(&entry.id)
-            .bind(entry.acquirer_key.as_str())
-            .bind(entry.shop_id.as_str())
-            .bind(entry.payment_id.as_str())
-            .bind(entry.reference.as_str())
-            .bind(entry.amount.minor_units())
-            .bind(entry.amount.currency().code())
-            .bind(entry.status.as_str())
-            .bind(entry.decline_code.as_deref())
-            .bind(unix_millis(entry.created_at))
-            .execute(&mut *tx)
-            .await?;
-        let inserted = done.rows_affected() == 1;
-        if inserted {
-            for event in events {
-                sqlx::query(
-                    "INSERT INTO acquirer_events \
-                       (id, charge_id, type, payload, created_at, due_at, attempts) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
-                )
-                .bind(&event.id)
-                .bind(&event.charge_id)
-                .bind(&event.kind)
-                .bind(&event.payload)
-                .bind(event.created_at)
-                .bind(event.due_at)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(inserted)
+    ) -> Result<bool, SimulatorError> {
+        let entry = entry.clone();
+        let events = events.to_vec();
+        self.db
+            .write(move |conn| {
+                let sql = if deduplicated {
+                    "INSERT INTO acquirer_ledger \
+                       (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
+                        status, decline_code, created_at, deduplicated) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1) \
+                     ON CONFLICT (acquirer_key) WHERE deduplicated = 1 DO NOTHING"
+                } else {
+                    "INSERT INTO acquirer_ledger \
+                       (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
+                        status, decline_code, created_at, deduplicated) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0)"
+                };
+                let inserted = conn.prepare_cached(sql)?.execute(params![
+                    entry.id,
+                    entry.acquirer_key.as_str(),
+                    entry.shop_id.as_str(),
+                    entry.payment_id.as_str(),
+                    entry.reference.as_str(),
+                    entry.amount.minor_units(),
+                    entry.amount.currency().code(),
+                    entry.status.as_str(),
+                    entry.decline_code,
+                    unix_millis(entry.created_at),
+                ])? == 1;
+                if inserted {
+                    for event in &events {
+                        conn.prepare_cached(
+                            "INSERT INTO acquirer_events \
+                               (id, charge_id, type, payload, created_at, due_at, attempts) \
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+                        )?
+                        .execute(params![
+                            event.id,
+                            event.charge_id,
+                            event.kind,
+                            event.payload,
+                            event.created_at,
+                            event.due_at,
+                        ])?;
+                    }
+                }
+                Ok(Write::Commit(inserted))
+            })
+            .await
     }
 
     /// The attempt an idempotent acquirer recorded under a key, if any.
     /// Rows recorded without idempotency are not found by key.
     pub(crate) async fn find(&self, key: &str) -> Result<Option<LedgerEntry>, SimulatorError> {
-        let row: Option<Row> = sqlx::query_as(concat!(
-            "SELECT ",
-            charge_columns!(),
-            " WHERE l.acquirer_key = ?1 AND l.deduplicated = 1"
-        ))
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(LedgerEntry::try_from).transpose()
+        let key = key.to_owned();
+        self.db
+            .read(move |conn| {
+                entry(
+                    conn,
+                    concat!(
+                        "SELECT ",
+                        charge_columns!(),
+                        " WHERE l.acquirer_key = ?1 AND l.deduplicated = 1"
+                    ),
+                    params![key],
+                )
+            })
+            .await
     }
 
     /// One charge by its id.
     pub(crate) async fn charge(&self, id: &str) -> Result<Option<LedgerEntry>, SimulatorError> {
-        let row: Option<Row> =
-            sqlx::query_as(concat!("SELECT ", charge_columns!(), " WHERE l.id = ?1"))
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-        row.map(LedgerEntry::try_from).transpose()
+        let id = id.to_owned();
+        self.db
+            .read(move |conn| {
+                entry(
+                    conn,
+                    concat!("SELECT ", charge_columns!(), " WHERE l.id = ?1"),
+                    params![id],
+                )
+            })
+            .await
     }
 
     /// Every attempt for a caller's payment (its reference), oldest first.
@@ -330,16 +454,20 @@ impl Ledger {
         shop_id: &str,
         payment_id: &str,
     ) -> Result<Vec<LedgerEntry>, SimulatorError> {
-        let rows: Vec<Row> = sqlx::query_as(concat!(
-            "SELECT ",
-            charge_columns!(),
-            " WHERE l.shop_id = ?1 AND l.payment_id = ?2 ORDER BY l.created_at, l.id"
-        ))
-        .bind(shop_id)
-        .bind(payment_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(LedgerEntry::try_from).collect()
+        let (shop_id, payment_id) = (shop_id.to_owned(), payment_id.to_owned());
+        self.db
+            .read(move |conn| {
+                entries(
+                    conn,
+                    concat!(
+                        "SELECT ",
+                        charge_columns!(),
+                        " WHERE l.shop_id = ?1 AND l.payment_id = ?2 ORDER BY l.created_at, l.id"
+                    ),
+                    params![shop_id, payment_id],
+                )
+            })
+            .await
     }
 
     /// Every attempt recorded in `[from, to)` (unix ms), oldest first.
@@ -348,34 +476,39 @@ impl Ledger {
         from: i64,
         to: i64,
     ) -> Result<Vec<LedgerEntry>, SimulatorError> {
-        let rows: Vec<Row> = sqlx::query_as(concat!(
-            "SELECT ",
-            charge_columns!(),
-            " WHERE l.created_at >= ?1 AND l.created_at < ?2 ORDER BY l.created_at, l.id"
-        ))
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(LedgerEntry::try_from).collect()
+        self.db
+            .read(move |conn| {
+                entries(
+                    conn,
+                    concat!(
+                        "SELECT ",
+                        charge_columns!(),
+                        " WHERE l.created_at >= ?1 AND l.created_at < ?2 \
+                          ORDER BY l.created_at, l.id"
+                    ),
+                    params![from, to],
+                )
+            })
+            .await
     }
 
     /// Every attempt, oldest first.
     pub(crate) async fn all(&self) -> Result<Vec<LedgerEntry>, SimulatorError> {
-        let rows: Vec<Row> = sqlx::query_as(concat!(
-            "SELECT ",
-            charge_columns!(),
-            " ORDER BY l.created_at, l.id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(LedgerEntry::try_from).collect()
+        self.db
+            .read(|conn| {
+                entries(
+                    conn,
+                    concat!("SELECT ", charge_columns!(), " ORDER BY l.created_at, l.id"),
+                    [],
+                )
+            })
+            .await
     }
 
     /// Refunds (part of) a succeeded charge, once per `acquirer_key`: a
     /// repeat returns the first refund under that key (and `false`). `None`
-    /// refunds what is left of the charge. One statement checks and inserts,
-    /// so concurrent refunds never exceed the charge.
+    /// refunds what is left of the charge. One write checks and inserts, so
+    /// concurrent refunds never exceed the charge.
     pub(crate) async fn refund(
         &self,
         charge_id: &str,
@@ -384,63 +517,63 @@ impl Ledger {
         refund_id: &str,
         at: i64,
     ) -> Result<(RefundRow, bool), RefundRefused> {
-        if let Some(found) = self.refund_by_key(acquirer_key).await? {
-            return Ok((found, false));
-        }
-        let charge = self
-            .charge(charge_id)
-            .await?
-            .ok_or_else(|| RefundRefused::NoSuchCharge(charge_id.to_owned()))?;
-        if charge.status != crate::ChargeStatus::Succeeded {
-            return Err(RefundRefused::Declined(charge_id.to_owned()));
-        }
-        let total = charge.amount.minor_units();
-        let amount = amount_minor.unwrap_or(total - charge.refunded_minor);
-        if amount <= 0 {
-            return Err(RefundRefused::ExceedsCharge(charge_id.to_owned()));
-        }
-        let inserted = sqlx::query(
-            "INSERT INTO acquirer_refunds (id, charge_id, acquirer_key, amount_minor, currency, \
-                 created_at) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6 \
-             WHERE (SELECT COALESCE(SUM(amount_minor), 0) FROM acquirer_refunds \
-                    WHERE charge_id = ?2) + ?4 <= ?7 \
-             ON CONFLICT (acquirer_key) DO NOTHING",
-        )
-        .bind(refund_id)
-        .bind(charge_id)
-        .bind(acquirer_key)
-        .bind(amount)
-        .bind(charge.amount.currency().code())
-        .bind(at)
-        .bind(total)
-        .execute(&self.pool)
-        .await
-        .map_err(SimulatorError::from)?;
-        match self.refund_by_key(acquirer_key).await? {
-            Some(row) => Ok((row, inserted.rows_affected() == 1)),
-            None => Err(RefundRefused::ExceedsCharge(charge_id.to_owned())),
-        }
-    }
-
-    async fn refund_by_key(&self, acquirer_key: &str) -> Result<Option<RefundRow>, SimulatorError> {
-        Ok(sqlx::query_as(
-            "SELECT id, charge_id, amount_minor, currency, created_at \
-             FROM acquirer_refunds WHERE acquirer_key = ?1",
-        )
-        .bind(acquirer_key)
-        .fetch_optional(&self.pool)
-        .await?)
+        let (charge_id, acquirer_key, refund_id) = (
+            charge_id.to_owned(),
+            acquirer_key.to_owned(),
+            refund_id.to_owned(),
+        );
+        self.db
+            .write(move |conn| {
+                if let Some(found) = refund_by_key(conn, &acquirer_key)? {
+                    return Ok(Write::Commit((found, false)));
+                }
+                let charge = entry(
+                    conn,
+                    concat!("SELECT ", charge_columns!(), " WHERE l.id = ?1"),
+                    params![charge_id],
+                )?
+                .ok_or_else(|| RefundRefused::NoSuchCharge(charge_id.clone()))?;
+                if charge.status != crate::ChargeStatus::Succeeded {
+                    return Err(RefundRefused::Declined(charge_id));
+                }
+                let total = charge.amount.minor_units();
+                let amount = amount_minor.unwrap_or(total - charge.refunded_minor);
+                if amount <= 0 || charge.refunded_minor + amount > total {
+                    return Err(RefundRefused::ExceedsCharge(charge_id));
+                }
+                conn.prepare_cached(
+                    "INSERT INTO acquirer_refunds (id, charge_id, acquirer_key, amount_minor, \
+                         currency, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(SimulatorError::from)?
+                .execute(params![
+                    refund_id,
+                    charge_id,
+                    acquirer_key,
+                    amount,
+                    charge.amount.currency().code(),
+                    at,
+                ])
+                .map_err(SimulatorError::from)?;
+                let row = refund_by_key(conn, &acquirer_key)?
+                    .ok_or_else(|| RefundRefused::ExceedsCharge(charge_id.clone()))?;
+                Ok(Write::Commit((row, true)))
+            })
+            .await
     }
 
     /// Every refund, oldest first.
     pub(crate) async fn refunds(&self) -> Result<Vec<RefundRow>, SimulatorError> {
-        Ok(sqlx::query_as(
-            "SELECT id, charge_id, amount_minor, currency, created_at \
-             FROM acquirer_refunds ORDER BY created_at, id",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        self.db
+            .read(|conn| -> Result<_, SimulatorError> {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, charge_id, amount_minor, currency, created_at \
+                     FROM acquirer_refunds ORDER BY created_at, id",
+                )?;
+                let rows = stmt.query_map([], RefundRow::read)?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
     }
 
     /// Up to `limit` undelivered events due at `now` (unix ms), by due time.
@@ -449,15 +582,17 @@ impl Ledger {
         now: i64,
         limit: u32,
     ) -> Result<Vec<OutboxEvent>, SimulatorError> {
-        Ok(sqlx::query_as(
-            "SELECT id, charge_id, type, payload, created_at, due_at, attempts \
-             FROM acquirer_events WHERE delivered_at IS NULL AND due_at <= ?1 \
-             ORDER BY due_at, id LIMIT ?2",
-        )
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
+        self.db
+            .read(move |conn| -> Result<_, SimulatorError> {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, charge_id, type, payload, created_at, due_at, attempts \
+                     FROM acquirer_events WHERE delivered_at IS NULL AND due_at <= ?1 \
+                     ORDER BY due_at, id LIMIT ?2",
+                )?;
+                let rows = stmt.query_map(params![now, i64::from(limit)], OutboxEvent::read)?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
     }
 
     /// Marks events delivered (a 2xx came back), in one transaction.
@@ -465,54 +600,62 @@ impl Ledger {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for id in ids {
-            sqlx::query(
-                "UPDATE acquirer_events SET delivered_at = ?2, attempts = attempts + 1 \
-                 WHERE id = ?1",
-            )
-            .bind(id)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let ids = ids.to_vec();
+        self.db
+            .write(move |conn| -> Result<_, SimulatorError> {
+                let mut stmt = conn.prepare_cached(
+                    "UPDATE acquirer_events SET delivered_at = ?2, attempts = attempts + 1 \
+                     WHERE id = ?1",
+                )?;
+                for id in &ids {
+                    stmt.execute(params![id, at])?;
+                }
+                Ok(Write::Commit(()))
+            })
+            .await
     }
 
     /// Counts a failed attempt and sets the next one.
     pub(crate) async fn retry_later(&self, id: &str, due_at: i64) -> Result<(), SimulatorError> {
-        sqlx::query(
-            "UPDATE acquirer_events SET due_at = ?2, attempts = attempts + 1 WHERE id = ?1",
-        )
-        .bind(id)
-        .bind(due_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let id = id.to_owned();
+        self.db
+            .write(move |conn| -> Result<_, SimulatorError> {
+                conn.prepare_cached(
+                    "UPDATE acquirer_events SET due_at = ?2, attempts = attempts + 1 WHERE id = ?1",
+                )?
+                .execute(params![id, due_at])?;
+                Ok(Write::Commit(()))
+            })
+            .await
     }
 
     /// How many events are not delivered yet.
     pub(crate) async fn undelivered(&self) -> Result<i64, SimulatorError> {
-        Ok(
-            sqlx::query_scalar("SELECT count(*) FROM acquirer_events WHERE delivered_at IS NULL")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        self.db
+            .read(|conn| -> Result<_, SimulatorError> {
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT count(*) FROM acquirer_events WHERE delivered_at IS NULL",
+                    )?
+                    .query_row([], |row| row.get(0))?)
+            })
+            .await
     }
 
     /// Closes every connection (checkpointing the WAL when it is the last).
     pub(crate) async fn close(&self) {
-        self.pool.close().await;
+        self.db.close().await;
     }
 }
 
 impl SimulatorError {
     fn is_contention(&self) -> bool {
         match self {
-            Self::Open { source, .. } | Self::Database(source) => is_contention(source),
+            Self::Open { source, .. } => is_contention(source),
             Self::Migrate(e) => is_migrate_contention(e),
-            Self::Corrupt { .. } => false,
+            Self::OpenLedger(chargeonce_sqlite::OpenError::Sqlite { source, .. })
+            | Self::Database(source) => is_busy(source),
+            Self::OpenLedger(_) | Self::Unavailable(_) | Self::Corrupt { .. } => false,
         }
     }
 }

@@ -487,11 +487,12 @@ fn mismatch(stored: &LedgerEntry, request: &ChargeRequest) -> Option<&'static st
 }
 
 /// A ledger write failed: nothing is known, unless the statement never ran.
-fn write_failed(error: sqlx::Error) -> AcquirerError {
+fn write_failed(error: SimulatorError) -> AcquirerError {
     match error {
-        // No connection was obtained: the INSERT was never sent.
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => {
-            AcquirerError::NotSent(format!("acquirer ledger unavailable: {error}"))
+        // The writer never ran the INSERT (closed, or the file's lock was
+        // held past the busy timeout): certainly not charged.
+        SimulatorError::Unavailable(failure) if !failure.ran() => {
+            AcquirerError::NotSent(format!("acquirer ledger unavailable: {failure}"))
         }
         _ => AcquirerError::Unknown(format!("acquirer ledger write failed: {error}")),
     }

@@ -5,6 +5,12 @@
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc's malloc: a request allocates and frees many
+/// small buffers on a few threads, where glibc spent a third of the HTTP
+/// threads' time (profile in docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod acquirer;
 mod demo;
 mod pay;

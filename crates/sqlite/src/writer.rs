@@ -211,6 +211,13 @@ impl Writer {
         }
         // Writes queued behind the stop are dropped: their callers see `Closed`.
         drop(self.conn);
+        let c = &self.counters;
+        tracing::info!(
+            transactions = c.transactions.load(std::sync::atomic::Ordering::Relaxed),
+            writes = c.writes.load(std::sync::atomic::Ordering::Relaxed),
+            largest_batch = c.largest_batch.load(std::sync::atomic::Ordering::Relaxed),
+            "SQLite writer stopped"
+        );
         if let Some(done) = stop {
             let _ = done.send(());
         }
