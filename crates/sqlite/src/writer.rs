@@ -212,7 +212,7 @@ impl Writer {
         // Writes queued behind the stop are dropped: their callers see `Closed`.
         drop(self.conn);
         let c = &self.counters;
-        tracing::info!(
+        tracing::debug!(
             transactions = c.transactions.load(std::sync::atomic::Ordering::Relaxed),
             writes = c.writes.load(std::sync::atomic::Ordering::Relaxed),
             largest_batch = c.largest_batch.load(std::sync::atomic::Ordering::Relaxed),

@@ -13,6 +13,11 @@
 //! Migrations run through sqlx's migrator (the same `_sqlx_migrations` table
 //! as ever); everything else is rusqlite, a blocking call per statement on
 //! the thread that owns the connection.
+//!
+//! Statements on the payment path avoid `RETURNING`: SQLite collects a
+//! `RETURNING` clause's rows in an ephemeral table, whose creation (a b-tree,
+//! a pager, a page cache) cost more than the write itself. A write reads
+//! its count of changed rows instead, and a changed row back by its key.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -292,10 +297,23 @@ fn count_repeat(
     shop_id: &ShopId,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRecord>> {
+    let counted = conn
+        .prepare_cached(
+            "UPDATE idempotency_keys SET replays = replays + 1 WHERE shop_id = ?1 AND key = ?2",
+        )?
+        .execute(params![shop_id.as_str(), key.as_str()])?;
+    if counted == 0 {
+        return Ok(None);
+    }
+    key_in(conn, shop_id, key)
+}
+
+/// One key of one shop, on whichever connection.
+fn key_in(conn: &Connection, shop_id: &ShopId, key: &IdempotencyKey) -> Result<Option<KeyRecord>> {
     conn.prepare_cached(concat!(
-        "UPDATE idempotency_keys SET replays = replays + 1 \
-         WHERE shop_id = ?1 AND key = ?2 RETURNING ",
-        key_columns!()
+        "SELECT ",
+        key_columns!(),
+        " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
     ))?
     .query_row(params![shop_id.as_str(), key.as_str()], |row| {
         Ok(key_from_row(row))
@@ -334,27 +352,23 @@ fn insert_key(
                  response_headers = NULL, response_body = NULL, \
                  created_at = excluded.created_at, expires_at = excluded.expires_at \
              WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
-            now_ms!(),
-            " RETURNING 1"
+            now_ms!()
         ))?
-        .query_row(
-            params![
-                claim.shop_id.as_str(),
-                claim.key.as_str(),
-                claim.fingerprint.as_bytes().as_slice(),
-                claim.method,
-                claim.path,
-                token.as_uuid().to_string(),
-                millis(timing.lease),
-                target.payment_id.as_str(),
-                millis(timing.ttl),
-                target.recovery_point.as_str(),
-                target.refund_id.map(RefundId::as_str),
-            ],
-            |_| Ok(()),
-        )
-        .optional()?;
-    Ok(inserted.is_some())
+        .execute(params![
+            claim.shop_id.as_str(),
+            claim.key.as_str(),
+            claim.fingerprint.as_bytes().as_slice(),
+            claim.method,
+            claim.path,
+            token.as_uuid().to_string(),
+            millis(timing.lease),
+            target.payment_id.as_str(),
+            millis(timing.ttl),
+            target.recovery_point.as_str(),
+            target.refund_id.map(RefundId::as_str),
+        ])?;
+    // 1: inserted, or an expired finished key re-claimed; 0: it exists.
+    Ok(inserted == 1)
 }
 
 /// What a new key row points at.
@@ -377,24 +391,20 @@ fn insert_payment(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ",
             now_ms!(),
             ") ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-             DO NOTHING RETURNING 1"
+             DO NOTHING"
         ))?
-        .query_row(
-            params![
-                payment.id.as_str(),
-                payment.shop_id.as_str(),
-                payment.idempotency_key.as_str(),
-                payment.request.reference.as_str(),
-                payment.request.amount.minor_units(),
-                payment.request.amount.currency().code(),
-                payment.request.token.as_str(),
-                payment.acquirer_key.as_str(),
-                unix_ms(payment.created_at),
-            ],
-            |_| Ok(()),
-        )
-        .optional()?;
-    if inserted.is_some() {
+        .execute(params![
+            payment.id.as_str(),
+            payment.shop_id.as_str(),
+            payment.idempotency_key.as_str(),
+            payment.request.reference.as_str(),
+            payment.request.amount.minor_units(),
+            payment.request.amount.currency().code(),
+            payment.request.token.as_str(),
+            payment.acquirer_key.as_str(),
+            unix_ms(payment.created_at),
+        ])?;
+    if inserted == 1 {
         return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));
     }
     // The writer is the only one: the live payment is there to read.
@@ -454,46 +464,82 @@ fn refund_in(conn: &Connection, shop_id: &ShopId, id: &RefundId) -> Result<Optio
     .transpose()
 }
 
-/// Settles a pending payment by a condition on its row; the settled row.
+/// Which row a settlement names.
+#[derive(Clone, Copy)]
+enum SettleBy {
+    /// The payment's id.
+    Id,
+    /// The payment's acquirer key (webhooks).
+    AcquirerKey,
+}
+
+/// One event of one shop, on whichever connection.
+fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>> {
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE shop_id = ?1 AND id = ?2"
+    ))?
+    .query_row(params![shop_id.as_str(), id.as_str()], |row| {
+        Ok(event_from_row(row).map(|(_, event)| event))
+    })
+    .optional()?
+    .transpose()
+}
+
+/// Settles a pending payment (`pending` -> final, a conditional update);
+/// the settled row, or `None` when no pending payment matched.
 fn settle_where(
     conn: &Connection,
-    sql: &'static str,
-    first: &str,
+    by: SettleBy,
+    which: &str,
     shop_id: &ShopId,
     settlement: &Settlement,
 ) -> Result<Option<Payment>> {
-    conn.prepare_cached(sql)?
-        .query_row(
-            params![
-                first,
-                shop_id.as_str(),
-                settlement.status.as_str(),
-                settlement.provider_payment_id,
-                settlement.decline_code,
-            ],
-            |row| Ok(payment_from_row(row)),
-        )
-        .optional()?
-        .transpose()
+    let (update, select) = match by {
+        SettleBy::Id => (
+            concat!(
+                "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+                     updated_at = ",
+                now_ms!(),
+                " WHERE id = ?1 AND shop_id = ?2 AND status = 'pending'"
+            ),
+            concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE id = ?1 AND shop_id = ?2"
+            ),
+        ),
+        SettleBy::AcquirerKey => (
+            concat!(
+                "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+                     updated_at = ",
+                now_ms!(),
+                " WHERE acquirer_key = ?1 AND shop_id = ?2 AND status = 'pending'"
+            ),
+            concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE acquirer_key = ?1 AND shop_id = ?2"
+            ),
+        ),
+    };
+    let settled = conn.prepare_cached(update)?.execute(params![
+        which,
+        shop_id.as_str(),
+        settlement.status.as_str(),
+        settlement.provider_payment_id,
+        settlement.decline_code,
+    ])?;
+    if settled == 0 {
+        return Ok(None);
+    }
+    conn.prepare_cached(select)?
+        .query_row(params![which, shop_id.as_str()], |row| {
+            Ok(payment_from_row(row))
+        })?
+        .map(Some)
 }
-
-/// `settle_where` by payment id.
-const SETTLE_BY_ID: &str = concat!(
-    "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
-         updated_at = ",
-    now_ms!(),
-    " WHERE id = ?1 AND shop_id = ?2 AND status = 'pending' RETURNING ",
-    payment_columns!()
-);
-
-/// `settle_where` by acquirer key.
-const SETTLE_BY_ACQUIRER_KEY: &str = concat!(
-    "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
-         updated_at = ",
-    now_ms!(),
-    " WHERE acquirer_key = ?1 AND shop_id = ?2 AND status = 'pending' RETURNING ",
-    payment_columns!()
-);
 
 // ------------------------------------------------------------ rows
 
@@ -658,28 +704,30 @@ impl Store for SqliteStore {
                        AND recovery_point <> 'finished' \
                        AND (locked_until IS NULL OR locked_until <= ",
                     now_ms!(),
-                    ") RETURNING payment_id, refund_id, recovery_point"
+                    ")"
                 ))?
-                .query_row(
-                    params![
-                        shop_id.as_str(),
-                        key.as_str(),
-                        token.as_uuid().to_string(),
-                        millis(lease),
-                        fingerprint.as_bytes().as_slice(),
-                    ],
-                    |row| {
-                        Ok((
-                            row.get::<_, String>("payment_id")?,
-                            row.get::<_, Option<String>>("refund_id")?,
-                            row.get::<_, String>("recovery_point")?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let Some((payment_id, refund_id, recovery_point)) = taken else {
+                .execute(params![
+                    shop_id.as_str(),
+                    key.as_str(),
+                    token.as_uuid().to_string(),
+                    millis(lease),
+                    fingerprint.as_bytes().as_slice(),
+                ])?;
+            if taken == 0 {
                 return Ok(Write::Commit(None));
-            };
+            }
+            let (payment_id, refund_id, recovery_point) = conn
+                .prepare_cached(
+                    "SELECT payment_id, refund_id, recovery_point FROM idempotency_keys \
+                     WHERE shop_id = ?1 AND key = ?2",
+                )?
+                .query_row(params![shop_id.as_str(), key.as_str()], |row| {
+                    Ok((
+                        row.get::<_, String>("payment_id")?,
+                        row.get::<_, Option<String>>("refund_id")?,
+                        row.get::<_, String>("recovery_point")?,
+                    ))
+                })?;
             let corrupt = |what: String| Fail(StoreError::Corrupt(what));
             let recovery_point = RecoveryPoint::parse(&recovery_point)
                 .ok_or_else(|| corrupt(format!("recovery point `{recovery_point}`")))?;
@@ -768,7 +816,7 @@ impl Store for SqliteStore {
             if let Some((payment_id, settlement)) = settlement {
                 let Some(payment) = settle_where(
                     conn,
-                    SETTLE_BY_ID,
+                    SettleBy::Id,
                     payment_id.as_str(),
                     &lease.shop_id,
                     &settlement,
@@ -906,45 +954,45 @@ impl Store for SqliteStore {
                     "UPDATE refunds SET status = ?3, provider_refund_id = ?4, failure_code = ?5, \
                          updated_at = ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending' RETURNING ",
-                    refund_columns!()
+                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending'"
                 ))?
-                .query_row(
-                    params![
-                        lease.shop_id.as_str(),
-                        refund_id.as_str(),
-                        status.as_str(),
-                        provider_refund_id,
-                        failure_code,
-                    ],
-                    |row| Ok(refund_from_row(row)),
-                )
-                .optional()?
-                .transpose()?;
-            let Some(refund) = settled else {
+                .execute(params![
+                    lease.shop_id.as_str(),
+                    refund_id.as_str(),
+                    status.as_str(),
+                    provider_refund_id,
+                    failure_code,
+                ])?;
+            if settled == 0 {
                 return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
-            };
+            }
+            let refund = refund_in(conn, &lease.shop_id, &refund_id)?.ok_or_else(|| {
+                StoreError::Other(format!("refund {refund_id} vanished while settled"))
+            })?;
             let update = match status {
                 RefundStatus::Succeeded => concat!(
                     "UPDATE payments SET refunded_minor = refunded_minor + ?3, updated_at = ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 RETURNING reference"
+                    " WHERE shop_id = ?1 AND id = ?2"
                 ),
                 _ => concat!(
                     "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - ?3, \
                          updated_at = ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 RETURNING reference"
+                    " WHERE shop_id = ?1 AND id = ?2"
                 ),
             };
-            let reference: String = conn.prepare_cached(update)?.query_row(
-                params![
-                    lease.shop_id.as_str(),
-                    refund.payment_id.as_str(),
-                    refund.amount.minor_units(),
-                ],
-                |row| row.get("reference"),
-            )?;
+            conn.prepare_cached(update)?.execute(params![
+                lease.shop_id.as_str(),
+                refund.payment_id.as_str(),
+                refund.amount.minor_units(),
+            ])?;
+            let reference: String = conn
+                .prepare_cached("SELECT reference FROM payments WHERE shop_id = ?1 AND id = ?2")?
+                .query_row(
+                    params![lease.shop_id.as_str(), refund.payment_id.as_str()],
+                    |row| row.get("reference"),
+                )?;
             insert_event(conn, NewEvent::refund_settled(&refund, &reference))?;
             Ok(Write::Commit(FinishOutcome::Stored))
         })
@@ -993,19 +1041,7 @@ impl Store for SqliteStore {
         key: &IdempotencyKey,
     ) -> Result<Option<KeyRecord>, StoreError> {
         let (shop_id, key) = (shop_id.clone(), key.clone());
-        self.read(move |conn| {
-            conn.prepare_cached(concat!(
-                "SELECT ",
-                key_columns!(),
-                " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
-            ))?
-            .query_row(params![shop_id.as_str(), key.as_str()], |row| {
-                Ok(key_from_row(row))
-            })
-            .optional()?
-            .transpose()
-        })
-        .await
+        self.read(move |conn| key_in(conn, &shop_id, &key)).await
     }
 
     async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
@@ -1131,7 +1167,7 @@ impl Store for SqliteStore {
         let (shop_id, id, settlement) = (shop_id.clone(), id.clone(), settlement.clone());
         self.write(move |conn| {
             let outcome =
-                match settle_where(conn, SETTLE_BY_ID, id.as_str(), &shop_id, &settlement)? {
+                match settle_where(conn, SettleBy::Id, id.as_str(), &shop_id, &settlement)? {
                     Some(payment) => {
                         insert_event(conn, NewEvent::payment_settled(&payment))?;
                         SettleOutcome::Settled(payment)
@@ -1155,25 +1191,21 @@ impl Store for SqliteStore {
                          (event_id, event_type, acquirer_key, shop_id, result, received_at) \
                      VALUES (?1, ?2, ?3, ?4, 'unchanged', ",
                     now_ms!(),
-                    ") ON CONFLICT (event_id) DO NOTHING RETURNING 1"
+                    ") ON CONFLICT (event_id) DO NOTHING"
                 ))?
-                .query_row(
-                    params![
-                        event.event_id,
-                        event.kind.as_str(),
-                        event.acquirer_key.as_str(),
-                        event.shop_id.as_str(),
-                    ],
-                    |_| Ok(()),
-                )
-                .optional()?;
-            if inserted.is_none() {
+                .execute(params![
+                    event.event_id,
+                    event.kind.as_str(),
+                    event.acquirer_key.as_str(),
+                    event.shop_id.as_str(),
+                ])?;
+            if inserted == 0 {
                 return Ok(Write::Rollback(EventRecorded::Duplicate));
             }
             let settled = match &event.settlement {
                 Some(settlement) => settle_where(
                     conn,
-                    SETTLE_BY_ACQUIRER_KEY,
+                    SettleBy::AcquirerKey,
                     event.acquirer_key.as_str(),
                     &event.shop_id,
                     settlement,
@@ -1272,19 +1304,7 @@ impl Store for SqliteStore {
 
     async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
         let (shop_id, id) = (shop_id.clone(), id.clone());
-        self.read(move |conn| {
-            conn.prepare_cached(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM events WHERE shop_id = ?1 AND id = ?2"
-            ))?
-            .query_row(params![shop_id.as_str(), id.as_str()], |row| {
-                Ok(event_from_row(row).map(|(_, event)| event))
-            })
-            .optional()?
-            .transpose()
-        })
-        .await
+        self.read(move |conn| event_in(conn, &shop_id, &id)).await
     }
 
     async fn resend_event(
@@ -1294,22 +1314,20 @@ impl Store for SqliteStore {
     ) -> Result<Option<Event>, StoreError> {
         let (shop_id, id) = (shop_id.clone(), id.clone());
         self.write(move |conn| {
-            let event = conn
+            let resent = conn
                 .prepare_cached(concat!(
                     "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \
                          locked_until = NULL, next_attempt_at = ",
                     now_ms!(),
                     ", due_since = ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 RETURNING ",
-                    event_columns!()
+                    " WHERE shop_id = ?1 AND id = ?2"
                 ))?
-                .query_row(params![shop_id.as_str(), id.as_str()], |row| {
-                    Ok(event_from_row(row).map(|(_, event)| event))
-                })
-                .optional()?
-                .transpose()?;
-            Ok(Write::Commit(event))
+                .execute(params![shop_id.as_str(), id.as_str()])?;
+            if resent == 0 {
+                return Ok(Write::Commit(None));
+            }
+            event_in(conn, &shop_id, &id).map(Write::Commit)
         })
         .await
     }
@@ -1343,7 +1361,8 @@ impl Store for SqliteStore {
         }
         self.write(move |conn| {
             // One writer: nobody claims between these statements. An event
-            // waits while an earlier one of its payment is still open.
+            // waits while an earlier one of its payment is still open. (One
+            // RETURNING per relay poll, for many rows: it stays.)
             let mut claimed = all(
                 conn,
                 concat!(
