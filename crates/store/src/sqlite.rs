@@ -166,19 +166,7 @@ impl SqliteStore {
                 "the SQLite store needs a file (sqlite://PATH), not an in-memory database".into(),
             ));
         }
-        // Through a one-connection pool: sqlx's migrator on a bare `&mut`
-        // connection makes this future unsendable.
-        let migrating = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        let migrated = sqlx::migrate!("./migrations/sqlite")
-            .run(&migrating)
-            .await
-            .map_err(|e| StoreError::Other(format!("migration failed: {e}")));
-        migrating.close().await;
-        migrated?;
+        migrate(options, &path).await?;
         let db = Database::open(
             &path,
             Options {
@@ -218,6 +206,65 @@ impl SqliteStore {
     {
         self.db.read(work).await.map_err(|Fail(e)| e)
     }
+}
+
+/// Applies the embedded migrations through sqlx's migrator, with foreign
+/// keys off as SQLite's table-rebuild procedure requires; when any ran,
+/// checks that every foreign key still holds.
+async fn migrate(options: SqliteConnectOptions, path: &std::path::Path) -> Result<(), StoreError> {
+    // Through a one-connection pool: sqlx's migrator on a bare `&mut`
+    // connection makes this future unsendable.
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.foreign_keys(false))
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+    let result = migrate_with(&pool).await;
+    pool.close().await;
+    result
+}
+
+async fn migrate_with(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
+    let applied = || async {
+        let fail =
+            |e: sqlx::Error| StoreError::Other(format!("reading the applied migrations: {e}"));
+        let bookkept: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema \
+                 WHERE type = 'table' AND name = '_sqlx_migrations')",
+        )
+        .fetch_one(pool)
+        .await
+        .map_err(fail)?;
+        if !bookkept {
+            return Ok(0);
+        }
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM _sqlx_migrations")
+            .fetch_one(pool)
+            .await
+            .map_err(fail)
+    };
+    let before = applied().await?;
+    sqlx::migrate!("./migrations/sqlite")
+        .run(pool)
+        .await
+        .map_err(|e| StoreError::Other(format!("migration failed: {e}")))?;
+    if applied().await? == before {
+        return Ok(());
+    }
+    let broken: Vec<(String, Option<i64>)> =
+        sqlx::query_as("SELECT \"table\", rowid FROM pragma_foreign_key_check")
+            .fetch_all(pool)
+            .await
+            .map_err(|e| {
+                StoreError::Other(format!("checking foreign keys after migrating: {e}"))
+            })?;
+    if let Some((table, rowid)) = broken.first() {
+        return Err(StoreError::Corrupt(format!(
+            "after migrating, {} rows break a foreign key (the first: {table} rowid {rowid:?})",
+            broken.len()
+        )));
+    }
+    Ok(())
 }
 
 // ------------------------------------------------------------ write steps

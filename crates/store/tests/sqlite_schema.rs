@@ -95,3 +95,161 @@ async fn inserting_a_payment_or_a_refund_scans_no_table() {
     drop((payment, refund));
     conn.execute_batch("COMMIT").unwrap();
 }
+
+/// Migration 0006 rebuilds five tables to write their CHECK constraints
+/// without `IN (...)` lists: every row survives, the constraints accept and
+/// refuse the same values, event numbers keep growing, and the payment path
+/// builds no ephemeral table any more.
+#[tokio::test]
+async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
+    let db = TestDb::sqlite();
+    let file = db.dir().join("chargeonce.db");
+    // The schema as migration 0005 left it, with rows in every table.
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&file)
+                .create_if_missing(true),
+        )
+        .await
+        .unwrap();
+    sqlx::migrate!("./migrations/sqlite")
+        .run_to(5, &pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    {
+        let conn = Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "INSERT INTO shops (id, secret_sha256, created_at) VALUES ('shop', zeroblob(32), 0);
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+                 token, status, acquirer_key, provider_payment_id, created_at, updated_at,
+                 refund_reserved_minor, refunded_minor)
+             VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', 'shop', 'k1', 'order-1', 1000, 'RUB', 'tok_ok', 'succeeded',
+                 'acq-1', 'ch_1', 10, 11, 400, 400);
+             INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, currency,
+                 status, acquirer_key, created_at, updated_at)
+             VALUES ('re_0193a5c27d2e7b5c9f1e2a3b4c5d6e72', 'shop', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', 'k2', 400, 'RUB', 'succeeded', 'acq-re-1', 12, 13);
+             INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point,
+                 payment_id, response_status, response_headers, response_body, created_at,
+                 expires_at, replays)
+             VALUES ('shop', 'k1', zeroblob(32), 'POST', '/v1/payments', 'finished', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', 201,
+                 '[]', x'7b7d', 10, 99, 3);
+             INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point,
+                 payment_id, refund_id, response_status, response_body, created_at, expires_at)
+             VALUES ('shop', 'k2', zeroblob(32), 'POST', '/v1/payments/pay_1/refunds', 'finished',
+                 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', 're_0193a5c27d2e7b5c9f1e2a3b4c5d6e72', 201, x'7b7d', 12, 99);
+             INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at,
+                 due_since, next_attempt_at)
+             VALUES ('evt_1', 'shop', 'payment.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 11, 11, 11),
+                    ('evt_2', 'shop', 'refund.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 13, 13, 13),
+                    ('evt_3', 'shop', 'refund.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 14, 14, 14);
+             DELETE FROM events WHERE id = 'evt_3';
+             INSERT INTO acquirer_events (event_id, event_type, acquirer_key, shop_id, result,
+                 received_at)
+             VALUES ('aev_1', 'payment.succeeded', 'acq-1', 'shop', 'settled', 11);",
+        )
+        .unwrap();
+    }
+
+    // Opening the store applies 0006.
+    let store = SqliteStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop").unwrap();
+    let payment = store
+        .payment(&shop, &chargeonce_core::PaymentId::parse("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.amount.minor_units(), 1000);
+    assert_eq!(payment.refunded_minor, 400);
+    assert_eq!(payment.provider_payment_id.as_deref(), Some("ch_1"));
+    let key = store
+        .key(&shop, &chargeonce_core::IdempotencyKey::new("k1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(key.replays, 3);
+    assert_eq!(key.response.unwrap().body, b"{}");
+    store.close().await;
+
+    let conn = Connection::open(&file).unwrap();
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let count = |table: &str| -> i64 {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    for (table, rows) in [
+        ("payments", 1),
+        ("refunds", 1),
+        ("idempotency_keys", 2),
+        ("events", 2),
+        ("acquirer_events", 1),
+    ] {
+        assert_eq!(count(table), rows, "{table}");
+    }
+    let violations: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(violations, 0);
+    // AUTOINCREMENT: the deleted evt_3 had seq 3; the next event gets 4.
+    conn.execute(
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at, \
+             due_since, next_attempt_at) \
+         VALUES ('evt_4', 'shop', 'payment.declined', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 15, 15, 15)",
+        [],
+    )
+    .unwrap();
+    let seq: i64 = conn
+        .query_row("SELECT seq FROM events WHERE id = 'evt_4'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(seq, 4);
+    // The same values are refused as before.
+    for refused in [
+        "UPDATE payments SET status = 'refunded' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70'",
+        "UPDATE refunds SET status = 'declined' WHERE id = 're_0193a5c27d2e7b5c9f1e2a3b4c5d6e72'",
+        "UPDATE idempotency_keys SET recovery_point = 'done' WHERE key = 'k1'",
+        "UPDATE events SET event_type = 'payment.refunded' WHERE id = 'evt_1'",
+        "UPDATE acquirer_events SET result = 'ignored' WHERE event_id = 'aev_1'",
+    ] {
+        let error = conn.execute(refused, []).unwrap_err();
+        assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
+    }
+    for accepted in [
+        "UPDATE payments SET status = 'declined' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70'",
+        "UPDATE refunds SET status = 'failed' WHERE id = 're_0193a5c27d2e7b5c9f1e2a3b4c5d6e72'",
+        "UPDATE events SET event_type = 'refund.failed' WHERE id = 'evt_2'",
+        "UPDATE acquirer_events SET result = 'unknown_payment' WHERE event_id = 'aev_1'",
+    ] {
+        assert_eq!(conn.execute(accepted, []).unwrap(), 1, "{accepted}");
+    }
+    // The statements of a fresh payment compare inline: no ephemeral table.
+    for sql in [
+        "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency, \
+             token, status, acquirer_key, created_at, updated_at) \
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e71', 'shop', 'k3', 'order-2', 100, 'RUB', 'tok_ok', 'pending', 'acq-2', 1, 1)",
+        "UPDATE payments SET status = 'succeeded' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e71' AND status = 'pending'",
+        "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201 \
+         WHERE key = 'k1'",
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at, \
+             due_since, next_attempt_at) \
+         VALUES ('evt_5', 'shop', 'payment.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 1, 1, 1)",
+    ] {
+        let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let ops: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            !ops.iter().any(|op| op == "OpenEphemeral"),
+            "{sql} builds an ephemeral table"
+        );
+    }
+}
