@@ -360,6 +360,54 @@ impl Ledger {
         rows.into_iter().map(LedgerEntry::try_from).collect()
     }
 
+    /// Up to `limit` attempts recorded in `[from, to)` (unix ms), in
+    /// `(created_at, id)` order, after the attempt `after` (unix ms and id;
+    /// `None`: from the start). Keyset pagination on the
+    /// `acquirer_ledger_created_at` index, so a page costs its own rows.
+    pub(crate) async fn page(
+        &self,
+        from: i64,
+        to: i64,
+        after: Option<(i64, &str)>,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let (after_ms, after_id) = after.unwrap_or((i64::MIN, ""));
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            charge_columns!(),
+            " WHERE l.created_at >= ?1 AND l.created_at < ?2 \
+               AND (l.created_at, l.id) > (?3, ?4) \
+             ORDER BY l.created_at, l.id LIMIT ?5"
+        ))
+        .bind(from)
+        .bind(to)
+        .bind(after_ms)
+        .bind(after_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(LedgerEntry::try_from).collect()
+    }
+
+    /// Every attempt for one order reference of one shop, oldest first (the
+    /// `acquirer_ledger_reference` index).
+    pub(crate) async fn for_reference(
+        &self,
+        shop_id: &str,
+        reference: &str,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            charge_columns!(),
+            " WHERE l.shop_id = ?1 AND l.reference = ?2 ORDER BY l.created_at, l.id"
+        ))
+        .bind(shop_id)
+        .bind(reference)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(LedgerEntry::try_from).collect()
+    }
+
     /// Every attempt, oldest first.
     pub(crate) async fn all(&self) -> Result<Vec<LedgerEntry>, SimulatorError> {
         let rows: Vec<Row> = sqlx::query_as(concat!(
