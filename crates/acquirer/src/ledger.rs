@@ -371,18 +371,23 @@ impl Ledger {
         after: Option<(i64, &str)>,
         limit: u32,
     ) -> Result<Vec<LedgerEntry>, SimulatorError> {
-        let (after_ms, after_id) = after.unwrap_or((i64::MIN, ""));
+        // One lower bound, as a row value: SQLite starts the index range
+        // there. (With `created_at >= from` beside it, it started at `from`
+        // and filtered every row up to the cursor: a pass over a window was
+        // quadratic.) `(from, '')` is `created_at >= from`: ids are not empty.
+        let (after_ms, after_id) = match after {
+            Some(cursor) if cursor > (from, "") => cursor,
+            _ => (from, ""),
+        };
         let rows: Vec<Row> = sqlx::query_as(concat!(
             "SELECT ",
             charge_columns!(),
-            " WHERE l.created_at >= ?1 AND l.created_at < ?2 \
-               AND (l.created_at, l.id) > (?3, ?4) \
-             ORDER BY l.created_at, l.id LIMIT ?5"
+            " WHERE (l.created_at, l.id) > (?1, ?2) AND l.created_at < ?3 \
+             ORDER BY l.created_at, l.id LIMIT ?4"
         ))
-        .bind(from)
-        .bind(to)
         .bind(after_ms)
         .bind(after_id)
+        .bind(to)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
