@@ -422,7 +422,11 @@ async fn incremental_passes_compare_what_is_new_and_find_what_spans_them(backend
     assert_eq!(d.charge_ids, [dup_charge.id.clone(), stray_dup.id.clone()]);
     assert_eq!(d.refunded, vec![stray_dup.id.clone()]);
     let d = dups.iter().find(|f| f.reference == "order-wait").unwrap();
-    assert_eq!(d.refunded, vec![stray_wait.id.clone()], "refunded once settled");
+    assert_eq!(
+        d.refunded,
+        vec![stray_wait.id.clone()],
+        "refunded once settled"
+    );
     let m = of_kind(&second, FindingKind::Mismatch);
     assert_eq!(m.len(), 1, "{second}");
     assert_eq!(m[0].payment_id.as_deref(), Some(pend_id.as_str()));
