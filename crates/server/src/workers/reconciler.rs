@@ -58,9 +58,12 @@
 //! and our payments created in the same stretch of time, read
 //! [`ReconcilerConfig::batch`] at a time (`Store::payments_created_between`)
 //! and never kept beyond the page, except the one each charge of the slice
-//! belongs to. The slices' payment ranges split the window's time exactly,
-//! and their charges split the window's charges exactly, so each payment and
-//! each charge is compared once. The pass therefore holds at most a slice of
+//! belongs to. The walk starts with the charges, the clock slack before the
+//! compared range; our payments of that stretch are read only to be found by
+//! their charges, not compared (they are before the window, or an earlier
+//! pass compared them). The slices' payment ranges split the walk's time
+//! exactly, and their charges split the window's charges exactly, so each
+//! payment and each charge is compared once. The pass therefore holds at most a slice of
 //! charges, their payments, a page and a carry of payments (below), whatever
 //! the window's size; the report says how many it held at most
 //! ([`ReconcileReport::peak_payments_held`],
@@ -782,9 +785,9 @@ fn log_pass(report: &ReconcileReport, took: Duration) {
 /// - A full page ends at its last charge's time: the slice takes the charges
 ///   before that millisecond (the rest of it comes again in the next page),
 ///   and our payments before it.
-/// - If that time is at or before `t` (a full page in the clock slack before
-///   the window, or more charges in one millisecond than a page), the slice
-///   takes the whole page and no payments, and the next page goes on.
+/// - If that time is at or before `t` (more charges in one millisecond than
+///   a page), the slice takes the whole page and no payments, and the next
+///   page goes on.
 /// - If it is at or after `now` (the slack after the window), the slice takes
 ///   the whole page and every payment up to `now`.
 fn slice_end(
@@ -1230,10 +1233,13 @@ impl Pass<'_> {
         let target = 2 * u64::from(self.config.batch.max(1));
         let limit = self.config.slice_charges.max(1);
         let charges_to = after(self.now, self.slack);
-        let mut t = self.start;
+        // The walk starts where the charges do, the clock slack before the
+        // range: our payments there are read (not compared: an earlier pass,
+        // or nobody, owns them) so that the charges there find theirs
+        // without a look-up each.
+        let mut t = self.charges_from;
         let mut cursor: Option<LedgerCursor> = None;
         let mut carry: Vec<Payment> = Vec::new();
-        let mut first = true;
         loop {
             let span_end = after(t, span).min(self.now);
             let page_to = if span_end >= self.now {
@@ -1253,13 +1259,8 @@ impl Pass<'_> {
             if let Some(last) = page.last() {
                 cursor = Some(LedgerCursor::after(last));
             }
-            // The first slice also reads the payments of the clock slack
-            // before its range, not compared again here, so the charges
-            // there find them without a look-up each.
-            let context = first.then(|| before(t, self.slack));
-            let payments = self.slice(page, context, t, end, span, &mut carry).await?;
+            let payments = self.slice(page, t, end, span, &mut carry).await?;
             span = next_span(span, end - t, payments, target, longest);
-            first = false;
             t = end;
             if !full && t >= self.now {
                 break;
@@ -1272,15 +1273,15 @@ impl Pass<'_> {
     }
 
     /// One slice: `charges` (in ledger order), and our payments created in
-    /// `[owned_from, owned_to)` (plus `[context, owned_from)`, read only to
-    /// match charges). `carry` brings the previous slice's final payments
-    /// whose named charge it did not hold, and takes this slice's.
+    /// `[from, to)`; those before the pass's range are read only to match
+    /// charges, the others are compared. `carry` brings the previous slice's
+    /// final payments whose named charge it did not hold, and takes this
+    /// slice's. Returns how many payments it compared.
     async fn slice(
         &mut self,
         charges: Vec<AcquirerCharge>,
-        context: Option<OffsetDateTime>,
-        owned_from: OffsetDateTime,
-        owned_to: OffsetDateTime,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
         span: time::Duration,
         carry: &mut Vec<Payment>,
     ) -> Result<u64, ReconcileError> {
@@ -1311,13 +1312,8 @@ impl Pass<'_> {
 
         // Our payments, a page at a time, in ranges of at most a span (a page
         // reads its whole range of the created_at index).
-        let mut ranges = Vec::new();
-        if let Some(context) = context
-            && context < owned_from
-        {
-            ranges.push((context, owned_from, false));
-        }
-        ranges.push((owned_from, owned_to, true));
+        let owned_from = from.max(self.start);
+        let ranges = [(from, owned_from.min(to), false), (owned_from, to, true)];
         for (range_from, range_to, owned) in ranges {
             let mut part_from = range_from;
             while part_from < range_to {
