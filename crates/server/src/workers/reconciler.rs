@@ -128,7 +128,14 @@
 //!   once the payment settles, as the next full pass would do it. Orders
 //!   whose group look-up failed are remembered the same way, and payments
 //!   whose status look-up failed are checked again.
-//! - When one of these memories is full, the next pass is a full pass.
+//! - **Rows that commit after a pass read their part of the time** (a
+//!   payment's `created_at` is its transaction's start; a charge is stamped
+//!   before its insert commits; a page may be read while rows are inserted
+//!   below its cursor): the overlap reads the last 2 minutes again. A row
+//!   later than that (an acquirer that reports charges hours late) is only
+//!   compared by the next full pass, if it is still in the window then.
+//! - When one of these memories is full, or a pass failed after it had taken
+//!   things out of them, the next pass is a full pass.
 //!
 //! A finding is reported by every pass whose range holds it: by the pass that
 //! first sees it and the next one if it is in the overlap, then by each full
@@ -538,11 +545,13 @@ fn after(at: OffsetDateTime, d: time::Duration) -> OffsetDateTime {
     at.checked_add(d).unwrap_or(at)
 }
 
+/// Records a question that got no answer: in the report (the pass's log
+/// line counts them), or, past `max_findings`, in the log only.
 fn push_error(config: &ReconcilerConfig, report: &mut ReconcileReport, error: String) {
-    tracing::warn!(%error, "reconciler question without an answer");
     if report.errors.len() < config.max_findings {
         report.errors.push(error);
     } else {
+        tracing::warn!(%error, "reconciler question without an answer (not kept in the report)");
         report.errors_omitted += 1;
     }
 }
