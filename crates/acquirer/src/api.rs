@@ -7,6 +7,8 @@
 //! | `GET /v1/charges?acquirer_key=K` | the charge recorded under a key (idempotent mode only) |
 //! | `GET /v1/charges?shop_id=S&payment_id=P` | the charges for a caller's payment (its reference) |
 //! | `GET /v1/charges?from=MS&to=MS` | the charges recorded in a window (unix ms), oldest first |
+//! | `GET /v1/charges?from=MS&to=MS&limit=N[&after=MS&after_id=ID]` | one page of that window: up to `N` (at most 10 000) charges in (`created_at`, id) order, after the charge (`after`, `after_id`) that ended the previous page |
+//! | `GET /v1/charges?shop_id=S&reference=R` | the charges for one order reference of a shop, oldest first |
 //! | `POST /v1/charges/{id}/refunds` | refunds a charge, once per `Idempotency-Key` (default `refund-<charge id>`); optional body `{"amount_minor": N, "token": "..."}` (default: what is left); 200 with the refund, 404 `not_found`, 409 `charge_declined`, 422 `refund_exceeds_charge`; a `tok_timeout` token loses the first answer (504) |
 //! | `GET /ledger` | the whole ledger and totals (as the embedded `/sim/ledger`) |
 //! | `GET /admin/faults`, `PUT /admin/faults` | read or replace the [`Faults`] in force |
@@ -236,9 +238,16 @@ struct ListQuery {
     acquirer_key: Option<String>,
     shop_id: Option<String>,
     payment_id: Option<String>,
+    reference: Option<String>,
     from: Option<i64>,
     to: Option<i64>,
+    limit: Option<u32>,
+    after: Option<i64>,
+    after_id: Option<String>,
 }
+
+/// The most charges one page of `GET /v1/charges?from&to&limit` returns.
+const MAX_PAGE: u32 = 10_000;
 
 fn list(entries: Vec<LedgerEntry>) -> Response {
     Json(json!({"data": entries})).into_response()
@@ -251,35 +260,68 @@ async fn list_charges(
     let Ok(Query(query)) = query else {
         return bad_request("bad query");
     };
-    let found = match (
-        &query.acquirer_key,
-        &query.shop_id,
-        &query.payment_id,
-        query.from,
-        query.to,
-    ) {
-        (Some(key), None, None, None, None) => {
+    let ListQuery {
+        acquirer_key,
+        shop_id,
+        payment_id,
+        reference,
+        from,
+        to,
+        limit,
+        after,
+        after_id,
+    } = query;
+    let asked = (
+        acquirer_key,
+        shop_id,
+        payment_id,
+        reference,
+        from,
+        to,
+        limit,
+        after,
+        after_id,
+    );
+    let found = match asked {
+        (Some(key), None, None, None, None, None, None, None, None) => {
             if let Err(refused) = before_work(&sim).await {
                 return refused.answer();
             }
-            sim.find(&AcquirerKey::from_stored(key.clone()))
+            sim.find(&AcquirerKey::from_stored(key))
                 .await
                 .map(|e| e.into_iter().collect())
         }
-        (None, Some(shop), Some(payment), None, None) => {
+        (None, Some(shop), Some(payment), None, None, None, None, None, None) => {
             if let Err(refused) = before_work(&sim).await {
                 return refused.answer();
             }
-            let (Ok(shop), Ok(payment)) = (ShopId::new(shop.as_str()), PaymentId::parse(payment))
-            else {
+            let (Ok(shop), Ok(payment)) = (ShopId::new(shop), PaymentId::parse(&payment)) else {
                 return list(Vec::new());
             };
             sim.find_for_payment(&shop, &payment).await
         }
-        (None, None, None, Some(from), Some(to)) => sim.ledger_handle().between(from, to).await,
+        (None, Some(shop), None, Some(reference), None, None, None, None, None) => {
+            let (Ok(shop), Ok(reference)) = (ShopId::new(shop), Reference::new(reference)) else {
+                return list(Vec::new());
+            };
+            sim.find_for_reference(&shop, &reference).await
+        }
+        (None, None, None, None, Some(from), Some(to), None, None, None) => {
+            sim.ledger_handle().between(from, to).await
+        }
+        (None, None, None, None, Some(from), Some(to), Some(limit), after, after_id) => {
+            let after = match (after, after_id.as_deref()) {
+                (None, None) => None,
+                (Some(ms), Some(id)) => Some((ms, id)),
+                _ => return bad_request("after and after_id come together"),
+            };
+            let limit = limit.clamp(1, MAX_PAGE);
+            sim.ledger_handle().page(from, to, after, limit).await
+        }
         _ => {
             return bad_request(
-                "give acquirer_key, or shop_id and payment_id, or from and to (unix ms)",
+                "give acquirer_key, or shop_id and payment_id, or shop_id and reference, \
+                 or from and to (unix ms) with an optional limit, after and after_id",
             );
         }
     };

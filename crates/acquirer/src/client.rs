@@ -17,8 +17,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    ChargeRequest, ChargeResult, Currency, Money, PaymentId, Reference, RefundRequest,
-    RefundSettlement, ShopId,
+    ChargeRequest, ChargeResult, Currency, LedgerCursor, Money, PaymentId, Reference,
+    RefundRequest, RefundSettlement, ShopId,
 };
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
@@ -343,6 +343,39 @@ impl AcquirerLedger for HttpAcquirer {
         let (from, to) = (unix_ms(from), unix_ms(to));
         self.list(&[("from", from.as_str()), ("to", to.as_str())])
             .await
+    }
+
+    async fn charges_page(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&LedgerCursor>,
+        limit: u32,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        let (from, to, limit) = (unix_ms(from), unix_ms(to), limit.to_string());
+        let mut query = vec![
+            ("from", from.as_str()),
+            ("to", to.as_str()),
+            ("limit", limit.as_str()),
+        ];
+        let after_ms = after.map(|a| unix_ms(a.created_at));
+        if let (Some(after), Some(after_ms)) = (after, after_ms.as_deref()) {
+            query.push(("after", after_ms));
+            query.push(("after_id", after.charge_id.as_str()));
+        }
+        self.list(&query).await
+    }
+
+    async fn charges_for_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.list(&[
+            ("shop_id", shop_id.as_str()),
+            ("reference", reference.as_str()),
+        ])
+        .await
     }
 
     async fn refund(&self, charge_id: &str) -> Result<AcquirerRefund, AcquirerError> {

@@ -492,6 +492,65 @@ impl Ledger {
             .await
     }
 
+    /// Up to `limit` attempts recorded in `[from, to)` (unix ms), in
+    /// `(created_at, id)` order, after the attempt `after` (unix ms and id;
+    /// `None`: from the start). Keyset pagination on the
+    /// `acquirer_ledger_created_at` index, so a page costs its own rows.
+    pub(crate) async fn page(
+        &self,
+        from: i64,
+        to: i64,
+        after: Option<(i64, &str)>,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        // One lower bound, as a row value: SQLite starts the index range
+        // there. (With `created_at >= from` beside it, it started at `from`
+        // and filtered every row up to the cursor: a pass over a window was
+        // quadratic.) `(from, '')` is `created_at >= from`: ids are not empty.
+        let (after_ms, after_id) = match after {
+            Some(cursor) if cursor > (from, "") => cursor,
+            _ => (from, ""),
+        };
+        let (after_ms, after_id) = (after_ms, after_id.to_owned());
+        self.db
+            .read(move |conn| {
+                entries(
+                    conn,
+                    concat!(
+                        "SELECT ",
+                        charge_columns!(),
+                        " WHERE (l.created_at, l.id) > (?1, ?2) AND l.created_at < ?3 \
+                         ORDER BY l.created_at, l.id LIMIT ?4"
+                    ),
+                    params![after_ms, after_id, to, i64::from(limit)],
+                )
+            })
+            .await
+    }
+
+    /// Every attempt for one order reference of one shop, oldest first (the
+    /// `acquirer_ledger_reference` index).
+    pub(crate) async fn for_reference(
+        &self,
+        shop_id: &str,
+        reference: &str,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let (shop_id, reference) = (shop_id.to_owned(), reference.to_owned());
+        self.db
+            .read(move |conn| {
+                entries(
+                    conn,
+                    concat!(
+                        "SELECT ",
+                        charge_columns!(),
+                        " WHERE l.shop_id = ?1 AND l.reference = ?2 ORDER BY l.created_at, l.id"
+                    ),
+                    params![shop_id, reference],
+                )
+            })
+            .await
+    }
+
     /// Every attempt, oldest first.
     pub(crate) async fn all(&self) -> Result<Vec<LedgerEntry>, SimulatorError> {
         self.db

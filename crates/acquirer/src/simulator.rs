@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use chargeonce_core::webhook::{AcquirerEvent, EventAmount, EventCharge, EventKind};
 use chargeonce_core::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    CardToken, ChargeRequest, ChargeResult, Currency, Money, PaymentId, RefundRequest,
-    RefundSettlement, ShopId,
+    CardToken, ChargeRequest, ChargeResult, Currency, LedgerCursor, Money, PaymentId, Reference,
+    RefundRequest, RefundSettlement, ShopId,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -299,6 +299,32 @@ impl Simulator {
     ) -> Result<Vec<LedgerEntry>, SimulatorError> {
         self.ledger
             .between(unix_millis(from), unix_millis(to))
+            .await
+    }
+
+    /// Up to `limit` attempts recorded in `[from, to)`, ordered by
+    /// `created_at` then id, after `after` (keyset pagination).
+    pub async fn page(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&LedgerCursor>,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        let after = after.map(|c| (unix_millis(c.created_at), c.charge_id.as_str()));
+        self.ledger
+            .page(unix_millis(from), unix_millis(to), after, limit)
+            .await
+    }
+
+    /// Every attempt for one order reference of one shop, oldest first.
+    pub async fn find_for_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<LedgerEntry>, SimulatorError> {
+        self.ledger
+            .for_reference(shop_id.as_str(), reference.as_str())
             .await
     }
 
@@ -626,6 +652,30 @@ impl AcquirerLedger for Simulator {
         to: OffsetDateTime,
     ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
         self.between(from, to)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn charges_page(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&LedgerCursor>,
+        limit: u32,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.page(from, to, after, limit)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn charges_for_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.find_for_reference(shop_id, reference)
             .await
             .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
             .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))

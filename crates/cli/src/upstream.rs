@@ -145,6 +145,11 @@ pub struct WorkerArgs {
     /// How far back the reconciler compares our payments with the acquirer's ledger.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub reconcile_window: Duration,
+    /// How often the reconciler compares the whole window again; the passes
+    /// between compare only what is new since the last one (and the first
+    /// pass after a start is always a full one).
+    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    pub reconcile_full_every: Duration,
     /// Do not run the reconciler on this instance (run it on one instance, or
     /// as `chargeonce reconcile` from cron).
     #[arg(long)]
@@ -201,6 +206,7 @@ impl WorkerArgs {
             interval: self.reconcile_interval,
             pending_after: self.reconcile_pending_after,
             window: self.reconcile_window,
+            full_every: self.reconcile_full_every,
             ..ReconcilerConfig::default()
         }
     }

@@ -203,8 +203,30 @@ pub trait Acquirer: Send + Sync + 'static {
     }
 }
 
-/// The acquirer's books, for the reconciler: its charges over a time window,
-/// and refunds of charges that should not have happened.
+/// Where a page of the acquirer's ledger ended: the last charge read, in the
+/// ledger's order (`created_at`, then the charge id). The next page starts
+/// right after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerCursor {
+    /// The last charge's `created_at` (the acquirer's clock, to the millisecond).
+    pub created_at: OffsetDateTime,
+    /// The last charge's id.
+    pub charge_id: String,
+}
+
+impl LedgerCursor {
+    /// The cursor just after `charge`.
+    pub fn after(charge: &AcquirerCharge) -> Self {
+        Self {
+            created_at: charge.created_at,
+            charge_id: charge.id().to_owned(),
+        }
+    }
+}
+
+/// The acquirer's books, for the reconciler: its charges over a time window
+/// (whole, or a page at a time), the charges of one order, and refunds of
+/// charges that should not have happened.
 #[async_trait]
 pub trait AcquirerLedger: Send + Sync + 'static {
     /// Every charge recorded in `[from, to)` by the acquirer's clock, oldest first.
@@ -212,6 +234,29 @@ pub trait AcquirerLedger: Send + Sync + 'static {
         &self,
         from: OffsetDateTime,
         to: OffsetDateTime,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError>;
+
+    /// Up to `limit` charges recorded in `[from, to)` by the acquirer's clock,
+    /// ordered by `created_at` then id, starting after `after` (keyset
+    /// pagination: `None` is the first page). Fewer than `limit` means the
+    /// window has no more. What the reconciler walks the window with, so it
+    /// never holds more than a page.
+    async fn charges_page(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&LedgerCursor>,
+        limit: u32,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError>;
+
+    /// Every charge recorded for one order reference of one shop, whenever it
+    /// was made, oldest first (`created_at`, then id). An order normally has
+    /// one; the reconciler asks to see a whole group of duplicates that its
+    /// pages see only a part of.
+    async fn charges_for_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
     ) -> Result<Vec<AcquirerCharge>, AcquirerError>;
 
     /// Refunds the whole charge, once: a repeat returns the same refund.

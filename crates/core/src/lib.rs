@@ -47,7 +47,7 @@ pub mod webhook;
 
 pub use acquirer::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund, ChargeRequest,
-    ChargeResult, RefundRequest,
+    ChargeResult, LedgerCursor, RefundRequest,
 };
 pub use engine::{ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
 pub use fingerprint::Fingerprint;

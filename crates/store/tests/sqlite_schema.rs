@@ -159,7 +159,10 @@ async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
         .unwrap();
     let shop = ShopId::new("shop").unwrap();
     let payment = store
-        .payment(&shop, &chargeonce_core::PaymentId::parse("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70").unwrap())
+        .payment(
+            &shop,
+            &chargeonce_core::PaymentId::parse("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70").unwrap(),
+        )
         .await
         .unwrap()
         .unwrap();

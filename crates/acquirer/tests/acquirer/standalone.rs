@@ -504,3 +504,137 @@ async fn partial_refunds_over_http_are_idempotent_per_key_and_bounded() {
     );
     assert_eq!(s.sim.refunds().await.unwrap().len(), 3);
 }
+
+/// Plants a succeeded charge of 10.00 RUB at a given time.
+async fn plant_at(
+    sim: &Simulator,
+    shop: &str,
+    reference: &str,
+    at: time::OffsetDateTime,
+) -> chargeonce_acquirer::LedgerEntry {
+    let entry = chargeonce_acquirer::LedgerEntry {
+        id: format!("ch_{}", uuid::Uuid::now_v7().simple()),
+        acquirer_key: chargeonce_core::AcquirerKey::from_stored(format!(
+            "planted-{}",
+            uuid::Uuid::new_v4().simple()
+        )),
+        shop_id: chargeonce_core::ShopId::new(shop).unwrap(),
+        payment_id: PaymentId::generate(),
+        reference: chargeonce_core::Reference::new(reference).unwrap(),
+        amount: Money::parse("10.00", "RUB").unwrap(),
+        status: chargeonce_acquirer::ChargeStatus::Succeeded,
+        decline_code: None,
+        created_at: at,
+        refunded_minor: 0,
+    };
+    sim.plant(&entry).await.unwrap();
+    entry
+}
+
+/// Walks `[from, to)` a page of `limit` at a time; returns the charge ids.
+async fn walk(
+    ledger: &dyn AcquirerLedger,
+    from: time::OffsetDateTime,
+    to: time::OffsetDateTime,
+    limit: u32,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut after = None;
+    loop {
+        let page = ledger
+            .charges_page(from, to, after.as_ref(), limit)
+            .await
+            .unwrap();
+        assert!(page.len() <= limit as usize);
+        ids.extend(page.iter().map(|c| c.id().to_owned()));
+        match page.last() {
+            Some(last) if page.len() == limit as usize => {
+                after = Some(chargeonce_core::LedgerCursor::after(last));
+            }
+            _ => return ids,
+        }
+    }
+}
+
+/// The ledger's pages and per-order look-ups, in process and over HTTP:
+/// pages follow (`created_at`, id) order, ties on one millisecond included,
+/// and together hold exactly the window; an order's charges come whenever
+/// they were made, and only that shop's.
+#[tokio::test]
+async fn the_ledger_pages_a_window_and_finds_an_order() {
+    let s = start().await;
+    let http = adapter(&s.base, Duration::from_secs(2));
+    let base = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+    let ms = time::Duration::milliseconds;
+    let mut inside = Vec::new();
+    for i in 0..7 {
+        // Three charges share one millisecond: the id breaks the tie.
+        let at = base + ms(if (2..5).contains(&i) { 2 } else { i });
+        inside.push(plant_at(&s.sim, "shop-a", &format!("order-{i}"), at).await);
+    }
+    let before = plant_at(&s.sim, "shop-a", "order-1", base - ms(1)).await;
+    let after = plant_at(&s.sim, "shop-a", "order-1", base + ms(1000)).await;
+    plant_at(&s.sim, "shop-b", "order-1", base).await;
+    let end = base + ms(1000);
+
+    let expected: Vec<String> = s
+        .sim
+        .between(base, end)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.shop_id.as_str() == "shop-a")
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(expected.len(), 7);
+    let sim: &dyn AcquirerLedger = s.sim.as_ref();
+    for ledger in [sim, &http as &dyn AcquirerLedger] {
+        for limit in [1, 2, 3, 7, 8, 100] {
+            let mut walked = walk(ledger, base, end, limit).await;
+            walked.retain(|id| inside.iter().any(|c| &c.id == id));
+            assert_eq!(walked, expected, "limit {limit}");
+            assert_eq!(
+                walk(ledger, base, end, limit).await.len(),
+                8,
+                "with shop-b's"
+            );
+        }
+        let whole = ledger.charges_between(base, end).await.unwrap();
+        let paged = walk(ledger, base, end, 3).await;
+        assert_eq!(
+            whole.iter().map(|c| c.id().to_owned()).collect::<Vec<_>>(),
+            paged,
+            "pages and the whole window agree"
+        );
+
+        let shop = chargeonce_core::ShopId::new("shop-a").unwrap();
+        let order = chargeonce_core::Reference::new("order-1").unwrap();
+        let found = ledger.charges_for_reference(&shop, &order).await.unwrap();
+        let ids: Vec<&str> = found.iter().map(|c| c.id()).collect();
+        assert_eq!(ids, [&before.id, &inside[1].id, &after.id], "oldest first");
+        let none = chargeonce_core::Reference::new("order-none").unwrap();
+        assert!(
+            ledger
+                .charges_for_reference(&shop, &none)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    let client = reqwest::Client::new();
+    for bad in [
+        "v1/charges?from=0&to=1&after=5",
+        "v1/charges?from=0&to=1&limit=5&after_id=ch_x",
+        "v1/charges?limit=5",
+        "v1/charges?shop_id=shop-a&reference=order-1&payment_id=pay_x",
+        "v1/charges?reference=order-1",
+    ] {
+        let answer = client
+            .get(format!("{}/{bad}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+}
