@@ -1,6 +1,7 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
 -- (crates/store/src/postgres.rs), for `pgbench -n -M prepared -f`:
--- the claim transaction (key row + payment row) and the finish transaction
+-- the claim, one autocommitted statement (key row + payment row; a new key
+-- for a free order, the common case), and the finish transaction
 -- (stored response + settled payment + its merchant event: a payload of the
 -- usual size, parked as for a shop without a webhook URL). The acquirer call
 -- between the two transactions is not database work and is left out. The auth read
@@ -11,33 +12,27 @@
 -- The stored response body is a constant payment JSON of the usual size, in
 -- hex (pgbench would take the colons of a JSON literal for variables).
 \set k random(1, 9000000000000000000)
-BEGIN;
-INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path,
-    recovery_point, lease_token, locked_until, payment_id, created_at, expires_at)
-VALUES ('bench', 'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
-    '\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea,
-    'POST', '/v1/payments', 'payment_created', '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f',
-    clock_timestamp() + 30000::float8 * interval '1 millisecond',
-    'pay_pgbench_' || :client_id::text || '_' || :k::text, now(),
-    now() + 86400000::float8 * interval '1 millisecond')
-ON CONFLICT (shop_id, key) DO UPDATE SET
-    fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method,
-    path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point,
-    lease_token = EXCLUDED.lease_token, locked_until = EXCLUDED.locked_until,
-    payment_id = EXCLUDED.payment_id, response_status = NULL,
-    response_headers = NULL, response_body = NULL,
-    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-WHERE k.recovery_point = 'finished' AND k.expires_at <= now()
-RETURNING 1;
+WITH k AS (
+    INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path,
+        recovery_point, lease_token, locked_until, payment_id, created_at, expires_at)
+    VALUES ('bench', 'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
+        '\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea,
+        'POST', '/v1/payments', 'payment_created', '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f',
+        clock_timestamp() + 30000::float8 * interval '1 millisecond',
+        'pay_pgbench_' || :client_id::text || '_' || :k::text, now(),
+        now() + 86400000::float8 * interval '1 millisecond')
+    ON CONFLICT (shop_id, key) DO NOTHING
+    RETURNING 1)
 INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor,
     currency, token, status, acquirer_key, created_at)
-VALUES ('pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
+SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
     'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
     'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
-    'acq_pgbench_' || :client_id::text || '_' || :k::text, now())
+    'acq_pgbench_' || :client_id::text || '_' || :k::text, now()
+FROM k
 ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded')
-DO NOTHING RETURNING 1;
-COMMIT;
+DO NOTHING
+RETURNING 1;
 BEGIN;
 UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201,
     response_headers = 'content-type: application/json' || chr(10) || 'location: /v1/payments/pay_pgbench_' || :k::text,

@@ -123,6 +123,8 @@ impl PgStore {
 
     /// Counts one more request with an existing key and reads the key back,
     /// in one statement whose snapshot includes every commit made before it.
+    /// `None` when the key is gone (swept) or is a finished key that expired,
+    /// which a claim treats as new.
     async fn count_repeat(
         &self,
         shop_id: &ShopId,
@@ -130,7 +132,8 @@ impl PgStore {
     ) -> Result<Option<KeyRecord>, StoreError> {
         let row = sqlx::query(concat!(
             "UPDATE idempotency_keys SET replays = replays + 1 \
-             WHERE shop_id = $1 AND key = $2 RETURNING ",
+             WHERE shop_id = $1 AND key = $2 \
+               AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
             key_columns!()
         ))
         .bind(shop_id.as_str())
@@ -324,7 +327,145 @@ impl PgStore {
         }
         Ok(None)
     }
+
+    /// The common case of phase 1 in one autocommitted statement (one round
+    /// trip): a data-modifying CTE inserts the key row, and the payment row
+    /// is inserted only from the key row it returned.
+    ///
+    /// - Key new, order free: both rows commit together ([`FastClaim::Created`]).
+    /// - Key exists: `ON CONFLICT DO NOTHING` skips it (after waiting for a
+    ///   concurrent inserter of the same key to end), no payment is
+    ///   inserted, and nothing is written or locked
+    ///   ([`FastClaim::KeyExists`]). The caller re-reads the key in a NEW
+    ///   statement: this one's snapshot may predate the winner's commit.
+    /// - Key new, but the order has a live payment (possibly committed after
+    ///   this statement's snapshot: the arbiter index sees it anyway): the
+    ///   payment insert is skipped, so the key row points at a payment that
+    ///   does not exist and the deferred foreign key fails the implicit
+    ///   commit; the whole statement is rolled back ([`FastClaim::OrderTaken`]).
+    ///   The caller runs the transaction that links the live payment.
+    ///
+    /// An expired finished key is not reclaimed here (that is an update of
+    /// the old row, left to the transaction): it comes back as `KeyExists`.
+    async fn claim_in_one_statement(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        lease: LeaseToken,
+        timing: KeyTiming,
+    ) -> Result<FastClaim, StoreError> {
+        let created = sqlx::query(
+            "WITH k AS ( \
+                 INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+                     recovery_point, lease_token, locked_until, payment_id, created_at, \
+                     expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
+                     clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
+                     now() + $9::float8 * interval '1 millisecond') \
+                 ON CONFLICT (shop_id, key) DO NOTHING \
+                 RETURNING 1) \
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at) \
+             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17 FROM k \
+             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+             DO NOTHING \
+             RETURNING 1",
+        )
+        .bind(claim.shop_id.as_str())
+        .bind(claim.key.as_str())
+        .bind(claim.fingerprint.as_bytes().as_slice())
+        .bind(&claim.method)
+        .bind(&claim.path)
+        .bind(lease.as_uuid())
+        .bind(millis(timing.lease) as f64)
+        .bind(payment.id.as_str())
+        .bind(millis(timing.ttl) as f64)
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(payment.request.reference.as_str())
+        .bind(payment.request.amount.minor_units())
+        .bind(payment.request.amount.currency().code())
+        .bind(payment.request.token.as_str())
+        .bind(payment.acquirer_key.as_str())
+        .bind(payment.created_at)
+        .fetch_optional(&self.pool)
+        .await;
+        match created {
+            Ok(Some(_)) => Ok(FastClaim::Created),
+            Ok(None) => Ok(FastClaim::KeyExists),
+            Err(sqlx::Error::Database(error))
+                if error.code().as_deref() == Some("23503")
+                    && error.constraint() == Some(KEY_PAYMENT_FK) =>
+            {
+                Ok(FastClaim::OrderTaken)
+            }
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    /// Phase 1 as one transaction of several statements, for what the
+    /// one-statement claim leaves: an order that already has a live payment
+    /// (the key is linked to it), an expired finished key (reclaimed), and a
+    /// key that vanished between two statements.
+    async fn claim_in_transaction(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::PaymentCreated,
+                payment_id: &payment.id,
+                refund_id: None,
+            };
+            if Self::insert_key(&mut tx, claim, target, token, timing).await? {
+                let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await?
+                else {
+                    continue;
+                };
+                tx.commit().await.map_err(store_error)?;
+                return Ok(Claim::Acquired(Acquired {
+                    lease: Lease {
+                        shop_id: claim.shop_id.clone(),
+                        key: claim.key.clone(),
+                        token,
+                    },
+                    recovery_point,
+                    payment: linked,
+                    refund: None,
+                }));
+            }
+            tx.rollback().await.map_err(store_error)?;
+            // Re-read in a new statement: its snapshot includes the winner's commit.
+            if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
+                return Ok(Claim::Exists(record));
+            }
+        }
+        Err(StoreError::Other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
 }
+
+/// What the one-statement claim of a payment did.
+enum FastClaim {
+    /// The key row and the payment row are committed.
+    Created,
+    /// The key exists (in any state): nothing was written.
+    KeyExists,
+    /// The key was new but the order already has a live payment: the
+    /// statement failed at its commit and nothing was written.
+    OrderTaken,
+}
+
+/// The deferred foreign key from a key row to its payment. A one-statement
+/// claim whose payment insert was skipped (the order has a live payment)
+/// violates it at commit, so the statement writes nothing.
+const KEY_PAYMENT_FK: &str = "idempotency_keys_payment_id_fkey";
 
 /// What a new key row points at.
 #[derive(Clone, Copy)]
@@ -418,42 +559,36 @@ impl Store for PgStore {
         payment: &NewPayment,
         timing: KeyTiming,
     ) -> Result<Claim, StoreError> {
-        for _ in 0..CLAIM_ATTEMPTS {
-            let token = LeaseToken::generate();
-            let mut tx = self.pool.begin().await.map_err(store_error)?;
-            let target = KeyTarget {
-                recovery_point: RecoveryPoint::PaymentCreated,
-                payment_id: &payment.id,
-                refund_id: None,
-            };
-            if Self::insert_key(&mut tx, claim, target, token, timing).await? {
-                let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await?
-                else {
-                    continue;
-                };
-                tx.commit().await.map_err(store_error)?;
-                let lease = Lease {
-                    shop_id: claim.shop_id.clone(),
-                    key: claim.key.clone(),
-                    token,
-                };
+        let token = LeaseToken::generate();
+        match self
+            .claim_in_one_statement(claim, payment, token, timing)
+            .await?
+        {
+            FastClaim::Created => {
                 return Ok(Claim::Acquired(Acquired {
-                    lease,
-                    recovery_point,
-                    payment: linked,
+                    lease: Lease {
+                        shop_id: claim.shop_id.clone(),
+                        key: claim.key.clone(),
+                        token,
+                    },
+                    recovery_point: RecoveryPoint::PaymentCreated,
+                    payment: payment.to_payment(),
                     refund: None,
                 }));
             }
-            tx.rollback().await.map_err(store_error)?;
-            // Re-read in a new statement: its snapshot includes the winner's commit.
-            if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
-                return Ok(Claim::Exists(record));
+            FastClaim::KeyExists => {
+                // Re-read in a new statement: its snapshot includes the commit
+                // of whoever inserted the key.
+                if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
+                    return Ok(Claim::Exists(record));
+                }
+                // Swept meanwhile, or finished and expired: the transaction
+                // decides (and reclaims an expired key).
             }
+            // Nothing was written; the transaction links the order's payment.
+            FastClaim::OrderTaken => {}
         }
-        Err(StoreError::Other(format!(
-            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
-            claim.key
-        )))
+        self.claim_in_transaction(claim, payment, timing).await
     }
 
     async fn take_over(

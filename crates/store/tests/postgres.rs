@@ -1,0 +1,222 @@
+//! PostgreSQL only: the one-statement claim under the races its correctness
+//! depends on, made deterministic by holding a competing transaction open
+//! until the store's statement waits on it.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chargeonce_core::{
+    CardToken, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Money, NewPayment,
+    PaymentRequest, RecoveryPoint, Reference, ShopId, ShopSecret, Store,
+};
+use chargeonce_store::{PgStore, PoolConfig};
+use chargeonce_testkit::TestDb;
+use sqlx::{Postgres, Transaction};
+
+const TIMING: KeyTiming = KeyTiming {
+    lease: Duration::from_secs(30),
+    ttl: Duration::from_secs(3600),
+};
+
+struct Pg {
+    store: Arc<PgStore>,
+    shop: ShopId,
+    _db: TestDb,
+}
+
+async fn pg() -> Pg {
+    let db = TestDb::postgres().await;
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop-a").unwrap();
+    store
+        .add_shop(&shop, &ShopSecret::from_string("s").hash())
+        .await
+        .unwrap();
+    Pg {
+        store: Arc::new(store),
+        shop,
+        _db: db,
+    }
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::new(k).unwrap()
+}
+
+fn claim(shop: &ShopId, k: &str) -> ClaimRequest {
+    ClaimRequest {
+        shop_id: shop.clone(),
+        key: key(k),
+        fingerprint: Fingerprint::compute("POST", "/v1/payments", &serde_json::json!({"k": k}))
+            .unwrap(),
+        method: "POST".into(),
+        path: "/v1/payments".into(),
+    }
+}
+
+fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
+    NewPayment::new(
+        shop.clone(),
+        key(k),
+        PaymentRequest {
+            amount: Money::parse("15.00", "RUB").unwrap(),
+            reference: Reference::new(reference).unwrap(),
+            token: CardToken::new("tok_ok").unwrap(),
+        },
+    )
+}
+
+/// A claim's rows, inserted in a transaction the test holds open.
+async fn insert_claim(
+    tx: &mut Transaction<'static, Postgres>,
+    claim: &ClaimRequest,
+    p: &NewPayment,
+) {
+    sqlx::query(
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point, \
+             lease_token, locked_until, payment_id, created_at, expires_at) \
+         VALUES ($1, $2, $3, 'POST', '/v1/payments', 'payment_created', gen_random_uuid(), \
+             now() + interval '30 seconds', $4, now(), now() + interval '1 hour')",
+    )
+    .bind(claim.shop_id.as_str())
+    .bind(claim.key.as_str())
+    .bind(claim.fingerprint.as_bytes().as_slice())
+    .bind(p.id.as_str())
+    .execute(&mut **tx)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency, \
+             token, status, acquirer_key, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
+    )
+    .bind(p.id.as_str())
+    .bind(p.shop_id.as_str())
+    .bind(p.idempotency_key.as_str())
+    .bind(p.request.reference.as_str())
+    .bind(p.request.amount.minor_units())
+    .bind(p.request.amount.currency().code())
+    .bind(p.request.token.as_str())
+    .bind(p.acquirer_key.as_str())
+    .bind(p.created_at)
+    .execute(&mut **tx)
+    .await
+    .unwrap();
+}
+
+/// Waits until some statement in this database waits for a lock.
+async fn until_blocked(store: &PgStore) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the statement never waited");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Runs a claim of `k` for `reference` while a transaction holding the
+/// claim of `other` for the same order (uncommitted) is committed or rolled
+/// back, once the claim waits for it. Returns the claim and the other
+/// payment.
+async fn claim_against_open(
+    pg: &Pg,
+    k: &str,
+    other: &str,
+    commit: bool,
+) -> (Claim, NewPayment, NewPayment) {
+    let theirs = new_payment(&pg.shop, other, "order-1");
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    insert_claim(&mut tx, &claim(&pg.shop, other), &theirs).await;
+    let ours = new_payment(&pg.shop, k, "order-1");
+    let task = {
+        let store = Arc::clone(&pg.store);
+        let (c, p) = (claim(&pg.shop, k), ours.clone());
+        tokio::spawn(async move { store.claim_payment(&c, &p, TIMING).await })
+    };
+    until_blocked(&pg.store).await;
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+    (task.await.unwrap().unwrap(), ours, theirs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_another_keys_payment_of_its_order_links_it() {
+    let pg = pg().await;
+    let (claimed, ours, theirs) = claim_against_open(&pg, "k2", "k1", true).await;
+    let Claim::Acquired(a) = claimed else {
+        panic!("k2 is new")
+    };
+    assert_eq!(a.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(a.payment, theirs.to_payment());
+    assert!(
+        pg.store
+            .payment(&pg.shop, &ours.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let record = pg.store.key(&pg.shop, &key("k2")).await.unwrap().unwrap();
+    assert_eq!(record.payment_id, Some(theirs.id.clone()));
+    assert_eq!(record.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(record.replays, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_a_rolled_back_payment_of_its_order_creates_its_own() {
+    let pg = pg().await;
+    let (claimed, ours, _) = claim_against_open(&pg, "k2", "k1", false).await;
+    let Claim::Acquired(a) = claimed else {
+        panic!("k2 is new")
+    };
+    assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated);
+    assert_eq!(a.payment, ours.to_payment());
+    assert!(pg.store.key(&pg.shop, &key("k1")).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_its_key_reads_the_winner_in_a_new_statement() {
+    // The winner commits after the claim's statement began: its snapshot
+    // cannot see the key, the re-read must.
+    let pg = pg().await;
+    let (claimed, ours, theirs) = claim_against_open(&pg, "k1", "k1", true).await;
+    let Claim::Exists(record) = claimed else {
+        panic!("the key was claimed first")
+    };
+    assert_eq!(record.payment_id, Some(theirs.id.clone()));
+    assert!(record.lease_active);
+    assert_eq!(record.replays, 1);
+    assert!(
+        pg.store
+            .payment(&pg.shop, &ours.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_its_key_rolled_back_claims_it() {
+    let pg = pg().await;
+    let (claimed, ours, _) = claim_against_open(&pg, "k1", "k1", false).await;
+    let Claim::Acquired(a) = claimed else {
+        panic!("the other claim rolled back")
+    };
+    assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated);
+    assert_eq!(a.payment, ours.to_payment());
+}
