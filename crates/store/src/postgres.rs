@@ -21,7 +21,7 @@ use chargeonce_core::{
     Store, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::{PgExecutor, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use crate::PoolConfig;
@@ -147,8 +147,8 @@ impl PgStore {
     /// Phase 3's fenced write of a key: stores the final response and ends the
     /// lease, only while `lease` still holds it. `false` (nothing written) when
     /// the lease was taken over.
-    async fn finish_key(
-        tx: &mut Transaction<'static, Postgres>,
+    async fn finish_key<'e>(
+        executor: impl PgExecutor<'e>,
         lease: &Lease,
         response: &StoredResponse,
         ttl: Duration,
@@ -166,7 +166,7 @@ impl PgStore {
             .bind(encode_headers(&response.headers)?)
             .bind(response.body.as_slice())
             .bind(millis(ttl) as f64)
-            .execute(&mut **tx)
+            .execute(executor)
             .await
             .map_err(store_error)?;
         Ok(fenced.rows_affected() == 1)
@@ -681,39 +681,120 @@ impl Store for PgStore {
     async fn finish(
         &self,
         lease: &Lease,
-        settlement: Option<(&PaymentId, &Settlement)>,
+        settlement: Option<(&Payment, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(store_error)?;
-        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
-            tx.rollback().await.map_err(store_error)?;
-            return Ok(FinishOutcome::LeaseLost);
-        }
-        if let Some((payment_id, settlement)) = settlement {
-            let settled = sqlx::query(concat!(
-                "UPDATE payments SET status = $2, provider_payment_id = $3, decline_code = $4, \
-                     updated_at = now() \
-                 WHERE id = $1 AND shop_id = $5 AND status = 'pending' RETURNING ",
-                payment_columns!()
-            ))
-            .bind(payment_id.as_str())
-            .bind(settlement.status.as_str())
-            .bind(&settlement.provider_payment_id)
-            .bind(&settlement.decline_code)
-            .bind(lease.shop_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(store_error)?;
-            let Some(settled) = settled else {
-                tx.rollback().await.map_err(store_error)?;
-                return Ok(FinishOutcome::PaymentAlreadySettled);
-            };
-            let payment = payment_from_row(&settled)?;
-            Self::insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
-        }
-        tx.commit().await.map_err(store_error)?;
-        Ok(FinishOutcome::Stored)
+        let Some((payment, settlement)) = settlement else {
+            // One fenced statement: it writes or it does not.
+            return Ok(
+                if Self::finish_key(&self.pool, lease, response, ttl).await? {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                },
+            );
+        };
+        // The payment's order and amount never change, so its event can be
+        // built before the statement that settles it.
+        let event =
+            NewEvent::payment_settled(&payment.clone().settled(settlement)).ok_or_else(|| {
+                StoreError::Other(format!(
+                    "finish of key {} with a settlement that is not final",
+                    lease.key
+                ))
+            })?;
+        // One autocommitted statement (one round trip, one implicit
+        // transaction, one snapshot for every part):
+        // - `held` locks the key row if this lease still holds it. A row lock
+        //   waits for a concurrent take-over to end and then re-checks the
+        //   row's latest version, so this is exact, and it stays true until
+        //   the commit: nobody else can change the row meanwhile.
+        // - `settled` moves the payment from pending, only if `held` found
+        //   the lease. An update re-checks the latest version of the row too,
+        //   so a settlement committed by a webhook or the reconciler after
+        //   this statement began is seen and leaves the payment alone.
+        // - `finished` stores the response, only if the payment moved; the
+        //   key row is locked by `held`, so it always can.
+        // - `event` writes the merchant event, only if the payment moved.
+        // So either all three writes happen or none does (held = false:
+        // the lease was taken over; held but not settled: the payment was
+        // settled meanwhile). The division is a tripwire for that argument:
+        // were the three counts ever to disagree, it would abort the
+        // statement, and its implicit transaction would write nothing.
+        // Locks are taken key row first, payment row second, as in every
+        // other transaction that takes both.
+        let row = sqlx::query(
+            "WITH held AS MATERIALIZED ( \
+                 SELECT 1 FROM idempotency_keys \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+                   AND recovery_point <> 'finished' \
+                 FOR NO KEY UPDATE), \
+             settled AS ( \
+                 UPDATE payments SET status = $8, provider_payment_id = $9, \
+                     decline_code = $10, updated_at = now() \
+                 WHERE id = $11 AND shop_id = $1 AND status = 'pending' \
+                   AND EXISTS (SELECT 1 FROM held) \
+                 RETURNING id), \
+             finished AS ( \
+                 UPDATE idempotency_keys SET recovery_point = 'finished', \
+                     response_status = $4, response_headers = $5, response_body = $6, \
+                     lease_token = NULL, locked_until = NULL, \
+                     expires_at = GREATEST(expires_at, \
+                         now() + $7::float8 * interval '1 millisecond') \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+                   AND recovery_point <> 'finished' \
+                   AND EXISTS (SELECT 1 FROM settled) \
+                 RETURNING 1), \
+             event AS ( \
+                 INSERT INTO events (id, shop_id, event_type, payment_id, payload, \
+                     next_attempt_at) \
+                 SELECT $12, $1, $13, settled.id, $14, \
+                     (SELECT CASE WHEN s.webhook_url IS NULL \
+                                  THEN to_timestamp($15::float8 / 1000) ELSE now() END \
+                      FROM shops s WHERE s.id = $1) \
+                 FROM settled \
+                 RETURNING 1) \
+             SELECT h.held, s.n AS settled, \
+                 1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \
+             FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h, \
+                  (SELECT count(*) AS n FROM settled) s, \
+                  (SELECT count(*) AS n FROM finished) f, \
+                  (SELECT count(*) AS n FROM event) e",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(i32::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .bind(millis(ttl) as f64)
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .bind(payment.id.as_str())
+        .bind(event.id.as_str())
+        .bind(event.event_type.as_str())
+        .bind(event.payload.as_slice())
+        .bind(PARKED_UNTIL_MS as f64)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|error| match error {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("22012") => {
+                StoreError::Other(format!(
+                    "finish of key {}: its writes disagreed, so none was made",
+                    lease.key
+                ))
+            }
+            other => store_error(other),
+        })?;
+        let held: bool = row.try_get("held").map_err(store_error)?;
+        let settled: i64 = row.try_get("settled").map_err(store_error)?;
+        Ok(match (held, settled) {
+            (false, _) => FinishOutcome::LeaseLost,
+            (true, 0) => FinishOutcome::PaymentAlreadySettled,
+            (true, _) => FinishOutcome::Stored,
+        })
     }
 
     async fn claim_refund(
@@ -829,7 +910,7 @@ impl Store for PgStore {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
-        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
+        if !Self::finish_key(&mut *tx, lease, response, ttl).await? {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }

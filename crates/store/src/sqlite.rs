@@ -528,7 +528,7 @@ impl Store for SqliteStore {
     async fn finish(
         &self,
         lease: &Lease,
-        settlement: Option<(&PaymentId, &Settlement)>,
+        settlement: Option<(&Payment, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
@@ -537,7 +537,8 @@ impl Store for SqliteStore {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }
-        if let Some((payment_id, settlement)) = settlement {
+        if let Some((payment, settlement)) = settlement {
+            let payment_id = &payment.id;
             let settled = sqlx::query(concat!(
                 "UPDATE payments SET status = ?2, provider_payment_id = ?3, decline_code = ?4, \
                      updated_at = ",

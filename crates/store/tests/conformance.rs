@@ -204,7 +204,7 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
     let stored = response(r#"{"id":"x"}"#);
     assert!(
         f.store
-            .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
+            .finish(&lease, Some((&payment, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
             .stored()
@@ -287,7 +287,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
         !f.store
             .finish(
                 &old,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("zombie"),
                 LONG.ttl
             )
@@ -310,7 +310,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
         f.store
             .finish(
                 &new,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("owner"),
                 LONG.ttl
             )
@@ -389,12 +389,7 @@ async fn one_live_payment_per_order(f: Fixture) {
     };
     assert!(
         f.store
-            .finish(
-                &lease,
-                Some((&first.id, &declined)),
-                &response("d"),
-                LONG.ttl
-            )
+            .finish(&lease, Some((&first, &declined)), &response("d"), LONG.ttl)
             .await
             .unwrap()
             .stored()
@@ -440,7 +435,7 @@ async fn an_expired_finished_key_counts_as_new(f: Fixture) {
         f.store
             .finish(
                 &lease,
-                Some((&first.id, &succeeded())),
+                Some((&first, &succeeded())),
                 &response("r"),
                 instant.ttl
             )
@@ -480,7 +475,7 @@ async fn the_sweeper_deletes_expired_finished_keys_in_batches(f: Fixture) {
             f.store
                 .finish(
                     &lease,
-                    Some((&payment.id, &succeeded())),
+                    Some((&payment, &succeeded())),
                     &response("r"),
                     instant.ttl
                 )
@@ -510,7 +505,7 @@ async fn finishing_keeps_the_key_for_its_ttl_from_now(f: Fixture) {
     let stored = response("kept");
     assert!(
         f.store
-            .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
+            .finish(&lease, Some((&payment, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
             .stored()
@@ -660,7 +655,7 @@ async fn a_new_key_for_a_paid_order_links_its_payment_and_writes_nothing_else(f:
         f.store
             .finish(
                 &lease,
-                Some((&first.id, &succeeded())),
+                Some((&first, &succeeded())),
                 &response("ok"),
                 LONG.ttl
             )
@@ -695,7 +690,7 @@ async fn an_expired_key_reused_for_a_new_order_is_claimed_anew(f: Fixture) {
         f.store
             .finish(
                 &lease,
-                Some((&first.id, &succeeded())),
+                Some((&first, &succeeded())),
                 &response("r"),
                 instant.ttl
             )
@@ -822,7 +817,7 @@ async fn claims_racing_a_decline_of_the_orders_payment_link_a_live_one(f: Fixtur
         store
             .finish(
                 &lease,
-                Some((&first.id, &declined())),
+                Some((&first, &declined())),
                 &response("d"),
                 LONG.ttl,
             )
@@ -851,6 +846,129 @@ async fn claims_racing_a_decline_of_the_orders_payment_link_a_live_one(f: Fixtur
             assert_eq!(Some(&a.payment.id), live.first().map(|p| &p.id));
         }
     }
+}
+
+/// The key as phase 1 left it, the payment still pending and the events
+/// as they were: what a finish that could not apply must leave.
+async fn assert_untouched(f: &Fixture, k: &str, payment: &chargeonce_core::Payment, events: usize) {
+    let record = f.store.key(&f.shop, &key(k)).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+    assert!(record.lease_active);
+    let stored = f
+        .store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&stored, payment);
+    assert_eq!(all_events(f).await.len(), events);
+}
+
+async fn a_finish_that_cannot_apply_writes_nothing(f: Fixture) {
+    // A taken-over lease: LeaseLost, nothing written, the new owner unharmed.
+    let short = KeyTiming {
+        lease: Duration::from_millis(100),
+        ..LONG
+    };
+    let (old, payment) = acquire(&f, "k1", "order-1", short).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let taken = f
+        .store
+        .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
+        .await
+        .unwrap()
+        .unwrap();
+    for settlement in [Some((&payment, &succeeded())), None] {
+        assert_eq!(
+            f.store
+                .finish(&old, settlement, &response("zombie"), LONG.ttl)
+                .await
+                .unwrap(),
+            FinishOutcome::LeaseLost
+        );
+        assert_untouched(&f, "k1", &payment, 0).await;
+    }
+    assert!(f.store.renew_lease(&taken.lease, LONG.lease).await.unwrap());
+    assert!(
+        f.store
+            .finish(
+                &taken.lease,
+                Some((&payment, &succeeded())),
+                &response("owner"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    assert_eq!(all_events(&f).await.len(), 1);
+    // A finished key: even its last owner's token writes nothing more.
+    assert_eq!(
+        f.store
+            .finish(
+                &taken.lease,
+                Some((&payment, &declined())),
+                &response("again"),
+                LONG.ttl
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::LeaseLost
+    );
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(record.response.unwrap().body, b"owner");
+    let stored = f
+        .store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, PaymentStatus::Succeeded);
+    assert_eq!(all_events(&f).await.len(), 1);
+
+    // A payment settled meanwhile (the reconciler, with its own event):
+    // PaymentAlreadySettled, nothing written, the lease still held.
+    let (lease, second) = acquire(&f, "k2", "order-2", LONG).await;
+    let SettleOutcome::Settled(settled) = f
+        .store
+        .settle_payment(&f.shop, &second.id, &succeeded())
+        .await
+        .unwrap()
+    else {
+        panic!("pending payments settle")
+    };
+    assert_eq!(all_events(&f).await.len(), 2);
+    assert_eq!(
+        f.store
+            .finish(
+                &lease,
+                Some((&second, &declined())),
+                &response("d"),
+                LONG.ttl
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::PaymentAlreadySettled
+    );
+    let record = f.store.key(&f.shop, &key("k2")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+    assert!(record.lease_active);
+    assert_eq!(
+        f.store.payment(&f.shop, &second.id).await.unwrap().unwrap(),
+        settled
+    );
+    assert_eq!(all_events(&f).await.len(), 2);
+    // The owner then stores an answer that agrees with the payment.
+    assert!(
+        f.store
+            .finish(&lease, None, &response("s"), LONG.ttl)
+            .await
+            .unwrap()
+            .stored()
+    );
+    assert_eq!(all_events(&f).await.len(), 2);
 }
 
 async fn shops_are_kept_apart(f: Fixture) {
@@ -970,7 +1088,7 @@ async fn finish_refuses_to_overwrite_a_payment_settled_meanwhile(f: Fixture) {
         f.store
             .finish(
                 &lease,
-                Some((&payment.id, &declined())),
+                Some((&payment, &declined())),
                 &response("d"),
                 LONG.ttl
             )
@@ -1014,7 +1132,7 @@ async fn stalled_keys_are_unfinished_keys_whose_lease_ran_out(f: Fixture) {
         f.store
             .finish(
                 &done,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("r"),
                 LONG.ttl
             )
@@ -1310,7 +1428,7 @@ async fn charged(f: &Fixture, reference: &str) -> chargeonce_core::Payment {
         f.store
             .finish(
                 &lease,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("{}"),
                 LONG.ttl
             )
@@ -1645,7 +1763,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
         .store
         .finish(
             &old,
-            Some((&payment.id, &succeeded())),
+            Some((&payment, &succeeded())),
             &response("zombie"),
             LONG.ttl,
         )
@@ -1662,7 +1780,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
         f.store
             .finish(
                 &taken.lease,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("ok"),
                 LONG.ttl
             )
@@ -1726,7 +1844,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
         .store
         .finish(
             &lease3,
-            Some((&third.id, &succeeded())),
+            Some((&third, &succeeded())),
             &response("late"),
             LONG.ttl,
         )
@@ -2109,6 +2227,7 @@ conformance!(
     claims_of_one_key_across_instances_have_one_winner,
     keys_for_one_order_across_instances_make_one_payment,
     claims_racing_a_decline_of_the_orders_payment_link_a_live_one,
+    a_finish_that_cannot_apply_writes_nothing,
     shops_are_kept_apart,
     keys_with_sql_metacharacters_are_opaque,
     repeats_of_a_key_are_counted,

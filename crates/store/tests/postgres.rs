@@ -1,15 +1,17 @@
-//! PostgreSQL only: the one-statement claim under the races its correctness
-//! depends on, made deterministic by holding a competing transaction open
-//! until the store's statement waits on it.
+//! PostgreSQL only: the one-statement claim and finish under the races their
+//! correctness depends on, made deterministic by holding a competing
+//! transaction open until the store's statement waits on it.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chargeonce_core::events::EventQuery;
 use chargeonce_core::{
-    CardToken, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Money, NewPayment,
-    PaymentRequest, RecoveryPoint, Reference, ShopId, ShopSecret, Store,
+    CardToken, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey, KeyTiming, Lease,
+    Money, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Reference,
+    Settlement, ShopId, ShopSecret, Store, StoredResponse,
 };
 use chargeonce_store::{PgStore, PoolConfig};
 use chargeonce_testkit::TestDb;
@@ -70,6 +72,22 @@ fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
     )
 }
 
+fn settlement(status: PaymentStatus, charge: &str) -> Settlement {
+    Settlement {
+        status,
+        provider_payment_id: charge.into(),
+        decline_code: (status == PaymentStatus::Declined).then(|| "card_declined".into()),
+    }
+}
+
+fn response(body: &str) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.as_bytes().to_vec(),
+    }
+}
+
 /// A claim's rows, inserted in a transaction the test holds open.
 async fn insert_claim(
     tx: &mut Transaction<'static, Postgres>,
@@ -125,6 +143,21 @@ async fn until_blocked(store: &PgStore) {
         assert!(Instant::now() < deadline, "the statement never waited");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+async fn events(pg: &Pg) -> usize {
+    pg.store
+        .events(
+            &pg.shop,
+            &EventQuery {
+                limit: 100,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap()
+        .len()
 }
 
 /// Runs a claim of `k` for `reference` while a transaction holding the
@@ -219,4 +252,188 @@ async fn a_claim_that_waited_for_its_key_rolled_back_claims_it() {
     };
     assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated);
     assert_eq!(a.payment, ours.to_payment());
+}
+
+async fn acquired(pg: &Pg, k: &str, reference: &str) -> (Lease, Payment) {
+    match pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, k),
+            &new_payment(&pg.shop, k, reference),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => (a.lease, a.payment),
+        Claim::Exists(_) => panic!("new key"),
+    }
+}
+
+/// Runs a finish of `lease` with a decline while `competitor` (statements
+/// in an open transaction) is committed or rolled back, once the finish
+/// waits for it.
+async fn finish_against_open(
+    pg: &Pg,
+    lease: &Lease,
+    payment: &Payment,
+    competitor: &'static str,
+    commit: bool,
+) -> FinishOutcome {
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(competitor)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let task = {
+        let store = Arc::clone(&pg.store);
+        let (lease, payment) = (lease.clone(), payment.clone());
+        tokio::spawn(async move {
+            let declined = settlement(PaymentStatus::Declined, "ch_ours");
+            store
+                .finish(
+                    &lease,
+                    Some((&payment, &declined)),
+                    &response("ours"),
+                    TIMING.ttl,
+                )
+                .await
+        })
+    };
+    until_blocked(&pg.store).await;
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+    task.await.unwrap().unwrap()
+}
+
+// Each binds the key ($1) and its payment ($2).
+const TAKE_OVER: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
+                         WHERE key = $1 AND payment_id = $2";
+const SETTLE: &str = "UPDATE payments SET status = 'succeeded', provider_payment_id = 'ch_theirs' \
+                      WHERE idempotency_key = $1 AND id = $2";
+const LOCK_KEY: &str = "SELECT 1 FROM idempotency_keys WHERE key = $1 AND payment_id = $2 \
+                        FOR UPDATE";
+
+async fn assert_key_unfinished(pg: &Pg, k: &str) {
+    let record = pg.store.key(&pg.shop, &key(k)).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_that_waited_for_a_take_over_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment) = acquired(&pg, "k1", "order-1").await;
+    assert_eq!(
+        finish_against_open(&pg, &lease, &payment, TAKE_OVER, true).await,
+        FinishOutcome::LeaseLost
+    );
+    assert_key_unfinished(&pg, "k1").await;
+    assert_eq!(
+        pg.store.payment(&pg.shop, &payment.id).await.unwrap(),
+        Some(payment)
+    );
+    assert_eq!(events(&pg).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_that_waited_for_a_settlement_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment) = acquired(&pg, "k1", "order-1").await;
+    assert_eq!(
+        finish_against_open(&pg, &lease, &payment, SETTLE, true).await,
+        FinishOutcome::PaymentAlreadySettled
+    );
+    assert_key_unfinished(&pg, "k1").await;
+    let record = pg.store.key(&pg.shop, &key("k1")).await.unwrap().unwrap();
+    assert!(record.lease_active, "the lease is still ours");
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_theirs"));
+    assert_eq!(events(&pg).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_sees_a_settlement_committed_after_it_began() {
+    // The finish waits on the key row (locked, not changed, by the open
+    // transaction); meanwhile the payment is settled and committed, after
+    // the finish's snapshot was taken. The finish must see it anyway.
+    let pg = pg().await;
+    let (lease, payment) = acquired(&pg, "k1", "order-1").await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(LOCK_KEY)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let task = {
+        let store = Arc::clone(&pg.store);
+        let (lease, payment) = (lease.clone(), payment.clone());
+        tokio::spawn(async move {
+            let declined = settlement(PaymentStatus::Declined, "ch_ours");
+            store
+                .finish(
+                    &lease,
+                    Some((&payment, &declined)),
+                    &response("ours"),
+                    TIMING.ttl,
+                )
+                .await
+        })
+    };
+    until_blocked(&pg.store).await;
+    sqlx::query(SETTLE)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(pg.store.pool())
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        task.await.unwrap().unwrap(),
+        FinishOutcome::PaymentAlreadySettled
+    );
+    assert_key_unfinished(&pg, "k1").await;
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_theirs"));
+    assert_eq!(events(&pg).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_that_waited_for_a_rolled_back_competitor_writes_everything() {
+    let pg = pg().await;
+    for (i, competitor) in [TAKE_OVER, SETTLE].into_iter().enumerate() {
+        let k = format!("k{i}");
+        let (lease, payment) = acquired(&pg, &k, &format!("order-{i}")).await;
+        assert_eq!(
+            finish_against_open(&pg, &lease, &payment, competitor, false).await,
+            FinishOutcome::Stored
+        );
+        let record = pg.store.key(&pg.shop, &key(&k)).await.unwrap().unwrap();
+        assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+        assert_eq!(record.response.unwrap().body, b"ours");
+        let stored = pg
+            .store
+            .payment(&pg.shop, &payment.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, PaymentStatus::Declined);
+        assert_eq!(events(&pg).await, i + 1);
+    }
 }
