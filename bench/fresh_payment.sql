@@ -43,7 +43,8 @@ settled AS (
     UPDATE payments SET status = 'succeeded',
         provider_payment_id = 'ch_019ad3f1c2b07e4f9a8b7c6d5e4f3a2b', decline_code = NULL,
         updated_at = now()
-    WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text AND shop_id = 'bench' AND status = 'pending'
+    WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+        AND (shop_id, status) IS NOT DISTINCT FROM ('bench', 'pending')
         AND EXISTS (SELECT 1 FROM held)
     RETURNING id),
 finished AS (
