@@ -50,14 +50,15 @@ async fn fixture(db: TestDb) -> Fixture {
 }
 
 /// `n` stores on the fixture's database, as `n` service instances have: on
-/// PostgreSQL each with its own pool of 8 connections; SQLite serves one
+/// PostgreSQL each with its own pool of 4 connections (the suite shares the
+/// server's connection limit with parallel tests); SQLite serves one
 /// process, so there it is the fixture's store `n` times.
 async fn instances(f: &Fixture, n: usize) -> Vec<Arc<dyn Store>> {
     if f.db.url().starts_with("sqlite:") {
         return vec![Arc::clone(&f.store); n];
     }
     let config = PoolConfig {
-        max_connections: 8,
+        max_connections: 4,
         ..PoolConfig::default()
     };
     let mut stores = Vec::with_capacity(n);
