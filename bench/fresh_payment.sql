@@ -1,51 +1,75 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
 -- (crates/store/src/postgres.rs), for `pgbench -n -M prepared -f`:
--- the claim transaction (key row + payment row) and the finish transaction
--- (stored response + settled payment). The acquirer call between the two
--- transactions is not database work and is left out. The auth read
+-- two autocommitted statements. The claim (key row + payment row; a new key
+-- for a free order, the common case) and the finish (the key row locked while
+-- the lease holds, the settled payment, the stored response, and the merchant
+-- event: a payload of the usual size, parked as for a shop without a webhook
+-- URL). The acquirer call between the two statements is not database work
+-- and is left out. The auth read
 -- (`SELECT secret_sha256 FROM shops WHERE id = ...`) is left out too: the
 -- service caches each shop's hash for 30 s (`--auth-cache-ttl`), so it costs
 -- one read per shop and instance every 30 s, not one per payment.
--- Each transaction gets a new random key and order, as `bench fresh` does.
+-- Each run of the script gets a new random key and order, as `bench fresh` does.
 -- The stored response body is a constant payment JSON of the usual size, in
 -- hex (pgbench would take the colons of a JSON literal for variables).
 \set k random(1, 9000000000000000000)
-BEGIN;
-INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path,
-    recovery_point, lease_token, locked_until, payment_id, created_at, expires_at)
-VALUES ('bench', 'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
-    '\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea,
-    'POST', '/v1/payments', 'payment_created', '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f',
-    clock_timestamp() + 30000::float8 * interval '1 millisecond',
-    'pay_pgbench_' || :client_id::text || '_' || :k::text, now(),
-    now() + 86400000::float8 * interval '1 millisecond')
-ON CONFLICT (shop_id, key) DO UPDATE SET
-    fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method,
-    path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point,
-    lease_token = EXCLUDED.lease_token, locked_until = EXCLUDED.locked_until,
-    payment_id = EXCLUDED.payment_id, response_status = NULL,
-    response_headers = NULL, response_body = NULL,
-    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-WHERE k.recovery_point = 'finished' AND k.expires_at <= now()
-RETURNING 1;
+WITH k AS (
+    INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path,
+        recovery_point, lease_token, locked_until, payment_id, created_at, expires_at)
+    VALUES ('bench', 'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
+        '\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea,
+        'POST', '/v1/payments', 'payment_created', '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f',
+        clock_timestamp() + 30000::float8 * interval '1 millisecond',
+        'pay_pgbench_' || :client_id::text || '_' || :k::text, now(),
+        now() + 86400000::float8 * interval '1 millisecond')
+    ON CONFLICT (shop_id, key) DO NOTHING
+    RETURNING 1)
 INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor,
     currency, token, status, acquirer_key, created_at)
-VALUES ('pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
+SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
     'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
     'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
-    'acq_pgbench_' || :client_id::text || '_' || :k::text, now())
+    'acq_pgbench_' || :client_id::text || '_' || :k::text, now()
+FROM k
 ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded')
-DO NOTHING RETURNING 1;
-COMMIT;
-BEGIN;
-UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201,
-    response_headers = 'content-type: application/json' || chr(10) || 'location: /v1/payments/pay_pgbench_' || :k::text,
-    response_body = '\x7b226964223a227061795f3031613232393739363862333735626362333665623865363631323438323136222c226f626a656374223a227061796d656e74222c2273686f705f6964223a2262656e6368222c22737461747573223a22737563636565646564222c22616d6f756e74223a7b2276616c7565223a2231302e3030222c2263757272656e6379223a22525542227d2c227265666572656e6365223a226f726465722d3031323334353637383961622d31322d333435362d706179222c2270726f76696465725f7061796d656e745f6964223a2263685f3031396164336631633262303765346639613862376336643565346633613262222c226465636c696e655f636f6465223a6e756c6c2c22637265617465645f6174223a22323032362d31312d32395432333a30303a30302e3030305a227d'::bytea,
-    lease_token = NULL, locked_until = NULL,
-    expires_at = GREATEST(expires_at, now() + 86400000::float8 * interval '1 millisecond')
-WHERE shop_id = 'bench' AND key = 'pgbench-' || :client_id::text || '-' || :k::text || '-pay'
-    AND lease_token = '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f' AND recovery_point <> 'finished';
-UPDATE payments SET status = 'succeeded', provider_payment_id = 'ch_019ad3f1c2b07e4f9a8b7c6d5e4f3a2b',
-    decline_code = NULL, updated_at = now()
-WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text AND status = 'pending';
-COMMIT;
+DO NOTHING
+RETURNING 1;
+WITH held AS MATERIALIZED (
+    SELECT 1 FROM idempotency_keys
+    WHERE shop_id = 'bench' AND key = 'pgbench-' || :client_id::text || '-' || :k::text || '-pay'
+        AND lease_token = '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f' AND recovery_point <> 'finished'
+    FOR NO KEY UPDATE),
+settled AS (
+    UPDATE payments SET status = 'succeeded',
+        provider_payment_id = 'ch_019ad3f1c2b07e4f9a8b7c6d5e4f3a2b', decline_code = NULL,
+        updated_at = now()
+    WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+        AND (shop_id, status) IS NOT DISTINCT FROM ('bench', 'pending')
+        AND EXISTS (SELECT 1 FROM held)
+    RETURNING id),
+finished AS (
+    UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201,
+        response_headers = 'content-type: application/json' || chr(10) || 'location: /v1/payments/pay_pgbench_' || :k::text,
+        response_body = '\x7b226964223a227061795f3031613232393739363862333735626362333665623865363631323438323136222c226f626a656374223a227061796d656e74222c2273686f705f6964223a2262656e6368222c22737461747573223a22737563636565646564222c22616d6f756e74223a7b2276616c7565223a2231302e3030222c2263757272656e6379223a22525542227d2c227265666572656e6365223a226f726465722d3031323334353637383961622d31322d333435362d706179222c2270726f76696465725f7061796d656e745f6964223a2263685f3031396164336631633262303765346639613862376336643565346633613262222c226465636c696e655f636f6465223a6e756c6c2c22637265617465645f6174223a22323032362d31312d32395432333a30303a30302e3030305a227d'::bytea,
+        lease_token = NULL, locked_until = NULL,
+        expires_at = GREATEST(expires_at, now() + 86400000::float8 * interval '1 millisecond')
+    WHERE shop_id = 'bench' AND key = 'pgbench-' || :client_id::text || '-' || :k::text || '-pay'
+        AND lease_token = '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f' AND recovery_point <> 'finished'
+        AND EXISTS (SELECT 1 FROM settled)
+    RETURNING 1),
+event AS (
+    INSERT INTO events (id, shop_id, event_type, payment_id, payload, next_attempt_at)
+    SELECT 'evt_pgbench_' || :client_id::text || '_' || :k::text, 'bench', 'payment.succeeded',
+        settled.id,
+        '\x7b2263726561746564223a313736343633303030303030302c2264617461223a7b227061796d656e74223a7b22616d6f756e74223a7b2263757272656e6379223a22525542222c2276616c7565223a2231302e3030227d2c226465636c696e655f636f6465223a6e756c6c2c226964223a227061795f3031613232393739363862333735626362333665623865363631323438323136222c227265666572656e6365223a226f726465722d3031323334353637383961622d31322d333435362d706179222c22737461747573223a22737563636565646564227d7d2c226964223a226576745f3031396164336631633262303765346639613862376336643565346633613262222c2274797065223a227061796d656e742e737563636565646564227d'::bytea,
+        (SELECT CASE WHEN s.webhook_url IS NULL
+                     THEN to_timestamp(253402300799000::float8 / 1000) ELSE now() END
+         FROM shops s WHERE s.id = 'bench')
+    FROM settled
+    RETURNING 1)
+SELECT h.held, s.n AS settled,
+    1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
+FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h,
+    (SELECT count(*) AS n FROM settled) s,
+    (SELECT count(*) AS n FROM finished) f,
+    (SELECT count(*) AS n FROM event) e;

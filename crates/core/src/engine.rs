@@ -721,9 +721,8 @@ impl Engine {
         settled: Option<(&Payment, &Settlement)>,
         response: StoredResponse,
     ) -> Result<Outcome, EngineError> {
-        let settlement = settled.map(|(payment, settlement)| (&payment.id, settlement));
         let ttl = self.config.timing.ttl;
-        match self.store.finish(lease, settlement, &response, ttl).await? {
+        match self.store.finish(lease, settled, &response, ttl).await? {
             FinishOutcome::Stored => Ok(Outcome::Executed(response)),
             FinishOutcome::LeaseLost => {
                 tracing::warn!(key = %lease.key, "lease lost before finish; the new owner completes");

@@ -327,10 +327,16 @@ pub trait Store: Send + Sync + 'static {
     /// moved the payment, its merchant event
     /// ([`NewEvent::payment_settled`](crate::events::NewEvent::payment_settled))
     /// is inserted in the same transaction.
+    ///
+    /// The payment is the key's payment as the caller read it (pending, or
+    /// with the settlement already applied): its id and the lease's shop
+    /// select the row, and the event may be built from it with the
+    /// settlement applied (a payment's order and amount never change), so a
+    /// store can write it in the same statement as the settlement.
     async fn finish(
         &self,
         lease: &Lease,
-        settlement: Option<(&PaymentId, &Settlement)>,
+        settlement: Option<(&Payment, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError>;

@@ -21,7 +21,7 @@ use chargeonce_core::{
     Store, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::{PgExecutor, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use crate::PoolConfig;
@@ -123,6 +123,8 @@ impl PgStore {
 
     /// Counts one more request with an existing key and reads the key back,
     /// in one statement whose snapshot includes every commit made before it.
+    /// `None` when the key is gone (swept) or is a finished key that expired,
+    /// which a claim treats as new.
     async fn count_repeat(
         &self,
         shop_id: &ShopId,
@@ -130,7 +132,8 @@ impl PgStore {
     ) -> Result<Option<KeyRecord>, StoreError> {
         let row = sqlx::query(concat!(
             "UPDATE idempotency_keys SET replays = replays + 1 \
-             WHERE shop_id = $1 AND key = $2 RETURNING ",
+             WHERE shop_id = $1 AND key = $2 \
+               AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
             key_columns!()
         ))
         .bind(shop_id.as_str())
@@ -144,8 +147,8 @@ impl PgStore {
     /// Phase 3's fenced write of a key: stores the final response and ends the
     /// lease, only while `lease` still holds it. `false` (nothing written) when
     /// the lease was taken over.
-    async fn finish_key(
-        tx: &mut Transaction<'static, Postgres>,
+    async fn finish_key<'e>(
+        executor: impl PgExecutor<'e>,
         lease: &Lease,
         response: &StoredResponse,
         ttl: Duration,
@@ -163,7 +166,7 @@ impl PgStore {
             .bind(encode_headers(&response.headers)?)
             .bind(response.body.as_slice())
             .bind(millis(ttl) as f64)
-            .execute(&mut **tx)
+            .execute(executor)
             .await
             .map_err(store_error)?;
         Ok(fenced.rows_affected() == 1)
@@ -324,7 +327,145 @@ impl PgStore {
         }
         Ok(None)
     }
+
+    /// The common case of phase 1 in one autocommitted statement (one round
+    /// trip): a data-modifying CTE inserts the key row, and the payment row
+    /// is inserted only from the key row it returned.
+    ///
+    /// - Key new, order free: both rows commit together ([`FastClaim::Created`]).
+    /// - Key exists: `ON CONFLICT DO NOTHING` skips it (after waiting for a
+    ///   concurrent inserter of the same key to end), no payment is
+    ///   inserted, and nothing is written or locked
+    ///   ([`FastClaim::KeyExists`]). The caller re-reads the key in a NEW
+    ///   statement: this one's snapshot may predate the winner's commit.
+    /// - Key new, but the order has a live payment (possibly committed after
+    ///   this statement's snapshot: the arbiter index sees it anyway): the
+    ///   payment insert is skipped, so the key row points at a payment that
+    ///   does not exist and the deferred foreign key fails the implicit
+    ///   commit; the whole statement is rolled back ([`FastClaim::OrderTaken`]).
+    ///   The caller runs the transaction that links the live payment.
+    ///
+    /// An expired finished key is not reclaimed here (that is an update of
+    /// the old row, left to the transaction): it comes back as `KeyExists`.
+    async fn claim_in_one_statement(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        lease: LeaseToken,
+        timing: KeyTiming,
+    ) -> Result<FastClaim, StoreError> {
+        let created = sqlx::query(
+            "WITH k AS ( \
+                 INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+                     recovery_point, lease_token, locked_until, payment_id, created_at, \
+                     expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
+                     clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
+                     now() + $9::float8 * interval '1 millisecond') \
+                 ON CONFLICT (shop_id, key) DO NOTHING \
+                 RETURNING 1) \
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at) \
+             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17 FROM k \
+             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+             DO NOTHING \
+             RETURNING 1",
+        )
+        .bind(claim.shop_id.as_str())
+        .bind(claim.key.as_str())
+        .bind(claim.fingerprint.as_bytes().as_slice())
+        .bind(&claim.method)
+        .bind(&claim.path)
+        .bind(lease.as_uuid())
+        .bind(millis(timing.lease) as f64)
+        .bind(payment.id.as_str())
+        .bind(millis(timing.ttl) as f64)
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(payment.request.reference.as_str())
+        .bind(payment.request.amount.minor_units())
+        .bind(payment.request.amount.currency().code())
+        .bind(payment.request.token.as_str())
+        .bind(payment.acquirer_key.as_str())
+        .bind(payment.created_at)
+        .fetch_optional(&self.pool)
+        .await;
+        match created {
+            Ok(Some(_)) => Ok(FastClaim::Created),
+            Ok(None) => Ok(FastClaim::KeyExists),
+            Err(sqlx::Error::Database(error))
+                if error.code().as_deref() == Some("23503")
+                    && error.constraint() == Some(KEY_PAYMENT_FK) =>
+            {
+                Ok(FastClaim::OrderTaken)
+            }
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    /// Phase 1 as one transaction of several statements, for what the
+    /// one-statement claim leaves: an order that already has a live payment
+    /// (the key is linked to it), an expired finished key (reclaimed), and a
+    /// key that vanished between two statements.
+    async fn claim_in_transaction(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::PaymentCreated,
+                payment_id: &payment.id,
+                refund_id: None,
+            };
+            if Self::insert_key(&mut tx, claim, target, token, timing).await? {
+                let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await?
+                else {
+                    continue;
+                };
+                tx.commit().await.map_err(store_error)?;
+                return Ok(Claim::Acquired(Acquired {
+                    lease: Lease {
+                        shop_id: claim.shop_id.clone(),
+                        key: claim.key.clone(),
+                        token,
+                    },
+                    recovery_point,
+                    payment: linked,
+                    refund: None,
+                }));
+            }
+            tx.rollback().await.map_err(store_error)?;
+            // Re-read in a new statement: its snapshot includes the winner's commit.
+            if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
+                return Ok(Claim::Exists(record));
+            }
+        }
+        Err(StoreError::Other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
 }
+
+/// What the one-statement claim of a payment did.
+enum FastClaim {
+    /// The key row and the payment row are committed.
+    Created,
+    /// The key exists (in any state): nothing was written.
+    KeyExists,
+    /// The key was new but the order already has a live payment: the
+    /// statement failed at its commit and nothing was written.
+    OrderTaken,
+}
+
+/// The deferred foreign key from a key row to its payment. A one-statement
+/// claim whose payment insert was skipped (the order has a live payment)
+/// violates it at commit, so the statement writes nothing.
+const KEY_PAYMENT_FK: &str = "idempotency_keys_payment_id_fkey";
 
 /// What a new key row points at.
 #[derive(Clone, Copy)]
@@ -418,42 +559,36 @@ impl Store for PgStore {
         payment: &NewPayment,
         timing: KeyTiming,
     ) -> Result<Claim, StoreError> {
-        for _ in 0..CLAIM_ATTEMPTS {
-            let token = LeaseToken::generate();
-            let mut tx = self.pool.begin().await.map_err(store_error)?;
-            let target = KeyTarget {
-                recovery_point: RecoveryPoint::PaymentCreated,
-                payment_id: &payment.id,
-                refund_id: None,
-            };
-            if Self::insert_key(&mut tx, claim, target, token, timing).await? {
-                let Some((recovery_point, linked)) = Self::insert_payment(&mut tx, payment).await?
-                else {
-                    continue;
-                };
-                tx.commit().await.map_err(store_error)?;
-                let lease = Lease {
-                    shop_id: claim.shop_id.clone(),
-                    key: claim.key.clone(),
-                    token,
-                };
+        let token = LeaseToken::generate();
+        match self
+            .claim_in_one_statement(claim, payment, token, timing)
+            .await?
+        {
+            FastClaim::Created => {
                 return Ok(Claim::Acquired(Acquired {
-                    lease,
-                    recovery_point,
-                    payment: linked,
+                    lease: Lease {
+                        shop_id: claim.shop_id.clone(),
+                        key: claim.key.clone(),
+                        token,
+                    },
+                    recovery_point: RecoveryPoint::PaymentCreated,
+                    payment: payment.to_payment(),
                     refund: None,
                 }));
             }
-            tx.rollback().await.map_err(store_error)?;
-            // Re-read in a new statement: its snapshot includes the winner's commit.
-            if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
-                return Ok(Claim::Exists(record));
+            FastClaim::KeyExists => {
+                // Re-read in a new statement: its snapshot includes the commit
+                // of whoever inserted the key.
+                if let Some(record) = self.count_repeat(&claim.shop_id, &claim.key).await? {
+                    return Ok(Claim::Exists(record));
+                }
+                // Swept meanwhile, or finished and expired: the transaction
+                // decides (and reclaims an expired key).
             }
+            // Nothing was written; the transaction links the order's payment.
+            FastClaim::OrderTaken => {}
         }
-        Err(StoreError::Other(format!(
-            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
-            claim.key
-        )))
+        self.claim_in_transaction(claim, payment, timing).await
     }
 
     async fn take_over(
@@ -546,39 +681,128 @@ impl Store for PgStore {
     async fn finish(
         &self,
         lease: &Lease,
-        settlement: Option<(&PaymentId, &Settlement)>,
+        settlement: Option<(&Payment, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(store_error)?;
-        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
-            tx.rollback().await.map_err(store_error)?;
-            return Ok(FinishOutcome::LeaseLost);
-        }
-        if let Some((payment_id, settlement)) = settlement {
-            let settled = sqlx::query(concat!(
-                "UPDATE payments SET status = $2, provider_payment_id = $3, decline_code = $4, \
-                     updated_at = now() \
-                 WHERE id = $1 AND shop_id = $5 AND status = 'pending' RETURNING ",
-                payment_columns!()
-            ))
-            .bind(payment_id.as_str())
-            .bind(settlement.status.as_str())
-            .bind(&settlement.provider_payment_id)
-            .bind(&settlement.decline_code)
-            .bind(lease.shop_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(store_error)?;
-            let Some(settled) = settled else {
-                tx.rollback().await.map_err(store_error)?;
-                return Ok(FinishOutcome::PaymentAlreadySettled);
-            };
-            let payment = payment_from_row(&settled)?;
-            Self::insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
-        }
-        tx.commit().await.map_err(store_error)?;
-        Ok(FinishOutcome::Stored)
+        let Some((payment, settlement)) = settlement else {
+            // One fenced statement: it writes or it does not.
+            return Ok(
+                if Self::finish_key(&self.pool, lease, response, ttl).await? {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                },
+            );
+        };
+        // The payment's order and amount never change, so its event can be
+        // built before the statement that settles it.
+        let event =
+            NewEvent::payment_settled(&payment.clone().settled(settlement)).ok_or_else(|| {
+                StoreError::Other(format!(
+                    "finish of key {} with a settlement that is not final",
+                    lease.key
+                ))
+            })?;
+        // One autocommitted statement (one round trip, one implicit
+        // transaction, one snapshot for every part):
+        // - `held` locks the key row if this lease still holds it. A row lock
+        //   waits for a concurrent take-over to end and then re-checks the
+        //   row's latest version, so this is exact, and it stays true until
+        //   the commit: nobody else can change the row meanwhile.
+        // - `settled` moves the payment from pending, only if `held` found
+        //   the lease. An update re-checks the latest version of the row too,
+        //   so a settlement committed by a webhook or the reconciler after
+        //   this statement began is seen and leaves the payment alone.
+        // - `finished` stores the response, only if the payment moved; the
+        //   key row is locked by `held`, so it always can.
+        // - `event` writes the merchant event, only if the payment moved.
+        // So either all three writes happen or none does (held = false:
+        // the lease was taken over; held but not settled: the payment was
+        // settled meanwhile). The division is a tripwire for that argument:
+        // were the three counts ever to disagree, it would abort the
+        // statement, and its implicit transaction would write nothing.
+        // Locks are taken key row first, payment row second, as in every
+        // other transaction that takes both.
+        //
+        // The payment is found by its primary key alone: its shop and status
+        // are checked with `IS NOT DISTINCT FROM` (the same as `=` on these
+        // NOT NULL columns), which the planner cannot match to an index. With
+        // plain `shop_id = $1 AND status = 'pending'` it picks a partial index
+        // instead (`payments_one_live_per_order` by shop before the table is
+        // analysed: every live payment of the shop read per finish;
+        // `payments_pending` after), which halved pgbench's payments/s here.
+        let row = sqlx::query(
+            "WITH held AS MATERIALIZED ( \
+                 SELECT 1 FROM idempotency_keys \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+                   AND recovery_point <> 'finished' \
+                 FOR NO KEY UPDATE), \
+             settled AS ( \
+                 UPDATE payments SET status = $8, provider_payment_id = $9, \
+                     decline_code = $10, updated_at = now() \
+                 WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
+                   AND EXISTS (SELECT 1 FROM held) \
+                 RETURNING id), \
+             finished AS ( \
+                 UPDATE idempotency_keys SET recovery_point = 'finished', \
+                     response_status = $4, response_headers = $5, response_body = $6, \
+                     lease_token = NULL, locked_until = NULL, \
+                     expires_at = GREATEST(expires_at, \
+                         now() + $7::float8 * interval '1 millisecond') \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+                   AND recovery_point <> 'finished' \
+                   AND EXISTS (SELECT 1 FROM settled) \
+                 RETURNING 1), \
+             event AS ( \
+                 INSERT INTO events (id, shop_id, event_type, payment_id, payload, \
+                     next_attempt_at) \
+                 SELECT $12, $1, $13, settled.id, $14, \
+                     (SELECT CASE WHEN s.webhook_url IS NULL \
+                                  THEN to_timestamp($15::float8 / 1000) ELSE now() END \
+                      FROM shops s WHERE s.id = $1) \
+                 FROM settled \
+                 RETURNING 1) \
+             SELECT h.held, s.n AS settled, \
+                 1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \
+             FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h, \
+                  (SELECT count(*) AS n FROM settled) s, \
+                  (SELECT count(*) AS n FROM finished) f, \
+                  (SELECT count(*) AS n FROM event) e",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(i32::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(response.body.as_slice())
+        .bind(millis(ttl) as f64)
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .bind(payment.id.as_str())
+        .bind(event.id.as_str())
+        .bind(event.event_type.as_str())
+        .bind(event.payload.as_slice())
+        .bind(PARKED_UNTIL_MS as f64)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|error| match error {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("22012") => {
+                StoreError::Other(format!(
+                    "finish of key {}: its writes disagreed, so none was made",
+                    lease.key
+                ))
+            }
+            other => store_error(other),
+        })?;
+        let held: bool = row.try_get("held").map_err(store_error)?;
+        let settled: i64 = row.try_get("settled").map_err(store_error)?;
+        Ok(match (held, settled) {
+            (false, _) => FinishOutcome::LeaseLost,
+            (true, 0) => FinishOutcome::PaymentAlreadySettled,
+            (true, _) => FinishOutcome::Stored,
+        })
     }
 
     async fn claim_refund(
@@ -694,7 +918,7 @@ impl Store for PgStore {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
-        if !Self::finish_key(&mut tx, lease, response, ttl).await? {
+        if !Self::finish_key(&mut *tx, lease, response, ttl).await? {
             tx.rollback().await.map_err(store_error)?;
             return Ok(FinishOutcome::LeaseLost);
         }

@@ -534,16 +534,10 @@ fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<
     .transpose()
 }
 
-/// Settles a pending payment (`pending` -> final, a conditional update);
-/// the settled row, or `None` when no pending payment matched.
-fn settle_where(
-    conn: &Connection,
-    by: SettleBy,
-    which: &str,
-    shop_id: &ShopId,
-    settlement: &Settlement,
-) -> Result<Option<Payment>> {
-    let (update, select) = match by {
+/// The conditional update `pending` -> final and the read of the row back,
+/// for a payment named by id or by acquirer key.
+fn settle_sql(by: SettleBy) -> (&'static str, &'static str) {
+    match by {
         SettleBy::Id => (
             concat!(
                 "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
@@ -570,18 +564,41 @@ fn settle_where(
                 " FROM payments WHERE acquirer_key = ?1 AND shop_id = ?2"
             ),
         ),
-    };
-    let settled = conn.prepare_cached(update)?.execute(params![
+    }
+}
+
+/// Settles a pending payment (`pending` -> final, a conditional update);
+/// `false` when no pending payment matched.
+fn settle_row(
+    conn: &Connection,
+    by: SettleBy,
+    which: &str,
+    shop_id: &ShopId,
+    settlement: &Settlement,
+) -> Result<bool> {
+    let settled = conn.prepare_cached(settle_sql(by).0)?.execute(params![
         which,
         shop_id.as_str(),
         settlement.status.as_str(),
         settlement.provider_payment_id,
         settlement.decline_code,
     ])?;
-    if settled == 0 {
+    Ok(settled == 1)
+}
+
+/// [`settle_row`], and the settled row read back; `None` when no pending
+/// payment matched.
+fn settle_where(
+    conn: &Connection,
+    by: SettleBy,
+    which: &str,
+    shop_id: &ShopId,
+    settlement: &Settlement,
+) -> Result<Option<Payment>> {
+    if !settle_row(conn, by, which, shop_id, settlement)? {
         return Ok(None);
     }
-    conn.prepare_cached(select)?
+    conn.prepare_cached(settle_sql(by).1)?
         .query_row(params![which, shop_id.as_str()], |row| {
             Ok(payment_from_row(row))
         })?
@@ -849,29 +866,33 @@ impl Store for SqliteStore {
     async fn finish(
         &self,
         lease: &Lease,
-        settlement: Option<(&PaymentId, &Settlement)>,
+        settlement: Option<(&Payment, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError> {
         let lease = lease.clone();
-        let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
+        let settlement = settlement.map(|(payment, s)| (payment.clone(), s.clone()));
         let response = response.clone();
         self.write(move |conn| {
             if !finish_key(conn, &lease, &response, ttl)? {
                 return Ok(Write::Rollback(FinishOutcome::LeaseLost));
             }
-            if let Some((payment_id, settlement)) = settlement {
-                let Some(payment) = settle_where(
+            if let Some((payment, settlement)) = settlement {
+                if !settle_row(
                     conn,
                     SettleBy::Id,
-                    payment_id.as_str(),
+                    payment.id.as_str(),
                     &lease.shop_id,
                     &settlement,
-                )?
-                else {
+                )? {
                     return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
-                };
-                insert_event(conn, NewEvent::payment_settled(&payment))?;
+                }
+                // A payment's order and amount never change: the event is
+                // built from the caller's payment, settled.
+                insert_event(
+                    conn,
+                    NewEvent::payment_settled(&payment.settled(&settlement)),
+                )?;
             }
             Ok(Write::Commit(FinishOutcome::Stored))
         })

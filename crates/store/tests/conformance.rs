@@ -34,7 +34,7 @@ const LONG: KeyTiming = KeyTiming {
 struct Fixture {
     store: Arc<dyn Store>,
     shop: ShopId,
-    _db: TestDb,
+    db: TestDb,
 }
 
 async fn fixture(db: TestDb) -> Fixture {
@@ -46,11 +46,30 @@ async fn fixture(db: TestDb) -> Fixture {
         .add_shop(&shop, &ShopSecret::from_string("s").hash())
         .await
         .unwrap();
-    Fixture {
-        store,
-        shop,
-        _db: db,
+    Fixture { store, shop, db }
+}
+
+/// `n` stores on the fixture's database, as `n` service instances have: on
+/// PostgreSQL each with its own pool of 4 connections (the suite shares the
+/// server's connection limit with parallel tests); SQLite serves one
+/// process, so there it is the fixture's store `n` times.
+async fn instances(f: &Fixture, n: usize) -> Vec<Arc<dyn Store>> {
+    if f.db.url().starts_with("sqlite:") {
+        return vec![Arc::clone(&f.store); n];
     }
+    let config = PoolConfig {
+        max_connections: 4,
+        ..PoolConfig::default()
+    };
+    let mut stores = Vec::with_capacity(n);
+    for _ in 0..n {
+        stores.push(
+            chargeonce_store::connect(f.db.url(), &config)
+                .await
+                .unwrap(),
+        );
+    }
+    stores
 }
 
 fn key(k: &str) -> IdempotencyKey {
@@ -186,7 +205,7 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
     let stored = response(r#"{"id":"x"}"#);
     assert!(
         f.store
-            .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
+            .finish(&lease, Some((&payment, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
             .stored()
@@ -269,7 +288,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
         !f.store
             .finish(
                 &old,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("zombie"),
                 LONG.ttl
             )
@@ -292,7 +311,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
         f.store
             .finish(
                 &new,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("owner"),
                 LONG.ttl
             )
@@ -371,12 +390,7 @@ async fn one_live_payment_per_order(f: Fixture) {
     };
     assert!(
         f.store
-            .finish(
-                &lease,
-                Some((&first.id, &declined)),
-                &response("d"),
-                LONG.ttl
-            )
+            .finish(&lease, Some((&first, &declined)), &response("d"), LONG.ttl)
             .await
             .unwrap()
             .stored()
@@ -422,7 +436,7 @@ async fn an_expired_finished_key_counts_as_new(f: Fixture) {
         f.store
             .finish(
                 &lease,
-                Some((&first.id, &succeeded())),
+                Some((&first, &succeeded())),
                 &response("r"),
                 instant.ttl
             )
@@ -462,7 +476,7 @@ async fn the_sweeper_deletes_expired_finished_keys_in_batches(f: Fixture) {
             f.store
                 .finish(
                     &lease,
-                    Some((&payment.id, &succeeded())),
+                    Some((&payment, &succeeded())),
                     &response("r"),
                     instant.ttl
                 )
@@ -492,7 +506,7 @@ async fn finishing_keeps_the_key_for_its_ttl_from_now(f: Fixture) {
     let stored = response("kept");
     assert!(
         f.store
-            .finish(&lease, Some((&payment.id, &succeeded())), &stored, LONG.ttl)
+            .finish(&lease, Some((&payment, &succeeded())), &stored, LONG.ttl)
             .await
             .unwrap()
             .stored()
@@ -591,6 +605,371 @@ async fn concurrent_keys_for_one_order_make_one_payment(f: Fixture) {
     assert_eq!(ids.len(), 1, "every key links the same payment");
     let orders = orders_of(&f, "order-1").await;
     assert_eq!(orders.len(), 1);
+}
+
+async fn a_new_key_for_a_paid_order_links_its_payment_and_writes_nothing_else(f: Fixture) {
+    let (lease, first) = acquire(&f, "k1", "order-1", LONG).await;
+    // The order has a pending payment: a claim under another key is new, but
+    // links that payment instead of inserting its own.
+    let second = new_payment(&f.shop, "k2", "order-1");
+    let Claim::Acquired(linked) = f
+        .store
+        .claim_payment(&claim(&f.shop, "k2", "o"), &second, LONG)
+        .await
+        .unwrap()
+    else {
+        panic!("a new key is claimed")
+    };
+    assert_eq!(linked.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(linked.payment, first);
+    assert_eq!(linked.lease.key, key("k2"));
+    assert!(
+        f.store
+            .payment(&f.shop, &second.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let record = f.store.key(&f.shop, &key("k2")).await.unwrap().unwrap();
+    assert_eq!(record.payment_id, Some(first.id.clone()));
+    assert_eq!(record.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert!(record.lease_active);
+    assert_eq!(record.replays, 0);
+    assert_eq!(record.fingerprint, fp("k2", "o"));
+    // Its repeat finds the key, not the order.
+    let Claim::Exists(again) = f
+        .store
+        .claim_payment(
+            &claim(&f.shop, "k2", "o"),
+            &new_payment(&f.shop, "k2", "order-1"),
+            LONG,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the key exists")
+    };
+    assert_eq!(again.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(again.replays, 1);
+    // Once the payment succeeded, a third key links it too.
+    assert!(
+        f.store
+            .finish(
+                &lease,
+                Some((&first, &succeeded())),
+                &response("ok"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    let third = new_payment(&f.shop, "k3", "order-1");
+    let Claim::Acquired(linked) = f
+        .store
+        .claim_payment(&claim(&f.shop, "k3", "o"), &third, LONG)
+        .await
+        .unwrap()
+    else {
+        panic!("a new key is claimed")
+    };
+    assert_eq!(linked.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(linked.payment.id, first.id);
+    assert_eq!(linked.payment.status, PaymentStatus::Succeeded);
+    assert!(f.store.payment(&f.shop, &third.id).await.unwrap().is_none());
+    assert_eq!(orders_of(&f, "order-1").await.len(), 1);
+    assert_eq!(all_events(&f).await.len(), 1, "claims write no events");
+}
+
+async fn an_expired_key_reused_for_a_new_order_is_claimed_anew(f: Fixture) {
+    let instant = KeyTiming {
+        lease: LONG.lease,
+        ttl: Duration::from_millis(1),
+    };
+    let (lease, first) = acquire(&f, "k1", "order-1", instant).await;
+    assert!(
+        f.store
+            .finish(
+                &lease,
+                Some((&first, &succeeded())),
+                &response("r"),
+                instant.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = new_payment(&f.shop, "k1", "order-2");
+    let Claim::Acquired(again) = f
+        .store
+        .claim_payment(&claim(&f.shop, "k1", "another body"), &second, LONG)
+        .await
+        .unwrap()
+    else {
+        panic!("an expired finished key is new")
+    };
+    assert_eq!(again.recovery_point, RecoveryPoint::PaymentCreated);
+    assert_eq!(again.payment, second.to_payment());
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(record.fingerprint, fp("k1", "another body"));
+    assert_eq!(record.payment_id, Some(second.id.clone()));
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+    assert!(record.lease_active);
+    assert_eq!(record.replays, 0, "reclaiming is not a repeat");
+    assert_eq!(
+        orders_of(&f, "order-1").await,
+        vec![first.settled(&succeeded())]
+    );
+}
+
+/// Claims of one key (`keys` = 1) or of several keys for one order, each
+/// key `duplicates` times at once, spread over 4 instances.
+async fn race_for_one_order(f: &Fixture, keys: usize, duplicates: usize) -> Vec<Claim> {
+    let stores = instances(f, 4).await;
+    let start = Arc::new(tokio::sync::Barrier::new(keys * duplicates));
+    let tasks = (0..keys * duplicates).map(|i| {
+        let store = Arc::clone(&stores[i % stores.len()]);
+        let shop = f.shop.clone();
+        let start = Arc::clone(&start);
+        tokio::spawn(async move {
+            let k = format!("k{}", i % keys);
+            start.wait().await;
+            store
+                .claim_payment(
+                    &claim(&shop, &k, "o"),
+                    &new_payment(&shop, &k, "order-1"),
+                    LONG,
+                )
+                .await
+        })
+    });
+    futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|result| match result.unwrap() {
+            Ok(claim) => claim,
+            Err(e) => panic!("a lost race must not be an error: {e}"),
+        })
+        .collect()
+}
+
+async fn claims_of_one_key_across_instances_have_one_winner(f: Fixture) {
+    let claims = race_for_one_order(&f, 1, 64).await;
+    let won: Vec<_> = claims
+        .iter()
+        .filter_map(|c| match c {
+            Claim::Acquired(a) => Some(a),
+            Claim::Exists(_) => None,
+        })
+        .collect();
+    assert_eq!(won.len(), 1);
+    assert_eq!(won[0].recovery_point, RecoveryPoint::PaymentCreated);
+    for lost in claims.iter().filter_map(|c| match c {
+        Claim::Exists(record) => Some(record),
+        Claim::Acquired(_) => None,
+    }) {
+        assert!(lost.lease_active);
+        assert_eq!(lost.payment_id, Some(won[0].payment.id.clone()));
+        assert_eq!(lost.recovery_point, RecoveryPoint::PaymentCreated);
+    }
+    assert_eq!(orders_of(&f, "order-1").await, vec![won[0].payment.clone()]);
+    let record = f.store.key(&f.shop, &key("k0")).await.unwrap().unwrap();
+    assert_eq!(record.replays, 63);
+}
+
+async fn keys_for_one_order_across_instances_make_one_payment(f: Fixture) {
+    // 16 keys, each 4 times at once: one winner per key, one payment in all.
+    let claims = race_for_one_order(&f, 16, 4).await;
+    let mut winners = std::collections::HashMap::new();
+    for c in &claims {
+        if let Claim::Acquired(a) = c {
+            assert!(
+                winners.insert(a.lease.key.clone(), a.clone()).is_none(),
+                "two winners for key {}",
+                a.lease.key
+            );
+        }
+    }
+    assert_eq!(winners.len(), 16, "every key is new once");
+    let orders = orders_of(&f, "order-1").await;
+    assert_eq!(orders.len(), 1);
+    let paid = &orders[0];
+    let created = winners
+        .values()
+        .filter(|a| a.recovery_point == RecoveryPoint::PaymentCreated)
+        .count();
+    assert_eq!(created, 1, "one key created the payment");
+    for (k, a) in &winners {
+        assert_eq!(&a.payment.id, &paid.id);
+        let record = f.store.key(&f.shop, k).await.unwrap().unwrap();
+        assert_eq!(record.payment_id.as_ref(), Some(&paid.id));
+        assert_eq!(record.recovery_point, a.recovery_point);
+        assert_eq!(record.replays, 3);
+    }
+}
+
+async fn claims_racing_a_decline_of_the_orders_payment_link_a_live_one(f: Fixture) {
+    let (lease, first) = acquire(&f, "first", "order-1", LONG).await;
+    let store = Arc::clone(&f.store);
+    let decline = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store
+            .finish(
+                &lease,
+                Some((&first, &declined())),
+                &response("d"),
+                LONG.ttl,
+            )
+            .await
+    });
+    let claims = race_for_one_order(&f, 24, 1).await;
+    assert!(decline.await.unwrap().unwrap().stored());
+    let orders = orders_of(&f, "order-1").await;
+    assert!(
+        orders.len() <= 2,
+        "at most one payment after the decline: {orders:?}"
+    );
+    let live: Vec<_> = orders
+        .iter()
+        .filter(|p| p.status == PaymentStatus::Pending)
+        .collect();
+    assert!(live.len() <= 1);
+    for c in claims {
+        let Claim::Acquired(a) = c else {
+            panic!("every key is new")
+        };
+        let record = f.store.key(&f.shop, &a.lease.key).await.unwrap().unwrap();
+        assert_eq!(record.payment_id.as_ref(), Some(&a.payment.id));
+        assert!(orders.iter().any(|p| p.id == a.payment.id));
+        if a.recovery_point == RecoveryPoint::PaymentCreated {
+            assert_eq!(Some(&a.payment.id), live.first().map(|p| &p.id));
+        }
+    }
+}
+
+/// The key as phase 1 left it, the payment still pending and the events
+/// as they were: what a finish that could not apply must leave.
+async fn assert_untouched(f: &Fixture, k: &str, payment: &chargeonce_core::Payment, events: usize) {
+    let record = f.store.key(&f.shop, &key(k)).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+    assert!(record.lease_active);
+    let stored = f
+        .store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&stored, payment);
+    assert_eq!(all_events(f).await.len(), events);
+}
+
+async fn a_finish_that_cannot_apply_writes_nothing(f: Fixture) {
+    // A taken-over lease: LeaseLost, nothing written, the new owner unharmed.
+    let short = KeyTiming {
+        lease: Duration::from_millis(100),
+        ..LONG
+    };
+    let (old, payment) = acquire(&f, "k1", "order-1", short).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let taken = f
+        .store
+        .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
+        .await
+        .unwrap()
+        .unwrap();
+    for settlement in [Some((&payment, &succeeded())), None] {
+        assert_eq!(
+            f.store
+                .finish(&old, settlement, &response("zombie"), LONG.ttl)
+                .await
+                .unwrap(),
+            FinishOutcome::LeaseLost
+        );
+        assert_untouched(&f, "k1", &payment, 0).await;
+    }
+    assert!(f.store.renew_lease(&taken.lease, LONG.lease).await.unwrap());
+    assert!(
+        f.store
+            .finish(
+                &taken.lease,
+                Some((&payment, &succeeded())),
+                &response("owner"),
+                LONG.ttl
+            )
+            .await
+            .unwrap()
+            .stored()
+    );
+    assert_eq!(all_events(&f).await.len(), 1);
+    // A finished key: even its last owner's token writes nothing more.
+    assert_eq!(
+        f.store
+            .finish(
+                &taken.lease,
+                Some((&payment, &declined())),
+                &response("again"),
+                LONG.ttl
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::LeaseLost
+    );
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(record.response.unwrap().body, b"owner");
+    let stored = f
+        .store
+        .payment(&f.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, PaymentStatus::Succeeded);
+    assert_eq!(all_events(&f).await.len(), 1);
+
+    // A payment settled meanwhile (the reconciler, with its own event):
+    // PaymentAlreadySettled, nothing written, the lease still held.
+    let (lease, second) = acquire(&f, "k2", "order-2", LONG).await;
+    let SettleOutcome::Settled(settled) = f
+        .store
+        .settle_payment(&f.shop, &second.id, &succeeded())
+        .await
+        .unwrap()
+    else {
+        panic!("pending payments settle")
+    };
+    assert_eq!(all_events(&f).await.len(), 2);
+    assert_eq!(
+        f.store
+            .finish(
+                &lease,
+                Some((&second, &declined())),
+                &response("d"),
+                LONG.ttl
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::PaymentAlreadySettled
+    );
+    let record = f.store.key(&f.shop, &key("k2")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+    assert!(record.lease_active);
+    assert_eq!(
+        f.store.payment(&f.shop, &second.id).await.unwrap().unwrap(),
+        settled
+    );
+    assert_eq!(all_events(&f).await.len(), 2);
+    // The owner then stores an answer that agrees with the payment.
+    assert!(
+        f.store
+            .finish(&lease, None, &response("s"), LONG.ttl)
+            .await
+            .unwrap()
+            .stored()
+    );
+    assert_eq!(all_events(&f).await.len(), 2);
 }
 
 async fn shops_are_kept_apart(f: Fixture) {
@@ -710,7 +1089,7 @@ async fn finish_refuses_to_overwrite_a_payment_settled_meanwhile(f: Fixture) {
         f.store
             .finish(
                 &lease,
-                Some((&payment.id, &declined())),
+                Some((&payment, &declined())),
                 &response("d"),
                 LONG.ttl
             )
@@ -754,7 +1133,7 @@ async fn stalled_keys_are_unfinished_keys_whose_lease_ran_out(f: Fixture) {
         f.store
             .finish(
                 &done,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("r"),
                 LONG.ttl
             )
@@ -1050,7 +1429,7 @@ async fn charged(f: &Fixture, reference: &str) -> chargeonce_core::Payment {
         f.store
             .finish(
                 &lease,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("{}"),
                 LONG.ttl
             )
@@ -1385,7 +1764,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
         .store
         .finish(
             &old,
-            Some((&payment.id, &succeeded())),
+            Some((&payment, &succeeded())),
             &response("zombie"),
             LONG.ttl,
         )
@@ -1402,7 +1781,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
         f.store
             .finish(
                 &taken.lease,
-                Some((&payment.id, &succeeded())),
+                Some((&payment, &succeeded())),
                 &response("ok"),
                 LONG.ttl
             )
@@ -1466,7 +1845,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
         .store
         .finish(
             &lease3,
-            Some((&third.id, &succeeded())),
+            Some((&third, &succeeded())),
             &response("late"),
             LONG.ttl,
         )
@@ -1844,6 +2223,12 @@ conformance!(
     a_take_over_needs_the_same_fingerprint,
     concurrent_claims_of_one_key_have_one_winner,
     concurrent_keys_for_one_order_make_one_payment,
+    a_new_key_for_a_paid_order_links_its_payment_and_writes_nothing_else,
+    an_expired_key_reused_for_a_new_order_is_claimed_anew,
+    claims_of_one_key_across_instances_have_one_winner,
+    keys_for_one_order_across_instances_make_one_payment,
+    claims_racing_a_decline_of_the_orders_payment_link_a_live_one,
+    a_finish_that_cannot_apply_writes_nothing,
     shops_are_kept_apart,
     keys_with_sql_metacharacters_are_opaque,
     repeats_of_a_key_are_counted,

@@ -1,0 +1,520 @@
+//! PostgreSQL only: the one-statement claim and finish under the races their
+//! correctness depends on, made deterministic by holding a competing
+//! transaction open until the store's statement waits on it.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chargeonce_core::events::EventQuery;
+use chargeonce_core::{
+    CardToken, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey, KeyTiming, Lease,
+    Money, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Reference,
+    Settlement, ShopId, ShopSecret, Store, StoredResponse,
+};
+use chargeonce_store::{PgStore, PoolConfig};
+use chargeonce_testkit::TestDb;
+use sqlx::{Postgres, Transaction};
+
+const TIMING: KeyTiming = KeyTiming {
+    lease: Duration::from_secs(30),
+    ttl: Duration::from_secs(3600),
+};
+
+struct Pg {
+    store: Arc<PgStore>,
+    shop: ShopId,
+    _db: TestDb,
+}
+
+async fn pg() -> Pg {
+    let db = TestDb::postgres().await;
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop-a").unwrap();
+    store
+        .add_shop(&shop, &ShopSecret::from_string("s").hash())
+        .await
+        .unwrap();
+    Pg {
+        store: Arc::new(store),
+        shop,
+        _db: db,
+    }
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::new(k).unwrap()
+}
+
+fn claim(shop: &ShopId, k: &str) -> ClaimRequest {
+    ClaimRequest {
+        shop_id: shop.clone(),
+        key: key(k),
+        fingerprint: Fingerprint::compute("POST", "/v1/payments", &serde_json::json!({"k": k}))
+            .unwrap(),
+        method: "POST".into(),
+        path: "/v1/payments".into(),
+    }
+}
+
+fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
+    NewPayment::new(
+        shop.clone(),
+        key(k),
+        PaymentRequest {
+            amount: Money::parse("15.00", "RUB").unwrap(),
+            reference: Reference::new(reference).unwrap(),
+            token: CardToken::new("tok_ok").unwrap(),
+        },
+    )
+}
+
+fn settlement(status: PaymentStatus, charge: &str) -> Settlement {
+    Settlement {
+        status,
+        provider_payment_id: charge.into(),
+        decline_code: (status == PaymentStatus::Declined).then(|| "card_declined".into()),
+    }
+}
+
+fn response(body: &str) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// A claim's rows, inserted in a transaction the test holds open.
+async fn insert_claim(
+    tx: &mut Transaction<'static, Postgres>,
+    claim: &ClaimRequest,
+    p: &NewPayment,
+) {
+    sqlx::query(
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point, \
+             lease_token, locked_until, payment_id, created_at, expires_at) \
+         VALUES ($1, $2, $3, 'POST', '/v1/payments', 'payment_created', gen_random_uuid(), \
+             now() + interval '30 seconds', $4, now(), now() + interval '1 hour')",
+    )
+    .bind(claim.shop_id.as_str())
+    .bind(claim.key.as_str())
+    .bind(claim.fingerprint.as_bytes().as_slice())
+    .bind(p.id.as_str())
+    .execute(&mut **tx)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency, \
+             token, status, acquirer_key, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
+    )
+    .bind(p.id.as_str())
+    .bind(p.shop_id.as_str())
+    .bind(p.idempotency_key.as_str())
+    .bind(p.request.reference.as_str())
+    .bind(p.request.amount.minor_units())
+    .bind(p.request.amount.currency().code())
+    .bind(p.request.token.as_str())
+    .bind(p.acquirer_key.as_str())
+    .bind(p.created_at)
+    .execute(&mut **tx)
+    .await
+    .unwrap();
+}
+
+/// Waits until some statement in this database waits for a lock.
+async fn until_blocked(store: &PgStore) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the statement never waited");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn events(pg: &Pg) -> usize {
+    pg.store
+        .events(
+            &pg.shop,
+            &EventQuery {
+                limit: 100,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap()
+        .len()
+}
+
+/// Runs a claim of `k` for `reference` while a transaction holding the
+/// claim of `other` for the same order (uncommitted) is committed or rolled
+/// back, once the claim waits for it. Returns the claim and the other
+/// payment.
+async fn claim_against_open(
+    pg: &Pg,
+    k: &str,
+    other: &str,
+    commit: bool,
+) -> (Claim, NewPayment, NewPayment) {
+    let theirs = new_payment(&pg.shop, other, "order-1");
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    insert_claim(&mut tx, &claim(&pg.shop, other), &theirs).await;
+    let ours = new_payment(&pg.shop, k, "order-1");
+    let task = {
+        let store = Arc::clone(&pg.store);
+        let (c, p) = (claim(&pg.shop, k), ours.clone());
+        tokio::spawn(async move { store.claim_payment(&c, &p, TIMING).await })
+    };
+    until_blocked(&pg.store).await;
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+    (task.await.unwrap().unwrap(), ours, theirs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_another_keys_payment_of_its_order_links_it() {
+    let pg = pg().await;
+    let (claimed, ours, theirs) = claim_against_open(&pg, "k2", "k1", true).await;
+    let Claim::Acquired(a) = claimed else {
+        panic!("k2 is new")
+    };
+    assert_eq!(a.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(a.payment, theirs.to_payment());
+    assert!(
+        pg.store
+            .payment(&pg.shop, &ours.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let record = pg.store.key(&pg.shop, &key("k2")).await.unwrap().unwrap();
+    assert_eq!(record.payment_id, Some(theirs.id.clone()));
+    assert_eq!(record.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(record.replays, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_a_rolled_back_payment_of_its_order_creates_its_own() {
+    let pg = pg().await;
+    let (claimed, ours, _) = claim_against_open(&pg, "k2", "k1", false).await;
+    let Claim::Acquired(a) = claimed else {
+        panic!("k2 is new")
+    };
+    assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated);
+    assert_eq!(a.payment, ours.to_payment());
+    assert!(pg.store.key(&pg.shop, &key("k1")).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_its_key_reads_the_winner_in_a_new_statement() {
+    // The winner commits after the claim's statement began: its snapshot
+    // cannot see the key, the re-read must.
+    let pg = pg().await;
+    let (claimed, ours, theirs) = claim_against_open(&pg, "k1", "k1", true).await;
+    let Claim::Exists(record) = claimed else {
+        panic!("the key was claimed first")
+    };
+    assert_eq!(record.payment_id, Some(theirs.id.clone()));
+    assert!(record.lease_active);
+    assert_eq!(record.replays, 1);
+    assert!(
+        pg.store
+            .payment(&pg.shop, &ours.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_for_its_key_rolled_back_claims_it() {
+    let pg = pg().await;
+    let (claimed, ours, _) = claim_against_open(&pg, "k1", "k1", false).await;
+    let Claim::Acquired(a) = claimed else {
+        panic!("the other claim rolled back")
+    };
+    assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated);
+    assert_eq!(a.payment, ours.to_payment());
+}
+
+async fn acquired(pg: &Pg, k: &str, reference: &str) -> (Lease, Payment) {
+    match pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, k),
+            &new_payment(&pg.shop, k, reference),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => (a.lease, a.payment),
+        Claim::Exists(_) => panic!("new key"),
+    }
+}
+
+/// Runs a finish of `lease` with a decline while `competitor` (statements
+/// in an open transaction) is committed or rolled back, once the finish
+/// waits for it.
+async fn finish_against_open(
+    pg: &Pg,
+    lease: &Lease,
+    payment: &Payment,
+    competitor: &'static str,
+    commit: bool,
+) -> FinishOutcome {
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(competitor)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let task = {
+        let store = Arc::clone(&pg.store);
+        let (lease, payment) = (lease.clone(), payment.clone());
+        tokio::spawn(async move {
+            let declined = settlement(PaymentStatus::Declined, "ch_ours");
+            store
+                .finish(
+                    &lease,
+                    Some((&payment, &declined)),
+                    &response("ours"),
+                    TIMING.ttl,
+                )
+                .await
+        })
+    };
+    until_blocked(&pg.store).await;
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+    task.await.unwrap().unwrap()
+}
+
+// Each binds the key ($1) and its payment ($2).
+const TAKE_OVER: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
+                         WHERE key = $1 AND payment_id = $2";
+const SETTLE: &str = "UPDATE payments SET status = 'succeeded', provider_payment_id = 'ch_theirs' \
+                      WHERE idempotency_key = $1 AND id = $2";
+const LOCK_KEY: &str = "SELECT 1 FROM idempotency_keys WHERE key = $1 AND payment_id = $2 \
+                        FOR UPDATE";
+
+async fn assert_key_unfinished(pg: &Pg, k: &str) {
+    let record = pg.store.key(&pg.shop, &key(k)).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(record.response.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_that_waited_for_a_take_over_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment) = acquired(&pg, "k1", "order-1").await;
+    assert_eq!(
+        finish_against_open(&pg, &lease, &payment, TAKE_OVER, true).await,
+        FinishOutcome::LeaseLost
+    );
+    assert_key_unfinished(&pg, "k1").await;
+    assert_eq!(
+        pg.store.payment(&pg.shop, &payment.id).await.unwrap(),
+        Some(payment)
+    );
+    assert_eq!(events(&pg).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_that_waited_for_a_settlement_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment) = acquired(&pg, "k1", "order-1").await;
+    assert_eq!(
+        finish_against_open(&pg, &lease, &payment, SETTLE, true).await,
+        FinishOutcome::PaymentAlreadySettled
+    );
+    assert_key_unfinished(&pg, "k1").await;
+    let record = pg.store.key(&pg.shop, &key("k1")).await.unwrap().unwrap();
+    assert!(record.lease_active, "the lease is still ours");
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_theirs"));
+    assert_eq!(events(&pg).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_sees_a_settlement_committed_after_it_began() {
+    // The finish waits on the key row (locked, not changed, by the open
+    // transaction); meanwhile the payment is settled and committed, after
+    // the finish's snapshot was taken. The finish must see it anyway.
+    let pg = pg().await;
+    let (lease, payment) = acquired(&pg, "k1", "order-1").await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(LOCK_KEY)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let task = {
+        let store = Arc::clone(&pg.store);
+        let (lease, payment) = (lease.clone(), payment.clone());
+        tokio::spawn(async move {
+            let declined = settlement(PaymentStatus::Declined, "ch_ours");
+            store
+                .finish(
+                    &lease,
+                    Some((&payment, &declined)),
+                    &response("ours"),
+                    TIMING.ttl,
+                )
+                .await
+        })
+    };
+    until_blocked(&pg.store).await;
+    sqlx::query(SETTLE)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(pg.store.pool())
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        task.await.unwrap().unwrap(),
+        FinishOutcome::PaymentAlreadySettled
+    );
+    assert_key_unfinished(&pg, "k1").await;
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_theirs"));
+    assert_eq!(events(&pg).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_that_waited_for_a_rolled_back_competitor_writes_everything() {
+    let pg = pg().await;
+    for (i, competitor) in [TAKE_OVER, SETTLE].into_iter().enumerate() {
+        let k = format!("k{i}");
+        let (lease, payment) = acquired(&pg, &k, &format!("order-{i}")).await;
+        assert_eq!(
+            finish_against_open(&pg, &lease, &payment, competitor, false).await,
+            FinishOutcome::Stored
+        );
+        let record = pg.store.key(&pg.shop, &key(&k)).await.unwrap().unwrap();
+        assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+        assert_eq!(record.response.unwrap().body, b"ours");
+        let stored = pg
+            .store
+            .payment(&pg.shop, &payment.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, PaymentStatus::Declined);
+        assert_eq!(events(&pg).await, i + 1);
+    }
+}
+
+/// Reads of `payments` indexes so far: (index, scans, entries read).
+async fn index_reads(pg: &Pg) -> Vec<(String, i64, i64)> {
+    sqlx::query_as(
+        "SELECT indexrelname::text, idx_scan, idx_tup_read FROM pg_stat_user_indexes \
+         WHERE relname = 'payments' ORDER BY indexrelname",
+    )
+    .fetch_all(pg.store.pool())
+    .await
+    .unwrap()
+}
+
+fn reads_of(reads: &[(String, i64, i64)], index: &str) -> (i64, i64) {
+    reads
+        .iter()
+        .find(|(name, _, _)| name == index)
+        .map_or((0, 0), |(_, scans, read)| (*scans, *read))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has() {
+    // Without statistics (a new database, or autovacuum off) the planner
+    // once read every live payment of the shop per finish, through the
+    // partial index of live payments by order.
+    let pg = pg().await;
+    let paid = |i: usize| {
+        let pg = &pg;
+        async move {
+            let (lease, payment) = acquired(pg, &format!("k{i}"), &format!("order-{i}")).await;
+            let charged = settlement(PaymentStatus::Succeeded, "ch");
+            assert!(
+                pg.store
+                    .finish(
+                        &lease,
+                        Some((&payment, &charged)),
+                        &response("ok"),
+                        TIMING.ttl
+                    )
+                    .await
+                    .unwrap()
+                    == FinishOutcome::Stored
+            );
+        }
+    };
+    for i in 0..300 {
+        paid(i).await;
+    }
+    // Statistics reach the views within about ten seconds of a backend
+    // going idle; wait until the primary key's scans stop moving.
+    let settled = || async {
+        let mut last = index_reads(&pg).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let now = index_reads(&pg).await;
+            if now == last || Instant::now() > deadline {
+                return now;
+            }
+            last = now;
+        }
+    };
+    let before = settled().await;
+    for i in 300..320 {
+        paid(i).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let now = index_reads(&pg).await;
+        // 20 finishes (and 20 claims' foreign key checks) use the primary key.
+        if reads_of(&now, "payments_pkey").0 >= reads_of(&before, "payments_pkey").0 + 40 {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "statistics never arrived");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for index in ["payments_one_live_per_order", "payments_pending"] {
+        let read = reads_of(&after, index).1 - reads_of(&before, index).1;
+        // The claims' arbiter probes read the live index: about one entry each.
+        assert!(read <= 60, "{index}: {read} entries read for 20 payments");
+    }
+}
