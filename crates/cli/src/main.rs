@@ -5,11 +5,13 @@
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of glibc's malloc: a request allocates and frees many
-/// small buffers on a few threads, where glibc spent a third of the HTTP
-/// threads' time (profile in docs/benchmarks.md).
+/// jemalloc instead of glibc's malloc: a request allocates and frees many
+/// small buffers on a few threads (glibc's malloc and free were a third of
+/// the HTTP threads' samples), and rows decoded on the SQLite threads are
+/// freed on the HTTP threads, which left glibc's per-thread arenas (and
+/// mimalloc's pages) holding tens of MB after a reconciler pass.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod acquirer;
 mod demo;

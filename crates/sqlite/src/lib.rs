@@ -150,6 +150,11 @@ pub struct Options {
     pub max_batch: usize,
     /// Prepared statements each connection keeps (`prepare_cached`).
     pub statement_cache: usize,
+    /// The page cache of each reader connection, in KiB (`PRAGMA
+    /// cache_size`). Readers mostly look up single rows; a scan (the
+    /// reconciler's pages) would otherwise leave every reader holding
+    /// SQLite's default 2 MiB. The writer keeps the default.
+    pub reader_cache_kib: u32,
 }
 
 impl Default for Options {
@@ -160,6 +165,7 @@ impl Default for Options {
             readers: 4,
             max_batch: 256,
             statement_cache: 128,
+            reader_cache_kib: 512,
         }
     }
 }

@@ -62,6 +62,13 @@ where
     }
 }
 
+fn path_of(location: &Location) -> std::path::PathBuf {
+    match location {
+        Location::File(path) => path.clone(),
+        Location::Memory => ":memory:".into(),
+    }
+}
+
 /// Opens `options.readers` read-only connections, each on its own thread.
 pub(crate) async fn spawn(
     path: &Path,
@@ -77,7 +84,14 @@ pub(crate) async fn spawn(
             .name(format!("sqlite-reader-{n}"))
             .spawn(move || {
                 let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                let conn = match connect(&location, flags, &options) {
+                let conn = match connect(&location, flags, &options).and_then(|conn| {
+                    conn.pragma_update(None, "cache_size", -i64::from(options.reader_cache_kib))
+                        .map_err(|source| OpenError::Sqlite {
+                            path: path_of(&location),
+                            source,
+                        })?;
+                    Ok(conn)
+                }) {
                     Ok(conn) => conn,
                     Err(error) => {
                         let _ = ready.send(Err(error));

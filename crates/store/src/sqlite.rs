@@ -172,7 +172,7 @@ impl SqliteStore {
             Options {
                 busy_timeout: Duration::from_secs(5),
                 foreign_keys: true,
-                readers: usize::try_from(config.max_connections.clamp(1, 8)).unwrap_or(4),
+                readers: usize::try_from(config.max_connections.clamp(1, 4)).unwrap_or(4),
                 ..Options::default()
             },
         )
