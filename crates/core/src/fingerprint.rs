@@ -234,7 +234,7 @@ mod tests {
             };
             match pick {
                 0 => Value::Null,
-                1 => Value::Bool(self.next() % 2 == 0),
+                1 => Value::Bool(self.next().is_multiple_of(2)),
                 2 => Value::String(self.text()),
                 3 => {
                     const INTEGERS: &[i64] = &[
@@ -251,7 +251,7 @@ mod tests {
                         i64::MIN,
                     ];
                     let n = INTEGERS[(self.next() % INTEGERS.len() as u64) as usize];
-                    if self.next() % 8 == 0 {
+                    if self.next().is_multiple_of(8) {
                         serde_json::json!(u64::MAX - self.next() % 3)
                     } else {
                         serde_json::json!(n)
