@@ -1,6 +1,7 @@
 //! The request fingerprint: what makes "the same request" the same.
 
 use std::fmt;
+use std::io::Write;
 
 use sha2::{Digest, Sha256};
 
@@ -96,10 +97,10 @@ fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) -> Result<bool,
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(number) => match (number.as_u64(), number.as_i64()) {
-            (Some(n), _) if n <= EXACT => out.extend_from_slice(n.to_string().as_bytes()),
-            (None, Some(n)) if n.unsigned_abs() <= EXACT => {
-                out.extend_from_slice(n.to_string().as_bytes())
+        Value::Number(number) => match number.as_i64() {
+            // Every integer up to 2^53 fits an i64, and writes as its digits.
+            Some(n) if n.unsigned_abs() <= EXACT => {
+                write!(out, "{n}").map_err(serde_json::Error::io)?
             }
             _ => return Ok(false),
         },

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use chargeonce_acquirer::{ChargeStatus, LedgerEntry};
 use chargeonce_core::{
-    AcquirerKey, CardToken, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Money,
-    NewPayment, PaymentId, PaymentRequest, PaymentStatus, Reference, Settlement, ShopId,
+    AcquirerKey, Money, PaymentId, PaymentStatus, Reference, Settlement, ShopId,
 };
 use chargeonce_server::workers::reconciler::{
     Finding, FindingKind, PassKind, ReconcileReport, ReconcilerConfig, ReconcilerState,
@@ -75,39 +74,6 @@ async fn plant_at(
 
 fn new_charge_id() -> String {
     format!("ch_{}", uuid::Uuid::now_v7().simple())
-}
-
-/// A pending payment claimed in the store alone: the acquirer never heard of it.
-async fn ghost(h: &Harness, key: &str, reference: &str) -> PaymentId {
-    let key = IdempotencyKey::new(key).unwrap();
-    let request = PaymentRequest {
-        amount: Money::parse("10.00", "RUB").unwrap(),
-        reference: Reference::new(reference).unwrap(),
-        token: CardToken::new("tok_ok").unwrap(),
-    };
-    let claim = ClaimRequest {
-        shop_id: shop(),
-        key: key.clone(),
-        fingerprint: Fingerprint::compute("POST", "/v1/payments", &serde_json::json!({})).unwrap(),
-        method: "POST".into(),
-        path: "/v1/payments".into(),
-    };
-    let Claim::Acquired(acquired) = h
-        .store
-        .claim_payment(
-            &claim,
-            &NewPayment::new(shop(), key, request),
-            KeyTiming {
-                lease: Duration::from_secs(30),
-                ttl: Duration::from_secs(60),
-            },
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("new key")
-    };
-    acquired.payment.id
 }
 
 /// Settles a payment of ours behind the acquirer's back (a bug to find).
@@ -299,7 +265,7 @@ async fn an_orphan_at_a_slice_edge_is_found_once(backend: Backend) {
 /// at the acquirer, is found among many good ones.
 async fn a_missing_charge_in_an_old_slice_is_found(backend: Backend) {
     let h = Harness::start(backend).await;
-    let lost = ghost(&h, "k-ghost", "order-ghost").await;
+    let lost = h.ghost("k-ghost", "order-ghost").await;
     settle(&h, &lost, PaymentStatus::Succeeded, "ch_never_made").await;
     pay_many(&h, "bulk", 60).await;
     let report = h
@@ -333,7 +299,7 @@ async fn incremental_passes_compare_what_is_new_and_find_what_spans_them(backend
     assert_eq!(status, 201);
     let (status, pend) = h.pay("k-pend", "order-pend", "tok_timeout").await;
     assert_eq!(status, 202);
-    let lost = ghost(&h, "k-ghost", "order-ghost").await;
+    let lost = h.ghost("k-ghost", "order-ghost").await;
     let stray_wait = plant_at(
         &h,
         new_charge_id(),

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use chargeonce_core::webhook::{WebhookSecret, sign};
 use chargeonce_core::{
-    Claim, ClaimRequest, Fingerprint, IdempotencyKey, NewPayment, PaymentId, PaymentRequest,
-    PaymentStatus, RecoveryPoint, Settlement, ShopId,
+    IdempotencyKey, PaymentId, PaymentStatus, RecoveryPoint, Settlement, ShopId,
 };
 use chargeonce_server::workers::completer::{CompleterConfig, complete_once};
 use chargeonce_server::workers::reconciler::{FindingKind, ReconcilerConfig};
@@ -549,39 +548,12 @@ async fn a_refunded_charge_does_not_hide_a_duplicate(backend: Backend) {
 async fn the_reconciler_finds_payments_the_acquirer_does_not_know(backend: Backend) {
     let h = Harness::start(backend).await;
     let shop = ShopId::new(harness::SHOP).unwrap();
-    let key = IdempotencyKey::new("k-ghost").unwrap();
-    let request = PaymentRequest {
-        amount: chargeonce_core::Money::parse("10.00", "RUB").unwrap(),
-        reference: chargeonce_core::Reference::new("order-ghost").unwrap(),
-        token: chargeonce_core::CardToken::new("tok_ok").unwrap(),
-    };
-    let claim = ClaimRequest {
-        shop_id: shop.clone(),
-        key: key.clone(),
-        fingerprint: Fingerprint::compute("POST", "/v1/payments", &serde_json::json!({})).unwrap(),
-        method: "POST".into(),
-        path: "/v1/payments".into(),
-    };
-    let Claim::Acquired(acquired) = h
-        .store
-        .claim_payment(
-            &claim,
-            &NewPayment::new(shop.clone(), key, request),
-            chargeonce_core::KeyTiming {
-                lease: Duration::from_secs(30),
-                ttl: Duration::from_secs(60),
-            },
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("new key")
-    };
+    let ghost = h.ghost("k-ghost", "order-ghost").await;
     // Someone marks it succeeded with a charge the acquirer never made.
     h.store
         .settle_payment(
             &shop,
-            &acquired.payment.id,
+            &ghost,
             &Settlement {
                 status: PaymentStatus::Succeeded,
                 provider_payment_id: "ch_never_made".into(),
@@ -599,7 +571,7 @@ async fn the_reconciler_finds_payments_the_acquirer_does_not_know(backend: Backe
     assert_eq!(report.findings[0].kind, FindingKind::MissingCharge);
     assert_eq!(
         report.findings[0].payment_id.as_deref(),
-        Some(acquired.payment.id.as_str())
+        Some(ghost.as_str())
     );
 }
 

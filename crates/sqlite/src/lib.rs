@@ -231,6 +231,16 @@ pub(crate) enum Location {
     Memory,
 }
 
+impl Location {
+    /// The path to name in errors and to report: the file, or `:memory:`.
+    pub(crate) fn path(&self) -> PathBuf {
+        match self {
+            Location::File(path) => path.clone(),
+            Location::Memory => PathBuf::from(":memory:"),
+        }
+    }
+}
+
 impl Database {
     /// Opens (creating if missing) an SQLite file in WAL mode with
     /// `synchronous=FULL`, and starts its threads.
@@ -263,10 +273,7 @@ impl Database {
             }
             _ => None,
         };
-        let path = match location {
-            Location::File(path) => path,
-            Location::Memory => PathBuf::from(":memory:"),
-        };
+        let path = location.path();
         Ok(Self {
             shared: Arc::new(Shared {
                 path,
@@ -380,18 +387,12 @@ pub(crate) fn connect(
     flags: rusqlite::OpenFlags,
     options: &Options,
 ) -> Result<rusqlite::Connection, OpenError> {
-    let (conn, path) = match location {
-        Location::File(path) => (
-            rusqlite::Connection::open_with_flags(path, flags),
-            path.clone(),
-        ),
-        Location::Memory => (
-            rusqlite::Connection::open_in_memory(),
-            PathBuf::from(":memory:"),
-        ),
+    let conn = match location {
+        Location::File(path) => rusqlite::Connection::open_with_flags(path, flags),
+        Location::Memory => rusqlite::Connection::open_in_memory(),
     };
     let wrap = |source| OpenError::Sqlite {
-        path: path.clone(),
+        path: location.path(),
         source,
     };
     let conn = conn.map_err(wrap)?;

@@ -62,11 +62,17 @@ where
     }
 }
 
-fn path_of(location: &Location) -> std::path::PathBuf {
-    match location {
-        Location::File(path) => path.clone(),
-        Location::Memory => ":memory:".into(),
-    }
+/// A read-only connection with the readers' page cache
+/// ([`Options::reader_cache_kib`]).
+fn open_reader(location: &Location, options: &Options) -> Result<Connection, OpenError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = connect(location, flags, options)?;
+    conn.pragma_update(None, "cache_size", -i64::from(options.reader_cache_kib))
+        .map_err(|source| OpenError::Sqlite {
+            path: location.path(),
+            source,
+        })?;
+    Ok(conn)
 }
 
 /// Opens `options.readers` read-only connections, each on its own thread.
@@ -83,15 +89,7 @@ pub(crate) async fn spawn(
         std::thread::Builder::new()
             .name(format!("sqlite-reader-{n}"))
             .spawn(move || {
-                let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                let conn = match connect(&location, flags, &options).and_then(|conn| {
-                    conn.pragma_update(None, "cache_size", -i64::from(options.reader_cache_kib))
-                        .map_err(|source| OpenError::Sqlite {
-                            path: path_of(&location),
-                            source,
-                        })?;
-                    Ok(conn)
-                }) {
+                let conn = match open_reader(&location, &options) {
                     Ok(conn) => conn,
                     Err(error) => {
                         let _ = ready.send(Err(error));

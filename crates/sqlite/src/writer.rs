@@ -152,10 +152,7 @@ fn open(location: &Location, options: &Options) -> Result<Connection, OpenError>
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = connect(location, flags, options)?;
     let wrap = |source| OpenError::Sqlite {
-        path: match location {
-            Location::File(path) => path.clone(),
-            Location::Memory => ":memory:".into(),
-        },
+        path: location.path(),
         source,
     };
     if matches!(location, Location::File(_)) {

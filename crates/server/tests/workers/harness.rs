@@ -9,8 +9,8 @@ use std::time::Duration;
 use chargeonce_acquirer::{ChargeStatus, LedgerEntry, Simulator, SimulatorConfig};
 use chargeonce_core::webhook::{SIGNATURE_HEADER, WebhookSecret, sign};
 use chargeonce_core::{
-    AcquirerKey, Engine, EngineConfig, KeyTiming, Money, PaymentId, Reference, ShopId, ShopSecret,
-    Store,
+    AcquirerKey, CardToken, Claim, ClaimRequest, Engine, EngineConfig, Fingerprint, IdempotencyKey,
+    KeyTiming, Money, NewPayment, PaymentId, PaymentRequest, Reference, ShopId, ShopSecret, Store,
 };
 use chargeonce_server::workers::reconciler::{Reconciler, ReconcilerConfig};
 use chargeonce_server::{AppState, HttpRender, Metrics};
@@ -206,6 +206,41 @@ impl Harness {
             .collect();
         assert_eq!(all.len(), 1, "one charge for {payment_id}: {all:?}");
         all.into_iter().next().unwrap()
+    }
+
+    /// A pending payment claimed in the store alone: the acquirer never
+    /// heard of it.
+    pub async fn ghost(&self, key: &str, reference: &str) -> PaymentId {
+        let key = IdempotencyKey::new(key).unwrap();
+        let request = PaymentRequest {
+            amount: Money::parse("10.00", "RUB").unwrap(),
+            reference: Reference::new(reference).unwrap(),
+            token: CardToken::new("tok_ok").unwrap(),
+        };
+        let shop = ShopId::new(SHOP).unwrap();
+        let claim = ClaimRequest {
+            shop_id: shop.clone(),
+            key: key.clone(),
+            fingerprint: Fingerprint::compute("POST", "/v1/payments", &json!({})).unwrap(),
+            method: "POST".into(),
+            path: "/v1/payments".into(),
+        };
+        let Claim::Acquired(acquired) = self
+            .store
+            .claim_payment(
+                &claim,
+                &NewPayment::new(shop, key, request),
+                KeyTiming {
+                    lease: Duration::from_secs(30),
+                    ttl: Duration::from_secs(60),
+                },
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("new key")
+        };
+        acquired.payment.id
     }
 
     /// Plants a succeeded charge in the acquirer's ledger, as if it had happened.
