@@ -51,7 +51,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub fn api_router(sim: Arc<Simulator>) -> Router {
     Router::new()
         .route("/v1/charges", post(create_charge).get(list_charges))
-        .route("/v1/charges/{id}/refunds", post(refund))
+        .route("/v1/charges/{id}/refunds", post(refund).get(list_refunds))
         .route("/admin/faults", get(get_faults).put(put_faults))
         .route("/admin/charges", post(plant))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
@@ -109,6 +109,8 @@ async fn lose(how: LostAnswer, hang: Duration) -> Response {
 enum Refused {
     /// A 5xx.
     ServerError,
+    /// A 400: the request is refused for good.
+    Rejected,
     /// A connection dropped after a hang.
     Dropped,
 }
@@ -120,6 +122,11 @@ impl Refused {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "acquirer_error",
                 "internal error; nothing was recorded",
+            ),
+            Self::Rejected => problem(
+                StatusCode::BAD_REQUEST,
+                "request_rejected",
+                "refused (fault injection); nothing was recorded",
             ),
             Self::Dropped => dropped(),
         }
@@ -133,6 +140,7 @@ async fn before_work(sim: &Simulator) -> Result<Mishap, Refused> {
     tokio::time::sleep(latency).await;
     match mishap {
         Mishap::ErrorBeforeCommit => Err(Refused::ServerError),
+        Mishap::Rejected => Err(Refused::Rejected),
         Mishap::Hang => {
             tokio::time::sleep(Duration::from_millis(faults.hang_ms)).await;
             Err(Refused::Dropped)
@@ -225,6 +233,7 @@ async fn create_charge(
             "acquirer_unavailable",
             reason,
         ),
+        Err(AcquirerError::Rejected(reason)) => bad_request(reason),
     };
     match mishap {
         Mishap::LostAfterCommit(how) => lose(how, hang).await,
@@ -341,6 +350,34 @@ async fn list_charges(
 struct RefundBody {
     amount_minor: Option<i64>,
     token: Option<String>,
+    /// The caller's id of the refund, to find it by later.
+    reference: Option<String>,
+}
+
+/// The query of `GET /v1/charges/{id}/refunds`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefundsQuery {
+    reference: String,
+}
+
+/// The refunds of a charge made under the caller's reference, oldest first.
+async fn list_refunds(
+    State(sim): State<Arc<Simulator>>,
+    Path(id): Path<String>,
+    query: Result<Query<RefundsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return bad_request("`reference` is required");
+    };
+    match sim.refunds_for_reference(&id, &query.reference).await {
+        Ok(refunds) => Json(json!({"data": refunds})).into_response(),
+        Err(error) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger_unavailable",
+            error.to_string(),
+        ),
+    }
 }
 
 async fn refund(
@@ -363,7 +400,37 @@ async fn refund(
         None => format!("refund-{id}"),
     };
     let lose_first = body.token.as_deref() == Some(crate::tokens::TIMEOUT);
-    match sim.refund_part(&id, &key, body.amount_minor).await {
+    let late = body.token.as_deref() == Some(crate::tokens::LATE);
+    let work = {
+        let (sim, reference) = (Arc::clone(&sim), body.reference.clone());
+        let delay = if late {
+            sim.config().slow
+        } else {
+            Duration::ZERO
+        };
+        async move {
+            tokio::time::sleep(delay).await;
+            sim.refund_part(&id, &key, body.amount_minor, reference.as_deref())
+                .await
+        }
+    };
+    // A late refund is made in a task of its own: it happens even when the
+    // caller stops waiting, as at a provider still processing it.
+    let answer = if late {
+        match tokio::spawn(work).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                return problem(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "acquirer_error",
+                    error.to_string(),
+                );
+            }
+        }
+    } else {
+        work.await
+    };
+    match answer {
         Ok((_, true)) if lose_first => {
             problem(StatusCode::GATEWAY_TIMEOUT, "lost_answer", LOST_ANSWER)
         }

@@ -10,7 +10,8 @@
 //! | 429 (refused before any work) | [`AcquirerError::NotSent`] |
 //! | request timeout, connection reset, broken or unreadable answer | [`AcquirerError::Unknown`] |
 //! | any 5xx (the request may have arrived and been executed) | [`AcquirerError::Unknown`] |
-//! | 422 `idempotency_key_reused`, other 4xx | [`AcquirerError::Unknown`], logged as an error: a bug to look at, never a decline |
+//! | 408, 409, 425, and 422 `idempotency_key_reused` (the request may be running or have run under the key) | [`AcquirerError::Unknown`], logged |
+//! | any other 4xx (refused for good, nothing executed) | [`AcquirerError::Rejected`], logged as an error: the payment ends declined (`acquirer_rejected`), its order free |
 
 use std::time::Duration;
 
@@ -110,6 +111,23 @@ struct RefundJson {
     currency: String,
 }
 
+/// `GET /v1/charges/{id}/refunds`.
+#[derive(Debug, Deserialize)]
+struct RefundListJson {
+    data: Vec<RefundJson>,
+}
+
+impl RefundJson {
+    fn into_refund(self) -> Result<AcquirerRefund, AcquirerError> {
+        let currency = Currency::from_code(&self.currency).map_err(unreadable)?;
+        Ok(AcquirerRefund {
+            id: self.id,
+            charge_id: self.charge_id,
+            amount: Money::from_minor(self.amount_minor, currency).map_err(unreadable)?,
+        })
+    }
+}
+
 /// An answer that arrived but cannot be used: the outcome is unknown.
 fn unreadable(what: impl std::fmt::Display) -> AcquirerError {
     AcquirerError::Unknown(format!("unreadable acquirer answer: {what}"))
@@ -171,8 +189,22 @@ pub fn classify_status(status: StatusCode, body: &str) -> AcquirerError {
             "{KEY_REUSED}: the acquirer key was first used with other parameters"
         ));
     }
-    tracing::error!(%status, code, "the acquirer refused our request");
-    AcquirerError::Unknown(format!("acquirer refused the request: {status} {code}"))
+    if is_ambiguous_client_error(status) {
+        tracing::warn!(%status, code, "the acquirer could not take our request now");
+        return AcquirerError::Unknown(format!("acquirer answered {status} {code}"));
+    }
+    tracing::error!(%status, code, "the acquirer refused our request for good");
+    AcquirerError::Rejected(format!("acquirer refused the request: {status} {code}"))
+}
+
+/// The 4xx answers that do not prove the request was refused without
+/// effect: a timeout (408), a conflict with a request still running under
+/// the key (409), "too early" (425). 429 is handled before: nothing done.
+fn is_ambiguous_client_error(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_EARLY
+    )
 }
 
 impl HttpAcquirer {
@@ -283,6 +315,7 @@ impl Acquirer for HttpAcquirer {
         let body = serde_json::json!({
             "amount_minor": request.amount.minor_units(),
             "token": request.token.as_str(),
+            "reference": request.refund_id.as_str(),
         });
         let call = self
             .http
@@ -322,6 +355,18 @@ impl Acquirer for HttpAcquirer {
             }),
             None => Err(classify_status(status, &String::from_utf8_lossy(&answer))),
         }
+    }
+
+    async fn refunds_for_refund(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Vec<AcquirerRefund>, AcquirerError> {
+        let mut url = self.url(&format!("v1/charges/{}/refunds", request.charge_id))?;
+        url.query_pairs_mut()
+            .append_pair("reference", request.refund_id.as_str());
+        let body = self.send(self.http.get(url)).await?;
+        let list: RefundListJson = serde_json::from_slice(&body).map_err(unreadable)?;
+        list.data.into_iter().map(RefundJson::into_refund).collect()
     }
 
     fn is_idempotent(&self) -> bool {
@@ -386,11 +431,6 @@ impl AcquirerLedger for HttpAcquirer {
             .header(IDEMPOTENCY_KEY, format!("refund-{charge_id}"));
         let body = self.send(call).await?;
         let refund: RefundJson = serde_json::from_slice(&body).map_err(unreadable)?;
-        let currency = Currency::from_code(&refund.currency).map_err(unreadable)?;
-        Ok(AcquirerRefund {
-            id: refund.id,
-            charge_id: refund.charge_id,
-            amount: Money::from_minor(refund.amount_minor, currency).map_err(unreadable)?,
-        })
+        refund.into_refund()
     }
 }

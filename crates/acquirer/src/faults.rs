@@ -28,6 +28,9 @@ pub struct Faults {
     pub lost_answer_rate: f64,
     /// Share of requests answered 500/503 before anything is recorded.
     pub error_rate: f64,
+    /// Share of requests refused with a 400 before anything is recorded, as a
+    /// provider refuses a request it will never accept (a definite refusal).
+    pub reject_rate: f64,
     /// Share of requests that hang (record nothing, answer nothing) until the
     /// client gives up.
     pub hang_rate: f64,
@@ -51,6 +54,7 @@ impl Default for Faults {
             decline_rate: 0.0,
             lost_answer_rate: 0.0,
             error_rate: 0.0,
+            reject_rate: 0.0,
             hang_rate: 0.0,
             hang_ms: 30_000,
             webhook_duplicate_rate: 0.0,
@@ -78,6 +82,8 @@ pub enum Mishap {
     None,
     /// 5xx before anything is recorded.
     ErrorBeforeCommit,
+    /// 400 before anything is recorded: a definite refusal.
+    Rejected,
     /// Nothing recorded, nothing answered, until the hang ends.
     Hang,
     /// Recorded, then the answer is lost in one of three ways.
@@ -103,6 +109,7 @@ impl Faults {
             ("decline_rate", self.decline_rate),
             ("lost_answer_rate", self.lost_answer_rate),
             ("error_rate", self.error_rate),
+            ("reject_rate", self.reject_rate),
             ("hang_rate", self.hang_rate),
             ("webhook_duplicate_rate", self.webhook_duplicate_rate),
             ("webhook_reorder_rate", self.webhook_reorder_rate),
@@ -132,6 +139,10 @@ impl Faults {
         let mut edge = self.error_rate;
         if roll < edge {
             return Mishap::ErrorBeforeCommit;
+        }
+        edge += self.reject_rate;
+        if roll < edge {
+            return Mishap::Rejected;
         }
         edge += self.hang_rate;
         if roll < edge {
@@ -184,7 +195,7 @@ mod tests {
             match faults.mishap(&mut rng) {
                 Mishap::ErrorBeforeCommit => errors += 1,
                 Mishap::LostAfterCommit(_) => lost += 1,
-                Mishap::Hang => panic!("no hang rate"),
+                Mishap::Hang | Mishap::Rejected => panic!("no hang or reject rate"),
                 Mishap::None => {}
             }
         }

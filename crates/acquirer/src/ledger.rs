@@ -76,6 +76,19 @@ pub(crate) struct RefundRow {
     pub created_at: i64,
 }
 
+/// A refund about to be recorded.
+#[derive(Debug, Clone)]
+pub(crate) struct NewRefundRow {
+    /// Its id (`re_...`).
+    pub id: String,
+    /// The caller's reference (its refund id), if it gave one.
+    pub reference: Option<String>,
+    /// Unix ms.
+    pub at: i64,
+    /// Whether the acquirer key deduplicates it.
+    pub deduplicated: bool,
+}
+
 /// Why a refund was refused.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RefundRefused {
@@ -564,26 +577,24 @@ impl Ledger {
             .await
     }
 
-    /// Refunds (part of) a succeeded charge, once per `acquirer_key`: a
-    /// repeat returns the first refund under that key (and `false`). `None`
-    /// refunds what is left of the charge. One write checks and inserts, so
-    /// concurrent refunds never exceed the charge.
+    /// Refunds (part of) a succeeded charge. `deduplicated`: once per
+    /// `acquirer_key`, a repeat returns the first refund under that key (and
+    /// `false`); otherwise every call is a new refund, as at a provider that
+    /// ignores keys. `None` refunds what is left of the charge. One write
+    /// checks and inserts, so concurrent refunds never exceed the charge.
     pub(crate) async fn refund(
         &self,
         charge_id: &str,
         acquirer_key: &str,
         amount_minor: Option<i64>,
-        refund_id: &str,
-        at: i64,
+        new: NewRefundRow,
     ) -> Result<(RefundRow, bool), RefundRefused> {
-        let (charge_id, acquirer_key, refund_id) = (
-            charge_id.to_owned(),
-            acquirer_key.to_owned(),
-            refund_id.to_owned(),
-        );
+        let (charge_id, acquirer_key) = (charge_id.to_owned(), acquirer_key.to_owned());
         self.db
             .write(move |conn| {
-                if let Some(found) = refund_by_key(conn, &acquirer_key)? {
+                if new.deduplicated
+                    && let Some(found) = refund_by_key(conn, &acquirer_key)?
+                {
                     return Ok(Write::Commit((found, false)));
                 }
                 let charge = entry(
@@ -601,22 +612,52 @@ impl Ledger {
                     return Err(RefundRefused::ExceedsCharge(charge_id));
                 }
                 conn.prepare_cached(
-                    "INSERT INTO acquirer_refunds (id, charge_id, acquirer_key, amount_minor, \
-                         currency, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO acquirer_refunds (id, charge_id, acquirer_key, reference, \
+                         amount_minor, currency, created_at, deduplicated) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .map_err(SimulatorError::from)?
                 .execute(params![
-                    refund_id,
+                    new.id,
                     charge_id,
                     acquirer_key,
+                    new.reference,
                     amount,
                     charge.amount.currency().code(),
-                    at,
+                    new.at,
+                    new.deduplicated,
                 ])
                 .map_err(SimulatorError::from)?;
-                let row = refund_by_key(conn, &acquirer_key)?
-                    .ok_or_else(|| RefundRefused::ExceedsCharge(charge_id.clone()))?;
-                Ok(Write::Commit((row, true)))
+                Ok(Write::Commit((
+                    RefundRow {
+                        id: new.id,
+                        charge_id,
+                        amount_minor: amount,
+                        currency: charge.amount.currency().code().to_owned(),
+                        created_at: new.at,
+                    },
+                    true,
+                )))
+            })
+            .await
+    }
+
+    /// The refunds of a charge made under the caller's `reference`, oldest first.
+    pub(crate) async fn refunds_for_reference(
+        &self,
+        charge_id: &str,
+        reference: &str,
+    ) -> Result<Vec<RefundRow>, SimulatorError> {
+        let (charge_id, reference) = (charge_id.to_owned(), reference.to_owned());
+        self.db
+            .read(move |conn| -> Result<_, SimulatorError> {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, charge_id, amount_minor, currency, created_at \
+                     FROM acquirer_refunds WHERE charge_id = ?1 AND reference = ?2 \
+                     ORDER BY created_at, id",
+                )?;
+                let rows = stmt.query_map(params![charge_id, reference], RefundRow::read)?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
             })
             .await
     }

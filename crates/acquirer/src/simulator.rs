@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::entry::now_millis;
 use crate::faults::{Faults, FaultsError};
-use crate::ledger::{Ledger, OutboxEvent, RefundRefused, RefundRow, unix_millis};
+use crate::ledger::{Ledger, NewRefundRow, OutboxEvent, RefundRefused, RefundRow, unix_millis};
 use crate::{ChargeStatus, LedgerEntry, LedgerReport, SimulatorError};
 
 /// Decline code of `tok_declined`.
@@ -53,6 +53,10 @@ pub mod tokens {
     pub const TIMEOUT: &str = "tok_timeout";
     /// Charged, then answered after [`SimulatorConfig::slow`](crate::SimulatorConfig::slow).
     pub const SLOW: &str = "tok_slow";
+    /// In flight at the acquirer: recorded only after
+    /// [`SimulatorConfig::slow`](crate::SimulatorConfig::slow), whether or
+    /// not the caller still waits (its refunds too), then answered.
+    pub const LATE: &str = "tok_late";
 }
 
 /// How the simulator treats a charge, chosen by its card token.
@@ -64,6 +68,7 @@ pub mod tokens {
 /// | `tok_insufficient_funds` | [`Behaviour::Decline`] with `insufficient_funds` |
 /// | `tok_timeout` | [`Behaviour::LoseAnswer`] |
 /// | `tok_slow` | [`Behaviour::Slow`] |
+/// | `tok_late` | [`Behaviour::Late`] |
 ///
 /// The special behaviours (lost, slow) apply only to the one execution that
 /// wrote the ledger row; every repeat of the key gets the stored answer at once.
@@ -78,6 +83,11 @@ pub enum Behaviour {
     LoseAnswer,
     /// Charges, then waits [`SimulatorConfig::slow`] before answering `Succeeded`.
     Slow,
+    /// Waits [`SimulatorConfig::slow`], then charges and answers `Succeeded`.
+    /// The charge is made even when the caller gave up meanwhile: a
+    /// provider's processing does not stop when its client's timeout fires.
+    /// A refund of such a payment is recorded late the same way.
+    Late,
 }
 
 impl Behaviour {
@@ -88,6 +98,7 @@ impl Behaviour {
             tokens::INSUFFICIENT_FUNDS => Self::Decline(INSUFFICIENT_FUNDS),
             tokens::TIMEOUT => Self::LoseAnswer,
             tokens::SLOW => Self::Slow,
+            tokens::LATE => Self::Late,
             _ => Self::Succeed,
         }
     }
@@ -96,7 +107,9 @@ impl Behaviour {
     fn outcome(&self) -> (ChargeStatus, Option<String>) {
         match self {
             Self::Decline(code) => (ChargeStatus::Declined, Some((*code).to_owned())),
-            Self::Succeed | Self::LoseAnswer | Self::Slow => (ChargeStatus::Succeeded, None),
+            Self::Succeed | Self::LoseAnswer | Self::Slow | Self::Late => {
+                (ChargeStatus::Succeeded, None)
+            }
         }
     }
 }
@@ -328,38 +341,77 @@ impl Simulator {
             .await
     }
 
-    /// Refunds a whole succeeded charge, once: a repeat returns the first refund.
+    /// Refunds a whole succeeded charge, once (in every mode: this is the
+    /// ledger's settlement tool, not the payment API): a repeat returns the
+    /// first refund.
     pub async fn refund_charge(&self, charge_id: &str) -> Result<RefundRecord, RefundError> {
         let key = format!("refund-{charge_id}");
-        self.refund_part(charge_id, &key, None)
+        self.refunder(true)
+            .refund(charge_id, &key, None, None)
             .await
             .map(|(record, _)| record)
     }
 
-    /// Refunds `amount_minor` of a charge (`None`: what is left of it), once
-    /// per `acquirer_key`: a repeat returns the first refund under the key
-    /// and `false`; `true` when this call executed it.
+    /// Refunds `amount_minor` of a charge (`None`: what is left of it) under
+    /// the caller's `reference` (its refund id), once per `acquirer_key`
+    /// unless the simulator runs without idempotency: a repeat returns the
+    /// first refund under the key and `false`; `true` when this call
+    /// executed it.
     pub async fn refund_part(
         &self,
         charge_id: &str,
         acquirer_key: &str,
         amount_minor: Option<i64>,
+        reference: Option<&str>,
     ) -> Result<(RefundRecord, bool), RefundError> {
-        let id = format!("re_{}", Uuid::now_v7().simple());
-        let (row, first) = self
+        self.refunder(self.idempotent)
+            .refund(charge_id, acquirer_key, amount_minor, reference)
+            .await
+    }
+
+    /// Every refund of a charge made under the caller's `reference`, oldest first.
+    pub async fn refunds_for_reference(
+        &self,
+        charge_id: &str,
+        reference: &str,
+    ) -> Result<Vec<RefundRecord>, SimulatorError> {
+        Ok(self
             .ledger
-            .refund(
-                charge_id,
-                acquirer_key,
-                amount_minor,
-                &id,
-                unix_millis(now_millis()),
-            )
-            .await?;
-        if first {
-            tracing::info!(charge_id, refund_id = %row.id, amount_minor = row.amount_minor, "acquirer refunded a charge");
+            .refunds_for_reference(charge_id, reference)
+            .await?
+            .into_iter()
+            .map(RefundRecord::from)
+            .collect())
+    }
+
+    fn refunder(&self, deduplicated: bool) -> Refunder {
+        Refunder {
+            ledger: self.ledger.clone(),
+            deduplicated,
         }
-        Ok((row.into(), first))
+    }
+
+    /// How long the acquirer takes before it records what `behaviour` does.
+    fn delay_of(&self, behaviour: Behaviour) -> Duration {
+        match behaviour {
+            Behaviour::Late => self.config.slow,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Runs the acquirer's side of a request. A late one runs in a task of
+    /// its own, so it completes even when the caller stops waiting.
+    async fn at_acquirer<T: Send + 'static>(
+        &self,
+        behaviour: Behaviour,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, AcquirerError> {
+        if behaviour != Behaviour::Late {
+            return Ok(work.await);
+        }
+        tokio::spawn(work)
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer task failed: {e}")))
     }
 
     /// Every refund, oldest first.
@@ -545,10 +597,18 @@ impl Acquirer for Simulator {
             refunded_minor: 0,
         };
         let events = self.events_for(&entry);
+        let insert = {
+            let (ledger, entry, deduplicated) =
+                (self.ledger.clone(), entry.clone(), self.idempotent);
+            let delay = self.delay_of(behaviour);
+            async move {
+                tokio::time::sleep(delay).await;
+                ledger.insert(&entry, deduplicated, &events).await
+            }
+        };
         if !self
-            .ledger
-            .insert(&entry, self.idempotent, &events)
-            .await
+            .at_acquirer(behaviour, insert)
+            .await?
             .map_err(write_failed)?
         {
             return self.replay(request).await;
@@ -563,9 +623,23 @@ impl Acquirer for Simulator {
         match behaviour {
             Behaviour::LoseAnswer => return Err(AcquirerError::Unknown(LOST_ANSWER.to_owned())),
             Behaviour::Slow => tokio::time::sleep(self.config.slow).await,
-            Behaviour::Succeed | Behaviour::Decline(_) => {}
+            Behaviour::Succeed | Behaviour::Decline(_) | Behaviour::Late => {}
         }
         Ok(entry.result())
+    }
+
+    async fn refunds_for_refund(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Vec<AcquirerRefund>, AcquirerError> {
+        let rows = self
+            .ledger
+            .refunds_for_reference(&request.charge_id, request.refund_id.as_str())
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))?;
+        rows.into_iter()
+            .map(|row| refund_of(RefundRecord::from(row)))
+            .collect()
     }
 
     async fn status(&self, key: &AcquirerKey) -> Result<Option<AcquirerCharge>, AcquirerError> {
@@ -586,28 +660,69 @@ impl Acquirer for Simulator {
             .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
     }
 
-    /// Refunds are idempotent on the refund's acquirer key in every mode.
+    /// Refunds are idempotent on the refund's acquirer key unless the
+    /// simulator runs without idempotency, then each call is a new refund.
     /// A refund of a payment made with `tok_timeout` loses the answer of its
-    /// first execution (the refund is recorded), like the charge did.
+    /// first execution (the refund is recorded), like the charge did; one of
+    /// a `tok_late` payment is recorded late, like the charge was.
     async fn refund_payment(
         &self,
         request: &RefundRequest,
     ) -> Result<RefundSettlement, AcquirerError> {
-        let answer = self
-            .refund_part(
-                &request.charge_id,
-                request.acquirer_key.as_str(),
-                Some(request.amount.minor_units()),
-            )
-            .await;
-        refund_settlement(
-            answer,
-            Behaviour::of(&request.token) == Behaviour::LoseAnswer,
-        )
+        let behaviour = Behaviour::of(&request.token);
+        let refund = {
+            let this = self.refunder(self.idempotent);
+            let request = request.clone();
+            let delay = self.delay_of(behaviour);
+            async move {
+                tokio::time::sleep(delay).await;
+                this.refund(
+                    &request.charge_id,
+                    request.acquirer_key.as_str(),
+                    Some(request.amount.minor_units()),
+                    Some(request.refund_id.as_str()),
+                )
+                .await
+            }
+        };
+        let answer = self.at_acquirer(behaviour, refund).await?;
+        refund_settlement(answer, behaviour == Behaviour::LoseAnswer)
     }
 
     fn is_idempotent(&self) -> bool {
         self.idempotent
+    }
+}
+
+/// Records refunds in the ledger, deduplicated on the acquirer key or not.
+#[derive(Debug, Clone)]
+struct Refunder {
+    ledger: Ledger,
+    deduplicated: bool,
+}
+
+impl Refunder {
+    async fn refund(
+        &self,
+        charge_id: &str,
+        acquirer_key: &str,
+        amount_minor: Option<i64>,
+        reference: Option<&str>,
+    ) -> Result<(RefundRecord, bool), RefundError> {
+        let new = NewRefundRow {
+            id: format!("re_{}", Uuid::now_v7().simple()),
+            reference: reference.map(str::to_owned),
+            at: unix_millis(now_millis()),
+            deduplicated: self.deduplicated,
+        };
+        let (row, first) = self
+            .ledger
+            .refund(charge_id, acquirer_key, amount_minor, new)
+            .await?;
+        if first {
+            tracing::info!(charge_id, refund_id = %row.id, amount_minor = row.amount_minor, "acquirer refunded a charge");
+        }
+        Ok((row.into(), first))
     }
 }
 

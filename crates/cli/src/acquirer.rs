@@ -29,7 +29,7 @@ pub struct AcquirerArgs {
     /// records a new charge, whatever key it carries.
     #[arg(long)]
     no_idempotency: bool,
-    /// How long `tok_slow` takes to answer.
+    /// How long `tok_slow` takes to answer (and `tok_late` to record).
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     slow: Duration,
     /// Shortest answer time.
@@ -54,6 +54,10 @@ pub struct AcquirerArgs {
     /// Share of requests answered 5xx before anything is recorded.
     #[arg(long, default_value_t = 0.0)]
     error_rate: f64,
+    /// Share of requests refused with a 400 before anything is recorded (a
+    /// definite refusal: the service declines the payment, `acquirer_rejected`).
+    #[arg(long, default_value_t = 0.0)]
+    reject_rate: f64,
     /// Share of requests that hang, recording nothing, until the client gives up.
     #[arg(long, default_value_t = 0.0)]
     hang_rate: f64,
@@ -91,6 +95,7 @@ impl AcquirerArgs {
             decline_rate: self.decline_rate,
             lost_answer_rate: self.lost_answer_rate,
             error_rate: self.error_rate,
+            reject_rate: self.reject_rate,
             hang_rate: self.hang_rate,
             hang_ms: millis(self.hang),
             webhook_duplicate_rate: self.webhook_duplicate_rate,

@@ -163,6 +163,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         acquirer_timeout: args.acquirer_timeout,
         repeat_warning: args.workers.repeat_warning,
+        settle_window: args.upstream.acquirer_settle_window,
         ..EngineConfig::default()
     };
     let engine = Arc::new(
@@ -172,7 +173,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Arc::new(HttpRender),
             config,
         )
-        .context("checking --lease and --acquirer-timeout")?
+        .context("checking --lease, --acquirer-timeout and --acquirer-settle-window")?
         .with_observer(metrics.clone()),
     );
     let workers =

@@ -29,10 +29,16 @@ pub struct UpstreamArgs {
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub acquirer_connect_timeout: Duration,
     /// The acquirer ignores idempotency keys (like some real providers): a
-    /// take-over, retry or completer run looks the charge up by our reference
-    /// before sending it again.
+    /// take-over, retry or completer run looks the charge (or refund) up by
+    /// our reference before sending it again, and only once
+    /// `--acquirer-settle-window` has passed since the last attempt.
     #[arg(long)]
     pub acquirer_no_idempotency: bool,
+    /// With `--acquirer-no-idempotency`: how long after an attempt whose
+    /// answer was lost nobody looks it up or sends it again (the provider may
+    /// still record it late). Keep it well above `--acquirer-timeout`.
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_SETTLE_WINDOW", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub acquirer_settle_window: std::time::Duration,
 }
 
 /// The acquirer in use.

@@ -138,6 +138,8 @@ async fn without_acquirer_idempotency_a_retry_looks_up_before_sending_again() {
             "--acquirer-no-idempotency",
             "--acquirer-timeout",
             "2s",
+            "--acquirer-settle-window",
+            "2s",
             "--no-completer",
             "--no-reconciler",
         ],
@@ -156,9 +158,19 @@ async fn without_acquirer_idempotency_a_retry_looks_up_before_sending_again() {
 
     // Every charge answer is still lost: a charge sent again would be a
     // second charge and another 202. A look-up records nothing, so its answer
-    // is not lost after a commit: the retry finds the first charge by our
-    // reference and finishes with it.
-    let retry = common::pay(&client, &service.base, &key, &body).await;
+    // is not lost after a commit: once the settle window has passed (the key
+    // is parked until then: 202 again), the retry finds the first charge by
+    // our reference and finishes with it.
+    let parked = common::pay(&client, &service.base, &key, &body).await;
+    assert_eq!(parked.status, 202, "parked: {}", parked.text());
+    let retry = common::eventually("the settle window", Duration::from_secs(15), || {
+        let (client, base, key, body) = (&client, &service.base, &key, &body);
+        async move {
+            let answer = common::pay(client, base, key, body).await;
+            (answer.status != 202).then_some(answer)
+        }
+    })
+    .await;
     assert_eq!(retry.status, 201, "{}", retry.text());
     let rows = net::ledger_rows(&acquirer).await;
     assert_eq!(rows.len(), 1, "not sent again: {rows:#?}");

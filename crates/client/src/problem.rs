@@ -50,7 +50,8 @@ pub enum ProblemCode {
     InternalError,
     /// 503: the service cannot reach its database; retry with the same key.
     StoreUnavailable,
-    /// 503: the acquirer cannot be reached, nothing was sent; retry with the same key.
+    /// 503: the acquirer cannot be reached; nothing was sent yet, and the payment stays
+    /// pending until a retry with the same key (or the server's completer) sends it.
     AcquirerUnavailable,
     /// 409 (the payment is still pending: retry) or 422 (it was declined):
     /// the payment cannot be refunded now.

@@ -90,7 +90,7 @@ impl ChargeResult {
                 provider_payment_id,
             } => Settlement {
                 status: PaymentStatus::Succeeded,
-                provider_payment_id: provider_payment_id.clone(),
+                provider_payment_id: Some(provider_payment_id.clone()),
                 decline_code: None,
             },
             Self::Declined {
@@ -98,7 +98,7 @@ impl ChargeResult {
                 code,
             } => Settlement {
                 status: PaymentStatus::Declined,
-                provider_payment_id: provider_payment_id.clone(),
+                provider_payment_id: Some(provider_payment_id.clone()),
                 decline_code: Some(code.clone()),
             },
         }
@@ -162,7 +162,17 @@ pub enum AcquirerError {
     /// safe to send again.
     #[error("not sent: {0}")]
     NotSent(String),
+    /// The acquirer definitively refused the request without executing it
+    /// (an HTTP 4xx other than 408, 409, 425 and 429: a request it will
+    /// refuse again however often it is sent). A charge refused this way
+    /// ends declined with [`REJECTED`], which frees its order.
+    #[error("rejected by the acquirer: {0}")]
+    Rejected(String),
 }
+
+/// The decline (or refund failure) code of a request the acquirer
+/// definitively refused ([`AcquirerError::Rejected`]).
+pub const REJECTED: &str = "acquirer_rejected";
 
 /// The acquirer. Normally idempotent on [`ChargeRequest::acquirer_key`]: the
 /// same key always yields the same charge, executed at most once. Some real
@@ -197,7 +207,16 @@ pub trait Acquirer: Send + Sync + 'static {
         request: &RefundRequest,
     ) -> Result<RefundSettlement, AcquirerError>;
 
-    /// Whether the acquirer deduplicates charges on the acquirer key.
+    /// Every refund the acquirer holds for one of our refunds (our
+    /// reference for it is the refund id), oldest first, refunding nothing.
+    /// Asked before a refund is sent again to an acquirer that does not
+    /// deduplicate on keys.
+    async fn refunds_for_refund(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Vec<AcquirerRefund>, AcquirerError>;
+
+    /// Whether the acquirer deduplicates charges and refunds on the acquirer key.
     fn is_idempotent(&self) -> bool {
         true
     }

@@ -5,11 +5,14 @@ use std::time::{Duration, Instant};
 
 use crate::acquirer::look_up;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind, NoObserver, Observer};
+use tokio_util::task::AbortOnDropHandle;
+
 use crate::{
-    Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest,
-    FinishOutcome, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment, PaymentRequest,
-    PaymentStatus, RecoveryPoint, Refund, RefundClaim, RefundRefusal, RefundRequest,
-    RefundSettlement, RefundStatus, Settlement, StalledKey, Store, StoreError, StoredResponse,
+    Acquired, Acquirer, AcquirerError, AcquirerRefund, ChargeRequest, ChargeResult, Claim,
+    ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment,
+    PaymentRequest, PaymentStatus, RecoveryPoint, Refund, RefundClaim, RefundRefusal,
+    RefundRequest, RefundSettlement, RefundStatus, Settlement, StalledKey, Store, StoreError,
+    StoredResponse,
 };
 
 /// What a final answer is about; the caller's [`Render`] turns it into bytes.
@@ -110,6 +113,10 @@ pub enum ConfigError {
     /// A zero acquirer timeout would give up on every call before sending it.
     #[error("the acquirer timeout must be longer than zero")]
     ZeroAcquirerTimeout,
+    /// A settle window shorter than the acquirer timeout would look a charge
+    /// up (and send it again) while the first attempt may still be running.
+    #[error("the settle window must be at least the acquirer timeout")]
+    SettleWindowTooShort,
 }
 
 /// Engine settings.
@@ -126,6 +133,13 @@ pub struct EngineConfig {
     /// warning (again at every doubling): repeats point at client timeouts or
     /// double submits.
     pub repeat_warning: u64,
+    /// For an acquirer that ignores keys ([`Acquirer::is_idempotent`] is
+    /// `false`): how long after an attempt was sent nobody looks it up or
+    /// sends it again. An attempt whose answer was lost may still be in
+    /// flight at the provider and be recorded late; a look-up before it
+    /// appears would find nothing and charge twice. Keep it well above the
+    /// acquirer timeout and the provider's own processing time.
+    pub settle_window: Duration,
 }
 
 impl EngineConfig {
@@ -137,6 +151,9 @@ impl EngineConfig {
         }
         if self.acquirer_timeout.is_zero() {
             return Err(ConfigError::ZeroAcquirerTimeout);
+        }
+        if self.settle_window < self.acquirer_timeout {
+            return Err(ConfigError::SettleWindowTooShort);
         }
         Ok(())
     }
@@ -152,9 +169,14 @@ impl Default for EngineConfig {
             acquirer_timeout: Duration::from_secs(10),
             retry_after: Duration::from_secs(1),
             repeat_warning: 10,
+            settle_window: DEFAULT_SETTLE_WINDOW,
         }
     }
 }
+
+/// The default [`EngineConfig::settle_window`]: two minutes, twelve times
+/// the default acquirer timeout.
+pub const DEFAULT_SETTLE_WINDOW: Duration = Duration::from_secs(120);
 
 /// The idempotency engine. Cheap to share behind an `Arc`.
 ///
@@ -242,18 +264,27 @@ impl Engine {
         request: PaymentRequest,
     ) -> Result<Outcome, EngineError> {
         let new = NewPayment::new(claim.shop_id.clone(), claim.key.clone(), request);
-        match self
-            .store
-            .claim_payment(&claim, &new, self.config.timing)
-            .await?
-        {
-            Claim::Acquired(acquired) => {
-                tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "key claimed");
-                self.observer.claimed();
-                self.drive(acquired, Holder::Claimant).await
+        // Twice at most: a key that only linked to its order's payment, which
+        // was then declined, is deleted, and the request claims the order
+        // (free again) afresh, with its own card: never the other's decline.
+        for _ in 0..2 {
+            match self
+                .store
+                .claim_payment(&claim, &new, self.config.timing)
+                .await?
+            {
+                Claim::Acquired(acquired) => {
+                    tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "key claimed");
+                    self.observer.claimed();
+                    return self.drive(acquired, Holder::Claimant).await;
+                }
+                Claim::Exists(record) => match self.on_existing(&claim, record).await? {
+                    Existing::Answered(outcome) => return Ok(outcome),
+                    Existing::OrderFreed => {}
+                },
             }
-            Claim::Exists(record) => self.on_existing(&claim, record).await,
         }
+        Ok(self.in_progress())
     }
 
     /// Refunds (part of) a payment under an idempotency key, or answers as
@@ -276,7 +307,11 @@ impl Engine {
                     self.observer.claimed();
                     self.drive(acquired, Holder::Claimant).await
                 }
-                RefundClaim::Exists(record) => self.on_existing(&claim, record).await,
+                RefundClaim::Exists(record) => match self.on_existing(&claim, record).await? {
+                    Existing::Answered(outcome) => Ok(outcome),
+                    // Only payment keys link to an order's payment.
+                    Existing::OrderFreed => Ok(self.in_progress()),
+                },
                 RefundClaim::Refused(reason) => Ok(Outcome::RefundRefused(reason)),
             }
         }
@@ -305,6 +340,11 @@ impl Engine {
             };
             tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "completer took over a stalled key");
             self.observer.taken_over();
+            if links_declined_order(&acquired) {
+                // Its client's next request gets an attempt of its own.
+                self.abandon(&acquired.lease).await?;
+                return Ok(None);
+            }
             self.drive(acquired, Holder::Resumer).await.map(Some)
         }
         .await;
@@ -343,23 +383,29 @@ impl Engine {
         &self,
         claim: &ClaimRequest,
         record: KeyRecord,
-    ) -> Result<Outcome, EngineError> {
+    ) -> Result<Existing, EngineError> {
         self.note_repeats(&record);
         if record.fingerprint != claim.fingerprint {
             tracing::info!(key = %claim.key, "key reused with another request");
             self.observer.mismatch();
-            return Ok(Outcome::Mismatch);
+            return Ok(Existing::Answered(Outcome::Mismatch));
         }
         if record.recovery_point == RecoveryPoint::Finished {
             let response = record.response.ok_or_else(|| {
                 StoreError::Corrupt(format!("finished key {} has no response", claim.key))
             })?;
             self.observer.replayed();
-            return Ok(Outcome::Replayed(response));
+            return Ok(Existing::Answered(Outcome::Replayed(response)));
         }
         if record.lease_active {
             self.observer.in_progress();
-            return Ok(self.in_progress());
+            return Ok(Existing::Answered(self.in_progress()));
+        }
+        if let Some(remaining) = record.settling {
+            return self
+                .settling(&record, remaining)
+                .await
+                .map(Existing::Answered);
         }
         match self
             .store
@@ -374,13 +420,61 @@ impl Engine {
             Some(acquired) => {
                 tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "expired lease taken over");
                 self.observer.taken_over();
-                self.drive(acquired, Holder::Resumer).await
+                if links_declined_order(&acquired) {
+                    self.abandon(&acquired.lease).await?;
+                    return Ok(Existing::OrderFreed);
+                }
+                self.drive(acquired, Holder::Resumer)
+                    .await
+                    .map(Existing::Answered)
             }
             None => {
                 self.observer.in_progress();
-                Ok(self.in_progress())
+                Ok(Existing::Answered(self.in_progress()))
             }
         }
+    }
+
+    /// The answer for a parked key (see [`Store::park_lease`]): its payment
+    /// or refund is pending, and nobody may look at the acquirer again before
+    /// the parking runs out.
+    async fn settling(
+        &self,
+        record: &KeyRecord,
+        remaining: Duration,
+    ) -> Result<Outcome, EngineError> {
+        let retry_after = remaining.max(self.config.retry_after);
+        let missing =
+            || StoreError::Corrupt(format!("parked key {} lost its operation", record.key));
+        if let Some(refund_id) = &record.refund_id {
+            let refund = self
+                .store
+                .refund(&record.shop_id, refund_id)
+                .await?
+                .ok_or_else(missing)?;
+            return Ok(Outcome::RefundPending {
+                refund,
+                retry_after,
+            });
+        }
+        let payment_id = record.payment_id.as_ref().ok_or_else(missing)?;
+        let payment = self
+            .store
+            .payment(&record.shop_id, payment_id)
+            .await?
+            .ok_or_else(missing)?;
+        Ok(Outcome::Pending {
+            payment,
+            retry_after,
+        })
+    }
+
+    /// Deletes a key that only linked to a payment that was then declined.
+    async fn abandon(&self, lease: &Lease) -> Result<(), EngineError> {
+        if self.store.abandon_key(lease).await? {
+            tracing::info!(key = %lease.key, "the order's linked payment was declined; the key claims the order afresh");
+        }
+        Ok(())
     }
 
     fn in_progress(&self) -> Outcome {
@@ -402,7 +496,7 @@ impl Engine {
                 let refund = refund.ok_or_else(|| {
                     StoreError::Corrupt(format!("refund key {} has no refund", lease.key))
                 })?;
-                return self.drive_refund(lease, payment, *refund).await;
+                return self.drive_refund(lease, payment, *refund, holder).await;
             }
             RecoveryPoint::OrderAlreadyPaid if payment.status == PaymentStatus::Pending => {
                 // The order's payment has no definite answer yet: say so, store
@@ -437,7 +531,9 @@ impl Engine {
         };
         let answer = if holder == Holder::Resumer && !self.acquirer.is_idempotent() {
             // The acquirer does not deduplicate on our key: the payment may
-            // have been charged by the attempt we resume. Ask before sending.
+            // have been charged by the attempt we resume. The key was parked
+            // for the settle window after that attempt, so a charge it made
+            // has had time to appear: ask before sending.
             match self.look_up_holding_lease(&lease, &request).await {
                 Ok(Some(found)) => {
                     tracing::info!(key = %lease.key, payment = %payment.id, charge = found.provider_payment_id(), "charge found by reference; not sent again");
@@ -449,9 +545,15 @@ impl Engine {
         } else {
             self.charge_holding_lease(&lease, &request).await
         };
-        match answer {
-            Ok(result) => {
-                let settlement = result.settlement();
+        let settlement = answer.map(|result| result.settlement()).or_else(|error| match error {
+            AcquirerError::Rejected(reason) => {
+                tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "the acquirer refused the charge; the payment is declined and its order free");
+                Ok(Settlement::rejected())
+            }
+            other => Err(other),
+        });
+        match settlement {
+            Ok(settlement) => {
                 let settled = payment.settled(&settlement);
                 let response = match settled.status {
                     PaymentStatus::Declined => self.render.render(Rendered::Declined(&settled)),
@@ -464,17 +566,20 @@ impl Engine {
                         other => other,
                     })
             }
-            Err(AcquirerError::Unknown(reason)) => {
-                tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer outcome unknown; payment stays pending");
-                self.release(&lease).await;
-                Ok(self.pending(payment))
-            }
             Err(AcquirerError::NotSent(reason)) => {
                 tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer unreachable; nothing sent");
                 self.release(&lease).await;
                 Ok(Outcome::AcquirerUnavailable {
                     payment,
                     retry_after: self.config.retry_after,
+                })
+            }
+            Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
+                tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer outcome unknown; payment stays pending");
+                let retry_after = self.after_unknown(&lease).await;
+                Ok(Outcome::Pending {
+                    payment,
+                    retry_after,
                 })
             }
         }
@@ -488,6 +593,7 @@ impl Engine {
         lease: Lease,
         payment: Payment,
         refund: Refund,
+        holder: Holder,
     ) -> Result<Outcome, EngineError> {
         if refund.status.is_final() {
             let response = self.render_refund(&refund);
@@ -508,7 +614,25 @@ impl Engine {
             amount: refund.amount,
             token: payment.token.clone(),
         };
-        match self.refund_holding_lease(&lease, &request).await {
+        let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
+        let answer = if resend {
+            // As for charges: the refund we resume may have been made; the
+            // key was parked for the settle window, so it has had time to
+            // appear. Ask before sending it again.
+            match self.refund_look_up_holding_lease(&lease, &request).await {
+                Ok(Some(found)) => {
+                    tracing::info!(key = %lease.key, refund = %refund.id, provider_refund = %found.id, "refund found by reference; not sent again");
+                    Ok(RefundSettlement::Succeeded {
+                        provider_refund_id: found.id,
+                    })
+                }
+                Ok(None) => self.refund_holding_lease(&lease, &request).await,
+                Err(error) => Err(error),
+            }
+        } else {
+            self.refund_holding_lease(&lease, &request).await
+        };
+        match judge_refund_answer(answer, resend) {
             Ok(settlement) => {
                 let settled = refund.settled(&settlement);
                 let response = self.render_refund(&settled);
@@ -519,20 +643,20 @@ impl Engine {
                         other => other,
                     })
             }
-            Err(AcquirerError::Unknown(reason)) => {
-                tracing::warn!(key = %lease.key, refund = %refund.id, %reason, "acquirer refund outcome unknown; refund stays pending");
-                self.release(&lease).await;
-                Ok(Outcome::RefundPending {
-                    refund,
-                    retry_after: self.config.retry_after,
-                })
-            }
             Err(AcquirerError::NotSent(reason)) => {
                 tracing::warn!(key = %lease.key, refund = %refund.id, %reason, "acquirer unreachable; refund not sent");
                 self.release(&lease).await;
                 Ok(Outcome::RefundAcquirerUnavailable {
                     refund,
                     retry_after: self.config.retry_after,
+                })
+            }
+            Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
+                tracing::warn!(key = %lease.key, refund = %refund.id, %reason, "acquirer refund outcome unknown; refund stays pending");
+                let retry_after = self.after_unknown(&lease).await;
+                Ok(Outcome::RefundPending {
+                    refund,
+                    retry_after,
                 })
             }
         }
@@ -620,6 +744,36 @@ impl Engine {
         }
     }
 
+    /// After an unknown outcome: an acquirer idempotent on our key answers a
+    /// resent request with the first one's result, so the lease is released
+    /// for the next retry to resume at once. One that ignores keys may still
+    /// record the attempt late: the key is parked for the settle window, and
+    /// only then looked up (and sent again if nothing appeared). Returns when
+    /// to try again. A failure to park leaves the lease as it was extended
+    /// before the send, which covers the window too.
+    async fn after_unknown(&self, lease: &Lease) -> Duration {
+        if self.acquirer.is_idempotent() {
+            self.release(lease).await;
+            return self.config.retry_after;
+        }
+        let window = self.config.settle_window;
+        if let Err(error) = self.store.park_lease(lease, window).await {
+            tracing::warn!(key = %lease.key, %error, "parking the key failed; its lease covers the settle window");
+        }
+        window
+    }
+
+    /// How long a lease must last around a send: an acquirer that ignores
+    /// keys must not see the payment again within the settle window, even
+    /// when this process dies during the call.
+    fn send_hold(&self) -> Duration {
+        if self.acquirer.is_idempotent() {
+            self.config.timing.lease
+        } else {
+            self.config.settle_window.max(self.config.timing.lease)
+        }
+    }
+
     /// Runs one acquirer call, bounded by the acquirer timeout (a call that
     /// takes longer is an unknown outcome), while a separate task renews the
     /// lease, so a slow acquirer does not let another instance take over a live
@@ -632,11 +786,35 @@ impl Engine {
         request: impl Future<Output = Result<T, AcquirerError>>,
         outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
     ) -> Result<T, AcquirerError> {
-        let heartbeat = tokio::spawn(renew_lease(
+        let hold = match call {
+            AcquirerCall::Lookup => self.config.timing.lease,
+            AcquirerCall::Charge | AcquirerCall::Refund => self.send_hold(),
+        };
+        if hold > self.config.timing.lease {
+            // Before anything reaches an acquirer that ignores keys, the
+            // lease covers the settle window: if this process dies during
+            // the call, nobody looks the attempt up before it could appear.
+            match self.store.renew_lease(lease, hold).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(AcquirerError::NotSent(
+                        "the lease was taken over before sending".to_owned(),
+                    ));
+                }
+                Err(error) => {
+                    return Err(AcquirerError::NotSent(format!(
+                        "the lease could not be extended before sending: {error}"
+                    )));
+                }
+            }
+        }
+        // Aborted when dropped: a caller cut halfway (a completer aborted at
+        // shutdown) stops renewing, and its lease runs out as it should.
+        let heartbeat = AbortOnDropHandle::new(tokio::spawn(renew_lease(
             self.store.clone(),
             lease.clone(),
-            self.config.timing.lease,
-        ));
+            hold,
+        )));
         let timeout = self.config.acquirer_timeout;
         let started = Instant::now();
         let result = tokio::time::timeout(timeout, request)
@@ -646,11 +824,12 @@ impl Engine {
                     "no answer within {timeout:?}"
                 )))
             });
-        heartbeat.abort();
+        drop(heartbeat);
         let kind = match &result {
             Ok(answer) => outcome_kind(answer),
             Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
             Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
+            Err(AcquirerError::Rejected(_)) => AcquirerOutcomeKind::Declined,
         };
         self.observer.acquirer_call(call, kind, started.elapsed());
         result
@@ -704,12 +883,54 @@ impl Engine {
                 &request.acquirer_key,
             )
             .await
-            .map(|found| found.map(|charge| charge.outcome))
+            .and_then(|found| match found {
+                Some(charge) if charge.amount != request.amount => {
+                    tracing::error!(
+                        payment = %request.payment_id,
+                        charge = charge.id(),
+                        ours = %request.amount.to_decimal_string(),
+                        theirs = %charge.amount.to_decimal_string(),
+                        "the acquirer's charge for this payment is for another amount; not applied"
+                    );
+                    Err(AcquirerError::Unknown(
+                        "the charge found has another amount or currency".to_owned(),
+                    ))
+                }
+                found => Ok(found.map(|charge| charge.outcome)),
+            })
         };
         let kind = |found: &Option<ChargeResult>| {
             found
                 .as_ref()
                 .map_or(AcquirerOutcomeKind::NotFound, charge_kind)
+        };
+        self.holding_lease(lease, AcquirerCall::Lookup, lookup, kind)
+            .await
+    }
+
+    /// Looks our refund up at the acquirer by its reference (the refund
+    /// id), holding the lease. A refund found for another amount is not ours
+    /// to apply: unknown.
+    async fn refund_look_up_holding_lease(
+        &self,
+        lease: &Lease,
+        request: &RefundRequest,
+    ) -> Result<Option<AcquirerRefund>, AcquirerError> {
+        let lookup = async {
+            let found = self.acquirer.refunds_for_refund(request).await?;
+            match found.into_iter().next() {
+                Some(refund) if refund.amount != request.amount => {
+                    tracing::error!(refund = %request.refund_id, provider_refund = %refund.id, "the acquirer's refund for this refund is for another amount; not applied");
+                    Err(AcquirerError::Unknown(
+                        "the refund found has another amount".to_owned(),
+                    ))
+                }
+                found => Ok(found),
+            }
+        };
+        let kind = |found: &Option<AcquirerRefund>| match found {
+            Some(_) => AcquirerOutcomeKind::Succeeded,
+            None => AcquirerOutcomeKind::NotFound,
         };
         self.holding_lease(lease, AcquirerCall::Lookup, lookup, kind)
             .await
@@ -786,6 +1007,48 @@ async fn renew_lease(store: Arc<dyn Store>, lease: Lease, duration: Duration) {
             Err(error) => tracing::warn!(key = %lease.key, %error, "lease renewal failed"),
         }
     }
+}
+
+/// What the engine does with the acquirer's answer to a refund. A refusal
+/// of a refund sent again to an acquirer that ignores keys is ambiguous: the
+/// attempt resumed may have given the money back (then the acquirer refuses
+/// to exceed the charge), so it is unknown, never a failure that would free
+/// the reservation. A rejected request is a definite failure.
+fn judge_refund_answer(
+    answer: Result<RefundSettlement, AcquirerError>,
+    resend: bool,
+) -> Result<RefundSettlement, AcquirerError> {
+    match answer {
+        Ok(RefundSettlement::Failed { code }) if resend => Err(AcquirerError::Unknown(format!(
+            "a resent refund was refused ({code}); the attempt resumed may have been made"
+        ))),
+        Err(AcquirerError::Rejected(reason)) => {
+            tracing::warn!(%reason, "the acquirer refused the refund");
+            Ok(RefundSettlement::Failed {
+                code: crate::acquirer::REJECTED.to_owned(),
+            })
+        }
+        other => other,
+    }
+}
+
+/// Whether a taken-over key only links to its order's payment and that
+/// payment was declined: the order is free, and the key must get an attempt
+/// of its own rather than the other payment's decline.
+fn links_declined_order(acquired: &Acquired) -> bool {
+    acquired.recovery_point == RecoveryPoint::OrderAlreadyPaid
+        && acquired.payment.status == PaymentStatus::Declined
+}
+
+/// What a request whose key exists gets. Returned once and matched at once,
+/// so the size of [`Outcome`] costs a move, not an allocation per request.
+#[allow(clippy::large_enum_variant)]
+enum Existing {
+    /// The answer.
+    Answered(Outcome),
+    /// The key only linked to its order's payment, which was declined; it
+    /// was deleted, and the request claims the order afresh.
+    OrderFreed,
 }
 
 /// The observer's name for a definite charge answer.

@@ -271,7 +271,7 @@ impl Payment {
     /// The payment after a definite acquirer answer.
     pub fn settled(mut self, settlement: &Settlement) -> Self {
         self.status = settlement.status;
-        self.provider_payment_id = Some(settlement.provider_payment_id.clone());
+        self.provider_payment_id = settlement.provider_payment_id.clone();
         self.decline_code = settlement.decline_code.clone();
         self
     }
@@ -282,10 +282,25 @@ impl Payment {
 pub struct Settlement {
     /// `Succeeded` or `Declined`.
     pub status: PaymentStatus,
-    /// The acquirer's id of the charge attempt.
-    pub provider_payment_id: String,
+    /// The acquirer's id of the charge attempt; `None` when the acquirer
+    /// refused the request without recording an attempt
+    /// ([`AcquirerError::Rejected`](crate::AcquirerError::Rejected)).
+    pub provider_payment_id: Option<String>,
     /// Why it was declined.
     pub decline_code: Option<String>,
+}
+
+impl Settlement {
+    /// A charge the acquirer definitively refused without recording an
+    /// attempt ([`AcquirerError::Rejected`](crate::AcquirerError::Rejected)):
+    /// declined with [`REJECTED`](crate::acquirer::REJECTED), no charge id.
+    pub fn rejected() -> Self {
+        Self {
+            status: PaymentStatus::Declined,
+            provider_payment_id: None,
+            decline_code: Some(crate::acquirer::REJECTED.to_owned()),
+        }
+    }
 }
 
 #[cfg(test)]

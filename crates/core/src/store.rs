@@ -158,12 +158,19 @@ pub struct KeyRecord {
     pub path: String,
     /// How far it got.
     pub recovery_point: RecoveryPoint,
-    /// The payment it answers with.
+    /// The payment it answers with (for a refund key: the refunded payment).
     pub payment_id: Option<PaymentId>,
+    /// The refund it created, for a refund key.
+    pub refund_id: Option<RefundId>,
     /// The final response, once finished.
     pub response: Option<StoredResponse>,
     /// Whether a lease is held and unexpired, judged by the store's clock.
     pub lease_active: bool,
+    /// How much longer the key is parked (see [`Store::park_lease`]): no
+    /// request holds it, but it may not be taken over yet because the
+    /// outcome of a call to an acquirer that ignores keys may still appear.
+    /// `None` when it is not parked (or the parking ran out).
+    pub settling: Option<Duration>,
     /// Unix milliseconds of creation.
     pub created_at_ms: i64,
     /// Unix milliseconds after which a finished key counts as new.
@@ -318,6 +325,22 @@ pub trait Store: Send + Sync + 'static {
     /// Ends a lease early (the outcome is unknown and the next retry should
     /// resume at once). `false` if it was taken over.
     async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError>;
+
+    /// Ends a lease but parks the key for `hold` by the store's clock:
+    /// nobody holds it ([`KeyRecord::lease_active`] is `false`,
+    /// [`KeyRecord::settling`] says for how long), and nobody can take it over
+    /// until `hold` has passed. Used after an unknown outcome at an acquirer
+    /// that ignores keys, whose charge may still be in flight: only once it
+    /// has had time to appear is it looked up, and sent again if it did not.
+    /// `false` if the lease was taken over.
+    async fn park_lease(&self, lease: &Lease, hold: Duration) -> Result<bool, StoreError>;
+
+    /// Deletes an unfinished key that only links to its order's payment
+    /// ([`RecoveryPoint::OrderAlreadyPaid`]), fenced by the lease: that
+    /// payment was declined, so the order is free and the key's next request
+    /// claims it afresh with its own payment. Nothing else refers to such a
+    /// key. `false` if the lease was taken over or the key is not of that kind.
+    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError>;
 
     /// Phase 3, one transaction, fenced by the lease token: applies the
     /// settlement to the payment, which must still be pending, and stores the

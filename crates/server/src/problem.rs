@@ -45,9 +45,12 @@ pub enum ProblemCode {
     InvalidAmount,
     /// 422: not a supported ISO 4217 currency.
     UnsupportedCurrency,
-    /// 503: the database cannot be reached; nothing was executed.
+    /// 503: the database cannot be reached; the request may or may not have
+    /// been recorded. Retry with the same key (never executed twice).
     StoreUnavailable,
-    /// 503: the acquirer cannot be reached; nothing was sent. Retry with the same key.
+    /// 503: the acquirer cannot be reached; nothing was sent yet, but the
+    /// payment (or refund) stays pending and will be sent by the client's
+    /// retry with the same key or else by the completer.
     AcquirerUnavailable,
     /// 400: an acquirer webhook without a well-formed signature header.
     MissingSignature,

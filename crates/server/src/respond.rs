@@ -49,13 +49,11 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         Outcome::AcquirerUnavailable {
             payment,
             retry_after,
-        } => Problem::new(
-            ProblemCode::AcquirerUnavailable,
-            "the acquirer could not be reached and nothing was sent; retry with the same key",
-        )
-        .with("payment", PaymentView::of(&payment).to_value())
-        .retry_after(retry_after)
-        .into_response(),
+        } => Problem::new(ProblemCode::AcquirerUnavailable, NOT_SENT_YET)
+            .with("payment", PaymentView::of(&payment).to_value())
+            .with("will_be_sent", true.into())
+            .retry_after(retry_after)
+            .into_response(),
         Outcome::RefundPending {
             refund,
             retry_after,
@@ -63,16 +61,29 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         Outcome::RefundAcquirerUnavailable {
             refund,
             retry_after,
-        } => Problem::new(
-            ProblemCode::AcquirerUnavailable,
-            "the acquirer could not be reached and nothing was sent; retry with the same key",
-        )
-        .with("refund", RefundView::of(&refund).to_value())
-        .retry_after(retry_after)
-        .into_response(),
+        } => Problem::new(ProblemCode::AcquirerUnavailable, REFUND_NOT_SENT_YET)
+            .with("refund", RefundView::of(&refund).to_value())
+            .with("will_be_sent", true.into())
+            .retry_after(retry_after)
+            .into_response(),
         Outcome::RefundRefused(reason) => refund_refused(reason).into_response(),
     }
 }
+
+/// What a 503 `acquirer_unavailable` says: true now, and true later. The
+/// acquirer got nothing yet, but the payment stays pending and will be sent:
+/// by the client's retry with the same key, or else by the completer. It is
+/// not a failure; nothing may be paid again under a new key.
+const NOT_SENT_YET: &str = "the acquirer could not be reached, so nothing has been sent yet. \
+     The payment stays pending and will be sent: when you retry with the same key, or else by \
+     chargeonce itself shortly. Retry with the same key to learn the outcome; do not pay the \
+     order again under a new key";
+
+/// The refund's version of [`NOT_SENT_YET`].
+const REFUND_NOT_SENT_YET: &str = "the acquirer could not be reached, so nothing has been sent \
+     yet. The refund stays pending (its amount reserved) and will be sent: when you retry with \
+     the same key, or else by chargeonce itself shortly. Retry with the same key to learn the \
+     outcome";
 
 /// 202 with the pending refund: its outcome at the acquirer is not known yet.
 fn refund_pending(refund: &Refund, retry_after: std::time::Duration) -> Response {
@@ -138,15 +149,19 @@ fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
     response
 }
 
-/// The problem for a store failure: 503 when the database is out of reach
-/// (nothing was executed), 500 otherwise, never with internals in the body.
+/// The problem for a store failure: 503 when the database is out of reach,
+/// 500 otherwise, never with internals in the body. The 503 does not claim
+/// that nothing happened: a write may have committed just before the
+/// connection broke (then its key is resumed by the retry or the completer).
 pub fn store_problem(error: StoreError) -> Problem {
     match error {
         StoreError::Unavailable(reason) => {
             tracing::warn!(%reason, "store unavailable");
             Problem::new(
                 ProblemCode::StoreUnavailable,
-                "the database cannot be reached; nothing was executed. Retry with the same key",
+                "the database could not be reached, so this request may or may not have been \
+                 recorded. Retry with the same key: what was recorded is resumed, never \
+                 executed twice",
             )
             .retry_after(std::time::Duration::from_secs(1))
         }

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use chargeonce_acquirer::ChargeStatus;
-use chargeonce_core::KeyTiming;
+use chargeonce_core::{KeyTiming, PaymentId, PaymentStatus, SettleOutcome, Settlement, ShopId};
 use common::{
     Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, TestServer, body, raw_answer, raw_status,
     send,
@@ -231,6 +231,51 @@ async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backe
     assert!(replay.replayed());
     assert_eq!(replay.bytes, settled.bytes);
     assert_eq!(s.charges_for("order-1").await.len(), 1);
+}
+
+/// A key that found its order's payment pending links to it (202). When that
+/// payment is then declined, the order is free again: the key's next request
+/// gets an attempt of its own, with its own card, never the other payment's
+/// decline.
+async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let first = send(s.pay("k1", &body("order-1", "1500.00", "tok_timeout"))).await;
+    assert_eq!(first.status, 202);
+    let theirs = first.json()["id"].as_str().unwrap().to_owned();
+    let mine = body("order-1", "1500.00", "tok_ok");
+    let linked = send(s.pay("k2", &mine)).await;
+    assert_eq!(linked.status, 202);
+    assert_eq!(linked.json()["id"], theirs.as_str());
+    // The first payment is declined (as a webhook or the reconciler would
+    // settle it).
+    let settled = s
+        .store
+        .settle_payment(
+            &ShopId::new(common::SHOP).unwrap(),
+            &PaymentId::parse(&theirs).unwrap(),
+            &Settlement {
+                status: PaymentStatus::Declined,
+                provider_payment_id: Some("ch_elsewhere".into()),
+                decline_code: Some("card_declined".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+    let own = send(s.pay("k2", &mine)).await;
+    assert_eq!(own.status, 201, "{}", String::from_utf8_lossy(&own.bytes));
+    assert_ne!(own.json()["id"], theirs.as_str(), "a payment of its own");
+    assert_eq!(own.json()["status"], "succeeded");
+    let replay = send(s.pay("k2", &mine)).await;
+    assert!(replay.replayed());
+    assert_eq!(replay.bytes, own.bytes);
+    let charges = s.charges_for("order-1").await;
+    assert!(
+        charges
+            .iter()
+            .any(|c| Some(c.payment_id.as_str()) == own.json()["id"].as_str()),
+        "charged with its own card: {charges:?}"
+    );
 }
 
 async fn an_acquirer_slower_than_its_timeout_is_pending_then_resolved(backend: Backend) {
@@ -556,6 +601,7 @@ on_both_stores!(
     a_lost_acquirer_answer_is_202_then_resolved_by_retry,
     a_new_key_for_a_paid_order_returns_the_payment,
     a_new_key_for_an_order_in_flight_is_202_until_it_settles,
+    a_key_linked_to_a_payment_that_declines_gets_its_own_attempt,
     an_acquirer_slower_than_its_timeout_is_pending_then_resolved,
     an_expired_key_cannot_pay_an_order_twice,
     bad_keys_are_400_and_store_nothing,

@@ -84,7 +84,7 @@ async fn settle(h: &Harness, id: &PaymentId, status: PaymentStatus, charge_id: &
             id,
             &Settlement {
                 status,
-                provider_payment_id: charge_id.to_owned(),
+                provider_payment_id: Some(charge_id.to_owned()),
                 decline_code: (status == PaymentStatus::Declined).then(|| "card_declined".into()),
             },
         )

@@ -18,6 +18,100 @@ use harness::{Backend, Harness, event, reconcile_now};
 
 // ---------------------------------------------------------------- webhooks
 
+/// An event for another amount or currency than the payment's settles
+/// nothing: recorded (its repeat is a duplicate), answered `amount_mismatch`,
+/// counted as a finding; the genuine event still applies afterwards.
+async fn an_event_for_another_amount_settles_nothing_and_is_a_finding(backend: Backend) {
+    let h = Harness::start(backend).await;
+    let (status, pending) = h.pay("k1", "order-1", "tok_timeout").await;
+    assert_eq!(status, 202);
+    let id = pending["id"].as_str().unwrap();
+    let charge = h.charge_of(id).await;
+    let mut cheaper = event("evt_1", "payment.succeeded", &charge);
+    cheaper["data"]["amount"]["value"] = "1.00".into();
+    let (status, answer) = h.webhook(&cheaper).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"], "amount_mismatch");
+    let (_, again) = h.webhook(&cheaper).await;
+    assert_eq!(again["result"], "duplicate");
+    let mut dollars = event("evt_2", "payment.succeeded", &charge);
+    dollars["data"]["amount"]["currency"] = "USD".into();
+    let (_, answer) = h.webhook(&dollars).await;
+    assert_eq!(answer["result"], "amount_mismatch");
+    assert_eq!(h.payment(id).await["status"], "pending", "nothing applied");
+    let text = h.metrics_text().await;
+    assert!(
+        text.contains("chargeonce_reconciler_findings_total{kind=\"amount_mismatch\"} 2"),
+        "{text}"
+    );
+    let (_, genuine) = h
+        .webhook(&event("evt_3", "payment.succeeded", &charge))
+        .await;
+    assert_eq!(genuine["result"], "applied");
+    assert_eq!(h.payment(id).await["status"], "succeeded");
+}
+
+/// The engine's future dropped halfway through an acquirer call (a
+/// completer aborted at shutdown): its lease heartbeat ends with it, so the
+/// lease runs out and another instance can take the key over.
+async fn a_payment_cut_halfway_stops_renewing_its_lease(backend: Backend) {
+    let h = Harness::start_with(backend, |mut config| {
+        config.timing.lease = Duration::from_millis(300);
+        config
+    })
+    .await;
+    let shop = ShopId::new(harness::SHOP).unwrap();
+    let key = IdempotencyKey::new("k-cut").unwrap();
+    let body = serde_json::json!({
+        "amount": {"value": "1500.00", "currency": "RUB"},
+        "reference": "order-cut",
+        "payment_method": {"token": "tok_slow"},
+    });
+    let claim = chargeonce_core::ClaimRequest {
+        shop_id: shop.clone(),
+        key: key.clone(),
+        fingerprint: chargeonce_core::Fingerprint::compute("POST", "/v1/payments", &body).unwrap(),
+        method: "POST".into(),
+        path: "/v1/payments".into(),
+    };
+    let request = chargeonce_core::PaymentRequest {
+        amount: chargeonce_core::Money::parse("1500.00", "RUB").unwrap(),
+        reference: chargeonce_core::Reference::new("order-cut").unwrap(),
+        token: chargeonce_core::CardToken::new("tok_slow").unwrap(),
+    };
+    let engine = h.engine.clone();
+    // tok_slow: charged at once, answered 1.5 s later.
+    let call = tokio::spawn(async move { engine.pay(claim, request).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while h.sim.ledger().await.unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no charge");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        h.store
+            .key(&shop, &key)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease_active
+    );
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    // Renewed every 100 ms while the heartbeat lives; it must not.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1200);
+    loop {
+        let record = h.store.key(&shop, &key).await.unwrap().unwrap();
+        if !record.lease_active {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lease is still renewed after its operation was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn a_bad_signature_is_refused_and_changes_nothing(backend: Backend) {
     let h = Harness::start(backend).await;
     let (status, pending) = h.pay("k1", "order-1", "tok_timeout").await;
@@ -556,7 +650,7 @@ async fn the_reconciler_finds_payments_the_acquirer_does_not_know(backend: Backe
             &ghost,
             &Settlement {
                 status: PaymentStatus::Succeeded,
-                provider_payment_id: "ch_never_made".into(),
+                provider_payment_id: Some("ch_never_made".into()),
                 decline_code: None,
             },
         )
@@ -617,6 +711,8 @@ async fn metrics_count_claims_replays_conflicts_and_mismatches(backend: Backend)
 }
 
 on_both_stores!(
+    an_event_for_another_amount_settles_nothing_and_is_a_finding,
+    a_payment_cut_halfway_stops_renewing_its_lease,
     a_bad_signature_is_refused_and_changes_nothing,
     a_stale_timestamp_is_refused,
     a_duplicate_event_answers_200_and_changes_nothing,

@@ -10,6 +10,8 @@ use chargeonce_core::{
     NewRefund, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
     RefundRefusal, RefundSettlement, RefundStatus, ShopId, StalledKey, StoreError, StoredResponse,
 };
+use std::time::Duration;
+
 use time::OffsetDateTime;
 
 /// Classifies a database error: connection trouble is `Unavailable` (the
@@ -102,6 +104,8 @@ pub(crate) struct KeyColumns {
     pub response_headers: Option<String>,
     pub response_body: Option<Vec<u8>>,
     pub lease_active: bool,
+    pub refund_id: Option<String>,
+    pub settling_ms: Option<i64>,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
     pub replays: i64,
@@ -133,6 +137,16 @@ impl KeyColumns {
                 .map_err(corrupt)?,
             response,
             lease_active: self.lease_active,
+            refund_id: self
+                .refund_id
+                .map(|id| RefundId::parse(&id))
+                .transpose()
+                .map_err(corrupt)?,
+            settling: self
+                .settling_ms
+                .and_then(|ms| u64::try_from(ms).ok())
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
             created_at_ms: self.created_at_ms,
             expires_at_ms: self.expires_at_ms,
             replays: u64::try_from(self.replays).unwrap_or(0),

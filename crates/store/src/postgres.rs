@@ -36,7 +36,9 @@ macro_rules! key_columns {
     () => {
         "shop_id, key, fingerprint, method, path, recovery_point, payment_id, \
          response_status::bigint AS response_status, response_headers, response_body, \
-         (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, \
+         (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, refund_id, \
+         CASE WHEN lease_token IS NULL AND locked_until > now() \
+              THEN ceil(extract(epoch FROM locked_until - now()) * 1000)::bigint END AS settling_ms, \
          (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
          (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, replays"
     };
@@ -544,6 +546,8 @@ fn key_from_row(row: &PgRow) -> Result<KeyRecord, StoreError> {
         response_headers: row.try_get("response_headers").map_err(store_error)?,
         response_body: row.try_get("response_body").map_err(store_error)?,
         lease_active: row.try_get("lease_active").map_err(store_error)?,
+        refund_id: row.try_get("refund_id").map_err(store_error)?,
+        settling_ms: row.try_get("settling_ms").map_err(store_error)?,
         created_at_ms: row.try_get("created_at_ms").map_err(store_error)?,
         expires_at_ms: row.try_get("expires_at_ms").map_err(store_error)?,
         replays: row.try_get("replays").map_err(store_error)?,
@@ -658,6 +662,37 @@ impl Store for PgStore {
         .bind(lease.key.as_str())
         .bind(lease.token.as_uuid())
         .bind(millis(duration) as f64)
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn park_lease(&self, lease: &Lease, hold: Duration) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE idempotency_keys SET lease_token = NULL, \
+                 locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(millis(hold) as f64)
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM idempotency_keys \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point = 'order_already_paid'",
+        )
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
         .execute(&self.pool)
         .await
         .map_err(store_error)?;

@@ -62,7 +62,12 @@ macro_rules! key_columns {
              response_status, response_headers, response_body, \
              (lease_token IS NOT NULL AND locked_until > ",
             now_ms!(),
-            ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms, replays"
+            ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms, replays, \
+             refund_id, CASE WHEN lease_token IS NULL AND locked_until > ",
+            now_ms!(),
+            " THEN locked_until - ",
+            now_ms!(),
+            " END AS settling_ms"
         )
     };
 }
@@ -685,6 +690,8 @@ fn key_from_row(row: &rusqlite::Row<'_>) -> Result<KeyRecord> {
         response_headers: row.get("response_headers")?,
         response_body: row.get("response_body")?,
         lease_active: row.get("lease_active")?,
+        refund_id: row.get("refund_id")?,
+        settling_ms: row.get("settling_ms")?,
         created_at_ms: row.get("created_at_ms")?,
         expires_at_ms: row.get("expires_at_ms")?,
         replays: row.get("replays")?,
@@ -837,6 +844,47 @@ impl Store for SqliteStore {
                     lease.key.as_str(),
                     lease.token.as_uuid().to_string(),
                     millis(duration),
+                ])?;
+            Ok(Write::Commit(done == 1))
+        })
+        .await
+    }
+
+    async fn park_lease(&self, lease: &Lease, hold: Duration) -> Result<bool, StoreError> {
+        let lease = lease.clone();
+        let hold = millis(hold);
+        self.write(move |conn| {
+            let done = conn
+                .prepare_cached(concat!(
+                    "UPDATE idempotency_keys SET lease_token = NULL, locked_until = ",
+                    now_ms!(),
+                    " + ?4 WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+                       AND recovery_point <> 'finished'"
+                ))?
+                .execute(params![
+                    lease.shop_id.as_str(),
+                    lease.key.as_str(),
+                    lease.token.as_uuid().to_string(),
+                    hold,
+                ])?;
+            Ok(Write::Commit(done == 1))
+        })
+        .await
+    }
+
+    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let lease = lease.clone();
+        self.write(move |conn| {
+            let done = conn
+                .prepare_cached(
+                    "DELETE FROM idempotency_keys \
+                     WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+                       AND recovery_point = 'order_already_paid'",
+                )?
+                .execute(params![
+                    lease.shop_id.as_str(),
+                    lease.key.as_str(),
+                    lease.token.as_uuid().to_string(),
                 ])?;
             Ok(Write::Commit(done == 1))
         })

@@ -114,7 +114,7 @@ fn response(body: &str) -> StoredResponse {
 fn succeeded() -> Settlement {
     Settlement {
         status: PaymentStatus::Succeeded,
-        provider_payment_id: "ch_1".into(),
+        provider_payment_id: Some("ch_1".into()),
         decline_code: None,
     }
 }
@@ -385,7 +385,7 @@ async fn one_live_payment_per_order(f: Fixture) {
     // Once declined, the order is free for a new payment.
     let declined = Settlement {
         status: PaymentStatus::Declined,
-        provider_payment_id: "ch_d".into(),
+        provider_payment_id: Some("ch_d".into()),
         decline_code: Some("card_declined".into()),
     };
     assert!(
@@ -1038,7 +1038,7 @@ async fn keys_with_sql_metacharacters_are_opaque(f: Fixture) {
 fn declined() -> Settlement {
     Settlement {
         status: PaymentStatus::Declined,
-        provider_payment_id: "ch_d".into(),
+        provider_payment_id: Some("ch_d".into()),
         decline_code: Some("card_declined".into()),
     }
 }

@@ -75,7 +75,7 @@ fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
 fn settlement(status: PaymentStatus, charge: &str) -> Settlement {
     Settlement {
         status,
-        provider_payment_id: charge.into(),
+        provider_payment_id: Some(charge.into()),
         decline_code: (status == PaymentStatus::Declined).then(|| "card_declined".into()),
     }
 }

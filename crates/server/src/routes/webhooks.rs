@@ -14,9 +14,16 @@
 //! 4. An event for a payment we do not have is acknowledged (200, recorded,
 //!    logged): resending it would not make it known; the reconciler reports
 //!    the orphan charge.
+//! 5. An event whose amount or currency is not the payment's settles
+//!    nothing: it is recorded (so its repeats are duplicates), logged as an
+//!    error and counted as an `amount_mismatch` finding
+//!    (`chargeonce_reconciler_findings_total`), and answered
+//!    `amount_mismatch`. Money moved for another amount than we asked is for
+//!    a person to look at, never to be written over our payment.
 //!
 //! Every authentic event gets a 200 with `{"received": true, "result": ...}`
-//! (`applied`, `duplicate`, `no_change`, `conflict`, `unknown_payment`), so
+//! (`applied`, `duplicate`, `no_change`, `conflict`, `unknown_payment`,
+//! `amount_mismatch`), so
 //! the acquirer stops resending it. A store failure answers 503: nothing was
 //! recorded, and the acquirer's retry is welcome.
 
@@ -29,7 +36,7 @@ use chargeonce_core::webhook::{
     AcquirerEvent, EventKind, SIGNATURE_HEADER, SignatureError, TOLERANCE, verify,
 };
 use chargeonce_core::{
-    AcquirerKey, EventRecorded, InboundEvent, PaymentStatus, Settlement, ShopId,
+    AcquirerKey, EventRecorded, InboundEvent, Money, PaymentStatus, Settlement, ShopId,
 };
 use serde_json::json;
 use time::OffsetDateTime;
@@ -51,7 +58,7 @@ fn settlement_of(event: &AcquirerEvent) -> Option<Settlement> {
     };
     Some(Settlement {
         status,
-        provider_payment_id: event.data.charge_id.clone(),
+        provider_payment_id: Some(event.data.charge_id.clone()),
         decline_code: match status {
             PaymentStatus::Declined => Some(
                 event
@@ -63,6 +70,43 @@ fn settlement_of(event: &AcquirerEvent) -> Option<Settlement> {
             _ => None,
         },
     })
+}
+
+/// Whether an event would settle a payment for another amount or currency
+/// than the payment's (a payment's amount never changes, so reading it
+/// before recording the event is safe). Logged as an error when it does.
+async fn amount_mismatch(
+    state: &AppState,
+    inbound: &InboundEvent,
+    event: &AcquirerEvent,
+) -> Result<bool, chargeonce_core::StoreError> {
+    if inbound.settlement.is_none() {
+        return Ok(false);
+    }
+    let Some(payment) = state
+        .store
+        .payment_by_acquirer_key(&inbound.acquirer_key)
+        .await?
+    else {
+        return Ok(false);
+    };
+    if payment.shop_id != inbound.shop_id {
+        return Ok(false);
+    }
+    let amount = &event.data.amount;
+    let theirs = Money::parse(&amount.value, &amount.currency).ok();
+    if theirs == Some(payment.amount) {
+        return Ok(false);
+    }
+    tracing::error!(
+        event = %event.id,
+        payment = %payment.id,
+        ours = %format!("{} {}", payment.amount.to_decimal_string(), payment.amount.currency()),
+        theirs = %format!("{} {}", amount.value, amount.currency),
+        charge = %event.data.charge_id,
+        "acquirer event for another amount than the payment's; not applied (a finding)"
+    );
+    Ok(true)
 }
 
 /// Receives one acquirer event.
@@ -102,13 +146,24 @@ pub async fn acquirer(State(state): State<AppState>, headers: HeaderMap, body: B
         tracing::warn!(event = %event.id, "acquirer event for a shop id we cannot have");
         return received(&state, "unknown_payment");
     };
-    let inbound = InboundEvent {
+    let mut inbound = InboundEvent {
         event_id: event.id.clone(),
         kind: event.kind,
         acquirer_key: AcquirerKey::from_stored(event.data.acquirer_key.clone()),
         shop_id,
         settlement: settlement_of(&event),
     };
+    let mismatched = match amount_mismatch(&state, &inbound, &event).await {
+        Ok(mismatched) => mismatched,
+        Err(error) => {
+            state.metrics().store_error_webhook();
+            return store_problem(error).into_response();
+        }
+    };
+    if mismatched {
+        // Recorded without its settlement: a repeat is a duplicate.
+        inbound.settlement = None;
+    }
     let recorded = match state.store.record_event(&inbound).await {
         Ok(recorded) => recorded,
         Err(error) => {
@@ -118,6 +173,13 @@ pub async fn acquirer(State(state): State<AppState>, headers: HeaderMap, body: B
     };
     match recorded {
         EventRecorded::Duplicate => received(&state, "duplicate"),
+        _ if mismatched => {
+            state
+                .engine
+                .observer()
+                .reconciler_finding("amount_mismatch");
+            received(&state, "amount_mismatch")
+        }
         EventRecorded::Settled(payment) => {
             tracing::info!(event = %event.id, payment = %payment.id, status = payment.status.as_str(), "acquirer event settled a payment");
             received(&state, "applied")
@@ -126,7 +188,7 @@ pub async fn acquirer(State(state): State<AppState>, headers: HeaderMap, body: B
             Some(settlement)
                 if settlement.status != payment.status
                     || payment.provider_payment_id.as_deref()
-                        != Some(settlement.provider_payment_id.as_str()) =>
+                        != settlement.provider_payment_id.as_deref() =>
             {
                 tracing::error!(
                     event = %event.id,

@@ -611,6 +611,12 @@ impl Reconciler {
                     continue;
                 }
             };
+            if charge.amount != payment.amount {
+                // Money moved for another amount than we asked: a finding
+                // for a person, never a settlement of our payment.
+                self.find(config, report, mismatch(&payment, &charge));
+                continue;
+            }
             let settlement = charge.outcome.settlement();
             match self
                 .store
@@ -923,6 +929,13 @@ fn mismatch(payment: &Payment, charge: &AcquirerCharge) -> Finding {
     }
 }
 
+/// Whether the acquirer should know a final payment: all but those it
+/// refused without recording an attempt (declined `acquirer_rejected`, no
+/// charge id), which it rightly does not know.
+fn has_attempt(payment: &Payment) -> bool {
+    payment.status != PaymentStatus::Declined || payment.provider_payment_id.is_some()
+}
+
 fn missing(payment: &Payment) -> Finding {
     Finding {
         kind: FindingKind::MissingCharge,
@@ -1069,6 +1082,9 @@ impl Pass<'_> {
     /// A final payment whose named charge was not among the charges read
     /// next to it: the acquirer's status look-up decides.
     async fn check_missing(&mut self, payment: &Payment) {
+        if !has_attempt(payment) {
+            return;
+        }
         self.report.acquirer_lookups += 1;
         let known = look_up(
             self.reconciler.acquirer.as_ref(),
@@ -1171,6 +1187,9 @@ impl Pass<'_> {
             }
             if !payment.status.is_final() {
                 self.recheck_later(&payment);
+                continue;
+            }
+            if !has_attempt(&payment) {
                 continue;
             }
             self.report.acquirer_lookups += 1;
