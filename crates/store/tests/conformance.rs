@@ -607,6 +607,94 @@ async fn concurrent_keys_for_one_order_make_one_payment(f: Fixture) {
     assert_eq!(orders.len(), 1);
 }
 
+/// A parked key (after an unknown outcome at an acquirer that ignores keys)
+/// has no holder and cannot be taken over until its hold has passed; only
+/// the lease's holder can park it.
+async fn a_parked_key_is_held_by_nobody_until_its_hold_passes(f: Fixture) {
+    let (lease, _) = acquire(&f, "k1", "order-1", LONG).await;
+    let mut stale = lease.clone();
+    stale.token = chargeonce_core::LeaseToken::generate();
+    assert!(
+        !f.store
+            .park_lease(&stale, Duration::from_secs(5))
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .park_lease(&lease, Duration::from_millis(600))
+            .await
+            .unwrap()
+    );
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert!(!record.lease_active, "nobody holds it");
+    let left = record.settling.expect("parked");
+    assert!(
+        left <= Duration::from_millis(600) && !left.is_zero(),
+        "{left:?}"
+    );
+    assert_eq!(record.refund_id, None);
+    assert!(
+        f.store
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "not before its hold passed"
+    );
+    assert!(
+        !f.store.renew_lease(&lease, LONG.lease).await.unwrap(),
+        "its holder let go"
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let record = f.store.key(&f.shop, &key("k1")).await.unwrap().unwrap();
+    assert_eq!(record.settling, None);
+    assert!(
+        f.store
+            .take_over(&f.shop, &key("k1"), &fp("k1", "order-1"), LONG.lease)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// A key that only links to its order's payment can be deleted by its
+/// holder (the payment was declined; the key claims the order afresh); no
+/// other key can.
+async fn only_a_key_linking_its_orders_payment_is_abandoned(f: Fixture) {
+    let (own, first) = acquire(&f, "k1", "order-1", LONG).await;
+    assert!(
+        !f.store.abandon_key(&own).await.unwrap(),
+        "a key with its own payment stays"
+    );
+    let Claim::Acquired(linked) = f
+        .store
+        .claim_payment(
+            &claim(&f.shop, "k2", "o"),
+            &new_payment(&f.shop, "k2", "order-1"),
+            LONG,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("a new key is claimed")
+    };
+    assert_eq!(linked.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    let mut stale = linked.lease.clone();
+    stale.token = chargeonce_core::LeaseToken::generate();
+    assert!(
+        !f.store.abandon_key(&stale).await.unwrap(),
+        "fenced by the lease"
+    );
+    assert!(f.store.abandon_key(&linked.lease).await.unwrap());
+    assert!(f.store.key(&f.shop, &key("k2")).await.unwrap().is_none());
+    assert!(f.store.key(&f.shop, &key("k1")).await.unwrap().is_some());
+    assert_eq!(
+        f.store.payment(&f.shop, &first.id).await.unwrap(),
+        Some(first)
+    );
+}
+
 async fn a_new_key_for_a_paid_order_links_its_payment_and_writes_nothing_else(f: Fixture) {
     let (lease, first) = acquire(&f, "k1", "order-1", LONG).await;
     // The order has a pending payment: a claim under another key is new, but
@@ -2216,6 +2304,8 @@ conformance!(
     finish_stores_the_response_and_settles_the_payment,
     a_taken_over_lease_is_fenced_off,
     release_and_renew_follow_the_token,
+    a_parked_key_is_held_by_nobody_until_its_hold_passes,
+    only_a_key_linking_its_orders_payment_is_abandoned,
     one_live_payment_per_order,
     an_expired_finished_key_counts_as_new,
     the_sweeper_deletes_expired_finished_keys_in_batches,
