@@ -147,6 +147,16 @@ pub struct ChaosArgs {
     /// Break a component on purpose (the checker must then report violations).
     #[arg(long, value_enum, default_value_t = Sabotage::None)]
     pub sabotage: Sabotage,
+    /// The acquirer ignores idempotency keys (`chargeonce acquirer
+    /// --no-idempotency`) and the service knows it (`serve
+    /// --acquirer-no-idempotency`): every lost answer, kill and take-over is
+    /// resolved by the settle window and a look-up by reference. The run must
+    /// stay clean.
+    #[arg(long)]
+    pub acquirer_without_keys: bool,
+    /// With `--acquirer-without-keys`: the instances' `--acquirer-settle-window`.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub settle_window: Duration,
 }
 
 impl ChaosArgs {

@@ -122,6 +122,12 @@ fn repeat_command(seed: u64, a: &ChaosArgs) -> String {
     if a.sabotage != Sabotage::None {
         command.push_str(" --sabotage acquirer-skips-key-check");
     }
+    if a.acquirer_without_keys {
+        command.push_str(&format!(
+            " --acquirer-without-keys --settle-window {}",
+            humantime::format_duration(a.settle_window)
+        ));
+    }
     command
 }
 
@@ -218,7 +224,7 @@ async fn run_in(
         "--seed".into(),
         seed.to_string(),
     ]);
-    if args.sabotage == Sabotage::AcquirerSkipsKeyCheck {
+    if args.sabotage == Sabotage::AcquirerSkipsKeyCheck || args.acquirer_without_keys {
         acquirer_args.push("--no-idempotency".into());
     }
     // Instance ports first: the acquirer sends its webhooks to instance 0.
@@ -282,6 +288,13 @@ async fn run_in(
         ]);
         if i != 0 {
             serve.push("--no-reconciler".into());
+        }
+        if args.acquirer_without_keys {
+            serve.extend([
+                "--acquirer-no-idempotency".into(),
+                "--acquirer-settle-window".into(),
+                humantime::format_duration(args.settle_window).to_string(),
+            ]);
         }
         let mut proc = Proc::new(&format!("instance-{i}"), port, bin, serve, work)
             .env("CHARGEONCE_WEBHOOK_SECRET", &webhook_secret);

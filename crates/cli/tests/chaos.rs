@@ -61,6 +61,37 @@ async fn a_small_run_under_every_fault_passes() {
     assert_eq!(report["books"]["payments_pending"], 0);
 }
 
+/// An acquirer that ignores keys, and a service told so: lost answers,
+/// kills and take-overs are resolved by the settle window and a look-up by
+/// reference, never by sending again on a guess. One charge per payment.
+#[tokio::test]
+async fn an_acquirer_without_keys_that_the_service_knows_of_charges_once() {
+    let (code, report, stdout) = chaos(&[
+        "--seed",
+        "13",
+        "--acquirer-without-keys",
+        "--settle-window",
+        "3s",
+        "--acquirer-lost-rate",
+        "0.1",
+    ])
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(report["passed"], true);
+    assert!(
+        stdout.contains("--acquirer-without-keys --settle-window 3s"),
+        "{stdout}"
+    );
+    let books = &report["books"];
+    assert_eq!(books["payments_pending"], 0, "{books}");
+    assert_eq!(
+        books["ledger_charges"].as_u64().unwrap(),
+        books["payments_succeeded"].as_u64().unwrap()
+            + books["payments_declined"].as_u64().unwrap(),
+        "one attempt per payment: {books}"
+    );
+}
+
 #[tokio::test]
 async fn an_acquirer_that_skips_its_key_check_is_caught() {
     let (code, report, stdout) = chaos(&[

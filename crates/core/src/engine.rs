@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::acquirer::look_up;
-use crate::observe::{AcquirerCall, AcquirerOutcomeKind, NoObserver, Observer};
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::acquirer::look_up;
+use crate::observe::{AcquirerCall, AcquirerOutcomeKind, NoObserver, Observer};
 use crate::{
     Acquired, Acquirer, AcquirerError, AcquirerRefund, ChargeRequest, ChargeResult, Claim,
     ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment,
