@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody as _};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -72,7 +72,8 @@ pub async fn middleware(State(state): State<AppState>, request: Request, next: N
     let limits = state.request_limits;
     let wait = crate::prefer::wait_preference(request.headers()).unwrap_or_default();
     let body_timed_out = Arc::new(AtomicBool::new(false));
-    let request = if limits.body_timeout.is_zero() {
+    // A request without a body (most reads) needs no deadline: no timer.
+    let request = if limits.body_timeout.is_zero() || request.body().is_end_stream() {
         request
     } else {
         let flag = body_timed_out.clone();
