@@ -50,7 +50,8 @@ async fn start() -> (String, TestDb) {
         )
         .unwrap(),
     );
-    let state = AppState::new(engine);
+    // One shop at full speed: the per-shop rate limit off, as bench/run does.
+    let state = AppState::new(engine).with_rate_limit(chargeonce_server::limits::RateLimit::OFF);
     let app = chargeonce_server::router(state.clone())
         .nest("/sim", chargeonce_acquirer::router(sim))
         .merge(chargeonce_server::bench_ceiling::router(state));

@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
+use chargeonce_server::conn::{ConnectionLimits, FD_RESERVE, serve_with};
+use chargeonce_server::limits::{RateLimit, RequestLimits, WaiterCaps};
 use chargeonce_server::workers::sweeper::{self, SweeperConfig};
 use chargeonce_server::{AppState, HttpRender};
 use chargeonce_store::PoolConfig;
@@ -89,6 +91,50 @@ pub struct ServeArgs {
     /// duplicate goes to the database on its own.
     #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
     duplicate_wait: Duration,
+    /// The longest a client may take to send a request head, counted from
+    /// the connection's start or the head's first byte; then the connection
+    /// is closed. `0s`: no limit.
+    #[arg(long, env = "CHARGEONCE_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// A kept-alive connection with no request for this long is closed.
+    /// `0s`: no limit.
+    #[arg(long, env = "CHARGEONCE_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// The longest a request body may take to arrive after its head; then
+    /// 408 `body_timeout` and the connection is closed. `0s`: no limit.
+    #[arg(long, env = "CHARGEONCE_BODY_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    body_timeout: Duration,
+    /// The longest a request may take (plus N s for `Prefer: wait=N`); then
+    /// 503 `request_timeout` with Retry-After. A payment it started goes on
+    /// and is answered to the retry. Keep it above --acquirer-timeout. `0s`:
+    /// no limit.
+    #[arg(long, env = "CHARGEONCE_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+    /// Most client connections open at once; lowered to what the file limit
+    /// (`ulimit -n`) allows with room for the database and the acquirer. At
+    /// the cap, new connections wait in the listen backlog.
+    #[arg(long, env = "CHARGEONCE_MAX_CLIENT_CONNECTIONS", default_value_t = chargeonce_server::conn::MAX_CONNECTIONS)]
+    max_client_connections: usize,
+    /// Requests per second each shop may send, sustained (past it and the
+    /// burst: 429 `rate_limited` with Retry-After). `0`: no limit.
+    #[arg(long, env = "CHARGEONCE_RATE_LIMIT", default_value_t = chargeonce_server::limits::RATE_LIMIT)]
+    rate_limit: u32,
+    /// Requests a shop may send at once above its rate after a quiet spell.
+    #[arg(long, env = "CHARGEONCE_RATE_LIMIT_BURST", default_value_t = chargeonce_server::limits::RATE_LIMIT_BURST)]
+    rate_limit_burst: u32,
+    /// Most `Prefer: wait` requests waiting at once on this instance; past
+    /// it a repeat gets the plain 409 at once. `0`: none waits.
+    #[arg(long, env = "CHARGEONCE_MAX_WAITERS", default_value_t = chargeonce_server::limits::MAX_WAITERS)]
+    max_waiters: usize,
+    /// Most `Prefer: wait` requests of one shop waiting at once on this
+    /// instance. `0`: none waits.
+    #[arg(long, env = "CHARGEONCE_MAX_WAITERS_PER_SHOP", default_value_t = chargeonce_server::limits::MAX_WAITERS_PER_SHOP)]
+    max_waiters_per_shop: usize,
+    /// SQLite: most writes queued for the writer thread before new work (a
+    /// new key's claim) is refused with 503 `store_overloaded`; work already
+    /// started is never refused. `0`: no limit.
+    #[arg(long, env = "CHARGEONCE_SQLITE_QUEUE", default_value_t = 4096)]
+    sqlite_queue: usize,
 }
 
 /// On an SQLite store without the demo shop, creates it and prints its
@@ -142,6 +188,7 @@ pub async fn shutdown_signal() {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let pool = PoolConfig {
         max_connections: args.max_connections,
+        write_queue: args.sqlite_queue,
         ..PoolConfig::default()
     };
     let store = chargeonce_store::connect(&args.database_url, &pool)
@@ -185,7 +232,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             entries: args.response_cache,
             ..ResponseCacheLimits::default()
         })
-        .with_flight_wait(args.duplicate_wait);
+        .with_flight_wait(args.duplicate_wait)
+        .with_request_limits(RequestLimits {
+            request_timeout: args.request_timeout,
+            body_timeout: args.body_timeout,
+        })
+        .with_rate_limit(RateLimit {
+            per_second: args.rate_limit,
+            burst: args.rate_limit_burst,
+        })
+        .with_waiter_caps(WaiterCaps {
+            instance: args.max_waiters,
+            shop: args.max_waiters_per_shop,
+        });
+    if !args.request_timeout.is_zero() && args.request_timeout <= args.acquirer_timeout {
+        tracing::warn!(
+            request_timeout = ?args.request_timeout,
+            acquirer_timeout = ?args.acquirer_timeout,
+            "--request-timeout is not above --acquirer-timeout: slow payments will answer \
+             503 request_timeout (they still finish, and a retry gets their answer)"
+        );
+    }
     if let Some(secret) = args.workers.secret() {
         state = state.with_webhook_secret(secret);
     }
@@ -221,7 +288,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "chargeonce listening on http://{local} (store: {scheme}, {})",
         upstream.describe(&args.sim_ledger)
     );
-    let served = chargeonce_server::serve(listener, app, shutdown_signal()).await;
+    // One descriptor per client connection; the rest stays for the database
+    // pool (and its replacements), the SQLite files, the acquirer and logs.
+    let reserve = FD_RESERVE + 2 * u64::from(args.max_connections);
+    let limits = ConnectionLimits {
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
+        max_connections: args.max_client_connections.max(1),
+    }
+    .fit_fd_limit(reserve);
+    if limits.max_connections < args.max_client_connections {
+        tracing::warn!(
+            max_client_connections = limits.max_connections,
+            file_limit = chargeonce_server::conn::fd_limit(),
+            "client connections capped below --max-client-connections by the file limit \
+             (ulimit -n)"
+        );
+    }
+    let served = serve_with(listener, app, limits, shutdown_signal()).await;
     sweeper.abort();
     for worker in workers {
         worker.abort();

@@ -46,6 +46,18 @@ pub enum ProblemCode {
     UnsupportedCurrency,
     /// 429: too many requests (a rate limiter in front of the API).
     TooManyRequests,
+    /// 429: the shop sent more requests than its rate limit allows; nothing
+    /// was executed. Retried after `Retry-After`.
+    RateLimited,
+    /// 408: the request body did not arrive in time; nothing was executed.
+    /// Retried.
+    BodyTimeout,
+    /// 503: the server's per-request time limit passed; an operation it
+    /// started goes on. Retried with the same key after `Retry-After`.
+    RequestTimeout,
+    /// 503: the service is too busy to take new work; nothing was executed.
+    /// Retried with the same key after `Retry-After`.
+    StoreOverloaded,
     /// 500: a bug on the server.
     InternalError,
     /// 503: the service cannot reach its database; retry with the same key.
@@ -87,6 +99,10 @@ impl ProblemCode {
             "invalid_amount" => Self::InvalidAmount,
             "unsupported_currency" => Self::UnsupportedCurrency,
             "too_many_requests" => Self::TooManyRequests,
+            "rate_limited" => Self::RateLimited,
+            "body_timeout" => Self::BodyTimeout,
+            "request_timeout" => Self::RequestTimeout,
+            "store_overloaded" => Self::StoreOverloaded,
             "internal_error" => Self::InternalError,
             "store_unavailable" => Self::StoreUnavailable,
             "acquirer_unavailable" => Self::AcquirerUnavailable,
@@ -118,6 +134,10 @@ impl ProblemCode {
             Self::InvalidAmount => "invalid_amount",
             Self::UnsupportedCurrency => "unsupported_currency",
             Self::TooManyRequests => "too_many_requests",
+            Self::RateLimited => "rate_limited",
+            Self::BodyTimeout => "body_timeout",
+            Self::RequestTimeout => "request_timeout",
+            Self::StoreOverloaded => "store_overloaded",
             Self::InternalError => "internal_error",
             Self::StoreUnavailable => "store_unavailable",
             Self::AcquirerUnavailable => "acquirer_unavailable",
@@ -228,6 +248,10 @@ mod tests {
         "invalid_amount",
         "unsupported_currency",
         "too_many_requests",
+        "rate_limited",
+        "body_timeout",
+        "request_timeout",
+        "store_overloaded",
         "internal_error",
         "store_unavailable",
         "acquirer_unavailable",

@@ -545,6 +545,37 @@ async fn too_many_requests_429_honours_retry_after() {
     assert_eq!(server.charges_for(&order).await, 1);
 }
 
+/// The server's own per-shop rate limit: `429 rate_limited` with
+/// `Retry-After`, retried with the same key no sooner than asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_shops_rate_limit_429_honours_retry_after() {
+    let options = common::Options {
+        state: |state| {
+            state.with_rate_limit(chargeonce_server::limits::RateLimit {
+                per_second: 1,
+                burst: 1,
+            })
+        },
+        ..common::Options::default()
+    };
+    let server = TestServer::start_with(Backend::Sqlite, options).await;
+    let client = server.client();
+    let first = common::order("rl-1");
+    client
+        .pay(&common::pay_key(&first), &common::payment(&first, "tok_ok"))
+        .await
+        .unwrap();
+    let order = common::order("rl-2");
+    let result = client
+        .pay(&common::pay_key(&order), &common::payment(&order, "tok_ok"))
+        .await
+        .unwrap();
+    assert_eq!(statuses(&result), ["429", "201"]);
+    let gap = result.attempts[1].sent_at - result.attempts[0].sent_at;
+    assert!(gap >= Duration::from_secs(1), "waited {gap:?}");
+    assert_eq!(server.charges_for(&order).await, 1);
+}
+
 /// A `503` from a gateway, then the API answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_5xx_is_retried() {

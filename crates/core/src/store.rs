@@ -23,6 +23,11 @@ pub enum StoreError {
     /// be executed on the strength of a call that failed this way.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store is too busy to take new work now (its queue is full); the
+    /// call did nothing. Only calls that start work (a claim, a take-over)
+    /// are refused this way; retry later.
+    #[error("store overloaded: {0}")]
+    Overloaded(String),
     /// A row could not be read back into a domain value (a bug or a manual edit).
     #[error("corrupt row: {0}")]
     Corrupt(String),

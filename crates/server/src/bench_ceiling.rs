@@ -16,11 +16,15 @@ use tower_http::trace::TraceLayer;
 use crate::AppState;
 use crate::extract::AuthenticatedShop;
 
-/// The ceiling routes, with the main router's trace layer.
+/// The ceiling routes, with the main router's limits and trace layers.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/bench/ceiling", post(ceiling))
         .route("/bench/noop", post(noop))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::limits::middleware,
+        ))
         .with_state(state)
         .layer(TraceLayer::new_for_http())
 }

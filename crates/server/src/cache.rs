@@ -36,6 +36,11 @@ const AUTH_CACHE_SHOPS: usize = 10_000;
 /// this instance before it answers 409 `request_in_progress` itself.
 pub const FLIGHT_WAIT: Duration = Duration::from_millis(50);
 
+/// Most flights running at once on an instance. Each is a request in flight
+/// (so they are also bounded by the connection cap); past it, new requests
+/// go to the engine alone instead of starting a flight.
+pub const MAX_FLIGHTS: usize = 10_000;
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The maps stay consistent at every step, so a panic elsewhere does not
     // make them unusable.
@@ -411,6 +416,10 @@ impl Flights {
             } else {
                 Seat::Alone
             };
+        }
+        if flights.1.len() >= MAX_FLIGHTS {
+            // Bounded: past the cap, requests simply go to the engine alone.
+            return Seat::Alone;
         }
         flights.0 += 1;
         let id = flights.0;

@@ -27,7 +27,9 @@ use tower_http::trace::TraceLayer;
 
 pub mod bench_ceiling;
 pub mod cache;
+pub mod conn;
 pub mod extract;
+pub mod limits;
 pub mod metrics;
 pub mod prefer;
 pub mod problem;
@@ -53,6 +55,9 @@ pub struct AppState {
     responses: Arc<cache::ResponseCache>,
     flights: Arc<cache::Flights>,
     flight_wait: std::time::Duration,
+    request_limits: limits::RequestLimits,
+    rate_limiter: Arc<limits::ShopRateLimiter>,
+    waiters: Arc<limits::Waiters>,
 }
 
 impl AppState {
@@ -69,7 +74,35 @@ impl AppState {
             responses: Arc::new(cache::ResponseCache::default()),
             flights: Arc::new(cache::Flights::default()),
             flight_wait: cache::FLIGHT_WAIT,
+            request_limits: limits::RequestLimits::default(),
+            rate_limiter: Arc::new(limits::ShopRateLimiter::default()),
+            waiters: Arc::new(limits::Waiters::default()),
         }
+    }
+
+    /// The time limits of a request (default [`limits::RequestLimits::default`]).
+    pub fn with_request_limits(mut self, request_limits: limits::RequestLimits) -> Self {
+        self.request_limits = request_limits;
+        self
+    }
+
+    /// Each shop's request rate limit (default [`limits::RateLimit::default`];
+    /// [`limits::RateLimit::OFF`] turns it off).
+    pub fn with_rate_limit(mut self, limit: limits::RateLimit) -> Self {
+        self.rate_limiter = Arc::new(limits::ShopRateLimiter::new(limit));
+        self
+    }
+
+    /// How many `Prefer: wait` requests may wait on this instance, in all and
+    /// per shop (default [`limits::WaiterCaps::default`]).
+    pub fn with_waiter_caps(mut self, caps: limits::WaiterCaps) -> Self {
+        self.waiters = Arc::new(limits::Waiters::new(caps));
+        self
+    }
+
+    /// The requests waiting (`Prefer: wait`) on this instance.
+    pub fn waiters(&self) -> &limits::Waiters {
+        &self.waiters
     }
 
     /// Trusts a shop's secret hash read from the store for `ttl` (default
@@ -154,6 +187,10 @@ pub fn router(state: AppState) -> Router {
                 "this route does not take that method",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::middleware,
+        ))
         .with_state(state)
         .layer(CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(Problem::new(
@@ -165,13 +202,13 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves a router until `shutdown` resolves, then stops accepting and lets
-/// requests in flight finish.
+/// requests in flight finish, with the default [`conn::ConnectionLimits`]
+/// fitted to the process's file limit (see [`conn::serve_with`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = conn::ConnectionLimits::default().fit_fd_limit(conn::FD_RESERVE);
+    conn::serve_with(listener, router, limits, shutdown).await
 }

@@ -21,6 +21,7 @@
 //! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
 //! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`) |
+//! | `chargeonce_refusals_total` | `reason` | requests refused by a limit: `rate_limited`, `body_timeout`, `request_timeout`, `store_overloaded`, `waiters_instance`, `waiters_shop` (see [`crate::limits`]) |
 
 use std::time::Duration;
 
@@ -60,6 +61,7 @@ pub struct Metrics {
     swept: Counter,
     webhooks: Family<Labels, Counter>,
     event_deliveries: Family<Labels, Counter>,
+    refusals: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -87,6 +89,7 @@ impl Metrics {
         let swept = Counter::default();
         let webhooks = Family::<Labels, Counter>::default();
         let event_deliveries = Family::<Labels, Counter>::default();
+        let refusals = Family::<Labels, Counter>::default();
         registry.register("claims", "New idempotency keys claimed", claims.clone());
         registry.register("replays", "Stored answers replayed", replays.clone());
         registry.register(
@@ -142,6 +145,11 @@ impl Metrics {
             "Merchant event delivery attempts by result",
             event_deliveries.clone(),
         );
+        registry.register(
+            "refusals",
+            "Requests refused by a limit, by reason",
+            refusals.clone(),
+        );
         Self {
             registry,
             claims,
@@ -159,7 +167,14 @@ impl Metrics {
             swept,
             webhooks,
             event_deliveries,
+            refusals,
         }
+    }
+
+    /// Counts a request refused by a limit (`reason`: the problem code, or
+    /// `waiters_instance` / `waiters_shop`).
+    pub fn refused(&self, reason: &'static str) {
+        self.refusals.get_or_create(&vec![("reason", reason)]).inc();
     }
 
     /// Counts one acquirer webhook by its result (`applied`, `duplicate`,

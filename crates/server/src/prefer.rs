@@ -8,6 +8,9 @@
 //! guarantees are the same with or without it; a client that sends no `Prefer`
 //! (or a malformed one) gets exactly the old behaviour.
 //!
+//! Waiters are capped per instance and per shop ([`crate::limits::Waiters`]):
+//! a request over a cap does not wait and gets the plain 409 at once.
+//!
 //! While the key's lease is held the waiter only polls (a read, every
 //! [`POLL_INTERVAL`]). When the key is finished, or its lease is no longer
 //! held (the first request ended without a final answer, e.g. `202` pending,
@@ -132,6 +135,8 @@ pub async fn pay(
 ) -> Result<(Outcome, bool), Problem> {
     let deadline = wait.map(|wait| Instant::now() + wait);
     let mut waited = false;
+    // Held while this request waits; freed however the wait ends.
+    let mut slot = None;
     loop {
         let outcome = run_engine(state, claim.clone(), request.clone()).await?;
         let Some(deadline) = deadline else {
@@ -139,6 +144,17 @@ pub async fn pay(
         };
         if !matches!(outcome, Outcome::InProgress { .. }) {
             return Ok((outcome, waited));
+        }
+        if slot.is_none() {
+            match state.waiters.enter(&claim.shop_id) {
+                Ok(entered) => slot = Some(entered),
+                Err(refused) => {
+                    // Over a cap: the plain 409 with Retry-After, at once.
+                    tracing::debug!(key = %claim.key, cap = refused.reason(), "too many waiters");
+                    state.metrics.refused(refused.reason());
+                    return Ok((outcome, waited));
+                }
+            }
         }
         waited = true;
         if !key_changed_by(state, &claim, deadline).await {

@@ -70,6 +70,18 @@ pub enum ProblemCode {
     CurrencyMismatch,
     /// 422: the acquirer definitively refused the refund (a stored, replayed answer).
     RefundFailed,
+    /// 429: this shop sent more requests than its rate limit allows; nothing
+    /// was executed. Retry after `Retry-After`.
+    RateLimited,
+    /// 408: the request body did not arrive within the body deadline; nothing
+    /// was executed and the connection is closed.
+    BodyTimeout,
+    /// 503: the request took longer than the server's per-request limit.
+    /// A payment it started runs on; retry with the same key to get its answer.
+    RequestTimeout,
+    /// 503: the store's queue of new work is full; nothing was executed.
+    /// Retry with the same key after `Retry-After`.
+    StoreOverloaded,
     /// 500: a bug. Nothing about it is shown to the client.
     Internal,
 }
@@ -104,6 +116,10 @@ impl ProblemCode {
             Self::PaymentNotYetRefundable | Self::PaymentNotRefundable => "payment_not_refundable",
             Self::CurrencyMismatch => "currency_mismatch",
             Self::RefundFailed => "refund_failed",
+            Self::RateLimited => "rate_limited",
+            Self::BodyTimeout => "body_timeout",
+            Self::RequestTimeout => "request_timeout",
+            Self::StoreOverloaded => "store_overloaded",
             Self::Internal => "internal_error",
         }
     }
@@ -135,7 +151,12 @@ impl ProblemCode {
             | Self::CurrencyMismatch
             | Self::RefundFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PaymentNotYetRefundable => StatusCode::CONFLICT,
-            Self::StoreUnavailable | Self::AcquirerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable
+            | Self::AcquirerUnavailable
+            | Self::RequestTimeout
+            | Self::StoreOverloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -170,6 +191,10 @@ impl ProblemCode {
             Self::PaymentNotRefundable => "The payment cannot be refunded",
             Self::CurrencyMismatch => "The currency is not the payment's",
             Self::RefundFailed => "The acquirer refused the refund",
+            Self::RateLimited => "Too many requests for this shop",
+            Self::BodyTimeout => "The request body did not arrive in time",
+            Self::RequestTimeout => "The request took too long",
+            Self::StoreOverloaded => "The service is too busy to take new work",
             Self::Internal => "Internal error",
         }
     }
@@ -247,6 +272,14 @@ impl IntoResponse for Problem {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, retry_after_value(after));
+        }
+        // For the layers that count refusals (see `crate::limits`).
+        response.extensions_mut().insert(self.code);
+        if self.code == ProblemCode::BodyTimeout {
+            // The rest of the body is never read: the connection cannot be reused.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.code == ProblemCode::Unauthorized {
             response.headers_mut().insert(

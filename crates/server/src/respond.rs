@@ -165,6 +165,15 @@ pub fn store_problem(error: StoreError) -> Problem {
             )
             .retry_after(std::time::Duration::from_secs(1))
         }
+        StoreError::Overloaded(reason) => {
+            tracing::debug!(%reason, "store overloaded; new work refused");
+            Problem::new(
+                ProblemCode::StoreOverloaded,
+                "the service is too busy to take new work; nothing was executed. \
+                 Retry with the same key",
+            )
+            .retry_after(std::time::Duration::from_secs(1))
+        }
         other => {
             tracing::error!(error = %other, "store error");
             Problem::new(ProblemCode::Internal, "internal error")

@@ -152,6 +152,7 @@ async fn a_pending_answer_is_not_cached(backend: Backend) {
             },
             slow: Duration::from_millis(1500),
             acquirer_timeout: Duration::from_millis(200),
+            ..Options::default()
         },
     )
     .await;

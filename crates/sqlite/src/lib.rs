@@ -18,6 +18,11 @@
 //!   [`Failure`], and nothing of the batch is in the file.
 //! - [`Database::read`] runs a closure on a reader connection, which sees
 //!   every committed write (and nothing uncommitted).
+//! - [`Database::write_or_shed`] is [`Database::write`] for new work: when
+//!   [`Options::queue`] writes are already waiting for the writer, it fails at
+//!   once with [`Failure::Overloaded`] and its closure never runs. Writes
+//!   that finish work already under way use [`Database::write`], which is
+//!   never refused, so back-pressure only ever turns new work away.
 //!
 //! Closures run on plain threads with plain blocking calls: a statement costs
 //! a microsecond or two, not a cross-thread round trip per statement as in an
@@ -62,7 +67,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub use rusqlite;
@@ -108,13 +113,17 @@ pub enum Failure {
     /// The closure panicked; its changes were undone.
     #[error("the write panicked: {0}")]
     Panicked(String),
+    /// The closure never ran: it was new work ([`Database::write_or_shed`])
+    /// and the writer's queue already held [`Options::queue`] writes.
+    #[error("the SQLite writer's queue is full ({0} writes waiting)")]
+    Overloaded(usize),
 }
 
 impl Failure {
     /// Whether the closure's statements ran at all (they were undone in every
     /// case). `false` means they never reached SQLite.
     pub fn ran(&self) -> bool {
-        !matches!(self, Self::Closed | Self::NotRun(_))
+        !matches!(self, Self::Closed | Self::NotRun(_) | Self::Overloaded(_))
     }
 }
 
@@ -134,6 +143,9 @@ pub enum OpenError {
     #[error("cannot start an SQLite thread: {0}")]
     Thread(#[from] std::io::Error),
 }
+
+/// The default of [`Options::queue`].
+pub const DEFAULT_QUEUE: usize = 4096;
 
 /// How a [`Database`] is opened.
 #[derive(Debug, Clone)]
@@ -155,6 +167,13 @@ pub struct Options {
     /// reconciler's pages) would otherwise leave every reader holding
     /// SQLite's default 2 MiB. The writer keeps the default.
     pub reader_cache_kib: u32,
+    /// The most writes waiting for the writer before
+    /// [`Database::write_or_shed`] refuses new work with
+    /// [`Failure::Overloaded`]. [`Database::write`] is never refused: it is
+    /// for work already under way (a finish, a lease release), which was
+    /// admitted when it started, so the queue stays bounded by this plus the
+    /// operations in flight. Zero: never refuse.
+    pub queue: usize,
 }
 
 impl Default for Options {
@@ -166,6 +185,7 @@ impl Default for Options {
             max_batch: 256,
             statement_cache: 128,
             reader_cache_kib: 512,
+            queue: DEFAULT_QUEUE,
         }
     }
 }
@@ -179,14 +199,22 @@ pub struct Stats {
     pub writes: u64,
     /// The most writes one transaction carried.
     pub largest_batch: u64,
+    /// Writes waiting in the writer's queue now.
+    pub queued: usize,
+    /// New writes refused because the queue was full
+    /// ([`Failure::Overloaded`]).
+    pub shed: u64,
 }
 
 /// Shared counters.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    /// Writes sent to the writer and not yet taken from its queue.
+    pub(crate) queued: AtomicUsize,
     transactions: AtomicU64,
     writes: AtomicU64,
     largest_batch: AtomicU64,
+    shed: AtomicU64,
 }
 
 impl Counters {
@@ -205,6 +233,7 @@ struct Shared {
     reader_threads: usize,
     closed: AtomicBool,
     counters: Arc<Counters>,
+    queue: usize,
 }
 
 /// An SQLite database: one writer thread with group commit, and reader threads.
@@ -286,6 +315,7 @@ impl Database {
                 readers,
                 closed: AtomicBool::new(false),
                 counters,
+                queue: options.queue,
             }),
         })
     }
@@ -299,21 +329,62 @@ impl Database {
     /// transaction, and answers once that transaction committed (see the
     /// crate docs). An `Err` from `work` undoes its changes and is returned as
     /// is; [`Failure`]s arrive through `E: From<Failure>`.
+    ///
+    /// Never refused for a full queue: use it for work already under way
+    /// (finishing an operation that was admitted); new work goes through
+    /// [`Database::write_or_shed`].
     pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
     where
         F: FnOnce(&rusqlite::Connection) -> Result<Write<T>, E> + Send + 'static,
         T: Send + 'static,
         E: From<Failure> + Send + 'static,
     {
+        self.shared.counters.queued.fetch_add(1, Ordering::AcqRel);
+        self.send_write(work).await
+    }
+
+    /// [`Database::write`] for new work: when the writer's queue already
+    /// holds [`Options::queue`] writes, fails at once with
+    /// [`Failure::Overloaded`] and `work` never runs (back-pressure: the
+    /// caller answers "retry later" instead of queueing without bound).
+    pub async fn write_or_shed<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: FnOnce(&rusqlite::Connection) -> Result<Write<T>, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<Failure> + Send + 'static,
+    {
+        let queued = self.shared.counters.queued.fetch_add(1, Ordering::AcqRel);
+        if self.shared.queue > 0 && queued >= self.shared.queue {
+            self.shared.counters.queued.fetch_sub(1, Ordering::AcqRel);
+            self.shared.counters.shed.fetch_add(1, Ordering::Relaxed);
+            return Err(E::from(Failure::Overloaded(queued)));
+        }
+        self.send_write(work).await
+    }
+
+    /// Sends a write counted in `queued` (the writer uncounts it when it
+    /// takes it from the queue) and waits for its answer.
+    async fn send_write<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: FnOnce(&rusqlite::Connection) -> Result<Write<T>, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<Failure> + Send + 'static,
+    {
         if self.shared.closed.load(Ordering::Acquire) {
+            self.shared.counters.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(E::from(Failure::Closed));
         }
         let (task, answer) = WriteTask::new(work);
-        self.shared
+        if self
+            .shared
             .writer
             .send_async(Message::Write(Box::new(task)))
             .await
-            .map_err(|_| E::from(Failure::Closed))?;
+            .is_err()
+        {
+            self.shared.counters.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(E::from(Failure::Closed));
+        }
         answer
             .await
             .unwrap_or_else(|_| Err(E::from(Failure::Closed)))
@@ -353,6 +424,8 @@ impl Database {
             transactions: c.transactions.load(Ordering::Relaxed),
             writes: c.writes.load(Ordering::Relaxed),
             largest_batch: c.largest_batch.load(Ordering::Relaxed),
+            queued: c.queued.load(Ordering::Relaxed),
+            shed: c.shed.load(Ordering::Relaxed),
         }
     }
 

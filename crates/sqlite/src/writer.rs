@@ -9,6 +9,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
@@ -186,7 +187,10 @@ impl Writer {
             let Ok(first) = self.queue.recv() else { break };
             let mut batch = Vec::new();
             match first {
-                Message::Write(task) => batch.push(task),
+                Message::Write(task) => {
+                    self.counters.queued.fetch_sub(1, Ordering::AcqRel);
+                    batch.push(task);
+                }
                 Message::Stop(done) => stop = Some(done),
             }
             let limit = if self.solo_batches > 0 {
@@ -197,7 +201,10 @@ impl Writer {
             };
             while stop.is_none() && batch.len() < limit {
                 match self.queue.try_recv() {
-                    Ok(Message::Write(task)) => batch.push(task),
+                    Ok(Message::Write(task)) => {
+                        self.counters.queued.fetch_sub(1, Ordering::AcqRel);
+                        batch.push(task);
+                    }
                     Ok(Message::Stop(done)) => stop = Some(done),
                     Err(_) => break,
                 }
@@ -210,9 +217,9 @@ impl Writer {
         drop(self.conn);
         let c = &self.counters;
         tracing::debug!(
-            transactions = c.transactions.load(std::sync::atomic::Ordering::Relaxed),
-            writes = c.writes.load(std::sync::atomic::Ordering::Relaxed),
-            largest_batch = c.largest_batch.load(std::sync::atomic::Ordering::Relaxed),
+            transactions = c.transactions.load(Ordering::Relaxed),
+            writes = c.writes.load(Ordering::Relaxed),
+            largest_batch = c.largest_batch.load(Ordering::Relaxed),
             "SQLite writer stopped"
         );
         if let Some(done) = stop {

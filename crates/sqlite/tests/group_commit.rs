@@ -312,3 +312,92 @@ async fn opening_a_file_in_a_missing_folder_fails_clearly() {
         .unwrap_err();
     assert!(error.to_string().contains("no/such/folder"), "{error}");
 }
+
+/// A full queue refuses new work at once and runs none of it; work already
+/// under way (`write`) is queued past the bound; both kinds run once the
+/// writer is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_sheds_new_work_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        dir.path().join("t.db"),
+        Options {
+            queue: 2,
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    db.write(|conn| -> Result<_, Error> {
+        conn.execute_batch(SCHEMA)?;
+        Ok(Write::Commit(()))
+    })
+    .await
+    .unwrap();
+    // Hold the writer inside a write until told to go on.
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let blocker = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(move |_| -> Result<_, Error> {
+                entered_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                Ok(Write::Commit(()))
+            })
+            .await
+        }
+    });
+    tokio::task::spawn_blocking(move || entered.recv().unwrap())
+        .await
+        .unwrap();
+    let insert = |db: &Database, k: &'static str, shed: bool| {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let work = move |conn: &Connection| -> Result<_, Error> {
+                conn.execute("INSERT INTO t (k, n) VALUES (?1, 1)", [k])?;
+                Ok(Write::Commit(()))
+            };
+            if shed {
+                db.write_or_shed(work).await
+            } else {
+                db.write(work).await
+            }
+        })
+    };
+    let queued = [insert(&db, "a", true), insert(&db, "b", true)];
+    while db.stats().queued < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    match db
+        .write_or_shed(|conn| -> Result<_, Error> {
+            conn.execute("INSERT INTO t (k, n) VALUES ('c', 1)", [])?;
+            Ok(Write::Commit(()))
+        })
+        .await
+    {
+        Err(Error::Db(Failure::Overloaded(2))) => {}
+        other => panic!("expected Overloaded(2), got {other:?}"),
+    }
+    let finishing = insert(&db, "d", false);
+    while db.stats().queued < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    go.send(()).unwrap();
+    blocker.await.unwrap().unwrap();
+    for write in queued {
+        write.await.unwrap().unwrap();
+    }
+    finishing.await.unwrap().unwrap();
+    let keys: Vec<String> = db
+        .read(|conn| -> Result<_, Error> {
+            let mut statement = conn.prepare("SELECT k FROM t ORDER BY k")?;
+            let rows = statement.query_map([], |row| row.get(0))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(keys, ["a", "b", "d"], "the shed write never ran");
+    let stats = db.stats();
+    assert_eq!((stats.queued, stats.shed), (0, 1));
+}

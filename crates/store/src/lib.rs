@@ -22,6 +22,8 @@ mod codec;
 pub mod postgres;
 pub mod sqlite;
 
+/// The SQLite writer's counters ([`SqliteStore::writer_stats`]).
+pub use chargeonce_sqlite::Stats as SqliteWriterStats;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -32,6 +34,12 @@ pub struct PoolConfig {
     pub max_connections: u32,
     /// How long a request waits for a connection before the store counts as unavailable.
     pub acquire_timeout: Duration,
+    /// SQLite only: the most writes waiting for the writer thread before a
+    /// call that starts new work (a claim, a take-over, a webhook's record)
+    /// is refused with [`StoreError::Overloaded`], having done nothing. Calls
+    /// that finish work already started are never refused. Zero: no limit.
+    /// (PostgreSQL's waiting is bounded by `acquire_timeout` instead.)
+    pub write_queue: usize,
 }
 
 impl Default for PoolConfig {
@@ -39,6 +47,7 @@ impl Default for PoolConfig {
         Self {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
+            write_queue: chargeonce_sqlite::DEFAULT_QUEUE,
         }
     }
 }

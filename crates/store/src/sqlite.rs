@@ -116,6 +116,7 @@ impl From<Failure> for Fail {
             | Failure::RolledBack(_)
             | Failure::CommitFailed(_) => StoreError::Unavailable(failure.to_string()),
             Failure::Panicked(_) => StoreError::Other(failure.to_string()),
+            Failure::Overloaded(_) => StoreError::Overloaded(failure.to_string()),
         })
     }
 }
@@ -178,6 +179,7 @@ impl SqliteStore {
                 busy_timeout: Duration::from_secs(5),
                 foreign_keys: true,
                 readers: usize::try_from(config.max_connections.clamp(1, 4)).unwrap_or(4),
+                queue: config.write_queue,
                 ..Options::default()
             },
         )
@@ -202,6 +204,18 @@ impl SqliteStore {
         T: Send + 'static,
     {
         self.db.write(work).await.map_err(|Fail(e)| e)
+    }
+
+    /// A write that starts new work (a claim, a take-over, a webhook's
+    /// record): refused with [`StoreError::Overloaded`], nothing done, when
+    /// the writer's queue is full. Everything that finishes work already
+    /// started goes through [`Self::write`], which is never refused.
+    async fn write_new<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<Write<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.db.write_or_shed(work).await.map_err(|Fail(e)| e)
     }
 
     async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
@@ -724,7 +738,7 @@ impl Store for SqliteStore {
         timing: KeyTiming,
     ) -> Result<Claim, StoreError> {
         let (claim, payment) = (claim.clone(), payment.clone());
-        self.write(move |conn| {
+        self.write_new(move |conn| {
             let token = LeaseToken::generate();
             let target = KeyTarget {
                 recovery_point: RecoveryPoint::PaymentCreated,
@@ -765,7 +779,7 @@ impl Store for SqliteStore {
         lease: Duration,
     ) -> Result<Option<Acquired>, StoreError> {
         let (shop_id, key, fingerprint) = (shop_id.clone(), key.clone(), *fingerprint);
-        self.write(move |conn| {
+        self.write_new(move |conn| {
             let token = LeaseToken::generate();
             let taken = conn
                 .prepare_cached(concat!(
@@ -954,7 +968,7 @@ impl Store for SqliteStore {
         timing: KeyTiming,
     ) -> Result<RefundClaim, StoreError> {
         let (claim, refund) = (claim.clone(), refund.clone());
-        self.write(move |conn| {
+        self.write_new(move |conn| {
             let token = LeaseToken::generate();
             let target = KeyTarget {
                 recovery_point: RecoveryPoint::RefundCreated,
@@ -1300,7 +1314,7 @@ impl Store for SqliteStore {
 
     async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
         let event = event.clone();
-        self.write(move |conn| {
+        self.write_new(move |conn| {
             let inserted = conn
                 .prepare_cached(concat!(
                     "INSERT INTO acquirer_events \
@@ -1429,7 +1443,7 @@ impl Store for SqliteStore {
         id: &EventId,
     ) -> Result<Option<Event>, StoreError> {
         let (shop_id, id) = (shop_id.clone(), id.clone());
-        self.write(move |conn| {
+        self.write_new(move |conn| {
             let resent = conn
                 .prepare_cached(concat!(
                     "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \

@@ -67,6 +67,8 @@ pub struct ServerConfig {
     pub lease: &'static str,
     /// More flags.
     pub extra: Vec<&'static str>,
+    /// The file limit (`ulimit -n`) to start it under.
+    pub nofile: Option<u32>,
 }
 
 impl ServerConfig {
@@ -76,7 +78,15 @@ impl ServerConfig {
             sim_slow: "3s",
             lease: "30s",
             extra: Vec::new(),
+            nofile: None,
         }
+    }
+
+    /// Starts the server under `ulimit -n LIMIT` (through `sh`, which then
+    /// `exec`s it: the process is the server itself).
+    pub fn nofile(mut self, limit: u32) -> Self {
+        self.nofile = Some(limit);
+        self
     }
 
     pub fn sim_slow(mut self, value: &'static str) -> Self {
@@ -108,7 +118,19 @@ impl Server {
     /// Starts `chargeonce serve` on a free port and waits for its
     /// "listening" line.
     pub async fn start(config: ServerConfig, database_url: &str, ledger: &Path) -> Self {
-        let mut child = Command::new(bin())
+        let mut command = match config.nofile {
+            Some(limit) => {
+                let mut sh = Command::new("sh");
+                sh.args([
+                    "-c",
+                    &format!("ulimit -n {limit} && exec \"$0\" \"$@\""),
+                    bin(),
+                ]);
+                sh
+            }
+            None => Command::new(bin()),
+        };
+        let mut child = command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(["--database-url", database_url])

@@ -38,6 +38,8 @@ pub struct Options {
     pub timing: KeyTiming,
     pub slow: Duration,
     pub acquirer_timeout: Duration,
+    /// Changes to the server's state (its limits, say).
+    pub state: fn(AppState) -> AppState,
 }
 
 impl Default for Options {
@@ -49,6 +51,7 @@ impl Default for Options {
             },
             slow: Duration::from_millis(1000),
             acquirer_timeout: Duration::from_secs(10),
+            state: |state| state,
         }
     }
 }
@@ -107,7 +110,7 @@ impl TestServer {
         let engine = Arc::new(
             Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config).unwrap(),
         );
-        let app = chargeonce_server::router(AppState::new(engine))
+        let app = chargeonce_server::router((options.state)(AppState::new(engine)))
             .nest("/sim", chargeonce_acquirer::router(sim.clone()));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -1,4 +1,5 @@
-//! HTTP Basic auth of a shop: `shop_id:secret_key`.
+//! HTTP Basic auth of a shop: `shop_id:secret_key`, then the shop's rate
+//! limit (see [`crate::limits::ShopRateLimiter`]).
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
@@ -48,6 +49,15 @@ fn credentials(parts: &Parts) -> Result<(ShopId, ShopSecret), Problem> {
     Ok((shop, ShopSecret::from_string(secret)))
 }
 
+/// An authenticated shop's request, within the shop's rate limit (checked
+/// only after the credentials: nobody can spend another shop's allowance).
+fn admit(state: &AppState, shop: ShopId) -> Result<AuthenticatedShop, Problem> {
+    match state.rate_limiter.check(&shop) {
+        Ok(()) => Ok(AuthenticatedShop(shop)),
+        Err(wait) => Err(crate::limits::rate_limited(wait)),
+    }
+}
+
 impl FromRequestParts<AppState> for AuthenticatedShop {
     type Rejection = Problem;
 
@@ -57,7 +67,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         // the presented secret is still hashed and compared every time.
         if let Some(hash) = state.auth_cache.get(&shop) {
             return if hash.verify(&secret) {
-                Ok(Self(shop))
+                admit(state, shop)
             } else {
                 Err(unauthorized("unknown shop or wrong secret key"))
             };
@@ -80,7 +90,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
             state.auth_cache.insert(shop.clone(), hash);
         }
         if verified && known {
-            Ok(Self(shop))
+            admit(state, shop)
         } else {
             Err(unauthorized("unknown shop or wrong secret key"))
         }

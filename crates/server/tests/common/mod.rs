@@ -26,6 +26,8 @@ enum Concrete {
 
 pub struct TestServer {
     pub base: String,
+    /// A clone of the server's state (its caches, waiters and metrics).
+    pub state: AppState,
     pub http: reqwest::Client,
     pub sim: Arc<Simulator>,
     pub store: Arc<dyn Store>,
@@ -43,6 +45,10 @@ pub struct Options {
     pub timing: KeyTiming,
     pub slow: Duration,
     pub acquirer_timeout: Duration,
+    pub pool: PoolConfig,
+    /// Changes to the server's state (its limits, say).
+    pub state: fn(AppState) -> AppState,
+    pub connection: chargeonce_server::conn::ConnectionLimits,
 }
 
 impl Default for Options {
@@ -54,6 +60,9 @@ impl Default for Options {
             },
             slow: Duration::from_millis(1500),
             acquirer_timeout: Duration::from_secs(10),
+            pool: PoolConfig::default(),
+            state: |state| state,
+            connection: chargeonce_server::conn::ConnectionLimits::default(),
         }
     }
 }
@@ -68,7 +77,7 @@ impl TestServer {
             Backend::Postgres => TestDb::postgres().await,
             Backend::Sqlite => TestDb::sqlite(),
         };
-        let pool = PoolConfig::default();
+        let pool = options.pool.clone();
         let (store, concrete): (Arc<dyn Store>, Concrete) = match backend {
             Backend::Postgres => {
                 let s = Arc::new(PgStore::connect(db.url(), &pool).await.unwrap());
@@ -104,16 +113,19 @@ impl TestServer {
         let engine = Arc::new(
             Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config).unwrap(),
         );
-        let app = chargeonce_server::router(AppState::new(engine));
+        let state = (options.state)(AppState::new(engine));
+        let app = chargeonce_server::router(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
+        let limits = options.connection;
         let server = tokio::spawn(async move {
-            chargeonce_server::serve(listener, app, std::future::pending())
+            chargeonce_server::conn::serve_with(listener, app, limits, std::future::pending())
                 .await
                 .unwrap();
         });
         Self {
             base,
+            state,
             http: reqwest::Client::new(),
             sim,
             store,
@@ -129,6 +141,27 @@ impl TestServer {
             Concrete::Pg(s) => s.close().await,
             Concrete::Lite(s) => s.close().await,
         }
+    }
+
+    /// The SQLite writer's counters (`None` on PostgreSQL).
+    pub fn sqlite_stats(&self) -> Option<chargeonce_store::SqliteWriterStats> {
+        match &self.concrete {
+            Concrete::Pg(_) => None,
+            Concrete::Lite(s) => Some(s.writer_stats()),
+        }
+    }
+
+    /// The PostgreSQL store (`None` on SQLite).
+    pub fn pg(&self) -> Option<&PgStore> {
+        match &self.concrete {
+            Concrete::Pg(s) => Some(s),
+            Concrete::Lite(_) => None,
+        }
+    }
+
+    /// The database URL.
+    pub fn db_url(&self) -> &str {
+        self._db.url()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,142 @@
+//! Connection limits of the real binary: a flood of silent sockets under a
+//! low file limit does not stop the service, and a clean stop still drains
+//! the connections with a request in flight.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use chargeonce_testkit::TestDb;
+use common::{Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+fn addr(server: &Server) -> String {
+    server.base.trim_start_matches("http://").to_owned()
+}
+
+/// Reads until EOF; when it came, or `None` if the socket was still open
+/// at `deadline`.
+async fn eof_by(mut stream: TcpStream, deadline: Instant) -> Option<Instant> {
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(Instant::now()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// `ulimit -n 256` and 300 connections that send nothing or half a request
+/// head: a real payment is still answered, and the server closes every
+/// silent socket (read returns EOF), the first ones within the header
+/// timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_silent_sockets_does_not_stop_the_service() {
+    let db = TestDb::sqlite();
+    common::add_shop(db.url()).await;
+    let ledger = common::ledger_path(&db.dir());
+    let config = ServerConfig::new("F")
+        .nofile(256)
+        .args(&["--header-timeout", "2s"]);
+    let server = Server::start(config, db.url(), &ledger).await;
+
+    let opened_at = Instant::now();
+    let mut silent = Vec::new();
+    for i in 0..300 {
+        let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
+        if i % 3 == 0 {
+            stream
+                .write_all(b"POST /v1/payments HTTP/1.1\r\nHost: x\r\nContent-")
+                .await
+                .unwrap();
+        }
+        silent.push(stream);
+    }
+
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .unwrap();
+    let key = common::new_key("flood");
+    let body = common::payment_body("order-flood-1", "tok_ok");
+    let started = Instant::now();
+    let paid = common::try_pay(&client, &server.base, &key, &body)
+        .await
+        .expect("a payment is answered within 15 s despite the flood");
+    assert_eq!(paid.status, 201, "{}", paid.text());
+    eprintln!("payment answered after {:?}", started.elapsed());
+
+    // Every silent socket is closed by the server. The first ones were
+    // accepted at once, so their EOF comes within the header timeout (2 s)
+    // plus slack; the rest waited for a free place under the cap first.
+    let deadline = opened_at + Duration::from_secs(30);
+    let closed = futures::future::join_all(silent.into_iter().map(|s| eof_by(s, deadline))).await;
+    let open = closed.iter().filter(|c| c.is_none()).count();
+    assert_eq!(open, 0, "{open} of 300 silent sockets never closed");
+    let first = closed[..50].iter().flatten().max().unwrap();
+    assert!(
+        first.duration_since(opened_at) < Duration::from_secs(5),
+        "the first silent sockets closed after {:?}",
+        first.duration_since(opened_at)
+    );
+
+    // And the server is still fine.
+    let again = common::pay(&client, &server.base, &key, &body).await;
+    again.assert_replay_of(&paid);
+}
+
+/// SIGTERM while a payment's client still waits for it: the connection is
+/// drained (the client gets its 201), a silent connection does not hold the
+/// stop up, and the process exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_drains_connections_with_a_request_in_flight() {
+    let db = TestDb::sqlite();
+    common::add_shop(db.url()).await;
+    let ledger = common::ledger_path(&db.dir());
+    let config = ServerConfig::new("G")
+        .sim_slow("2s")
+        .args(&["--header-timeout", "20s"]);
+    let mut server = Server::start(config, db.url(), &ledger).await;
+    let client = common::client();
+    let key = common::new_key("drain");
+    let body = common::payment_body("order-drain-1", "tok_slow");
+    let in_flight = {
+        let (client, base, key, body) = (client.clone(), server.base.clone(), key.clone(), body);
+        tokio::spawn(async move { common::try_pay(&client, &base, &key, &body).await })
+    };
+    // The payment is claimed (its row exists) before the stop.
+    common::eventually("the payment's claim", Duration::from_secs(10), || {
+        let (client, base) = (client.clone(), server.base.clone());
+        async move {
+            let listed = client
+                .get(format!("{base}/v1/payments?reference=order-drain-1"))
+                .basic_auth(common::SHOP, Some(common::SECRET))
+                .send()
+                .await
+                .ok()?;
+            let listed: serde_json::Value = listed.json().await.ok()?;
+            (!listed["data"].as_array()?.is_empty()).then_some(())
+        }
+    })
+    .await;
+    let _silent = TcpStream::connect(addr(&server)).await.unwrap();
+
+    let stopped_at = Instant::now();
+    let exit = tokio::task::block_in_place(|| server.terminate());
+    assert!(exit.success(), "a clean stop exits 0, got {exit:?}");
+    let took = stopped_at.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the silent connection did not hold the stop up to the 20 s header timeout: {took:?}"
+    );
+    let answer = in_flight
+        .await
+        .unwrap()
+        .expect("the connection was drained, not cut");
+    assert_eq!(answer.status, 201, "{}", answer.text());
+    assert_eq!(answer.payment_status(), "succeeded");
+}
