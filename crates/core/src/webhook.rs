@@ -52,6 +52,29 @@ impl WebhookSecret {
         Self(secret.into().into_bytes())
     }
 
+    /// The shortest secret an operator may choose: 16 characters.
+    pub const MIN_LEN: usize = 16;
+
+    /// Checks a secret chosen by an operator (a flag, an environment
+    /// variable): at least [`Self::MIN_LEN`] characters. Generated secrets
+    /// ([`Self::generate`]) are 70.
+    ///
+    /// ```
+    /// use chargeonce_core::webhook::WebhookSecret;
+    /// assert!(WebhookSecret::chosen("whsec_0123456789abcdef").is_ok());
+    /// assert!(WebhookSecret::chosen("").is_err());
+    /// assert!(WebhookSecret::chosen("whsec_short").is_err());
+    /// ```
+    pub fn chosen(secret: impl Into<String>) -> Result<Self, ShortWebhookSecret> {
+        let secret = secret.into();
+        if secret.chars().count() < Self::MIN_LEN {
+            return Err(ShortWebhookSecret {
+                len: secret.chars().count(),
+            });
+        }
+        Ok(Self::new(secret))
+    }
+
     /// Prefix of generated secrets, so a leaked one is easy to recognise.
     pub const PREFIX: &'static str = "whsec_";
 
@@ -79,6 +102,19 @@ impl fmt::Debug for WebhookSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("WebhookSecret(***)")
     }
+}
+
+/// A webhook secret chosen by an operator was refused: too short (see
+/// [`WebhookSecret::chosen`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a webhook secret must be at least {} characters, this one has {len} \
+     (leave it out to generate one where the command can)",
+    WebhookSecret::MIN_LEN
+)]
+pub struct ShortWebhookSecret {
+    /// Its length, in characters.
+    pub len: usize,
 }
 
 /// Why a signature was refused.
