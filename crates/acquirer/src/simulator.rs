@@ -731,7 +731,7 @@ mod tests {
             "tok_declinde",
             "tok_OK",
             "ok",
-            "tok_ok ",
+            "tok_ok_",
         ] {
             assert_eq!(
                 behaviour(unknown),
