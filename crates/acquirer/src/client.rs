@@ -136,7 +136,10 @@ fn unreadable(what: impl std::fmt::Display) -> AcquirerError {
 impl ChargeJson {
     fn into_charge(self) -> Result<AcquirerCharge, AcquirerError> {
         let currency = Currency::from_code(&self.amount.currency).map_err(unreadable)?;
-        let amount = Money::parse(&self.amount.value, currency.code()).map_err(unreadable)?;
+        // Lenient: a known outcome is not turned into an unknown one for a
+        // trailing zero the acquirer wrote (our own input is strict).
+        let amount =
+            Money::parse_lenient(&self.amount.value, currency.code()).map_err(unreadable)?;
         let outcome = match (self.status.as_str(), self.decline_code) {
             ("succeeded", _) => ChargeResult::Succeeded {
                 provider_payment_id: self.id,

@@ -20,7 +20,8 @@
 //!   slow answer).
 //! - **Behaviour chosen by the card token** (see [`Behaviour`]): `tok_ok`,
 //!   `tok_declined`, `tok_insufficient_funds`, `tok_timeout` (charged, but the
-//!   answer is lost), `tok_slow` (charged, answered late). Any other token succeeds.
+//!   answer is lost), `tok_slow` (charged, answered late). Any other token is
+//!   declined with `unknown_token` ([`UNKNOWN_TOKEN`]): a typo never charges.
 //!
 //! [`router`] serves the ledger as JSON (`GET /ledger`), for people and for the
 //! `chaos` checks.
@@ -82,5 +83,5 @@ pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
     REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundError,
-    RefundRecord, Simulator, SimulatorConfig, tokens,
+    RefundRecord, Simulator, SimulatorConfig, UNKNOWN_TOKEN, tokens,
 };

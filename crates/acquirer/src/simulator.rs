@@ -34,6 +34,11 @@ pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";
 /// have moved money, so nothing definite may be concluded from the refusal.
 pub const KEY_REUSED: &str = "idempotency_key_reused";
 
+/// Decline code of a token the simulator does not know (a typo such as
+/// `tok_declinde` must not charge the card: a test meant to see a decline
+/// would pass without one).
+pub const UNKNOWN_TOKEN: &str = "unknown_token";
+
 /// Decline code of charges declined by the fault injector's decline rate.
 pub const DO_NOT_HONOR: &str = "do_not_honor";
 
@@ -57,18 +62,23 @@ pub mod tokens {
     /// [`SimulatorConfig::slow`](crate::SimulatorConfig::slow), whether or
     /// not the caller still waits (its refunds too), then answered.
     pub const LATE: &str = "tok_late";
+
+    /// Every token above; any other is declined with
+    /// [`UNKNOWN_TOKEN`](super::UNKNOWN_TOKEN).
+    pub const ALL: [&str; 6] = [OK, DECLINED, INSUFFICIENT_FUNDS, TIMEOUT, SLOW, LATE];
 }
 
 /// How the simulator treats a charge, chosen by its card token.
 ///
 /// | token | behaviour |
 /// |---|---|
-/// | `tok_ok`, and any token not listed | [`Behaviour::Succeed`] |
+/// | `tok_ok` | [`Behaviour::Succeed`] |
 /// | `tok_declined` | [`Behaviour::Decline`] with `card_declined` |
 /// | `tok_insufficient_funds` | [`Behaviour::Decline`] with `insufficient_funds` |
 /// | `tok_timeout` | [`Behaviour::LoseAnswer`] |
 /// | `tok_slow` | [`Behaviour::Slow`] |
 /// | `tok_late` | [`Behaviour::Late`] |
+/// | any other token | [`Behaviour::Decline`] with `unknown_token` ([`UNKNOWN_TOKEN`]) |
 ///
 /// The special behaviours (lost, slow) apply only to the one execution that
 /// wrote the ledger row; every repeat of the key gets the stored answer at once.
@@ -99,7 +109,8 @@ impl Behaviour {
             tokens::TIMEOUT => Self::LoseAnswer,
             tokens::SLOW => Self::Slow,
             tokens::LATE => Self::Late,
-            _ => Self::Succeed,
+            tokens::OK => Self::Succeed,
+            _ => Self::Decline(UNKNOWN_TOKEN),
         }
     }
 
@@ -830,7 +841,22 @@ mod tests {
     #[test]
     fn tokens_choose_behaviour() {
         assert_eq!(behaviour(tokens::OK), Behaviour::Succeed);
-        assert_eq!(behaviour("tok_anything_else"), Behaviour::Succeed);
+        for unknown in [
+            "tok_anything_else",
+            "tok_declinde",
+            "tok_OK",
+            "ok",
+            "tok_ok_",
+        ] {
+            assert_eq!(
+                behaviour(unknown),
+                Behaviour::Decline(UNKNOWN_TOKEN),
+                "{unknown:?}"
+            );
+        }
+        for known in tokens::ALL {
+            assert_ne!(behaviour(known), Behaviour::Decline(UNKNOWN_TOKEN));
+        }
         assert_eq!(
             behaviour(tokens::DECLINED),
             Behaviour::Decline(CARD_DECLINED)

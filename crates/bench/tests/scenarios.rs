@@ -14,7 +14,7 @@ use chargeonce_store::{PoolConfig, SqliteStore};
 use chargeonce_testkit::TestDb;
 
 const SHOP: &str = "bench-shop";
-const SECRET: &str = "sk_bench";
+const SECRET: &str = "sk_bench_0123456789";
 
 /// A server on a real socket (SQLite store, simulator, `/sim/ledger`, ceiling routes).
 async fn start() -> (String, TestDb) {
@@ -27,7 +27,7 @@ async fn start() -> (String, TestDb) {
     store
         .add_shop(
             &ShopId::new(SHOP).unwrap(),
-            &ShopSecret::from_string(SECRET).hash(),
+            &ShopSecret::new(SECRET).unwrap().hash(),
         )
         .await
         .unwrap();

@@ -15,7 +15,8 @@ pub enum ShopsCommand {
     Add {
         /// The shop id (1 to 64 of A-Z a-z 0-9 _ -): the user name of HTTP Basic auth.
         id: String,
-        /// The secret key; by default 32 random bytes are generated.
+        /// The secret key: 16 to 256 visible ASCII characters; by default 32
+        /// random bytes are generated (and printed once).
         #[arg(long)]
         secret: Option<String>,
         /// `sqlite://PATH` or `postgres://...`.
@@ -31,7 +32,8 @@ pub enum ShopsCommand {
         /// The webhook URL (`http://` or `https://`).
         #[arg(long)]
         url: String,
-        /// The signing secret; by default 32 random bytes are generated.
+        /// The signing secret, at least 16 characters; by default 32 random
+        /// bytes are generated.
         #[arg(long, env = "CHARGEONCE_SHOP_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
         /// `sqlite://PATH` or `postgres://...`.
@@ -49,13 +51,17 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             database_url,
         } => {
             let id = ShopId::new(id)?;
+            // Checked before the store is opened (or created).
+            let (secret, generated) = match secret {
+                Some(secret) => (
+                    ShopSecret::new(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
+                    false,
+                ),
+                None => (ShopSecret::generate(), true),
+            };
             let store = chargeonce_store::connect(&database_url, &Default::default())
                 .await
                 .context("opening the store")?;
-            let (secret, generated) = match secret {
-                Some(secret) => (ShopSecret::from_string(secret), false),
-                None => (ShopSecret::generate(), true),
-            };
             match store.add_shop(&id, &secret.hash()).await {
                 Ok(()) => {}
                 Err(StoreError::ShopExists(_)) => anyhow::bail!("shop `{id}` already exists"),
@@ -79,14 +85,16 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
                     && !url.chars().any(char::is_whitespace),
                 "--url must be an http:// or https:// URL"
             );
+            let (secret, generated) = match secret {
+                Some(secret) => (
+                    WebhookSecret::chosen(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
+                    false,
+                ),
+                None => (WebhookSecret::generate(), true),
+            };
             let store = chargeonce_store::connect(&database_url, &Default::default())
                 .await
                 .context("opening the store")?;
-            let (secret, generated) = match secret {
-                Some(secret) if !secret.is_empty() => (WebhookSecret::new(secret), false),
-                Some(_) => anyhow::bail!("--secret must not be empty"),
-                None => (WebhookSecret::generate(), true),
-            };
             let endpoint = WebhookEndpoint { url, secret };
             if !store
                 .set_webhook(&id, Some(&endpoint))

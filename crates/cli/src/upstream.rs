@@ -118,11 +118,9 @@ impl Upstream {
 
 /// Parses a webhook secret straight into its redacting type, so no `Debug`
 /// of the flags can show it.
+/// Empty or short ones (under [`WebhookSecret::MIN_LEN`]) are refused.
 pub fn secret(value: &str) -> Result<WebhookSecret, String> {
-    if value.is_empty() {
-        return Err("the webhook secret must not be empty".to_owned());
-    }
-    Ok(WebhookSecret::new(value))
+    WebhookSecret::chosen(value).map_err(|e| e.to_string())
 }
 
 /// The background workers and webhooks.

@@ -299,7 +299,7 @@ impl Client {
     /// # let db = chargeonce_testkit::TestDb::sqlite();
     /// # let store = Arc::new(chargeonce_store::SqliteStore::connect(db.url(), &Default::default()).await?);
     /// # let shop = chargeonce_core::ShopId::new("demo")?;
-    /// # let hash = chargeonce_core::ShopSecret::from_string("sk_demo").hash();
+    /// # let hash = chargeonce_core::ShopSecret::new("sk_demo_0123456789abcdef")?.hash();
     /// # chargeonce_core::Store::add_shop(store.as_ref(), &shop, &hash).await?;
     /// # let sim = Arc::new(chargeonce_acquirer::Simulator::in_memory(Default::default()).await?);
     /// # let render = Arc::new(chargeonce_server::HttpRender);
@@ -309,7 +309,7 @@ impl Client {
     /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     /// # let base_url = format!("http://{}", listener.local_addr()?);
     /// # tokio::spawn(chargeonce_server::serve(listener, app, std::future::pending()));
-    /// let client = Client::new(&base_url, "demo", "sk_demo")?;
+    /// let client = Client::new(&base_url, "demo", "sk_demo_0123456789abcdef")?;
     /// let key = IdempotencyKey::for_operation("order-123", "pay")?;
     /// let request = CreatePayment::new(Money::parse("1500.00", "RUB")?, "order-123", "tok_ok");
     ///

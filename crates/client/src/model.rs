@@ -91,7 +91,10 @@ struct AmountJson {
 
 fn money<'de, D: Deserializer<'de>>(d: D) -> Result<Money, D::Error> {
     let a = AmountJson::deserialize(d)?;
-    Money::parse(&a.value, &a.currency).map_err(D::Error::custom)
+    // An amount in an answer: read leniently (a trailing zero past the
+    // currency's minor units is the same amount). What the client sends is
+    // built from a `Money`, always with exactly the minor units.
+    Money::parse_lenient(&a.value, &a.currency).map_err(D::Error::custom)
 }
 
 /// A refund request: `{}` refunds what is left of the payment, an amount

@@ -18,7 +18,7 @@ pub enum ProblemCode {
     InvalidIdempotencyKey,
     /// 400: more than one `Idempotency-Key` header.
     DuplicateIdempotencyKey,
-    /// 400: the body is not JSON.
+    /// 400: the body is not JSON, or names a member twice in an object.
     MalformedJson,
     /// 400: a required query parameter is missing.
     MissingParameter,
@@ -74,6 +74,12 @@ pub enum ProblemCode {
     CurrencyMismatch,
     /// 422: the acquirer refused the refund (a stored, replayed answer).
     RefundFailed,
+    /// 400: the server could not read the request as HTTP (a body that broke
+    /// off before its end).
+    BadRequest,
+    /// An error status of the server's HTTP stack without a code of its own;
+    /// the status says what.
+    HttpError,
     /// A code this client does not know.
     Other(String),
 }
@@ -110,6 +116,8 @@ impl ProblemCode {
             "refund_exceeds_amount" => Self::RefundExceedsAmount,
             "currency_mismatch" => Self::CurrencyMismatch,
             "refund_failed" => Self::RefundFailed,
+            "bad_request" => Self::BadRequest,
+            "http_error" => Self::HttpError,
             other => Self::Other(other.to_owned()),
         }
     }
@@ -145,6 +153,8 @@ impl ProblemCode {
             Self::RefundExceedsAmount => "refund_exceeds_amount",
             Self::CurrencyMismatch => "currency_mismatch",
             Self::RefundFailed => "refund_failed",
+            Self::BadRequest => "bad_request",
+            Self::HttpError => "http_error",
             Self::Other(code) => code,
         }
     }
@@ -255,6 +265,8 @@ mod tests {
         "internal_error",
         "store_unavailable",
         "acquirer_unavailable",
+        "bad_request",
+        "http_error",
     ];
 
     #[test]

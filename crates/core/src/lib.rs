@@ -59,7 +59,7 @@ pub use payment::{
     Reference, Settlement, ValidationError,
 };
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
-pub use shop::{SecretHash, ShopId, ShopSecret};
+pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
     Acquired, Claim, ClaimRequest, EventRecorded, FinishOutcome, InboundEvent, KeyRecord,
     KeyTiming, Lease, LeaseToken, RecoveryPoint, RefundClaim, SettleOutcome, StalledKey, Store,

@@ -15,8 +15,12 @@ pub enum MoneyError {
     /// Not a plain decimal string such as `1500.00`.
     #[error("`{0}` is not a decimal amount such as \"1500.00\"")]
     NotADecimal(String),
-    /// More fractional digits than the currency has minor units.
-    #[error("{currency} has {minor_units} minor units, but the amount has {scale} decimal places")]
+    /// More fractional digits than the currency has minor units (trailing
+    /// zeros count: JPY `"5.0"` is too precise).
+    #[error(
+        "{currency} amounts have at most {minor_units} decimal places (its minor units), \
+         but this one has {scale}"
+    )]
     TooPrecise {
         /// The currency.
         currency: String,
@@ -83,6 +87,7 @@ impl fmt::Display for Currency {
 /// assert_eq!(m.to_decimal_string(), "1500.00");
 /// assert_eq!(Money::parse("5", "JPY").unwrap().to_decimal_string(), "5");
 /// assert!(matches!(Money::parse("1.001", "RUB"), Err(MoneyError::TooPrecise { .. })));
+/// assert!(matches!(Money::parse("1500.00", "JPY"), Err(MoneyError::TooPrecise { .. })));
 /// assert!(matches!(Money::parse("1e3", "RUB"), Err(MoneyError::NotADecimal(_))));
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,8 +101,25 @@ impl Money {
     pub const MAX_MINOR_UNITS: i64 = 1_000_000_000_000_000;
 
     /// Parses a decimal string (`"1500.00"`, `"1500"`, `"0.5"`) in a currency.
-    /// Signs, exponents, spaces and more decimals than the currency has are refused.
+    /// Signs, exponents, spaces and more decimals than the currency has are
+    /// refused, zeros included: JPY `"1500.00"` and KWD `"1.5000"` are
+    /// [`MoneyError::TooPrecise`]. This is the rule for every amount a client
+    /// sends; [`Self::parse_lenient`] is for reading other systems' answers.
     pub fn parse(value: &str, currency: &str) -> Result<Self, MoneyError> {
+        Self::parse_with(value, currency, true)
+    }
+
+    /// As [`Self::parse`], but decimals past the currency's minor units are
+    /// accepted when they are zeros (`"1500.000"` RUB is 1500.00 RUB; `"1.5"`
+    /// JPY is still refused). For reading amounts written by another system
+    /// (the acquirer's answers), where the value is unambiguous and refusing
+    /// it would turn a known outcome into an unknown one; never for a
+    /// client's input.
+    pub fn parse_lenient(value: &str, currency: &str) -> Result<Self, MoneyError> {
+        Self::parse_with(value, currency, false)
+    }
+
+    fn parse_with(value: &str, currency: &str, strict: bool) -> Result<Self, MoneyError> {
         let currency = Currency::from_code(currency)?;
         let not_decimal = || MoneyError::NotADecimal(value.to_owned());
         let (int, frac) = value.split_once('.').unwrap_or((value, ""));
@@ -105,15 +127,19 @@ impl Money {
         if !digits(int) || (value.contains('.') && !digits(frac)) || int.len() > 19 {
             return Err(not_decimal());
         }
+        let too_precise = |scale: usize| MoneyError::TooPrecise {
+            currency: currency.code().to_owned(),
+            minor_units: currency.minor_units(),
+            scale: u32::try_from(scale).unwrap_or(u32::MAX),
+        };
+        if strict && frac.len() > currency.minor_units() as usize {
+            return Err(too_precise(frac.len()));
+        }
         let decimal = Decimal::from_str(value)
             .map_err(|_| not_decimal())?
             .normalize();
         if decimal.scale() > currency.minor_units() {
-            return Err(MoneyError::TooPrecise {
-                currency: currency.code().to_owned(),
-                minor_units: currency.minor_units(),
-                scale: decimal.scale(),
-            });
+            return Err(too_precise(decimal.scale() as usize));
         }
         let scaled = decimal
             .checked_mul(Decimal::from(10_i64.pow(currency.minor_units())))
@@ -169,14 +195,71 @@ mod tests {
             ("0.01", "EUR", 1, "0.01"),
             ("007.10", "EUR", 710, "7.10"),
             ("5", "JPY", 5, "5"),
-            ("5.0", "JPY", 5, "5"),
             ("1.234", "KWD", 1_234, "1.234"),
+            ("1.5", "KWD", 1_500, "1.500"),
+            ("1.50", "KWD", 1_500, "1.500"),
         ];
         for (value, currency, minor, shown) in cases {
             let m = Money::parse(value, currency).unwrap();
             assert_eq!(m.minor_units(), minor, "{value} {currency}");
             assert_eq!(m.to_decimal_string(), shown, "{value} {currency}");
         }
+    }
+
+    #[test]
+    fn refuses_more_decimals_than_the_currency_has_zeros_included() {
+        for (value, currency, minor_units, scale) in [
+            ("1500.00", "JPY", 0, 2),
+            ("5.0", "JPY", 0, 1),
+            ("1.5000", "KWD", 3, 4),
+            ("1.000", "RUB", 2, 3),
+            ("1.001", "RUB", 2, 3),
+            ("0.000", "RUB", 2, 3),
+        ] {
+            let error = Money::parse(value, currency).unwrap_err();
+            assert_eq!(
+                error,
+                MoneyError::TooPrecise {
+                    currency: currency.to_owned(),
+                    minor_units,
+                    scale
+                },
+                "{value} {currency}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("at most {minor_units} decimal places")),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn lenient_parsing_accepts_trailing_zeros_only() {
+        let cases = [
+            ("1500.00", "JPY", 1500),
+            ("1.5000", "KWD", 1_500),
+            ("1.000", "RUB", 100),
+        ];
+        for (value, currency, minor) in cases {
+            assert_eq!(
+                Money::parse_lenient(value, currency).unwrap().minor_units(),
+                minor
+            );
+        }
+        assert!(matches!(
+            Money::parse_lenient("1.001", "RUB"),
+            Err(MoneyError::TooPrecise { .. })
+        ));
+        assert!(matches!(
+            Money::parse_lenient("1.5", "JPY"),
+            Err(MoneyError::TooPrecise { .. })
+        ));
+        assert!(matches!(
+            Money::parse_lenient("-1", "RUB"),
+            Err(MoneyError::NotADecimal(_))
+        ));
     }
 
     #[test]

@@ -45,6 +45,36 @@ impl fmt::Display for ShopId {
     }
 }
 
+/// Why a secret chosen for a shop was refused (see [`ShopSecret::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidShopSecret {
+    /// The empty string.
+    #[error("a shop secret must not be empty (leave it out to generate one)")]
+    Empty,
+    /// Fewer than [`ShopSecret::MIN_LEN`] characters.
+    #[error(
+        "a shop secret must be at least {} characters, this one has {len} \
+         (leave it out to generate one)",
+        ShopSecret::MIN_LEN
+    )]
+    TooShort {
+        /// Its length.
+        len: usize,
+    },
+    /// More than [`ShopSecret::MAX_LEN`] characters.
+    #[error(
+        "a shop secret may be at most {} characters, this one has {len}",
+        ShopSecret::MAX_LEN
+    )]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// A space, a control character or a non-ASCII character.
+    #[error("a shop secret is visible ASCII characters only (no spaces)")]
+    NotVisibleAscii,
+}
+
 /// A shop's secret key, in clear. Exists only between generation (or the
 /// operator typing it) and hashing; `Debug` hides it.
 #[derive(Clone)]
@@ -61,7 +91,42 @@ impl ShopSecret {
         Self(format!("{}{}", Self::PREFIX, hex::encode(bytes)))
     }
 
-    /// Wraps a secret chosen by the operator or sent by a client.
+    /// The shortest secret a shop may be given: 16 characters.
+    pub const MIN_LEN: usize = 16;
+
+    /// The longest secret a shop may be given: 256 characters.
+    pub const MAX_LEN: usize = 256;
+
+    /// Checks a secret chosen by an operator for a new shop: [`Self::MIN_LEN`]
+    /// to [`Self::MAX_LEN`] visible ASCII characters (no spaces). Generated
+    /// secrets ([`Self::generate`]) are 67.
+    ///
+    /// ```
+    /// use chargeonce_core::{InvalidShopSecret, ShopSecret};
+    /// assert!(ShopSecret::new("sk_0123456789abcdef").is_ok());
+    /// assert_eq!(ShopSecret::new("").unwrap_err(), InvalidShopSecret::Empty);
+    /// assert!(matches!(ShopSecret::new("sk_short"), Err(InvalidShopSecret::TooShort { len: 8 })));
+    /// ```
+    pub fn new(secret: impl Into<String>) -> Result<Self, InvalidShopSecret> {
+        let secret = secret.into();
+        if secret.is_empty() {
+            return Err(InvalidShopSecret::Empty);
+        }
+        if !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(InvalidShopSecret::NotVisibleAscii);
+        }
+        if secret.len() < Self::MIN_LEN {
+            return Err(InvalidShopSecret::TooShort { len: secret.len() });
+        }
+        if secret.len() > Self::MAX_LEN {
+            return Err(InvalidShopSecret::TooLong { len: secret.len() });
+        }
+        Ok(Self(secret))
+    }
+
+    /// Wraps a secret as a client presented it, unchecked: a wrong one simply
+    /// does not match any stored hash. A new shop's secret goes through
+    /// [`Self::new`] instead.
     pub fn from_string(secret: impl Into<String>) -> Self {
         Self(secret.into())
     }
@@ -80,7 +145,8 @@ impl ShopSecret {
 impl std::str::FromStr for ShopSecret {
     type Err = std::convert::Infallible;
 
-    /// Wraps a secret given on a command line or in the environment.
+    /// Wraps a secret given on a command line or in the environment to
+    /// present it (as [`ShopSecret::from_string`], unchecked).
     fn from_str(secret: &str) -> Result<Self, Self::Err> {
         Ok(Self::from_string(secret))
     }
@@ -125,5 +191,43 @@ impl SecretHash {
 impl fmt::Debug for SecretHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SecretHash(***)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_shops_secret_is_long_enough_and_visible_ascii() {
+        assert_eq!(ShopSecret::new("").unwrap_err(), InvalidShopSecret::Empty);
+        assert_eq!(
+            ShopSecret::new("sk_test_shop_a").unwrap_err(),
+            InvalidShopSecret::TooShort { len: 14 }
+        );
+        assert_eq!(
+            ShopSecret::new("x".repeat(15)).unwrap_err(),
+            InvalidShopSecret::TooShort { len: 15 }
+        );
+        assert!(ShopSecret::new("x".repeat(16)).is_ok());
+        assert!(ShopSecret::new("x".repeat(256)).is_ok());
+        assert_eq!(
+            ShopSecret::new("x".repeat(257)).unwrap_err(),
+            InvalidShopSecret::TooLong { len: 257 }
+        );
+        for bad in [
+            "sk_0123456789 abcdef",
+            "sk_0123456789abcdé",
+            "sk_0123456789abc\n",
+        ] {
+            assert_eq!(
+                ShopSecret::new(bad).unwrap_err(),
+                InvalidShopSecret::NotVisibleAscii,
+                "{bad:?}"
+            );
+        }
+        assert!(ShopSecret::new(ShopSecret::generate().expose()).is_ok());
+        let message = InvalidShopSecret::TooShort { len: 3 }.to_string();
+        assert!(message.contains("at least 16 characters"), "{message}");
     }
 }

@@ -34,6 +34,7 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use subtle::{Choice, ConstantTimeEq};
 
 /// The HTTP header the signature travels in.
 pub const SIGNATURE_HEADER: &str = "chargeonce-signature";
@@ -49,6 +50,29 @@ impl WebhookSecret {
     /// Wraps a secret given by the operator.
     pub fn new(secret: impl Into<String>) -> Self {
         Self(secret.into().into_bytes())
+    }
+
+    /// The shortest secret an operator may choose: 16 characters.
+    pub const MIN_LEN: usize = 16;
+
+    /// Checks a secret chosen by an operator (a flag, an environment
+    /// variable): at least [`Self::MIN_LEN`] characters. Generated secrets
+    /// ([`Self::generate`]) are 70.
+    ///
+    /// ```
+    /// use chargeonce_core::webhook::WebhookSecret;
+    /// assert!(WebhookSecret::chosen("whsec_0123456789abcdef").is_ok());
+    /// assert!(WebhookSecret::chosen("").is_err());
+    /// assert!(WebhookSecret::chosen("whsec_short").is_err());
+    /// ```
+    pub fn chosen(secret: impl Into<String>) -> Result<Self, ShortWebhookSecret> {
+        let secret = secret.into();
+        if secret.chars().count() < Self::MIN_LEN {
+            return Err(ShortWebhookSecret {
+                len: secret.chars().count(),
+            });
+        }
+        Ok(Self::new(secret))
     }
 
     /// Prefix of generated secrets, so a leaked one is easy to recognise.
@@ -80,11 +104,31 @@ impl fmt::Debug for WebhookSecret {
     }
 }
 
+/// A webhook secret chosen by an operator was refused: too short (see
+/// [`WebhookSecret::chosen`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a webhook secret must be at least {} characters, this one has {len} \
+     (leave it out to generate one where the command can)",
+    WebhookSecret::MIN_LEN
+)]
+pub struct ShortWebhookSecret {
+    /// Its length, in characters.
+    pub len: usize,
+}
+
 /// Why a signature was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
-    /// No `t=` or no `v1=` part, or a part that does not parse.
-    #[error("the signature header is not `t=<unix seconds>,v1=<hex>`")]
+    /// No `t=` or no `v1=` part, a part that does not parse, a `v1=` that is
+    /// not 64 hex digits, more than [`MAX_SIGNATURES`] of them, or a header
+    /// longer than [`MAX_HEADER_BYTES`].
+    #[error(
+        "the signature header is not `t=<unix seconds>,v1=<64 hex digits>` \
+         (at most {} v1 parts, at most {} bytes)",
+        MAX_SIGNATURES,
+        MAX_HEADER_BYTES
+    )]
     Malformed,
     /// No `v1` signature matches the body and timestamp.
     #[error("the signature does not match")]
@@ -97,7 +141,140 @@ pub enum SignatureError {
     },
 }
 
+/// The most `v1=` signatures one header may carry (a sender rotating its
+/// secret sends two; more is refused as [`SignatureError::Malformed`]).
+pub const MAX_SIGNATURES: usize = 8;
+
+/// The longest signature header accepted, in bytes: a timestamp and
+/// [`MAX_SIGNATURES`] signatures fit with room to spare.
+pub const MAX_HEADER_BYTES: usize = 1024;
+
+/// The length of one `v1=` signature: HMAC-SHA256 in hex.
+const SIGNATURE_HEX_LEN: usize = 64;
+
+/// A parsed signature header: its timestamp and its candidate signatures.
+///
+/// Parsing is bounded by [`MAX_HEADER_BYTES`] and [`MAX_SIGNATURES`] and does
+/// no cryptography; [`Self::check_timestamp`] is a comparison; only
+/// [`Self::verify_body`] computes a MAC, exactly one whatever the number of
+/// candidates. [`verify`] does the three in this order, so an unauthenticated
+/// request costs at most one HMAC over a body the caller has bounded.
+///
+/// ```
+/// use std::time::Duration;
+/// use chargeonce_core::webhook::{SignatureError, SignatureHeader, WebhookSecret, sign};
+///
+/// let secret = WebhookSecret::new("whsec_test");
+/// let header = SignatureHeader::parse(&sign(&secret, 1_000, b"{}")).unwrap();
+/// assert_eq!(header.timestamp(), 1_000);
+/// assert!(header.check_timestamp(1_100, Duration::from_secs(300)).is_ok());
+/// assert_eq!(header.verify_body(&secret, b"{}"), Ok(()));
+/// assert_eq!(SignatureHeader::parse("t=1,v1=00").unwrap_err(), SignatureError::Malformed);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureHeader {
+    timestamp: i64,
+    candidates: [[u8; 32]; MAX_SIGNATURES],
+    count: usize,
+}
+
+impl SignatureHeader {
+    /// Parses `t=<unix seconds>,v1=<hex>[,v1=<hex>...]`. Parts are separated
+    /// by commas, with optional spaces around them; parts of other names are
+    /// ignored (future schemes). Exactly one `t`, one to [`MAX_SIGNATURES`]
+    /// `v1` of exactly 64 hex digits each, and at most [`MAX_HEADER_BYTES`]
+    /// in all; anything else is [`SignatureError::Malformed`].
+    pub fn parse(header: &str) -> Result<Self, SignatureError> {
+        if header.len() > MAX_HEADER_BYTES {
+            return Err(SignatureError::Malformed);
+        }
+        let mut timestamp = None;
+        let mut candidates = [[0_u8; 32]; MAX_SIGNATURES];
+        let mut count = 0;
+        for part in header.split(',') {
+            let Some((name, value)) = part.trim().split_once('=') else {
+                return Err(SignatureError::Malformed);
+            };
+            match name {
+                "t" => {
+                    let digits = !value.is_empty()
+                        && value.len() <= 19
+                        && value.bytes().all(|b| b.is_ascii_digit());
+                    let parsed = value.parse::<i64>().ok().filter(|_| digits);
+                    if timestamp.is_some() || parsed.is_none() {
+                        return Err(SignatureError::Malformed);
+                    }
+                    timestamp = parsed;
+                }
+                "v1" => {
+                    if count == MAX_SIGNATURES || value.len() != SIGNATURE_HEX_LEN {
+                        return Err(SignatureError::Malformed);
+                    }
+                    hex::decode_to_slice(value, &mut candidates[count])
+                        .map_err(|_| SignatureError::Malformed)?;
+                    count += 1;
+                }
+                _ => {}
+            }
+        }
+        let timestamp = timestamp.ok_or(SignatureError::Malformed)?;
+        if count == 0 {
+            return Err(SignatureError::Malformed);
+        }
+        Ok(Self {
+            timestamp,
+            candidates,
+            count,
+        })
+    }
+
+    /// The signed timestamp, unix seconds.
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// How many `v1` signatures the header carries (1 to [`MAX_SIGNATURES`]).
+    pub fn signatures(&self) -> usize {
+        self.count
+    }
+
+    /// Refuses a timestamp more than `tolerance` away from `now` (unix
+    /// seconds), either way. No cryptography: check it before the body.
+    pub fn check_timestamp(&self, now: i64, tolerance: Duration) -> Result<(), SignatureError> {
+        let age_secs = now.abs_diff(self.timestamp);
+        if age_secs > tolerance.as_secs() {
+            return Err(SignatureError::OutsideTolerance { age_secs });
+        }
+        Ok(())
+    }
+
+    /// Computes the body's MAC once and compares it with every candidate in
+    /// constant time (all of them, whichever matches).
+    pub fn verify_body(&self, secret: &WebhookSecret, body: &[u8]) -> Result<(), SignatureError> {
+        let expected = signature(secret, self.timestamp, body)
+            .finalize()
+            .into_bytes();
+        let mut matched = Choice::from(0);
+        for candidate in &self.candidates[..self.count] {
+            matched |= candidate.as_slice().ct_eq(expected.as_slice());
+        }
+        if bool::from(matched) {
+            Ok(())
+        } else {
+            Err(SignatureError::Mismatch)
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// MACs computed on this thread, so tests can tell that a refusal did none.
+    static MACS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn signature(secret: &WebhookSecret, timestamp: i64, body: &[u8]) -> Hmac<Sha256> {
+    #[cfg(test)]
+    MACS.with(|macs| macs.set(macs.get() + 1));
     let mut mac = secret.mac();
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
@@ -111,9 +288,16 @@ pub fn sign(secret: &WebhookSecret, timestamp: i64, body: &[u8]) -> String {
     format!("t={timestamp},v1={}", hex::encode(tag))
 }
 
-/// Checks a signature header against the body, in constant time, and its
-/// timestamp against `now` (unix seconds). Several `v1=` parts are allowed (a
-/// sender rotating secrets); one must match.
+/// Checks a signature header against the body and its timestamp against
+/// `now` (unix seconds), in bounded work: the header is parsed first
+/// ([`SignatureHeader::parse`]: at most [`MAX_HEADER_BYTES`] and
+/// [`MAX_SIGNATURES`] signatures of 64 hex digits, else
+/// [`SignatureError::Malformed`]), the timestamp is checked next (no MAC for
+/// a stale one: [`SignatureError::OutsideTolerance`]), and then one MAC over
+/// the body is compared with every `v1=` part in constant time (several are
+/// allowed for a sender rotating secrets; one must match, else
+/// [`SignatureError::Mismatch`]). Bound the body before calling it: the MAC
+/// reads all of it.
 pub fn verify(
     secret: &WebhookSecret,
     header: &str,
@@ -121,39 +305,9 @@ pub fn verify(
     now: i64,
     tolerance: Duration,
 ) -> Result<(), SignatureError> {
-    let mut timestamp = None;
-    let mut candidates = Vec::new();
-    for part in header.split(',') {
-        let Some((name, value)) = part.trim().split_once('=') else {
-            return Err(SignatureError::Malformed);
-        };
-        match name {
-            "t" => {
-                timestamp = Some(
-                    value
-                        .parse::<i64>()
-                        .map_err(|_| SignatureError::Malformed)?,
-                )
-            }
-            "v1" => candidates.push(hex::decode(value).map_err(|_| SignatureError::Malformed)?),
-            _ => {}
-        }
-    }
-    let timestamp = timestamp.ok_or(SignatureError::Malformed)?;
-    if candidates.is_empty() {
-        return Err(SignatureError::Malformed);
-    }
-    let matches = candidates
-        .iter()
-        .any(|tag| signature(secret, timestamp, body).verify_slice(tag).is_ok());
-    if !matches {
-        return Err(SignatureError::Mismatch);
-    }
-    let age_secs = now.abs_diff(timestamp);
-    if age_secs > tolerance.as_secs() {
-        return Err(SignatureError::OutsideTolerance { age_secs });
-    }
-    Ok(())
+    let header = SignatureHeader::parse(header)?;
+    header.check_timestamp(now, tolerance)?;
+    header.verify_body(secret, body)
 }
 
 /// The kinds of acquirer events.
@@ -248,10 +402,114 @@ mod tests {
         );
     }
 
+    fn macs() -> usize {
+        MACS.with(|macs| macs.get())
+    }
+
+    #[test]
+    fn a_stale_timestamp_is_refused_before_any_mac() {
+        let secret = WebhookSecret::new("s");
+        let body = vec![b'x'; 1 << 20];
+        let header = sign(&secret, 1000, &body);
+        let before = macs();
+        assert_eq!(
+            verify(&secret, &header, &body, 1000 + 3600, TOLERANCE),
+            Err(SignatureError::OutsideTolerance { age_secs: 3600 })
+        );
+        // A forged, stale header is stale too: the MAC is never looked at.
+        let forged = format!("t=1000,v1={}", "0".repeat(64));
+        assert_eq!(
+            verify(&secret, &forged, &body, 1000 + 301, TOLERANCE),
+            Err(SignatureError::OutsideTolerance { age_secs: 301 })
+        );
+        assert_eq!(macs(), before, "no MAC for a stale timestamp");
+    }
+
+    #[test]
+    fn one_mac_whatever_the_number_of_signatures() {
+        let secret = WebhookSecret::new("s");
+        let ours = sign(&secret, 1000, b"x");
+        let wrong = format!("v1={}", "ab".repeat(32));
+        let mut header = String::from("t=1000");
+        for _ in 0..MAX_SIGNATURES - 1 {
+            header.push(',');
+            header.push_str(&wrong);
+        }
+        let before = macs();
+        assert_eq!(
+            verify(&secret, &header, b"x", 1000, TOLERANCE),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(macs(), before + 1, "one MAC for seven candidates");
+        // The matching one last among eight still matches.
+        header.push(',');
+        header.push_str(ours.trim_start_matches("t=1000,"));
+        assert_eq!(SignatureHeader::parse(&header).unwrap().signatures(), 8);
+        assert_eq!(verify(&secret, &header, b"x", 1000, TOLERANCE), Ok(()));
+        assert_eq!(macs(), before + 2);
+    }
+
+    #[test]
+    fn header_caps_refuse_without_any_mac() {
+        let secret = WebhookSecret::new("s");
+        let v1 = format!("v1={}", "ab".repeat(32));
+        let before = macs();
+        // Nine full signatures: over the cap.
+        let nine = format!("t=1000{}", format!(",{v1}").repeat(MAX_SIGNATURES + 1));
+        assert!(nine.len() <= MAX_HEADER_BYTES);
+        assert_eq!(
+            verify(&secret, &nine, b"x", 1000, TOLERANCE),
+            Err(SignatureError::Malformed)
+        );
+        // Ten thousand short parts, and ten thousand ignored ones.
+        for part in ["v1=00", "v0=00"] {
+            let many = format!("t=1000{}", format!(",{part}").repeat(10_000));
+            assert_eq!(
+                verify(&secret, &many, b"x", 1000, TOLERANCE),
+                Err(SignatureError::Malformed)
+            );
+        }
+        // Not 64 hex digits, two timestamps, a signed or spaced timestamp.
+        for bad in [
+            format!("t=1000,v1={}", "a".repeat(63)),
+            format!("t=1000,v1={}", "a".repeat(65)),
+            format!("t=1000,v1={}", "g".repeat(64)),
+            format!("t=1000,t=1001,{v1}"),
+            format!("t=+1000,{v1}"),
+            format!("t=-1000,{v1}"),
+            format!("t=,{v1}"),
+            format!("t=99999999999999999999,{v1}"),
+            format!("{v1},{v1}"),
+        ] {
+            assert_eq!(
+                SignatureHeader::parse(&bad),
+                Err(SignatureError::Malformed),
+                "{bad}"
+            );
+        }
+        assert_eq!(macs(), before, "no MAC for a malformed header");
+        // Spaces around parts and unknown parts are fine.
+        let spaced = sign(&secret, 1000, b"x").replace(',', " , v0=whatever , ");
+        assert_eq!(verify(&secret, &spaced, b"x", 1000, TOLERANCE), Ok(()));
+        let message = SignatureError::Malformed.to_string();
+        assert!(
+            message.contains("at most 8 v1 parts, at most 1024 bytes"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn malformed_headers_and_other_secrets() {
         let secret = WebhookSecret::new("s");
-        for bad in ["", "t=1", "v1=00", "t=x,v1=00", "t=1,v1=zz", "garbage"] {
+        for bad in [
+            "",
+            "t=1",
+            "v1=00",
+            "t=x,v1=00",
+            "t=1,v1=zz",
+            "t=1,v1=00",
+            "garbage",
+        ] {
             assert_eq!(
                 verify(&secret, bad, b"x", 1, TOLERANCE),
                 Err(SignatureError::Malformed),

@@ -198,6 +198,8 @@ pub fn router(state: AppState) -> Router {
                 "internal error",
             ))
         }))
+        // Every error the HTTP stack makes on its own is a problem too.
+        .layer(axum::middleware::map_response(problem::problems_only))
         .layer(TraceLayer::new_for_http())
 }
 

@@ -84,6 +84,12 @@ pub enum ProblemCode {
     StoreOverloaded,
     /// 500: a bug. Nothing about it is shown to the client.
     Internal,
+    /// 400: the request could not be read as HTTP by the server (a body that
+    /// broke off, a refusal of the HTTP stack without a more specific code).
+    BadRequest,
+    /// Any other status of the HTTP stack's own (not the API's) without a
+    /// code of its own: the status says what (see [`Problem::for_status`]).
+    HttpError,
 }
 
 impl ProblemCode {
@@ -121,10 +127,13 @@ impl ProblemCode {
             Self::RequestTimeout => "request_timeout",
             Self::StoreOverloaded => "store_overloaded",
             Self::Internal => "internal_error",
+            Self::BadRequest => "bad_request",
+            Self::HttpError => "http_error",
         }
     }
 
-    /// The HTTP status it is answered with.
+    /// The HTTP status it is answered with ([`Self::HttpError`] is answered
+    /// with the status it stands for; this is its default, 500).
     pub fn status(&self) -> StatusCode {
         match self {
             Self::MissingIdempotencyKey
@@ -132,7 +141,8 @@ impl ProblemCode {
             | Self::DuplicateIdempotencyKey
             | Self::MalformedJson
             | Self::MissingParameter
-            | Self::MissingSignature => StatusCode::BAD_REQUEST,
+            | Self::MissingSignature
+            | Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::InvalidSignature | Self::StaleSignature => StatusCode::UNAUTHORIZED,
             Self::WebhooksDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -157,7 +167,7 @@ impl ProblemCode {
             | Self::StoreOverloaded => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Internal | Self::HttpError => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -196,6 +206,8 @@ impl ProblemCode {
             Self::RequestTimeout => "The request took too long",
             Self::StoreOverloaded => "The service is too busy to take new work",
             Self::Internal => "Internal error",
+            Self::BadRequest => "The request could not be read",
+            Self::HttpError => "The request was refused",
         }
     }
 }
@@ -204,6 +216,7 @@ impl ProblemCode {
 #[derive(Debug, Clone)]
 pub struct Problem {
     code: ProblemCode,
+    status: StatusCode,
     detail: String,
     extensions: Map<String, Value>,
     retry_after: Option<Duration>,
@@ -214,6 +227,7 @@ impl Problem {
     pub fn new(code: ProblemCode, detail: impl Into<String>) -> Self {
         Self {
             code,
+            status: code.status(),
             detail: detail.into(),
             extensions: Map::new(),
             retry_after: None,
@@ -232,9 +246,42 @@ impl Problem {
         self
     }
 
+    /// The problem that stands for an error status the HTTP stack (axum,
+    /// hyper, tower-http) answered with on its own: the code of that status
+    /// where the API has one (`404 not_found`, `405 method_not_allowed`,
+    /// `413 payload_too_large`, `415 unsupported_media_type`, `422
+    /// invalid_request`, `400 bad_request`, `401 unauthorized`, `500
+    /// internal_error`), else [`ProblemCode::HttpError`] with the status kept.
+    pub fn for_status(status: StatusCode, detail: impl Into<String>) -> Self {
+        let code = match status {
+            StatusCode::BAD_REQUEST => ProblemCode::BadRequest,
+            StatusCode::UNAUTHORIZED => ProblemCode::Unauthorized,
+            StatusCode::NOT_FOUND => ProblemCode::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => ProblemCode::MethodNotAllowed,
+            StatusCode::PAYLOAD_TOO_LARGE => ProblemCode::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemCode::UnsupportedMediaType,
+            StatusCode::UNPROCESSABLE_ENTITY => ProblemCode::InvalidRequest,
+            StatusCode::INTERNAL_SERVER_ERROR => ProblemCode::Internal,
+            _ => ProblemCode::HttpError,
+        };
+        let mut problem = Self::new(code, detail);
+        problem.status = status;
+        problem
+    }
+
     /// The code.
     pub fn code(&self) -> ProblemCode {
         self.code
+    }
+
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The detail sentence.
+    pub fn detail(&self) -> &str {
+        &self.detail
     }
 
     /// The JSON body.
@@ -245,7 +292,7 @@ impl Problem {
             Value::from(format!("urn:chargeonce:problem:{}", self.code.as_str())),
         );
         body.insert("title".into(), Value::from(self.code.title()));
-        body.insert("status".into(), Value::from(self.code.status().as_u16()));
+        body.insert("status".into(), Value::from(self.status.as_u16()));
         body.insert("detail".into(), Value::from(self.detail.clone()));
         body.insert("code".into(), Value::from(self.code.as_str()));
         for (name, value) in &self.extensions {
@@ -263,7 +310,7 @@ pub(crate) fn retry_after_value(after: Duration) -> HeaderValue {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut response = (
-            self.code.status(),
+            self.status,
             [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
             self.to_body(),
         )
@@ -288,5 +335,141 @@ impl IntoResponse for Problem {
             );
         }
         response
+    }
+}
+
+/// The longest text of a bare error answer kept as the problem's detail.
+const MAX_BARE_DETAIL: usize = 512;
+
+/// A response layer (`axum::middleware::map_response`) that turns every
+/// error answer the HTTP stack made on its own (an axum rejection in
+/// `text/plain`, an empty 405 or 413 of a layer, ...) into
+/// `application/problem+json` with a stable code ([`Problem::for_status`]),
+/// so that no error leaves the API in another shape. The status and the
+/// other headers (`Allow`, `Retry-After`) are kept; a short `text/plain`
+/// reason of a 4xx becomes the detail (a 5xx shows none). Answers that are
+/// problems already, and successes, pass untouched.
+pub async fn problems_only(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if content_type.eq_ignore_ascii_case(PROBLEM_JSON) {
+        return response;
+    }
+    let plain = content_type.starts_with("text/plain");
+    let (parts, body) = response.into_parts();
+    let text = if plain && status.is_client_error() {
+        axum::body::to_bytes(body, MAX_BARE_DETAIL)
+            .await
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes.to_vec()).ok())
+            .filter(|text| !text.trim().is_empty())
+    } else {
+        None
+    };
+    let detail = match text {
+        Some(text) => text,
+        None if status.is_server_error() => "internal error".to_owned(),
+        None => status
+            .canonical_reason()
+            .unwrap_or("the request was refused")
+            .to_owned(),
+    };
+    let mut answer = Problem::for_status(status, detail).into_response();
+    for name in parts.headers.keys() {
+        let framing = name == header::CONTENT_TYPE
+            || name == header::CONTENT_LENGTH
+            || name == header::TRANSFER_ENCODING;
+        if framing || answer.headers().contains_key(name) {
+            continue;
+        }
+        for value in parts.headers.get_all(name) {
+            answer.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    answer
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    async fn converted(response: Response) -> (StatusCode, HeaderMapLite, Value) {
+        let answer = problems_only(response).await;
+        let status = answer.status();
+        let headers = answer
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+            .collect();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, headers, serde_json::from_slice(&body).unwrap())
+    }
+
+    type HeaderMapLite = Vec<(String, String)>;
+
+    #[tokio::test]
+    async fn bare_errors_become_problems_with_their_status() {
+        let cases = [
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            (StatusCode::NOT_FOUND, "not_found"),
+            (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request"),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+            (StatusCode::REQUEST_TIMEOUT, "http_error"),
+            (StatusCode::BAD_GATEWAY, "http_error"),
+        ];
+        for (status, code) in cases {
+            let bare = (
+                status,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                [(header::ALLOW, "GET")],
+                "Failed to deserialize: secret internals",
+            )
+                .into_response();
+            let (answered, headers, problem) = converted(bare).await;
+            assert_eq!(answered, status);
+            assert_eq!(problem["code"], code);
+            assert_eq!(problem["status"], status.as_u16());
+            assert_eq!(problem["type"], format!("urn:chargeonce:problem:{code}"));
+            assert!(headers.contains(&("content-type".into(), PROBLEM_JSON.into())));
+            assert!(headers.contains(&("allow".into(), "GET".into())));
+            let detail = problem["detail"].as_str().unwrap();
+            if status.is_server_error() {
+                assert_eq!(detail, "internal error", "5xx details are not shown");
+            } else {
+                assert!(detail.starts_with("Failed to deserialize"), "{detail}");
+            }
+        }
+        // An empty one gets the reason phrase.
+        let (_, _, problem) = converted(StatusCode::METHOD_NOT_ALLOWED.into_response()).await;
+        assert_eq!(problem["detail"], "Method Not Allowed");
+    }
+
+    #[tokio::test]
+    async fn problems_and_successes_pass_untouched() {
+        let problem = Problem::new(ProblemCode::RequestInProgress, "wait")
+            .retry_after(Duration::from_secs(2))
+            .into_response();
+        let (status, headers, body) = converted(problem).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(body["detail"], "wait");
+        assert!(headers.contains(&("retry-after".into(), "2".into())));
+        let ok = (StatusCode::OK, "fine").into_response();
+        let answer = problems_only(ok).await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(answer.into_body(), 64).await.unwrap();
+        assert_eq!(&body[..], b"fine");
     }
 }

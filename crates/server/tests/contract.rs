@@ -386,7 +386,7 @@ async fn bad_keys_are_400_and_store_nothing(backend: Backend) {
         .await
         .assert_problem(400, "duplicate_idempotency_key");
     // Bytes no client library sends: control characters and NUL. 400, never 5xx.
-    let auth = "Authorization: Basic c2hvcC1hOnNrX3Rlc3Rfc2hvcF9h\r\n";
+    let auth = common::raw_auth();
     let json_body = r#"{"amount":{"value":"1.00","currency":"RUB"},"reference":"raw","payment_method":{"token":"tok_ok"}}"#;
     for key in [&b"a\x01b"[..], b"a\x00b", b"a\x7fb", b"a\xffb"] {
         let mut raw = format!("POST /v1/payments HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\nIdempotency-Key: ", json_body.len()).into_bytes();
@@ -442,9 +442,9 @@ async fn bad_bodies_are_rejected_before_anything_runs(backend: Backend) {
     // Refused on the declared length, before the body is read. (Sending the body
     // too would race the server's early close against the client's write.)
     let declared = format!(
-        "POST /v1/payments HTTP/1.1\r\nHost: x\r\n\
-         Authorization: Basic c2hvcC1hOnNrX3Rlc3Rfc2hvcF9h\r\nIdempotency-Key: k\r\n\
+        "POST /v1/payments HTTP/1.1\r\nHost: x\r\n{}Idempotency-Key: k\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        common::raw_auth(),
         70 * 1024
     );
     let (status, text) = raw_answer(&s.base, declared.as_bytes()).await;

@@ -7,7 +7,10 @@
 //!
 //! 1. **verifies the signature** (`Chargeonce-Signature: t=..,v1=..`, HMAC
 //!    over `"{t}.{raw body}"` with the secret `chargeonce shops set-webhook`
-//!    printed) on the raw bytes, before parsing anything;
+//!    printed) on the raw bytes, before parsing anything, and in bounded
+//!    work: the body is capped ([`MAX_EVENT_BYTES`], larger is 413 before it
+//!    is read), and `chargeonce_core::webhook::verify` parses the header with
+//!    caps and checks the timestamp before its one MAC;
 //! 2. **deduplicates by event id**: `INSERT` into a table of seen ids with a
 //!    unique key, in the *same transaction* as the effect, so an event whose
 //!    handling failed is not marked seen and is handled on its retry;
@@ -23,13 +26,17 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use chargeonce_core::webhook::{self, WebhookSecret};
 use serde_json::{Value, json};
 use sqlx::SqlitePool;
 use sqlx::sqlite::SqliteConnectOptions;
+
+/// The largest event body the receiver reads: 64 KiB (an event is well under
+/// 1 KiB). A larger one is answered 413 before it is read.
+pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 
 /// The merchant's state: its database and the webhook signing secret.
 #[derive(Clone)]
@@ -229,7 +236,10 @@ async fn show_order(
 /// `POST /orders/{id}` (create an order awaiting payment), `GET /orders/{id}`.
 pub fn router(merchant: Merchant) -> Router {
     Router::new()
-        .route("/webhooks/chargeonce", post(receive))
+        .route(
+            "/webhooks/chargeonce",
+            post(receive).layer(DefaultBodyLimit::max(MAX_EVENT_BYTES)),
+        )
         .route("/orders/{id}", post(create_order).get(show_order))
         .with_state(merchant)
 }

@@ -127,3 +127,57 @@ async fn unsigned_or_forged_events_change_nothing() {
         Some(("paid".to_owned(), 1))
     );
 }
+
+/// A header of `parts` short `v1=` signatures (none valid), signed now.
+fn many_signatures(parts: usize) -> String {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    format!("t={now}{}", ",v1=00".repeat(parts))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_signatures_or_a_huge_body_is_refused_at_once() {
+    let m = start().await;
+    m.merchant.create_order("order-3").await.unwrap();
+    let http = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    // 10 000 signature parts over a 1 MiB body: refused on the body's size.
+    let huge = http
+        .post(format!("{}/webhooks/chargeonce", m.base))
+        .header("content-type", "application/json")
+        .header(webhook::SIGNATURE_HEADER, many_signatures(10_000))
+        .body(vec![b' '; 1 << 20])
+        .send()
+        .await
+        .map(|r| r.status().as_u16());
+    // The server may close before the client has written it all.
+    assert!(matches!(huge, Ok(413)) || huge.is_err(), "{huge:?}");
+    // 10 000 parts over an event-sized body: refused on the header, no MAC.
+    let body = paid_event("evt_0193a1b2c3d4e5f60718293a4b5c6d81", "order-3");
+    let flood = http
+        .post(format!("{}/webhooks/chargeonce", m.base))
+        .header("content-type", "application/json")
+        .header(webhook::SIGNATURE_HEADER, many_signatures(10_000))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(flood.status(), 401);
+    assert!(
+        flood
+            .text()
+            .await
+            .unwrap()
+            .contains("signature header is not"),
+        "refused as malformed"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        m.merchant.order("order-3").await.unwrap(),
+        Some(("awaiting_payment".to_owned(), 0))
+    );
+    assert_eq!(deliver(&http, &m.base, &body, SECRET).await, 204);
+}

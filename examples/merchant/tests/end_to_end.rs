@@ -40,7 +40,10 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
         .unwrap();
     let shop = ShopId::new("shop-a").unwrap();
     store
-        .add_shop(&shop, &ShopSecret::from_string("sk_a").hash())
+        .add_shop(
+            &shop,
+            &ShopSecret::new("sk_a_0123456789abcdef").unwrap().hash(),
+        )
         .await
         .unwrap();
 
@@ -83,7 +86,7 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
     let http = reqwest::Client::new();
     let paid = http
         .post(format!("{api}/v1/payments"))
-        .basic_auth("shop-a", Some("sk_a"))
+        .basic_auth("shop-a", Some("sk_a_0123456789abcdef"))
         .header("idempotency-key", "order-1-pay")
         .json(&json!({
             "amount": {"value": "1500.00", "currency": "RUB"},
@@ -102,7 +105,7 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
     // Resend the event by hand: delivered again, fulfilled no more.
     let events: Value = http
         .get(format!("{api}/v1/events"))
-        .basic_auth("shop-a", Some("sk_a"))
+        .basic_auth("shop-a", Some("sk_a_0123456789abcdef"))
         .send()
         .await
         .unwrap()
@@ -113,7 +116,7 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
     let event_url = format!("{api}/v1/events/{id}");
     let resent = http
         .post(format!("{event_url}/resend"))
-        .basic_auth("shop-a", Some("sk_a"))
+        .basic_auth("shop-a", Some("sk_a_0123456789abcdef"))
         .header("idempotency-key", "resend-1")
         .send()
         .await
@@ -122,7 +125,7 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
     wait_until("the resend is delivered", async || {
         let event: Value = http
             .get(&event_url)
-            .basic_auth("shop-a", Some("sk_a"))
+            .basic_auth("shop-a", Some("sk_a_0123456789abcdef"))
             .send()
             .await
             .unwrap()

@@ -3,7 +3,8 @@
 use std::time::Instant;
 
 use chargeonce_acquirer::{
-    CARD_DECLINED, ChargeStatus, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER, Simulator, tokens,
+    CARD_DECLINED, ChargeStatus, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER, Simulator,
+    UNKNOWN_TOKEN, tokens,
 };
 use chargeonce_core::{Acquirer, AcquirerError, ChargeResult, Money, PaymentId, Reference, ShopId};
 
@@ -48,14 +49,31 @@ async fn same_key_twice_is_one_row_and_the_same_answer() {
 async fn different_keys_are_different_charges() {
     let sim = memory_sim().await;
     let a = sim.charge(&request(tokens::OK)).await.unwrap();
-    let b = sim
-        .charge(&request("tok_unknown_to_the_simulator"))
-        .await
-        .unwrap();
+    let b = sim.charge(&request(tokens::OK)).await.unwrap();
     assert_ne!(succeeded_id(&a), succeeded_id(&b));
     let ledger = sim.ledger().await.unwrap();
     assert_eq!(ledger.len(), 2);
     assert_eq!(ledger[0].id, succeeded_id(&a), "ordered by created_at, id");
+}
+
+#[tokio::test]
+async fn an_unknown_token_is_declined_not_charged() {
+    let sim = memory_sim().await;
+    for token in ["tok_declinde", "tok_unknown_to_the_simulator", "tok_OK"] {
+        let req = request(token);
+        let first = sim.charge(&req).await.unwrap();
+        let ChargeResult::Declined { code, .. } = &first else {
+            panic!("{token}: expected a decline, got {first:?}");
+        };
+        assert_eq!(code, UNKNOWN_TOKEN, "{token}");
+        assert_eq!(sim.charge(&req).await.unwrap(), first, "replayed");
+    }
+    let ledger = sim.ledger().await.unwrap();
+    assert_eq!(ledger.len(), 3);
+    assert!(
+        ledger.iter().all(|c| c.status == ChargeStatus::Declined
+            && c.decline_code.as_deref() == Some(UNKNOWN_TOKEN))
+    );
 }
 
 #[tokio::test]

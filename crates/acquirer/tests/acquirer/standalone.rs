@@ -638,3 +638,57 @@ async fn the_ledger_pages_a_window_and_finds_an_order() {
         assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{bad}");
     }
 }
+
+/// The simulator's own input is as strict as the service's: more decimals
+/// than the currency has (zeros included) and a member named twice are 400,
+/// with nothing recorded; an unknown token is a definite decline.
+#[tokio::test]
+async fn charge_bodies_are_read_strictly() {
+    let s = start().await;
+    let http = reqwest::Client::new();
+    let payment_id = PaymentId::generate();
+    let charge = |key: &str, body: String| {
+        http.post(format!("{}/v1/charges", s.base))
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let body = |value: &str, currency: &str, token: &str| {
+        format!(
+            r#"{{"shop_id":"demo-shop","payment_id":"{}","reference":"order-1","amount":{{"value":"{value}","currency":"{currency}"}},"token":"{token}"}}"#,
+            payment_id.as_str()
+        )
+    };
+    for (n, (value, currency)) in [("1500.000", "RUB"), ("1500.00", "JPY"), ("1.5000", "KWD")]
+        .into_iter()
+        .enumerate()
+    {
+        let answer = charge(&format!("k-{n}"), body(value, currency, tokens::OK))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.status(),
+            StatusCode::BAD_REQUEST,
+            "{value} {currency}"
+        );
+        let text = answer.text().await.unwrap();
+        assert!(text.contains("decimal places"), "{text}");
+    }
+    let twice = body("1500.00", "RUB", tokens::OK).replace(
+        r#""amount":"#,
+        r#""amount":{"value":"1.00","currency":"RUB"},"amount":"#,
+    );
+    let answer = charge("k-twice", twice).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert!(answer.text().await.unwrap().contains("duplicate field"));
+    assert!(s.sim.ledger().await.unwrap().is_empty(), "nothing recorded");
+
+    let answer = charge("k-typo", body("1500.00", "RUB", "tok_declinde"))
+        .send()
+        .await
+        .unwrap();
+    let charge: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(charge["status"], "declined", "{charge}");
+    assert_eq!(charge["decline_code"], chargeonce_acquirer::UNKNOWN_TOKEN);
+}

@@ -32,7 +32,7 @@ enum Concrete {
 }
 
 pub const SHOP: &str = "shop-client";
-pub const SECRET: &str = "sk_test_client";
+pub const SECRET: &str = "sk_test_client_0123456789";
 
 pub struct Options {
     pub timing: KeyTiming,
@@ -90,7 +90,7 @@ impl TestServer {
         store
             .add_shop(
                 &ShopId::new(SHOP).unwrap(),
-                &ShopSecret::from_string(SECRET).hash(),
+                &ShopSecret::new(SECRET).unwrap().hash(),
             )
             .await
             .unwrap();

@@ -1,10 +1,16 @@
 //! Extractors: everything checked before execution begins. A request they
-//! reject is answered at once and leaves nothing stored against its key.
+//! reject is answered at once, always as a problem (their rejection is
+//! [`Problem`](crate::problem::Problem)), and leaves nothing stored against
+//! its key.
 
 mod auth;
 mod body;
 mod idempotency_key;
+mod path;
+mod query;
 
 pub use auth::AuthenticatedShop;
-pub use body::{JsonBody, MAX_BODY_BYTES};
+pub use body::{JsonBody, MAX_BODY_BYTES, check_declared_length, parse_strict_json, read_body};
 pub use idempotency_key::IdempotencyKeyHeader;
+pub use path::PathId;
+pub use query::{StrictQuery, check_query};

@@ -2,8 +2,7 @@
 //! a shop's merchant events and their delivery log.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::events::{Event, EventId, EventQuery, EventType};
 use serde::Deserialize;
@@ -12,7 +11,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
-use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader};
+use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, PathId, StrictQuery};
 use crate::problem::{Problem, ProblemCode};
 use crate::respond::store_problem;
 
@@ -84,9 +83,8 @@ pub struct ListQuery {
 pub async fn list(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    StrictQuery(query): StrictQuery<ListQuery>,
 ) -> Result<Response, Problem> {
-    let Query(query) = query.map_err(|e| invalid(e.body_text()))?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(invalid(format!("limit must be 1 to {MAX_LIMIT}")));
@@ -126,7 +124,7 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> Result<Response, Problem> {
     let id = EventId::parse(&id).map_err(|_| not_found())?;
     let event = state
@@ -147,7 +145,7 @@ pub async fn resend(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
     IdempotencyKeyHeader(_key): IdempotencyKeyHeader,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> Result<Response, Problem> {
     let id = EventId::parse(&id).map_err(|_| not_found())?;
     let event = state

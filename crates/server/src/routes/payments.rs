@@ -3,8 +3,7 @@
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{
@@ -16,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::cache::{Arrival, CachedAnswer, Seat};
-use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody};
+use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId, StrictQuery};
 use crate::prefer;
 use crate::problem::{Problem, ProblemCode};
 use crate::render::PaymentView;
@@ -229,7 +228,7 @@ fn not_found() -> Problem {
 pub async fn get(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> Result<Response, Problem> {
     let id = PaymentId::parse(&id).map_err(|_| not_found())?;
     let payment = state
@@ -241,8 +240,9 @@ pub async fn get(
     Ok(Json(PaymentView::of(&payment).to_value()).into_response())
 }
 
-/// The query of `GET /v1/payments`.
+/// The query of `GET /v1/payments`: `reference`, nothing else.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ListQuery {
     reference: Option<String>,
 }
@@ -252,10 +252,8 @@ pub struct ListQuery {
 pub async fn list(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    StrictQuery(query): StrictQuery<ListQuery>,
 ) -> Result<Response, Problem> {
-    let Query(query) =
-        query.map_err(|e| Problem::new(ProblemCode::InvalidRequest, e.body_text()))?;
     let reference = query.reference.ok_or_else(|| {
         Problem::new(
             ProblemCode::MissingParameter,

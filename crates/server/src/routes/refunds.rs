@@ -1,7 +1,7 @@
 //! `POST /v1/payments/{id}/refunds`, `GET /v1/refunds/{id}`.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::AppState;
-use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody};
+use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId};
 use crate::problem::{Problem, ProblemCode};
 use crate::render::RefundView;
 use crate::respond::{engine_problem, outcome_response, store_problem};
@@ -64,7 +64,7 @@ pub async fn create(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
-    Path(id): Path<String>,
+    PathId(id): PathId,
     uri: Uri,
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
@@ -97,7 +97,7 @@ pub async fn create(
 pub async fn get(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> Result<Response, Problem> {
     let id = RefundId::parse(&id).map_err(|_| refund_not_found())?;
     let refund = state

@@ -2,9 +2,14 @@
 //! once and in any order.
 //!
 //! 1. The signature (HMAC-SHA256 over the timestamp and the raw body, header
-//!    `Chargeonce-Signature: t=...,v1=...`) is checked in constant time, and
-//!    its timestamp must be within 5 minutes of now: 400 `missing_signature`,
-//!    401 `invalid_signature` or 401 `stale_signature`, with nothing stored.
+//!    `Chargeonce-Signature: t=...,v1=...`) is checked in bounded work
+//!    before anything is trusted: a body over [`MAX_WEBHOOK_BODY_BYTES`] is
+//!    413 `payload_too_large` (on its declared length, before it is read);
+//!    the header is parsed with caps (at most 8 `v1=` parts of 64 hex
+//!    digits, 1 KiB) and its timestamp must be within 5 minutes of now,
+//!    before any MAC is computed; then one MAC over the body is compared with
+//!    each signature in constant time: 400 `missing_signature`, 401
+//!    `stale_signature` or 401 `invalid_signature`, with nothing stored.
 //! 2. The event id is recorded under a unique constraint in the same
 //!    transaction as its effect: a repeat answers 200 and changes nothing.
 //! 3. Only allowed transitions are applied: `pending` -> `succeeded` or
@@ -28,22 +33,38 @@
 //! recorded, and the acquirer's retry is welcome.
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::webhook::{
-    AcquirerEvent, EventKind, SIGNATURE_HEADER, SignatureError, TOLERANCE, verify,
+    AcquirerEvent, EventKind, SIGNATURE_HEADER, SignatureError, SignatureHeader, TOLERANCE,
 };
 use chargeonce_core::{
     AcquirerKey, EventRecorded, InboundEvent, Money, PaymentStatus, Settlement, ShopId,
 };
+use serde::Deserialize;
 use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::AppState;
+use crate::extract::{check_declared_length, parse_strict_json, read_body};
 use crate::problem::{Problem, ProblemCode};
 use crate::respond::store_problem;
+
+/// The largest acquirer webhook body accepted: 64 KiB (an event is well
+/// under 1 KiB). A larger one is 413 `payload_too_large`, refused on its
+/// declared length before it is read, or cut at the limit when chunked.
+pub const MAX_WEBHOOK_BODY_BYTES: usize = 64 * 1024;
+
+fn refused(state: &AppState, error: &SignatureError) -> Response {
+    let (code, result) = match error {
+        SignatureError::Malformed => (ProblemCode::MissingSignature, "missing_signature"),
+        SignatureError::Mismatch => (ProblemCode::InvalidSignature, "invalid_signature"),
+        SignatureError::OutsideTolerance { .. } => (ProblemCode::StaleSignature, "stale_signature"),
+    };
+    tracing::warn!(%error, "acquirer webhook refused");
+    state.metrics().webhook(result);
+    Problem::new(code, error.to_string()).into_response()
+}
 
 fn received(state: &AppState, result: &'static str) -> Response {
     state.metrics().webhook(result);
@@ -94,7 +115,7 @@ async fn amount_mismatch(
         return Ok(false);
     }
     let amount = &event.data.amount;
-    let theirs = Money::parse(&amount.value, &amount.currency).ok();
+    let theirs = Money::parse_lenient(&amount.value, &amount.currency).ok();
     if theirs == Some(payment.amount) {
         return Ok(false);
     }
@@ -109,8 +130,10 @@ async fn amount_mismatch(
     Ok(true)
 }
 
-/// Receives one acquirer event.
-pub async fn acquirer(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+/// Receives one acquirer event: the size, the signature header and its
+/// timestamp are checked before the body is read, and the body's one MAC
+/// before it is parsed (strictly: a repeated member is 400 `malformed_json`).
+pub async fn acquirer(State(state): State<AppState>, request: Request) -> Response {
     let Some(secret) = state.webhook_secret() else {
         return Problem::new(
             ProblemCode::WebhooksDisabled,
@@ -118,28 +141,44 @@ pub async fn acquirer(State(state): State<AppState>, headers: HeaderMap, body: B
         )
         .into_response();
     };
-    let header = headers
+    let (parts, body) = request.into_parts();
+    if let Err(problem) = check_declared_length(&parts.headers, MAX_WEBHOOK_BODY_BYTES) {
+        state.metrics().webhook(problem.code().as_str());
+        return problem.into_response();
+    }
+    let header = parts
+        .headers
         .get(SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let now = OffsetDateTime::now_utc().unix_timestamp();
-    if let Err(error) = verify(secret, header, &body, now, TOLERANCE) {
-        let (code, result) = match error {
-            SignatureError::Malformed => (ProblemCode::MissingSignature, "missing_signature"),
-            SignatureError::Mismatch => (ProblemCode::InvalidSignature, "invalid_signature"),
-            SignatureError::OutsideTolerance { .. } => {
-                (ProblemCode::StaleSignature, "stale_signature")
-            }
-        };
-        tracing::warn!(%error, "acquirer webhook refused");
-        state.metrics().webhook(result);
-        return Problem::new(code, error.to_string()).into_response();
+    let signature = match SignatureHeader::parse(header).and_then(|signature| {
+        signature
+            .check_timestamp(now, TOLERANCE)
+            .map(|()| signature)
+    }) {
+        Ok(signature) => signature,
+        Err(error) => return refused(&state, &error),
+    };
+    let body = match read_body(body, &parts.headers, MAX_WEBHOOK_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(problem) => {
+            state.metrics().webhook(problem.code().as_str());
+            return problem.into_response();
+        }
+    };
+    if let Err(error) = signature.verify_body(secret, &body) {
+        return refused(&state, &error);
     }
-    let event: AcquirerEvent = match serde_json::from_slice(&body) {
+    let event = parse_strict_json(&body).and_then(|value| {
+        AcquirerEvent::deserialize(&value)
+            .map_err(|error| Problem::new(ProblemCode::InvalidRequest, error.to_string()))
+    });
+    let event = match event {
         Ok(event) => event,
-        Err(error) => {
+        Err(problem) => {
             state.metrics().webhook("malformed");
-            return Problem::new(ProblemCode::InvalidRequest, error.to_string()).into_response();
+            return problem.into_response();
         }
     };
     let Ok(shop_id) = ShopId::new(event.data.shop_id.as_str()) else {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chargeonce_acquirer::{Simulator, SimulatorConfig};
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
 use chargeonce_server::{AppState, HttpRender};
 use chargeonce_store::{PgStore, PoolConfig, SqliteStore};
@@ -37,9 +38,11 @@ pub struct TestServer {
 }
 
 pub const SHOP: &str = "shop-a";
-pub const SECRET: &str = "sk_test_shop_a";
+pub const SECRET: &str = "sk_test_shop_a_0123456789";
 pub const OTHER_SHOP: &str = "shop-b";
-pub const OTHER_SECRET: &str = "sk_test_shop_b";
+pub const OTHER_SECRET: &str = "sk_test_shop_b_0123456789";
+/// The secret acquirer webhooks are signed with.
+pub const WEBHOOK_SECRET: &str = "whsec_test_server_0123456789";
 
 pub struct Options {
     pub timing: KeyTiming,
@@ -92,7 +95,7 @@ impl TestServer {
             store
                 .add_shop(
                     &ShopId::new(shop).unwrap(),
-                    &ShopSecret::from_string(secret).hash(),
+                    &ShopSecret::new(secret).unwrap().hash(),
                 )
                 .await
                 .unwrap();
@@ -113,7 +116,9 @@ impl TestServer {
         let engine = Arc::new(
             Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config).unwrap(),
         );
-        let state = (options.state)(AppState::new(engine));
+        let state = (options.state)(
+            AppState::new(engine).with_webhook_secret(WebhookSecret::new(WEBHOOK_SECRET)),
+        );
         let app = chargeonce_server::router(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -201,6 +206,13 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.server.abort();
     }
+}
+
+/// `Authorization: Basic ...` of shop A, as a raw header line.
+pub fn raw_auth() -> String {
+    use base64::Engine as _;
+    let credentials = base64::engine::general_purpose::STANDARD.encode(format!("{SHOP}:{SECRET}"));
+    format!("Authorization: Basic {credentials}\r\n")
 }
 
 /// The seed's payment body.

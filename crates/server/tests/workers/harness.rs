@@ -18,7 +18,7 @@ use chargeonce_testkit::TestDb;
 use serde_json::{Value, json};
 
 pub const SHOP: &str = "shop-a";
-pub const SECRET: &str = "sk_test_shop_a";
+pub const SECRET: &str = "sk_test_shop_a_0123456789";
 pub const WEBHOOK_SECRET: &str = "whsec_test_0123456789";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Harness {
         store
             .add_shop(
                 &ShopId::new(SHOP).unwrap(),
-                &ShopSecret::from_string(SECRET).hash(),
+                &ShopSecret::new(SECRET).unwrap().hash(),
             )
             .await
             .unwrap();
