@@ -10,8 +10,9 @@
 //! | 429 (refused before any work) | [`AcquirerError::NotSent`] |
 //! | request timeout, connection reset, broken or unreadable answer | [`AcquirerError::Unknown`] |
 //! | any 5xx (the request may have arrived and been executed) | [`AcquirerError::Unknown`] |
-//! | 408, 409, 425, and 422 `idempotency_key_reused` (the request may be running or have run under the key) | [`AcquirerError::Unknown`], logged |
-//! | any other 4xx (refused for good, nothing executed) | [`AcquirerError::Rejected`], logged as an error: the payment ends declined (`acquirer_rejected`), its order free |
+//! | 422 `idempotency_key_reused`, 408, 409, 425 and any 4xx not listed here (the request may be running or have run under the key) | [`AcquirerError::Unknown`], logged |
+//! | 401, 403, 404, 405, 411, 413, 414, 415, 431 (our credentials, URL or framing; nothing executed) | [`AcquirerError::NotSent`], logged as an error: fix the configuration |
+//! | 400, 402, 422 (the request refused for good, nothing executed) | [`AcquirerError::Rejected`], logged as an error: a first send ends declined (`acquirer_rejected`), its order free; a resend only when the acquirer holds no charge for the payment |
 
 use std::time::Duration;
 
@@ -192,22 +193,45 @@ pub fn classify_status(status: StatusCode, body: &str) -> AcquirerError {
             "{KEY_REUSED}: the acquirer key was first used with other parameters"
         ));
     }
-    if is_ambiguous_client_error(status) {
-        tracing::warn!(%status, code, "the acquirer could not take our request now");
-        return AcquirerError::Unknown(format!("acquirer answered {status} {code}"));
+    match client_error_kind(status) {
+        ClientError4xx::Refused => {
+            tracing::error!(%status, code, "the acquirer refused our request for good");
+            AcquirerError::Rejected(format!("acquirer refused the request: {status} {code}"))
+        }
+        ClientError4xx::NotAccepted => {
+            // Our credentials, URL or framing, not the payment: fix the
+            // configuration; the payment is sent once it works.
+            tracing::error!(%status, code, "the acquirer did not accept our request: check --acquirer-url and credentials");
+            AcquirerError::NotSent(format!(
+                "acquirer did not accept the request: {status} {code}"
+            ))
+        }
+        ClientError4xx::Ambiguous => {
+            tracing::warn!(%status, code, "the acquirer could not take our request now");
+            AcquirerError::Unknown(format!("acquirer answered {status} {code}"))
+        }
     }
-    tracing::error!(%status, code, "the acquirer refused our request for good");
-    AcquirerError::Rejected(format!("acquirer refused the request: {status} {code}"))
 }
 
-/// The 4xx answers that do not prove the request was refused without
-/// effect: a timeout (408), a conflict with a request still running under
-/// the key (409), "too early" (425). 429 is handled before: nothing done.
-fn is_ambiguous_client_error(status: StatusCode) -> bool {
-    matches!(
-        status,
-        StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_EARLY
-    )
+/// What a 4xx (other than 429 and a reused key) says about our request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientError4xx {
+    /// 400, 402, 422: the request itself is refused and would be again.
+    Refused,
+    /// 401, 403, 404, 405, 411, 413, 414, 415, 431: refused before any work
+    /// because of how we reached the acquirer (credentials, URL, framing).
+    NotAccepted,
+    /// Anything else (408 timeout, 409 a request running under the key, 425
+    /// too early, codes we do not know): proves nothing.
+    Ambiguous,
+}
+
+fn client_error_kind(status: StatusCode) -> ClientError4xx {
+    match status.as_u16() {
+        400 | 402 | 422 => ClientError4xx::Refused,
+        401 | 403 | 404 | 405 | 411 | 413 | 414 | 415 | 431 => ClientError4xx::NotAccepted,
+        _ => ClientError4xx::Ambiguous,
+    }
 }
 
 impl HttpAcquirer {
@@ -435,5 +459,40 @@ impl AcquirerLedger for HttpAcquirer {
         let body = self.send(call).await?;
         let refund: RefundJson = serde_json::from_slice(&body).map_err(unreadable)?;
         refund.into_refund()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(status: u16, body: &str) -> &'static str {
+        match classify_status(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT),
+            body,
+        ) {
+            AcquirerError::Rejected(_) => "rejected",
+            AcquirerError::NotSent(_) => "not_sent",
+            AcquirerError::Unknown(_) => "unknown",
+        }
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_request_itself_is_a_rejection() {
+        for status in [400, 402, 422] {
+            assert_eq!(
+                kind(status, r#"{"code":"invalid_request"}"#),
+                "rejected",
+                "{status}"
+            );
+        }
+        for status in [401, 403, 404, 405, 411, 413, 414, 415, 431, 429] {
+            assert_eq!(kind(status, ""), "not_sent", "{status}");
+        }
+        for status in [408, 409, 410, 425, 451, 500, 502, 503, 504] {
+            assert_eq!(kind(status, ""), "unknown", "{status}");
+        }
+        let reused = format!(r#"{{"code":"{KEY_REUSED}"}}"#);
+        assert_eq!(kind(422, &reused), "unknown", "a reused key proves nothing");
     }
 }

@@ -768,7 +768,7 @@ pub const REFUND_NO_SUCH_CHARGE: &str = "no_such_charge";
 /// Refusal code: the refunded charge was declined.
 pub const REFUND_CHARGE_DECLINED: &str = "charge_declined";
 /// Refusal code: the refund exceeds what is left of the charge.
-pub const REFUND_EXCEEDS_CHARGE: &str = "refund_exceeds_charge";
+pub const REFUND_EXCEEDS_CHARGE: &str = chargeonce_core::acquirer::REFUND_EXCEEDS_CHARGE;
 
 #[async_trait]
 impl AcquirerLedger for Simulator {

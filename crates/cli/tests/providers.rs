@@ -265,3 +265,56 @@ async fn a_503_acquirer_unavailable_says_what_will_happen_and_it_happens() {
     assert_eq!(later.payment_id(), payment_id);
     assert_eq!(net::ledger_rows(&acquirer).await.len(), 1, "charged once");
 }
+
+/// A refusal of a *resent* request proves nothing about the attempt
+/// resumed: a charge whose answer was lost, then refused when sent again
+/// (and its look-up refused too), stays pending, never a decline that frees
+/// the order; once the acquirer answers again, it is the first charge. A
+/// refund refused when sent again is looked up and found, never a failure
+/// that frees its reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_resend_is_never_taken_for_a_decline_or_a_failed_refund() {
+    let db = TestDb::postgres().await;
+    common::add_shop(db.url()).await;
+    let acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &[]).await;
+    let service = net::service(
+        "S",
+        db.url(),
+        &acquirer.base,
+        &["--no-completer", "--no-reconciler"],
+    )
+    .await;
+    let client = common::client();
+    // tok_timeout: the first answer to the charge (and to its first refund) is lost.
+    let key = common::new_key("refused-resend");
+    let body = common::payment_body("order-refused-resend", "tok_timeout");
+    let lost = common::pay(&client, &service.base, &key, &body).await;
+    assert_eq!(lost.status, 202, "{}", lost.text());
+    net::set_faults(&acquirer, json!({"reject_rate": 1.0})).await;
+    let refused = common::pay(&client, &service.base, &key, &body).await;
+    assert_eq!(refused.status, 202, "not a decline: {}", refused.text());
+    assert_eq!(refused.json()["status"], "pending");
+    net::set_faults(&acquirer, json!({})).await;
+    let paid = common::pay(&client, &service.base, &key, &body).await;
+    assert_eq!(paid.status, 201, "{}", paid.text());
+    let rows = net::ledger_rows(&acquirer).await;
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(paid.json()["provider_payment_id"], rows[0]["id"]);
+
+    let payment = paid.payment_id();
+    let part = json!({"amount": {"value": "500.00", "currency": "RUB"}});
+    let refund_key = common::new_key("refused-resend-refund");
+    let (status, pending) = refund(&client, &service.base, &payment, &refund_key, &part).await;
+    assert_eq!(status, 202, "the first refund answer is lost: {pending}");
+    // The resent refund is refused; its look-up by reference (which the
+    // simulator's fault injector does not refuse) finds the first one.
+    net::set_faults(&acquirer, json!({"reject_rate": 1.0})).await;
+    let (status, refunded) = refund(&client, &service.base, &payment, &refund_key, &part).await;
+    assert_eq!(status, 201, "the refund found, not a failure: {refunded}");
+    assert_eq!(refunded["status"], "succeeded");
+    net::set_faults(&acquirer, json!({})).await;
+    let (status, replay) = refund(&client, &service.base, &payment, &refund_key, &part).await;
+    assert_eq!((status, &replay), (201, &refunded));
+    let rows = net::ledger_rows(&acquirer).await;
+    assert_eq!(rows[0]["refunded_minor"], 50_000, "500.00 went back, once");
+}

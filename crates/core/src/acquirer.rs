@@ -174,6 +174,13 @@ pub enum AcquirerError {
 /// definitively refused ([`AcquirerError::Rejected`]).
 pub const REJECTED: &str = "acquirer_rejected";
 
+/// The refund failure code an adapter gives when the acquirer refuses a
+/// refund because it would exceed what is left of the charge. For a refund
+/// sent again to an acquirer that ignores keys it is ambiguous (the attempt
+/// resumed may be what used the charge up), so the engine never takes it as
+/// a failure there.
+pub const REFUND_EXCEEDS_CHARGE: &str = "refund_exceeds_charge";
+
 /// The acquirer. Normally idempotent on [`ChargeRequest::acquirer_key`]: the
 /// same key always yields the same charge, executed at most once. Some real
 /// providers ignore idempotency keys ([`Acquirer::is_idempotent`] is `false`);

@@ -463,6 +463,12 @@ impl Engine {
             .payment(&record.shop_id, payment_id)
             .await?
             .ok_or_else(missing)?;
+        if payment.status.is_final() {
+            // Settled meanwhile (a webhook, the reconciler): that is the
+            // answer. The completer stores the same bytes once the parking
+            // runs out (rendered from the same final payment).
+            return Ok(Outcome::Executed(self.render_payment(&payment)));
+        }
         Ok(Outcome::Pending {
             payment,
             retry_after,
@@ -545,20 +551,18 @@ impl Engine {
         } else {
             self.charge_holding_lease(&lease, &request).await
         };
-        let settlement = answer.map(|result| result.settlement()).or_else(|error| match error {
-            AcquirerError::Rejected(reason) => {
-                tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "the acquirer refused the charge; the payment is declined and its order free");
-                Ok(Settlement::rejected())
+        let settlement = match answer {
+            Ok(result) => Ok(result.settlement()),
+            Err(AcquirerError::Rejected(reason)) => {
+                self.confirm_rejection(&lease, &request, holder, reason)
+                    .await
             }
-            other => Err(other),
-        });
+            Err(error) => Err(error),
+        };
         match settlement {
             Ok(settlement) => {
                 let settled = payment.settled(&settlement);
-                let response = match settled.status {
-                    PaymentStatus::Declined => self.render.render(Rendered::Declined(&settled)),
-                    _ => self.render.render(Rendered::Charged(&settled)),
-                };
+                let response = self.render_payment(&settled);
                 self.finish(&lease, Some((&settled, &settlement)), response)
                     .await
                     .map_err(|error| match error {
@@ -574,6 +578,7 @@ impl Engine {
                     retry_after: self.config.retry_after,
                 })
             }
+            // A rejection was confirmed (a settlement) or made unknown above.
             Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
                 tracing::warn!(key = %lease.key, payment = %payment.id, %reason, "acquirer outcome unknown; payment stays pending");
                 let retry_after = self.after_unknown(&lease).await;
@@ -614,7 +619,8 @@ impl Engine {
             amount: refund.amount,
             token: payment.token.clone(),
         };
-        let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
+        let resumed = holder == Holder::Resumer;
+        let resend = resumed && !self.acquirer.is_idempotent();
         let answer = if resend {
             // As for charges: the refund we resume may have been made; the
             // key was parked for the settle window, so it has had time to
@@ -631,6 +637,13 @@ impl Engine {
             }
         } else {
             self.refund_holding_lease(&lease, &request).await
+        };
+        let answer = match answer {
+            Err(AcquirerError::Rejected(reason)) if resumed => {
+                self.confirm_refund_rejection(&lease, &request, reason)
+                    .await
+            }
+            other => other,
         };
         match judge_refund_answer(answer, resend) {
             Ok(settlement) => {
@@ -651,6 +664,7 @@ impl Engine {
                     retry_after: self.config.retry_after,
                 })
             }
+            // A rejection was judged (a failure) or made unknown above.
             Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
                 tracing::warn!(key = %lease.key, refund = %refund.id, %reason, "acquirer refund outcome unknown; refund stays pending");
                 let retry_after = self.after_unknown(&lease).await;
@@ -722,11 +736,16 @@ impl Engine {
         lease: &Lease,
         payment: Payment,
     ) -> Result<Outcome, EngineError> {
-        let response = match payment.status {
-            PaymentStatus::Declined => self.render.render(Rendered::Declined(&payment)),
-            _ => self.render.render(Rendered::Charged(&payment)),
-        };
+        let response = self.render_payment(&payment);
         self.finish(lease, None, response).await
+    }
+
+    /// The answer of this key's own settled payment.
+    fn render_payment(&self, payment: &Payment) -> StoredResponse {
+        match payment.status {
+            PaymentStatus::Declined => self.render.render(Rendered::Declined(payment)),
+            _ => self.render.render(Rendered::Charged(payment)),
+        }
     }
 
     fn pending(&self, payment: Payment) -> Outcome {
@@ -883,6 +902,7 @@ impl Engine {
                 &request.acquirer_key,
             )
             .await
+            .map_err(rejected_look_up)
             .and_then(|found| match found {
                 Some(charge) if charge.amount != request.amount => {
                     tracing::error!(
@@ -908,6 +928,55 @@ impl Engine {
             .await
     }
 
+    /// A charge the acquirer refused for good. A first send proves it:
+    /// nothing was sent before. A resend does not: the attempt resumed may
+    /// have charged, and the refusal may be of the repeat only. It is then
+    /// believed only when the acquirer has no charge for the payment;
+    /// otherwise the charge found is the answer, and a failed look-up leaves
+    /// the outcome unknown.
+    async fn confirm_rejection(
+        &self,
+        lease: &Lease,
+        request: &ChargeRequest,
+        holder: Holder,
+        reason: String,
+    ) -> Result<Settlement, AcquirerError> {
+        tracing::warn!(key = %lease.key, payment = %request.payment_id, %reason, "the acquirer refused the charge");
+        if holder == Holder::Claimant {
+            return Ok(Settlement::rejected());
+        }
+        match self.look_up_holding_lease(lease, request).await {
+            Ok(Some(found)) => Ok(found.settlement()),
+            Ok(None) => Ok(Settlement::rejected()),
+            Err(error) => Err(AcquirerError::Unknown(format!(
+                "a resent charge was refused ({reason}) and the look-up failed: {error}"
+            ))),
+        }
+    }
+
+    /// A resumed refund the acquirer refused for good: as for charges, the
+    /// attempt resumed may have been made, so the refusal counts only when
+    /// the acquirer holds no refund under our reference.
+    async fn confirm_refund_rejection(
+        &self,
+        lease: &Lease,
+        request: &RefundRequest,
+        reason: String,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        tracing::warn!(key = %lease.key, refund = %request.refund_id, %reason, "the acquirer refused a resumed refund");
+        match self.refund_look_up_holding_lease(lease, request).await {
+            Ok(Some(found)) => Ok(RefundSettlement::Succeeded {
+                provider_refund_id: found.id,
+            }),
+            Ok(None) => Ok(RefundSettlement::Failed {
+                code: crate::acquirer::REJECTED.to_owned(),
+            }),
+            Err(error) => Err(AcquirerError::Unknown(format!(
+                "a resumed refund was refused ({reason}) and the look-up failed: {error}"
+            ))),
+        }
+    }
+
     /// Looks our refund up at the acquirer by its reference (the refund
     /// id), holding the lease. A refund found for another amount is not ours
     /// to apply: unknown.
@@ -917,7 +986,11 @@ impl Engine {
         request: &RefundRequest,
     ) -> Result<Option<AcquirerRefund>, AcquirerError> {
         let lookup = async {
-            let found = self.acquirer.refunds_for_refund(request).await?;
+            let found = self
+                .acquirer
+                .refunds_for_refund(request)
+                .await
+                .map_err(rejected_look_up)?;
             match found.into_iter().next() {
                 Some(refund) if refund.amount != request.amount => {
                     tracing::error!(refund = %request.refund_id, provider_refund = %refund.id, "the acquirer's refund for this refund is for another amount; not applied");
@@ -978,10 +1051,7 @@ impl Engine {
                         "the acquirer's answer disagrees with the payment's settled state; answering from the stored state"
                     );
                 }
-                let response = match stored.status {
-                    PaymentStatus::Declined => self.render.render(Rendered::Declined(&stored)),
-                    _ => self.render.render(Rendered::Charged(&stored)),
-                };
+                let response = self.render_payment(&stored);
                 match self.store.finish(lease, None, &response, ttl).await? {
                     FinishOutcome::Stored => Ok(Outcome::Executed(response)),
                     _ => Ok(self.in_progress()),
@@ -1009,24 +1079,41 @@ async fn renew_lease(store: Arc<dyn Store>, lease: Lease, duration: Duration) {
     }
 }
 
-/// What the engine does with the acquirer's answer to a refund. A refusal
-/// of a refund sent again to an acquirer that ignores keys is ambiguous: the
-/// attempt resumed may have given the money back (then the acquirer refuses
-/// to exceed the charge), so it is unknown, never a failure that would free
-/// the reservation. A rejected request is a definite failure.
+/// What the engine does with the acquirer's answer to a refund (a resumed
+/// refund's rejection was confirmed before). "Exceeds what is left of the
+/// charge" for a refund sent again to an acquirer that ignores keys is
+/// ambiguous: the attempt resumed may be what used the charge up, though the
+/// look-up did not show it. It is unknown, never a failure that would free
+/// the reservation, and logged as an error for a person to look at. Other
+/// refusals are definite; so is a first send's rejection.
 fn judge_refund_answer(
     answer: Result<RefundSettlement, AcquirerError>,
     resend: bool,
 ) -> Result<RefundSettlement, AcquirerError> {
     match answer {
-        Ok(RefundSettlement::Failed { code }) if resend => Err(AcquirerError::Unknown(format!(
-            "a resent refund was refused ({code}); the attempt resumed may have been made"
-        ))),
+        Ok(RefundSettlement::Failed { code })
+            if resend && code == crate::acquirer::REFUND_EXCEEDS_CHARGE =>
+        {
+            tracing::error!(%code, "a resent refund was refused as exceeding the charge, though no refund was found under its reference: left pending");
+            Err(AcquirerError::Unknown(format!(
+                "a resent refund was refused ({code}); the attempt resumed may have been made"
+            )))
+        }
         Err(AcquirerError::Rejected(reason)) => {
             tracing::warn!(%reason, "the acquirer refused the refund");
             Ok(RefundSettlement::Failed {
                 code: crate::acquirer::REJECTED.to_owned(),
             })
+        }
+        other => other,
+    }
+}
+
+/// A look-up's own refusal proves nothing about the attempt looked for.
+fn rejected_look_up(error: AcquirerError) -> AcquirerError {
+    match error {
+        AcquirerError::Rejected(reason) => {
+            AcquirerError::Unknown(format!("the look-up was refused: {reason}"))
         }
         other => other,
     }
