@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_core::NoObserver;
-use chargeonce_server::workers::reconciler::{Reconciler, ReconcilerConfig};
+use chargeonce_workers::reconciler::{Reconciler, ReconcilerConfig};
 use clap::Args;
 
 use crate::serve::DEFAULT_DATABASE_URL;

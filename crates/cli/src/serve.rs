@@ -11,9 +11,9 @@ use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store
 use chargeonce_server::cache::ResponseCacheLimits;
 use chargeonce_server::conn::{ConnectionLimits, FD_RESERVE, serve_with};
 use chargeonce_server::limits::{RateLimit, RequestLimits, WaiterCaps};
-use chargeonce_server::workers::sweeper::{self, SweeperConfig};
 use chargeonce_server::{AppState, HttpRender};
 use chargeonce_store::PoolConfig;
+use chargeonce_workers::sweeper::{self, SweeperConfig};
 use clap::Args;
 
 /// The default store: an SQLite file in the working directory.

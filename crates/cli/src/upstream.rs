@@ -11,9 +11,9 @@ use axum::Router;
 use chargeonce_acquirer::{HttpAcquirer, HttpAcquirerConfig, Simulator, SimulatorConfig};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Acquirer, AcquirerLedger, Engine, Observer};
-use chargeonce_server::workers::completer::{self, CompleterConfig};
-use chargeonce_server::workers::reconciler::{Reconciler, ReconcilerConfig};
-use chargeonce_server::workers::relay::{self, RelayConfig};
+use chargeonce_workers::completer::{self, CompleterConfig};
+use chargeonce_workers::reconciler::{Reconciler, ReconcilerConfig};
+use chargeonce_workers::relay::{self, RelayConfig};
 use clap::Args;
 use tokio::task::JoinHandle;
 

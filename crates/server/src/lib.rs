@@ -2,9 +2,9 @@
 //!
 //! The HTTP face of chargeonce, on axum: shop authentication, the
 //! `Idempotency-Key` header, bounded JSON bodies, `application/problem+json`
-//! errors with stable codes, byte-identical replays, and the background
-//! workers. The idempotency itself is [`chargeonce_core::Engine`]'s; this crate
-//! only translates.
+//! errors with stable codes, and byte-identical replays. The idempotency
+//! itself is [`chargeonce_core::Engine`]'s; this crate only translates. The
+//! background workers that run beside it are in `chargeonce-workers`.
 //!
 //! ```no_run
 //! # async fn demo(engine: std::sync::Arc<chargeonce_core::Engine>) -> std::io::Result<()> {
@@ -36,7 +36,6 @@ pub mod problem;
 pub mod render;
 pub mod respond;
 pub mod routes;
-pub mod workers;
 
 pub use metrics::Metrics;
 pub use render::HttpRender;

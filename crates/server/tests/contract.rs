@@ -323,7 +323,7 @@ async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
     assert_eq!(first.status, 201);
     tokio::time::sleep(Duration::from_millis(700)).await;
     // Expired and swept: the key is new again, but the order is paid.
-    let swept = chargeonce_server::workers::sweeper::sweep_once(s.store.as_ref(), 10)
+    let swept = chargeonce_workers::sweeper::sweep_once(s.store.as_ref(), 10)
         .await
         .unwrap();
     assert_eq!(swept, 1);

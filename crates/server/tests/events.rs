@@ -17,7 +17,7 @@ use axum::routing::post;
 use chargeonce_core::ShopId;
 use chargeonce_core::events::{DeliveryState, EventId, WebhookEndpoint};
 use chargeonce_core::webhook::{self, WebhookSecret};
-use chargeonce_server::workers::relay::{self, RelayConfig};
+use chargeonce_workers::relay::{self, RelayConfig};
 use common::{Backend, OTHER_SECRET, OTHER_SHOP, TestServer, body, send};
 use serde_json::{Value, json};
 

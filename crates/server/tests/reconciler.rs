@@ -13,7 +13,7 @@ use chargeonce_acquirer::{ChargeStatus, LedgerEntry};
 use chargeonce_core::{
     AcquirerKey, Money, PaymentId, PaymentStatus, Reference, Settlement, ShopId,
 };
-use chargeonce_server::workers::reconciler::{
+use chargeonce_workers::reconciler::{
     Finding, FindingKind, PassKind, ReconcileReport, ReconcilerConfig, ReconcilerState,
 };
 use harness::{Backend, Harness, reconcile_now};

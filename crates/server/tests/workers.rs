@@ -12,8 +12,8 @@ use chargeonce_core::webhook::{WebhookSecret, sign};
 use chargeonce_core::{
     IdempotencyKey, PaymentId, PaymentStatus, RecoveryPoint, Settlement, ShopId,
 };
-use chargeonce_server::workers::completer::{CompleterConfig, complete_once};
-use chargeonce_server::workers::reconciler::{FindingKind, ReconcilerConfig};
+use chargeonce_workers::completer::{CompleterConfig, complete_once};
+use chargeonce_workers::reconciler::{FindingKind, ReconcilerConfig};
 use harness::{Backend, Harness, event, reconcile_now};
 
 // ---------------------------------------------------------------- webhooks

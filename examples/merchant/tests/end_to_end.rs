@@ -12,9 +12,9 @@ use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, EngineConfig, ShopId, ShopSecret};
 use chargeonce_example_merchant::{Merchant, router};
-use chargeonce_server::workers::relay::{self, RelayConfig};
 use chargeonce_server::{AppState, HttpRender};
 use chargeonce_testkit::TestDb;
+use chargeonce_workers::relay::{self, RelayConfig};
 use serde_json::{Value, json};
 
 async fn serve(app: axum::Router) -> String {

@@ -12,9 +12,9 @@ use chargeonce_core::{
     AcquirerKey, CardToken, Claim, ClaimRequest, Engine, EngineConfig, Fingerprint, IdempotencyKey,
     KeyTiming, Money, NewPayment, PaymentId, PaymentRequest, Reference, ShopId, ShopSecret, Store,
 };
-use chargeonce_server::workers::reconciler::{Reconciler, ReconcilerConfig};
 use chargeonce_server::{AppState, HttpRender, Metrics};
 use chargeonce_testkit::TestDb;
+use chargeonce_workers::reconciler::{Reconciler, ReconcilerConfig};
 use serde_json::{Value, json};
 
 pub const SHOP: &str = "shop-a";

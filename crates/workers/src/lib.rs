@@ -1,0 +1,21 @@
+//! # chargeonce-workers
+//!
+//! The background workers that keep the store tidy, drive work to an end and
+//! deliver merchant events. They run beside the HTTP server (`chargeonce
+//! serve`) or on their own (`chargeonce reconcile`), and talk only to the
+//! core's traits ([`chargeonce_core::Store`], [`chargeonce_core::Acquirer`],
+//! [`chargeonce_core::AcquirerLedger`], [`chargeonce_core::Observer`]), so
+//! each is testable over any store and acquirer, without HTTP:
+//!
+//! - [`completer`] finishes idempotency keys nobody retries;
+//! - [`reconciler`] makes our books and the acquirer's agree, and says where
+//!   they do not;
+//! - [`relay`] delivers merchant events from the outbox to the shops'
+//!   webhook URLs;
+//! - [`sweeper`] deletes finished idempotency keys whose retention has
+//!   passed.
+
+pub mod completer;
+pub mod reconciler;
+pub mod relay;
+pub mod sweeper;

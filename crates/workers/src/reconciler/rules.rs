@@ -1,0 +1,303 @@
+//! The judgement: pure functions that say, from the charges and payments in
+//! hand, what disagrees. No I/O: the pass reads, looks up and refunds; these
+//! only decide.
+//!
+//! The window's charges are those the acquirer recorded in `[now - window -
+//! slack, now + slack)` by its clock; our payments are those created in
+//! `[now - window, now)` by ours
+//! ([`clock_slack`](super::ReconcilerConfig::clock_slack), 5 min).
+//!
+//! - An order's **group** is its succeeded charges in the window, oldest first.
+//!   A group of two or more is a duplicate while a charge other than the one
+//!   kept still holds money. The charge kept is the one a succeeded payment of
+//!   ours names, else the first that holds money. A charge refunded in full
+//!   still counts in its group, so it cannot hide a duplicate that still
+//!   holds money. While no succeeded payment names a charge and a payment of
+//!   ours in the group is still pending, nothing is refunded: the charge to
+//!   keep is not known yet (refunding "all but the first" could refund the
+//!   very charge that payment settles on); a later pass refunds.
+//! - An **orphan** is a charge holding money whose payment we do not have,
+//!   and that is in no group of two or more (then it is a duplicate).
+//! - A **mismatch** is a charge our payment names whose outcome or amount
+//!   disagrees with the payment (a pending payment agrees with anything).
+//! - A **missing charge** is a final payment of ours in the window whose
+//!   named charge is not among the window's charges and that the acquirer's
+//!   status look-up does not know either.
+
+use std::collections::HashMap;
+
+use chargeonce_core::{AcquirerCharge, Payment, PaymentStatus, Reference, ShopId};
+
+use super::report::{Finding, FindingKind};
+
+/// The verdict on one order's group of succeeded charges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Verdict {
+    /// The charge kept.
+    pub(super) keep: usize,
+    /// The other charges that still hold money.
+    pub(super) holding: Vec<usize>,
+    /// No charge is named yet and a payment of ours in the group is pending:
+    /// which charge to keep is not known, so none is refunded.
+    pub(super) undecided: bool,
+}
+
+/// Judges a group (oldest first), each charge with our payment if we have it.
+pub(super) fn judge(group: &[(AcquirerCharge, Option<Payment>)]) -> Verdict {
+    let named = group.iter().position(|(charge, payment)| {
+        payment.as_ref().is_some_and(|p| {
+            p.status == PaymentStatus::Succeeded
+                && p.provider_payment_id.as_deref() == Some(charge.id())
+        })
+    });
+    let keep = named
+        .or_else(|| group.iter().position(|(c, _)| c.holds_money()))
+        .unwrap_or(0);
+    let holding = group
+        .iter()
+        .enumerate()
+        .filter(|(i, (c, _))| *i != keep && c.holds_money())
+        .map(|(i, _)| i)
+        .collect();
+    let undecided = named.is_none()
+        && group.iter().any(|(_, payment)| {
+            payment
+                .as_ref()
+                .is_some_and(|p| p.status == PaymentStatus::Pending)
+        });
+    Verdict {
+        keep,
+        holding,
+        undecided,
+    }
+}
+
+/// Whether a payment and the charge it names agree (a pending payment
+/// agrees with anything).
+pub(super) fn agrees(payment: &Payment, charge: &AcquirerCharge) -> bool {
+    (match payment.status {
+        PaymentStatus::Succeeded => charge.outcome.is_succeeded(),
+        PaymentStatus::Declined => !charge.outcome.is_succeeded(),
+        PaymentStatus::Pending => true,
+    }) && payment.amount == charge.amount
+}
+
+/// A payment that disagrees with the charge it names.
+pub(super) fn mismatch(payment: &Payment, charge: &AcquirerCharge) -> Finding {
+    Finding {
+        kind: FindingKind::Mismatch,
+        shop_id: payment.shop_id.to_string(),
+        reference: payment.reference.as_str().to_owned(),
+        payment_id: Some(payment.id.to_string()),
+        charge_ids: vec![charge.id().to_owned()],
+        refunded: Vec::new(),
+        detail: format!(
+            "payment {} {} {}, charge {} {} {}",
+            payment.status.as_str(),
+            payment.amount.to_decimal_string(),
+            payment.amount.currency(),
+            if charge.outcome.is_succeeded() {
+                "succeeded"
+            } else {
+                "declined"
+            },
+            charge.amount.to_decimal_string(),
+            charge.amount.currency()
+        ),
+    }
+}
+
+/// Whether the acquirer should know a final payment: all but those it
+/// refused without recording an attempt (declined `acquirer_rejected`, no
+/// charge id), which it rightly does not know.
+pub(super) fn has_attempt(payment: &Payment) -> bool {
+    payment.status != PaymentStatus::Declined || payment.provider_payment_id.is_some()
+}
+
+/// A final payment the acquirer does not know.
+pub(super) fn missing(payment: &Payment) -> Finding {
+    Finding {
+        kind: FindingKind::MissingCharge,
+        shop_id: payment.shop_id.to_string(),
+        reference: payment.reference.as_str().to_owned(),
+        payment_id: Some(payment.id.to_string()),
+        charge_ids: payment.provider_payment_id.iter().cloned().collect(),
+        refunded: Vec::new(),
+        detail: format!(
+            "our payment is {} but the acquirer has no charge for it",
+            payment.status.as_str()
+        ),
+    }
+}
+
+/// Money held for a payment we do not have.
+pub(super) fn orphan(charge: &AcquirerCharge) -> Finding {
+    Finding {
+        kind: FindingKind::OrphanCharge,
+        shop_id: charge.shop_id.to_string(),
+        reference: charge.reference.as_str().to_owned(),
+        payment_id: None,
+        charge_ids: vec![charge.id().to_owned()],
+        refunded: Vec::new(),
+        detail: format!(
+            "{} {} charged for payment {}, which we do not have",
+            charge.amount.to_decimal_string(),
+            charge.amount.currency(),
+            charge.payment_id
+        ),
+    }
+}
+
+/// Whether a final payment's named charge is among `ids`.
+pub(super) fn named_in(payment: &Payment, ids: &HashMap<&str, usize>) -> bool {
+    payment
+        .provider_payment_id
+        .as_deref()
+        .is_some_and(|id| ids.contains_key(id))
+}
+
+/// An order whose extra charges still hold money (`verdict` on `group`,
+/// oldest first), with the charges refunded because of it.
+pub(super) fn duplicate(
+    shop_id: &ShopId,
+    reference: &Reference,
+    group: &[(AcquirerCharge, Option<Payment>)],
+    verdict: &Verdict,
+    refunded: Vec<String>,
+) -> Finding {
+    let payment_id = group
+        .get(verdict.keep)
+        .filter(|(_, payment)| payment.is_some())
+        .map(|(charge, _)| charge.payment_id.to_string());
+    Finding {
+        kind: FindingKind::DuplicateCharge,
+        shop_id: shop_id.to_string(),
+        reference: reference.as_str().to_owned(),
+        payment_id,
+        charge_ids: group.iter().map(|(c, _)| c.id().to_owned()).collect(),
+        refunded,
+        detail: format!(
+            "{} charges for one order, {} more than the one kept still holding money",
+            group.len(),
+            verdict.holding.len()
+        ),
+    }
+}
+
+/// Whether a slice fetches an order's whole group from the acquirer: when
+/// it holds two succeeded charges of the order or more, or the order may
+/// have had one in an earlier slice or pass (the Bloom filters say so).
+pub(super) fn needs_group(charges_here: usize, seen_before: bool) -> bool {
+    charges_here >= 2 || seen_before
+}
+
+/// What one charge of a slice says on its own, with our payment if we have
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ChargeVerdict {
+    /// Money held for a payment we do not have: an orphan, unless its order
+    /// has two succeeded charges or more in the window (then it is part of a
+    /// duplicate, and the group's finding covers it).
+    OrphanUnlessGrouped,
+    /// The charge our payment names disagrees with it.
+    Mismatch(Finding),
+    /// Nothing to find: a pending payment's charge (in flight), a declined
+    /// extra attempt, or an extra charge counted as a duplicate.
+    Nothing,
+}
+
+/// Judges one charge with our payment, if we have it.
+pub(super) fn check_charge(charge: &AcquirerCharge, payment: Option<&Payment>) -> ChargeVerdict {
+    match payment {
+        None if charge.holds_money() => ChargeVerdict::OrphanUnlessGrouped,
+        Some(payment)
+            if payment.provider_payment_id.as_deref() == Some(charge.id())
+                && !agrees(payment, charge) =>
+        {
+            ChargeVerdict::Mismatch(mismatch(payment, charge))
+        }
+        _ => ChargeVerdict::Nothing,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::super::fixtures::{charge, payment_for};
+    use super::*;
+    use chargeonce_core::Money;
+
+    #[test]
+    fn the_charge_a_succeeded_payment_names_is_kept() {
+        let first = charge("ch_1", 1, true, 0);
+        let ours = charge("ch_2", 2, true, 0);
+        let paid = payment_for(&ours, PaymentStatus::Succeeded, true);
+        let verdict = judge(&[(first, None), (ours, Some(paid))]);
+        assert_eq!(
+            verdict,
+            Verdict {
+                keep: 1,
+                holding: vec![0],
+                undecided: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_refunded_charge_stays_in_its_group_and_hides_nothing() {
+        let ours = charge("ch_1", 1, true, 1000);
+        let paid = payment_for(&ours, PaymentStatus::Succeeded, true);
+        let extra = charge("ch_2", 2, true, 0);
+        let verdict = judge(&[(ours, Some(paid)), (extra, None)]);
+        assert_eq!((verdict.keep, verdict.holding), (0, vec![1]));
+        // Every extra given back: nothing holds money but the one kept.
+        let first = charge("ch_1", 1, true, 0);
+        let given_back = charge("ch_2", 2, true, 1000);
+        assert!(
+            judge(&[(first, None), (given_back, None)])
+                .holding
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_pending_payment_leaves_the_group_undecided() {
+        let stray = charge("ch_1", 1, true, 0);
+        let ours = charge("ch_2", 2, true, 0);
+        let pending = payment_for(&ours, PaymentStatus::Pending, false);
+        let verdict = judge(&[(stray, None), (ours, Some(pending))]);
+        assert_eq!(
+            verdict,
+            Verdict {
+                keep: 0,
+                holding: vec![1],
+                undecided: true
+            }
+        );
+    }
+
+    #[test]
+    fn without_a_named_charge_the_first_holding_money_is_kept() {
+        let refunded = charge("ch_1", 1, true, 1000);
+        let second = charge("ch_2", 2, true, 0);
+        let third = charge("ch_3", 3, true, 0);
+        let verdict = judge(&[(refunded, None), (second, None), (third, None)]);
+        assert_eq!((verdict.keep, verdict.holding), (1, vec![2]));
+    }
+
+    #[test]
+    fn agreement_is_status_and_amount() {
+        let c = charge("ch_1", 1, true, 0);
+        assert!(agrees(&payment_for(&c, PaymentStatus::Succeeded, true), &c));
+        assert!(agrees(&payment_for(&c, PaymentStatus::Pending, true), &c));
+        assert!(!agrees(&payment_for(&c, PaymentStatus::Declined, true), &c));
+        let declined = charge("ch_2", 1, false, 0);
+        assert!(agrees(
+            &payment_for(&declined, PaymentStatus::Declined, true),
+            &declined
+        ));
+        let mut other = payment_for(&c, PaymentStatus::Succeeded, true);
+        other.amount = Money::parse("11.00", "RUB").unwrap();
+        assert!(!agrees(&other, &c));
+    }
+}
