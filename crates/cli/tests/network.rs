@@ -163,14 +163,9 @@ async fn without_acquirer_idempotency_a_retry_looks_up_before_sending_again() {
     // our reference and finishes with it.
     let parked = common::pay(&client, &service.base, &key, &body).await;
     assert_eq!(parked.status, 202, "parked: {}", parked.text());
-    let retry = common::eventually("the settle window", Duration::from_secs(15), || {
-        let (client, base, key, body) = (&client, &service.base, &key, &body);
-        async move {
-            let answer = common::pay(client, base, key, body).await;
-            (answer.status != 202).then_some(answer)
-        }
-    })
-    .await;
+    let retry =
+        common::pay_until_definite(&client, &service.base, &key, &body, Duration::from_secs(15))
+            .await;
     assert_eq!(retry.status, 201, "{}", retry.text());
     let rows = net::ledger_rows(&acquirer).await;
     assert_eq!(rows.len(), 1, "not sent again: {rows:#?}");

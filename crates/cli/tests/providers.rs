@@ -100,18 +100,9 @@ async fn a_provider_without_idempotency_that_records_late_charges_and_refunds_on
         async move { (!net::ledger_rows(acquirer).await.is_empty()).then_some(()) }
     })
     .await;
-    let paid = common::eventually(
-        "the payment after the settle window",
-        Duration::from_secs(15),
-        || {
-            let (client, base, key, body) = (&client, &service.base, &key, &body);
-            async move {
-                let answer = common::pay(client, base, key, body).await;
-                (answer.status != 202).then_some(answer)
-            }
-        },
-    )
-    .await;
+    let paid =
+        common::pay_until_definite(&client, &service.base, &key, &body, Duration::from_secs(15))
+            .await;
     assert_eq!(paid.status, 201, "{}", paid.text());
     // Give a second charge, had one been sent, the time to be recorded.
     tokio::time::sleep(Duration::from_millis(2000)).await;

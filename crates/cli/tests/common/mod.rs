@@ -378,6 +378,22 @@ pub async fn pay(client: &reqwest::Client, base: &str, key: &str, body: &str) ->
 }
 
 /// `GET /v1/payments/{id}`.
+/// Pays with the same key and body until the answer is no longer 202
+/// pending (a parked key waits out its settle window), within `timeout`.
+pub async fn pay_until_definite(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    body: &str,
+    timeout: Duration,
+) -> Answer {
+    eventually("an answer other than 202", timeout, || async move {
+        let answer = pay(client, base, key, body).await;
+        (answer.status != 202).then_some(answer)
+    })
+    .await
+}
+
 pub async fn get_payment(client: &reqwest::Client, base: &str, id: &str) -> Answer {
     let response = client
         .get(format!("{base}/v1/payments/{id}"))
