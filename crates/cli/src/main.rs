@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod acquirer;
+mod args;
 mod demo;
 mod pay;
 mod reconcile;
