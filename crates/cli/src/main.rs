@@ -21,6 +21,7 @@ mod reconcile;
 mod serve;
 mod shops;
 mod upstream;
+mod workers;
 
 /// chargeonce: a payment API that charges once, whatever the network does.
 #[derive(Debug, Parser)]

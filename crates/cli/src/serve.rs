@@ -11,7 +11,6 @@ use chargeonce_core::{Engine, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
 use chargeonce_server::conn::{FD_RESERVE, serve_with};
 use chargeonce_server::{AppState, HttpRender};
-use chargeonce_workers::sweeper;
 use clap::Args;
 
 use crate::args::engine::EngineArgs;
@@ -20,6 +19,7 @@ use crate::args::store::StoreArgs;
 use crate::args::upstream::UpstreamArgs;
 use crate::args::workers::WorkersArgs;
 use crate::upstream::Upstream;
+use crate::workers::Workers;
 
 /// The demo shop created on an embedded (SQLite) store.
 const DEMO_SHOP: &str = "demo";
@@ -39,6 +39,7 @@ pub struct ServeArgs {
     /// How long the simulator's `tok_slow` takes to answer.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     sim_slow: Duration,
+    // --lease, --acquirer-timeout, --key-ttl, --repeat-warning.
     #[command(flatten)]
     engine: EngineArgs,
     /// On SIGTERM or SIGINT, how long to wait for payments in flight to finish.
@@ -47,8 +48,10 @@ pub struct ServeArgs {
     /// Do not create the demo shop on an SQLite store.
     #[arg(long)]
     no_demo_shop: bool,
+    // --acquirer-url or the simulator's --sim-ledger, and the acquirer's flags.
     #[command(flatten)]
     upstream: UpstreamArgs,
+    // The sweeper's, completer's, reconciler's and relay's flags.
     #[command(flatten)]
     workers: WorkersArgs,
     /// Also serve `POST /bench/ceiling` (auth only) and `POST /bench/noop`
@@ -74,6 +77,7 @@ pub struct ServeArgs {
     /// Without it, webhooks are refused with 503. Never logged.
     #[arg(long, env = "CHARGEONCE_WEBHOOK_SECRET", hide_env_values = true, value_parser = crate::args::secret)]
     webhook_secret: Option<WebhookSecret>,
+    // The HTTP timeouts, the connection cap, rate limits and waiter caps.
     #[command(flatten)]
     limits: LimitsArgs,
 }
@@ -142,10 +146,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("checking --lease, --acquirer-timeout and --acquirer-settle-window")?
         .with_observer(metrics.clone()),
     );
-    let workers =
-        crate::upstream::start_workers(&engine, &upstream, metrics.clone(), &args.workers)?;
+    let workers = Workers::start(&engine, &upstream, metrics.clone(), &args.workers)?;
     let mut state = AppState::new(engine)
-        .with_metrics(metrics.clone())
+        .with_metrics(metrics)
         .with_auth_cache_ttl(args.auth_cache_ttl)
         .with_response_cache(ResponseCacheLimits {
             entries: args.response_cache,
@@ -187,7 +190,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.store.database.is_embedded() && !args.no_demo_shop {
         ensure_demo_shop(store.as_ref(), local).await?;
     }
-    let sweeper = sweeper::spawn_observed(store, args.workers.sweeper(), metrics);
     println!(
         "chargeonce listening on http://{local} (store: {}, {})",
         args.store.database.scheme(),
@@ -206,10 +208,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let served = serve_with(listener, app, limits, shutdown_signal()).await;
-    sweeper.abort();
-    for worker in workers {
-        worker.abort();
-    }
+    workers.abort();
     operations.close();
     if tokio::time::timeout(args.shutdown_grace, operations.wait())
         .await

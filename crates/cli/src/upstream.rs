@@ -1,6 +1,6 @@
-//! Which acquirer the service talks to (the in-process simulator, or an
-//! acquirer over HTTP), and the background workers around the engine. Used
-//! by `chargeonce serve` and `chargeonce reconcile`.
+//! Which acquirer the service talks to: the in-process simulator, or an
+//! acquirer over HTTP, as chosen by [`UpstreamArgs`]. Used by `chargeonce
+//! serve` and `chargeonce reconcile`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,14 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use chargeonce_acquirer::{HttpAcquirer, HttpAcquirerConfig, Simulator, SimulatorConfig};
-use chargeonce_core::{Acquirer, AcquirerLedger, Engine, Observer};
-use chargeonce_workers::completer;
-use chargeonce_workers::reconciler::Reconciler;
-use chargeonce_workers::relay;
-use tokio::task::JoinHandle;
+use chargeonce_core::{Acquirer, AcquirerLedger};
 
 use crate::args::upstream::UpstreamArgs;
-use crate::args::workers::WorkersArgs;
 
 /// The acquirer in use.
 pub enum Upstream {
@@ -92,33 +87,4 @@ impl Upstream {
             Self::Remote(_, url) => format!("acquirer: {url}"),
         }
     }
-}
-
-/// Starts the completer, the reconciler and the outbox relay, as asked.
-pub fn start_workers(
-    engine: &Arc<Engine>,
-    upstream: &Upstream,
-    observer: Arc<dyn Observer>,
-    args: &WorkersArgs,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
-    let mut workers = Vec::new();
-    if !args.no_completer {
-        workers.push(completer::spawn(engine.clone(), args.completer()));
-    }
-    if !args.no_reconciler {
-        let reconciler = Reconciler {
-            store: engine.store().clone(),
-            acquirer: upstream.acquirer(),
-            ledger: upstream.ledger(),
-            observer: observer.clone(),
-        };
-        workers.push(reconciler.spawn(args.reconciler()));
-    }
-    if !args.no_relay {
-        workers.push(
-            relay::spawn_observed(engine.store().clone(), args.relay(), observer)
-                .context("starting the relay")?,
-        );
-    }
-    Ok(workers)
 }

@@ -1,6 +1,6 @@
 //! The background workers' flags (`chargeonce serve`): the sweeper of expired
 //! keys, the completer of abandoned keys, the reconciler and the outbox
-//! relay. `chargeonce serve` starts them from these.
+//! relay. [`crate::workers`] starts them from these.
 
 use std::time::Duration;
 
