@@ -69,7 +69,7 @@ pub struct AcquirerArgs {
     #[arg(long)]
     webhook_url: Option<String>,
     /// The shared signing secret of webhooks. Never logged.
-    #[arg(long, env = "CHARGEONCE_WEBHOOK_SECRET", hide_env_values = true, value_parser = crate::upstream::secret)]
+    #[arg(long, env = "CHARGEONCE_WEBHOOK_SECRET", hide_env_values = true, value_parser = crate::args::secret)]
     webhook_secret: Option<WebhookSecret>,
     /// Share of webhook events delivered twice.
     #[arg(long, default_value_t = 0.0)]

@@ -14,12 +14,14 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod acquirer;
+mod args;
 mod demo;
 mod pay;
 mod reconcile;
 mod serve;
 mod shops;
 mod upstream;
+mod workers;
 
 /// chargeonce: a payment API that charges once, whatever the network does.
 #[derive(Debug, Parser)]

@@ -3,7 +3,6 @@
 //! Exit status: 0 when the books agree, 2 when there are findings (or
 //! questions the acquirer did not answer), 1 on an error.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,24 +11,21 @@ use chargeonce_core::NoObserver;
 use chargeonce_workers::reconciler::{Reconciler, ReconcilerConfig};
 use clap::Args;
 
-use crate::serve::DEFAULT_DATABASE_URL;
-use crate::upstream::{Upstream, UpstreamArgs};
+use crate::args::store::DatabaseArgs;
+use crate::args::upstream::UpstreamArgs;
+use crate::upstream::Upstream;
 
 /// Flags of `chargeonce reconcile`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("sim_ledger", |arg| arg.help(
+    "The in-process simulator's ledger (when no --acquirer-url is given)"
+)))]
 pub struct ReconcileArgs {
-    /// `sqlite://PATH` or `postgres://...`.
-    #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
-    database_url: String,
+    #[command(flatten)]
+    store: DatabaseArgs,
+    // --acquirer-url, --sim-ledger (its help worded above) and the acquirer's flags.
     #[command(flatten)]
     upstream: UpstreamArgs,
-    /// The in-process simulator's ledger (when no --acquirer-url is given).
-    #[arg(
-        long,
-        env = "CHARGEONCE_SIM_LEDGER",
-        default_value = "chargeonce-sim.db"
-    )]
-    sim_ledger: PathBuf,
     /// How far back to compare our payments with the acquirer's ledger.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     window: Duration,
@@ -49,13 +45,10 @@ pub struct ReconcileArgs {
 
 /// Runs one pass, prints its report; `Ok(true)` when clean.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
-    let store = chargeonce_store::connect(&args.database_url, &Default::default())
-        .await
-        .context("opening the store")?;
+    let store = args.store.connect().await?;
     let upstream = Upstream::connect(
         &args.upstream,
         args.acquirer_timeout,
-        &args.sim_ledger,
         Duration::from_secs(3),
     )
     .await?;

@@ -6,7 +6,7 @@ use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret, StoreError};
 use clap::Subcommand;
 
-use crate::serve::DEFAULT_DATABASE_URL;
+use crate::args::store::DatabaseArgs;
 
 /// Shop management.
 #[derive(Debug, Subcommand)]
@@ -19,9 +19,8 @@ pub enum ShopsCommand {
         /// random bytes are generated (and printed once).
         #[arg(long)]
         secret: Option<String>,
-        /// `sqlite://PATH` or `postgres://...`.
-        #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
-        database_url: String,
+        #[command(flatten)]
+        store: DatabaseArgs,
     },
     /// Set where the shop's merchant events are POSTed, and the secret they
     /// are signed with. Prints a generated secret once; never logs it.
@@ -36,20 +35,15 @@ pub enum ShopsCommand {
         /// bytes are generated.
         #[arg(long, env = "CHARGEONCE_SHOP_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
-        /// `sqlite://PATH` or `postgres://...`.
-        #[arg(long, env = "CHARGEONCE_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
-        database_url: String,
+        #[command(flatten)]
+        store: DatabaseArgs,
     },
 }
 
 /// Runs a shops subcommand.
 pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
     match command {
-        ShopsCommand::Add {
-            id,
-            secret,
-            database_url,
-        } => {
+        ShopsCommand::Add { id, secret, store } => {
             let id = ShopId::new(id)?;
             // Checked before the store is opened (or created).
             let (secret, generated) = match secret {
@@ -59,9 +53,7 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
                 ),
                 None => (ShopSecret::generate(), true),
             };
-            let store = chargeonce_store::connect(&database_url, &Default::default())
-                .await
-                .context("opening the store")?;
+            let store = store.connect().await?;
             match store.add_shop(&id, &secret.hash()).await {
                 Ok(()) => {}
                 Err(StoreError::ShopExists(_)) => anyhow::bail!("shop `{id}` already exists"),
@@ -77,7 +69,7 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             shop,
             url,
             secret,
-            database_url,
+            store,
         } => {
             let id = ShopId::new(shop)?;
             anyhow::ensure!(
@@ -92,9 +84,7 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
                 ),
                 None => (WebhookSecret::generate(), true),
             };
-            let store = chargeonce_store::connect(&database_url, &Default::default())
-                .await
-                .context("opening the store")?;
+            let store = store.connect().await?;
             let endpoint = WebhookEndpoint { url, secret };
             if !store
                 .set_webhook(&id, Some(&endpoint))

@@ -1,0 +1,45 @@
+//! The engine's timings: the lease on a running key, how long finished keys
+//! are replayed, the acquirer call's timeout, and the repeat warning
+//! (`chargeonce serve`).
+
+use std::time::Duration;
+
+use chargeonce_core::{EngineConfig, KeyTiming};
+use clap::Args;
+
+/// How the engine times keys and acquirer calls.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Lease on a key while its request runs; renewed during acquirer calls.
+    /// A crashed instance's key can be taken over once it runs out.
+    #[arg(long, env = "CHARGEONCE_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub lease: Duration,
+    /// The longest an acquirer call may take before its outcome counts as
+    /// unknown (202 pending; a retry with the same key resolves it).
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub acquirer_timeout: Duration,
+    /// How long finished keys are kept and replayed (the published retention).
+    #[arg(long, env = "CHARGEONCE_KEY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub key_ttl: Duration,
+    /// Log a warning when a key is repeated this many times (and at every
+    /// doubling): repeats point at client timeouts or double submits.
+    #[arg(long, default_value_t = 10)]
+    pub repeat_warning: u64,
+}
+
+impl EngineArgs {
+    /// The engine's settings, with the acquirer's settle window
+    /// (`--acquirer-settle-window`).
+    pub fn config(&self, settle_window: Duration) -> EngineConfig {
+        EngineConfig {
+            timing: KeyTiming {
+                lease: self.lease,
+                ttl: self.key_ttl,
+            },
+            acquirer_timeout: self.acquirer_timeout,
+            repeat_warning: self.repeat_warning,
+            settle_window,
+            ..EngineConfig::default()
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Which acquirer the service talks to, and how: the in-process simulator
+//! (its ledger) or an acquirer over HTTP (`--acquirer-url`), the connect
+//! timeout, and whether the acquirer is idempotent. Shared by `chargeonce
+//! serve` and `chargeonce reconcile`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// How to reach the acquirer.
+#[derive(Debug, Clone, Args)]
+pub struct UpstreamArgs {
+    /// The acquirer's base URL (e.g. a `chargeonce acquirer` at
+    /// `http://127.0.0.1:9000`). Without it, the in-process simulator is used.
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_URL")]
+    pub acquirer_url: Option<String>,
+    /// The in-process acquirer simulator's ledger (an SQLite file). Server
+    /// processes given the same path share one ledger, as they would one acquirer.
+    #[arg(
+        long,
+        env = "CHARGEONCE_SIM_LEDGER",
+        default_value = "chargeonce-sim.db"
+    )]
+    pub sim_ledger: PathBuf,
+    /// The longest a TCP connect to the acquirer may take (past it, nothing
+    /// was sent: 503 acquirer_unavailable, safe to retry).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub acquirer_connect_timeout: Duration,
+    /// The acquirer ignores idempotency keys (like some real providers): a
+    /// take-over, retry or completer run looks the charge (or refund) up by
+    /// our reference before sending it again, and only once
+    /// `--acquirer-settle-window` has passed since the last attempt.
+    #[arg(long)]
+    pub acquirer_no_idempotency: bool,
+    /// With `--acquirer-no-idempotency`: how long after an attempt whose
+    /// answer was lost nobody looks it up or sends it again (the provider may
+    /// still record it late). Keep it well above `--acquirer-timeout`.
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_SETTLE_WINDOW", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub acquirer_settle_window: Duration,
+}
