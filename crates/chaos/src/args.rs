@@ -55,6 +55,26 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 1)]
     pub pg_restarts: usize,
 
+    /// Run PostgreSQL highly available: deploy/ha/cluster (etcd, three nodes
+    /// under Patroni with synchronous replication, HAProxy to the leader),
+    /// whose leader the nemesis kills `--pg-failovers` times. Needs the
+    /// Debian packages patroni, etcd-server and haproxy.
+    #[arg(long, conflicts_with = "database_url")]
+    pub pg_ha: bool,
+    /// With `--pg-ha`: leader failovers (SIGKILL of the leader's postgres;
+    /// Patroni promotes the synchronous standby, the old leader rejoins as a
+    /// replica).
+    #[arg(long, default_value_t = 1)]
+    pub pg_failovers: usize,
+    /// With `--pg-ha`: kill the leader's Patroni too, so the election waits
+    /// for its leader key to expire (the loss of a whole node).
+    #[arg(long)]
+    pub pg_failover_with_patroni: bool,
+    /// With `--pg-ha`: the cluster's first port (HAProxy; the nodes and etcd
+    /// use the next 80).
+    #[arg(long, default_value_t = 15600)]
+    pub pg_ha_base_port: u16,
+
     /// Share of client connections delayed by the proxy.
     #[arg(long, default_value_t = 0.05)]
     pub delay_rate: f64,

@@ -1,6 +1,8 @@
 //! The run's PostgreSQL: a private cluster started for the run (so that its
-//! `-m immediate` restart disturbs nobody else on the machine), or a database
-//! given by URL with a command that restarts it.
+//! `-m immediate` restart disturbs nobody else on the machine), a
+//! highly available one (`--pg-ha`: deploy/ha/cluster, Patroni over etcd
+//! behind HAProxy, whose leader the nemesis kills), or a database given by
+//! URL with a command that restarts it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,7 +21,68 @@ pub struct Postgres {
 #[derive(Debug)]
 enum Kind {
     Private(Private),
+    Ha(Ha),
     External { restart: Option<String> },
+}
+
+/// deploy/ha/cluster, written into the run's folder from the copy compiled
+/// into the binary (so an installed `chargeonce` needs no source tree).
+#[derive(Debug)]
+struct Ha {
+    script: PathBuf,
+    run_dir: PathBuf,
+    base_port: u16,
+    /// A failover kills the leader's Patroni too.
+    with_patroni: bool,
+}
+
+/// The files of deploy/ha, as compiled in.
+const HA_FILES: [(&str, &str); 3] = [
+    ("cluster", include_str!("../../../deploy/ha/cluster")),
+    (
+        "patroni.yml.in",
+        include_str!("../../../deploy/ha/patroni.yml.in"),
+    ),
+    (
+        "haproxy.cfg.in",
+        include_str!("../../../deploy/ha/haproxy.cfg.in"),
+    ),
+];
+
+impl Ha {
+    /// Runs `cluster ARGS...` and returns its standard output.
+    fn cluster(&self, args: &[&str]) -> Result<String, ChaosError> {
+        let output = Command::new("bash")
+            .arg(&self.script)
+            .args(args)
+            .env("HA_DIR", &self.run_dir)
+            .env("HA_BASE_PORT", self.base_port.to_string())
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| ChaosError::Setup(format!("running deploy/ha/cluster: {e}")))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        } else {
+            Err(ChaosError::Setup(format!(
+                "deploy/ha/cluster {} failed: {} (logs in {})",
+                args.join(" "),
+                output.status,
+                self.run_dir.display()
+            )))
+        }
+    }
+}
+
+/// One leader failover, as the nemesis saw it.
+#[derive(Debug, Clone)]
+pub struct Failover {
+    /// The node whose PostgreSQL was killed.
+    pub victim: String,
+    /// The node that leads afterwards.
+    pub leader: String,
+    /// From the kill to the first write committed through HAProxy.
+    pub to_first_write: Duration,
 }
 
 #[derive(Debug)]
@@ -156,6 +219,70 @@ impl Postgres {
         })
     }
 
+    /// Starts deploy/ha/cluster under `work` (etcd, three PostgreSQL nodes
+    /// under Patroni with synchronous replication, HAProxy on `base_port`)
+    /// and waits for a leader with a synchronous standby. With
+    /// `with_patroni`, each failover kills the leader's Patroni too.
+    pub fn ha(work: &Path, base_port: u16, with_patroni: bool) -> Result<Self, ChaosError> {
+        let dir = work.join("ha");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ChaosError::Setup(format!("creating {}: {e}", dir.display())))?;
+        for (name, text) in HA_FILES {
+            std::fs::write(dir.join(name), text)
+                .map_err(|e| ChaosError::Setup(format!("writing deploy/ha/{name}: {e}")))?;
+        }
+        // The postgres user (as root) must pass through the run's folders.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(work, std::fs::Permissions::from_mode(0o755));
+        let ha = Ha {
+            script: dir.join("cluster"),
+            run_dir: dir.join("run"),
+            base_port,
+            with_patroni,
+        };
+        ha.cluster(&["start"])?;
+        let url = ha.cluster(&["url"])?;
+        Ok(Self {
+            url,
+            kind: Kind::Ha(ha),
+        })
+    }
+
+    /// Whether this run's PostgreSQL has a leader to kill.
+    pub fn can_fail_over(&self) -> bool {
+        matches!(self.kind, Kind::Ha(_))
+    }
+
+    /// SIGKILLs the leader's postgres (and its Patroni, if the cluster was
+    /// started so, making the election wait for the leader key to expire),
+    /// waits for the first write through HAProxy, brings a killed Patroni
+    /// back (the old leader rejoins as a replica), and waits until the
+    /// cluster has a synchronous standby again.
+    pub fn fail_over(&self) -> Result<Failover, ChaosError> {
+        let Kind::Ha(ha) = &self.kind else {
+            return Err(ChaosError::Setup("failover needs --pg-ha".into()));
+        };
+        let with_patroni = ha.with_patroni;
+        let killed = Instant::now();
+        let victim = if with_patroni {
+            ha.cluster(&["kill-leader", "--with-patroni"])?
+        } else {
+            ha.cluster(&["kill-leader"])?
+        };
+        ha.cluster(&["wait-leader", "120"])?;
+        let to_first_write = killed.elapsed();
+        let leader = ha.cluster(&["leader"])?;
+        if with_patroni {
+            ha.cluster(&["revive", &victim])?;
+        }
+        ha.cluster(&["wait-ready", "120"])?;
+        Ok(Failover {
+            victim,
+            leader,
+            to_first_write,
+        })
+    }
+
     /// A database given by URL, restarted (if at all) by `restart` (`sh -c`).
     pub fn external(url: String, restart: Option<String>) -> Self {
         Self {
@@ -168,6 +295,7 @@ impl Postgres {
     pub fn can_restart(&self) -> bool {
         match &self.kind {
             Kind::Private(_) => true,
+            Kind::Ha(_) => false,
             Kind::External { restart } => restart.is_some(),
         }
     }
@@ -185,9 +313,9 @@ impl Postgres {
                 command.arg("-c").arg(cmd).stdin(Stdio::null());
                 run(command, "--pg-restart-command")?;
             }
-            Kind::External { restart: None } => {
+            Kind::Ha(_) | Kind::External { restart: None } => {
                 return Err(ChaosError::Setup(
-                    "no --pg-restart-command for the external database".into(),
+                    "no restart for this database (an external one needs --pg-restart-command; --pg-ha fails over instead)".into(),
                 ));
             }
         }
@@ -197,8 +325,14 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        if let Kind::Private(private) = &self.kind {
-            let _ = private.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+        match &self.kind {
+            Kind::Private(private) => {
+                let _ = private.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+            }
+            Kind::Ha(ha) => {
+                let _ = ha.cluster(&["stop"]);
+            }
+            Kind::External { .. } => {}
         }
     }
 }

@@ -111,6 +111,15 @@ fn repeat_command(seed: u64, a: &ChaosArgs) -> String {
         humantime::format_duration(a.attempt_timeout),
         humantime::format_duration(a.call_budget),
     );
+    if a.pg_ha {
+        command.push_str(&format!(
+            " --pg-ha --pg-failovers {} --pg-ha-base-port {}",
+            a.pg_failovers, a.pg_ha_base_port
+        ));
+        if a.pg_failover_with_patroni {
+            command.push_str(" --pg-failover-with-patroni");
+        }
+    }
     if a.no_webhooks {
         command.push_str(" --no-webhooks");
     } else {
@@ -183,6 +192,16 @@ async fn run_in(
     // PostgreSQL, the schema, the shops.
     let postgres = Arc::new(match &args.database_url {
         Some(url) => Postgres::external(url.clone(), args.pg_restart_command.clone()),
+        None if args.pg_ha => {
+            let (work, port, whole_node) = (
+                work.to_owned(),
+                args.pg_ha_base_port,
+                args.pg_failover_with_patroni,
+            );
+            tokio::task::spawn_blocking(move || Postgres::ha(&work, port, whole_node))
+                .await
+                .map_err(|e| ChaosError::Setup(e.to_string()))??
+        }
         None => {
             let work = work.to_owned();
             let port = free_port()?;
@@ -346,6 +365,11 @@ async fn run_in(
         args.freezes,
         args.commit_window_kills,
         pg_restarts,
+        if postgres.can_fail_over() {
+            args.pg_failovers
+        } else {
+            0
+        },
     );
 
     let bar = if args.no_progress {

@@ -1,5 +1,5 @@
-//! The nemesis: kills, freezes, commit-window kills and a PostgreSQL restart,
-//! scheduled from the seed at points of the workload's progress, one at a
+//! The nemesis: kills, freezes, commit-window kills, PostgreSQL restarts
+//! and leader failovers, scheduled from the seed at points of the workload's progress, one at a
 //! time.
 
 use std::sync::Arc;
@@ -29,6 +29,8 @@ pub enum Action {
     CommitWindowKill(usize),
     /// Restart PostgreSQL with `-m immediate`.
     PgRestart,
+    /// SIGKILL the HA cluster's leader; Patroni promotes its synchronous standby.
+    PgFailover,
 }
 
 /// The schedule: each action and the share of the work done before it starts.
@@ -47,6 +49,7 @@ impl Plan {
         freezes: usize,
         commit_window_kills: usize,
         pg_restarts: usize,
+        pg_failovers: usize,
     ) -> Self {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x4E3E_5150);
         let instances = instances.max(1);
@@ -58,6 +61,7 @@ impl Plan {
                 .map(|_| Action::CommitWindowKill(rng.random_range(0..instances))),
         );
         actions.extend((0..pg_restarts).map(|_| Action::PgRestart));
+        actions.extend((0..pg_failovers).map(|_| Action::PgFailover));
         actions.shuffle(&mut rng);
         let n = actions.len().max(1) as f64;
         let steps = actions
@@ -90,6 +94,11 @@ pub struct NemesisLog {
     pub pg_restarts: usize,
     /// How long each PostgreSQL restart took, in milliseconds.
     pub pg_outage_ms: Vec<u64>,
+    /// Leader failovers of the HA cluster.
+    pub pg_failovers: usize,
+    /// For each failover, from the kill to the first write committed through
+    /// HAProxy, in milliseconds.
+    pub pg_failover_ms: Vec<u64>,
     /// What happened, with the time since the start of the run.
     pub events: Vec<String>,
     /// Faults the nemesis could not inject (a failed restart, ...).
@@ -193,6 +202,22 @@ pub async fn run(
                             "{t:.1}s commit-window kill of instance {i}: no charge came"
                         ));
                     }
+                }
+            }
+            Action::PgFailover => {
+                let pg = postgres.clone();
+                match tokio::task::spawn_blocking(move || pg.fail_over()).await {
+                    Ok(Ok(f)) => {
+                        log.pg_failovers += 1;
+                        log.pg_failover_ms
+                            .push(u64::try_from(f.to_first_write.as_millis()).unwrap_or(u64::MAX));
+                        log.events.push(format!(
+                            "{t:.1}s PostgreSQL leader {} killed; {} leads, first write after {:?}",
+                            f.victim, f.leader, f.to_first_write
+                        ));
+                    }
+                    Ok(Err(e)) => log.errors.push(e.to_string()),
+                    Err(e) => log.errors.push(e.to_string()),
                 }
             }
             Action::PgRestart => {

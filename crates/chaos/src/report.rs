@@ -227,6 +227,13 @@ impl Report {
             n.pg_restarts,
             n.pg_outage_ms
         );
+        if n.pg_failovers > 0 {
+            let _ = writeln!(
+                s,
+                "  failovers: {} PostgreSQL leaders killed; kill to first write {:?} ms",
+                n.pg_failovers, n.pg_failover_ms
+            );
+        }
         let _ = writeln!(
             s,
             "  fencing: {} writes of instances that had lost their lease were fenced off",

@@ -492,12 +492,12 @@ mod tests {
             .collect();
         assert_ne!(a, c);
         assert_eq!(
-            Plan::generate(42, 3, 20, 2, 2, 1),
-            Plan::generate(42, 3, 20, 2, 2, 1)
+            Plan::generate(42, 3, 20, 2, 2, 1, 1),
+            Plan::generate(42, 3, 20, 2, 2, 1, 1)
         );
         assert_ne!(
-            Plan::generate(42, 3, 20, 2, 2, 1),
-            Plan::generate(43, 3, 20, 2, 2, 1)
+            Plan::generate(42, 3, 20, 2, 2, 1, 1),
+            Plan::generate(43, 3, 20, 2, 2, 1, 1)
         );
     }
 
@@ -513,8 +513,15 @@ mod tests {
 
     #[test]
     fn the_plan_holds_every_fault_asked_for_in_order() {
-        let plan = Plan::generate(7, 3, 20, 2, 3, 1);
-        assert_eq!(plan.steps.len(), 26);
+        let plan = Plan::generate(7, 3, 20, 2, 3, 1, 1);
+        assert_eq!(plan.steps.len(), 27);
+        assert_eq!(
+            plan.steps
+                .iter()
+                .filter(|(_, a)| *a == crate::nemesis::Action::PgFailover)
+                .count(),
+            1
+        );
         assert!(plan.steps.windows(2).all(|w| w[0].0 <= w[1].0));
         assert!(plan.steps.iter().all(|(at, _)| (0.05..0.95).contains(at)));
     }
