@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use chargeonce_acquirer::ChargeStatus;
 use chargeonce_core::{KeyTiming, PaymentId, PaymentStatus, SettleOutcome, Settlement, ShopId};
+use chargeonce_testkit::on_both_stores;
 use common::{
-    Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, TestServer, body, raw_answer, raw_status,
-    send,
+    Answer, Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, raw_answer, raw_status, send,
 };
 use serde_json::json;
 
 async fn first_request_is_201_and_a_repeat_is_a_byte_identical_replay(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("order-1-pay", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     assert!(!first.replayed());
@@ -49,7 +49,7 @@ async fn first_request_is_201_and_a_repeat_is_a_byte_identical_replay(backend: B
 }
 
 async fn a_reserialised_body_is_the_same_request(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     let reordered = "{\n \"payment_method\" : {\"token\":\"tok_ok\"},\"reference\":\"order-1\",\n\
@@ -70,7 +70,7 @@ async fn a_reserialised_body_is_the_same_request(backend: Backend) {
 }
 
 async fn the_same_key_with_another_body_is_422_and_executes_nothing(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     for changed in [
@@ -92,7 +92,7 @@ async fn the_same_key_with_another_body_is_422_and_executes_nothing(backend: Bac
 }
 
 async fn a_repeat_while_the_first_runs_is_409_with_retry_after(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-slow", "10.00", "tok_slow");
     let first = tokio::spawn(s.pay("slow", &b).send());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -115,7 +115,7 @@ async fn a_repeat_while_the_first_runs_is_409_with_retry_after(backend: Backend)
 }
 
 async fn concurrent_duplicates_charge_once(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-dup", "99.99", "tok_ok");
     let requests = (0..50).map(|_| s.pay("double-click", &b).send());
     let answers = futures::future::join_all(requests).await;
@@ -140,7 +140,7 @@ async fn concurrent_duplicates_charge_once(backend: Backend) {
 }
 
 async fn a_decline_is_definite_and_replayed(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-d", "5.00", "tok_declined");
     let first = send(s.pay("d", &b)).await;
     first.assert_problem(402, "payment_declined");
@@ -165,7 +165,7 @@ async fn a_decline_is_definite_and_replayed(backend: Backend) {
 }
 
 async fn a_lost_acquirer_answer_is_202_then_resolved_by_retry(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-t", "1500.00", "tok_timeout");
     let first = send(s.pay("t", &b)).await;
     assert_eq!(first.status, 202);
@@ -188,7 +188,7 @@ async fn a_lost_acquirer_answer_is_202_then_resolved_by_retry(backend: Backend) 
 }
 
 async fn a_new_key_for_a_paid_order_returns_the_payment(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k1", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     let second = send(s.pay("k2", &body("order-1", "1500.00", "tok_ok"))).await;
@@ -206,7 +206,7 @@ async fn a_new_key_for_a_paid_order_returns_the_payment(backend: Backend) {
 }
 
 async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1500.00", "tok_slow");
     let first = tokio::spawn(s.pay("k1", &b).send());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -238,7 +238,7 @@ async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backe
 /// gets an attempt of its own, with its own card, never the other payment's
 /// decline.
 async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k1", &body("order-1", "1500.00", "tok_timeout"))).await;
     assert_eq!(first.status, 202);
     let theirs = first.json()["id"].as_str().unwrap().to_owned();
@@ -279,12 +279,11 @@ async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: B
 }
 
 async fn an_acquirer_slower_than_its_timeout_is_pending_then_resolved(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_millis(1200),
-        acquirer_timeout: Duration::from_millis(300),
-        ..Options::default()
-    };
-    let s = TestServer::start_with(backend, options).await;
+    let s = TestService::builder(backend)
+        .slow(Duration::from_millis(1200))
+        .acquirer_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let b = body("order-1", "1500.00", "tok_slow");
     let started = std::time::Instant::now();
     let first = send(s.pay("k", &b)).await;
@@ -311,14 +310,7 @@ async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
         lease: Duration::from_secs(30),
         ttl: Duration::from_millis(500),
     };
-    let s = TestServer::start_with(
-        backend,
-        Options {
-            timing,
-            ..Options::default()
-        },
-    )
-    .await;
+    let s = TestService::builder(backend).timing(timing).start().await;
     let first = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -340,7 +332,7 @@ async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
 }
 
 async fn bad_keys_are_400_and_store_nothing(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1.00", "tok_ok");
     let no_key = s
         .http
@@ -402,7 +394,7 @@ async fn bad_keys_are_400_and_store_nothing(backend: Backend) {
 }
 
 async fn credentials_are_required_and_checked(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1.00", "tok_ok");
     let post = || {
         s.http
@@ -434,7 +426,7 @@ async fn credentials_are_required_and_checked(backend: Backend) {
 }
 
 async fn bad_bodies_are_rejected_before_anything_runs(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let auth = |r: reqwest::RequestBuilder| {
         r.basic_auth(common::SHOP, Some(common::SECRET))
             .header("idempotency-key", "k")
@@ -503,7 +495,7 @@ async fn bad_bodies_are_rejected_before_anything_runs(backend: Backend) {
 }
 
 async fn keys_and_payments_belong_to_one_shop(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1500.00", "tok_ok");
     let a = send(s.pay("shared-key", &b)).await;
     assert_eq!(a.status, 201);
@@ -537,7 +529,7 @@ async fn keys_and_payments_belong_to_one_shop(backend: Backend) {
 }
 
 async fn payments_can_be_read_back(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let created = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     let id = created.json()["id"].as_str().unwrap().to_owned();
     let got = send(s.get(&format!("/v1/payments/{id}"))).await;
@@ -566,7 +558,7 @@ async fn payments_can_be_read_back(backend: Backend) {
 }
 
 async fn health_and_readiness(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     assert_eq!(
         send(s.http.get(s.url("/healthz"))).await.json(),
         json!({"status": "ok"})
@@ -583,7 +575,7 @@ async fn health_and_readiness(backend: Backend) {
 }
 
 async fn an_unreachable_store_is_503_and_nothing_is_charged(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     s.break_store().await;
     let answer = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     answer.assert_problem(503, "store_unavailable");

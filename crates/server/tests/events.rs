@@ -17,8 +17,9 @@ use axum::routing::post;
 use chargeonce_core::ShopId;
 use chargeonce_core::events::{DeliveryState, EventId, WebhookEndpoint};
 use chargeonce_core::webhook::{self, WebhookSecret};
+use chargeonce_testkit::on_both_stores;
 use chargeonce_workers::relay::{self, RelayConfig};
-use common::{Backend, OTHER_SECRET, OTHER_SHOP, TestServer, body, send};
+use common::{Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, send};
 use serde_json::{Value, json};
 
 const HOOK_SECRET: &str = "whsec_merchant_a";
@@ -127,7 +128,7 @@ fn fast() -> RelayConfig {
     }
 }
 
-async fn set_webhook(s: &TestServer, url: &str) {
+async fn set_webhook(s: &TestService, url: &str) {
     let endpoint = WebhookEndpoint {
         url: url.to_owned(),
         secret: WebhookSecret::new(HOOK_SECRET),
@@ -136,7 +137,7 @@ async fn set_webhook(s: &TestServer, url: &str) {
     assert!(s.store.set_webhook(&shop, Some(&endpoint)).await.unwrap());
 }
 
-async fn pay(s: &TestServer, reference: &str, token: &str) -> String {
+async fn pay(s: &TestService, reference: &str, token: &str) -> String {
     let answer = send(s.pay(
         &format!("{reference}-pay"),
         &body(reference, "1500.00", token),
@@ -150,7 +151,7 @@ async fn pay(s: &TestServer, reference: &str, token: &str) -> String {
     }
 }
 
-async fn events(s: &TestServer, query: &str) -> Value {
+async fn events(s: &TestService, query: &str) -> Value {
     let answer = send(s.get(&format!("/v1/events{query}"))).await;
     assert_eq!(
         answer.status,
@@ -161,14 +162,14 @@ async fn events(s: &TestServer, query: &str) -> Value {
     answer.json()
 }
 
-async fn event(s: &TestServer, id: &str) -> Value {
+async fn event(s: &TestService, id: &str) -> Value {
     let answer = send(s.get(&format!("/v1/events/{id}"))).await;
     assert_eq!(answer.status, 200);
     answer.json()
 }
 
 /// Waits until the event's delivery state is `state`.
-async fn wait_for_state(s: &TestServer, id: &str, state: &str) -> Value {
+async fn wait_for_state(s: &TestService, id: &str, state: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let current = event(s, id).await;
@@ -200,7 +201,7 @@ fn assert_signed(received: &Received) {
 }
 
 async fn a_merchant_failing_three_times_gets_the_event_once_acknowledged(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let merchant = Merchant::start(vec![
         Reply::Status(500),
         Reply::Status(500),
@@ -245,7 +246,7 @@ async fn a_merchant_failing_three_times_gets_the_event_once_acknowledged(backend
 }
 
 async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let merchant = Merchant::start(vec![]).await;
     merchant.answer_from_now_on(503);
     set_webhook(&s, &merchant.url).await;
@@ -300,7 +301,7 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
 }
 
 async fn events_of_one_payment_are_delivered_in_order(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let merchant = Merchant::start(vec![Reply::Status(500), Reply::Status(500)]).await;
     set_webhook(&s, &merchant.url).await;
     let payment_id = pay(&s, "order-1", "tok_ok").await;
@@ -352,7 +353,7 @@ async fn events_of_one_payment_are_delivered_in_order(backend: Backend) {
 }
 
 async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let merchant = Merchant::start(vec![Reply::Hang]).await;
     set_webhook(&s, &merchant.url).await;
     // The transition commits with its event; no relay runs yet.
@@ -408,7 +409,7 @@ async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Back
 }
 
 async fn events_are_kept_apart_between_shops(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     pay(&s, "order-1", "tok_ok").await;
     pay(&s, "order-2", "tok_declined").await;
     let mine = events(&s, "").await;

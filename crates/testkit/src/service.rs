@@ -42,7 +42,8 @@ type Routes = Box<dyn FnOnce(AppState) -> axum::Router + Send>;
 /// leases of 30 s, keys kept an hour, the acquirer timeout of
 /// [`EngineConfig::default`], a `tok_slow` of 1.5 s, the default pool, state
 /// and connection limits (fitted to the file limit, as `chargeonce serve`
-/// does), and only the service's own routes.
+/// does), acquirer webhooks signed with [`WEBHOOK_SECRET`], and only the
+/// service's own routes.
 #[must_use = "a builder does nothing until `start`"]
 pub struct ServiceBuilder {
     backend: Backend,
@@ -51,6 +52,7 @@ pub struct ServiceBuilder {
     pool: PoolConfig,
     state: StateTweak,
     connection: Option<ConnectionLimits>,
+    webhook_secret: Option<WebhookSecret>,
     sim_routes: bool,
     routes: Vec<Routes>,
 }
@@ -70,6 +72,7 @@ impl ServiceBuilder {
             pool: PoolConfig::default(),
             state: Box::new(|state| state),
             connection: None,
+            webhook_secret: Some(WebhookSecret::new(WEBHOOK_SECRET)),
             sim_routes: false,
             routes: Vec::new(),
         }
@@ -115,6 +118,12 @@ impl ServiceBuilder {
     /// Connection limits taken as they are (not fitted to the file limit).
     pub fn connection_limits(mut self, limits: ConnectionLimits) -> Self {
         self.connection = Some(limits);
+        self
+    }
+
+    /// No secret for the acquirer's webhooks: the service refuses them.
+    pub fn without_webhook_secret(mut self) -> Self {
+        self.webhook_secret = None;
         self
     }
 
@@ -179,11 +188,11 @@ impl ServiceBuilder {
             .unwrap()
             .with_observer(metrics.clone()),
         );
-        let state = (self.state)(
-            AppState::new(engine.clone())
-                .with_metrics(metrics.clone())
-                .with_webhook_secret(WebhookSecret::new(WEBHOOK_SECRET)),
-        );
+        let mut state = AppState::new(engine.clone()).with_metrics(metrics.clone());
+        if let Some(secret) = self.webhook_secret {
+            state = state.with_webhook_secret(secret);
+        }
+        let state = (self.state)(state);
         let mut app = chargeonce_server::router(state.clone());
         if self.sim_routes {
             app = app.nest("/sim", chargeonce_acquirer::router(sim.clone()));
