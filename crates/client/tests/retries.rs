@@ -12,7 +12,8 @@ use chargeonce_client::{
     AttemptAnswer, CreateRefund, Error, FailureKind, IdempotencyKey, Money, Outcome, PayResult,
     PaymentStatus, ProblemCode, RefundOutcome,
 };
-use common::{Backend, Fault, FaultProxy, Options, TestServer};
+use chargeonce_testkit::on_both_stores;
+use common::{Backend, Fault, FaultProxy, TestServer};
 
 fn statuses(result: &PayResult) -> Vec<String> {
     result
@@ -352,9 +353,13 @@ async fn concurrent_clicks_share_one_payment(backend: Backend) {
 /// The key expired on the server; paying the order again returns its payment
 /// (the server's guard, 200), and `pay_order` finds it without sending.
 async fn after_the_key_expired_the_order_is_not_charged_again(backend: Backend) {
-    let mut options = Options::default();
-    options.timing.ttl = Duration::from_secs(1);
-    let server = TestServer::start_with(backend, options).await;
+    let server = TestServer::start_with(backend, |service| {
+        service.engine(|mut config| {
+            config.timing.ttl = Duration::from_secs(1);
+            config
+        })
+    })
+    .await;
     let client = server.client();
     let order = common::order("expired");
     let key = common::pay_key(&order);
@@ -549,16 +554,15 @@ async fn too_many_requests_429_honours_retry_after() {
 /// `Retry-After`, retried with the same key no sooner than asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_shops_rate_limit_429_honours_retry_after() {
-    let options = common::Options {
-        state: |state| {
+    let server = TestServer::start_with(Backend::Sqlite, |service| {
+        service.state(|state| {
             state.with_rate_limit(chargeonce_server::limits::RateLimit {
                 per_second: 1,
                 burst: 1,
             })
-        },
-        ..common::Options::default()
-    };
-    let server = TestServer::start_with(Backend::Sqlite, options).await;
+        })
+    })
+    .await;
     let client = server.client();
     let first = common::order("rl-1");
     client
