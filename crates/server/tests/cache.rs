@@ -183,7 +183,7 @@ async fn concurrent_duplicates_share_one_execution(backend: Backend) {
     }
     assert_eq!(executed.len(), 1, "one execution");
     assert!(replays.iter().all(|r| *r == executed[0]));
-    assert_eq!(s.charges_for("order-flight").await.len(), 1);
+    assert_eq!(s.charges("order-flight").await.len(), 1);
     let after = send(s.pay("flight", &b)).await;
     assert!(after.replayed());
     assert_eq!(after.bytes, executed[0]);

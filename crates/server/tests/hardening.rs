@@ -580,7 +580,7 @@ async fn an_unknown_simulator_token_is_declined(backend: Backend) {
     let again = send(s.pay("typo", &b)).await;
     assert!(again.replayed());
     assert_eq!(again.bytes, first.bytes);
-    let charges = s.charges_for("order-typo").await;
+    let charges = s.charges("order-typo").await;
     assert_eq!(charges.len(), 1);
     assert_eq!(
         charges[0].status,

@@ -374,7 +374,7 @@ async fn waiters_over_the_caps_get_409_at_once(backend: Backend) {
     assert_eq!(b_first.await.unwrap().status, 201);
     assert_eq!(b1.await.unwrap().status, 201);
     assert!(server.state.waiters().is_empty(), "every place freed");
-    assert_eq!(server.charges_for("order-wait-a").await.len(), 1);
+    assert_eq!(server.charges("order-wait-a").await.len(), 1);
     let text = metrics(&server).await;
     assert!(text.contains("reason=\"waiters_shop\""), "{text}");
     assert!(text.contains("reason=\"waiters_instance\""), "{text}");
@@ -419,7 +419,7 @@ async fn a_slow_request_answers_503_and_its_payment_still_finishes(backend: Back
     assert_eq!(retry.status, 201);
     assert!(retry.replayed());
     assert_eq!(retry.bytes, repeat.bytes);
-    assert_eq!(server.charges_for("order-slow-1").await.len(), 1);
+    assert_eq!(server.charges("order-slow-1").await.len(), 1);
     assert!(
         metrics(&server)
             .await
@@ -494,7 +494,7 @@ async fn a_full_sqlite_queue_answers_503_and_stores_nothing() {
             .is_none(),
         "nothing stored for the refused payment"
     );
-    assert!(server.charges_for("order-q-4").await.is_empty());
+    assert!(server.charges("order-q-4").await.is_empty());
     let retry = send(server.pay("q-4", &body("order-q-4", "10.00", "tok_ok"))).await;
     assert_eq!(
         retry.status, 201,
@@ -528,5 +528,5 @@ async fn a_postgres_pool_timeout_answers_503_with_retry_after() {
     drop(held);
     let retry = send(server.pay("pool-1", &body("order-pool-1", "10.00", "tok_ok"))).await;
     assert_eq!(retry.status, 201);
-    assert_eq!(server.charges_for("order-pool-1").await.len(), 1);
+    assert_eq!(server.charges("order-pool-1").await.len(), 1);
 }

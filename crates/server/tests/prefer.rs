@@ -41,7 +41,7 @@ async fn a_repeat_waits_for_the_first_answer(backend: Backend) {
     assert_eq!(repeat.header("preference-applied"), Some("wait=10"));
     assert_eq!(repeat.header("location"), first.header("location"));
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(server.charges_for("order-prefer-1").await.len(), 1);
+    assert_eq!(server.charges("order-prefer-1").await.len(), 1);
 }
 
 /// Without `Prefer`, or with a malformed one, the repeat gets 409 at once.
@@ -123,7 +123,7 @@ async fn a_waiting_repeat_resumes_a_pending_payment(backend: Backend) {
     assert_eq!(repeat.json()["status"], "succeeded");
     assert_eq!(repeat.json()["id"], first.json()["id"]);
     assert_eq!(repeat.header("preference-applied"), Some("wait=10"));
-    assert_eq!(server.charges_for("order-prefer-4").await.len(), 1);
+    assert_eq!(server.charges("order-prefer-4").await.len(), 1);
 }
 
 /// A request that finds nothing running ignores the preference.

@@ -329,7 +329,7 @@ impl TestService {
     }
 
     /// The charges in the simulator's ledger for one order reference.
-    pub async fn charges_for(&self, reference: &str) -> Vec<LedgerEntry> {
+    pub async fn charges(&self, reference: &str) -> Vec<LedgerEntry> {
         let mut charges = self.ledger().await;
         charges.retain(|c| c.reference.as_str() == reference);
         charges

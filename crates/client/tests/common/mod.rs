@@ -6,7 +6,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,41 +18,38 @@ use tokio::task::JoinHandle;
 pub use chargeonce_testkit::{Backend, SECRET, SHOP};
 
 /// The test kit's service, with the simulator's routes under `/sim` and a
-/// `tok_slow` of 1 s, and clients of it.
-pub struct TestServer(TestService);
-
-impl Deref for TestServer {
-    type Target = TestService;
-
-    fn deref(&self) -> &TestService {
-        &self.0
-    }
+/// `tok_slow` of 1 s.
+pub async fn start(backend: Backend) -> TestService {
+    start_with(backend, |service| service).await
 }
 
-impl TestServer {
-    pub async fn start(backend: Backend) -> Self {
-        Self::start_with(backend, |service| service).await
-    }
+/// The same with more options for the service.
+pub async fn start_with(
+    backend: Backend,
+    options: impl FnOnce(ServiceBuilder) -> ServiceBuilder,
+) -> TestService {
+    let service = TestService::builder(backend)
+        .slow(Duration::from_millis(1000))
+        .sim_routes();
+    options(service).start().await
+}
 
-    /// The same with more options for the service.
-    pub async fn start_with(
-        backend: Backend,
-        options: impl FnOnce(ServiceBuilder) -> ServiceBuilder,
-    ) -> Self {
-        let service = TestService::builder(backend)
-            .slow(Duration::from_millis(1000))
-            .sim_routes();
-        Self(options(service).start().await)
-    }
-
+/// What the client tests ask of the service.
+pub trait Served {
     /// A client of this server (directly, no proxy).
-    pub fn client(&self) -> Client {
+    fn client(&self) -> Client;
+
+    /// Succeeded charges in the acquirer's ledger for one order.
+    async fn charges_for(&self, reference: &str) -> usize;
+}
+
+impl Served for TestService {
+    fn client(&self) -> Client {
         client_for(&self.base, fast_policy())
     }
 
-    /// Succeeded charges in the acquirer's ledger for one order.
-    pub async fn charges_for(&self, reference: &str) -> usize {
-        self.0.charges_for(reference).await.len()
+    async fn charges_for(&self, reference: &str) -> usize {
+        self.charges(reference).await.len()
     }
 }
 
