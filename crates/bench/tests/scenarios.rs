@@ -3,66 +3,22 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_acquirer::{Simulator, SimulatorConfig};
 use chargeonce_bench::{Config, Scenario, Target};
-use chargeonce_core::{Engine, EngineConfig, ShopId, ShopSecret, Store};
-use chargeonce_server::{AppState, HttpRender};
-use chargeonce_store::{PoolConfig, SqliteStore};
-use chargeonce_testkit::TestDb;
+use chargeonce_testkit::{Backend, SECRET, SHOP, TestService};
 
-const SHOP: &str = "bench-shop";
-const SECRET: &str = "sk_bench_0123456789";
-
-/// A server on a real socket (SQLite store, simulator, `/sim/ledger`, ceiling routes).
-async fn start() -> (String, TestDb) {
-    let db = TestDb::sqlite();
-    let store = Arc::new(
-        SqliteStore::connect(db.url(), &PoolConfig::default())
-            .await
-            .unwrap(),
-    );
-    store
-        .add_shop(
-            &ShopId::new(SHOP).unwrap(),
-            &ShopSecret::new(SECRET).unwrap().hash(),
-        )
+/// The test kit's service on SQLite, with the simulator's `/sim/ledger` and
+/// the ceiling routes, and a `tok_slow` of 1 s.
+async fn start() -> TestService {
+    TestService::builder(Backend::Sqlite)
+        .slow(Duration::from_secs(1))
+        // One shop at full speed: the per-shop rate limit off, as bench/run does.
+        .state(|state| state.with_rate_limit(chargeonce_server::limits::RateLimit::OFF))
+        .sim_routes()
+        .routes(chargeonce_server::bench_ceiling::router)
+        .start()
         .await
-        .unwrap();
-    let sim = Arc::new(
-        Simulator::open(
-            &db.dir().join("ledger.db"),
-            SimulatorConfig {
-                slow: Duration::from_secs(1),
-            },
-        )
-        .await
-        .unwrap(),
-    );
-    let engine = Arc::new(
-        Engine::new(
-            store,
-            sim.clone(),
-            Arc::new(HttpRender),
-            EngineConfig::default(),
-        )
-        .unwrap(),
-    );
-    // One shop at full speed: the per-shop rate limit off, as bench/run does.
-    let state = AppState::new(engine).with_rate_limit(chargeonce_server::limits::RateLimit::OFF);
-    let app = chargeonce_server::router(state.clone())
-        .nest("/sim", chargeonce_acquirer::router(sim))
-        .merge(chargeonce_server::bench_ceiling::router(state));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(chargeonce_server::serve(
-        listener,
-        app,
-        std::future::pending(),
-    ));
-    (base, db)
 }
 
 fn config(scenario: Scenario, connections: usize) -> Config {
@@ -77,8 +33,8 @@ fn config(scenario: Scenario, connections: usize) -> Config {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn storm_executes_each_key_once() {
-    let (base, _db) = start().await;
-    let target = Target::new(&base, SHOP, SECRET, 50).unwrap();
+    let service = start().await;
+    let target = Target::new(&service.base, SHOP, SECRET, 50).unwrap();
     let report = chargeonce_bench::run(&target, &config(Scenario::Storm, 50))
         .await
         .unwrap();
@@ -96,8 +52,8 @@ async fn storm_executes_each_key_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mixed_replays_and_refuses_mismatches() {
-    let (base, _db) = start().await;
-    let target = Target::new(&base, SHOP, SECRET, 8).unwrap();
+    let service = start().await;
+    let target = Target::new(&service.base, SHOP, SECRET, 8).unwrap();
     let report = chargeonce_bench::run(&target, &config(Scenario::Mixed, 8))
         .await
         .unwrap();
@@ -115,8 +71,8 @@ async fn mixed_replays_and_refuses_mismatches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ceiling_and_replay_pass() {
-    let (base, _db) = start().await;
-    let target = Target::new(&base, SHOP, SECRET, 4).unwrap();
+    let service = start().await;
+    let target = Target::new(&service.base, SHOP, SECRET, 4).unwrap();
     for scenario in [Scenario::Ceiling, Scenario::Noop, Scenario::Replay] {
         let mut config = config(scenario, 4);
         config.duration = Duration::from_millis(500);
@@ -128,8 +84,8 @@ async fn ceiling_and_replay_pass() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn wrong_credentials_fail_the_run() {
-    let (base, _db) = start().await;
-    let target = Target::new(&base, SHOP, "wrong", 2).unwrap();
+    let service = start().await;
+    let target = Target::new(&service.base, SHOP, "wrong", 2).unwrap();
     let mut config = config(Scenario::Fresh, 2);
     config.duration = Duration::from_millis(300);
     let report = chargeonce_bench::run(&target, &config).await.unwrap();

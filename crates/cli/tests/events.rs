@@ -8,40 +8,11 @@
 mod common;
 
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
 use chargeonce_core::webhook::{self, WebhookSecret};
-use chargeonce_testkit::TestDb;
+use chargeonce_testkit::{Received, Reply, TestDb, TestMerchant};
 use common::{Server, ServerConfig};
-
-type Log = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
-
-/// The first delivery hangs (its sender gets killed meanwhile); later ones get 200.
-async fn hook(State(log): State<Log>, headers: HeaderMap, body: axum::body::Bytes) -> StatusCode {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let first = {
-        let mut log = log.lock().unwrap();
-        log.push((
-            header("chargeonce-event-id"),
-            header(webhook::SIGNATURE_HEADER),
-            body.to_vec(),
-        ));
-        log.len() == 1
-    };
-    if first {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-    }
-    StatusCode::OK
-}
 
 async fn chargeonce(args: &[&str]) -> std::process::Output {
     tokio::process::Command::new(common::bin())
@@ -56,13 +27,9 @@ async fn chargeonce(args: &[&str]) -> std::process::Output {
 async fn an_event_committed_before_a_kill_is_delivered_by_the_next_process() {
     let db = TestDb::postgres().await;
     common::add_shop(db.url()).await;
-    let log: Log = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
-    let app = axum::Router::new()
-        .route("/hooks", axum::routing::post(hook))
-        .with_state(log.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // The first delivery hangs (its sender gets killed meanwhile); later ones get 200.
+    let merchant = TestMerchant::start(vec![Reply::Hang]).await;
+    let url = merchant.url.clone();
 
     let nobody = chargeonce(&[
         "shops",
@@ -127,19 +94,28 @@ async fn an_event_committed_before_a_kill_is_delivered_by_the_next_process() {
     assert_eq!(paid.status, 201);
     // A's relay is mid-POST (the merchant hangs): kill A before it can record anything.
     common::eventually("the first delivery", Duration::from_secs(10), || async {
-        (!log.lock().unwrap().is_empty()).then_some(())
+        (!merchant.received().is_empty()).then_some(())
     })
     .await;
     a.kill();
 
     let b = Server::start(ServerConfig::new("B").args(relay_flags), db.url(), &ledger).await;
     common::eventually("the redelivery", Duration::from_secs(15), || async {
-        (log.lock().unwrap().len() >= 2).then_some(())
+        (merchant.received().len() >= 2).then_some(())
     })
     .await;
-    let deliveries = log.lock().unwrap().clone();
-    let (first_id, _, first_body) = &deliveries[0];
-    let (second_id, signature, second_body) = &deliveries[1];
+    let deliveries = merchant.received();
+    let Received {
+        event_id: first_id,
+        body: first_body,
+        ..
+    } = &deliveries[0];
+    let Received {
+        event_id: second_id,
+        signature,
+        body: second_body,
+        ..
+    } = &deliveries[1];
     assert_eq!(first_id, second_id, "the same event id");
     assert_eq!(first_body, second_body, "the same bytes");
     let now = time::OffsetDateTime::now_utc().unix_timestamp();

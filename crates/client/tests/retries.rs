@@ -12,7 +12,8 @@ use chargeonce_client::{
     AttemptAnswer, CreateRefund, Error, FailureKind, IdempotencyKey, Money, Outcome, PayResult,
     PaymentStatus, ProblemCode, RefundOutcome,
 };
-use common::{Backend, Fault, FaultProxy, Options, TestServer};
+use chargeonce_testkit::on_both_stores;
+use common::{Backend, Fault, FaultProxy, Served};
 
 fn statuses(result: &PayResult) -> Vec<String> {
     result
@@ -36,7 +37,7 @@ fn paid(result: &PayResult) -> &chargeonce_client::Payment {
 
 /// The first request executes once; nothing to retry.
 async fn pays_on_the_first_attempt(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let order = common::order("first");
     let key = common::pay_key(&order);
     let result = server
@@ -54,7 +55,7 @@ async fn pays_on_the_first_attempt(backend: Backend) {
 /// The server commits, the answer is lost twice on the way back; the third
 /// attempt with the same key gets the replay, and the bank charged once.
 async fn lost_answers_are_retried_with_the_same_key(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let proxy = FaultProxy::start(
         server.addr,
         &[Fault::LoseAnswer, Fault::LoseAnswer],
@@ -80,7 +81,7 @@ async fn lost_answers_are_retried_with_the_same_key(backend: Backend) {
 /// The client times out after the server committed (the answer never comes);
 /// the retry gets the replay.
 async fn a_timeout_after_the_commit_is_retried(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let proxy = FaultProxy::start(server.addr, &[Fault::ForwardThenHang], Fault::Pass).await;
     let policy = common::fast_policy().attempt_timeout(Duration::from_millis(1000));
     let client = common::client_for(&proxy.base, policy);
@@ -98,7 +99,7 @@ async fn a_timeout_after_the_commit_is_retried(backend: Backend) {
 /// A repeat while the first request runs gets 409 with Retry-After (no
 /// `Prefer`), waits, and gets the replay.
 async fn in_progress_409_is_retried_after_retry_after(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let order = common::order("conflict");
     let key = common::pay_key(&order);
     let request = common::payment(&order, "tok_slow");
@@ -124,7 +125,7 @@ async fn in_progress_409_is_retried_after_retry_after(backend: Backend) {
 /// With `Prefer: wait`, the repeat waits on the server and gets the first
 /// request's answer at once: one attempt, no 409.
 async fn prefer_wait_gets_the_first_answer_without_409(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let order = common::order("prefer");
     let key = common::pay_key(&order);
     let request = common::payment(&order, "tok_slow");
@@ -150,7 +151,7 @@ async fn prefer_wait_gets_the_first_answer_without_409(backend: Backend) {
 /// The acquirer charged but its answer was lost: 202 pending, and the retry
 /// with the same key gets 201 from the same charge.
 async fn pending_202_is_retried_to_the_final_answer(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let order = common::order("pending");
     let result = server
         .client()
@@ -176,7 +177,7 @@ async fn pending_202_is_retried_to_the_final_answer(backend: Backend) {
 /// The database is gone: 503 with Retry-After on every attempt; when the
 /// budget runs out the outcome is Uncertain, not an error, and nothing moved.
 async fn store_down_503_ends_uncertain_when_the_budget_runs_out(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     assert!(server.client().ready().await.unwrap());
     server.break_store().await;
     assert!(!server.client().ready().await.unwrap());
@@ -212,7 +213,7 @@ async fn store_down_503_ends_uncertain_when_the_budget_runs_out(backend: Backend
 /// Every answer is lost until the budget runs out: Uncertain (the server did
 /// charge, once). A later call with the same key learns the truth.
 async fn lost_answers_until_the_budget_runs_out_are_uncertain(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let proxy = FaultProxy::start(server.addr, &[], Fault::LoseAnswer).await;
     let policy = common::fast_policy().budget(Duration::from_millis(1200));
     let client = common::client_for(&proxy.base, policy);
@@ -251,7 +252,7 @@ async fn lost_answers_until_the_budget_runs_out_are_uncertain(backend: Backend) 
 
 /// The budget runs out while the payment is pending: the outcome names it.
 async fn uncertain_names_the_pending_payment(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     // Shorter than the 202's Retry-After (1 s): no retry fits.
     let policy = common::fast_policy().budget(Duration::from_millis(950));
     let client = common::client_for(&server.base, policy);
@@ -277,7 +278,7 @@ async fn uncertain_names_the_pending_payment(backend: Backend) {
 /// The same key with another amount is a client bug: a distinct error after
 /// one attempt, nothing executed, the first payment untouched.
 async fn a_changed_amount_is_key_reused_and_not_retried(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let client = server.client();
     let order = common::order("changed");
     let key = common::pay_key(&order);
@@ -301,7 +302,7 @@ async fn a_changed_amount_is_key_reused_and_not_retried(backend: Backend) {
 
 /// A decline is a definite answer: one attempt, replayed on repeat.
 async fn a_decline_is_definite_and_not_retried(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let client = server.client();
     let order = common::order("declined");
     let key = common::pay_key(&order);
@@ -321,7 +322,7 @@ async fn a_decline_is_definite_and_not_retried(backend: Backend) {
 /// Ten concurrent requests with one key (a double, triple... click): one
 /// payment, one charge, every caller told the same.
 async fn concurrent_clicks_share_one_payment(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let order = common::order("clicks");
     let key = common::pay_key(&order);
     let request = common::payment(&order, "tok_ok");
@@ -352,9 +353,13 @@ async fn concurrent_clicks_share_one_payment(backend: Backend) {
 /// The key expired on the server; paying the order again returns its payment
 /// (the server's guard, 200), and `pay_order` finds it without sending.
 async fn after_the_key_expired_the_order_is_not_charged_again(backend: Backend) {
-    let mut options = Options::default();
-    options.timing.ttl = Duration::from_secs(1);
-    let server = TestServer::start_with(backend, options).await;
+    let server = common::start_with(backend, |service| {
+        service.engine(|mut config| {
+            config.timing.ttl = Duration::from_secs(1);
+            config
+        })
+    })
+    .await;
     let client = server.client();
     let order = common::order("expired");
     let key = common::pay_key(&order);
@@ -379,7 +384,7 @@ async fn after_the_key_expired_the_order_is_not_charged_again(backend: Backend) 
 
 /// Reads: one payment, an order's payments, and a typed 404.
 async fn reads_are_typed(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let client = server.client();
     let order = common::order("reads");
     let paid_now = client
@@ -416,7 +421,7 @@ async fn reads_are_typed(backend: Backend) {
 /// with the same key gets the replay (the same bytes as the first answer),
 /// and the payment shows the money given back once.
 async fn refunds_lost_answers_are_retried_with_the_same_key(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let order = common::order("refund-lost");
     let payment = server
         .client()
@@ -471,7 +476,7 @@ async fn refunds_lost_answers_are_retried_with_the_same_key(backend: Backend) {
 /// More than what is left is a refusal (an error, not retried); reusing the
 /// payment's key for a refund is `KeyReused`.
 async fn refund_refusals_are_errors(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = common::start(backend).await;
     let client = server.client();
     let order = common::order("refund-refused");
     let pay_key = common::pay_key(&order);
@@ -531,7 +536,7 @@ on_both_stores!(
 /// no sooner than asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn too_many_requests_429_honours_retry_after() {
-    let server = TestServer::start(Backend::Sqlite).await;
+    let server = common::start(Backend::Sqlite).await;
     let proxy = FaultProxy::start(server.addr, &[Fault::TooManyRequests], Fault::Pass).await;
     let client = common::client_for(&proxy.base, common::fast_policy());
     let order = common::order("429");
@@ -549,16 +554,15 @@ async fn too_many_requests_429_honours_retry_after() {
 /// `Retry-After`, retried with the same key no sooner than asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_shops_rate_limit_429_honours_retry_after() {
-    let options = common::Options {
-        state: |state| {
+    let server = common::start_with(Backend::Sqlite, |service| {
+        service.state(|state| {
             state.with_rate_limit(chargeonce_server::limits::RateLimit {
                 per_second: 1,
                 burst: 1,
             })
-        },
-        ..common::Options::default()
-    };
-    let server = TestServer::start_with(Backend::Sqlite, options).await;
+        })
+    })
+    .await;
     let client = server.client();
     let first = common::order("rl-1");
     client
@@ -579,7 +583,7 @@ async fn the_shops_rate_limit_429_honours_retry_after() {
 /// A `503` from a gateway, then the API answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_5xx_is_retried() {
-    let server = TestServer::start(Backend::Sqlite).await;
+    let server = common::start(Backend::Sqlite).await;
     let proxy = FaultProxy::start(server.addr, &[Fault::Unavailable], Fault::Pass).await;
     let client = common::client_for(&proxy.base, common::fast_policy());
     let order = common::order("503");
@@ -594,7 +598,7 @@ async fn a_5xx_is_retried() {
 /// Nothing listens yet (connection refused), then the service comes up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connection_refused_until_the_server_comes_up() {
-    let server = TestServer::start(Backend::Sqlite).await;
+    let server = common::start(Backend::Sqlite).await;
     let addr = common::free_addr().await;
     let client = common::client_for(&format!("http://{addr}"), common::fast_policy());
     let order = common::order("refused");
@@ -619,7 +623,7 @@ async fn connection_refused_until_the_server_comes_up() {
 /// invalid field (422 invalid_request).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn refusals_are_errors_and_not_retried() {
-    let server = TestServer::start(Backend::Sqlite).await;
+    let server = common::start(Backend::Sqlite).await;
     let order = common::order("refused-4xx");
     let wrong = chargeonce_client::Client::builder(&server.base, common::SHOP, "sk_wrong")
         .retry_policy(common::fast_policy())
@@ -674,7 +678,7 @@ async fn the_budget_bounds_the_call() {
 /// first attempt: the result is Uncertain, never an error inviting a new key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusal_after_a_lost_answer_is_uncertain_not_an_error() {
-    let server = TestServer::start(Backend::Sqlite).await;
+    let server = common::start(Backend::Sqlite).await;
     let proxy = FaultProxy::start(
         server.addr,
         &[Fault::LoseAnswer, Fault::GatewayRefuses],

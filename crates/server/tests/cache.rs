@@ -9,11 +9,12 @@ mod common;
 use std::time::Duration;
 
 use chargeonce_core::{IdempotencyKey, KeyTiming, ShopId};
-use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, TestServer, body, send};
+use chargeonce_testkit::on_both_stores;
+use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, send};
 use serde_json::Value;
 
 fn pay_as(
-    s: &TestServer,
+    s: &TestService,
     shop: &str,
     secret: &str,
     key: &str,
@@ -26,7 +27,7 @@ fn pay_as(
         .json(b)
 }
 
-async fn store_replays(s: &TestServer, key: &str) -> i64 {
+async fn store_replays(s: &TestService, key: &str) -> i64 {
     let record = s
         .store
         .key(
@@ -40,7 +41,7 @@ async fn store_replays(s: &TestServer, key: &str) -> i64 {
 }
 
 async fn a_cached_replay_is_byte_identical_and_needs_no_store(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-c1", "12.00", "tok_ok");
     let first = send(s.pay("c1", &b)).await;
     assert_eq!(first.status, 201);
@@ -71,7 +72,7 @@ async fn a_cached_replay_is_byte_identical_and_needs_no_store(backend: Backend) 
 }
 
 async fn a_mismatch_on_a_cached_key_is_still_422(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-m1", "12.00", "tok_ok");
     let first = send(s.pay("m1", &b)).await;
     assert_eq!(first.status, 201);
@@ -92,7 +93,7 @@ async fn a_mismatch_on_a_cached_key_is_still_422(backend: Backend) {
 }
 
 async fn the_same_key_under_two_shops_gets_each_shops_own_response(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-shared", "5.00", "tok_ok");
     let a = send(pay_as(&s, common::SHOP, common::SECRET, "shared", &b)).await;
     let o = send(pay_as(&s, OTHER_SHOP, OTHER_SECRET, "shared", &b)).await;
@@ -120,7 +121,7 @@ async fn the_same_key_under_two_shops_gets_each_shops_own_response(backend: Back
 }
 
 async fn the_auth_cache_refuses_a_wrong_secret_for_a_cached_shop(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-auth", "7.00", "tok_ok");
     let first = send(s.pay("auth", &b)).await;
     assert_eq!(first.status, 201);
@@ -143,19 +144,15 @@ async fn the_auth_cache_refuses_a_wrong_secret_for_a_cached_shop(backend: Backen
 }
 
 async fn a_pending_answer_is_not_cached(backend: Backend) {
-    let s = TestServer::start_with(
-        backend,
-        Options {
-            timing: KeyTiming {
-                lease: Duration::from_secs(30),
-                ttl: Duration::from_secs(3600),
-            },
-            slow: Duration::from_millis(1500),
-            acquirer_timeout: Duration::from_millis(200),
-            ..Options::default()
-        },
-    )
-    .await;
+    let s = TestService::builder(backend)
+        .timing(KeyTiming {
+            lease: Duration::from_secs(30),
+            ttl: Duration::from_secs(3600),
+        })
+        .slow(Duration::from_millis(1500))
+        .acquirer_timeout(Duration::from_millis(200))
+        .start()
+        .await;
     let b = body("order-p", "9.00", "tok_slow");
     let first = send(s.pay("p", &b)).await;
     assert_eq!(
@@ -170,7 +167,7 @@ async fn a_pending_answer_is_not_cached(backend: Backend) {
 }
 
 async fn concurrent_duplicates_share_one_execution(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-flight", "3.00", "tok_ok");
     let answers = futures::future::join_all((0..40).map(|_| s.pay("flight", &b).send())).await;
     let mut executed = Vec::new();
@@ -186,7 +183,7 @@ async fn concurrent_duplicates_share_one_execution(backend: Backend) {
     }
     assert_eq!(executed.len(), 1, "one execution");
     assert!(replays.iter().all(|r| *r == executed[0]));
-    assert_eq!(s.charges_for("order-flight").await.len(), 1);
+    assert_eq!(s.charges("order-flight").await.len(), 1);
     let after = send(s.pay("flight", &b)).await;
     assert!(after.replayed());
     assert_eq!(after.bytes, executed[0]);

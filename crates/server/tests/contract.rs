@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use chargeonce_acquirer::ChargeStatus;
 use chargeonce_core::{KeyTiming, PaymentId, PaymentStatus, SettleOutcome, Settlement, ShopId};
+use chargeonce_testkit::on_both_stores;
 use common::{
-    Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, TestServer, body, raw_answer, raw_status,
-    send,
+    Answer, Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, raw_answer, raw_status, send,
 };
 use serde_json::json;
 
 async fn first_request_is_201_and_a_repeat_is_a_byte_identical_replay(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("order-1-pay", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     assert!(!first.replayed());
@@ -45,11 +45,11 @@ async fn first_request_is_201_and_a_repeat_is_a_byte_identical_replay(backend: B
         assert_eq!(again.header("location"), first.header("location"));
         assert_eq!(again.header("content-type"), Some("application/json"));
     }
-    assert_eq!(s.charges_for("order-1").await.len(), 1);
+    assert_eq!(s.charges("order-1").await.len(), 1);
 }
 
 async fn a_reserialised_body_is_the_same_request(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     let reordered = "{\n \"payment_method\" : {\"token\":\"tok_ok\"},\"reference\":\"order-1\",\n\
@@ -70,7 +70,7 @@ async fn a_reserialised_body_is_the_same_request(backend: Backend) {
 }
 
 async fn the_same_key_with_another_body_is_422_and_executes_nothing(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     for changed in [
@@ -85,14 +85,14 @@ async fn the_same_key_with_another_body_is_422_and_executes_nothing(backend: Bac
             .assert_problem(422, "idempotency_key_reused");
     }
     assert_eq!(s.ledger_len().await, 1, "a mismatch never executes");
-    assert!(s.charges_for("order-2").await.is_empty());
+    assert!(s.charges("order-2").await.is_empty());
     // The original is untouched: its replay is still the first answer.
     let again = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(again.bytes, first.bytes);
 }
 
 async fn a_repeat_while_the_first_runs_is_409_with_retry_after(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-slow", "10.00", "tok_slow");
     let first = tokio::spawn(s.pay("slow", &b).send());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -111,11 +111,11 @@ async fn a_repeat_while_the_first_runs_is_409_with_retry_after(backend: Backend)
     let third = send(s.pay("slow", &b)).await;
     assert_eq!(third.bytes, first.bytes);
     assert!(third.replayed());
-    assert_eq!(s.charges_for("order-slow").await.len(), 1);
+    assert_eq!(s.charges("order-slow").await.len(), 1);
 }
 
 async fn concurrent_duplicates_charge_once(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-dup", "99.99", "tok_ok");
     let requests = (0..50).map(|_| s.pay("double-click", &b).send());
     let answers = futures::future::join_all(requests).await;
@@ -136,11 +136,11 @@ async fn concurrent_duplicates_charge_once(backend: Backend) {
         created.iter().all(|b| *b == created[0]),
         "every 201 carries the same bytes"
     );
-    assert_eq!(s.charges_for("order-dup").await.len(), 1);
+    assert_eq!(s.charges("order-dup").await.len(), 1);
 }
 
 async fn a_decline_is_definite_and_replayed(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-d", "5.00", "tok_declined");
     let first = send(s.pay("d", &b)).await;
     first.assert_problem(402, "payment_declined");
@@ -151,7 +151,7 @@ async fn a_decline_is_definite_and_replayed(backend: Backend) {
     assert_eq!(again.status, 402);
     assert_eq!(again.bytes, first.bytes);
     assert!(again.replayed());
-    let charges = s.charges_for("order-d").await;
+    let charges = s.charges("order-d").await;
     assert_eq!(charges.len(), 1);
     assert_eq!(charges[0].status, ChargeStatus::Declined);
     // A declined order may be paid again, under a new key.
@@ -165,7 +165,7 @@ async fn a_decline_is_definite_and_replayed(backend: Backend) {
 }
 
 async fn a_lost_acquirer_answer_is_202_then_resolved_by_retry(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-t", "1500.00", "tok_timeout");
     let first = send(s.pay("t", &b)).await;
     assert_eq!(first.status, 202);
@@ -179,7 +179,7 @@ async fn a_lost_acquirer_answer_is_202_then_resolved_by_retry(backend: Backend) 
     assert_eq!(retry.status, 201);
     assert_eq!(retry.json()["status"], "succeeded");
     assert_eq!(retry.json()["id"], id.as_str());
-    let charges = s.charges_for("order-t").await;
+    let charges = s.charges("order-t").await;
     assert_eq!(charges.len(), 1, "the retry re-drove the same acquirer key");
     assert_eq!(charges[0].acquirer_key.as_str(), format!("chargeonce-{id}"));
     let replay = send(s.pay("t", &b)).await;
@@ -188,25 +188,21 @@ async fn a_lost_acquirer_answer_is_202_then_resolved_by_retry(backend: Backend) 
 }
 
 async fn a_new_key_for_a_paid_order_returns_the_payment(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k1", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     let second = send(s.pay("k2", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(second.status, 200);
     assert_eq!(second.json()["id"], first.json()["id"]);
     assert_eq!(second.json()["status"], "succeeded");
-    assert_eq!(
-        s.charges_for("order-1").await.len(),
-        1,
-        "3000 never charged"
-    );
+    assert_eq!(s.charges("order-1").await.len(), 1, "3000 never charged");
     let replay = send(s.pay("k2", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(replay.status, 200);
     assert!(replay.replayed());
 }
 
 async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1500.00", "tok_slow");
     let first = tokio::spawn(s.pay("k1", &b).send());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -230,7 +226,7 @@ async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backe
     let replay = send(s.pay("k2", &b)).await;
     assert!(replay.replayed());
     assert_eq!(replay.bytes, settled.bytes);
-    assert_eq!(s.charges_for("order-1").await.len(), 1);
+    assert_eq!(s.charges("order-1").await.len(), 1);
 }
 
 /// A key that found its order's payment pending links to it (202). When that
@@ -238,7 +234,7 @@ async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backe
 /// gets an attempt of its own, with its own card, never the other payment's
 /// decline.
 async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let first = send(s.pay("k1", &body("order-1", "1500.00", "tok_timeout"))).await;
     assert_eq!(first.status, 202);
     let theirs = first.json()["id"].as_str().unwrap().to_owned();
@@ -269,7 +265,7 @@ async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: B
     let replay = send(s.pay("k2", &mine)).await;
     assert!(replay.replayed());
     assert_eq!(replay.bytes, own.bytes);
-    let charges = s.charges_for("order-1").await;
+    let charges = s.charges("order-1").await;
     assert!(
         charges
             .iter()
@@ -279,12 +275,11 @@ async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: B
 }
 
 async fn an_acquirer_slower_than_its_timeout_is_pending_then_resolved(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_millis(1200),
-        acquirer_timeout: Duration::from_millis(300),
-        ..Options::default()
-    };
-    let s = TestServer::start_with(backend, options).await;
+    let s = TestService::builder(backend)
+        .slow(Duration::from_millis(1200))
+        .acquirer_timeout(Duration::from_millis(300))
+        .start()
+        .await;
     let b = body("order-1", "1500.00", "tok_slow");
     let started = std::time::Instant::now();
     let first = send(s.pay("k", &b)).await;
@@ -303,7 +298,7 @@ async fn an_acquirer_slower_than_its_timeout_is_pending_then_resolved(backend: B
     );
     assert_eq!(retry.json()["status"], "succeeded");
     assert_eq!(retry.json()["id"], first.json()["id"]);
-    assert_eq!(s.charges_for("order-1").await.len(), 1);
+    assert_eq!(s.charges("order-1").await.len(), 1);
 }
 
 async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
@@ -311,14 +306,7 @@ async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
         lease: Duration::from_secs(30),
         ttl: Duration::from_millis(500),
     };
-    let s = TestServer::start_with(
-        backend,
-        Options {
-            timing,
-            ..Options::default()
-        },
-    )
-    .await;
+    let s = TestService::builder(backend).timing(timing).start().await;
     let first = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     assert_eq!(first.status, 201);
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -331,16 +319,16 @@ async fn an_expired_key_cannot_pay_an_order_twice(backend: Backend) {
     assert_eq!(again.status, 200);
     assert!(!again.replayed());
     assert_eq!(again.json()["id"], first.json()["id"]);
-    assert_eq!(s.charges_for("order-1").await.len(), 1);
+    assert_eq!(s.charges("order-1").await.len(), 1);
     // An expired key, not yet swept, for a new order: a new payment.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let other = send(s.pay("k", &body("order-2", "1.00", "tok_ok"))).await;
     assert_eq!(other.status, 201);
-    assert_eq!(s.charges_for("order-2").await.len(), 1);
+    assert_eq!(s.charges("order-2").await.len(), 1);
 }
 
 async fn bad_keys_are_400_and_store_nothing(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1.00", "tok_ok");
     let no_key = s
         .http
@@ -395,14 +383,14 @@ async fn bad_keys_are_400_and_store_nothing(backend: Backend) {
         raw.extend_from_slice(json_body.as_bytes());
         assert_eq!(raw_status(&s.base, &raw).await, 400, "key {key:?}");
     }
-    assert_eq!(s.charges_for("order-1").await.len(), 0);
-    assert_eq!(s.charges_for("raw").await.len(), 0);
+    assert_eq!(s.charges("order-1").await.len(), 0);
+    assert_eq!(s.charges("raw").await.len(), 0);
     let listed = send(s.get("/v1/payments?reference=order-1")).await;
     assert_eq!(listed.json()["data"], json!([]));
 }
 
 async fn credentials_are_required_and_checked(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1.00", "tok_ok");
     let post = || {
         s.http
@@ -434,7 +422,7 @@ async fn credentials_are_required_and_checked(backend: Backend) {
 }
 
 async fn bad_bodies_are_rejected_before_anything_runs(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let auth = |r: reqwest::RequestBuilder| {
         r.basic_auth(common::SHOP, Some(common::SECRET))
             .header("idempotency-key", "k")
@@ -503,7 +491,7 @@ async fn bad_bodies_are_rejected_before_anything_runs(backend: Backend) {
 }
 
 async fn keys_and_payments_belong_to_one_shop(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-1", "1500.00", "tok_ok");
     let a = send(s.pay("shared-key", &b)).await;
     assert_eq!(a.status, 201);
@@ -537,7 +525,7 @@ async fn keys_and_payments_belong_to_one_shop(backend: Backend) {
 }
 
 async fn payments_can_be_read_back(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let created = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     let id = created.json()["id"].as_str().unwrap().to_owned();
     let got = send(s.get(&format!("/v1/payments/{id}"))).await;
@@ -566,7 +554,7 @@ async fn payments_can_be_read_back(backend: Backend) {
 }
 
 async fn health_and_readiness(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     assert_eq!(
         send(s.http.get(s.url("/healthz"))).await.json(),
         json!({"status": "ok"})
@@ -583,7 +571,7 @@ async fn health_and_readiness(backend: Backend) {
 }
 
 async fn an_unreachable_store_is_503_and_nothing_is_charged(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     s.break_store().await;
     let answer = send(s.pay("k", &body("order-1", "1500.00", "tok_ok"))).await;
     answer.assert_problem(503, "store_unavailable");

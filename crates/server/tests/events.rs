@@ -7,113 +7,18 @@
 
 mod common;
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
 use chargeonce_core::ShopId;
 use chargeonce_core::events::{DeliveryState, EventId, WebhookEndpoint};
 use chargeonce_core::webhook::{self, WebhookSecret};
+use chargeonce_testkit::{Received, Reply, TestMerchant, on_both_stores};
 use chargeonce_workers::relay::{self, RelayConfig};
-use common::{Backend, OTHER_SECRET, OTHER_SHOP, TestServer, body, send};
+use common::{Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, send};
 use serde_json::{Value, json};
 
 const HOOK_SECRET: &str = "whsec_merchant_a";
-
-/// How the test merchant answers one delivery.
-#[derive(Debug, Clone, Copy)]
-enum Reply {
-    Status(u16),
-    /// Never answers in time (the relay's request times out or is killed).
-    Hang,
-}
-
-#[derive(Debug, Clone)]
-struct Received {
-    event_id: String,
-    event_type: String,
-    signature: String,
-    body: Vec<u8>,
-}
-
-#[derive(Default)]
-struct MerchantState {
-    script: VecDeque<Reply>,
-    /// Answer once the script is over.
-    then: Option<u16>,
-    received: Vec<Received>,
-}
-
-/// A tiny merchant on a real socket: answers from a script, logs every delivery.
-#[derive(Clone, Default)]
-struct Merchant {
-    state: Arc<Mutex<MerchantState>>,
-    url: String,
-}
-
-async fn hook(
-    State(merchant): State<Merchant>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> StatusCode {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let reply = {
-        let mut state = merchant.state.lock().unwrap();
-        state.received.push(Received {
-            event_id: header("chargeonce-event-id"),
-            event_type: header("chargeonce-event-type"),
-            signature: header(webhook::SIGNATURE_HEADER),
-            body: body.to_vec(),
-        });
-        let then = state.then.unwrap_or(200);
-        state.script.pop_front().unwrap_or(Reply::Status(then))
-    };
-    match reply {
-        Reply::Status(code) => StatusCode::from_u16(code).unwrap(),
-        Reply::Hang => {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            StatusCode::OK
-        }
-    }
-}
-
-impl Merchant {
-    async fn start(script: Vec<Reply>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hooks", listener.local_addr().unwrap());
-        let merchant = Merchant {
-            state: Arc::new(Mutex::new(MerchantState {
-                script: script.into(),
-                ..MerchantState::default()
-            })),
-            url,
-        };
-        let app = axum::Router::new()
-            .route("/hooks", post(hook))
-            .with_state(merchant.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        merchant
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.state.lock().unwrap().received.clone()
-    }
-
-    fn answer_from_now_on(&self, status: u16) {
-        let mut state = self.state.lock().unwrap();
-        state.script.clear();
-        state.then = Some(status);
-    }
-}
 
 fn fast() -> RelayConfig {
     RelayConfig {
@@ -127,7 +32,7 @@ fn fast() -> RelayConfig {
     }
 }
 
-async fn set_webhook(s: &TestServer, url: &str) {
+async fn set_webhook(s: &TestService, url: &str) {
     let endpoint = WebhookEndpoint {
         url: url.to_owned(),
         secret: WebhookSecret::new(HOOK_SECRET),
@@ -136,7 +41,7 @@ async fn set_webhook(s: &TestServer, url: &str) {
     assert!(s.store.set_webhook(&shop, Some(&endpoint)).await.unwrap());
 }
 
-async fn pay(s: &TestServer, reference: &str, token: &str) -> String {
+async fn pay(s: &TestService, reference: &str, token: &str) -> String {
     let answer = send(s.pay(
         &format!("{reference}-pay"),
         &body(reference, "1500.00", token),
@@ -150,7 +55,7 @@ async fn pay(s: &TestServer, reference: &str, token: &str) -> String {
     }
 }
 
-async fn events(s: &TestServer, query: &str) -> Value {
+async fn events(s: &TestService, query: &str) -> Value {
     let answer = send(s.get(&format!("/v1/events{query}"))).await;
     assert_eq!(
         answer.status,
@@ -161,14 +66,14 @@ async fn events(s: &TestServer, query: &str) -> Value {
     answer.json()
 }
 
-async fn event(s: &TestServer, id: &str) -> Value {
+async fn event(s: &TestService, id: &str) -> Value {
     let answer = send(s.get(&format!("/v1/events/{id}"))).await;
     assert_eq!(answer.status, 200);
     answer.json()
 }
 
 /// Waits until the event's delivery state is `state`.
-async fn wait_for_state(s: &TestServer, id: &str, state: &str) -> Value {
+async fn wait_for_state(s: &TestService, id: &str, state: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let current = event(s, id).await;
@@ -200,8 +105,8 @@ fn assert_signed(received: &Received) {
 }
 
 async fn a_merchant_failing_three_times_gets_the_event_once_acknowledged(backend: Backend) {
-    let s = TestServer::start(backend).await;
-    let merchant = Merchant::start(vec![
+    let s = TestService::start(backend).await;
+    let merchant = TestMerchant::start(vec![
         Reply::Status(500),
         Reply::Status(500),
         Reply::Status(500),
@@ -245,8 +150,8 @@ async fn a_merchant_failing_three_times_gets_the_event_once_acknowledged(backend
 }
 
 async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backend: Backend) {
-    let s = TestServer::start(backend).await;
-    let merchant = Merchant::start(vec![]).await;
+    let s = TestService::start(backend).await;
+    let merchant = TestMerchant::start(vec![]).await;
     merchant.answer_from_now_on(503);
     set_webhook(&s, &merchant.url).await;
     pay(&s, "order-1", "tok_declined").await;
@@ -300,8 +205,8 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
 }
 
 async fn events_of_one_payment_are_delivered_in_order(backend: Backend) {
-    let s = TestServer::start(backend).await;
-    let merchant = Merchant::start(vec![Reply::Status(500), Reply::Status(500)]).await;
+    let s = TestService::start(backend).await;
+    let merchant = TestMerchant::start(vec![Reply::Status(500), Reply::Status(500)]).await;
     set_webhook(&s, &merchant.url).await;
     let payment_id = pay(&s, "order-1", "tok_ok").await;
     let refund = send(
@@ -352,8 +257,8 @@ async fn events_of_one_payment_are_delivered_in_order(backend: Backend) {
 }
 
 async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Backend) {
-    let s = TestServer::start(backend).await;
-    let merchant = Merchant::start(vec![Reply::Hang]).await;
+    let s = TestService::start(backend).await;
+    let merchant = TestMerchant::start(vec![Reply::Hang]).await;
     set_webhook(&s, &merchant.url).await;
     // The transition commits with its event; no relay runs yet.
     pay(&s, "order-1", "tok_ok").await;
@@ -408,7 +313,7 @@ async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Back
 }
 
 async fn events_are_kept_apart_between_shops(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     pay(&s, "order-1", "tok_ok").await;
     pay(&s, "order-2", "tok_declined").await;
     let mine = events(&s, "").await;

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use chargeonce_core::webhook::{SIGNATURE_HEADER, WebhookSecret, sign};
 use chargeonce_core::{IdempotencyKey, PaymentId, ShopId};
-use common::{Answer, Backend, SHOP, TestServer, WEBHOOK_SECRET, body, raw_auth, send};
+use chargeonce_testkit::on_both_stores;
+use common::{Answer, Backend, SHOP, TestService, WEBHOOK_SECRET, body, raw_auth, send};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -199,7 +200,7 @@ fn assert_documented(
 }
 
 /// Nothing stored, nothing charged: no key, no payment, an empty ledger.
-async fn assert_nothing_happened(s: &TestServer) {
+async fn assert_nothing_happened(s: &TestService) {
     let shop = ShopId::new(SHOP).unwrap();
     let key = IdempotencyKey::new("hostile-key").unwrap();
     assert!(s.store.key(&shop, &key).await.unwrap().is_none());
@@ -218,7 +219,7 @@ async fn assert_nothing_happened(s: &TestServer) {
 }
 
 async fn every_route_answers_hostile_input_with_a_problem(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let codes = documented_codes();
     let a_payment_id = PaymentId::generate();
     let a_payment_id = a_payment_id.as_str();
@@ -444,7 +445,7 @@ fn the_route_table_is_the_routers() {
 }
 
 async fn duplicate_members_are_refused_at_any_depth(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let pay = |json: &str| {
         s.http
             .post(s.url("/v1/payments"))
@@ -513,7 +514,7 @@ async fn duplicate_members_are_refused_at_any_depth(backend: Backend) {
 }
 
 async fn amounts_more_precise_than_their_currency_are_refused(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     for (value, currency, minor_units) in [
         ("1500.00", "JPY", 0),
         ("1500.0", "JPY", 0),
@@ -570,7 +571,7 @@ async fn amounts_more_precise_than_their_currency_are_refused(backend: Backend) 
 }
 
 async fn an_unknown_simulator_token_is_declined(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let b = body("order-typo", "10.00", "tok_declinde");
     let first = send(s.pay("typo", &b)).await;
     first.assert_problem(402, "payment_declined");
@@ -579,7 +580,7 @@ async fn an_unknown_simulator_token_is_declined(backend: Backend) {
     let again = send(s.pay("typo", &b)).await;
     assert!(again.replayed());
     assert_eq!(again.bytes, first.bytes);
-    let charges = s.charges_for("order-typo").await;
+    let charges = s.charges("order-typo").await;
     assert_eq!(charges.len(), 1);
     assert_eq!(
         charges[0].status,
@@ -617,7 +618,7 @@ fn event_body(reference: &str) -> String {
     .to_string()
 }
 
-async fn webhook(s: &TestServer, signature: &str, body: Vec<u8>) -> Answer {
+async fn webhook(s: &TestService, signature: &str, body: Vec<u8>) -> Answer {
     send(
         s.http
             .post(s.url("/v1/webhooks/acquirer"))
@@ -629,7 +630,7 @@ async fn webhook(s: &TestServer, signature: &str, body: Vec<u8>) -> Answer {
 }
 
 async fn a_webhook_built_to_burn_cpu_is_refused_at_once(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let codes = documented_codes();
     let started = Instant::now();
     // A payment sent at the same time completes.

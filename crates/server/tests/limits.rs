@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use chargeonce_core::{IdempotencyKey, RecoveryPoint, ShopId};
 use chargeonce_server::conn::ConnectionLimits;
 use chargeonce_server::limits::{RateLimit, RequestLimits, WaiterCaps};
-use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, Options, SECRET, SHOP, TestServer};
+use chargeonce_testkit::on_both_stores;
+use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, SECRET, SHOP, TestService};
 use common::{body, send};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -39,7 +40,7 @@ where
 }
 
 /// Until the key exists in the store (its first request claimed it).
-async fn until_claimed(server: &TestServer, shop_id: &str, k: &str) {
+async fn until_claimed(server: &TestService, shop_id: &str, k: &str) {
     until("the key's claim", || async {
         server
             .store
@@ -52,7 +53,7 @@ async fn until_claimed(server: &TestServer, shop_id: &str, k: &str) {
 }
 
 /// Until the key is finished in the store.
-async fn until_finished(server: &TestServer, k: &str) {
+async fn until_finished(server: &TestService, k: &str) {
     until("the key's finish", || async {
         server
             .store
@@ -65,7 +66,7 @@ async fn until_finished(server: &TestServer, k: &str) {
 }
 
 /// A payment as shop B.
-fn pay_as_b(server: &TestServer, k: &str, body: &serde_json::Value) -> reqwest::RequestBuilder {
+fn pay_as_b(server: &TestService, k: &str, body: &serde_json::Value) -> reqwest::RequestBuilder {
     server
         .http
         .post(server.url("/v1/payments"))
@@ -80,7 +81,7 @@ fn assert_retry_after(answer: &Answer) {
     assert!(seconds >= 1, "Retry-After {seconds}");
 }
 
-async fn metrics(server: &TestServer) -> String {
+async fn metrics(server: &TestService) -> String {
     let answer = send(server.http.get(server.url("/metrics"))).await;
     String::from_utf8(answer.bytes).unwrap()
 }
@@ -101,7 +102,7 @@ async fn eof_within(stream: &mut TcpStream, within: Duration) -> (Option<Duratio
     }
 }
 
-fn addr(server: &TestServer) -> String {
+fn addr(server: &TestService) -> String {
     server.base.trim_start_matches("http://").to_owned()
 }
 
@@ -115,15 +116,14 @@ fn basic(shop_id: &str, secret: &str) -> String {
 /// the idle timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_and_idle_connections_are_closed() {
-    let options = Options {
-        connection: ConnectionLimits {
+    let server = TestService::builder(Backend::Sqlite)
+        .connection_limits(ConnectionLimits {
             header_timeout: Duration::from_millis(400),
             idle_timeout: Duration::from_millis(1500),
             ..ConnectionLimits::default()
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(Backend::Sqlite, options).await;
+        })
+        .start()
+        .await;
 
     let mut silent = TcpStream::connect(addr(&server)).await.unwrap();
     let mut half = TcpStream::connect(addr(&server)).await.unwrap();
@@ -164,16 +164,15 @@ async fn silent_and_idle_connections_are_closed() {
 /// `body_timeout` and the connection is closed; nothing is executed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_trickling_body_is_cut_with_408() {
-    let options = Options {
-        state: |state| {
+    let server = TestService::builder(Backend::Sqlite)
+        .state(|state| {
             state.with_request_limits(RequestLimits {
                 body_timeout: Duration::from_millis(500),
                 ..RequestLimits::default()
             })
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(Backend::Sqlite, options).await;
+        })
+        .start()
+        .await;
     let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
     let head = format!(
         "POST /v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {}\r\n\
@@ -225,16 +224,15 @@ async fn a_trickling_body_is_cut_with_408() {
 /// shop B, meanwhile, is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shop_over_its_rate_limit_gets_429_and_others_are_served() {
-    let options = Options {
-        state: |state| {
+    let server = TestService::builder(Backend::Sqlite)
+        .state(|state| {
             state.with_rate_limit(RateLimit {
                 per_second: 1,
                 burst: 5,
             })
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(Backend::Sqlite, options).await;
+        })
+        .start()
+        .await;
     let flood = (0..20).map(|_| send(server.get("/v1/payments?reference=order-rl")));
     let b_requests = (0..5).map(|_| {
         send(
@@ -283,22 +281,21 @@ async fn a_shop_over_its_rate_limit_gets_429_and_others_are_served() {
 /// once; a waiter whose client hangs up frees its place; the instance cap
 /// holds across shops.
 async fn waiters_over_the_caps_get_409_at_once(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_secs(3),
-        state: |state| {
+    let server = TestService::builder(backend)
+        .slow(Duration::from_secs(3))
+        .state(|state| {
             state.with_waiter_caps(WaiterCaps {
                 instance: 3,
                 shop: 2,
             })
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(backend, options).await;
+        })
+        .start()
+        .await;
     let a_body = body("order-wait-a", "10.00", "tok_slow");
     let first = tokio::spawn(send(server.pay("wait-a", &a_body)));
     until_claimed(&server, SHOP, "wait-a").await;
 
-    let waiter = |server: &TestServer| {
+    let waiter = |server: &TestService| {
         tokio::spawn(send(
             server.pay("wait-a", &a_body).header("prefer", "wait=20"),
         ))
@@ -377,7 +374,7 @@ async fn waiters_over_the_caps_get_409_at_once(backend: Backend) {
     assert_eq!(b_first.await.unwrap().status, 201);
     assert_eq!(b1.await.unwrap().status, 201);
     assert!(server.state.waiters().is_empty(), "every place freed");
-    assert_eq!(server.charges_for("order-wait-a").await.len(), 1);
+    assert_eq!(server.charges("order-wait-a").await.len(), 1);
     let text = metrics(&server).await;
     assert!(text.contains("reason=\"waiters_shop\""), "{text}");
     assert!(text.contains("reason=\"waiters_instance\""), "{text}");
@@ -387,17 +384,16 @@ async fn waiters_over_the_caps_get_409_at_once(backend: Backend) {
 /// Retry-After, while its payment goes on to a stored end: the retry gets
 /// it, and the acquirer charged once. `Prefer: wait=N` adds N to the limit.
 async fn a_slow_request_answers_503_and_its_payment_still_finishes(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_millis(2000),
-        state: |state| {
+    let server = TestService::builder(backend)
+        .slow(Duration::from_millis(2000))
+        .state(|state| {
             state.with_request_limits(RequestLimits {
                 request_timeout: Duration::from_millis(500),
                 ..RequestLimits::default()
             })
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(backend, options).await;
+        })
+        .start()
+        .await;
     let b = body("order-slow-1", "10.00", "tok_slow");
     let started = Instant::now();
     let cut = send(server.pay("slow-1", &b)).await;
@@ -423,7 +419,7 @@ async fn a_slow_request_answers_503_and_its_payment_still_finishes(backend: Back
     assert_eq!(retry.status, 201);
     assert!(retry.replayed());
     assert_eq!(retry.bytes, repeat.bytes);
-    assert_eq!(server.charges_for("order-slow-1").await.len(), 1);
+    assert_eq!(server.charges("order-slow-1").await.len(), 1);
     assert!(
         metrics(&server)
             .await
@@ -442,14 +438,13 @@ on_both_stores!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_sqlite_queue_answers_503_and_stores_nothing() {
     use sqlx::Connection as _;
-    let options = Options {
-        pool: chargeonce_store::PoolConfig {
+    let server = TestService::builder(Backend::Sqlite)
+        .pool(chargeonce_store::PoolConfig {
             write_queue: 2,
             ..chargeonce_store::PoolConfig::default()
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(Backend::Sqlite, options).await;
+        })
+        .start()
+        .await;
     // Another process holds the file's write lock: the writer thread blocks
     // on its next transaction (for up to its 5 s busy timeout).
     let mut holder = sqlx::SqliteConnection::connect(server.db_url())
@@ -499,7 +494,7 @@ async fn a_full_sqlite_queue_answers_503_and_stores_nothing() {
             .is_none(),
         "nothing stored for the refused payment"
     );
-    assert!(server.charges_for("order-q-4").await.is_empty());
+    assert!(server.charges("order-q-4").await.is_empty());
     let retry = send(server.pay("q-4", &body("order-q-4", "10.00", "tok_ok"))).await;
     assert_eq!(
         retry.status, 201,
@@ -516,15 +511,14 @@ async fn a_full_sqlite_queue_answers_503_and_stores_nothing() {
 /// acquire timeout answers 503 `store_unavailable` with Retry-After.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgres_pool_timeout_answers_503_with_retry_after() {
-    let options = Options {
-        pool: chargeonce_store::PoolConfig {
+    let server = TestService::builder(Backend::Postgres)
+        .pool(chargeonce_store::PoolConfig {
             max_connections: 1,
             acquire_timeout: Duration::from_millis(300),
             ..chargeonce_store::PoolConfig::default()
-        },
-        ..Options::default()
-    };
-    let server = TestServer::start_with(Backend::Postgres, options).await;
+        })
+        .start()
+        .await;
     let held = server.pg().unwrap().pool().acquire().await.unwrap();
     let started = Instant::now();
     let answer = send(server.pay("pool-1", &body("order-pool-1", "10.00", "tok_ok"))).await;
@@ -534,5 +528,5 @@ async fn a_postgres_pool_timeout_answers_503_with_retry_after() {
     drop(held);
     let retry = send(server.pay("pool-1", &body("order-pool-1", "10.00", "tok_ok"))).await;
     assert_eq!(retry.status, 201);
-    assert_eq!(server.charges_for("order-pool-1").await.len(), 1);
+    assert_eq!(server.charges("order-pool-1").await.len(), 1);
 }

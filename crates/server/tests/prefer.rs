@@ -7,11 +7,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Backend, Options, TestServer, body, send};
+use chargeonce_testkit::on_both_stores;
+use common::{Backend, TestService, body, send};
 
 /// Starts the first request (the acquirer is slow) and returns its task.
 fn first_request(
-    server: &TestServer,
+    server: &TestService,
     key: &str,
     body: &serde_json::Value,
 ) -> tokio::task::JoinHandle<common::Answer> {
@@ -21,7 +22,7 @@ fn first_request(
 
 /// The repeat waits and gets the first answer, byte for byte, as a replay.
 async fn a_repeat_waits_for_the_first_answer(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = TestService::start(backend).await;
     let body = body("order-prefer-1", "1500.00", "tok_slow");
     let first = first_request(&server, "prefer-1", &body);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -40,16 +41,15 @@ async fn a_repeat_waits_for_the_first_answer(backend: Backend) {
     assert_eq!(repeat.header("preference-applied"), Some("wait=10"));
     assert_eq!(repeat.header("location"), first.header("location"));
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(server.charges_for("order-prefer-1").await.len(), 1);
+    assert_eq!(server.charges("order-prefer-1").await.len(), 1);
 }
 
 /// Without `Prefer`, or with a malformed one, the repeat gets 409 at once.
 async fn without_a_valid_prefer_the_repeat_gets_409(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_secs(4),
-        ..Options::default()
-    };
-    let server = TestServer::start_with(backend, options).await;
+    let server = TestService::builder(backend)
+        .slow(Duration::from_secs(4))
+        .start()
+        .await;
     let body = body("order-prefer-2", "1500.00", "tok_slow");
     let first = first_request(&server, "prefer-2", &body);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -75,11 +75,10 @@ async fn without_a_valid_prefer_the_repeat_gets_409(backend: Backend) {
 
 /// A wait shorter than the first request: 409 once it is over, saying it waited.
 async fn a_short_wait_ends_in_409(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_millis(2500),
-        ..Options::default()
-    };
-    let server = TestServer::start_with(backend, options).await;
+    let server = TestService::builder(backend)
+        .slow(Duration::from_millis(2500))
+        .start()
+        .await;
     let body = body("order-prefer-3", "1500.00", "tok_slow");
     let first = first_request(&server, "prefer-3", &body);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -99,12 +98,11 @@ async fn a_short_wait_ends_in_409(backend: Backend) {
 /// 202 pending); the waiting repeat resumes it, as the client's retry would,
 /// and answers with the final result. Still one charge.
 async fn a_waiting_repeat_resumes_a_pending_payment(backend: Backend) {
-    let options = Options {
-        slow: Duration::from_secs(3),
-        acquirer_timeout: Duration::from_millis(600),
-        ..Options::default()
-    };
-    let server = TestServer::start_with(backend, options).await;
+    let server = TestService::builder(backend)
+        .slow(Duration::from_secs(3))
+        .acquirer_timeout(Duration::from_millis(600))
+        .start()
+        .await;
     let body = body("order-prefer-4", "1500.00", "tok_slow");
     let first = first_request(&server, "prefer-4", &body);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -125,12 +123,12 @@ async fn a_waiting_repeat_resumes_a_pending_payment(backend: Backend) {
     assert_eq!(repeat.json()["status"], "succeeded");
     assert_eq!(repeat.json()["id"], first.json()["id"]);
     assert_eq!(repeat.header("preference-applied"), Some("wait=10"));
-    assert_eq!(server.charges_for("order-prefer-4").await.len(), 1);
+    assert_eq!(server.charges("order-prefer-4").await.len(), 1);
 }
 
 /// A request that finds nothing running ignores the preference.
 async fn prefer_on_a_first_request_changes_nothing(backend: Backend) {
-    let server = TestServer::start(backend).await;
+    let server = TestService::start(backend).await;
     let body = body("order-prefer-5", "1500.00", "tok_ok");
     let first = send(server.pay("prefer-5", &body).header("prefer", "wait=5")).await;
     assert_eq!(first.status, 201);

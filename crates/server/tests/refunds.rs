@@ -6,10 +6,11 @@
 
 mod common;
 
-use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, TestServer, body, send};
+use chargeonce_testkit::on_both_stores;
+use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, send};
 use serde_json::{Value, json};
 
-fn refund(s: &TestServer, payment_id: &str, key: &str, body: &Value) -> reqwest::RequestBuilder {
+fn refund(s: &TestService, payment_id: &str, key: &str, body: &Value) -> reqwest::RequestBuilder {
     s.http
         .post(s.url(&format!("/v1/payments/{payment_id}/refunds")))
         .basic_auth(common::SHOP, Some(common::SECRET))
@@ -22,7 +23,7 @@ fn rub(value: &str) -> Value {
 }
 
 /// Pays `value` RUB for `reference` and returns the payment id.
-async fn paid(s: &TestServer, reference: &str, value: &str) -> String {
+async fn paid(s: &TestService, reference: &str, value: &str) -> String {
     let answer = send(s.pay(
         &format!("{reference}-pay"),
         &body(reference, value, "tok_ok"),
@@ -32,13 +33,13 @@ async fn paid(s: &TestServer, reference: &str, value: &str) -> String {
     answer.json()["id"].as_str().unwrap().to_owned()
 }
 
-async fn payment(s: &TestServer, id: &str) -> Value {
+async fn payment(s: &TestService, id: &str) -> Value {
     let answer = send(s.get(&format!("/v1/payments/{id}"))).await;
     assert_eq!(answer.status, 200);
     answer.json()
 }
 
-async fn refunded_at_acquirer(s: &TestServer) -> i64 {
+async fn refunded_at_acquirer(s: &TestService) -> i64 {
     s.sim
         .refunds()
         .await
@@ -49,7 +50,7 @@ async fn refunded_at_acquirer(s: &TestServer) -> i64 {
 }
 
 async fn a_refund_is_replayed_byte_for_byte_and_shows_on_the_payment(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let id = paid(&s, "order-1", "1000.00").await;
     let before = payment(&s, &id).await;
     assert_eq!(
@@ -115,7 +116,7 @@ async fn a_refund_is_replayed_byte_for_byte_and_shows_on_the_payment(backend: Ba
 }
 
 async fn a_payment_key_reused_for_its_refund_is_422(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let id = paid(&s, "order-1", "1000.00").await;
     let reused = send(refund(&s, &id, "order-1-pay", &json!({}))).await;
     reused.assert_problem(422, "idempotency_key_reused");
@@ -124,7 +125,7 @@ async fn a_payment_key_reused_for_its_refund_is_422(backend: Backend) {
 }
 
 async fn concurrent_partial_refunds_never_exceed_the_charge(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let id = paid(&s, "order-1", "1000.00").await;
     let mut tasks = Vec::new();
     for i in 0..20 {
@@ -148,7 +149,7 @@ async fn concurrent_partial_refunds_never_exceed_the_charge(backend: Backend) {
 }
 
 async fn a_full_refund_leaves_nothing_and_its_retry_still_returns_it(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let id = paid(&s, "order-1", "1000.00").await;
     let full = send(refund(&s, &id, "order-1-refund-1", &json!({}))).await;
     assert_eq!(full.status, 201);
@@ -174,7 +175,7 @@ async fn a_full_refund_leaves_nothing_and_its_retry_still_returns_it(backend: Ba
 }
 
 async fn a_lost_refund_answer_is_resolved_by_a_retry(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     // tok_timeout loses the first answer of the charge and of each refund.
     let pay_body = body("order-1", "1000.00", "tok_timeout");
     assert_eq!(send(s.pay("order-1-pay", &pay_body)).await.status, 202);
@@ -205,7 +206,7 @@ async fn a_lost_refund_answer_is_resolved_by_a_retry(backend: Backend) {
 }
 
 async fn a_declined_payment_is_not_refundable(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let declined = send(s.pay("order-1-pay", &body("order-1", "1000.00", "tok_declined"))).await;
     assert_eq!(declined.status, 402);
     let id = declined.json()["payment"]["id"]
@@ -223,7 +224,7 @@ async fn a_declined_payment_is_not_refundable(backend: Backend) {
 }
 
 async fn a_pending_payment_is_not_refundable_yet(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let pay_body = body("order-1", "1000.00", "tok_timeout");
     let pending = send(s.pay("order-1-pay", &pay_body)).await;
     assert_eq!(pending.status, 202);
@@ -242,7 +243,7 @@ async fn a_pending_payment_is_not_refundable_yet(backend: Backend) {
 }
 
 async fn unknown_foreign_and_other_currency_refunds_are_refused(backend: Backend) {
-    let s = TestServer::start(backend).await;
+    let s = TestService::start(backend).await;
     let id = paid(&s, "order-1", "1000.00").await;
     send(refund(&s, "pay_nope", "r1", &json!({})))
         .await

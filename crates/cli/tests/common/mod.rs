@@ -1,6 +1,6 @@
 //! Helpers shared by the end-to-end tests of the `chargeonce` binary: a shop,
-//! server processes that are always killed, an HTTP client with Basic auth,
-//! and readers of the simulator's ledger.
+//! `chargeonce` processes that are always killed, an HTTP client with Basic
+//! auth, and readers of the simulator's ledger.
 //!
 //! Not every test binary uses every helper.
 #![allow(dead_code, clippy::unwrap_used, missing_docs)]
@@ -19,10 +19,11 @@ pub const SHOP: &str = "shop_e2e";
 /// Its secret key.
 pub const SECRET: &str = "sk_e2e_0123456789abcdef";
 
-/// The prefix of the line `chargeonce serve` prints once it listens.
-const LISTENING: &str = "chargeonce listening on http://";
+/// What precedes the address in the line `chargeonce serve` (or
+/// `chargeonce acquirer`) prints once it listens.
+const LISTENING: &str = "listening on http://";
 
-/// How long a server may take to start.
+/// How long a process may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The binary under test.
@@ -105,16 +106,20 @@ impl ServerConfig {
     }
 }
 
-/// A running `chargeonce serve` process. Dropping it kills the process (also
-/// when the test panics), so no server outlives its test.
-pub struct Server {
+/// A `chargeonce` child process that printed the address it listens on.
+/// Dropping it kills the process (also when the test panics), so no process
+/// outlives its test.
+pub struct Process {
     child: Option<Child>,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     pub name: &'static str,
 }
 
-impl Server {
+/// A running `chargeonce serve` process.
+pub type Server = Process;
+
+impl Process {
     /// Starts `chargeonce serve` on a free port and waits for its
     /// "listening" line.
     pub async fn start(config: ServerConfig, database_url: &str, ledger: &Path) -> Self {
@@ -130,7 +135,7 @@ impl Server {
             }
             None => Command::new(bin()),
         };
-        let mut child = command
+        command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(["--database-url", database_url])
@@ -141,24 +146,30 @@ impl Server {
             .args(["--key-ttl", "24h"])
             .arg("--no-demo-shop")
             .args(&config.extra)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info");
+        Self::spawn(command, config.name).await
+    }
+
+    /// Spawns `command` with its output piped, forwards its log lines
+    /// labelled with `name` (the test harness captures them), and waits for
+    /// the line `... listening on http://ADDR ...` on its standard output.
+    pub async fn spawn(mut command: Command, name: &'static str) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn `chargeonce serve`");
-        let name = config.name;
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
         // Guard first: from here on, a panic kills the child.
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
-        let mut server = Self {
+        let mut process = Self {
             child: Some(child),
             base: String::new(),
             name,
         };
 
-        // Forward its logs with a label (the test harness captures them) and
-        // keep draining both pipes so the child never blocks on a full pipe.
+        // Keep draining both pipes so the child never blocks on a full pipe.
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
@@ -171,7 +182,7 @@ impl Server {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("[{name} stdout] {line}");
-                if let Some(rest) = line.strip_prefix(LISTENING) {
+                if let Some((_, rest)) = line.split_once(LISTENING) {
                     let addr = rest.split_whitespace().next().unwrap_or_default();
                     if let (Ok(addr), Some(tx)) = (addr.parse::<SocketAddr>(), tx.take()) {
                         let _ = tx.send(addr);
@@ -183,14 +194,14 @@ impl Server {
         let addr = match tokio::time::timeout(START_TIMEOUT, rx).await {
             Ok(Ok(addr)) => addr,
             Ok(Err(_)) => {
-                let status = server.child.as_mut().and_then(|c| c.wait().ok());
-                panic!("server {name} exited before listening (status {status:?})");
+                let status = process.child.as_mut().and_then(|c| c.wait().ok());
+                panic!("{name} exited before listening (status {status:?})");
             }
-            Err(_) => panic!("server {name} printed no listening line within {START_TIMEOUT:?}"),
+            Err(_) => panic!("{name} printed no listening line within {START_TIMEOUT:?}"),
         };
-        assert_ne!(addr.port(), 0, "server {name} must print the port it chose");
-        server.base = format!("http://{addr}");
-        server
+        assert_ne!(addr.port(), 0, "{name} must print the port it chose");
+        process.base = format!("http://{addr}");
+        process
     }
 
     /// SIGKILL (on unix `Child::kill` sends SIGKILL), then reap.
@@ -203,13 +214,13 @@ impl Server {
 
     /// SIGTERM (a clean stop), then waits for the process to exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("server is running");
+        let mut child = self.child.take().expect("process is running");
         let sent = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status()
             .expect("run kill -TERM");
         assert!(sent.success(), "kill -TERM failed");
-        child.wait().expect("wait for the server")
+        child.wait().expect("wait for the process")
     }
 
     /// Whether the process is still running.
@@ -225,7 +236,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }

@@ -2,90 +2,23 @@
 //! serve --acquirer-url`, always killed when dropped.
 #![allow(dead_code, clippy::unwrap_used, missing_docs)]
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 /// The webhook secret the tests share between acquirer and service.
 pub const WEBHOOK_SECRET: &str = "whsec_e2e_0123456789";
 
-/// A child process that prints `... listening on http://ADDR ...` once ready.
-pub struct Proc {
-    child: Option<Child>,
-    pub base: String,
-    pub name: &'static str,
-}
+pub use crate::common::Process as Proc;
 
-impl Proc {
-    /// Spawns `chargeonce ARGS` and waits for its listening line.
-    pub async fn start(name: &'static str, args: &[String]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_chargeonce"))
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("E2E_LOG")
-                    .unwrap_or_else(|_| "warn,chargeonce_core::engine=error".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn chargeonce");
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut proc = Self {
-            child: Some(child),
-            base: String::new(),
-            name,
-        };
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[{name}] {line}");
-            }
-        });
-        let (tx, rx) = tokio::sync::oneshot::channel::<SocketAddr>();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[{name} stdout] {line}");
-                if let Some((_, rest)) = line.split_once("listening on http://") {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    if let (Ok(addr), Some(tx)) = (addr.parse::<SocketAddr>(), tx.take()) {
-                        let _ = tx.send(addr);
-                    }
-                }
-            }
-        });
-        let addr = tokio::time::timeout(Duration::from_secs(30), rx)
-            .await
-            .unwrap_or_else(|_| panic!("{name} did not start"))
-            .unwrap_or_else(|_| panic!("{name} exited before listening"));
-        proc.base = format!("http://{addr}");
-        proc
-    }
-
-    /// SIGKILL and reap.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// Spawns `chargeonce ARGS` and waits for its listening line.
+async fn start(name: &'static str, args: &[String]) -> Proc {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_chargeonce"));
+    command.args(args).env(
+        "RUST_LOG",
+        std::env::var("E2E_LOG").unwrap_or_else(|_| "warn,chargeonce_core::engine=error".into()),
+    );
+    Proc::spawn(command, name).await
 }
 
 /// A port free right now (bound, then released).
@@ -103,7 +36,7 @@ pub async fn acquirer(dir: &std::path::Path, listen: &str, extra: &[&str]) -> Pr
     let mut args = strings(&["acquirer", "--listen", listen, "--database"]);
     args.push(dir.join("acquirer.db").display().to_string());
     args.extend(strings(extra));
-    Proc::start("acquirer", &args).await
+    start("acquirer", &args).await
 }
 
 /// `chargeonce serve --acquirer-url URL` on a database, with extra flags.
@@ -126,7 +59,7 @@ pub async fn service(
         WEBHOOK_SECRET,
     ]);
     args.extend(strings(extra));
-    Proc::start(name, &args).await
+    start(name, &args).await
 }
 
 /// PUT /admin/faults on the acquirer.

@@ -1,4 +1,4 @@
-//! A real chargeonce server on a real socket (PostgreSQL or SQLite, and the
+//! The test kit's service on a real socket (PostgreSQL or SQLite, and the
 //! acquirer simulator), a fault proxy to put between it and the client, and
 //! the client itself with a fast retry policy.
 
@@ -9,155 +9,47 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chargeonce_acquirer::{Simulator, SimulatorConfig};
 use chargeonce_client::{Client, CreatePayment, IdempotencyKey, Money, RetryPolicy};
-use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
-use chargeonce_server::{AppState, HttpRender};
-use chargeonce_store::{PgStore, PoolConfig, SqliteStore};
-use chargeonce_testkit::TestDb;
+use chargeonce_testkit::{ServiceBuilder, TestService};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-/// Which store a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Postgres,
-    Sqlite,
+pub use chargeonce_testkit::{Backend, SECRET, SHOP};
+
+/// The test kit's service, with the simulator's routes under `/sim` and a
+/// `tok_slow` of 1 s.
+pub async fn start(backend: Backend) -> TestService {
+    start_with(backend, |service| service).await
 }
 
-enum Concrete {
-    Pg(Arc<PgStore>),
-    Lite(Arc<SqliteStore>),
+/// The same with more options for the service.
+pub async fn start_with(
+    backend: Backend,
+    options: impl FnOnce(ServiceBuilder) -> ServiceBuilder,
+) -> TestService {
+    let service = TestService::builder(backend)
+        .slow(Duration::from_millis(1000))
+        .sim_routes();
+    options(service).start().await
 }
 
-pub const SHOP: &str = "shop-client";
-pub const SECRET: &str = "sk_test_client_0123456789";
-
-pub struct Options {
-    pub timing: KeyTiming,
-    pub slow: Duration,
-    pub acquirer_timeout: Duration,
-    /// Changes to the server's state (its limits, say).
-    pub state: fn(AppState) -> AppState,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            timing: KeyTiming {
-                lease: Duration::from_secs(30),
-                ttl: Duration::from_secs(3600),
-            },
-            slow: Duration::from_millis(1000),
-            acquirer_timeout: Duration::from_secs(10),
-            state: |state| state,
-        }
-    }
-}
-
-pub struct TestServer {
-    pub addr: SocketAddr,
-    pub base: String,
-    pub sim: Arc<Simulator>,
-    pub store: Arc<dyn Store>,
-    concrete: Concrete,
-    server: JoinHandle<()>,
-    _db: TestDb,
-}
-
-impl TestServer {
-    pub async fn start(backend: Backend) -> Self {
-        Self::start_with(backend, Options::default()).await
-    }
-
-    pub async fn start_with(backend: Backend, options: Options) -> Self {
-        let db = match backend {
-            Backend::Postgres => TestDb::postgres().await,
-            Backend::Sqlite => TestDb::sqlite(),
-        };
-        let pool = PoolConfig::default();
-        let (store, concrete): (Arc<dyn Store>, Concrete) = match backend {
-            Backend::Postgres => {
-                let s = Arc::new(PgStore::connect(db.url(), &pool).await.unwrap());
-                (s.clone(), Concrete::Pg(s))
-            }
-            Backend::Sqlite => {
-                let s = Arc::new(SqliteStore::connect(db.url(), &pool).await.unwrap());
-                (s.clone(), Concrete::Lite(s))
-            }
-        };
-        store
-            .add_shop(
-                &ShopId::new(SHOP).unwrap(),
-                &ShopSecret::new(SECRET).unwrap().hash(),
-            )
-            .await
-            .unwrap();
-        let sim = Arc::new(
-            Simulator::open(
-                &db.dir().join("ledger.db"),
-                SimulatorConfig { slow: options.slow },
-            )
-            .await
-            .unwrap(),
-        );
-        let config = EngineConfig {
-            timing: options.timing,
-            acquirer_timeout: options.acquirer_timeout,
-            ..EngineConfig::default()
-        };
-        let engine = Arc::new(
-            Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config).unwrap(),
-        );
-        let app = chargeonce_server::router((options.state)(AppState::new(engine)))
-            .nest("/sim", chargeonce_acquirer::router(sim.clone()));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            chargeonce_server::serve(listener, app, std::future::pending())
-                .await
-                .unwrap();
-        });
-        Self {
-            addr,
-            base: format!("http://{addr}"),
-            sim,
-            store,
-            concrete,
-            server,
-            _db: db,
-        }
-    }
-
-    /// Closes the store's connections: the database is now out of reach.
-    pub async fn break_store(&self) {
-        match &self.concrete {
-            Concrete::Pg(s) => s.close().await,
-            Concrete::Lite(s) => s.close().await,
-        }
-    }
-
+/// What the client tests ask of the service.
+pub trait Served {
     /// A client of this server (directly, no proxy).
-    pub fn client(&self) -> Client {
+    fn client(&self) -> Client;
+
+    /// Succeeded charges in the acquirer's ledger for one order.
+    async fn charges_for(&self, reference: &str) -> usize;
+}
+
+impl Served for TestService {
+    fn client(&self) -> Client {
         client_for(&self.base, fast_policy())
     }
 
-    /// Succeeded charges in the acquirer's ledger for one order.
-    pub async fn charges_for(&self, reference: &str) -> usize {
-        self.sim
-            .ledger()
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|c| c.reference.as_str() == reference)
-            .count()
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.server.abort();
+    async fn charges_for(&self, reference: &str) -> usize {
+        self.charges(reference).await.len()
     }
 }
 
@@ -379,27 +271,4 @@ async fn read_request(client: &mut TcpStream) {
 pub async fn free_addr() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     listener.local_addr().unwrap()
-}
-
-/// Defines each listed test once per store.
-#[macro_export]
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    super::$name(super::common::Backend::Postgres).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    super::$name(super::common::Backend::Sqlite).await;
-                }
-            )*
-        }
-    };
 }

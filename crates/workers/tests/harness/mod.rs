@@ -1,46 +1,32 @@
-//! A real server with metrics, webhooks and the in-process simulator, on a
-//! real store, plus helpers to sign webhooks and plant charges.
+//! The test kit's service (metrics, webhooks, the in-process simulator, a
+//! real store), plus helpers to pay, sign webhooks and plant charges.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
-use std::sync::Arc;
+use std::ops::Deref;
 use std::time::Duration;
 
-use chargeonce_acquirer::{ChargeStatus, LedgerEntry, Simulator, SimulatorConfig};
+use chargeonce_acquirer::{ChargeStatus, LedgerEntry};
 use chargeonce_core::webhook::{SIGNATURE_HEADER, WebhookSecret, sign};
 use chargeonce_core::{
-    AcquirerKey, CardToken, Claim, ClaimRequest, Engine, EngineConfig, Fingerprint, IdempotencyKey,
-    KeyTiming, Money, NewPayment, PaymentId, PaymentRequest, Reference, ShopId, ShopSecret, Store,
+    AcquirerKey, CardToken, Claim, ClaimRequest, EngineConfig, Fingerprint, IdempotencyKey,
+    KeyTiming, Money, NewPayment, PaymentId, PaymentRequest, Reference, ShopId,
 };
-use chargeonce_server::{AppState, HttpRender, Metrics};
-use chargeonce_testkit::TestDb;
-use chargeonce_workers::reconciler::{Reconciler, ReconcilerConfig};
+use chargeonce_testkit::{TestService, body};
+use chargeonce_workers::reconciler::ReconcilerConfig;
 use serde_json::{Value, json};
 
-pub const SHOP: &str = "shop-a";
-pub const SECRET: &str = "sk_test_shop_a_0123456789";
-pub const WEBHOOK_SECRET: &str = "whsec_test_0123456789";
+pub use chargeonce_testkit::{Backend, SECRET, SHOP, WEBHOOK_SECRET};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Postgres,
-    Sqlite,
-}
+/// The service from the test kit, with the requests and plantings the
+/// worker tests make.
+pub struct Harness(TestService);
 
-pub struct Harness {
-    pub base: String,
-    pub http: reqwest::Client,
-    pub sim: Arc<Simulator>,
-    pub store: Arc<dyn Store>,
-    pub engine: Arc<Engine>,
-    pub metrics: Arc<Metrics>,
-    server: tokio::task::JoinHandle<()>,
-    _db: TestDb,
-}
+impl Deref for Harness {
+    type Target = TestService;
 
-impl Drop for Harness {
-    fn drop(&mut self) {
-        self.server.abort();
+    fn deref(&self) -> &TestService {
+        &self.0
     }
 }
 
@@ -53,82 +39,14 @@ impl Harness {
         backend: Backend,
         tune: impl FnOnce(EngineConfig) -> EngineConfig,
     ) -> Self {
-        let db = match backend {
-            Backend::Postgres => TestDb::postgres().await,
-            Backend::Sqlite => TestDb::sqlite(),
-        };
-        let store = chargeonce_store::connect(db.url(), &Default::default())
-            .await
-            .unwrap();
-        store
-            .add_shop(
-                &ShopId::new(SHOP).unwrap(),
-                &ShopSecret::new(SECRET).unwrap().hash(),
-            )
-            .await
-            .unwrap();
-        let sim = Arc::new(
-            Simulator::open(
-                &db.dir().join("ledger.db"),
-                SimulatorConfig {
-                    slow: Duration::from_millis(1500),
-                },
-            )
-            .await
-            .unwrap(),
-        );
-        let metrics = Arc::new(Metrics::new());
-        let config = tune(EngineConfig {
-            timing: KeyTiming {
-                lease: Duration::from_secs(30),
-                ttl: Duration::from_secs(3600),
-            },
-            ..EngineConfig::default()
-        });
-        let engine = Arc::new(
-            Engine::new(store.clone(), sim.clone(), Arc::new(HttpRender), config)
-                .unwrap()
-                .with_observer(metrics.clone()),
-        );
-        let state = AppState::new(engine.clone())
-            .with_metrics(metrics.clone())
-            .with_webhook_secret(WebhookSecret::new(WEBHOOK_SECRET));
-        let app = chargeonce_server::router(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
-            chargeonce_server::serve(listener, app, std::future::pending())
-                .await
-                .unwrap();
-        });
-        Self {
-            base,
-            http: reqwest::Client::new(),
-            sim,
-            store,
-            engine,
-            metrics,
-            server,
-            _db: db,
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        Self(TestService::builder(backend).engine(tune).start().await)
     }
 
     /// POST /v1/payments as the shop.
     pub async fn pay(&self, key: &str, reference: &str, token: &str) -> (u16, Value) {
         let response = self
-            .http
-            .post(self.url("/v1/payments"))
-            .basic_auth(SHOP, Some(SECRET))
-            .header("idempotency-key", key)
-            .json(&json!({
-                "amount": {"value": "1500.00", "currency": "RUB"},
-                "reference": reference,
-                "payment_method": {"token": token},
-            }))
+            .0
+            .pay(key, &body(reference, "1500.00", token))
             .send()
             .await
             .unwrap();
@@ -140,9 +58,7 @@ impl Harness {
     }
 
     pub async fn payment(&self, id: &str) -> Value {
-        self.http
-            .get(self.url(&format!("/v1/payments/{id}")))
-            .basic_auth(SHOP, Some(SECRET))
+        self.get(&format!("/v1/payments/{id}"))
             .send()
             .await
             .unwrap()
@@ -183,15 +99,6 @@ impl Harness {
             .text()
             .await
             .unwrap()
-    }
-
-    pub fn reconciler(&self) -> Reconciler {
-        Reconciler {
-            store: self.store.clone(),
-            acquirer: self.sim.clone(),
-            ledger: self.sim.clone(),
-            observer: self.metrics.clone(),
-        }
     }
 
     /// The one charge the simulator holds for a payment.
@@ -286,27 +193,4 @@ pub fn reconcile_now() -> ReconcilerConfig {
         window: Duration::from_secs(3600),
         ..ReconcilerConfig::default()
     }
-}
-
-/// Defines each listed test once per store.
-#[macro_export]
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    super::$name(super::harness::Backend::Postgres).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    super::$name(super::harness::Backend::Sqlite).await;
-                }
-            )*
-        }
-    };
 }

@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "workers/harness.rs"]
 mod harness;
 
 use std::time::Duration;
@@ -13,6 +12,7 @@ use chargeonce_acquirer::{ChargeStatus, LedgerEntry};
 use chargeonce_core::{
     AcquirerKey, Money, PaymentId, PaymentStatus, Reference, Settlement, ShopId,
 };
+use chargeonce_testkit::on_both_stores;
 use chargeonce_workers::reconciler::{
     Finding, FindingKind, PassKind, ReconcileReport, ReconcilerConfig, ReconcilerState,
 };

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "workers/harness.rs"]
 mod harness;
 
 use std::time::Duration;
@@ -12,6 +11,7 @@ use chargeonce_core::webhook::{WebhookSecret, sign};
 use chargeonce_core::{
     IdempotencyKey, PaymentId, PaymentStatus, RecoveryPoint, Settlement, ShopId,
 };
+use chargeonce_testkit::on_both_stores;
 use chargeonce_workers::completer::{CompleterConfig, complete_once};
 use chargeonce_workers::reconciler::{FindingKind, ReconcilerConfig};
 use harness::{Backend, Harness, event, reconcile_now};
@@ -733,28 +733,11 @@ on_both_stores!(
 
 #[tokio::test]
 async fn webhooks_without_a_secret_are_refused() {
-    let db = chargeonce_testkit::TestDb::sqlite();
-    let store = chargeonce_store::connect(db.url(), &Default::default())
-        .await
-        .unwrap();
-    let sim = std::sync::Arc::new(
-        chargeonce_acquirer::Simulator::in_memory(Default::default())
-            .await
-            .unwrap(),
-    );
-    let engine = std::sync::Arc::new(
-        chargeonce_core::Engine::new(
-            store,
-            sim,
-            std::sync::Arc::new(chargeonce_server::HttpRender),
-            Default::default(),
-        )
-        .unwrap(),
-    );
-    let app = chargeonce_server::router(chargeonce_server::AppState::new(engine));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let service = chargeonce_testkit::TestService::builder(Backend::Sqlite)
+        .without_webhook_secret()
+        .start()
+        .await;
+    let base = &service.base;
     let response = reqwest::Client::new()
         .post(format!("{base}/v1/webhooks/acquirer"))
         .body("{}")
@@ -762,5 +745,4 @@ async fn webhooks_without_a_secret_are_refused() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 503);
-    server.abort();
 }

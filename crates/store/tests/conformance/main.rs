@@ -1,0 +1,20 @@
+//! One conformance suite, run against both stores: what the engine relies on.
+//!
+//! Every scenario gets a [`support::Fixture`] (a store on a fresh database,
+//! with one shop) and runs once per store; the rooms are by concern.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod support;
+
+mod claim;
+mod expiry;
+mod finish;
+mod inbound;
+mod leases;
+mod outbox;
+mod races;
+mod reconciliation;
+mod refunds;
+mod shops;
+mod stalled;
