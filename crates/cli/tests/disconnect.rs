@@ -16,7 +16,7 @@ async fn client_hangs_up() {
     let db = TestDb::postgres().await;
     common::add_shop(db.url()).await;
     let ledger = common::ledger_path(&db.dir());
-    let server = Server::start(ServerConfig::new("S").sim_slow("2s"), db.url(), &ledger).await;
+    let server = Server::start(ServerConfig::new("S").sim_slow("4s"), db.url(), &ledger).await;
     let client = common::client();
     let key = common::new_key("hangup");
     let reference = "order-hangup-1";
@@ -29,7 +29,7 @@ async fn client_hangs_up() {
         .unwrap();
     let sent_at = Instant::now();
     let gave_up = common::try_pay(&hasty, &server.base, &key, &body).await;
-    let error = gave_up.expect_err("the 2 s acquirer cannot answer within 300 ms");
+    let error = gave_up.expect_err("the 4 s acquirer cannot answer within 300 ms");
     assert!(
         error.is_timeout(),
         "expected a client timeout, got {error:?}"
@@ -42,9 +42,10 @@ async fn client_hangs_up() {
         .await
         .assert_in_progress();
 
-    // After the 2 s acquirer call, the stored response is replayed. (The
-    // payment needs about 2 s; allow a little slack for a busy machine.)
-    tokio::time::sleep_until(sent_at + Duration::from_secs(3)).await;
+    // After the 4 s acquirer call, the stored response is replayed. (The
+    // acquirer is that slow so that the retry above, sent at +800 ms, is
+    // still inside it on a loaded machine.)
+    tokio::time::sleep_until(sent_at + Duration::from_secs(5)).await;
     let retry = common::eventually("the stored answer", Duration::from_secs(5), || {
         let (client, base, key, body) = (
             client.clone(),
@@ -84,7 +85,7 @@ async fn sigterm_lets_payments_in_flight_finish() {
     let db = TestDb::postgres().await;
     common::add_shop(db.url()).await;
     let ledger = common::ledger_path(&db.dir());
-    let mut server = Server::start(ServerConfig::new("S").sim_slow("2s"), db.url(), &ledger).await;
+    let mut server = Server::start(ServerConfig::new("S").sim_slow("4s"), db.url(), &ledger).await;
     let key = common::new_key("sigterm");
     let body = common::payment_body("order-sigterm-1", "tok_slow");
     let hasty = reqwest::Client::builder()
@@ -94,7 +95,7 @@ async fn sigterm_lets_payments_in_flight_finish() {
     let gave_up = common::try_pay(&hasty, &server.base, &key, &body).await;
     assert!(
         gave_up.is_err(),
-        "the 2 s acquirer cannot answer within 300 ms"
+        "the 4 s acquirer cannot answer within 300 ms"
     );
     let (point, status) = common::pg_key_state(db.url(), &key).await.unwrap();
     assert_eq!(
