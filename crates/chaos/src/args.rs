@@ -18,6 +18,11 @@ pub enum Sabotage {
     /// retry after a lost acquirer answer charges again. (The run then sends
     /// no acquirer webhooks: they would settle the lost answer first.)
     AcquirerSkipsKeyCheck,
+    /// With `--pg-ha`: synchronous replication off, and before each failover
+    /// the leader's WAL is held back from the replicas for 2 s, so payments
+    /// acknowledged in that time exist on the killed leader alone and are
+    /// lost with it.
+    AsyncReplication,
 }
 
 /// Flags of `chargeonce chaos`.

@@ -31,9 +31,19 @@ enum Kind {
 struct Ha {
     script: PathBuf,
     run_dir: PathBuf,
-    base_port: u16,
-    /// A failover kills the leader's Patroni too.
-    with_patroni: bool,
+    options: HaOptions,
+}
+
+/// How the HA cluster is run and failed over.
+#[derive(Debug, Clone, Copy)]
+pub struct HaOptions {
+    /// HAProxy's port; the nodes and etcd use the next 80.
+    pub base_port: u16,
+    /// A failover kills the leader's Patroni too (the loss of a whole node).
+    pub with_patroni: bool,
+    /// Sabotage: replication asynchronous, and the leader's WAL held back
+    /// from the replicas for 2 s before each kill.
+    pub async_replication: bool,
 }
 
 /// The files of deploy/ha, as compiled in.
@@ -56,7 +66,7 @@ impl Ha {
             .arg(&self.script)
             .args(args)
             .env("HA_DIR", &self.run_dir)
-            .env("HA_BASE_PORT", self.base_port.to_string())
+            .env("HA_BASE_PORT", self.options.base_port.to_string())
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .output()
@@ -220,10 +230,9 @@ impl Postgres {
     }
 
     /// Starts deploy/ha/cluster under `work` (etcd, three PostgreSQL nodes
-    /// under Patroni with synchronous replication, HAProxy on `base_port`)
-    /// and waits for a leader with a synchronous standby. With
-    /// `with_patroni`, each failover kills the leader's Patroni too.
-    pub fn ha(work: &Path, base_port: u16, with_patroni: bool) -> Result<Self, ChaosError> {
+    /// under Patroni with synchronous replication, HAProxy on the base port)
+    /// and waits for a leader with a synchronous standby.
+    pub fn ha(work: &Path, options: HaOptions) -> Result<Self, ChaosError> {
         let dir = work.join("ha");
         std::fs::create_dir_all(&dir)
             .map_err(|e| ChaosError::Setup(format!("creating {}: {e}", dir.display())))?;
@@ -237,10 +246,14 @@ impl Postgres {
         let ha = Ha {
             script: dir.join("cluster"),
             run_dir: dir.join("run"),
-            base_port,
-            with_patroni,
+            options,
         };
         ha.cluster(&["start"])?;
+        if options.async_replication {
+            ha.cluster(&["sabotage-async"])?;
+            // Patroni applies a configuration change on its next loop.
+            std::thread::sleep(Duration::from_secs(3));
+        }
         let url = ha.cluster(&["url"])?;
         Ok(Self {
             url,
@@ -262,9 +275,11 @@ impl Postgres {
         let Kind::Ha(ha) = &self.kind else {
             return Err(ChaosError::Setup("failover needs --pg-ha".into()));
         };
-        let with_patroni = ha.with_patroni;
+        let with_patroni = ha.options.with_patroni;
         let killed = Instant::now();
-        let victim = if with_patroni {
+        let victim = if ha.options.async_replication {
+            ha.cluster(&["kill-leader", "--lagging", "2"])?
+        } else if with_patroni {
             ha.cluster(&["kill-leader", "--with-patroni"])?
         } else {
             ha.cluster(&["kill-leader"])?
@@ -275,7 +290,10 @@ impl Postgres {
         if with_patroni {
             ha.cluster(&["revive", &victim])?;
         }
-        ha.cluster(&["wait-ready", "120"])?;
+        if !ha.options.async_replication {
+            // Without a synchronous standby, strict mode would stall writes.
+            ha.cluster(&["wait-ready", "120"])?;
+        }
         Ok(Failover {
             victim,
             leader,

@@ -47,7 +47,7 @@ pub use checker::{Truth, Violation, check};
 pub use report::Report;
 
 use crate::checker::{DbPayment, DbRefund, LedgerCharge, LedgerRefund};
-use crate::cluster::Postgres;
+use crate::cluster::{HaOptions, Postgres};
 use crate::history::CallResult;
 use crate::nemesis::{Instances, Plan};
 use crate::procs::{Proc, free_port};
@@ -128,8 +128,10 @@ fn repeat_command(seed: u64, a: &ChaosArgs) -> String {
             a.webhook_duplicate_rate, a.webhook_reorder_rate
         ));
     }
-    if a.sabotage != Sabotage::None {
-        command.push_str(" --sabotage acquirer-skips-key-check");
+    if let Some(sabotage) =
+        clap::ValueEnum::to_possible_value(&a.sabotage).filter(|_| a.sabotage != Sabotage::None)
+    {
+        command.push_str(&format!(" --sabotage {}", sabotage.get_name()));
     }
     if a.acquirer_without_keys {
         command.push_str(&format!(
@@ -184,6 +186,11 @@ async fn run_in(
     work: &Path,
     bin: &Path,
 ) -> Result<Report, ChaosError> {
+    if args.sabotage == Sabotage::AsyncReplication && !args.pg_ha {
+        return Err(ChaosError::Setup(
+            "--sabotage async-replication needs --pg-ha".into(),
+        ));
+    }
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()
@@ -193,12 +200,13 @@ async fn run_in(
     let postgres = Arc::new(match &args.database_url {
         Some(url) => Postgres::external(url.clone(), args.pg_restart_command.clone()),
         None if args.pg_ha => {
-            let (work, port, whole_node) = (
-                work.to_owned(),
-                args.pg_ha_base_port,
-                args.pg_failover_with_patroni,
-            );
-            tokio::task::spawn_blocking(move || Postgres::ha(&work, port, whole_node))
+            let options = HaOptions {
+                base_port: args.pg_ha_base_port,
+                with_patroni: args.pg_failover_with_patroni,
+                async_replication: args.sabotage == Sabotage::AsyncReplication,
+            };
+            let work = work.to_owned();
+            tokio::task::spawn_blocking(move || Postgres::ha(&work, options))
                 .await
                 .map_err(|e| ChaosError::Setup(e.to_string()))??
         }
