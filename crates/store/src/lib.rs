@@ -19,7 +19,9 @@ use std::time::Duration;
 use chargeonce_core::{Store, StoreError};
 
 mod codec;
+mod columns;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 /// The SQLite writer's counters ([`SqliteStore::writer_stats`]).
