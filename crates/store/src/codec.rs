@@ -5,8 +5,7 @@
 use chargeonce_core::events::AttemptOutcome;
 use chargeonce_core::{
     Acquired, ClaimRequest, EventRecorded, Lease, LeaseToken, Money, NewRefund, Payment,
-    PaymentStatus, RecoveryPoint, Refund, RefundRefusal, RefundSettlement, RefundStatus,
-    StoreError,
+    RecoveryPoint, Refund, RefundSettlement, RefundStatus, StoreError,
 };
 
 /// Stored response headers are a JSON array of `[name, value]` pairs.
@@ -26,33 +25,6 @@ pub(crate) fn event_result(recorded: &EventRecorded) -> &'static str {
         EventRecorded::UnknownPayment => "unknown_payment",
         EventRecorded::Unchanged(_) | EventRecorded::Duplicate => "unchanged",
     }
-}
-
-/// Decides a refund's amount against its payment (read under the lock that
-/// serialises refunds of the payment), or why it is refused. `reserved` is
-/// what pending and succeeded refunds already hold.
-pub(crate) fn reservation(
-    payment: &Payment,
-    reserved: i64,
-    refund: &NewRefund,
-) -> Result<Money, RefundRefusal> {
-    if payment.status != PaymentStatus::Succeeded {
-        return Err(RefundRefusal::NotRefundable(payment.status));
-    }
-    let total = payment.amount.minor_units();
-    let available_minor = total.saturating_sub(reserved).max(0);
-    let amount = match refund.amount {
-        Some(amount) if amount.currency() != payment.amount.currency() => {
-            return Err(RefundRefusal::CurrencyMismatch);
-        }
-        Some(amount) => amount.minor_units(),
-        None => available_minor,
-    };
-    if amount <= 0 || amount > available_minor {
-        return Err(RefundRefusal::ExceedsAmount { available_minor });
-    }
-    Money::from_minor(amount, payment.amount.currency())
-        .map_err(|_| RefundRefusal::ExceedsAmount { available_minor })
 }
 
 /// The pending refund row phase 1 inserts.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
+use chargeonce_core::refund::reservation;
 use chargeonce_core::{
     ClaimRequest, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Payment, RecoveryPoint,
     Refund, RefundClaim, RefundId, RefundRefusal, RefundSettlement, RefundStatus, ShopId,
@@ -16,7 +17,7 @@ use super::claim::CLAIM_ATTEMPTS;
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{PgStore, store_error};
-use crate::codec::{acquired, new_refund_row, refund_settlement_columns, reservation};
+use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::{payment_columns, refund_columns};
 use crate::rows::{PaymentRow, RefundRow};
 
@@ -61,7 +62,7 @@ pub(super) async fn claim_refund(
             Some(row) => {
                 let reserved: i64 = row.try_get("refund_reserved_minor").map_err(store_error)?;
                 let payment = Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
-                reservation(&payment, reserved, refund).map(|amount| (payment, amount))
+                reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
             }
         };
         let (payment, amount) = match decided {

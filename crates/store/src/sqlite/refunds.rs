@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
+use chargeonce_core::refund::reservation;
 use chargeonce_core::{
     ClaimRequest, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Payment, RecoveryPoint,
     Refund, RefundClaim, RefundId, RefundRefusal, RefundSettlement, RefundStatus, ShopId,
@@ -16,7 +17,7 @@ use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{Fail, Result, SqliteStore, now_ms, one, unix_ms};
-use crate::codec::{acquired, new_refund_row, refund_settlement_columns, reservation};
+use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::{payment_columns, refund_columns};
 use crate::rows::{FromSqliteRow, PaymentRow, RefundRow};
 
@@ -62,7 +63,7 @@ pub(super) async fn claim_refund(
                 None => Err(RefundRefusal::PaymentNotFound),
                 Some((row, reserved)) => {
                     let payment = Payment::try_from(row)?;
-                    reservation(&payment, reserved, &refund).map(|amount| (payment, amount))
+                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
                 }
             };
             let (payment, amount) = match decided {
