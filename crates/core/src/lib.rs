@@ -61,7 +61,7 @@ pub use payment::{
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, Claim, ClaimRequest, EventRecorded, FinishOutcome, InboundEvent, KeyRecord,
+    Acquired, BoxError, Claim, ClaimRequest, EventRecorded, FinishOutcome, InboundEvent, KeyRecord,
     KeyTiming, Lease, LeaseToken, RecoveryPoint, RefundClaim, SettleOutcome, StalledKey, Store,
     StoreError, StoredResponse,
 };

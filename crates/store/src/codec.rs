@@ -10,7 +10,7 @@ use chargeonce_core::{
 
 /// Stored response headers are a JSON array of `[name, value]` pairs.
 pub(crate) fn encode_headers(headers: &[(String, String)]) -> Result<String, StoreError> {
-    serde_json::to_string(headers).map_err(|e| StoreError::Other(e.to_string()))
+    serde_json::to_string(headers).map_err(StoreError::other)
 }
 
 /// Milliseconds in a duration, saturated to what an SQL BIGINT holds.

@@ -164,40 +164,39 @@ rows! {
     }
 }
 
-/// A row value that does not fit its domain type.
-pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
-
 fn recovery_point(stored: &str) -> Result<RecoveryPoint, StoreError> {
-    RecoveryPoint::parse(stored).ok_or_else(|| corrupt(format!("recovery point `{stored}`")))
+    RecoveryPoint::parse(stored)
+        .ok_or_else(|| StoreError::corrupt(format!("recovery point `{stored}`")))
 }
 
 fn fingerprint(stored: &[u8]) -> Result<Fingerprint, StoreError> {
-    Fingerprint::from_bytes(stored).ok_or_else(|| corrupt("fingerprint is not 32 bytes"))
+    Fingerprint::from_bytes(stored)
+        .ok_or_else(|| StoreError::corrupt("fingerprint is not 32 bytes"))
 }
 
 fn refund_id(stored: Option<String>) -> Result<Option<RefundId>, StoreError> {
     stored
         .map(|id| RefundId::parse(&id))
         .transpose()
-        .map_err(corrupt)
+        .map_err(StoreError::corrupt_by)
 }
 
 impl TryFrom<PaymentRow> for Payment {
     type Error = StoreError;
 
     fn try_from(row: PaymentRow) -> Result<Self, StoreError> {
-        let currency = Currency::from_code(&row.currency).map_err(corrupt)?;
+        let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
         Ok(Payment {
-            id: PaymentId::parse(&row.id).map_err(corrupt)?,
-            shop_id: ShopId::new(row.shop_id).map_err(corrupt)?,
-            idempotency_key: IdempotencyKey::new(row.idempotency_key).map_err(corrupt)?,
-            reference: Reference::new(row.reference).map_err(corrupt)?,
-            amount: Money::from_minor(row.amount_minor, currency).map_err(corrupt)?,
-            token: CardToken::new(row.token).map_err(corrupt)?,
+            id: PaymentId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            idempotency_key: IdempotencyKey::new(row.idempotency_key)
+                .map_err(StoreError::corrupt_by)?,
+            reference: Reference::new(row.reference).map_err(StoreError::corrupt_by)?,
+            amount: Money::from_minor(row.amount_minor, currency)
+                .map_err(StoreError::corrupt_by)?,
+            token: CardToken::new(row.token).map_err(StoreError::corrupt_by)?,
             status: PaymentStatus::parse(&row.status)
-                .ok_or_else(|| corrupt(format!("payment status `{}`", row.status)))?,
+                .ok_or_else(|| StoreError::corrupt(format!("payment status `{}`", row.status)))?,
             acquirer_key: AcquirerKey::from_stored(row.acquirer_key),
             provider_payment_id: row.provider_payment_id,
             decline_code: row.decline_code,
@@ -211,15 +210,17 @@ impl TryFrom<RefundRow> for Refund {
     type Error = StoreError;
 
     fn try_from(row: RefundRow) -> Result<Self, StoreError> {
-        let currency = Currency::from_code(&row.currency).map_err(corrupt)?;
+        let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
         Ok(Refund {
-            id: RefundId::parse(&row.id).map_err(corrupt)?,
-            shop_id: ShopId::new(row.shop_id).map_err(corrupt)?,
-            payment_id: PaymentId::parse(&row.payment_id).map_err(corrupt)?,
-            idempotency_key: IdempotencyKey::new(row.idempotency_key).map_err(corrupt)?,
-            amount: Money::from_minor(row.amount_minor, currency).map_err(corrupt)?,
+            id: RefundId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
+            idempotency_key: IdempotencyKey::new(row.idempotency_key)
+                .map_err(StoreError::corrupt_by)?,
+            amount: Money::from_minor(row.amount_minor, currency)
+                .map_err(StoreError::corrupt_by)?,
             status: RefundStatus::parse(&row.status)
-                .ok_or_else(|| corrupt(format!("refund status `{}`", row.status)))?,
+                .ok_or_else(|| StoreError::corrupt(format!("refund status `{}`", row.status)))?,
             acquirer_key: AcquirerKey::from_stored(row.acquirer_key),
             provider_refund_id: row.provider_refund_id,
             failure_code: row.failure_code,
@@ -234,15 +235,15 @@ impl TryFrom<KeyRow> for KeyRecord {
     fn try_from(row: KeyRow) -> Result<Self, StoreError> {
         let response = match (row.response_status, row.response_body) {
             (Some(status), Some(body)) => Some(StoredResponse {
-                status: u16::try_from(status).map_err(corrupt)?,
+                status: u16::try_from(status).map_err(StoreError::corrupt_by)?,
                 headers: decode_headers(row.response_headers.as_deref())?,
                 body,
             }),
             _ => None,
         };
         Ok(KeyRecord {
-            shop_id: ShopId::new(row.shop_id).map_err(corrupt)?,
-            key: IdempotencyKey::new(row.key).map_err(corrupt)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            key: IdempotencyKey::new(row.key).map_err(StoreError::corrupt_by)?,
             fingerprint: fingerprint(&row.fingerprint)?,
             method: row.method,
             path: row.path,
@@ -251,7 +252,7 @@ impl TryFrom<KeyRow> for KeyRecord {
                 .payment_id
                 .map(|id| PaymentId::parse(&id))
                 .transpose()
-                .map_err(corrupt)?,
+                .map_err(StoreError::corrupt_by)?,
             response,
             lease_active: row.lease_active,
             refund_id: refund_id(row.refund_id)?,
@@ -272,7 +273,7 @@ impl TryFrom<KeyRow> for KeyRecord {
 fn decode_headers(raw: Option<&str>) -> Result<Vec<(String, String)>, StoreError> {
     match raw {
         None => Ok(Vec::new()),
-        Some(raw) => serde_json::from_str(raw).map_err(corrupt),
+        Some(raw) => serde_json::from_str(raw).map_err(StoreError::corrupt_by),
     }
 }
 
@@ -281,16 +282,17 @@ impl TryFrom<EventRow> for Event {
 
     fn try_from(row: EventRow) -> Result<Self, StoreError> {
         Ok(Event {
-            id: EventId::parse(&row.id).map_err(|_| corrupt(format!("event id `{}`", row.id)))?,
-            shop_id: ShopId::new(row.shop_id).map_err(corrupt)?,
+            id: EventId::parse(&row.id)
+                .map_err(|_| StoreError::corrupt(format!("event id `{}`", row.id)))?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
             event_type: EventType::parse(&row.event_type)
-                .ok_or_else(|| corrupt(format!("event type `{}`", row.event_type)))?,
-            payment_id: PaymentId::parse(&row.payment_id).map_err(corrupt)?,
+                .ok_or_else(|| StoreError::corrupt(format!("event type `{}`", row.event_type)))?,
+            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
             refund_id: refund_id(row.refund_id)?,
             payload: row.payload,
             created_at_ms: row.created_at_ms,
             delivery: Delivery {
-                attempts: u32::try_from(row.attempts).map_err(corrupt)?,
+                attempts: u32::try_from(row.attempts).map_err(StoreError::corrupt_by)?,
                 next_attempt_at_ms: row.next_attempt_at_ms,
                 delivered_at_ms: row.delivered_at_ms,
                 gave_up_at_ms: row.gave_up_at_ms,
@@ -298,7 +300,7 @@ impl TryFrom<EventRow> for Event {
                     .last_status
                     .map(u16::try_from)
                     .transpose()
-                    .map_err(corrupt)?,
+                    .map_err(StoreError::corrupt_by)?,
                 last_error: row.last_error,
             },
         })
@@ -320,8 +322,8 @@ impl TryFrom<StalledKeyRow> for StalledKey {
 
     fn try_from(row: StalledKeyRow) -> Result<Self, StoreError> {
         Ok(StalledKey {
-            shop_id: ShopId::new(row.shop_id).map_err(corrupt)?,
-            key: IdempotencyKey::new(row.key).map_err(corrupt)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            key: IdempotencyKey::new(row.key).map_err(StoreError::corrupt_by)?,
             fingerprint: fingerprint(&row.fingerprint)?,
         })
     }
@@ -332,7 +334,7 @@ impl TakenKeyRow {
     pub(crate) fn parse(self) -> Result<(RecoveryPoint, PaymentId, Option<RefundId>), StoreError> {
         Ok((
             recovery_point(&self.recovery_point)?,
-            PaymentId::parse(&self.payment_id).map_err(corrupt)?,
+            PaymentId::parse(&self.payment_id).map_err(StoreError::corrupt_by)?,
             refund_id(self.refund_id)?,
         ))
     }

@@ -15,7 +15,7 @@ use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::{PgStore, payments, refunds, store_error};
 use crate::codec::{acquired, millis};
 use crate::columns::payment_columns;
-use crate::rows::{PaymentRow, TakenKeyRow, corrupt};
+use crate::rows::{PaymentRow, TakenKeyRow};
 
 /// How many times a claim re-runs when the row it conflicted with vanished
 /// between two statements (swept, or its order's payment declined meanwhile).
@@ -183,7 +183,7 @@ async fn claim_in_transaction(
             return Ok(Claim::Exists(record));
         }
     }
-    Err(StoreError::Other(format!(
+    Err(StoreError::other(format!(
         "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
         claim.key
     )))
@@ -277,12 +277,14 @@ pub(super) async fn take_over(
     let (recovery_point, payment_id, refund_id) = row.parse()?;
     let payment = payments::payment(store, shop_id, &payment_id)
         .await?
-        .ok_or_else(|| corrupt(format!("key {key} points at missing payment {payment_id}")))?;
+        .ok_or_else(|| {
+            StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
+        })?;
     let refund = match refund_id {
         Some(id) => Some(Box::new(
-            refunds::refund(store, shop_id, &id)
-                .await?
-                .ok_or_else(|| corrupt(format!("key {key} points at missing refund {id}")))?,
+            refunds::refund(store, shop_id, &id).await?.ok_or_else(|| {
+                StoreError::corrupt(format!("key {key} points at missing refund {id}"))
+            })?,
         )),
         None => None,
     };

@@ -13,7 +13,7 @@ pub(super) fn store_error(error: sqlx::Error) -> StoreError {
         | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(error.to_string()),
+        | sqlx::Error::WorkerCrashed => StoreError::unavailable(error),
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             // PostgreSQL: connection exceptions (08), operator intervention
@@ -26,15 +26,15 @@ pub(super) fn store_error(error: sqlx::Error) -> StoreError {
                     "53300" | "57014" | "55P03" | "5" | "6" | "517"
                 );
             if transient {
-                StoreError::Unavailable(error.to_string())
+                StoreError::unavailable(error)
             } else {
-                StoreError::Other(error.to_string())
+                StoreError::other(error)
             }
         }
         sqlx::Error::ColumnDecode { .. }
         | sqlx::Error::Decode(_)
         | sqlx::Error::ColumnNotFound(_)
-        | sqlx::Error::TypeNotFound { .. } => StoreError::Corrupt(error.to_string()),
-        _ => StoreError::Other(error.to_string()),
+        | sqlx::Error::TypeNotFound { .. } => StoreError::corrupt_by(error),
+        _ => StoreError::other(error),
     }
 }

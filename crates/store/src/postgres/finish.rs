@@ -32,7 +32,7 @@ pub(super) async fn finish(
     // built before the statement that settles it.
     let event =
         NewEvent::payment_settled(&payment.clone().settled(settlement)).ok_or_else(|| {
-            StoreError::Other(format!(
+            StoreError::other(format!(
                 "finish of key {} with a settlement that is not final",
                 lease.key
             ))
@@ -122,7 +122,7 @@ pub(super) async fn finish(
     .await
     .map_err(|error| match error {
         sqlx::Error::Database(db) if db.code().as_deref() == Some("22012") => {
-            StoreError::Other(format!(
+            StoreError::other(format!(
                 "finish of key {}: its writes disagreed, so none was made",
                 lease.key
             ))

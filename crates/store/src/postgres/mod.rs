@@ -51,7 +51,7 @@ impl PgStore {
     /// Connects with a `postgres://` URL and runs the migrations.
     pub async fn connect(url: &str, config: &PoolConfig) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError::Other(format!("bad PostgreSQL URL: {e}")))?
+            .map_err(|e| StoreError::other(format!("bad PostgreSQL URL: {e}")))?
             .application_name("chargeonce")
             .options([("statement_timeout", "15s")]);
         // No ping before each acquire: a round trip per statement otherwise. A
@@ -74,7 +74,7 @@ impl PgStore {
         sqlx::migrate!("./migrations/postgres")
             .run(&self.pool)
             .await
-            .map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+            .map_err(|e| StoreError::other(format!("migration failed: {e}")))
     }
 
     /// The connection pool, for tests and tools.

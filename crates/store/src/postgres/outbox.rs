@@ -58,7 +58,7 @@ pub(super) async fn insert_event(
     .await
     .map_err(store_error)?;
     if inserted.rows_affected() != 1 {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::corrupt(format!(
             "event {} for unknown shop {}",
             event.id, event.shop_id
         )));
@@ -183,7 +183,7 @@ pub(super) async fn claim_due_events(
             .map_err(store_error)?
             .endpoint()
             .ok_or_else(|| {
-                StoreError::Corrupt(format!("shop {} lost its webhook", event.shop_id))
+                StoreError::corrupt(format!("shop {} lost its webhook", event.shop_id))
             })?;
             endpoints.insert(event.shop_id.clone(), found.clone());
             found

@@ -86,7 +86,7 @@ pub(super) async fn claim_refund(
         .map_err(store_error)?;
         if reserved.rows_affected() != 1 {
             tx.rollback().await.map_err(store_error)?;
-            return Err(StoreError::Other(format!(
+            return Err(StoreError::other(format!(
                 "refund reservation on payment {} failed after its check",
                 refund.payment_id
             )));
@@ -117,7 +117,7 @@ pub(super) async fn claim_refund(
             Some(created),
         )));
     }
-    Err(StoreError::Other(format!(
+    Err(StoreError::other(format!(
         "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
         claim.key
     )))

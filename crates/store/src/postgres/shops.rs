@@ -40,7 +40,7 @@ pub(super) async fn shop_secret(
     let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
     SecretHash::from_bytes(&bytes)
         .map(Some)
-        .ok_or_else(|| StoreError::Corrupt(format!("secret hash of shop {shop_id}")))
+        .ok_or_else(|| StoreError::corrupt(format!("secret hash of shop {shop_id}")))
 }
 
 /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.

@@ -18,7 +18,7 @@ use super::refunds::refund_in;
 use super::{Result, SqliteStore, now_ms, one, unix_ms};
 use crate::codec::{acquired, millis};
 use crate::columns::payment_columns;
-use crate::rows::{FromSqliteRow, PaymentRow, TakenKeyRow, corrupt};
+use crate::rows::{FromSqliteRow, PaymentRow, TakenKeyRow};
 
 /// Phase 1, one write: the key row and the payment row, or the link to
 /// the order's live payment.
@@ -39,12 +39,12 @@ pub(super) async fn claim_payment(
             };
             if !insert_key(conn, &claim, target, token, timing)? {
                 let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
-                    StoreError::Other(format!("key {} conflicted but cannot be read", claim.key))
+                    StoreError::other(format!("key {} conflicted but cannot be read", claim.key))
                 })?;
                 return Ok(Write::Commit(Claim::Exists(record)));
             }
             let (recovery_point, linked) = insert_payment(conn, &payment)?.ok_or_else(|| {
-                StoreError::Other(format!(
+                StoreError::other(format!(
                     "order of key {} has a live payment that cannot be read",
                     claim.key
                 ))
@@ -158,11 +158,11 @@ pub(super) async fn take_over(
                 )?;
             let (recovery_point, payment_id, refund_id) = row.parse()?;
             let payment = payment_in(conn, &shop_id, &payment_id)?.ok_or_else(|| {
-                corrupt(format!("key {key} points at missing payment {payment_id}"))
+                StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
             })?;
             let refund = match refund_id {
                 Some(id) => Some(Box::new(refund_in(conn, &shop_id, &id)?.ok_or_else(
-                    || corrupt(format!("key {key} points at missing refund {id}")),
+                    || StoreError::corrupt(format!("key {key} points at missing refund {id}")),
                 )?)),
                 None => None,
             };

@@ -28,9 +28,9 @@ impl From<Failure> for Fail {
             Failure::Closed
             | Failure::NotRun(_)
             | Failure::RolledBack(_)
-            | Failure::CommitFailed(_) => StoreError::Unavailable(failure.to_string()),
-            Failure::Panicked(_) => StoreError::Other(failure.to_string()),
-            Failure::Overloaded(_) => StoreError::Overloaded(failure.to_string()),
+            | Failure::CommitFailed(_) => StoreError::unavailable(failure),
+            Failure::Panicked(_) => StoreError::other(failure),
+            Failure::Overloaded(_) => StoreError::overloaded(failure),
         })
     }
 }
@@ -51,12 +51,12 @@ fn sql_error(error: rusqlite::Error) -> StoreError {
                 ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked | ErrorCode::CannotOpen
             ) =>
         {
-            StoreError::Unavailable(error.to_string())
+            StoreError::unavailable(error)
         }
         rusqlite::Error::FromSqlConversionFailure(..)
         | rusqlite::Error::InvalidColumnType(..)
         | rusqlite::Error::InvalidColumnName(_)
-        | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt(error.to_string()),
-        _ => StoreError::Other(error.to_string()),
+        | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::corrupt_by(error),
+        _ => StoreError::other(error),
     }
 }

@@ -78,7 +78,7 @@ impl SqliteStore {
     /// Opens (creating if missing) an `sqlite://PATH` database and runs the migrations.
     pub async fn connect(url: &str, config: &PoolConfig) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| StoreError::Other(format!("bad SQLite URL: {e}")))?
+            .map_err(|e| StoreError::other(format!("bad SQLite URL: {e}")))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
@@ -86,8 +86,8 @@ impl SqliteStore {
             .foreign_keys(true);
         let path = options.get_filename().to_owned();
         if path.as_os_str() == ":memory:" {
-            return Err(StoreError::Other(
-                "the SQLite store needs a file (sqlite://PATH), not an in-memory database".into(),
+            return Err(StoreError::other(
+                "the SQLite store needs a file (sqlite://PATH), not an in-memory database",
             ));
         }
         migrate(options, &path).await?;
@@ -102,7 +102,7 @@ impl SqliteStore {
             },
         )
         .await
-        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        .map_err(StoreError::unavailable)?;
         Ok(Self { db })
     }
 
@@ -155,7 +155,7 @@ async fn migrate(options: SqliteConnectOptions, path: &std::path::Path) -> Resul
         .max_connections(1)
         .connect_with(options.foreign_keys(false))
         .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::unavailable(format!("cannot open {}: {e}", path.display())))?;
     let result = migrate_with(&pool).await;
     pool.close().await;
     result
@@ -164,7 +164,7 @@ async fn migrate(options: SqliteConnectOptions, path: &std::path::Path) -> Resul
 async fn migrate_with(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
     let applied = || async {
         let fail =
-            |e: sqlx::Error| StoreError::Other(format!("reading the applied migrations: {e}"));
+            |e: sqlx::Error| StoreError::other(format!("reading the applied migrations: {e}"));
         let bookkept: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM sqlite_schema \
                  WHERE type = 'table' AND name = '_sqlx_migrations')",
@@ -184,7 +184,7 @@ async fn migrate_with(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
     sqlx::migrate!("./migrations/sqlite")
         .run(pool)
         .await
-        .map_err(|e| StoreError::Other(format!("migration failed: {e}")))?;
+        .map_err(|e| StoreError::other(format!("migration failed: {e}")))?;
     if applied().await? == before {
         return Ok(());
     }
@@ -193,10 +193,10 @@ async fn migrate_with(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
             .fetch_all(pool)
             .await
             .map_err(|e| {
-                StoreError::Other(format!("checking foreign keys after migrating: {e}"))
+                StoreError::other(format!("checking foreign keys after migrating: {e}"))
             })?;
     if let Some((table, rowid)) = broken.first() {
-        return Err(StoreError::Corrupt(format!(
+        return Err(StoreError::corrupt(format!(
             "after migrating, {} rows break a foreign key (the first: {table} rowid {rowid:?})",
             broken.len()
         )));

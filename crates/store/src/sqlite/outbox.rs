@@ -55,7 +55,7 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             PARKED_UNTIL_MS,
         ])?;
     if inserted != 1 {
-        return Err(Fail(StoreError::Corrupt(format!(
+        return Err(Fail(StoreError::corrupt(format!(
             "event {} for unknown shop {}",
             event.id, event.shop_id
         ))));
@@ -213,7 +213,7 @@ pub(super) async fn claim_due_events(
                             .query_row(params![event.shop_id.as_str()], EndpointRow::from_sqlite)?
                             .endpoint()
                             .ok_or_else(|| {
-                                StoreError::Corrupt(format!(
+                                StoreError::corrupt(format!(
                                     "shop {} lost its webhook",
                                     event.shop_id
                                 ))

@@ -39,7 +39,7 @@ pub(super) async fn claim_refund(
             };
             if !insert_key(conn, &claim, target, token, timing)? {
                 let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
-                    StoreError::Other(format!("key {} conflicted but cannot be read", claim.key))
+                    StoreError::other(format!("key {} conflicted but cannot be read", claim.key))
                 })?;
                 return Ok(Write::Commit(RefundClaim::Exists(record)));
             }
@@ -84,7 +84,7 @@ pub(super) async fn claim_refund(
                     amount.minor_units(),
                 ])?;
             if reserved != 1 {
-                return Err(Fail(StoreError::Other(format!(
+                return Err(Fail(StoreError::other(format!(
                     "refund reservation on payment {} failed after its check",
                     refund.payment_id
                 ))));
@@ -156,7 +156,7 @@ pub(super) async fn finish_refund(
                 return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
             }
             let refund = refund_in(conn, &lease.shop_id, &refund_id)?.ok_or_else(|| {
-                StoreError::Other(format!("refund {refund_id} vanished while settled"))
+                StoreError::other(format!("refund {refund_id} vanished while settled"))
             })?;
             let update = match status {
                 RefundStatus::Succeeded => concat!(

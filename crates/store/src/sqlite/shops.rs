@@ -47,7 +47,7 @@ pub(super) async fn shop_secret(
                 return Ok(None);
             };
             SecretHash::from_bytes(&bytes).map(Some).ok_or_else(|| {
-                Fail(StoreError::Corrupt(format!(
+                Fail(StoreError::corrupt(format!(
                     "secret hash of shop {shop_id}"
                 )))
             })
