@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chargeonce_acquirer::{Simulator, SimulatorConfig};
 use chargeonce_bench::{Config, Scenario, Target};
-use chargeonce_core::{Engine, EngineConfig, ShopId, ShopSecret, Store};
+use chargeonce_core::{Engine, EngineConfig, ShopId, ShopSecret, Shops};
 use chargeonce_server::{AppState, HttpRender};
 use chargeonce_store::{PoolConfig, SqliteStore};
 use chargeonce_testkit::TestDb;

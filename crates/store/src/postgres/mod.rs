@@ -4,9 +4,9 @@
 //! one-live-payment-per-order partial unique index. Lease deadlines and expiry are
 //! compared with the database's `now()`, so instance clocks never matter.
 //!
-//! This file holds the type, its connection and migrations, and the trait
-//! impl, which hands each call to the file of its concern. The SQLite store
-//! (`../sqlite/`) has the same files with the same functions in the same
+//! This file holds the type, its connection and migrations, and the impls
+//! of the role traits, which hand each call to the file of its concern. The
+//! SQLite store (`../sqlite/`) has the same files with the same functions in the same
 //! order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one script
 //! in two dialects.
 
@@ -17,11 +17,12 @@ use async_trait::async_trait;
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint,
 };
+use chargeonce_core::store::{Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops};
 use chargeonce_core::{
     Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
     IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment,
     PaymentId, Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
-    SettleOutcome, Settlement, ShopId, StalledKey, Store, StoreError, StoredResponse,
+    SettleOutcome, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use time::OffsetDateTime;
@@ -41,7 +42,7 @@ mod shops;
 
 use errors::store_error;
 
-/// [`Store`] on PostgreSQL.
+/// [`Store`](chargeonce_core::Store) on PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
@@ -89,7 +90,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
+impl Keys for PgStore {
     async fn claim_payment(
         &self,
         claim: &ClaimRequest,
@@ -135,6 +136,29 @@ impl Store for PgStore {
         finish::finish(self, lease, settlement, response, ttl).await
     }
 
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        keys::key(self, shop_id, key).await
+    }
+
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        keys::sweep_expired_keys(self, batch).await
+    }
+
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        keys::stalled_keys(self, idle, limit).await
+    }
+}
+
+#[async_trait]
+impl Refunds for PgStore {
     async fn claim_refund(
         &self,
         claim: &ClaimRequest,
@@ -157,7 +181,10 @@ impl Store for PgStore {
     async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
         refunds::refund(self, shop_id, id).await
     }
+}
 
+#[async_trait]
+impl Payments for PgStore {
     async fn payment(
         &self,
         shop_id: &ShopId,
@@ -173,27 +200,10 @@ impl Store for PgStore {
     ) -> Result<Vec<Payment>, StoreError> {
         payments::payments_by_reference(self, shop_id, reference).await
     }
+}
 
-    async fn key(
-        &self,
-        shop_id: &ShopId,
-        key: &IdempotencyKey,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        keys::key(self, shop_id, key).await
-    }
-
-    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
-        keys::sweep_expired_keys(self, batch).await
-    }
-
-    async fn stalled_keys(
-        &self,
-        idle: Duration,
-        limit: u32,
-    ) -> Result<Vec<StalledKey>, StoreError> {
-        keys::stalled_keys(self, idle, limit).await
-    }
-
+#[async_trait]
+impl Reconciliation for PgStore {
     async fn pending_payments(
         &self,
         older_than: Duration,
@@ -231,15 +241,10 @@ impl Store for PgStore {
     async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
         events::record_event(self, event).await
     }
+}
 
-    async fn set_webhook(
-        &self,
-        shop_id: &ShopId,
-        endpoint: Option<&WebhookEndpoint>,
-    ) -> Result<bool, StoreError> {
-        shops::set_webhook(self, shop_id, endpoint).await
-    }
-
+#[async_trait]
+impl Outbox for PgStore {
     async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         outbox::events(self, shop_id, query).await
     }
@@ -271,7 +276,10 @@ impl Store for PgStore {
     ) -> Result<(), StoreError> {
         outbox::record_attempt(self, id, outcome).await
     }
+}
 
+#[async_trait]
+impl Shops for PgStore {
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
         shops::add_shop(self, shop_id, secret).await
     }
@@ -280,6 +288,17 @@ impl Store for PgStore {
         shops::shop_secret(self, shop_id).await
     }
 
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError> {
+        shops::set_webhook(self, shop_id, endpoint).await
+    }
+}
+
+#[async_trait]
+impl Health for PgStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1")
             .execute(&self.pool)

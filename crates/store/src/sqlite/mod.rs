@@ -20,8 +20,8 @@
 //! its count of changed rows instead, and a changed row back by its key.
 //!
 //! This file holds the type, its connection and migrations, the plumbing of
-//! statements (`write`, `read`, [`one`], [`all`]), and the trait impl,
-//! which hands each call to the file of its concern. The PostgreSQL store
+//! statements (`write`, `read`, `one`, `all`), and the impls of the role
+//! traits, which hand each call to the file of its concern. The PostgreSQL store
 //! (`../postgres/`) has the same files with the same functions in the same
 //! order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one script
 //! in two dialects.
@@ -33,11 +33,12 @@ use async_trait::async_trait;
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint,
 };
+use chargeonce_core::store::{Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops};
 use chargeonce_core::{
     Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
     IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment,
     PaymentId, Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
-    SettleOutcome, Settlement, ShopId, StalledKey, Store, StoreError, StoredResponse,
+    SettleOutcome, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::rusqlite::{self, Connection, OptionalExtension};
 use chargeonce_sqlite::{Database, Options, Stats, Write};
@@ -68,7 +69,7 @@ macro_rules! now_ms {
 }
 pub(crate) use now_ms;
 
-/// [`Store`] on an SQLite file.
+/// [`Store`](chargeonce_core::Store) on an SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     db: Database,
@@ -242,7 +243,7 @@ fn unix_ms(at: OffsetDateTime) -> i64 {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Keys for SqliteStore {
     async fn claim_payment(
         &self,
         claim: &ClaimRequest,
@@ -288,6 +289,29 @@ impl Store for SqliteStore {
         finish::finish(self, lease, settlement, response, ttl).await
     }
 
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        keys::key(self, shop_id, key).await
+    }
+
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        keys::sweep_expired_keys(self, batch).await
+    }
+
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        keys::stalled_keys(self, idle, limit).await
+    }
+}
+
+#[async_trait]
+impl Refunds for SqliteStore {
     async fn claim_refund(
         &self,
         claim: &ClaimRequest,
@@ -310,7 +334,10 @@ impl Store for SqliteStore {
     async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
         refunds::refund(self, shop_id, id).await
     }
+}
 
+#[async_trait]
+impl Payments for SqliteStore {
     async fn payment(
         &self,
         shop_id: &ShopId,
@@ -326,27 +353,10 @@ impl Store for SqliteStore {
     ) -> Result<Vec<Payment>, StoreError> {
         payments::payments_by_reference(self, shop_id, reference).await
     }
+}
 
-    async fn key(
-        &self,
-        shop_id: &ShopId,
-        key: &IdempotencyKey,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        keys::key(self, shop_id, key).await
-    }
-
-    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
-        keys::sweep_expired_keys(self, batch).await
-    }
-
-    async fn stalled_keys(
-        &self,
-        idle: Duration,
-        limit: u32,
-    ) -> Result<Vec<StalledKey>, StoreError> {
-        keys::stalled_keys(self, idle, limit).await
-    }
-
+#[async_trait]
+impl Reconciliation for SqliteStore {
     async fn pending_payments(
         &self,
         older_than: Duration,
@@ -384,15 +394,10 @@ impl Store for SqliteStore {
     async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
         events::record_event(self, event).await
     }
+}
 
-    async fn set_webhook(
-        &self,
-        shop_id: &ShopId,
-        endpoint: Option<&WebhookEndpoint>,
-    ) -> Result<bool, StoreError> {
-        shops::set_webhook(self, shop_id, endpoint).await
-    }
-
+#[async_trait]
+impl Outbox for SqliteStore {
     async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         outbox::events(self, shop_id, query).await
     }
@@ -424,7 +429,10 @@ impl Store for SqliteStore {
     ) -> Result<(), StoreError> {
         outbox::record_attempt(self, id, outcome).await
     }
+}
 
+#[async_trait]
+impl Shops for SqliteStore {
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
         shops::add_shop(self, shop_id, secret).await
     }
@@ -433,6 +441,17 @@ impl Store for SqliteStore {
         shops::shop_secret(self, shop_id).await
     }
 
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError> {
+        shops::set_webhook(self, shop_id, endpoint).await
+    }
+}
+
+#[async_trait]
+impl Health for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.read(|conn| {
             conn.prepare_cached("SELECT 1")?.query_row([], |_| Ok(()))?;
