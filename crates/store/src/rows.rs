@@ -43,6 +43,13 @@ macro_rules! rows {
             $($(#[$field_meta])* pub(crate) $field: $ty,)*
         }
 
+        impl $name {
+            /// The columns this row is read from, by name.
+            #[cfg(test)]
+            #[allow(dead_code, reason = "only the rows of shared column lists are checked")]
+            pub(crate) const COLUMNS: &[&str] = &[$(stringify!($field)),*];
+        }
+
         impl FromSqliteRow for $name {
             fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
                 Ok(Self {
@@ -350,5 +357,38 @@ impl EndpointRow {
             }),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names in a column list (the last word of each item: its alias).
+    fn names(list: &str) -> Vec<&str> {
+        let mut names: Vec<&str> = list
+            .split(", ")
+            .map(|item| item.rsplit(' ').next().unwrap_or(item).trim())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    fn fields(columns: &[&'static str]) -> Vec<&'static str> {
+        let mut fields = columns.to_vec();
+        fields.sort_unstable();
+        fields
+    }
+
+    #[test]
+    fn the_shared_column_lists_name_exactly_the_fields_of_their_rows() {
+        assert_eq!(
+            names(crate::columns::payment_columns!()),
+            fields(PaymentRow::COLUMNS)
+        );
+        assert_eq!(
+            names(crate::columns::refund_columns!()),
+            fields(RefundRow::COLUMNS)
+        );
     }
 }
