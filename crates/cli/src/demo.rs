@@ -15,7 +15,7 @@ use chargeonce_client::{
     AttemptAnswer, Client, CreatePayment, Error, IdempotencyKey, Money, Outcome, PayResult,
     RetryPolicy,
 };
-use chargeonce_core::{ShopId, ShopSecret, Store};
+use chargeonce_core::{ShopId, ShopSecret, Shops};
 use clap::Parser;
 
 use crate::pay::describe;

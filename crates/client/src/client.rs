@@ -300,7 +300,7 @@ impl Client {
     /// # let store = Arc::new(chargeonce_store::SqliteStore::connect(db.url(), &Default::default()).await?);
     /// # let shop = chargeonce_core::ShopId::new("demo")?;
     /// # let hash = chargeonce_core::ShopSecret::new("sk_demo_0123456789abcdef")?.hash();
-    /// # chargeonce_core::Store::add_shop(store.as_ref(), &shop, &hash).await?;
+    /// # chargeonce_core::Shops::add_shop(store.as_ref(), &shop, &hash).await?;
     /// # let sim = Arc::new(chargeonce_acquirer::Simulator::in_memory(Default::default()).await?);
     /// # let render = Arc::new(chargeonce_server::HttpRender);
     /// # let engine = Arc::new(chargeonce_core::Engine::new(store, sim.clone(), render, Default::default())?);

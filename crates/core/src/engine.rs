@@ -392,7 +392,7 @@ impl Engine {
         }
         if record.recovery_point == RecoveryPoint::Finished {
             let response = record.response.ok_or_else(|| {
-                StoreError::Corrupt(format!("finished key {} has no response", claim.key))
+                StoreError::corrupt(format!("finished key {} has no response", claim.key))
             })?;
             self.observer.replayed();
             return Ok(Existing::Answered(Outcome::Replayed(response)));
@@ -445,7 +445,7 @@ impl Engine {
     ) -> Result<Outcome, EngineError> {
         let retry_after = remaining.max(self.config.retry_after);
         let missing =
-            || StoreError::Corrupt(format!("parked key {} lost its operation", record.key));
+            || StoreError::corrupt(format!("parked key {} lost its operation", record.key));
         if let Some(refund_id) = &record.refund_id {
             let refund = self
                 .store
@@ -500,7 +500,7 @@ impl Engine {
         match recovery_point {
             RecoveryPoint::RefundCreated => {
                 let refund = refund.ok_or_else(|| {
-                    StoreError::Corrupt(format!("refund key {} has no refund", lease.key))
+                    StoreError::corrupt(format!("refund key {} has no refund", lease.key))
                 })?;
                 return self.drive_refund(lease, payment, *refund, holder).await;
             }
@@ -515,7 +515,7 @@ impl Engine {
                 return self.finish(&lease, None, response).await;
             }
             RecoveryPoint::Finished => {
-                return Err(StoreError::Corrupt(format!(
+                return Err(StoreError::corrupt(format!(
                     "key {} acquired while finished",
                     lease.key
                 ))
@@ -605,7 +605,7 @@ impl Engine {
             return self.finish_refund(&lease, None, response).await;
         }
         let charge_id = payment.provider_payment_id.clone().ok_or_else(|| {
-            StoreError::Corrupt(format!(
+            StoreError::corrupt(format!(
                 "refund {} of payment {} without a charge id",
                 refund.id, payment.id
             ))
@@ -706,7 +706,7 @@ impl Engine {
             }
             FinishOutcome::PaymentAlreadySettled => {
                 let Some((refund, _)) = settled else {
-                    return Err(StoreError::Corrupt(format!(
+                    return Err(StoreError::corrupt(format!(
                         "key {}: refund settled without a settlement",
                         lease.key
                     ))
@@ -716,7 +716,7 @@ impl Engine {
                     .store
                     .refund(&refund.shop_id, &refund.id)
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt(format!("refund {} vanished", refund.id)))?;
+                    .ok_or_else(|| StoreError::corrupt(format!("refund {} vanished", refund.id)))?;
                 let response = self.render_refund(&stored);
                 match self
                     .store
@@ -1027,7 +1027,7 @@ impl Engine {
                 // called the acquirer: the stored answer must agree with the
                 // payment as stored, which never leaves a final state.
                 let Some((payment, _)) = settled else {
-                    return Err(StoreError::Corrupt(format!(
+                    return Err(StoreError::corrupt(format!(
                         "key {}: payment settled without a settlement",
                         lease.key
                     ))
@@ -1038,7 +1038,7 @@ impl Engine {
                     .payment(&payment.shop_id, &payment.id)
                     .await?
                     .ok_or_else(|| {
-                        StoreError::Corrupt(format!("payment {} vanished", payment.id))
+                        StoreError::corrupt(format!("payment {} vanished", payment.id))
                     })?;
                 if stored.status != payment.status
                     || stored.provider_payment_id != payment.provider_payment_id

@@ -61,7 +61,7 @@ pub use payment::{
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, Claim, ClaimRequest, EventRecorded, FinishOutcome, InboundEvent, KeyRecord,
-    KeyTiming, Lease, LeaseToken, RecoveryPoint, RefundClaim, SettleOutcome, StalledKey, Store,
-    StoreError, StoredResponse,
+    Acquired, BoxError, Claim, ClaimRequest, EventRecorded, FinishOutcome, Health, InboundEvent,
+    KeyRecord, KeyTiming, Keys, Lease, LeaseToken, Outbox, Payments, Reconciliation, RecoveryPoint,
+    RefundClaim, Refunds, SettleOutcome, Shops, StalledKey, Store, StoreError, StoredResponse,
 };

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::{
-    AcquirerKey, IdempotencyKey, Money, PaymentId, PaymentStatus, ShopId, ValidationError,
+    AcquirerKey, IdempotencyKey, Money, Payment, PaymentId, PaymentStatus, ShopId, ValidationError,
 };
 
 /// Our id of a refund: `re_` followed by a UUIDv7 (time-ordered).
@@ -192,6 +192,58 @@ pub enum RefundRefusal {
     },
 }
 
+/// The refund reservation rule: how much a new refund of `payment` takes, or
+/// why it is refused.
+///
+/// `reserved_minor` is what the payment's pending and succeeded refunds
+/// already hold (in minor units); what is left to refund is the payment's
+/// amount minus that, never below zero. `requested` is the refund's amount,
+/// or `None` for all that is left. A refund is allowed only of a
+/// `succeeded` payment, in the payment's currency, for more than zero and at
+/// most what is left.
+///
+/// The stores call it on the payment as read under the lock (or the single
+/// writer) that serialises the payment's refunds, and then reserve the
+/// amount it returns with a conditional update that re-checks the bound.
+///
+/// ```
+/// # use chargeonce_core::{Money, RefundRefusal};
+/// # use chargeonce_core::refund::reservation;
+/// # fn demo(paid: &chargeonce_core::Payment) {
+/// // 1500.00 RUB succeeded, 1000.00 already reserved by earlier refunds:
+/// let rest = reservation(paid, 100_000, None);
+/// assert_eq!(rest.map(|m| m.minor_units()), Ok(50_000));
+/// let more = Money::from_minor(60_000, paid.amount.currency()).unwrap();
+/// assert_eq!(
+///     reservation(paid, 100_000, Some(more)),
+///     Err(RefundRefusal::ExceedsAmount { available_minor: 50_000 })
+/// );
+/// # }
+/// ```
+pub fn reservation(
+    payment: &Payment,
+    reserved_minor: i64,
+    requested: Option<Money>,
+) -> Result<Money, RefundRefusal> {
+    if payment.status != PaymentStatus::Succeeded {
+        return Err(RefundRefusal::NotRefundable(payment.status));
+    }
+    let total = payment.amount.minor_units();
+    let available_minor = total.saturating_sub(reserved_minor).max(0);
+    let amount = match requested {
+        Some(amount) if amount.currency() != payment.amount.currency() => {
+            return Err(RefundRefusal::CurrencyMismatch);
+        }
+        Some(amount) => amount.minor_units(),
+        None => available_minor,
+    };
+    if amount <= 0 || amount > available_minor {
+        return Err(RefundRefusal::ExceedsAmount { available_minor });
+    }
+    Money::from_minor(amount, payment.amount.currency())
+        .map_err(|_| RefundRefusal::ExceedsAmount { available_minor })
+}
+
 /// A definite answer from the acquirer about a refund.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefundSettlement {
@@ -210,6 +262,80 @@ pub enum RefundSettlement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn paid(minor: i64, status: PaymentStatus) -> Payment {
+        let request = crate::PaymentRequest {
+            amount: Money::from_minor(minor, rub()).unwrap(),
+            reference: crate::Reference::new("order-1").unwrap(),
+            token: crate::CardToken::new("tok_ok").unwrap(),
+        };
+        let mut payment = crate::NewPayment::new(
+            ShopId::new("shop").unwrap(),
+            IdempotencyKey::new("order-1-pay").unwrap(),
+            request,
+        )
+        .to_payment();
+        payment.status = status;
+        payment
+    }
+
+    fn rub() -> crate::Currency {
+        crate::Currency::from_code("RUB").unwrap()
+    }
+
+    fn money(minor: i64, code: &str) -> Money {
+        Money::from_minor(minor, crate::Currency::from_code(code).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_refund_without_an_amount_takes_what_is_left() {
+        let payment = paid(150_000, PaymentStatus::Succeeded);
+        assert_eq!(reservation(&payment, 0, None), Ok(money(150_000, "RUB")));
+        assert_eq!(
+            reservation(&payment, 100_000, None),
+            Ok(money(50_000, "RUB"))
+        );
+    }
+
+    #[test]
+    fn a_refund_may_take_up_to_what_is_left_and_no_more() {
+        let payment = paid(150_000, PaymentStatus::Succeeded);
+        let half = Some(money(75_000, "RUB"));
+        assert_eq!(
+            reservation(&payment, 75_000, half),
+            Ok(money(75_000, "RUB"))
+        );
+        assert_eq!(
+            reservation(&payment, 75_001, half),
+            Err(RefundRefusal::ExceedsAmount {
+                available_minor: 74_999
+            })
+        );
+    }
+
+    #[test]
+    fn nothing_left_refuses_even_a_refund_of_the_rest() {
+        let payment = paid(150_000, PaymentStatus::Succeeded);
+        let refused = Err(RefundRefusal::ExceedsAmount { available_minor: 0 });
+        assert_eq!(reservation(&payment, 150_000, None), refused);
+        // More reserved than paid (a manual edit) counts as nothing left.
+        assert_eq!(reservation(&payment, 200_000, None), refused);
+    }
+
+    #[test]
+    fn only_succeeded_payments_in_their_currency_are_refunded() {
+        for status in [PaymentStatus::Pending, PaymentStatus::Declined] {
+            assert_eq!(
+                reservation(&paid(150_000, status), 0, None),
+                Err(RefundRefusal::NotRefundable(status))
+            );
+        }
+        let payment = paid(150_000, PaymentStatus::Succeeded);
+        assert_eq!(
+            reservation(&payment, 0, Some(money(100, "USD"))),
+            Err(RefundRefusal::CurrencyMismatch)
+        );
+    }
 
     #[test]
     fn refund_ids_round_trip_and_reject_others() {

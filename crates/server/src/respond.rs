@@ -155,7 +155,7 @@ fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
 /// connection broke (then its key is resumed by the retry or the completer).
 pub fn store_problem(error: StoreError) -> Problem {
     match error {
-        StoreError::Unavailable(reason) => {
+        StoreError::Unavailable { source: reason } => {
             tracing::warn!(%reason, "store unavailable");
             Problem::new(
                 ProblemCode::StoreUnavailable,
@@ -165,7 +165,7 @@ pub fn store_problem(error: StoreError) -> Problem {
             )
             .retry_after(std::time::Duration::from_secs(1))
         }
-        StoreError::Overloaded(reason) => {
+        StoreError::Overloaded { source: reason } => {
             tracing::debug!(%reason, "store overloaded; new work refused");
             Problem::new(
                 ProblemCode::StoreOverloaded,

@@ -19,7 +19,9 @@ use std::time::Duration;
 use chargeonce_core::{Store, StoreError};
 
 mod codec;
+mod columns;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 /// The SQLite writer's counters ([`SqliteStore::writer_stats`]).
@@ -60,7 +62,7 @@ pub async fn connect(url: &str, config: &PoolConfig) -> Result<Arc<dyn Store>, S
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(SqliteStore::connect(url, config).await?))
     } else {
-        Err(StoreError::Other(format!(
+        Err(StoreError::other(format!(
             "unsupported database URL scheme `{}:` (use postgres://... or sqlite://PATH)",
             url.split(':').next().unwrap_or_default()
         )))

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chargeonce_core::events::EventQuery;
+use chargeonce_core::store::prelude::*;
 use chargeonce_core::{
     CardToken, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey, KeyTiming, Lease,
     Money, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Reference,
-    Settlement, ShopId, ShopSecret, Store, StoredResponse,
+    Settlement, ShopId, ShopSecret, StoredResponse,
 };
 use chargeonce_store::{PgStore, PoolConfig};
 use chargeonce_testkit::TestDb;

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use chargeonce_core::{ShopId, ShopSecret, Store};
+use chargeonce_core::{Keys, Payments, ShopId, ShopSecret, Shops};
 use chargeonce_sqlite::rusqlite::{Connection, StatementStatus, params};
 use chargeonce_store::{PoolConfig, SqliteStore};
 use chargeonce_testkit::TestDb;

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use chargeonce_core::events::{AttemptOutcome, DueEvent};
 use chargeonce_core::webhook::{SIGNATURE_HEADER, sign};
-use chargeonce_core::{NoObserver, Observer, Store, StoreError};
+use chargeonce_core::{NoObserver, Observer, Outbox, StoreError};
 use futures::StreamExt;
 use rand::Rng;
 use time::OffsetDateTime;
@@ -121,7 +121,7 @@ pub struct RelayPass {
 /// Delivers due events; [`Relay::run_once`] is one pass.
 #[derive(Clone)]
 pub struct Relay {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Outbox>,
     http: reqwest::Client,
     config: RelayConfig,
     observer: Arc<dyn Observer>,
@@ -129,7 +129,7 @@ pub struct Relay {
 
 impl Relay {
     /// A relay over a store.
-    pub fn new(store: Arc<dyn Store>, config: RelayConfig) -> Result<Self, RelayError> {
+    pub fn new(store: Arc<dyn Outbox>, config: RelayConfig) -> Result<Self, RelayError> {
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
             .redirect(reqwest::redirect::Policy::none())
@@ -228,13 +228,13 @@ impl Relay {
 /// Starts the relay on the current runtime; abort the handle to stop it. An
 /// event it was delivering when stopped stays in the outbox and is sent again
 /// once its lease is over.
-pub fn spawn(store: Arc<dyn Store>, config: RelayConfig) -> Result<JoinHandle<()>, RelayError> {
+pub fn spawn(store: Arc<dyn Outbox>, config: RelayConfig) -> Result<JoinHandle<()>, RelayError> {
     spawn_observed(store, config, Arc::new(NoObserver))
 }
 
 /// [`spawn`], reporting attempts and failures to an observer (metrics).
 pub fn spawn_observed(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Outbox>,
     config: RelayConfig,
     observer: Arc<dyn Observer>,
 ) -> Result<JoinHandle<()>, RelayError> {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_core::{NoObserver, Observer, Store};
+use chargeonce_core::{Keys, NoObserver, Observer};
 use tokio::task::JoinHandle;
 
 /// Sweeper settings.
@@ -29,7 +29,7 @@ impl Default for SweeperConfig {
 
 /// Runs one sweep to the end: batches until a batch comes back short.
 /// Returns how many keys were deleted.
-pub async fn sweep_once(store: &dyn Store, batch: u32) -> Result<u64, chargeonce_core::StoreError> {
+pub async fn sweep_once(store: &dyn Keys, batch: u32) -> Result<u64, chargeonce_core::StoreError> {
     let mut total = 0;
     loop {
         let deleted = store.sweep_expired_keys(batch).await?;
@@ -42,13 +42,13 @@ pub async fn sweep_once(store: &dyn Store, batch: u32) -> Result<u64, chargeonce
 }
 
 /// Starts the sweeper on the current runtime; abort the handle to stop it.
-pub fn spawn(store: Arc<dyn Store>, config: SweeperConfig) -> JoinHandle<()> {
+pub fn spawn(store: Arc<dyn Keys>, config: SweeperConfig) -> JoinHandle<()> {
     spawn_observed(store, config, Arc::new(NoObserver))
 }
 
 /// [`spawn`], reporting deletions and failures to an observer (metrics).
 pub fn spawn_observed(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Keys>,
     config: SweeperConfig,
     observer: Arc<dyn Observer>,
 ) -> JoinHandle<()> {

@@ -1,43 +1,16 @@
-//! The store: where keys and payments live, and the final arbiter of races.
-//!
-//! Each method is one atomic step of the engine. Implementations live in the
-//! `chargeonce-store` crate (PostgreSQL and SQLite); the engine only sees this trait.
+//! The keys role: an idempotency key's claim, its lease and its finish, and
+//! the types they speak in.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::events::{AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint};
-use crate::webhook::EventKind;
+use super::StoreError;
 use crate::{
-    AcquirerKey, Fingerprint, IdempotencyKey, NewPayment, NewRefund, Payment, PaymentId, Reference,
-    Refund, RefundId, RefundRefusal, RefundSettlement, SecretHash, Settlement, ShopId,
+    Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Refund, RefundId, Settlement,
+    ShopId,
 };
-
-/// Why a store call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The database could not be reached or did not answer in time. Nothing may
-    /// be executed on the strength of a call that failed this way.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// The store is too busy to take new work now (its queue is full); the
-    /// call did nothing. Only calls that start work (a claim, a take-over)
-    /// are refused this way; retry later.
-    #[error("store overloaded: {0}")]
-    Overloaded(String),
-    /// A row could not be read back into a domain value (a bug or a manual edit).
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
-    /// `add_shop` for a shop id that exists.
-    #[error("shop `{0}` already exists")]
-    ShopExists(String),
-    /// Any other database error.
-    #[error("store error: {0}")]
-    Other(String),
-}
 
 /// The fencing token of a lease: whoever holds it may finish the operation;
 /// a worker whose lease was taken over can no longer write.
@@ -171,7 +144,7 @@ pub struct KeyRecord {
     pub response: Option<StoredResponse>,
     /// Whether a lease is held and unexpired, judged by the store's clock.
     pub lease_active: bool,
-    /// How much longer the key is parked (see [`Store::park_lease`]): no
+    /// How much longer the key is parked (see [`Keys::park_lease`]): no
     /// request holds it, but it may not be taken over yet because the
     /// outcome of a call to an acquirer that ignores keys may still appear.
     /// `None` when it is not parked (or the parking ran out).
@@ -214,23 +187,6 @@ pub enum Claim {
     Exists(KeyRecord),
 }
 
-/// The result of phase 1 of a refund.
-#[derive(Debug, Clone)]
-pub enum RefundClaim {
-    /// The key was new (or expired and finished): the key row, the refund row
-    /// and the reservation are committed, and this caller holds the lease
-    /// (recovery point [`RecoveryPoint::RefundCreated`]).
-    Acquired(Acquired),
-    /// The key exists; nothing was written. Checked before any rule about the
-    /// payment, so the retry of a refund that used up the payment still gets
-    /// that refund.
-    Exists(KeyRecord),
-    /// The key was new, but the refund is refused before anything executed;
-    /// nothing was written, not even the key, so the client may retry with it
-    /// once the cause is gone.
-    Refused(RefundRefusal),
-}
-
 /// How phase 3 ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishOutcome {
@@ -256,50 +212,11 @@ pub struct StalledKey {
     pub fingerprint: Fingerprint,
 }
 
-/// How a conditional settlement (`pending` -> final) ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SettleOutcome {
-    /// The payment was pending and now is settled.
-    Settled(Payment),
-    /// The payment was already final; nothing changed. Final states never change.
-    AlreadyFinal(Payment),
-    /// No such payment.
-    NotFound,
-}
-
-/// An authentic acquirer event, as the store records it.
-#[derive(Debug, Clone)]
-pub struct InboundEvent {
-    /// The acquirer's event id: the same on every delivery.
-    pub event_id: String,
-    /// What happened.
-    pub kind: EventKind,
-    /// The acquirer key of the payment it is about.
-    pub acquirer_key: AcquirerKey,
-    /// The shop the acquirer says it belongs to.
-    pub shop_id: ShopId,
-    /// The definite outcome it reports, if any (not for `payment.processing`).
-    pub settlement: Option<Settlement>,
-}
-
-/// What recording an acquirer event did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EventRecorded {
-    /// The event id was recorded before: nothing changed.
-    Duplicate,
-    /// The event settled the pending payment.
-    Settled(Payment),
-    /// The event was recorded and the payment did not move: it was already
-    /// final, or the event carries no outcome.
-    Unchanged(Payment),
-    /// The event was recorded, but no payment of that shop has its acquirer key.
-    UnknownPayment,
-}
-
-/// Storage for keys, payments and shops. Every method is atomic; leases and
-/// expiry are judged by the store's clock, never the caller's.
+/// The idempotency keys and their leases: phase 1 of a payment, take-overs,
+/// the lease's renewals and ends, phase 3, reading a key, and the keys the
+/// sweeper deletes and the completer drives.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Keys: Send + Sync + 'static {
     /// Phase 1, one transaction: inserts the key row with a fresh lease and the
     /// payment row (or links the order's existing pending/succeeded payment),
     /// or, when the key exists and is not an expired finished key, writes
@@ -369,52 +286,6 @@ pub trait Store: Send + Sync + 'static {
         ttl: Duration,
     ) -> Result<FinishOutcome, StoreError>;
 
-    /// Phase 1 of a refund, one transaction: inserts the key row with a fresh
-    /// lease, reserves the refund's amount on the payment with a conditional
-    /// update (the payment must belong to the shop, be `succeeded`, be in the
-    /// same currency, and keep its reserved refunds within its amount), and
-    /// inserts the refund row. When the key exists and is not an expired
-    /// finished key, nothing is written and the key is returned (checked
-    /// first); when the reservation is refused, nothing is written.
-    async fn claim_refund(
-        &self,
-        claim: &ClaimRequest,
-        refund: &NewRefund,
-        timing: KeyTiming,
-    ) -> Result<RefundClaim, StoreError>;
-
-    /// Phase 3 of a refund, one transaction, fenced by the lease token:
-    /// applies the acquirer's answer to the refund, which must still be
-    /// pending (success adds its amount to the payment's refunded amount; a
-    /// refusal gives its reservation back), and stores the final response.
-    /// [`FinishOutcome::PaymentAlreadySettled`] when the refund is no longer
-    /// pending. When the refund moved, its merchant event is inserted in the
-    /// same transaction.
-    async fn finish_refund(
-        &self,
-        lease: &Lease,
-        settlement: Option<(&RefundId, &RefundSettlement)>,
-        response: &StoredResponse,
-        ttl: Duration,
-    ) -> Result<FinishOutcome, StoreError>;
-
-    /// One refund of one shop.
-    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError>;
-
-    /// One payment of one shop.
-    async fn payment(
-        &self,
-        shop_id: &ShopId,
-        id: &PaymentId,
-    ) -> Result<Option<Payment>, StoreError>;
-
-    /// All payments of one shop for one order, oldest first.
-    async fn payments_by_reference(
-        &self,
-        shop_id: &ShopId,
-        reference: &Reference,
-    ) -> Result<Vec<Payment>, StoreError>;
-
     /// One key of one shop.
     async fn key(
         &self,
@@ -429,99 +300,4 @@ pub trait Store: Send + Sync + 'static {
     /// (or never had one), longest idle first: what the completer drives.
     async fn stalled_keys(&self, idle: Duration, limit: u32)
     -> Result<Vec<StalledKey>, StoreError>;
-
-    /// Up to `limit` pending payments of any shop created at least
-    /// `older_than` ago, oldest first: what the reconciler asks the acquirer about.
-    async fn pending_payments(
-        &self,
-        older_than: Duration,
-        limit: u32,
-    ) -> Result<Vec<Payment>, StoreError>;
-
-    /// Up to `limit` payments of any shop created in `[from, to)`, ordered by
-    /// id, after the id `after` (keyset pagination): what the reconciler
-    /// compares with the acquirer's ledger.
-    async fn payments_created_between(
-        &self,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-        after: Option<&PaymentId>,
-        limit: u32,
-    ) -> Result<Vec<Payment>, StoreError>;
-
-    /// The payment that carries an acquirer key (they are unique).
-    async fn payment_by_acquirer_key(
-        &self,
-        key: &AcquirerKey,
-    ) -> Result<Option<Payment>, StoreError>;
-
-    /// Settles a pending payment with a definite acquirer answer learnt
-    /// outside the payment's own request (reconciler): a conditional
-    /// transition `pending` -> final. Its key, if unfinished, is left to its
-    /// next retry or the completer, which answer from the settled payment.
-    /// When the payment moved, its merchant event is inserted in the same
-    /// transaction (settling twice writes one event).
-    async fn settle_payment(
-        &self,
-        shop_id: &ShopId,
-        id: &PaymentId,
-        settlement: &Settlement,
-    ) -> Result<SettleOutcome, StoreError>;
-
-    /// One transaction: records an acquirer event id (unique: a repeat
-    /// changes nothing) and applies its settlement, if any, to the pending
-    /// payment with its acquirer key and shop, with the merchant event of
-    /// that transition when it settled the payment.
-    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError>;
-
-    /// Sets a shop's webhook endpoint (or removes it, with `None`). `false`
-    /// when there is no such shop.
-    async fn set_webhook(
-        &self,
-        shop_id: &ShopId,
-        endpoint: Option<&WebhookEndpoint>,
-    ) -> Result<bool, StoreError>;
-
-    /// A shop's merchant events, newest first.
-    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError>;
-
-    /// One merchant event of one shop, with its delivery log.
-    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError>;
-
-    /// Makes an event of the shop due again now, as if just written (its
-    /// give-up clock restarts; its attempts are kept). `None` when the shop
-    /// has no such event.
-    async fn resend_event(
-        &self,
-        shop_id: &ShopId,
-        id: &EventId,
-    ) -> Result<Option<Event>, StoreError>;
-
-    /// Claims up to `limit` events that are due, of shops with a webhook
-    /// endpoint, for one delivery attempt each: a lease of `lease` keeps
-    /// other relays off them meanwhile. An event is only due once every
-    /// earlier event of its payment is delivered or given up (per-payment
-    /// order). Oldest first.
-    async fn claim_due_events(
-        &self,
-        limit: u32,
-        lease: Duration,
-    ) -> Result<Vec<DueEvent>, StoreError>;
-
-    /// Records how a delivery attempt ended and ends its lease: delivered,
-    /// or due again later, or given up once the give-up time has passed.
-    async fn record_attempt(
-        &self,
-        id: &EventId,
-        outcome: &AttemptOutcome,
-    ) -> Result<(), StoreError>;
-
-    /// Registers a shop with the hash of its secret.
-    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError>;
-
-    /// The stored secret hash of a shop.
-    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError>;
-
-    /// Whether the store answers.
-    async fn ping(&self) -> Result<(), StoreError>;
 }

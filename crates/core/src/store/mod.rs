@@ -1,0 +1,55 @@
+//! The store: where keys and payments live, and the final arbiter of races.
+//!
+//! Each method is one atomic step of the engine. Implementations live in the
+//! `chargeonce-store` crate (PostgreSQL and SQLite); the engine only sees
+//! [`Store`]. The methods are grouped in role traits, one a file, so a
+//! worker can ask for only the role it uses (the relay an
+//! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`],
+//! [`Payments`], [`Reconciliation`], [`Outbox`], [`Shops`] and [`Health`].
+//! [`Store`] is all of them, implemented for every type that implements
+//! them, so `Arc<dyn Store>` upcasts to any one.
+//!
+//! A method of a role is called on a `dyn Store` as it is; on a concrete
+//! store (or a generic one), the role's trait must be in scope:
+//! `use chargeonce_core::store::prelude::*;` brings them all.
+
+use async_trait::async_trait;
+
+mod error;
+mod keys;
+mod outbox;
+mod payments;
+mod reconciliation;
+mod refunds;
+mod shops;
+
+pub use error::{BoxError, StoreError};
+pub use keys::{
+    Acquired, Claim, ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Keys, Lease, LeaseToken,
+    RecoveryPoint, StalledKey, StoredResponse,
+};
+pub use outbox::Outbox;
+pub use payments::Payments;
+pub use reconciliation::{EventRecorded, InboundEvent, Reconciliation, SettleOutcome};
+pub use refunds::{RefundClaim, Refunds};
+pub use shops::Shops;
+
+/// Every role trait, and [`Store`], to call a store's methods on a concrete
+/// or generic store.
+pub mod prelude {
+    pub use super::{Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops, Store};
+}
+
+/// Whether the store answers (readiness checks).
+#[async_trait]
+pub trait Health: Send + Sync + 'static {
+    /// Whether the store answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Storage for keys, payments and shops: every role. Every method is
+/// atomic; leases and expiry are judged by the store's clock, never the
+/// caller's.
+pub trait Store: Keys + Refunds + Payments + Reconciliation + Outbox + Shops + Health {}
+
+impl<T> Store for T where T: Keys + Refunds + Payments + Reconciliation + Outbox + Shops + Health {}

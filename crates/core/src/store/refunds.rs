@@ -1,0 +1,63 @@
+//! The refunds role: a refund's own three phases under its own key.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    Acquired, ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Lease, StoreError, StoredResponse,
+};
+use crate::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, ShopId};
+
+/// The result of phase 1 of a refund.
+#[derive(Debug, Clone)]
+pub enum RefundClaim {
+    /// The key was new (or expired and finished): the key row, the refund row
+    /// and the reservation are committed, and this caller holds the lease
+    /// (recovery point [`RecoveryPoint::RefundCreated`]).
+    Acquired(Acquired),
+    /// The key exists; nothing was written. Checked before any rule about the
+    /// payment, so the retry of a refund that used up the payment still gets
+    /// that refund.
+    Exists(KeyRecord),
+    /// The key was new, but the refund is refused before anything executed;
+    /// nothing was written, not even the key, so the client may retry with it
+    /// once the cause is gone.
+    Refused(RefundRefusal),
+}
+
+/// Refunds: phase 1 (claim and reservation), phase 3 (the answer), reads.
+#[async_trait]
+pub trait Refunds: Send + Sync + 'static {
+    /// Phase 1 of a refund, one transaction: inserts the key row with a fresh
+    /// lease, reserves the refund's amount on the payment with a conditional
+    /// update (the payment must belong to the shop, be `succeeded`, be in the
+    /// same currency, and keep its reserved refunds within its amount), and
+    /// inserts the refund row. When the key exists and is not an expired
+    /// finished key, nothing is written and the key is returned (checked
+    /// first); when the reservation is refused, nothing is written.
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError>;
+
+    /// Phase 3 of a refund, one transaction, fenced by the lease token:
+    /// applies the acquirer's answer to the refund, which must still be
+    /// pending (success adds its amount to the payment's refunded amount; a
+    /// refusal gives its reservation back), and stores the final response.
+    /// [`FinishOutcome::PaymentAlreadySettled`] when the refund is no longer
+    /// pending. When the refund moved, its merchant event is inserted in the
+    /// same transaction.
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<FinishOutcome, StoreError>;
+
+    /// One refund of one shop.
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError>;
+}

@@ -1,0 +1,25 @@
+//! The shops role: the API's tenants, their secrets and webhook endpoints.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::events::WebhookEndpoint;
+use crate::{SecretHash, ShopId};
+
+/// The shops: registering one, its secret, its webhook endpoint.
+#[async_trait]
+pub trait Shops: Send + Sync + 'static {
+    /// Registers a shop with the hash of its secret.
+    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError>;
+
+    /// The stored secret hash of a shop.
+    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError>;
+
+    /// Sets a shop's webhook endpoint (or removes it, with `None`). `false`
+    /// when there is no such shop.
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError>;
+}

@@ -1,0 +1,380 @@
+//! Phase 1 of a payment (the claim of its key and the insertion of its
+//! payment, or the link to its order's live payment), the take-over of an
+//! expired lease, and the fenced writes to a lease: renew, release, park,
+//! abandon.
+
+use std::time::Duration;
+
+use chargeonce_core::{
+    Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
+    NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
+};
+use sqlx::{Postgres, Transaction};
+
+use super::keys::{KeyTarget, count_repeat, insert_key};
+use super::{PgStore, payments, refunds, store_error};
+use crate::codec::{acquired, millis};
+use crate::columns::payment_columns;
+use crate::rows::{PaymentRow, TakenKeyRow};
+
+/// How many times a claim re-runs when the row it conflicted with vanished
+/// between two statements (swept, or its order's payment declined meanwhile).
+pub(super) const CLAIM_ATTEMPTS: usize = 3;
+
+/// The deferred foreign key from a key row to its payment. A one-statement
+/// claim whose payment insert was skipped (the order has a live payment)
+/// violates it at commit, so the statement writes nothing.
+const KEY_PAYMENT_FK: &str = "idempotency_keys_payment_id_fkey";
+
+/// Phase 1: the one-statement claim for the common case, the transaction
+/// for the rest.
+pub(super) async fn claim_payment(
+    store: &PgStore,
+    claim: &ClaimRequest,
+    payment: &NewPayment,
+    timing: KeyTiming,
+) -> Result<Claim, StoreError> {
+    let token = LeaseToken::generate();
+    match claim_in_one_statement(store, claim, payment, token, timing).await? {
+        FastClaim::Created => {
+            return Ok(Claim::Acquired(acquired(
+                claim,
+                token,
+                RecoveryPoint::PaymentCreated,
+                payment.to_payment(),
+                None,
+            )));
+        }
+        FastClaim::KeyExists => {
+            // Re-read in a new statement: its snapshot includes the commit
+            // of whoever inserted the key.
+            if let Some(record) = count_repeat(store, &claim.shop_id, &claim.key).await? {
+                return Ok(Claim::Exists(record));
+            }
+            // Swept meanwhile, or finished and expired: the transaction
+            // decides (and reclaims an expired key).
+        }
+        // Nothing was written; the transaction links the order's payment.
+        FastClaim::OrderTaken => {}
+    }
+    claim_in_transaction(store, claim, payment, timing).await
+}
+
+/// What the one-statement claim of a payment did.
+enum FastClaim {
+    /// The key row and the payment row are committed.
+    Created,
+    /// The key exists (in any state): nothing was written.
+    KeyExists,
+    /// The key was new but the order already has a live payment: the
+    /// statement failed at its commit and nothing was written.
+    OrderTaken,
+}
+
+/// The common case of phase 1 in one autocommitted statement (one round
+/// trip): a data-modifying CTE inserts the key row, and the payment row
+/// is inserted only from the key row it returned.
+///
+/// - Key new, order free: both rows commit together ([`FastClaim::Created`]).
+/// - Key exists: `ON CONFLICT DO NOTHING` skips it (after waiting for a
+///   concurrent inserter of the same key to end), no payment is
+///   inserted, and nothing is written or locked
+///   ([`FastClaim::KeyExists`]). The caller re-reads the key in a NEW
+///   statement: this one's snapshot may predate the winner's commit.
+/// - Key new, but the order has a live payment (possibly committed after
+///   this statement's snapshot: the arbiter index sees it anyway): the
+///   payment insert is skipped, so the key row points at a payment that
+///   does not exist and the deferred foreign key fails the implicit
+///   commit; the whole statement is rolled back ([`FastClaim::OrderTaken`]).
+///   The caller runs the transaction that links the live payment.
+///
+/// An expired finished key is not reclaimed here (that is an update of
+/// the old row, left to the transaction): it comes back as `KeyExists`.
+async fn claim_in_one_statement(
+    store: &PgStore,
+    claim: &ClaimRequest,
+    payment: &NewPayment,
+    lease: LeaseToken,
+    timing: KeyTiming,
+) -> Result<FastClaim, StoreError> {
+    let created = sqlx::query(
+        "WITH k AS ( \
+             INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+                 recovery_point, lease_token, locked_until, payment_id, created_at, \
+                 expires_at) \
+             VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
+                 clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
+                 now() + $9::float8 * interval '1 millisecond') \
+             ON CONFLICT (shop_id, key) DO NOTHING \
+             RETURNING 1) \
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+             currency, token, status, acquirer_key, created_at) \
+         SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17 FROM k \
+         ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+         DO NOTHING \
+         RETURNING 1",
+    )
+    .bind(claim.shop_id.as_str())
+    .bind(claim.key.as_str())
+    .bind(claim.fingerprint.as_bytes().as_slice())
+    .bind(&claim.method)
+    .bind(&claim.path)
+    .bind(lease.as_uuid())
+    .bind(millis(timing.lease) as f64)
+    .bind(payment.id.as_str())
+    .bind(millis(timing.ttl) as f64)
+    .bind(payment.shop_id.as_str())
+    .bind(payment.idempotency_key.as_str())
+    .bind(payment.request.reference.as_str())
+    .bind(payment.request.amount.minor_units())
+    .bind(payment.request.amount.currency().code())
+    .bind(payment.request.token.as_str())
+    .bind(payment.acquirer_key.as_str())
+    .bind(payment.created_at)
+    .fetch_optional(&store.pool)
+    .await;
+    match created {
+        Ok(Some(_)) => Ok(FastClaim::Created),
+        Ok(None) => Ok(FastClaim::KeyExists),
+        Err(sqlx::Error::Database(error))
+            if error.code().as_deref() == Some("23503")
+                && error.constraint() == Some(KEY_PAYMENT_FK) =>
+        {
+            Ok(FastClaim::OrderTaken)
+        }
+        Err(error) => Err(store_error(error)),
+    }
+}
+
+/// Phase 1 as one transaction of several statements, for what the
+/// one-statement claim leaves: an order that already has a live payment
+/// (the key is linked to it), an expired finished key (reclaimed), and a
+/// key that vanished between two statements.
+async fn claim_in_transaction(
+    store: &PgStore,
+    claim: &ClaimRequest,
+    payment: &NewPayment,
+    timing: KeyTiming,
+) -> Result<Claim, StoreError> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        let token = LeaseToken::generate();
+        let mut tx = store.pool.begin().await.map_err(store_error)?;
+        let target = KeyTarget {
+            recovery_point: RecoveryPoint::PaymentCreated,
+            payment_id: &payment.id,
+            refund_id: None,
+        };
+        if insert_key(&mut tx, claim, target, token, timing).await? {
+            let Some((recovery_point, linked)) = insert_payment(&mut tx, payment).await? else {
+                continue;
+            };
+            tx.commit().await.map_err(store_error)?;
+            return Ok(Claim::Acquired(acquired(
+                claim,
+                token,
+                recovery_point,
+                linked,
+                None,
+            )));
+        }
+        tx.rollback().await.map_err(store_error)?;
+        // Re-read in a new statement: its snapshot includes the winner's commit.
+        if let Some(record) = count_repeat(store, &claim.shop_id, &claim.key).await? {
+            return Ok(Claim::Exists(record));
+        }
+    }
+    Err(StoreError::other(format!(
+        "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+        claim.key
+    )))
+}
+
+/// Inserts the payment, or links the order's live payment when it has one.
+async fn insert_payment(
+    tx: &mut Transaction<'static, Postgres>,
+    payment: &NewPayment,
+) -> Result<Option<(RecoveryPoint, Payment)>, StoreError> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        let inserted = sqlx::query(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+             DO NOTHING RETURNING 1",
+        )
+        .bind(payment.id.as_str())
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(payment.request.reference.as_str())
+        .bind(payment.request.amount.minor_units())
+        .bind(payment.request.amount.currency().code())
+        .bind(payment.request.token.as_str())
+        .bind(payment.acquirer_key.as_str())
+        .bind(payment.created_at)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        if inserted.is_some() {
+            return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));
+        }
+        // A new statement sees the live payment the conflict waited for.
+        let existing = sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 AND reference = $2 \
+              AND status IN ('pending', 'succeeded')"
+        ))
+        .bind(payment.shop_id.as_str())
+        .bind(payment.request.reference.as_str())
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)?;
+        if let Some(row) = existing {
+            let existing = Payment::try_from(row)?;
+            sqlx::query(
+                "UPDATE idempotency_keys SET payment_id = $3, recovery_point = 'order_already_paid' \
+                 WHERE shop_id = $1 AND key = $2",
+            )
+            .bind(payment.shop_id.as_str())
+            .bind(payment.idempotency_key.as_str())
+            .bind(existing.id.as_str())
+            .execute(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            return Ok(Some((RecoveryPoint::OrderAlreadyPaid, existing)));
+        }
+    }
+    Ok(None)
+}
+
+/// Takes over an unfinished key whose lease expired (a compare-and-set of
+/// its lease token), and reads what it points at.
+pub(super) async fn take_over(
+    store: &PgStore,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
+    lease: Duration,
+) -> Result<Option<Acquired>, StoreError> {
+    let token = LeaseToken::generate();
+    let row = sqlx::query_as::<_, TakenKeyRow>(
+        "UPDATE idempotency_keys SET lease_token = $3, \
+             locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
+         WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
+           AND recovery_point <> 'finished' \
+           AND (locked_until IS NULL OR locked_until <= now()) \
+         RETURNING payment_id, refund_id, recovery_point",
+    )
+    .bind(shop_id.as_str())
+    .bind(key.as_str())
+    .bind(token.as_uuid())
+    .bind(millis(lease) as f64)
+    .bind(fingerprint.as_bytes().as_slice())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?;
+    let Some(row) = row else { return Ok(None) };
+    let (recovery_point, payment_id, refund_id) = row.parse()?;
+    let payment = payments::payment(store, shop_id, &payment_id)
+        .await?
+        .ok_or_else(|| {
+            StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
+        })?;
+    let refund = match refund_id {
+        Some(id) => Some(Box::new(
+            refunds::refund(store, shop_id, &id).await?.ok_or_else(|| {
+                StoreError::corrupt(format!("key {key} points at missing refund {id}"))
+            })?,
+        )),
+        None => None,
+    };
+    Ok(Some(Acquired {
+        lease: Lease {
+            shop_id: shop_id.clone(),
+            key: key.clone(),
+            token,
+        },
+        recovery_point,
+        payment,
+        refund,
+    }))
+}
+
+/// Extends a lease held with this token.
+pub(super) async fn renew_lease(
+    store: &PgStore,
+    lease: &Lease,
+    duration: Duration,
+) -> Result<bool, StoreError> {
+    fenced(
+        store,
+        "UPDATE idempotency_keys \
+         SET locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        lease,
+        Some(duration),
+    )
+    .await
+}
+
+/// Ends a lease early: the next retry may take over at once.
+pub(super) async fn release_lease(store: &PgStore, lease: &Lease) -> Result<bool, StoreError> {
+    fenced(
+        store,
+        "UPDATE idempotency_keys SET locked_until = now() \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        lease,
+        None,
+    )
+    .await
+}
+
+/// Ends a lease, but keeps the key from being taken over for `hold`.
+pub(super) async fn park_lease(
+    store: &PgStore,
+    lease: &Lease,
+    hold: Duration,
+) -> Result<bool, StoreError> {
+    fenced(
+        store,
+        "UPDATE idempotency_keys SET lease_token = NULL, \
+             locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        lease,
+        Some(hold),
+    )
+    .await
+}
+
+/// Deletes an unfinished key that only links to its order's payment.
+pub(super) async fn abandon_key(store: &PgStore, lease: &Lease) -> Result<bool, StoreError> {
+    fenced(
+        store,
+        "DELETE FROM idempotency_keys \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+           AND recovery_point = 'order_already_paid'",
+        lease,
+        None,
+    )
+    .await
+}
+
+/// Runs one write fenced by a lease: `$1`, `$2`, `$3` are its shop, key and
+/// token, `$4` (when given) a duration in milliseconds. `true` when it
+/// changed the key row, `false` when the lease was taken over.
+async fn fenced(
+    store: &PgStore,
+    sql: &'static str,
+    lease: &Lease,
+    duration: Option<Duration>,
+) -> Result<bool, StoreError> {
+    let mut query = sqlx::query(sql)
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid());
+    if let Some(duration) = duration {
+        query = query.bind(millis(duration) as f64);
+    }
+    let done = query.execute(&store.pool).await.map_err(store_error)?;
+    Ok(done.rows_affected() == 1)
+}

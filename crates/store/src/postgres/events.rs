@@ -1,0 +1,122 @@
+//! Payments settled outside their own request: by the reconciler
+//! (`settle_payment`) and by the acquirer's webhooks (`record_event`, which
+//! also records the event id, once), each a conditional `pending` -> final
+//! transition with its merchant event.
+
+use chargeonce_core::events::NewEvent;
+use chargeonce_core::{
+    EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement, ShopId, StoreError,
+};
+
+use super::outbox::insert_event;
+use super::{PgStore, payments, store_error};
+use crate::codec::event_result;
+use crate::columns::payment_columns;
+use crate::rows::PaymentRow;
+
+/// Settles a pending payment with an answer learnt outside its request
+/// (the reconciler), with its merchant event.
+pub(super) async fn settle_payment(
+    store: &PgStore,
+    shop_id: &ShopId,
+    id: &PaymentId,
+    settlement: &Settlement,
+) -> Result<SettleOutcome, StoreError> {
+    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let row = sqlx::query_as::<_, PaymentRow>(concat!(
+        "UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
+             updated_at = now() \
+         WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+        payment_columns!()
+    ))
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .bind(settlement.status.as_str())
+    .bind(&settlement.provider_payment_id)
+    .bind(&settlement.decline_code)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(store_error)?;
+    if let Some(row) = row {
+        let payment = Payment::try_from(row)?;
+        insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
+        tx.commit().await.map_err(store_error)?;
+        return Ok(SettleOutcome::Settled(payment));
+    }
+    tx.rollback().await.map_err(store_error)?;
+    Ok(match payments::payment(store, shop_id, id).await? {
+        Some(payment) => SettleOutcome::AlreadyFinal(payment),
+        None => SettleOutcome::NotFound,
+    })
+}
+
+/// Records an acquirer event once and applies its settlement, if any.
+pub(super) async fn record_event(
+    store: &PgStore,
+    event: &InboundEvent,
+) -> Result<EventRecorded, StoreError> {
+    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let inserted = sqlx::query(
+        "INSERT INTO acquirer_events (event_id, event_type, acquirer_key, shop_id, result) \
+         VALUES ($1, $2, $3, $4, 'unchanged') ON CONFLICT (event_id) DO NOTHING RETURNING 1",
+    )
+    .bind(&event.event_id)
+    .bind(event.kind.as_str())
+    .bind(event.acquirer_key.as_str())
+    .bind(event.shop_id.as_str())
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(store_error)?;
+    if inserted.is_none() {
+        tx.rollback().await.map_err(store_error)?;
+        return Ok(EventRecorded::Duplicate);
+    }
+    let mut settled = None;
+    if let Some(settlement) = &event.settlement {
+        settled = sqlx::query_as::<_, PaymentRow>(concat!(
+            "UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
+                 updated_at = now() \
+             WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
+            payment_columns!()
+        ))
+        .bind(event.acquirer_key.as_str())
+        .bind(event.shop_id.as_str())
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+    }
+    let recorded = match settled {
+        Some(row) => {
+            let payment = Payment::try_from(row)?;
+            insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
+            EventRecorded::Settled(payment)
+        }
+        None => {
+            let row = sqlx::query_as::<_, PaymentRow>(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE acquirer_key = $1 AND shop_id = $2"
+            ))
+            .bind(event.acquirer_key.as_str())
+            .bind(event.shop_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            match row {
+                Some(row) => EventRecorded::Unchanged(Payment::try_from(row)?),
+                None => EventRecorded::UnknownPayment,
+            }
+        }
+    };
+    sqlx::query("UPDATE acquirer_events SET result = $2 WHERE event_id = $1")
+        .bind(&event.event_id)
+        .bind(event_result(&recorded))
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+    tx.commit().await.map_err(store_error)?;
+    Ok(recorded)
+}

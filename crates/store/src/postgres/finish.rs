@@ -1,0 +1,139 @@
+//! Phase 3 of a payment: the fenced write of its answer with the settlement
+//! of its payment and that settlement's merchant event.
+
+use std::time::Duration;
+
+use chargeonce_core::events::{NewEvent, PARKED_UNTIL_MS};
+use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
+use sqlx::Row;
+
+use super::keys::finish_key;
+use super::{PgStore, store_error};
+use crate::codec::{encode_headers, millis};
+
+/// Stores the final response, settling the payment when a settlement is
+/// given; see the comments inside for why one statement is exact.
+pub(super) async fn finish(
+    store: &PgStore,
+    lease: &Lease,
+    settlement: Option<(&Payment, &Settlement)>,
+    response: &StoredResponse,
+    ttl: Duration,
+) -> Result<FinishOutcome, StoreError> {
+    let Some((payment, settlement)) = settlement else {
+        // One fenced statement: it writes or it does not.
+        return Ok(if finish_key(&store.pool, lease, response, ttl).await? {
+            FinishOutcome::Stored
+        } else {
+            FinishOutcome::LeaseLost
+        });
+    };
+    // The payment's order and amount never change, so its event can be
+    // built before the statement that settles it.
+    let event =
+        NewEvent::payment_settled(&payment.clone().settled(settlement)).ok_or_else(|| {
+            StoreError::other(format!(
+                "finish of key {} with a settlement that is not final",
+                lease.key
+            ))
+        })?;
+    // One autocommitted statement (one round trip, one implicit
+    // transaction, one snapshot for every part):
+    // - `held` locks the key row if this lease still holds it. A row lock
+    //   waits for a concurrent take-over to end and then re-checks the
+    //   row's latest version, so this is exact, and it stays true until
+    //   the commit: nobody else can change the row meanwhile.
+    // - `settled` moves the payment from pending, only if `held` found
+    //   the lease. An update re-checks the latest version of the row too,
+    //   so a settlement committed by a webhook or the reconciler after
+    //   this statement began is seen and leaves the payment alone.
+    // - `finished` stores the response, only if the payment moved; the
+    //   key row is locked by `held`, so it always can.
+    // - `event` writes the merchant event, only if the payment moved.
+    // So either all three writes happen or none does (held = false:
+    // the lease was taken over; held but not settled: the payment was
+    // settled meanwhile). The division is a tripwire for that argument:
+    // were the three counts ever to disagree, it would abort the
+    // statement, and its implicit transaction would write nothing.
+    // Locks are taken key row first, payment row second, as in every
+    // other transaction that takes both.
+    //
+    // The payment is found by its primary key alone: its shop and status
+    // are checked with `IS NOT DISTINCT FROM` (the same as `=` on these
+    // NOT NULL columns), which the planner cannot match to an index. With
+    // plain `shop_id = $1 AND status = 'pending'` it picks a partial index
+    // instead (`payments_one_live_per_order` by shop before the table is
+    // analysed: every live payment of the shop read per finish;
+    // `payments_pending` after), which halved pgbench's payments/s here.
+    let row = sqlx::query(
+        "WITH held AS MATERIALIZED ( \
+             SELECT 1 FROM idempotency_keys \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point <> 'finished' \
+             FOR NO KEY UPDATE), \
+         settled AS ( \
+             UPDATE payments SET status = $8, provider_payment_id = $9, \
+                 decline_code = $10, updated_at = now() \
+             WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
+               AND EXISTS (SELECT 1 FROM held) \
+             RETURNING id), \
+         finished AS ( \
+             UPDATE idempotency_keys SET recovery_point = 'finished', \
+                 response_status = $4, response_headers = $5, response_body = $6, \
+                 lease_token = NULL, locked_until = NULL, \
+                 expires_at = GREATEST(expires_at, \
+                     now() + $7::float8 * interval '1 millisecond') \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point <> 'finished' \
+               AND EXISTS (SELECT 1 FROM settled) \
+             RETURNING 1), \
+         event AS ( \
+             INSERT INTO events (id, shop_id, event_type, payment_id, payload, \
+                 next_attempt_at) \
+             SELECT $12, $1, $13, settled.id, $14, \
+                 (SELECT CASE WHEN s.webhook_url IS NULL \
+                              THEN to_timestamp($15::float8 / 1000) ELSE now() END \
+                  FROM shops s WHERE s.id = $1) \
+             FROM settled \
+             RETURNING 1) \
+         SELECT h.held, s.n AS settled, \
+             1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \
+         FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h, \
+              (SELECT count(*) AS n FROM settled) s, \
+              (SELECT count(*) AS n FROM finished) f, \
+              (SELECT count(*) AS n FROM event) e",
+    )
+    .bind(lease.shop_id.as_str())
+    .bind(lease.key.as_str())
+    .bind(lease.token.as_uuid())
+    .bind(i32::from(response.status))
+    .bind(encode_headers(&response.headers)?)
+    .bind(response.body.as_slice())
+    .bind(millis(ttl) as f64)
+    .bind(settlement.status.as_str())
+    .bind(&settlement.provider_payment_id)
+    .bind(&settlement.decline_code)
+    .bind(payment.id.as_str())
+    .bind(event.id.as_str())
+    .bind(event.event_type.as_str())
+    .bind(event.payload.as_slice())
+    .bind(PARKED_UNTIL_MS as f64)
+    .fetch_one(&store.pool)
+    .await
+    .map_err(|error| match error {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("22012") => {
+            StoreError::other(format!(
+                "finish of key {}: its writes disagreed, so none was made",
+                lease.key
+            ))
+        }
+        other => store_error(other),
+    })?;
+    let held: bool = row.try_get("held").map_err(store_error)?;
+    let settled: i64 = row.try_get("settled").map_err(store_error)?;
+    Ok(match (held, settled) {
+        (false, _) => FinishOutcome::LeaseLost,
+        (true, 0) => FinishOutcome::PaymentAlreadySettled,
+        (true, _) => FinishOutcome::Stored,
+    })
+}

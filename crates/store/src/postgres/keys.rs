@@ -1,0 +1,191 @@
+//! The key row: its insertion and fenced finish (shared by the claims and
+//! finishes of payments and refunds), reading it back, and sweeping and
+//! listing keys.
+
+use std::time::Duration;
+
+use chargeonce_core::{
+    ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
+    RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
+};
+use sqlx::{PgExecutor, Postgres, Transaction};
+
+use super::{PgStore, store_error};
+use crate::codec::{encode_headers, millis};
+use crate::rows::{KeyRow, StalledKeyRow};
+
+/// The columns of a key row ([`KeyRow`]), with lease liveness and times
+/// judged by the database.
+macro_rules! key_columns {
+    () => {
+        "shop_id, key, fingerprint, method, path, recovery_point, payment_id, \
+         response_status::bigint AS response_status, response_headers, response_body, \
+         (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, refund_id, \
+         CASE WHEN lease_token IS NULL AND locked_until > now() \
+              THEN ceil(extract(epoch FROM locked_until - now()) * 1000)::bigint END AS settling_ms, \
+         (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+         (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, replays"
+    };
+}
+
+/// What a new key row points at.
+#[derive(Clone, Copy)]
+pub(super) struct KeyTarget<'a> {
+    pub(super) recovery_point: RecoveryPoint,
+    pub(super) payment_id: &'a PaymentId,
+    pub(super) refund_id: Option<&'a RefundId>,
+}
+
+/// Inserts the key row; `false` when the key exists and is not an expired
+/// finished key (nothing written).
+pub(super) async fn insert_key(
+    tx: &mut Transaction<'static, Postgres>,
+    claim: &ClaimRequest,
+    target: KeyTarget<'_>,
+    lease: LeaseToken,
+    timing: KeyTiming,
+) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
+             recovery_point, lease_token, locked_until, payment_id, created_at, expires_at, \
+             refund_id) \
+         VALUES ($1, $2, $3, $4, $5, $10, $6, \
+             clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
+             now() + $9::float8 * interval '1 millisecond', $11) \
+         ON CONFLICT (shop_id, key) DO UPDATE SET \
+             fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, \
+             path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point, \
+             lease_token = EXCLUDED.lease_token, locked_until = EXCLUDED.locked_until, \
+             payment_id = EXCLUDED.payment_id, refund_id = EXCLUDED.refund_id, \
+             response_status = NULL, \
+             response_headers = NULL, response_body = NULL, \
+             created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at \
+         WHERE k.recovery_point = 'finished' AND k.expires_at <= now() \
+         RETURNING 1",
+    )
+    .bind(claim.shop_id.as_str())
+    .bind(claim.key.as_str())
+    .bind(claim.fingerprint.as_bytes().as_slice())
+    .bind(&claim.method)
+    .bind(&claim.path)
+    .bind(lease.as_uuid())
+    .bind(millis(timing.lease) as f64)
+    .bind(target.payment_id.as_str())
+    .bind(millis(timing.ttl) as f64)
+    .bind(target.recovery_point.as_str())
+    .bind(target.refund_id.map(RefundId::as_str))
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    Ok(row.is_some())
+}
+
+/// Counts one more request with an existing key and reads the key back,
+/// in one statement whose snapshot includes every commit made before it.
+/// `None` when the key is gone (swept) or is a finished key that expired,
+/// which a claim treats as new.
+pub(super) async fn count_repeat(
+    store: &PgStore,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyRecord>, StoreError> {
+    sqlx::query_as::<_, KeyRow>(concat!(
+        "UPDATE idempotency_keys SET replays = replays + 1 \
+         WHERE shop_id = $1 AND key = $2 \
+           AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
+        key_columns!()
+    ))
+    .bind(shop_id.as_str())
+    .bind(key.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .map(KeyRecord::try_from)
+    .transpose()
+}
+
+/// Phase 3's fenced write of a key: stores the final response and ends the
+/// lease, only while `lease` still holds it. `false` (nothing written) when
+/// the lease was taken over.
+pub(super) async fn finish_key<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &Lease,
+    response: &StoredResponse,
+    ttl: Duration,
+) -> Result<bool, StoreError> {
+    let fenced = sqlx::query(
+        "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
+             response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
+             expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+    )
+    .bind(lease.shop_id.as_str())
+    .bind(lease.key.as_str())
+    .bind(lease.token.as_uuid())
+    .bind(i32::from(response.status))
+    .bind(encode_headers(&response.headers)?)
+    .bind(response.body.as_slice())
+    .bind(millis(ttl) as f64)
+    .execute(executor)
+    .await
+    .map_err(store_error)?;
+    Ok(fenced.rows_affected() == 1)
+}
+
+/// One key of one shop.
+pub(super) async fn key(
+    store: &PgStore,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyRecord>, StoreError> {
+    sqlx::query_as::<_, KeyRow>(concat!(
+        "SELECT ",
+        key_columns!(),
+        " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
+    ))
+    .bind(shop_id.as_str())
+    .bind(key.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .map(KeyRecord::try_from)
+    .transpose()
+}
+
+/// Deletes up to `batch` finished keys whose expiry has passed.
+pub(super) async fn sweep_expired_keys(store: &PgStore, batch: u32) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
+             SELECT shop_id, key FROM idempotency_keys \
+             WHERE recovery_point = 'finished' AND expires_at <= now() \
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(i64::from(batch))
+    .execute(&store.pool)
+    .await
+    .map_err(store_error)?;
+    Ok(done.rows_affected())
+}
+
+/// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
+pub(super) async fn stalled_keys(
+    store: &PgStore,
+    idle: Duration,
+    limit: u32,
+) -> Result<Vec<StalledKey>, StoreError> {
+    sqlx::query_as::<_, StalledKeyRow>(
+        "SELECT shop_id, key, fingerprint FROM idempotency_keys \
+         WHERE recovery_point <> 'finished' \
+           AND (locked_until IS NULL \
+                OR locked_until <= now() - $1::float8 * interval '1 millisecond') \
+         ORDER BY locked_until NULLS FIRST LIMIT $2",
+    )
+    .bind(millis(idle) as f64)
+    .bind(i64::from(limit))
+    .fetch_all(&store.pool)
+    .await
+    .map_err(store_error)?
+    .into_iter()
+    .map(StalledKey::try_from)
+    .collect()
+}

@@ -1,0 +1,234 @@
+//! The merchant events (the outbox): writing one in the transaction of its
+//! transition, the shop's reads of them, and the relay's claims and
+//! attempts.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chargeonce_core::events::{
+    AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
+    WebhookEndpoint,
+};
+use chargeonce_core::{RefundId, ShopId, StoreError};
+use sqlx::{Postgres, Transaction};
+
+use super::{PgStore, store_error};
+use crate::codec::{attempt_columns, millis};
+use crate::rows::{EndpointRow, EventRow};
+
+/// The columns of an event row ([`EventRow`]), with times as unix
+/// milliseconds.
+macro_rules! event_columns {
+    () => {
+        "seq, id, shop_id, event_type, payment_id, refund_id, payload, \
+         (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+         attempts::bigint AS attempts, \
+         (extract(epoch FROM next_attempt_at) * 1000)::bigint AS next_attempt_at_ms, \
+         (extract(epoch FROM delivered_at) * 1000)::bigint AS delivered_at_ms, \
+         (extract(epoch FROM gave_up_at) * 1000)::bigint AS gave_up_at_ms, \
+         last_status::bigint AS last_status, last_error"
+    };
+}
+
+/// Writes a merchant event in the transaction of its transition.
+pub(super) async fn insert_event(
+    tx: &mut Transaction<'static, Postgres>,
+    event: Option<NewEvent>,
+) -> Result<(), StoreError> {
+    let Some(event) = event else { return Ok(()) };
+    // A shop without a webhook URL gets its events parked (not due), so
+    // the relay's scan of due events never reads them; set_webhook makes
+    // them due.
+    let inserted = sqlx::query(
+        "INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
+             next_attempt_at) \
+         SELECT $1, $2, $3, $4, $5, $6, \
+             CASE WHEN s.webhook_url IS NULL THEN to_timestamp($7::float8 / 1000) \
+                  ELSE now() END \
+         FROM shops s WHERE s.id = $2",
+    )
+    .bind(event.id.as_str())
+    .bind(event.shop_id.as_str())
+    .bind(event.event_type.as_str())
+    .bind(event.payment_id.as_str())
+    .bind(event.refund_id.as_ref().map(RefundId::as_str))
+    .bind(event.payload.as_slice())
+    .bind(PARKED_UNTIL_MS as f64)
+    .execute(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    if inserted.rows_affected() != 1 {
+        return Err(StoreError::corrupt(format!(
+            "event {} for unknown shop {}",
+            event.id, event.shop_id
+        )));
+    }
+    Ok(())
+}
+
+/// A shop's merchant events, newest first.
+pub(super) async fn events(
+    store: &PgStore,
+    shop_id: &ShopId,
+    query: &EventQuery,
+) -> Result<Vec<Event>, StoreError> {
+    sqlx::query_as::<_, EventRow>(concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE shop_id = $1 AND ($2::text IS NULL OR event_type = $2) \
+           AND ($3::text IS NULL \
+                OR seq < (SELECT seq FROM events WHERE shop_id = $1 AND id = $3)) \
+         ORDER BY seq DESC LIMIT $4"
+    ))
+    .bind(shop_id.as_str())
+    .bind(query.event_type.map(|t| t.as_str()))
+    .bind(query.starting_after.as_ref().map(EventId::as_str))
+    .bind(i64::from(query.limit))
+    .fetch_all(&store.pool)
+    .await
+    .map_err(store_error)?
+    .into_iter()
+    .map(Event::try_from)
+    .collect()
+}
+
+/// One merchant event of one shop.
+pub(super) async fn event(
+    store: &PgStore,
+    shop_id: &ShopId,
+    id: &EventId,
+) -> Result<Option<Event>, StoreError> {
+    sqlx::query_as::<_, EventRow>(concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE shop_id = $1 AND id = $2"
+    ))
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .map(Event::try_from)
+    .transpose()
+}
+
+/// Makes an event due again now, as if just written.
+pub(super) async fn resend_event(
+    store: &PgStore,
+    shop_id: &ShopId,
+    id: &EventId,
+) -> Result<Option<Event>, StoreError> {
+    sqlx::query_as::<_, EventRow>(concat!(
+        "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, locked_until = NULL, \
+             next_attempt_at = now(), due_since = now() \
+         WHERE shop_id = $1 AND id = $2 RETURNING ",
+        event_columns!()
+    ))
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .map(Event::try_from)
+    .transpose()
+}
+
+/// Claims due events for one delivery attempt each, under a lease.
+pub(super) async fn claim_due_events(
+    store: &PgStore,
+    limit: u32,
+    lease: Duration,
+) -> Result<Vec<DueEvent>, StoreError> {
+    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    // SKIP LOCKED: concurrent relays claim disjoint events. An event
+    // waits while an earlier one of its payment is still open (leased
+    // or not), so a payment's events go out in commit order.
+    let rows = sqlx::query_as::<_, EventRow>(concat!(
+        "UPDATE events SET locked_until = now() + $2::float8 * interval '1 millisecond' \
+         WHERE seq IN ( \
+             SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
+             WHERE s.webhook_url IS NOT NULL \
+               AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+               AND e.next_attempt_at <= now() \
+               AND (e.locked_until IS NULL OR e.locked_until <= now()) \
+               AND NOT EXISTS (SELECT 1 FROM events p WHERE p.payment_id = e.payment_id \
+                   AND p.seq < e.seq AND p.delivered_at IS NULL AND p.gave_up_at IS NULL) \
+             ORDER BY e.seq LIMIT $1 FOR UPDATE OF e SKIP LOCKED) \
+         RETURNING ",
+        event_columns!()
+    ))
+    .bind(i64::from(limit))
+    .bind(millis(lease) as f64)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(store_error)?;
+    let mut claimed = rows
+        .into_iter()
+        .map(<(i64, Event)>::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    claimed.sort_by_key(|(seq, _)| *seq);
+    // One read of each shop's endpoint per claim, not one per event.
+    let mut endpoints: HashMap<ShopId, WebhookEndpoint> = HashMap::new();
+    let mut due = Vec::with_capacity(claimed.len());
+    for (_, event) in claimed {
+        let endpoint = if let Some(known) = endpoints.get(&event.shop_id) {
+            known.clone()
+        } else {
+            let found = sqlx::query_as::<_, EndpointRow>(
+                "SELECT webhook_url, webhook_secret FROM shops WHERE id = $1",
+            )
+            .bind(event.shop_id.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(store_error)?
+            .endpoint()
+            .ok_or_else(|| {
+                StoreError::corrupt(format!("shop {} lost its webhook", event.shop_id))
+            })?;
+            endpoints.insert(event.shop_id.clone(), found.clone());
+            found
+        };
+        due.push(DueEvent { event, endpoint });
+    }
+    tx.commit().await.map_err(store_error)?;
+    Ok(due)
+}
+
+/// Records how a delivery attempt ended and ends its lease.
+pub(super) async fn record_attempt(
+    store: &PgStore,
+    id: &EventId,
+    outcome: &AttemptOutcome,
+) -> Result<(), StoreError> {
+    let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
+    let status = status.map(|s| s as i32);
+    let query = if delivered {
+        sqlx::query(
+            "UPDATE events SET attempts = attempts + 1, last_status = $2, last_error = NULL, \
+                 delivered_at = COALESCE(delivered_at, now()), locked_until = NULL \
+             WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .bind(status)
+    } else {
+        // The last retry is due at the give-up time at the latest; an
+        // attempt that fails at or after it gives up.
+        sqlx::query(
+            "UPDATE events SET attempts = attempts + 1, last_status = $2, last_error = $3, \
+                 locked_until = NULL, \
+                 gave_up_at = CASE WHEN delivered_at IS NULL \
+                     AND now() >= due_since + $5::float8 * interval '1 millisecond' \
+                     THEN now() ELSE gave_up_at END, \
+                 next_attempt_at = LEAST(now() + $4::float8 * interval '1 millisecond', \
+                     due_since + $5::float8 * interval '1 millisecond') \
+             WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .bind(status)
+        .bind(error)
+        .bind(retry_ms as f64)
+        .bind(give_up_ms as f64)
+    };
+    query.execute(&store.pool).await.map_err(store_error)?;
+    Ok(())
+}

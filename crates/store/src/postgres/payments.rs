@@ -1,0 +1,48 @@
+//! Reading payments: one by id, and an order's payments.
+
+use chargeonce_core::{Payment, PaymentId, Reference, ShopId, StoreError};
+
+use super::{PgStore, store_error};
+use crate::columns::payment_columns;
+use crate::rows::PaymentRow;
+
+/// One payment of one shop.
+pub(super) async fn payment(
+    store: &PgStore,
+    shop_id: &ShopId,
+    id: &PaymentId,
+) -> Result<Option<Payment>, StoreError> {
+    sqlx::query_as::<_, PaymentRow>(concat!(
+        "SELECT ",
+        payment_columns!(),
+        " FROM payments WHERE shop_id = $1 AND id = $2"
+    ))
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .map(Payment::try_from)
+    .transpose()
+}
+
+/// All payments of one shop for one order, oldest first.
+pub(super) async fn payments_by_reference(
+    store: &PgStore,
+    shop_id: &ShopId,
+    reference: &Reference,
+) -> Result<Vec<Payment>, StoreError> {
+    sqlx::query_as::<_, PaymentRow>(concat!(
+        "SELECT ",
+        payment_columns!(),
+        " FROM payments WHERE shop_id = $1 AND reference = $2 ORDER BY created_at, id"
+    ))
+    .bind(shop_id.as_str())
+    .bind(reference.as_str())
+    .fetch_all(&store.pool)
+    .await
+    .map_err(store_error)?
+    .into_iter()
+    .map(Payment::try_from)
+    .collect()
+}

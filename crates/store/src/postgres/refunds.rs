@@ -1,0 +1,203 @@
+//! Refunds: phase 1 (the claim of the key with the reservation of the
+//! refund's amount on its payment), phase 3 (the fenced answer with the
+//! refund's settlement and merchant event), and reading a refund.
+
+use std::time::Duration;
+
+use chargeonce_core::events::NewEvent;
+use chargeonce_core::refund::reservation;
+use chargeonce_core::{
+    ClaimRequest, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Payment, RecoveryPoint,
+    Refund, RefundClaim, RefundId, RefundRefusal, RefundSettlement, RefundStatus, ShopId,
+    StoreError, StoredResponse,
+};
+use sqlx::{FromRow, Row};
+
+use super::claim::CLAIM_ATTEMPTS;
+use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
+use super::outbox::insert_event;
+use super::{PgStore, store_error};
+use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
+use crate::columns::{payment_columns, refund_columns};
+use crate::rows::{PaymentRow, RefundRow};
+
+/// Phase 1 of a refund, one transaction.
+pub(super) async fn claim_refund(
+    store: &PgStore,
+    claim: &ClaimRequest,
+    refund: &NewRefund,
+    timing: KeyTiming,
+) -> Result<RefundClaim, StoreError> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        let token = LeaseToken::generate();
+        let mut tx = store.pool.begin().await.map_err(store_error)?;
+        let target = KeyTarget {
+            recovery_point: RecoveryPoint::RefundCreated,
+            payment_id: &refund.payment_id,
+            refund_id: Some(&refund.id),
+        };
+        if !insert_key(&mut tx, claim, target, token, timing).await? {
+            tx.rollback().await.map_err(store_error)?;
+            // Re-read in a new statement: its snapshot includes the winner's commit.
+            if let Some(record) = count_repeat(store, &claim.shop_id, &claim.key).await? {
+                return Ok(RefundClaim::Exists(record));
+            }
+            continue;
+        }
+        // The row lock serialises refunds of one payment: the check and
+        // the conditional update below see every committed reservation.
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            payment_columns!(),
+            ", refund_reserved_minor FROM payments WHERE shop_id = $1 AND id = $2 \
+             FOR UPDATE"
+        ))
+        .bind(refund.shop_id.as_str())
+        .bind(refund.payment_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let decided = match row {
+            None => Err(RefundRefusal::PaymentNotFound),
+            Some(row) => {
+                let reserved: i64 = row.try_get("refund_reserved_minor").map_err(store_error)?;
+                let payment = Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
+                reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
+            }
+        };
+        let (payment, amount) = match decided {
+            Ok(found) => found,
+            Err(refused) => {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(RefundClaim::Refused(refused));
+            }
+        };
+        let reserved = sqlx::query(
+            "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + $3, \
+                 updated_at = now() \
+             WHERE shop_id = $1 AND id = $2 AND status = 'succeeded' \
+               AND refund_reserved_minor + $3 <= amount_minor",
+        )
+        .bind(refund.shop_id.as_str())
+        .bind(refund.payment_id.as_str())
+        .bind(amount.minor_units())
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        if reserved.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_error)?;
+            return Err(StoreError::other(format!(
+                "refund reservation on payment {} failed after its check",
+                refund.payment_id
+            )));
+        }
+        let created = new_refund_row(refund, amount);
+        sqlx::query(
+            "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                 currency, status, acquirer_key, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)",
+        )
+        .bind(created.id.as_str())
+        .bind(created.shop_id.as_str())
+        .bind(created.payment_id.as_str())
+        .bind(created.idempotency_key.as_str())
+        .bind(created.amount.minor_units())
+        .bind(created.amount.currency().code())
+        .bind(created.acquirer_key.as_str())
+        .bind(created.created_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        tx.commit().await.map_err(store_error)?;
+        return Ok(RefundClaim::Acquired(acquired(
+            claim,
+            token,
+            RecoveryPoint::RefundCreated,
+            payment,
+            Some(created),
+        )));
+    }
+    Err(StoreError::other(format!(
+        "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+        claim.key
+    )))
+}
+
+/// Phase 3 of a refund, one transaction, fenced by the lease token.
+pub(super) async fn finish_refund(
+    store: &PgStore,
+    lease: &Lease,
+    settlement: Option<(&RefundId, &RefundSettlement)>,
+    response: &StoredResponse,
+    ttl: Duration,
+) -> Result<FinishOutcome, StoreError> {
+    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    if !finish_key(&mut *tx, lease, response, ttl).await? {
+        tx.rollback().await.map_err(store_error)?;
+        return Ok(FinishOutcome::LeaseLost);
+    }
+    if let Some((refund_id, settlement)) = settlement {
+        let (status, provider_refund_id, failure_code) = refund_settlement_columns(settlement);
+        let settled = sqlx::query_as::<_, RefundRow>(concat!(
+            "UPDATE refunds SET status = $3, provider_refund_id = $4, failure_code = $5, \
+                 updated_at = now() \
+             WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+            refund_columns!()
+        ))
+        .bind(lease.shop_id.as_str())
+        .bind(refund_id.as_str())
+        .bind(status.as_str())
+        .bind(provider_refund_id)
+        .bind(failure_code)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let Some(settled) = settled else {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::PaymentAlreadySettled);
+        };
+        let refund = Refund::try_from(settled)?;
+        let update = match status {
+            RefundStatus::Succeeded => {
+                "UPDATE payments SET refunded_minor = refunded_minor + $3, updated_at = now() \
+                 WHERE shop_id = $1 AND id = $2 RETURNING reference"
+            }
+            _ => {
+                "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - $3, \
+                     updated_at = now() \
+                 WHERE shop_id = $1 AND id = $2 RETURNING reference"
+            }
+        };
+        let payment = sqlx::query(update)
+            .bind(lease.shop_id.as_str())
+            .bind(refund.payment_id.as_str())
+            .bind(refund.amount.minor_units())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        let reference: String = payment.try_get("reference").map_err(store_error)?;
+        insert_event(&mut tx, NewEvent::refund_settled(&refund, &reference)).await?;
+    }
+    tx.commit().await.map_err(store_error)?;
+    Ok(FinishOutcome::Stored)
+}
+
+/// One refund of one shop.
+pub(super) async fn refund(
+    store: &PgStore,
+    shop_id: &ShopId,
+    id: &RefundId,
+) -> Result<Option<Refund>, StoreError> {
+    sqlx::query_as::<_, RefundRow>(concat!(
+        "SELECT ",
+        refund_columns!(),
+        " FROM refunds WHERE shop_id = $1 AND id = $2"
+    ))
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .map(Refund::try_from)
+    .transpose()
+}

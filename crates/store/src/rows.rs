@@ -1,0 +1,394 @@
+//! The rows the stores read back, one type per row with one decoder each,
+//! and their conversion into domain values.
+//!
+//! A row type is declared once with [`rows!`], which gives it both decoders:
+//! `sqlx::FromRow` for PostgreSQL rows and [`FromSqliteRow`] for the
+//! rusqlite rows of the SQLite store (which runs on rusqlite, not sqlx).
+//! Both read each field by its column name, so a statement must name its
+//! columns as the fields are named (see [`crate::columns`]). A value that
+//! does not fit its domain type becomes [`StoreError::Corrupt`] in the
+//! `TryFrom` conversion, the same for both stores.
+
+use std::time::Duration;
+
+use chargeonce_core::events::{Delivery, Event, EventId, EventType, WebhookEndpoint};
+use chargeonce_core::webhook::WebhookSecret;
+use chargeonce_core::{
+    AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyRecord, Money, Payment,
+    PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId, RefundStatus, ShopId,
+    StalledKey, StoreError, StoredResponse,
+};
+use chargeonce_sqlite::rusqlite;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
+use time::OffsetDateTime;
+
+/// Decodes a row of the SQLite store (the counterpart of `sqlx::FromRow`).
+pub(crate) trait FromSqliteRow: Sized {
+    /// Reads every field from the column of its name.
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+}
+
+/// Declares row types: each gets `sqlx::FromRow` and [`FromSqliteRow`],
+/// both reading every field from the column of the same name.
+macro_rules! rows {
+    ($(
+        $(#[$meta:meta])*
+        struct $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)*
+        }
+    )*) => {$(
+        $(#[$meta])*
+        #[derive(Debug, sqlx::FromRow)]
+        pub(crate) struct $name {
+            $($(#[$field_meta])* pub(crate) $field: $ty,)*
+        }
+
+        impl $name {
+            /// The columns this row is read from, by name.
+            #[cfg(test)]
+            #[allow(dead_code, reason = "only the rows of shared column lists are checked")]
+            pub(crate) const COLUMNS: &[&str] = &[$(stringify!($field)),*];
+        }
+
+        impl FromSqliteRow for $name {
+            fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(Self {
+                    $($field: row.get(stringify!($field))?,)*
+                })
+            }
+        }
+    )*};
+}
+
+/// A stored time: `timestamptz` in PostgreSQL, unix milliseconds (an
+/// INTEGER) in SQLite.
+#[derive(Debug, Clone, Copy, sqlx::Type)]
+#[sqlx(transparent)]
+pub(crate) struct At(pub(crate) OffsetDateTime);
+
+impl FromSql for At {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let ms = i64::column_result(value)?;
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+            .map(At)
+            .map_err(|e| FromSqlError::Other(format!("timestamp {ms}: {e}").into()))
+    }
+}
+
+rows! {
+    /// A payment row ([`crate::columns::payment_columns`]).
+    struct PaymentRow {
+        id: String,
+        shop_id: String,
+        idempotency_key: String,
+        reference: String,
+        amount_minor: i64,
+        currency: String,
+        token: String,
+        status: String,
+        acquirer_key: String,
+        provider_payment_id: Option<String>,
+        decline_code: Option<String>,
+        created_at: At,
+        refunded_minor: i64,
+    }
+
+    /// A refund row ([`crate::columns::refund_columns`]).
+    struct RefundRow {
+        id: String,
+        shop_id: String,
+        payment_id: String,
+        idempotency_key: String,
+        amount_minor: i64,
+        currency: String,
+        status: String,
+        acquirer_key: String,
+        provider_refund_id: Option<String>,
+        failure_code: Option<String>,
+        created_at: At,
+    }
+
+    /// A key row, with lease liveness and times as the database judges them
+    /// (each dialect's `key_columns!`).
+    struct KeyRow {
+        shop_id: String,
+        key: String,
+        fingerprint: Vec<u8>,
+        method: String,
+        path: String,
+        recovery_point: String,
+        payment_id: Option<String>,
+        response_status: Option<i64>,
+        response_headers: Option<String>,
+        response_body: Option<Vec<u8>>,
+        lease_active: bool,
+        refund_id: Option<String>,
+        settling_ms: Option<i64>,
+        created_at_ms: i64,
+        expires_at_ms: i64,
+        replays: i64,
+    }
+
+    /// A merchant event row, times in unix milliseconds (each dialect's
+    /// `event_columns!`).
+    struct EventRow {
+        /// Commit order.
+        seq: i64,
+        id: String,
+        shop_id: String,
+        event_type: String,
+        payment_id: String,
+        refund_id: Option<String>,
+        payload: Vec<u8>,
+        created_at_ms: i64,
+        attempts: i64,
+        next_attempt_at_ms: i64,
+        delivered_at_ms: Option<i64>,
+        gave_up_at_ms: Option<i64>,
+        last_status: Option<i64>,
+        last_error: Option<String>,
+    }
+
+    /// An unfinished key nobody drives: `shop_id, key, fingerprint`.
+    struct StalledKeyRow {
+        shop_id: String,
+        key: String,
+        fingerprint: Vec<u8>,
+    }
+
+    /// What a take-over reads back of the key it took:
+    /// `payment_id, refund_id, recovery_point`.
+    struct TakenKeyRow {
+        payment_id: String,
+        refund_id: Option<String>,
+        recovery_point: String,
+    }
+
+    /// A shop's webhook columns: `webhook_url, webhook_secret`.
+    struct EndpointRow {
+        webhook_url: Option<String>,
+        webhook_secret: Option<String>,
+    }
+}
+
+fn recovery_point(stored: &str) -> Result<RecoveryPoint, StoreError> {
+    RecoveryPoint::parse(stored)
+        .ok_or_else(|| StoreError::corrupt(format!("recovery point `{stored}`")))
+}
+
+fn fingerprint(stored: &[u8]) -> Result<Fingerprint, StoreError> {
+    Fingerprint::from_bytes(stored)
+        .ok_or_else(|| StoreError::corrupt("fingerprint is not 32 bytes"))
+}
+
+fn refund_id(stored: Option<String>) -> Result<Option<RefundId>, StoreError> {
+    stored
+        .map(|id| RefundId::parse(&id))
+        .transpose()
+        .map_err(StoreError::corrupt_by)
+}
+
+impl TryFrom<PaymentRow> for Payment {
+    type Error = StoreError;
+
+    fn try_from(row: PaymentRow) -> Result<Self, StoreError> {
+        let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
+        Ok(Payment {
+            id: PaymentId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            idempotency_key: IdempotencyKey::new(row.idempotency_key)
+                .map_err(StoreError::corrupt_by)?,
+            reference: Reference::new(row.reference).map_err(StoreError::corrupt_by)?,
+            amount: Money::from_minor(row.amount_minor, currency)
+                .map_err(StoreError::corrupt_by)?,
+            token: CardToken::new(row.token).map_err(StoreError::corrupt_by)?,
+            status: PaymentStatus::parse(&row.status)
+                .ok_or_else(|| StoreError::corrupt(format!("payment status `{}`", row.status)))?,
+            acquirer_key: AcquirerKey::from_stored(row.acquirer_key),
+            provider_payment_id: row.provider_payment_id,
+            decline_code: row.decline_code,
+            refunded_minor: row.refunded_minor,
+            created_at: row.created_at.0,
+        })
+    }
+}
+
+impl TryFrom<RefundRow> for Refund {
+    type Error = StoreError;
+
+    fn try_from(row: RefundRow) -> Result<Self, StoreError> {
+        let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
+        Ok(Refund {
+            id: RefundId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
+            idempotency_key: IdempotencyKey::new(row.idempotency_key)
+                .map_err(StoreError::corrupt_by)?,
+            amount: Money::from_minor(row.amount_minor, currency)
+                .map_err(StoreError::corrupt_by)?,
+            status: RefundStatus::parse(&row.status)
+                .ok_or_else(|| StoreError::corrupt(format!("refund status `{}`", row.status)))?,
+            acquirer_key: AcquirerKey::from_stored(row.acquirer_key),
+            provider_refund_id: row.provider_refund_id,
+            failure_code: row.failure_code,
+            created_at: row.created_at.0,
+        })
+    }
+}
+
+impl TryFrom<KeyRow> for KeyRecord {
+    type Error = StoreError;
+
+    fn try_from(row: KeyRow) -> Result<Self, StoreError> {
+        let response = match (row.response_status, row.response_body) {
+            (Some(status), Some(body)) => Some(StoredResponse {
+                status: u16::try_from(status).map_err(StoreError::corrupt_by)?,
+                headers: decode_headers(row.response_headers.as_deref())?,
+                body,
+            }),
+            _ => None,
+        };
+        Ok(KeyRecord {
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            key: IdempotencyKey::new(row.key).map_err(StoreError::corrupt_by)?,
+            fingerprint: fingerprint(&row.fingerprint)?,
+            method: row.method,
+            path: row.path,
+            recovery_point: recovery_point(&row.recovery_point)?,
+            payment_id: row
+                .payment_id
+                .map(|id| PaymentId::parse(&id))
+                .transpose()
+                .map_err(StoreError::corrupt_by)?,
+            response,
+            lease_active: row.lease_active,
+            refund_id: refund_id(row.refund_id)?,
+            settling: row
+                .settling_ms
+                .and_then(|ms| u64::try_from(ms).ok())
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
+            created_at_ms: row.created_at_ms,
+            expires_at_ms: row.expires_at_ms,
+            replays: u64::try_from(row.replays).unwrap_or(0),
+        })
+    }
+}
+
+/// Stored response headers are a JSON array of `[name, value]` pairs
+/// (written by [`crate::codec::encode_headers`]).
+fn decode_headers(raw: Option<&str>) -> Result<Vec<(String, String)>, StoreError> {
+    match raw {
+        None => Ok(Vec::new()),
+        Some(raw) => serde_json::from_str(raw).map_err(StoreError::corrupt_by),
+    }
+}
+
+impl TryFrom<EventRow> for Event {
+    type Error = StoreError;
+
+    fn try_from(row: EventRow) -> Result<Self, StoreError> {
+        Ok(Event {
+            id: EventId::parse(&row.id)
+                .map_err(|_| StoreError::corrupt(format!("event id `{}`", row.id)))?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            event_type: EventType::parse(&row.event_type)
+                .ok_or_else(|| StoreError::corrupt(format!("event type `{}`", row.event_type)))?,
+            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
+            refund_id: refund_id(row.refund_id)?,
+            payload: row.payload,
+            created_at_ms: row.created_at_ms,
+            delivery: Delivery {
+                attempts: u32::try_from(row.attempts).map_err(StoreError::corrupt_by)?,
+                next_attempt_at_ms: row.next_attempt_at_ms,
+                delivered_at_ms: row.delivered_at_ms,
+                gave_up_at_ms: row.gave_up_at_ms,
+                last_status: row
+                    .last_status
+                    .map(u16::try_from)
+                    .transpose()
+                    .map_err(StoreError::corrupt_by)?,
+                last_error: row.last_error,
+            },
+        })
+    }
+}
+
+/// An event with its commit-order sequence number, to sort a batch by.
+impl TryFrom<EventRow> for (i64, Event) {
+    type Error = StoreError;
+
+    fn try_from(row: EventRow) -> Result<Self, StoreError> {
+        let seq = row.seq;
+        Ok((seq, Event::try_from(row)?))
+    }
+}
+
+impl TryFrom<StalledKeyRow> for StalledKey {
+    type Error = StoreError;
+
+    fn try_from(row: StalledKeyRow) -> Result<Self, StoreError> {
+        Ok(StalledKey {
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            key: IdempotencyKey::new(row.key).map_err(StoreError::corrupt_by)?,
+            fingerprint: fingerprint(&row.fingerprint)?,
+        })
+    }
+}
+
+impl TakenKeyRow {
+    /// Where the taken-over operation resumes, and what it points at.
+    pub(crate) fn parse(self) -> Result<(RecoveryPoint, PaymentId, Option<RefundId>), StoreError> {
+        Ok((
+            recovery_point(&self.recovery_point)?,
+            PaymentId::parse(&self.payment_id).map_err(StoreError::corrupt_by)?,
+            refund_id(self.refund_id)?,
+        ))
+    }
+}
+
+impl EndpointRow {
+    /// The shop's endpoint, if it has one.
+    pub(crate) fn endpoint(self) -> Option<WebhookEndpoint> {
+        match (self.webhook_url, self.webhook_secret) {
+            (Some(url), Some(secret)) => Some(WebhookEndpoint {
+                url,
+                secret: WebhookSecret::new(secret),
+            }),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names in a column list (the last word of each item: its alias).
+    fn names(list: &str) -> Vec<&str> {
+        let mut names: Vec<&str> = list
+            .split(", ")
+            .map(|item| item.rsplit(' ').next().unwrap_or(item).trim())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    fn fields(columns: &[&'static str]) -> Vec<&'static str> {
+        let mut fields = columns.to_vec();
+        fields.sort_unstable();
+        fields
+    }
+
+    #[test]
+    fn the_shared_column_lists_name_exactly_the_fields_of_their_rows() {
+        assert_eq!(
+            names(crate::columns::payment_columns!()),
+            fields(PaymentRow::COLUMNS)
+        );
+        assert_eq!(
+            names(crate::columns::refund_columns!()),
+            fields(RefundRow::COLUMNS)
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! The key row: its insertion and fenced finish (shared by the claims and
+//! finishes of payments and refunds), reading it back, and sweeping and
+//! listing keys.
+
+use std::time::Duration;
+
+use chargeonce_core::{
+    ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
+    RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
+};
+use chargeonce_sqlite::Write;
+use chargeonce_sqlite::rusqlite::{Connection, params};
+
+use super::{Result, SqliteStore, all, now_ms, one};
+use crate::codec::{encode_headers, millis};
+use crate::rows::{KeyRow, StalledKeyRow};
+
+/// The columns of a key row ([`KeyRow`]), with lease liveness judged by
+/// SQLite's clock.
+macro_rules! key_columns {
+    () => {
+        concat!(
+            "shop_id, key, fingerprint, method, path, recovery_point, payment_id, \
+             response_status, response_headers, response_body, \
+             (lease_token IS NOT NULL AND locked_until > ",
+            now_ms!(),
+            ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms, replays, \
+             refund_id, CASE WHEN lease_token IS NULL AND locked_until > ",
+            now_ms!(),
+            " THEN locked_until - ",
+            now_ms!(),
+            " END AS settling_ms"
+        )
+    };
+}
+
+/// What a new key row points at.
+#[derive(Clone, Copy)]
+pub(super) struct KeyTarget<'a> {
+    pub(super) recovery_point: RecoveryPoint,
+    pub(super) payment_id: &'a PaymentId,
+    pub(super) refund_id: Option<&'a RefundId>,
+}
+
+/// Inserts a key row with a fresh lease, or re-claims an expired finished
+/// one; `false` when the key exists otherwise (nothing written).
+pub(super) fn insert_key(
+    conn: &Connection,
+    claim: &ClaimRequest,
+    target: KeyTarget<'_>,
+    token: LeaseToken,
+    timing: KeyTiming,
+) -> Result<bool> {
+    let inserted = conn
+        .prepare_cached(concat!(
+            "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
+                 recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
+                 expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
+            now_ms!(),
+            " + ?7, ?8, ?11, ",
+            now_ms!(),
+            ", ",
+            now_ms!(),
+            " + ?9) \
+             ON CONFLICT (shop_id, key) DO UPDATE SET \
+                 fingerprint = excluded.fingerprint, method = excluded.method, \
+                 path = excluded.path, recovery_point = excluded.recovery_point, \
+                 lease_token = excluded.lease_token, locked_until = excluded.locked_until, \
+                 payment_id = excluded.payment_id, refund_id = excluded.refund_id, \
+                 response_status = NULL, \
+                 response_headers = NULL, response_body = NULL, \
+                 created_at = excluded.created_at, expires_at = excluded.expires_at \
+             WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
+            now_ms!()
+        ))?
+        .execute(params![
+            claim.shop_id.as_str(),
+            claim.key.as_str(),
+            claim.fingerprint.as_bytes().as_slice(),
+            claim.method,
+            claim.path,
+            token.as_uuid().to_string(),
+            millis(timing.lease),
+            target.payment_id.as_str(),
+            millis(timing.ttl),
+            target.recovery_point.as_str(),
+            target.refund_id.map(RefundId::as_str),
+        ])?;
+    // 1: inserted, or an expired finished key re-claimed; 0: it exists.
+    Ok(inserted == 1)
+}
+
+/// Counts one more request with an existing key and reads it back.
+pub(super) fn count_repeat(
+    conn: &Connection,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyRecord>> {
+    let counted = conn
+        .prepare_cached(
+            "UPDATE idempotency_keys SET replays = replays + 1 WHERE shop_id = ?1 AND key = ?2",
+        )?
+        .execute(params![shop_id.as_str(), key.as_str()])?;
+    if counted == 0 {
+        return Ok(None);
+    }
+    key_in(conn, shop_id, key)
+}
+
+/// Phase 3's fenced write of a key: stores the final response and ends the
+/// lease, only while `lease` still holds it. `false` (nothing written) when
+/// the lease was taken over.
+pub(super) fn finish_key(
+    conn: &Connection,
+    lease: &Lease,
+    response: &StoredResponse,
+    ttl: Duration,
+) -> Result<bool> {
+    let fenced = conn
+        .prepare_cached(concat!(
+            "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = ?4, \
+                 response_headers = ?5, response_body = ?6, lease_token = NULL, \
+                 locked_until = NULL, expires_at = MAX(expires_at, ",
+            now_ms!(),
+            " + ?7) \
+             WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
+               AND recovery_point <> 'finished'"
+        ))?
+        .execute(params![
+            lease.shop_id.as_str(),
+            lease.key.as_str(),
+            lease.token.as_uuid().to_string(),
+            i64::from(response.status),
+            encode_headers(&response.headers)?,
+            response.body.as_slice(),
+            millis(ttl),
+        ])?;
+    Ok(fenced == 1)
+}
+
+/// One key of one shop, on whichever connection.
+pub(super) fn key_in(
+    conn: &Connection,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyRecord>> {
+    one::<KeyRow, _>(
+        conn,
+        concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
+        ),
+        params![shop_id.as_str(), key.as_str()],
+    )
+}
+
+/// One key of one shop.
+pub(super) async fn key(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyRecord>, StoreError> {
+    let (shop_id, key) = (shop_id.clone(), key.clone());
+    store.read(move |conn| key_in(conn, &shop_id, &key)).await
+}
+
+/// Deletes up to `batch` finished keys whose expiry has passed.
+pub(super) async fn sweep_expired_keys(store: &SqliteStore, batch: u32) -> Result<u64, StoreError> {
+    store
+        .write(move |conn| {
+            let deleted = conn
+                .prepare_cached(concat!(
+                    "DELETE FROM idempotency_keys WHERE rowid IN ( \
+                     SELECT rowid FROM idempotency_keys \
+                     WHERE recovery_point = 'finished' AND expires_at <= ",
+                    now_ms!(),
+                    " ORDER BY expires_at LIMIT ?1)"
+                ))?
+                .execute(params![i64::from(batch)])?;
+            Ok(Write::Commit(u64::try_from(deleted).unwrap_or(u64::MAX)))
+        })
+        .await
+}
+
+/// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
+pub(super) async fn stalled_keys(
+    store: &SqliteStore,
+    idle: Duration,
+    limit: u32,
+) -> Result<Vec<StalledKey>, StoreError> {
+    store
+        .read(move |conn| {
+            all::<StalledKeyRow, _>(
+                conn,
+                concat!(
+                    "SELECT shop_id, key, fingerprint FROM idempotency_keys \
+                 WHERE recovery_point <> 'finished' \
+                   AND (locked_until IS NULL OR locked_until <= ",
+                    now_ms!(),
+                    " - ?1) ORDER BY locked_until NULLS FIRST LIMIT ?2"
+                ),
+                params![millis(idle), i64::from(limit)],
+            )
+        })
+        .await
+}

@@ -1,0 +1,462 @@
+//! The SQLite store: the embedded default, one file, one process.
+//!
+//! The file is in WAL mode with `synchronous=FULL`: nothing is answered
+//! before it is on disk. Writes go to one writer thread that commits the
+//! writes arriving together in one transaction and one fsync (group commit,
+//! see [`chargeonce_sqlite`]); each store call is one write there, in a
+//! savepoint of its own, so it is as atomic as its own transaction would be
+//! and is undone alone when it decides to roll back. Reads run on reader
+//! threads and see every committed write. The writer is the only one, so a
+//! write sees no concurrent change between its statements. The clock is
+//! SQLite's (the process's host).
+//!
+//! Migrations run through sqlx's migrator (the same `_sqlx_migrations` table
+//! as ever); everything else is rusqlite, a blocking call per statement on
+//! the thread that owns the connection.
+//!
+//! Statements on the payment path avoid `RETURNING`: SQLite collects a
+//! `RETURNING` clause's rows in an ephemeral table, whose creation (a b-tree,
+//! a pager, a page cache) cost more than the write itself. A write reads
+//! its count of changed rows instead, and a changed row back by its key.
+//!
+//! This file holds the type, its connection and migrations, the plumbing of
+//! statements (`write`, `read`, `one`, `all`), and the impls of the role
+//! traits, which hand each call to the file of its concern. The PostgreSQL store
+//! (`../postgres/`) has the same files with the same functions in the same
+//! order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one script
+//! in two dialects.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chargeonce_core::events::{
+    AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint,
+};
+use chargeonce_core::store::{Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops};
+use chargeonce_core::{
+    Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
+    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment,
+    PaymentId, Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
+    SettleOutcome, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
+};
+use chargeonce_sqlite::rusqlite::{self, Connection, OptionalExtension};
+use chargeonce_sqlite::{Database, Options, Stats, Write};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use time::OffsetDateTime;
+
+use crate::PoolConfig;
+use crate::rows::FromSqliteRow;
+
+mod claim;
+mod errors;
+mod events;
+mod finish;
+mod keys;
+mod outbox;
+mod payments;
+mod reconciliation;
+mod refunds;
+mod shops;
+
+use errors::{Fail, Result};
+
+/// SQLite's clock in unix milliseconds.
+macro_rules! now_ms {
+    () => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+}
+pub(crate) use now_ms;
+
+/// [`Store`](chargeonce_core::Store) on an SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    db: Database,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) an `sqlite://PATH` database and runs the migrations.
+    pub async fn connect(url: &str, config: &PoolConfig) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::other(format!("bad SQLite URL: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let path = options.get_filename().to_owned();
+        if path.as_os_str() == ":memory:" {
+            return Err(StoreError::other(
+                "the SQLite store needs a file (sqlite://PATH), not an in-memory database",
+            ));
+        }
+        migrate(options, &path).await?;
+        let db = Database::open(
+            &path,
+            Options {
+                busy_timeout: Duration::from_secs(5),
+                foreign_keys: true,
+                readers: usize::try_from(config.max_connections.clamp(1, 4)).unwrap_or(4),
+                queue: config.write_queue,
+                ..Options::default()
+            },
+        )
+        .await
+        .map_err(StoreError::unavailable)?;
+        Ok(Self { db })
+    }
+
+    /// Closes every connection; later calls fail as `Unavailable`.
+    pub async fn close(&self) {
+        self.db.close().await;
+    }
+
+    /// How many transactions carried how many writes so far (group commit).
+    pub fn writer_stats(&self) -> Stats {
+        self.db.stats()
+    }
+
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<Write<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.db.write(work).await.map_err(|Fail(e)| e)
+    }
+
+    /// A write that starts new work (a claim, a take-over, a webhook's
+    /// record): refused with [`StoreError::Overloaded`], nothing done, when
+    /// the writer's queue is full. Everything that finishes work already
+    /// started goes through [`Self::write`], which is never refused.
+    async fn write_new<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<Write<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.db.write_or_shed(work).await.map_err(|Fail(e)| e)
+    }
+
+    async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.db.read(work).await.map_err(|Fail(e)| e)
+    }
+}
+
+/// Applies the embedded migrations through sqlx's migrator, with foreign
+/// keys off as SQLite's table-rebuild procedure requires; when any ran,
+/// checks that every foreign key still holds.
+async fn migrate(options: SqliteConnectOptions, path: &std::path::Path) -> Result<(), StoreError> {
+    // Through a one-connection pool: sqlx's migrator on a bare `&mut`
+    // connection makes this future unsendable.
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.foreign_keys(false))
+        .await
+        .map_err(|e| StoreError::unavailable(format!("cannot open {}: {e}", path.display())))?;
+    let result = migrate_with(&pool).await;
+    pool.close().await;
+    result
+}
+
+async fn migrate_with(pool: &sqlx::SqlitePool) -> Result<(), StoreError> {
+    let applied = || async {
+        let fail =
+            |e: sqlx::Error| StoreError::other(format!("reading the applied migrations: {e}"));
+        let bookkept: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema \
+                 WHERE type = 'table' AND name = '_sqlx_migrations')",
+        )
+        .fetch_one(pool)
+        .await
+        .map_err(fail)?;
+        if !bookkept {
+            return Ok(0);
+        }
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM _sqlx_migrations")
+            .fetch_one(pool)
+            .await
+            .map_err(fail)
+    };
+    let before = applied().await?;
+    sqlx::migrate!("./migrations/sqlite")
+        .run(pool)
+        .await
+        .map_err(|e| StoreError::other(format!("migration failed: {e}")))?;
+    if applied().await? == before {
+        return Ok(());
+    }
+    let broken: Vec<(String, Option<i64>)> =
+        sqlx::query_as("SELECT \"table\", rowid FROM pragma_foreign_key_check")
+            .fetch_all(pool)
+            .await
+            .map_err(|e| {
+                StoreError::other(format!("checking foreign keys after migrating: {e}"))
+            })?;
+    if let Some((table, rowid)) = broken.first() {
+        return Err(StoreError::corrupt(format!(
+            "after migrating, {} rows break a foreign key (the first: {table} rowid {rowid:?})",
+            broken.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The one row a query finds, if any, decoded as `R` and converted to `T`.
+fn one<R, T>(
+    conn: &Connection,
+    sql: &'static str,
+    params: impl rusqlite::Params,
+) -> Result<Option<T>>
+where
+    R: FromSqliteRow,
+    T: TryFrom<R, Error = StoreError>,
+{
+    let row = conn
+        .prepare_cached(sql)?
+        .query_row(params, R::from_sqlite)
+        .optional()?;
+    Ok(row.map(T::try_from).transpose()?)
+}
+
+/// Every row a query finds, each decoded as `R` and converted to `T`.
+fn all<R, T>(conn: &Connection, sql: &'static str, params: impl rusqlite::Params) -> Result<Vec<T>>
+where
+    R: FromSqliteRow,
+    T: TryFrom<R, Error = StoreError>,
+{
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(T::try_from(R::from_sqlite(row)?)?);
+    }
+    Ok(out)
+}
+
+/// A time as SQLite stores it: unix milliseconds.
+fn unix_ms(at: OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl Keys for SqliteStore {
+    async fn claim_payment(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        claim::claim_payment(self, claim, payment, timing).await
+    }
+
+    async fn take_over(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Option<Acquired>, StoreError> {
+        claim::take_over(self, shop_id, key, fingerprint, lease).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
+        claim::renew_lease(self, lease, duration).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        claim::release_lease(self, lease).await
+    }
+
+    async fn park_lease(&self, lease: &Lease, hold: Duration) -> Result<bool, StoreError> {
+        claim::park_lease(self, lease, hold).await
+    }
+
+    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
+        claim::abandon_key(self, lease).await
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&Payment, &Settlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<FinishOutcome, StoreError> {
+        finish::finish(self, lease, settlement, response, ttl).await
+    }
+
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        keys::key(self, shop_id, key).await
+    }
+
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        keys::sweep_expired_keys(self, batch).await
+    }
+
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        keys::stalled_keys(self, idle, limit).await
+    }
+}
+
+#[async_trait]
+impl Refunds for SqliteStore {
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError> {
+        refunds::claim_refund(self, claim, refund, timing).await
+    }
+
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<FinishOutcome, StoreError> {
+        refunds::finish_refund(self, lease, settlement, response, ttl).await
+    }
+
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
+        refunds::refund(self, shop_id, id).await
+    }
+}
+
+#[async_trait]
+impl Payments for SqliteStore {
+    async fn payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        payments::payment(self, shop_id, id).await
+    }
+
+    async fn payments_by_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<Payment>, StoreError> {
+        payments::payments_by_reference(self, shop_id, reference).await
+    }
+}
+
+#[async_trait]
+impl Reconciliation for SqliteStore {
+    async fn pending_payments(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        reconciliation::pending_payments(self, older_than, limit).await
+    }
+
+    async fn payments_created_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&PaymentId>,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        reconciliation::payments_created_between(self, from, to, after, limit).await
+    }
+
+    async fn payment_by_acquirer_key(
+        &self,
+        key: &AcquirerKey,
+    ) -> Result<Option<Payment>, StoreError> {
+        reconciliation::payment_by_acquirer_key(self, key).await
+    }
+
+    async fn settle_payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, StoreError> {
+        events::settle_payment(self, shop_id, id, settlement).await
+    }
+
+    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
+        events::record_event(self, event).await
+    }
+}
+
+#[async_trait]
+impl Outbox for SqliteStore {
+    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        outbox::events(self, shop_id, query).await
+    }
+
+    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
+        outbox::event(self, shop_id, id).await
+    }
+
+    async fn resend_event(
+        &self,
+        shop_id: &ShopId,
+        id: &EventId,
+    ) -> Result<Option<Event>, StoreError> {
+        outbox::resend_event(self, shop_id, id).await
+    }
+
+    async fn claim_due_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<DueEvent>, StoreError> {
+        outbox::claim_due_events(self, limit, lease).await
+    }
+
+    async fn record_attempt(
+        &self,
+        id: &EventId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        outbox::record_attempt(self, id, outcome).await
+    }
+}
+
+#[async_trait]
+impl Shops for SqliteStore {
+    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
+        shops::add_shop(self, shop_id, secret).await
+    }
+
+    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
+        shops::shop_secret(self, shop_id).await
+    }
+
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError> {
+        shops::set_webhook(self, shop_id, endpoint).await
+    }
+}
+
+#[async_trait]
+impl Health for SqliteStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT 1")?.query_row([], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+    }
+}

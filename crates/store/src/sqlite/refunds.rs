@@ -1,0 +1,216 @@
+//! Refunds: phase 1 (the claim of the key with the reservation of the
+//! refund's amount on its payment), phase 3 (the fenced answer with the
+//! refund's settlement and merchant event), and reading a refund.
+
+use std::time::Duration;
+
+use chargeonce_core::events::NewEvent;
+use chargeonce_core::refund::reservation;
+use chargeonce_core::{
+    ClaimRequest, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Payment, RecoveryPoint,
+    Refund, RefundClaim, RefundId, RefundRefusal, RefundSettlement, RefundStatus, ShopId,
+    StoreError, StoredResponse,
+};
+use chargeonce_sqlite::Write;
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
+
+use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
+use super::outbox::insert_event;
+use super::{Fail, Result, SqliteStore, now_ms, one, unix_ms};
+use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
+use crate::columns::{payment_columns, refund_columns};
+use crate::rows::{FromSqliteRow, PaymentRow, RefundRow};
+
+/// Phase 1 of a refund, one write.
+pub(super) async fn claim_refund(
+    store: &SqliteStore,
+    claim: &ClaimRequest,
+    refund: &NewRefund,
+    timing: KeyTiming,
+) -> Result<RefundClaim, StoreError> {
+    let (claim, refund) = (claim.clone(), refund.clone());
+    store
+        .write_new(move |conn| {
+            let token = LeaseToken::generate();
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::RefundCreated,
+                payment_id: &refund.payment_id,
+                refund_id: Some(&refund.id),
+            };
+            if !insert_key(conn, &claim, target, token, timing)? {
+                let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
+                    StoreError::other(format!("key {} conflicted but cannot be read", claim.key))
+                })?;
+                return Ok(Write::Commit(RefundClaim::Exists(record)));
+            }
+            // The writer is the only one: no other refund moves the
+            // reservation between this read and the update.
+            let found = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    ", refund_reserved_minor FROM payments WHERE shop_id = ?1 AND id = ?2"
+                ))?
+                .query_row(
+                    params![refund.shop_id.as_str(), refund.payment_id.as_str()],
+                    |row| {
+                        let reserved: i64 = row.get("refund_reserved_minor")?;
+                        Ok((PaymentRow::from_sqlite(row)?, reserved))
+                    },
+                )
+                .optional()?;
+            let decided = match found {
+                None => Err(RefundRefusal::PaymentNotFound),
+                Some((row, reserved)) => {
+                    let payment = Payment::try_from(row)?;
+                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
+                }
+            };
+            let (payment, amount) = match decided {
+                Ok(found) => found,
+                Err(refused) => return Ok(Write::Rollback(RefundClaim::Refused(refused))),
+            };
+            let reserved = conn
+                .prepare_cached(concat!(
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + ?3, \
+                     updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
+                   AND refund_reserved_minor + ?3 <= amount_minor"
+                ))?
+                .execute(params![
+                    refund.shop_id.as_str(),
+                    refund.payment_id.as_str(),
+                    amount.minor_units(),
+                ])?;
+            if reserved != 1 {
+                return Err(Fail(StoreError::other(format!(
+                    "refund reservation on payment {} failed after its check",
+                    refund.payment_id
+                ))));
+            }
+            let created = new_refund_row(&refund, amount);
+            conn.prepare_cached(concat!(
+                "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                 currency, status, acquirer_key, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ",
+                now_ms!(),
+                ")"
+            ))?
+            .execute(params![
+                created.id.as_str(),
+                created.shop_id.as_str(),
+                created.payment_id.as_str(),
+                created.idempotency_key.as_str(),
+                created.amount.minor_units(),
+                created.amount.currency().code(),
+                created.acquirer_key.as_str(),
+                unix_ms(created.created_at),
+            ])?;
+            Ok(Write::Commit(RefundClaim::Acquired(acquired(
+                &claim,
+                token,
+                RecoveryPoint::RefundCreated,
+                payment,
+                Some(created),
+            ))))
+        })
+        .await
+}
+
+/// Phase 3 of a refund, one write, fenced by the lease token.
+pub(super) async fn finish_refund(
+    store: &SqliteStore,
+    lease: &Lease,
+    settlement: Option<(&RefundId, &RefundSettlement)>,
+    response: &StoredResponse,
+    ttl: Duration,
+) -> Result<FinishOutcome, StoreError> {
+    let lease = lease.clone();
+    let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
+    let response = response.clone();
+    store
+        .write(move |conn| {
+            if !finish_key(conn, &lease, &response, ttl)? {
+                return Ok(Write::Rollback(FinishOutcome::LeaseLost));
+            }
+            let Some((refund_id, settlement)) = settlement else {
+                return Ok(Write::Commit(FinishOutcome::Stored));
+            };
+            let (status, provider_refund_id, failure_code) = refund_settlement_columns(&settlement);
+            let settled = conn
+                .prepare_cached(concat!(
+                    "UPDATE refunds SET status = ?3, provider_refund_id = ?4, failure_code = ?5, \
+                     updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending'"
+                ))?
+                .execute(params![
+                    lease.shop_id.as_str(),
+                    refund_id.as_str(),
+                    status.as_str(),
+                    provider_refund_id,
+                    failure_code,
+                ])?;
+            if settled == 0 {
+                return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
+            }
+            let refund = refund_in(conn, &lease.shop_id, &refund_id)?.ok_or_else(|| {
+                StoreError::other(format!("refund {refund_id} vanished while settled"))
+            })?;
+            let update = match status {
+                RefundStatus::Succeeded => concat!(
+                    "UPDATE payments SET refunded_minor = refunded_minor + ?3, updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2"
+                ),
+                _ => concat!(
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - ?3, \
+                     updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2"
+                ),
+            };
+            conn.prepare_cached(update)?.execute(params![
+                lease.shop_id.as_str(),
+                refund.payment_id.as_str(),
+                refund.amount.minor_units(),
+            ])?;
+            let reference: String = conn
+                .prepare_cached("SELECT reference FROM payments WHERE shop_id = ?1 AND id = ?2")?
+                .query_row(
+                    params![lease.shop_id.as_str(), refund.payment_id.as_str()],
+                    |row| row.get("reference"),
+                )?;
+            insert_event(conn, NewEvent::refund_settled(&refund, &reference))?;
+            Ok(Write::Commit(FinishOutcome::Stored))
+        })
+        .await
+}
+
+/// One refund of one shop.
+pub(super) async fn refund(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    id: &RefundId,
+) -> Result<Option<Refund>, StoreError> {
+    let (shop_id, id) = (shop_id.clone(), id.clone());
+    store.read(move |conn| refund_in(conn, &shop_id, &id)).await
+}
+
+/// One refund of one shop, on whichever connection.
+pub(super) fn refund_in(
+    conn: &Connection,
+    shop_id: &ShopId,
+    id: &RefundId,
+) -> Result<Option<Refund>> {
+    one::<RefundRow, _>(
+        conn,
+        concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE shop_id = ?1 AND id = ?2"
+        ),
+        params![shop_id.as_str(), id.as_str()],
+    )
+}

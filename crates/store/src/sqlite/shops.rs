@@ -1,0 +1,92 @@
+//! Shops: registering one, its secret, and its webhook endpoint.
+
+use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
+use chargeonce_core::{SecretHash, ShopId, StoreError};
+use chargeonce_sqlite::Write;
+use chargeonce_sqlite::rusqlite::{OptionalExtension, params};
+
+use super::{Fail, SqliteStore, now_ms};
+
+/// Registers a shop with the hash of its secret.
+pub(super) async fn add_shop(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    secret: &SecretHash,
+) -> Result<(), StoreError> {
+    let (shop_id, secret) = (shop_id.clone(), secret.clone());
+    store
+        .write(move |conn| {
+            let added = conn
+                .prepare_cached(concat!(
+                    "INSERT INTO shops (id, secret_sha256, created_at) VALUES (?1, ?2, ",
+                    now_ms!(),
+                    ") ON CONFLICT (id) DO NOTHING"
+                ))?
+                .execute(params![shop_id.as_str(), secret.as_bytes().as_slice()])?;
+            if added == 0 {
+                return Err(Fail(StoreError::ShopExists(shop_id.to_string())));
+            }
+            Ok(Write::Commit(()))
+        })
+        .await
+}
+
+/// The stored secret hash of a shop.
+pub(super) async fn shop_secret(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+) -> Result<Option<SecretHash>, StoreError> {
+    let shop_id = shop_id.clone();
+    store
+        .read(move |conn| {
+            let Some(bytes) = conn
+                .prepare_cached("SELECT secret_sha256 FROM shops WHERE id = ?1")?
+                .query_row(params![shop_id.as_str()], |row| row.get::<_, Vec<u8>>(0))
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            SecretHash::from_bytes(&bytes).map(Some).ok_or_else(|| {
+                Fail(StoreError::corrupt(format!(
+                    "secret hash of shop {shop_id}"
+                )))
+            })
+        })
+        .await
+}
+
+/// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
+pub(super) async fn set_webhook(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    endpoint: Option<&WebhookEndpoint>,
+) -> Result<bool, StoreError> {
+    let (shop_id, endpoint) = (shop_id.clone(), endpoint.cloned());
+    store
+        .write(move |conn| {
+            let done = conn
+                .prepare_cached(
+                    "UPDATE shops SET webhook_url = ?2, webhook_secret = ?3 WHERE id = ?1",
+                )?
+                .execute(params![
+                    shop_id.as_str(),
+                    endpoint.as_ref().map(|e| e.url.as_str()),
+                    endpoint.as_ref().map(|e| e.secret.expose()),
+                ])?;
+            if endpoint.is_some() {
+                // Events parked while the shop had no URL are due now; their
+                // give-up clock starts now.
+                conn.prepare_cached(concat!(
+                    "UPDATE events SET next_attempt_at = ",
+                    now_ms!(),
+                    ", due_since = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND delivered_at IS NULL AND gave_up_at IS NULL \
+                   AND next_attempt_at >= ?2"
+                ))?
+                .execute(params![shop_id.as_str(), PARKED_UNTIL_MS])?;
+            }
+            Ok(Write::Commit(done == 1))
+        })
+        .await
+}
