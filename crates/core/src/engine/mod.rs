@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use crate::observe::{NoObserver, Observer};
-use crate::{Acquirer, IdempotencyKey, ShopId, Store};
+use crate::{Acquirer, Store};
 
 pub mod config;
 mod existing;
@@ -106,22 +106,9 @@ impl Engine {
         &self.config
     }
 
-    /// The repeat warning of these settings (see [`RepeatPolicy`]).
-    pub fn repeat_policy(&self) -> RepeatPolicy {
+    /// The repeat warning of these settings.
+    fn repeat_policy(&self) -> RepeatPolicy {
         RepeatPolicy::new(self.config.repeat_warning)
-    }
-
-    /// Counts a repeat of a key answered without the engine (from a cache
-    /// of this instance): `repeats` requests after its first. Warns and
-    /// reports as the engine does for the repeats the store sees.
-    pub fn note_repeat(&self, shop: &ShopId, key: &IdempotencyKey, repeats: u64) {
-        self.repeat_policy().note(
-            self.observer.as_ref(),
-            shop,
-            key,
-            repeats,
-            RepeatSource::Cache,
-        );
     }
 
     /// Reports a failed operation to the observer.

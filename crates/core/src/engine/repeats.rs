@@ -3,12 +3,14 @@
 //! threshold ([`EngineConfig::repeat_warning`](super::EngineConfig::repeat_warning))
 //! and at every doubling after it, so a hot key does not flood the log.
 //!
-//! The one place that decides it. Repeats reach it from two sides: the
-//! engine, for the repeats the store counts (its `replays` column), and the
-//! HTTP layer's response cache, for the repeats it answers from memory,
-//! which the store never sees. Each side counts its own repeats; the rule
-//! and the report are the same.
+//! The one place that decides it, and that reports repeats. They reach it
+//! from two sides: the engine, for the repeats the store counts (its
+//! `replays` column), and the HTTP layer's caches, for the repeats they
+//! answer from memory, which the store never sees
+//! ([`Engine::repeat_answered`], [`Engine::repeat_in_progress`]). Each side
+//! counts its own repeats; the rule and the report are the same.
 
+use super::{Engine, Outcome};
 use crate::observe::Observer;
 use crate::{IdempotencyKey, ShopId};
 
@@ -81,5 +83,46 @@ impl RepeatPolicy {
             ),
         }
         observer.repeated_key(repeats);
+    }
+}
+
+impl Engine {
+    /// The outcome of a repeat answered without the store, from an outcome
+    /// this instance already has (a response it cached, or the outcome of an
+    /// identical request in flight): an execution is a replay to a repeat.
+    /// Reported as the engine reports the repeats it answers itself (a
+    /// replay, a mismatch), with the repeat warning at the `repeats`-th
+    /// repeat the cache counted (`None`: the cache does not hold the key).
+    pub fn repeat_answered(
+        &self,
+        shop: &ShopId,
+        key: &IdempotencyKey,
+        repeats: Option<u64>,
+        outcome: Outcome,
+    ) -> Outcome {
+        if let Some(repeats) = repeats {
+            let observer = self.observer.as_ref();
+            self.repeat_policy()
+                .note(observer, shop, key, repeats, RepeatSource::Cache);
+        }
+        match outcome {
+            Outcome::Executed(response) | Outcome::Replayed(response) => {
+                self.observer.replayed();
+                Outcome::Replayed(response)
+            }
+            Outcome::Mismatch => {
+                self.observer.mismatch();
+                Outcome::Mismatch
+            }
+            other => other,
+        }
+    }
+
+    /// The outcome of a repeat that finds its key's first request still
+    /// running on this instance: in progress, as the store would answer
+    /// while the first holds the lease, and reported as such.
+    pub fn repeat_in_progress(&self) -> Outcome {
+        self.observer.in_progress();
+        self.in_progress()
     }
 }
