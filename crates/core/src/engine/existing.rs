@@ -15,7 +15,8 @@ use std::time::Duration;
 use super::repeats::RepeatSource;
 use super::{Engine, EngineError, Holder, Outcome};
 use crate::{
-    Acquired, ClaimRequest, KeyRecord, Lease, PaymentStatus, RecoveryPoint, StalledKey, StoreError,
+    Acquired, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, Lease, PaymentStatus,
+    RecoveryPoint, ShopId, StalledKey, StoreError,
 };
 
 impl Engine {
@@ -31,13 +32,7 @@ impl Engine {
 
     async fn complete_inner(&self, stalled: &StalledKey) -> Result<Option<Outcome>, EngineError> {
         let taken = self
-            .store
-            .take_over(
-                &stalled.shop_id,
-                &stalled.key,
-                &stalled.fingerprint,
-                self.config.timing.lease,
-            )
+            .take_over(&stalled.shop_id, &stalled.key, &stalled.fingerprint)
             .await?;
         let Some(acquired) = taken else {
             return Ok(None);
@@ -82,13 +77,7 @@ impl Engine {
             return self.settling(&record, remaining).await.map(Some);
         }
         let taken = self
-            .store
-            .take_over(
-                &claim.shop_id,
-                &claim.key,
-                &claim.fingerprint,
-                self.config.timing.lease,
-            )
+            .take_over(&claim.shop_id, &claim.key, &claim.fingerprint)
             .await?;
         let Some(acquired) = taken else {
             self.observer.in_progress();
@@ -96,6 +85,18 @@ impl Engine {
         };
         tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "expired lease taken over");
         self.resume(acquired).await
+    }
+
+    /// Takes a key's expired lease over (compare-and-set: `None` when
+    /// someone else holds it now).
+    async fn take_over(
+        &self,
+        shop: &ShopId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<Acquired>, EngineError> {
+        let lease = self.config.timing.lease;
+        Ok(self.store.take_over(shop, key, fingerprint, lease).await?)
     }
 
     /// Resumes a key just taken over, or frees its order (`None`) when the

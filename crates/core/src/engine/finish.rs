@@ -30,17 +30,10 @@ impl Engine {
             return Ok(self.stored_or_lost(lease, finished, response));
         }
         let Some((payment, _)) = settled else {
-            return Err(StoreError::Corrupt(format!(
-                "key {}: payment settled without a settlement",
-                lease.key
-            ))
-            .into());
+            return Err(settled_without_settlement(lease, "payment"));
         };
-        let stored = self
-            .store
-            .payment(&payment.shop_id, &payment.id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("payment {} vanished", payment.id)))?;
+        let stored = self.store.payment(&payment.shop_id, &payment.id).await?;
+        let stored = stored.ok_or_else(|| vanished("payment", &payment.id))?;
         if stored.status != payment.status
             || stored.provider_payment_id != payment.provider_payment_id
         {
@@ -75,17 +68,10 @@ impl Engine {
             return Ok(self.stored_or_lost(lease, finished, response));
         }
         let Some((refund, _)) = settled else {
-            return Err(StoreError::Corrupt(format!(
-                "key {}: refund settled without a settlement",
-                lease.key
-            ))
-            .into());
+            return Err(settled_without_settlement(lease, "refund"));
         };
-        let stored = self
-            .store
-            .refund(&refund.shop_id, &refund.id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("refund {} vanished", refund.id)))?;
+        let stored = self.store.refund(&refund.shop_id, &refund.id).await?;
+        let stored = stored.ok_or_else(|| vanished("refund", &refund.id))?;
         let response = self.render_refund(&stored);
         let finished = self
             .store
@@ -140,4 +126,18 @@ impl Engine {
             _ => self.render.render(Rendered::Refunded(refund)),
         }
     }
+}
+
+/// A store that says "settled meanwhile" to a finish that settled nothing.
+fn settled_without_settlement(lease: &Lease, what: &str) -> EngineError {
+    StoreError::Corrupt(format!(
+        "key {}: {what} settled without a settlement",
+        lease.key
+    ))
+    .into()
+}
+
+/// A payment or refund the key names is gone.
+fn vanished(what: &str, id: &dyn std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what} {id} vanished"))
 }

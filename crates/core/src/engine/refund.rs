@@ -4,7 +4,7 @@
 //!
 //! The key is looked up before any rule about the payment: the retry of a
 //! refund that used the payment up gets that refund, never "exceeds amount".
-//! One refusal is a refund's own ambiguity (see [`Refunding::judge`]).
+//! One refusal is a refund's own ambiguity (see `Refunding::judge`).
 
 use std::time::Duration;
 
@@ -157,7 +157,6 @@ impl Operation for Refunding {
     /// unknown, never a failure that would free the reservation, and logged
     /// as an error for a person to look at. Other refusals are definite.
     fn judge(
-        &self,
         settlement: RefundSettlement,
         resend: bool,
     ) -> Result<RefundSettlement, AcquirerError> {
@@ -220,5 +219,32 @@ impl Operation for Refunding {
             refund: self.refund,
             retry_after,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(code: &str) -> RefundSettlement {
+        RefundSettlement::Failed {
+            code: code.to_owned(),
+        }
+    }
+
+    #[test]
+    fn exceeding_the_charge_is_unknown_only_for_a_resend() {
+        let judged = Refunding::judge(failed(REFUND_EXCEEDS_CHARGE), true);
+        assert!(matches!(judged, Err(AcquirerError::Unknown(_))));
+        let first = Refunding::judge(failed(REFUND_EXCEEDS_CHARGE), false);
+        assert_eq!(first, Ok(failed(REFUND_EXCEEDS_CHARGE)));
+        assert_eq!(
+            Refunding::judge(failed(REJECTED), true),
+            Ok(failed(REJECTED))
+        );
+        let done = RefundSettlement::Succeeded {
+            provider_refund_id: "re_1".to_owned(),
+        };
+        assert_eq!(Refunding::judge(done.clone(), true), Ok(done));
     }
 }

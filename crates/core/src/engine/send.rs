@@ -21,7 +21,7 @@
 //!   unknown.
 //! - the answer then ends as a settlement (phase 3), "not sent" (the lease is
 //!   released: the next retry sends it), or unknown (see
-//!   [`Engine::after_unknown`]).
+//!   `Engine::after_unknown`).
 
 use super::{Engine, EngineError, Holder, Outcome};
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
@@ -60,7 +60,6 @@ pub(super) trait Operation: Send + Sync + Sized {
     /// be ambiguous (`resend`: the attempt resumed may have executed, and
     /// nothing was found under its reference).
     fn judge(
-        &self,
         settlement: Self::Settlement,
         resend: bool,
     ) -> Result<Self::Settlement, AcquirerError> {
@@ -111,7 +110,7 @@ impl Engine {
             }
             Err(error) => Err(error),
         };
-        let judged = settlement.and_then(|settlement| op.judge(settlement, resend));
+        let judged = settlement.and_then(|settlement| O::judge(settlement, resend));
         self.conclude(op, lease, judged).await
     }
 
@@ -156,7 +155,7 @@ impl Engine {
 
     /// What the judged answer ends in: a settlement finished, a send that
     /// reached nothing (the lease released: the next retry sends it), or an
-    /// unknown answer (see [`Engine::after_unknown`]).
+    /// unknown answer (see `Engine::after_unknown`).
     async fn conclude<O: Operation>(
         &self,
         op: O,
