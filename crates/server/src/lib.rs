@@ -6,6 +6,11 @@
 //! itself is [`chargeonce_core::Engine`]'s; this crate only translates. The
 //! background workers that run beside it are in `chargeonce-workers`.
 //!
+//! An idempotent request (a payment, a refund) goes from its handler in
+//! [`routes`] (parse, fingerprint) through [`pipeline`] (the response
+//! cache, duplicates in flight, `Prefer: wait`) to the engine. What every
+//! handler shares is the [`AppState`].
+//!
 //! ```no_run
 //! # async fn demo(engine: std::sync::Arc<chargeonce_core::Engine>) -> std::io::Result<()> {
 //! let app = chargeonce_server::router(chargeonce_server::AppState::new(engine));
