@@ -56,6 +56,7 @@ pub struct ServeArgs {
     workers: WorkersArgs,
     /// Also serve `POST /bench/ceiling` (auth only) and `POST /bench/noop`
     /// (nothing): the ceilings `chargeonce bench` compares against.
+    #[cfg(feature = "bench-routes")]
     #[arg(long)]
     bench_ceiling: bool,
     /// How long a shop's secret hash read from the store is trusted before it
@@ -172,6 +173,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         state = state.with_webhook_secret(secret);
     }
     let operations = state.operations().clone();
+    #[cfg(feature = "bench-routes")]
     let ceiling = args
         .bench_ceiling
         .then(|| chargeonce_server::bench_ceiling::router(state.clone()));
@@ -179,6 +181,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(sim) = upstream.sim_router() {
         app = app.nest("/sim", sim);
     }
+    #[cfg(feature = "bench-routes")]
     if let Some(ceiling) = ceiling {
         app = app.merge(ceiling);
     }

@@ -1,39 +1,19 @@
-//! `Prefer: wait=N` (RFC 7240 §4.3) on `POST /v1/payments`: a repeat that
-//! arrives while the key's first request is still running waits up to N
-//! seconds for that request's result instead of getting 409 at once.
+//! The `Prefer: wait=N` request header (RFC 7240 §4.3) and its
+//! `Preference-Applied` answer: a repeat that arrives while the key's first
+//! request is still running may ask to wait up to N seconds for that
+//! request's result instead of getting 409 at once.
 //!
-//! The wait is a transport convenience, so it lives here and not in the engine:
-//! it only reads the key through [`Store::key`](chargeonce_core::Store::key)
-//! and asks the engine again once the key changed. The engine's answers and
-//! guarantees are the same with or without it; a client that sends no `Prefer`
-//! (or a malformed one) gets exactly the old behaviour.
-//!
-//! Waiters are capped per instance and per shop ([`crate::limits::Waiters`]):
-//! a request over a cap does not wait and gets the plain 409 at once.
-//!
-//! While the key's lease is held the waiter only polls (a read, every
-//! [`POLL_INTERVAL`]). When the key is finished, or its lease is no longer
-//! held (the first request ended without a final answer, e.g. `202` pending,
-//! or its process died), the waiter runs the engine again, exactly as the
-//! client's own retry would: it gets the replay, resumes, or takes over.
+//! Only the header lives here; the waiting itself is a step of the request
+//! pipeline ([`crate::pipeline`]), for payments and refunds alike. A client
+//! that sends no `Prefer` (or a malformed one) gets exactly the answers it
+//! would get without it.
 
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use chargeonce_core::{ClaimRequest, Outcome, PaymentRequest, RecoveryPoint};
-use tokio::time::Instant;
-
-use crate::AppState;
-use crate::problem::{Problem, ProblemCode};
 
 /// The longest wait a client may ask for; longer requests are cut to this.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
-
-/// How often a waiting request looks at the key.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
-
-/// The longest pause between two reads of a waited-for key.
-const MAX_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The response header that says the preference was honoured.
 pub const PREFERENCE_APPLIED: &str = "preference-applied";
@@ -121,92 +101,6 @@ pub fn applied_value(wait: Duration) -> (HeaderName, HeaderValue) {
         HeaderValue::from_str(&format!("wait={}", wait.as_secs()))
             .unwrap_or_else(|_| HeaderValue::from_static("wait")),
     )
-}
-
-/// Runs the engine for a payment in a task of its own (a client that hangs up
-/// does not cut it), and with `wait`, keeps answering `InProgress` with a
-/// wait for the key instead, until the deadline. Returns the outcome and
-/// whether the request waited.
-pub async fn pay(
-    state: &AppState,
-    claim: ClaimRequest,
-    request: PaymentRequest,
-    wait: Option<Duration>,
-) -> Result<(Outcome, bool), Problem> {
-    let deadline = wait.map(|wait| Instant::now() + wait);
-    let mut waited = false;
-    // Held while this request waits; freed however the wait ends.
-    let mut slot = None;
-    loop {
-        let outcome = run_engine(state, claim.clone(), request.clone()).await?;
-        let Some(deadline) = deadline else {
-            return Ok((outcome, waited));
-        };
-        if !matches!(outcome, Outcome::InProgress { .. }) {
-            return Ok((outcome, waited));
-        }
-        if slot.is_none() {
-            match state.waiters.enter(&claim.shop_id) {
-                Ok(entered) => slot = Some(entered),
-                Err(refused) => {
-                    // Over a cap: the plain 409 with Retry-After, at once.
-                    tracing::debug!(key = %claim.key, cap = refused.reason(), "too many waiters");
-                    state.metrics.refused(refused.reason());
-                    return Ok((outcome, waited));
-                }
-            }
-        }
-        waited = true;
-        if !key_changed_by(state, &claim, deadline).await {
-            return Ok((outcome, waited));
-        }
-    }
-}
-
-/// One run of the engine, in a task the shutdown waits for.
-async fn run_engine(
-    state: &AppState,
-    claim: ClaimRequest,
-    request: PaymentRequest,
-) -> Result<Outcome, Problem> {
-    let engine = state.engine.clone();
-    state
-        .operations
-        .spawn(async move { engine.pay(claim, request).await })
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "payment task failed");
-            Problem::new(ProblemCode::Internal, "internal error")
-        })?
-        .map_err(crate::respond::engine_problem)
-}
-
-/// Polls the key until it is finished or its lease is no longer held (then
-/// `true`: ask the engine again), or until the deadline (`false`). A store
-/// error also returns `true`: the engine's next answer reports it properly.
-///
-/// The pause between reads starts at [`POLL_INTERVAL`] and doubles up to
-/// [`MAX_POLL_INTERVAL`], so many waiting duplicates of a long operation do
-/// not take the connections the operation itself needs.
-async fn key_changed_by(state: &AppState, claim: &ClaimRequest, deadline: Instant) -> bool {
-    let mut pause = POLL_INTERVAL;
-    loop {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        let next = (Instant::now() + pause).min(deadline);
-        pause = (pause * 2).min(MAX_POLL_INTERVAL);
-        tokio::time::sleep_until(next).await;
-        match state.store.key(&claim.shop_id, &claim.key).await {
-            Ok(Some(record))
-                if record.recovery_point != RecoveryPoint::Finished && record.lease_active => {}
-            Ok(_) => return true,
-            Err(error) => {
-                tracing::warn!(key = %claim.key, %error, "reading the key while waiting failed");
-                return true;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

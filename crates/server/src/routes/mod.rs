@@ -1,5 +1,6 @@
 //! The API's routes.
 
+mod amount;
 pub mod events;
 pub mod health;
 pub mod metrics;

@@ -1,0 +1,138 @@
+//! Holding a key's lease around an acquirer call, and giving it up after.
+//!
+//! The lease is what keeps a second request (on any instance) from taking
+//! over a live operation. During a call it is renewed by a heartbeat of its
+//! own, so a slow acquirer does not let it run out and a slow store does not
+//! stall the call; the call itself is bounded by the acquirer timeout. After
+//! an answer that is not final the lease is released (the next retry resumes
+//! at once) or, for an acquirer that ignores keys, the key is parked for the
+//! settle window (nobody may look the attempt up before it could appear).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::task::AbortOnDropHandle;
+
+use super::Engine;
+use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
+use crate::{AcquirerError, Lease, Store};
+
+impl Engine {
+    /// Runs one acquirer call, bounded by the acquirer timeout (a call that
+    /// takes longer is an unknown outcome), while a separate task renews the
+    /// lease, so a slow acquirer does not let another instance take over a live
+    /// operation and a slow store does not stall the call. Reports the call's
+    /// outcome and latency to the observer.
+    pub(super) async fn holding_lease<T>(
+        &self,
+        lease: &Lease,
+        call: AcquirerCall,
+        request: impl Future<Output = Result<T, AcquirerError>>,
+        outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
+    ) -> Result<T, AcquirerError> {
+        let hold = match call {
+            AcquirerCall::Lookup => self.config.timing.lease,
+            AcquirerCall::Charge | AcquirerCall::Refund => self.send_hold(),
+        };
+        if hold > self.config.timing.lease {
+            self.extend_before_send(lease, hold).await?;
+        }
+        // Aborted when dropped: a caller cut halfway (a completer aborted at
+        // shutdown) stops renewing, and its lease runs out as it should.
+        let heartbeat = AbortOnDropHandle::new(tokio::spawn(renew_lease(
+            self.store.clone(),
+            lease.clone(),
+            hold,
+        )));
+        let timeout = self.config.acquirer_timeout;
+        let started = Instant::now();
+        let result = tokio::time::timeout(timeout, request)
+            .await
+            .unwrap_or_else(|_| {
+                Err(AcquirerError::Unknown(format!(
+                    "no answer within {timeout:?}"
+                )))
+            });
+        drop(heartbeat);
+        let kind = match &result {
+            Ok(answer) => outcome_kind(answer),
+            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
+            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
+            Err(AcquirerError::Rejected(_)) => AcquirerOutcomeKind::Declined,
+        };
+        self.observer.acquirer_call(call, kind, started.elapsed());
+        result
+    }
+
+    /// Before anything reaches an acquirer that ignores keys, the lease
+    /// covers the settle window: if this process dies during the call,
+    /// nobody looks the attempt up before it could appear. A lease that
+    /// cannot be extended means nothing is sent.
+    async fn extend_before_send(&self, lease: &Lease, hold: Duration) -> Result<(), AcquirerError> {
+        match self.store.renew_lease(lease, hold).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(AcquirerError::NotSent(
+                "the lease was taken over before sending".to_owned(),
+            )),
+            Err(error) => Err(AcquirerError::NotSent(format!(
+                "the lease could not be extended before sending: {error}"
+            ))),
+        }
+    }
+
+    /// How long a lease must last around a send: an acquirer that ignores
+    /// keys must not see the operation again within the settle window, even
+    /// when this process dies during the call.
+    fn send_hold(&self) -> Duration {
+        if self.acquirer.is_idempotent() {
+            self.config.timing.lease
+        } else {
+            self.config.settle_window.max(self.config.timing.lease)
+        }
+    }
+
+    /// Ends our lease early so the next retry resumes at once. A failure only
+    /// delays that retry until the lease runs out, so it is logged, not raised.
+    pub(super) async fn release(&self, lease: &Lease) {
+        if let Err(error) = self.store.release_lease(lease).await {
+            tracing::warn!(key = %lease.key, %error, "lease release failed; it will run out");
+        }
+    }
+
+    /// After an unknown outcome: an acquirer idempotent on our key answers a
+    /// resent request with the first one's result, so the lease is released
+    /// for the next retry to resume at once. One that ignores keys may still
+    /// record the attempt late: the key is parked for the settle window, and
+    /// only then looked up (and sent again if nothing appeared). Returns when
+    /// to try again. A failure to park leaves the lease as it was extended
+    /// before the send, which covers the window too.
+    pub(super) async fn after_unknown(&self, lease: &Lease) -> Duration {
+        if self.acquirer.is_idempotent() {
+            self.release(lease).await;
+            return self.config.retry_after;
+        }
+        let window = self.config.settle_window;
+        if let Err(error) = self.store.park_lease(lease, window).await {
+            tracing::warn!(key = %lease.key, %error, "parking the key failed; its lease covers the settle window");
+        }
+        window
+    }
+}
+
+/// Renews a lease every third of its length until aborted.
+async fn renew_lease(store: Arc<dyn Store>, lease: Lease, duration: Duration) {
+    let mut tick = tokio::time::interval(duration / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match store.renew_lease(&lease, duration).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(key = %lease.key, "lease taken over during the acquirer call; our finish will be fenced off");
+                return;
+            }
+            Err(error) => tracing::warn!(key = %lease.key, %error, "lease renewal failed"),
+        }
+    }
+}

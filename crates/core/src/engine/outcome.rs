@@ -1,0 +1,97 @@
+//! What the engine answers: the [`Outcome`] of a request, the final answers
+//! a [`Render`] turns into stored bytes, and the [`EngineError`] when there
+//! is no answer. The HTTP layer matches on these; the engine never looks
+//! inside a rendered response.
+
+use std::time::Duration;
+
+use crate::{Payment, Refund, RefundRefusal, StoreError, StoredResponse};
+
+/// What a final answer is about; the caller's [`Render`] turns it into bytes.
+#[derive(Debug, Clone, Copy)]
+pub enum Rendered<'a> {
+    /// The payment was charged by this key's operation.
+    Charged(&'a Payment),
+    /// The acquirer declined this key's payment.
+    Declined(&'a Payment),
+    /// The order already had a pending or succeeded payment under another key;
+    /// this key answers with that payment and charged nothing.
+    AlreadyExists(&'a Payment),
+    /// The acquirer gave this key's refund back to the payer.
+    Refunded(&'a Refund),
+    /// The acquirer definitively refused this key's refund; its reservation
+    /// was given back.
+    RefundFailed(&'a Refund),
+}
+
+/// Turns a final answer into the response stored against the key and replayed
+/// byte for byte. The HTTP layer implements it; the engine never looks inside.
+pub trait Render: Send + Sync + 'static {
+    /// Renders one final answer.
+    fn render(&self, what: Rendered<'_>) -> StoredResponse;
+}
+
+/// What happened to a request, for the HTTP layer to answer.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// This request ran the operation to a final answer, now stored.
+    Executed(StoredResponse),
+    /// A finished key with the same fingerprint: the stored first answer.
+    Replayed(StoredResponse),
+    /// No definite answer yet, and none is stored: the acquirer's answer is not
+    /// known (timeout, lost answer), or the key answers with its order's payment
+    /// and that payment is still pending. A retry with the same key resumes.
+    Pending {
+        /// The pending payment.
+        payment: Payment,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// Another request holds the key's lease right now.
+    InProgress {
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The key was first used for another request (body, path or method).
+    Mismatch,
+    /// A refund whose acquirer answer is not known yet; nothing is stored
+    /// and a retry with the same key resumes.
+    RefundPending {
+        /// The pending refund.
+        refund: Refund,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The acquirer could not be reached for a refund and certainly got
+    /// nothing; the refund stays pending and a retry with the same key sends it.
+    RefundAcquirerUnavailable {
+        /// The pending refund.
+        refund: Refund,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The refund was refused before anything executed; nothing is stored
+    /// against the key.
+    RefundRefused(RefundRefusal),
+    /// The acquirer could not be reached and certainly got nothing; the payment
+    /// stays pending and a retry with the same key sends it.
+    AcquirerUnavailable {
+        /// The pending payment.
+        payment: Payment,
+        /// When to try again.
+        retry_after: Duration,
+    },
+}
+
+/// Why the engine could not give an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed before anything was executed: nothing happened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The acquirer answered, but the answer could not be recorded. The key
+    /// keeps its recovery point; a retry with the same key gets the same
+    /// acquirer answer (it is idempotent on its key) and records it.
+    #[error("the acquirer's answer could not be recorded: {0}")]
+    Unrecorded(StoreError),
+}

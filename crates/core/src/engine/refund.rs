@@ -1,0 +1,250 @@
+//! Refunds: the claim of a refund key (phase 1), then the acquirer's refund
+//! call under the refund's own acquirer key (the acquirer is idempotent on
+//! it, so a resumed call never refunds twice) and the fenced finish.
+//!
+//! The key is looked up before any rule about the payment: the retry of a
+//! refund that used the payment up gets that refund, never "exceeds amount".
+//! One refusal is a refund's own ambiguity (see `Refunding::judge`).
+
+use std::time::Duration;
+
+use super::send::{Operation, rejected_look_up};
+use super::{Engine, EngineError, Holder, Outcome};
+use crate::acquirer::{REFUND_EXCEEDS_CHARGE, REJECTED};
+use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
+use crate::{
+    Acquirer, AcquirerError, ClaimRequest, Lease, NewRefund, Payment, Refund, RefundClaim,
+    RefundRequest, RefundSettlement, StoreError,
+};
+
+impl Engine {
+    /// Refunds (part of) a payment under an idempotency key, or answers as
+    /// the key's first request did. The key is looked up before any rule
+    /// about the payment: the retry of a refund that used the payment up gets
+    /// that refund, never "exceeds amount".
+    pub async fn refund(
+        &self,
+        claim: ClaimRequest,
+        refund: NewRefund,
+    ) -> Result<Outcome, EngineError> {
+        let result = self.refund_inner(claim, refund).await;
+        self.observe_error(&result, "refund");
+        result
+    }
+
+    async fn refund_inner(
+        &self,
+        claim: ClaimRequest,
+        refund: NewRefund,
+    ) -> Result<Outcome, EngineError> {
+        match self
+            .store
+            .claim_refund(&claim, &refund, self.config.timing)
+            .await?
+        {
+            RefundClaim::Acquired(acquired) => {
+                tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "refund key claimed");
+                self.observer.claimed();
+                self.drive(acquired, Holder::Claimant).await
+            }
+            // `None`: only payment keys link to an order's payment, so this
+            // does not happen; answered as a key in use.
+            RefundClaim::Exists(record) => Ok(self
+                .on_existing(&claim, record)
+                .await?
+                .unwrap_or_else(|| self.in_progress())),
+            RefundClaim::Refused(reason) => Ok(Outcome::RefundRefused(reason)),
+        }
+    }
+
+    /// Phases 2 and 3 of a held refund key.
+    pub(super) async fn drive_refund(
+        &self,
+        lease: Lease,
+        payment: Payment,
+        refund: Refund,
+        holder: Holder,
+    ) -> Result<Outcome, EngineError> {
+        if refund.status.is_final() {
+            let response = self.render_refund(&refund);
+            return self.finish_refund(&lease, None, response).await;
+        }
+        let refunding = Refunding::of(&payment, refund)?;
+        self.send_and_finish(refunding, &lease, holder).await
+    }
+}
+
+/// The acquirer call of a pending refund.
+struct Refunding {
+    refund: Refund,
+    request: RefundRequest,
+}
+
+impl Refunding {
+    fn of(payment: &Payment, refund: Refund) -> Result<Self, StoreError> {
+        let charge_id = payment.provider_payment_id.clone().ok_or_else(|| {
+            StoreError::corrupt(format!(
+                "refund {} of payment {} without a charge id",
+                refund.id, payment.id
+            ))
+        })?;
+        let request = RefundRequest {
+            acquirer_key: refund.acquirer_key.clone(),
+            shop_id: refund.shop_id.clone(),
+            payment_id: refund.payment_id.clone(),
+            refund_id: refund.id.clone(),
+            charge_id,
+            amount: refund.amount,
+            token: payment.token.clone(),
+        };
+        Ok(Self { refund, request })
+    }
+}
+
+impl Operation for Refunding {
+    type Answer = RefundSettlement;
+    type Settlement = RefundSettlement;
+    const CALL: AcquirerCall = AcquirerCall::Refund;
+    const RESUMED: &'static str = "a resumed refund";
+
+    async fn send(&self, acquirer: &dyn Acquirer) -> Result<RefundSettlement, AcquirerError> {
+        acquirer.refund_payment(&self.request).await
+    }
+
+    /// Our refund, by its reference (the refund id).
+    async fn look_up(
+        &self,
+        acquirer: &dyn Acquirer,
+    ) -> Result<Option<RefundSettlement>, AcquirerError> {
+        let request = &self.request;
+        let found = acquirer
+            .refunds_for_refund(request)
+            .await
+            .map_err(rejected_look_up)?;
+        match found.into_iter().next() {
+            Some(refund) if refund.amount != request.amount => {
+                tracing::error!(refund = %request.refund_id, provider_refund = %refund.id, "the acquirer's refund for this refund is for another amount; not applied");
+                Err(AcquirerError::Unknown(
+                    "the refund found has another amount".to_owned(),
+                ))
+            }
+            found => Ok(found.map(|refund| RefundSettlement::Succeeded {
+                provider_refund_id: refund.id,
+            })),
+        }
+    }
+
+    fn kind(answer: &RefundSettlement) -> AcquirerOutcomeKind {
+        match answer {
+            RefundSettlement::Succeeded { .. } => AcquirerOutcomeKind::Succeeded,
+            RefundSettlement::Failed { .. } => AcquirerOutcomeKind::Declined,
+        }
+    }
+
+    fn settlement(answer: RefundSettlement) -> RefundSettlement {
+        answer
+    }
+
+    fn rejected() -> RefundSettlement {
+        RefundSettlement::Failed {
+            code: REJECTED.to_owned(),
+        }
+    }
+
+    /// "Exceeds what is left of the charge" for a refund sent again to an
+    /// acquirer that ignores keys is ambiguous: the attempt resumed may be
+    /// what used the charge up, though the look-up did not show it. It is
+    /// unknown, never a failure that would free the reservation, and logged
+    /// as an error for a person to look at. Other refusals are definite.
+    fn judge(
+        settlement: RefundSettlement,
+        resend: bool,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        match settlement {
+            RefundSettlement::Failed { code } if resend && code == REFUND_EXCEEDS_CHARGE => {
+                tracing::error!(%code, "a resent refund was refused as exceeding the charge, though no refund was found under its reference: left pending");
+                Err(AcquirerError::Unknown(format!(
+                    "a resent refund was refused ({code}); the attempt resumed may have been made"
+                )))
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn log_found(&self, lease: &Lease, found: &RefundSettlement) {
+        if let RefundSettlement::Succeeded { provider_refund_id } = found {
+            tracing::info!(key = %lease.key, refund = %self.refund.id, provider_refund = %provider_refund_id, "refund found by reference; not sent again");
+        }
+    }
+
+    fn log_refused(&self, lease: &Lease, holder: Holder, reason: &str) {
+        match holder {
+            Holder::Claimant => tracing::warn!(%reason, "the acquirer refused the refund"),
+            Holder::Resumer => {
+                tracing::warn!(key = %lease.key, refund = %self.request.refund_id, %reason, "the acquirer refused a resumed refund");
+            }
+        }
+    }
+
+    fn log_not_sent(&self, lease: &Lease, reason: &str) {
+        tracing::warn!(key = %lease.key, refund = %self.refund.id, %reason, "acquirer unreachable; refund not sent");
+    }
+
+    fn log_unknown(&self, lease: &Lease, reason: &str) {
+        tracing::warn!(key = %lease.key, refund = %self.refund.id, %reason, "acquirer refund outcome unknown; refund stays pending");
+    }
+
+    async fn finish(
+        self,
+        engine: &Engine,
+        lease: &Lease,
+        settlement: RefundSettlement,
+    ) -> Result<Outcome, EngineError> {
+        let settled = self.refund.settled(&settlement);
+        let response = engine.render_refund(&settled);
+        engine
+            .finish_refund(lease, Some((&settled, &settlement)), response)
+            .await
+    }
+
+    fn unavailable(self, retry_after: Duration) -> Outcome {
+        Outcome::RefundAcquirerUnavailable {
+            refund: self.refund,
+            retry_after,
+        }
+    }
+
+    fn pending(self, retry_after: Duration) -> Outcome {
+        Outcome::RefundPending {
+            refund: self.refund,
+            retry_after,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(code: &str) -> RefundSettlement {
+        RefundSettlement::Failed {
+            code: code.to_owned(),
+        }
+    }
+
+    #[test]
+    fn exceeding_the_charge_is_unknown_only_for_a_resend() {
+        let judged = Refunding::judge(failed(REFUND_EXCEEDS_CHARGE), true);
+        assert!(matches!(judged, Err(AcquirerError::Unknown(_))));
+        let first = Refunding::judge(failed(REFUND_EXCEEDS_CHARGE), false);
+        assert_eq!(first, Ok(failed(REFUND_EXCEEDS_CHARGE)));
+        assert_eq!(
+            Refunding::judge(failed(REJECTED), true),
+            Ok(failed(REJECTED))
+        );
+        let done = RefundSettlement::Succeeded {
+            provider_refund_id: "re_1".to_owned(),
+        };
+        assert_eq!(Refunding::judge(done.clone(), true), Ok(done));
+    }
+}

@@ -1,0 +1,224 @@
+//! Phase 2, written once for charges and refunds: the acquirer call, and
+//! what its answer means.
+//!
+//! An [`Operation`] is one attempt to send (a charge of a payment, or a
+//! refund), and knows only what differs between the two: the calls, how an
+//! answer settles the payment or refund, its log lines and its outcomes.
+//! The judgement is here, the same for both:
+//!
+//! - **look up before a resend.** An acquirer idempotent on our key answers a
+//!   resent attempt with the first one's result, so it is simply sent again.
+//!   One that ignores keys ([`Acquirer::is_idempotent`] is `false`) would
+//!   execute it twice: a resumed attempt is first looked up by our reference
+//!   (the key was parked for the settle window after that attempt, so what it
+//!   did has had time to appear), and sent only if nothing is found.
+//! - **a refusal of a resumed attempt is not believed at once.** A first send
+//!   proves it: nothing was sent before. A resend does not: the attempt
+//!   resumed may have executed, and the refusal may be of the repeat only. It
+//!   counts only when the acquirer has nothing under our reference; otherwise
+//!   what was found is the answer, and a failed look-up leaves it unknown.
+//! - **a look-up's own refusal proves nothing** about the attempt looked for:
+//!   unknown.
+//! - the answer then ends as a settlement (phase 3), "not sent" (the lease is
+//!   released: the next retry sends it), or unknown (see
+//!   `Engine::after_unknown`).
+
+use super::{Engine, EngineError, Holder, Outcome};
+use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
+use crate::{Acquirer, AcquirerError, Lease};
+
+/// One attempt to send an operation to the acquirer: what differs between a
+/// charge and a refund.
+pub(super) trait Operation: Send + Sync + Sized {
+    /// A definite answer of the acquirer (of a send, or found by a look-up).
+    type Answer: Send;
+    /// What the answer records on the payment or refund.
+    type Settlement: Send;
+    /// The observer's name for a send.
+    const CALL: AcquirerCall;
+    /// How a resumed attempt is named in an error ("a resent charge").
+    const RESUMED: &'static str;
+
+    /// Sends the operation.
+    fn send(
+        &self,
+        acquirer: &dyn Acquirer,
+    ) -> impl Future<Output = Result<Self::Answer, AcquirerError>> + Send;
+    /// Looks our attempt up by its reference. What is found for another
+    /// amount is not ours to apply: unknown.
+    fn look_up(
+        &self,
+        acquirer: &dyn Acquirer,
+    ) -> impl Future<Output = Result<Option<Self::Answer>, AcquirerError>> + Send;
+    /// The observer's name for a definite answer.
+    fn kind(answer: &Self::Answer) -> AcquirerOutcomeKind;
+    /// What a definite answer records.
+    fn settlement(answer: Self::Answer) -> Self::Settlement;
+    /// What a refusal for good records.
+    fn rejected() -> Self::Settlement;
+    /// A last look at a settlement, for what only this operation knows to
+    /// be ambiguous (`resend`: the attempt resumed may have executed, and
+    /// nothing was found under its reference).
+    fn judge(
+        settlement: Self::Settlement,
+        resend: bool,
+    ) -> Result<Self::Settlement, AcquirerError> {
+        let _ = resend;
+        Ok(settlement)
+    }
+
+    /// Logs an answer found by a look-up (so not sent again).
+    fn log_found(&self, lease: &Lease, found: &Self::Answer);
+    /// Logs the acquirer's refusal.
+    fn log_refused(&self, lease: &Lease, holder: Holder, reason: &str);
+    /// Logs a send that certainly reached nothing.
+    fn log_not_sent(&self, lease: &Lease, reason: &str);
+    /// Logs an answer that is not known.
+    fn log_unknown(&self, lease: &Lease, reason: &str);
+
+    /// Phase 3 with a settlement: the fenced finish.
+    fn finish(
+        self,
+        engine: &Engine,
+        lease: &Lease,
+        settlement: Self::Settlement,
+    ) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
+    /// The outcome when nothing reached the acquirer.
+    fn unavailable(self, retry_after: std::time::Duration) -> Outcome;
+    /// The outcome when the answer is not known.
+    fn pending(self, retry_after: std::time::Duration) -> Outcome;
+}
+
+impl Engine {
+    /// Phases 2 and 3 of an operation whose lease this caller holds.
+    pub(super) async fn send_and_finish<O: Operation>(
+        &self,
+        op: O,
+        lease: &Lease,
+        holder: Holder,
+    ) -> Result<Outcome, EngineError> {
+        let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
+        let answer = if resend {
+            self.look_up_else_send(&op, lease).await
+        } else {
+            self.send_holding_lease(&op, lease).await
+        };
+        let settlement = match answer {
+            Ok(answer) => Ok(O::settlement(answer)),
+            Err(AcquirerError::Rejected(reason)) => {
+                self.confirm_rejection(&op, lease, holder, reason).await
+            }
+            Err(error) => Err(error),
+        };
+        let judged = settlement.and_then(|settlement| O::judge(settlement, resend));
+        self.conclude(op, lease, judged).await
+    }
+
+    /// A resumed attempt to an acquirer that ignores keys: sent only if the
+    /// acquirer has nothing under our reference.
+    async fn look_up_else_send<O: Operation>(
+        &self,
+        op: &O,
+        lease: &Lease,
+    ) -> Result<O::Answer, AcquirerError> {
+        match self.look_up_holding_lease(op, lease).await? {
+            Some(found) => {
+                op.log_found(lease, &found);
+                Ok(found)
+            }
+            None => self.send_holding_lease(op, lease).await,
+        }
+    }
+
+    /// A refusal for good: believed at once from a first send; from a
+    /// resend, only when the acquirer holds nothing under our reference.
+    async fn confirm_rejection<O: Operation>(
+        &self,
+        op: &O,
+        lease: &Lease,
+        holder: Holder,
+        reason: String,
+    ) -> Result<O::Settlement, AcquirerError> {
+        op.log_refused(lease, holder, &reason);
+        if holder == Holder::Claimant {
+            return Ok(O::rejected());
+        }
+        match self.look_up_holding_lease(op, lease).await {
+            Ok(Some(found)) => Ok(O::settlement(found)),
+            Ok(None) => Ok(O::rejected()),
+            Err(error) => Err(AcquirerError::Unknown(format!(
+                "{} was refused ({reason}) and the look-up failed: {error}",
+                O::RESUMED
+            ))),
+        }
+    }
+
+    /// What the judged answer ends in: a settlement finished, a send that
+    /// reached nothing (the lease released: the next retry sends it), or an
+    /// unknown answer (see `Engine::after_unknown`).
+    async fn conclude<O: Operation>(
+        &self,
+        op: O,
+        lease: &Lease,
+        judged: Result<O::Settlement, AcquirerError>,
+    ) -> Result<Outcome, EngineError> {
+        match judged {
+            Ok(settlement) => {
+                op.finish(self, lease, settlement)
+                    .await
+                    .map_err(|error| match error {
+                        // The acquirer answered: a store failure now loses an answer.
+                        EngineError::Store(error) => EngineError::Unrecorded(error),
+                        other => other,
+                    })
+            }
+            Err(AcquirerError::NotSent(reason)) => {
+                op.log_not_sent(lease, &reason);
+                self.release(lease).await;
+                Ok(op.unavailable(self.config.retry_after))
+            }
+            // A rejection was confirmed (a settlement) or made unknown above.
+            Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
+                op.log_unknown(lease, &reason);
+                let retry_after = self.after_unknown(lease).await;
+                Ok(op.pending(retry_after))
+            }
+        }
+    }
+
+    /// Sends, holding the lease.
+    async fn send_holding_lease<O: Operation>(
+        &self,
+        op: &O,
+        lease: &Lease,
+    ) -> Result<O::Answer, AcquirerError> {
+        let send = op.send(self.acquirer.as_ref());
+        self.holding_lease(lease, O::CALL, send, O::kind).await
+    }
+
+    /// Looks up, holding the lease.
+    async fn look_up_holding_lease<O: Operation>(
+        &self,
+        op: &O,
+        lease: &Lease,
+    ) -> Result<Option<O::Answer>, AcquirerError> {
+        let look_up = op.look_up(self.acquirer.as_ref());
+        let kind = |found: &Option<O::Answer>| {
+            found
+                .as_ref()
+                .map_or(AcquirerOutcomeKind::NotFound, O::kind)
+        };
+        self.holding_lease(lease, AcquirerCall::Lookup, look_up, kind)
+            .await
+    }
+}
+
+/// A look-up's own refusal proves nothing about the attempt looked for.
+pub(super) fn rejected_look_up(error: AcquirerError) -> AcquirerError {
+    match error {
+        AcquirerError::Rejected(reason) => {
+            AcquirerError::Unknown(format!("the look-up was refused: {reason}"))
+        }
+        other => other,
+    }
+}

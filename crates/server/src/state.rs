@@ -1,0 +1,130 @@
+//! [`AppState`]: what every handler shares (the engine, the store for reads,
+//! the caches, the limits, the metrics), and its settings.
+
+use std::sync::Arc;
+
+use chargeonce_core::webhook::WebhookSecret;
+use chargeonce_core::{Engine, Store};
+use tokio_util::task::TaskTracker;
+
+use crate::{Metrics, cache, limits};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) operations: TaskTracker,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) webhook_secret: Option<Arc<WebhookSecret>>,
+    pub(crate) auth_cache: Arc<cache::AuthCache>,
+    pub(crate) responses: Arc<cache::ResponseCache>,
+    pub(crate) flights: Arc<cache::Flights>,
+    pub(crate) flight_wait: std::time::Duration,
+    pub(crate) request_limits: limits::RequestLimits,
+    pub(crate) rate_limiter: Arc<limits::ShopRateLimiter>,
+    pub(crate) waiters: Arc<limits::Waiters>,
+}
+
+impl AppState {
+    /// State around an engine (its store serves the reads).
+    pub fn new(engine: Arc<Engine>) -> Self {
+        let store = engine.store().clone();
+        Self {
+            engine,
+            store,
+            operations: TaskTracker::new(),
+            metrics: Arc::new(Metrics::new()),
+            webhook_secret: None,
+            auth_cache: Arc::new(cache::AuthCache::default()),
+            responses: Arc::new(cache::ResponseCache::default()),
+            flights: Arc::new(cache::Flights::default()),
+            flight_wait: cache::FLIGHT_WAIT,
+            request_limits: limits::RequestLimits::default(),
+            rate_limiter: Arc::new(limits::ShopRateLimiter::default()),
+            waiters: Arc::new(limits::Waiters::default()),
+        }
+    }
+
+    /// The time limits of a request (default [`limits::RequestLimits::default`]).
+    pub fn with_request_limits(mut self, request_limits: limits::RequestLimits) -> Self {
+        self.request_limits = request_limits;
+        self
+    }
+
+    /// Each shop's request rate limit (default [`limits::RateLimit::default`];
+    /// [`limits::RateLimit::OFF`] turns it off).
+    pub fn with_rate_limit(mut self, limit: limits::RateLimit) -> Self {
+        self.rate_limiter = Arc::new(limits::ShopRateLimiter::new(limit));
+        self
+    }
+
+    /// How many `Prefer: wait` requests may wait on this instance, in all and
+    /// per shop (default [`limits::WaiterCaps::default`]).
+    pub fn with_waiter_caps(mut self, caps: limits::WaiterCaps) -> Self {
+        self.waiters = Arc::new(limits::Waiters::new(caps));
+        self
+    }
+
+    /// The requests waiting (`Prefer: wait`) on this instance.
+    pub fn waiters(&self) -> &limits::Waiters {
+        &self.waiters
+    }
+
+    /// Trusts a shop's secret hash read from the store for `ttl` (default
+    /// [`cache::AUTH_CACHE_TTL`]; zero reads it on every request).
+    pub fn with_auth_cache_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.auth_cache = Arc::new(cache::AuthCache::new(ttl));
+        self
+    }
+
+    /// Limits of the cache of completed responses (zero entries turns it off).
+    pub fn with_response_cache(mut self, limits: cache::ResponseCacheLimits) -> Self {
+        self.responses = Arc::new(cache::ResponseCache::new(limits));
+        self
+    }
+
+    /// How long a duplicate of a request running on this instance waits for
+    /// its outcome before answering 409 (default [`cache::FLIGHT_WAIT`]); zero
+    /// turns the sharing off: every duplicate goes to the engine.
+    pub fn with_flight_wait(mut self, wait: std::time::Duration) -> Self {
+        self.flight_wait = wait;
+        self
+    }
+
+    /// The cache of completed responses executed on this instance.
+    pub fn response_cache(&self) -> &cache::ResponseCache {
+        &self.responses
+    }
+
+    /// Serves these metrics at `/metrics` (give the engine the same object as
+    /// its observer, so they count what it does).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Accepts acquirer webhooks signed with this secret; without one,
+    /// `POST /v1/webhooks/acquirer` answers 503.
+    pub fn with_webhook_secret(mut self, secret: WebhookSecret) -> Self {
+        self.webhook_secret = Some(Arc::new(secret));
+        self
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The webhook secret, if webhooks are on.
+    pub fn webhook_secret(&self) -> Option<&WebhookSecret> {
+        self.webhook_secret.as_deref()
+    }
+
+    /// The engine operations started by requests. They outlive their request
+    /// (a client that hangs up does not cut them); on shutdown, `close()` it and
+    /// `wait()` for them, so no payment is left half-way by a clean stop.
+    pub fn operations(&self) -> &TaskTracker {
+        &self.operations
+    }
+}
