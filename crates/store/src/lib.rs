@@ -21,6 +21,7 @@ use chargeonce_core::{Store, StoreError};
 mod codec;
 mod columns;
 pub mod postgres;
+mod roles;
 mod rows;
 pub mod sqlite;
 

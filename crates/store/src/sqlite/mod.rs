@@ -20,8 +20,9 @@
 //! its count of changed rows instead, and a changed row back by its key.
 //!
 //! This file holds the type, its connection and migrations, the plumbing of
-//! statements (`write`, `read`, `one`, `all`), and the impls of the role
-//! traits, which hand each call to the file of its concern. The PostgreSQL store
+//! statements (`write`, `read`, `one`, `all`); the role traits are
+//! implemented by `crate::roles::impl_roles!`, which hands each call to the
+//! function of the same name in the file of its concern. The PostgreSQL store
 //! (`../postgres/`) has the same files with the same functions in the same
 //! order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one script
 //! in two dialects.
@@ -29,17 +30,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use chargeonce_core::events::{
-    AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint,
-};
-use chargeonce_core::store::{Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops};
-use chargeonce_core::{
-    Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome,
-    IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, NewPayment, NewRefund, Payment,
-    PaymentId, Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
-    SettleOutcome, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
-};
+use chargeonce_core::StoreError;
 use chargeonce_sqlite::rusqlite::{self, Connection, OptionalExtension};
 use chargeonce_sqlite::{Database, Options, Stats, Write};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -52,6 +43,7 @@ mod claim;
 mod errors;
 mod events;
 mod finish;
+mod health;
 mod keys;
 mod outbox;
 mod payments;
@@ -242,221 +234,4 @@ fn unix_ms(at: OffsetDateTime) -> i64 {
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
-#[async_trait]
-impl Keys for SqliteStore {
-    async fn claim_payment(
-        &self,
-        claim: &ClaimRequest,
-        payment: &NewPayment,
-        timing: KeyTiming,
-    ) -> Result<Claim, StoreError> {
-        claim::claim_payment(self, claim, payment, timing).await
-    }
-
-    async fn take_over(
-        &self,
-        shop_id: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &Fingerprint,
-        lease: Duration,
-    ) -> Result<Option<Acquired>, StoreError> {
-        claim::take_over(self, shop_id, key, fingerprint, lease).await
-    }
-
-    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
-        claim::renew_lease(self, lease, duration).await
-    }
-
-    async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
-        claim::release_lease(self, lease).await
-    }
-
-    async fn park_lease(&self, lease: &Lease, hold: Duration) -> Result<bool, StoreError> {
-        claim::park_lease(self, lease, hold).await
-    }
-
-    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
-        claim::abandon_key(self, lease).await
-    }
-
-    async fn finish(
-        &self,
-        lease: &Lease,
-        settlement: Option<(&Payment, &Settlement)>,
-        response: &StoredResponse,
-        ttl: Duration,
-    ) -> Result<FinishOutcome, StoreError> {
-        finish::finish(self, lease, settlement, response, ttl).await
-    }
-
-    async fn key(
-        &self,
-        shop_id: &ShopId,
-        key: &IdempotencyKey,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        keys::key(self, shop_id, key).await
-    }
-
-    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
-        keys::sweep_expired_keys(self, batch).await
-    }
-
-    async fn stalled_keys(
-        &self,
-        idle: Duration,
-        limit: u32,
-    ) -> Result<Vec<StalledKey>, StoreError> {
-        keys::stalled_keys(self, idle, limit).await
-    }
-}
-
-#[async_trait]
-impl Refunds for SqliteStore {
-    async fn claim_refund(
-        &self,
-        claim: &ClaimRequest,
-        refund: &NewRefund,
-        timing: KeyTiming,
-    ) -> Result<RefundClaim, StoreError> {
-        refunds::claim_refund(self, claim, refund, timing).await
-    }
-
-    async fn finish_refund(
-        &self,
-        lease: &Lease,
-        settlement: Option<(&RefundId, &RefundSettlement)>,
-        response: &StoredResponse,
-        ttl: Duration,
-    ) -> Result<FinishOutcome, StoreError> {
-        refunds::finish_refund(self, lease, settlement, response, ttl).await
-    }
-
-    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
-        refunds::refund(self, shop_id, id).await
-    }
-}
-
-#[async_trait]
-impl Payments for SqliteStore {
-    async fn payment(
-        &self,
-        shop_id: &ShopId,
-        id: &PaymentId,
-    ) -> Result<Option<Payment>, StoreError> {
-        payments::payment(self, shop_id, id).await
-    }
-
-    async fn payments_by_reference(
-        &self,
-        shop_id: &ShopId,
-        reference: &Reference,
-    ) -> Result<Vec<Payment>, StoreError> {
-        payments::payments_by_reference(self, shop_id, reference).await
-    }
-}
-
-#[async_trait]
-impl Reconciliation for SqliteStore {
-    async fn pending_payments(
-        &self,
-        older_than: Duration,
-        limit: u32,
-    ) -> Result<Vec<Payment>, StoreError> {
-        reconciliation::pending_payments(self, older_than, limit).await
-    }
-
-    async fn payments_created_between(
-        &self,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-        after: Option<&PaymentId>,
-        limit: u32,
-    ) -> Result<Vec<Payment>, StoreError> {
-        reconciliation::payments_created_between(self, from, to, after, limit).await
-    }
-
-    async fn payment_by_acquirer_key(
-        &self,
-        key: &AcquirerKey,
-    ) -> Result<Option<Payment>, StoreError> {
-        reconciliation::payment_by_acquirer_key(self, key).await
-    }
-
-    async fn settle_payment(
-        &self,
-        shop_id: &ShopId,
-        id: &PaymentId,
-        settlement: &Settlement,
-    ) -> Result<SettleOutcome, StoreError> {
-        events::settle_payment(self, shop_id, id, settlement).await
-    }
-
-    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
-        events::record_event(self, event).await
-    }
-}
-
-#[async_trait]
-impl Outbox for SqliteStore {
-    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
-        outbox::events(self, shop_id, query).await
-    }
-
-    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
-        outbox::event(self, shop_id, id).await
-    }
-
-    async fn resend_event(
-        &self,
-        shop_id: &ShopId,
-        id: &EventId,
-    ) -> Result<Option<Event>, StoreError> {
-        outbox::resend_event(self, shop_id, id).await
-    }
-
-    async fn claim_due_events(
-        &self,
-        limit: u32,
-        lease: Duration,
-    ) -> Result<Vec<DueEvent>, StoreError> {
-        outbox::claim_due_events(self, limit, lease).await
-    }
-
-    async fn record_attempt(
-        &self,
-        id: &EventId,
-        outcome: &AttemptOutcome,
-    ) -> Result<(), StoreError> {
-        outbox::record_attempt(self, id, outcome).await
-    }
-}
-
-#[async_trait]
-impl Shops for SqliteStore {
-    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
-        shops::add_shop(self, shop_id, secret).await
-    }
-
-    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
-        shops::shop_secret(self, shop_id).await
-    }
-
-    async fn set_webhook(
-        &self,
-        shop_id: &ShopId,
-        endpoint: Option<&WebhookEndpoint>,
-    ) -> Result<bool, StoreError> {
-        shops::set_webhook(self, shop_id, endpoint).await
-    }
-}
-
-#[async_trait]
-impl Health for SqliteStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.read(|conn| {
-            conn.prepare_cached("SELECT 1")?.query_row([], |_| Ok(()))?;
-            Ok(())
-        })
-        .await
-    }
-}
+crate::roles::impl_roles!(SqliteStore);

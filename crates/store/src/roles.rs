@@ -1,0 +1,281 @@
+//! The role traits of `chargeonce_core::store`, implemented for a driver by
+//! one macro, so the map from each role method to the concern file that
+//! carries it out is written once for both drivers: `postgres/` and
+//! `sqlite/` must have the same files with the same function names
+//! (`claim::take_over`, `refunds::claim_refund`, ...), or one of them does
+//! not compile.
+
+/// Implements every role trait for `$store` by calling the function of the
+/// same name in the concern module of the invoking driver (`claim`, `keys`,
+/// `finish`, `refunds`, `payments`, `reconciliation`, `events`, `outbox`,
+/// `shops`, `health`), each taking the store first.
+macro_rules! impl_roles {
+    ($store:ty) => {
+        const _: () = {
+            use std::time::Duration;
+
+            use async_trait::async_trait;
+            use chargeonce_core::events::{
+                AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint,
+            };
+            use chargeonce_core::store::{
+                Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops,
+            };
+            use chargeonce_core::{
+                Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint,
+                FinishOutcome, IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease,
+                NewPayment, NewRefund, Payment, PaymentId, Reference, Refund, RefundClaim,
+                RefundId, RefundSettlement, SecretHash, SettleOutcome, Settlement, ShopId,
+                StalledKey, StoreError, StoredResponse,
+            };
+            use time::OffsetDateTime;
+
+            #[async_trait]
+            impl Keys for $store {
+                async fn claim_payment(
+                    &self,
+                    claim: &ClaimRequest,
+                    payment: &NewPayment,
+                    timing: KeyTiming,
+                ) -> Result<Claim, StoreError> {
+                    claim::claim_payment(self, claim, payment, timing).await
+                }
+
+                async fn take_over(
+                    &self,
+                    shop_id: &ShopId,
+                    key: &IdempotencyKey,
+                    fingerprint: &Fingerprint,
+                    lease: Duration,
+                ) -> Result<Option<Acquired>, StoreError> {
+                    claim::take_over(self, shop_id, key, fingerprint, lease).await
+                }
+
+                async fn renew_lease(
+                    &self,
+                    lease: &Lease,
+                    duration: Duration,
+                ) -> Result<bool, StoreError> {
+                    claim::renew_lease(self, lease, duration).await
+                }
+
+                async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+                    claim::release_lease(self, lease).await
+                }
+
+                async fn park_lease(
+                    &self,
+                    lease: &Lease,
+                    hold: Duration,
+                ) -> Result<bool, StoreError> {
+                    claim::park_lease(self, lease, hold).await
+                }
+
+                async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
+                    claim::abandon_key(self, lease).await
+                }
+
+                async fn finish(
+                    &self,
+                    lease: &Lease,
+                    settlement: Option<(&Payment, &Settlement)>,
+                    response: &StoredResponse,
+                    ttl: Duration,
+                ) -> Result<FinishOutcome, StoreError> {
+                    finish::finish(self, lease, settlement, response, ttl).await
+                }
+
+                async fn key(
+                    &self,
+                    shop_id: &ShopId,
+                    key: &IdempotencyKey,
+                ) -> Result<Option<KeyRecord>, StoreError> {
+                    keys::key(self, shop_id, key).await
+                }
+
+                async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+                    keys::sweep_expired_keys(self, batch).await
+                }
+
+                async fn stalled_keys(
+                    &self,
+                    idle: Duration,
+                    limit: u32,
+                ) -> Result<Vec<StalledKey>, StoreError> {
+                    keys::stalled_keys(self, idle, limit).await
+                }
+            }
+
+            #[async_trait]
+            impl Refunds for $store {
+                async fn claim_refund(
+                    &self,
+                    claim: &ClaimRequest,
+                    refund: &NewRefund,
+                    timing: KeyTiming,
+                ) -> Result<RefundClaim, StoreError> {
+                    refunds::claim_refund(self, claim, refund, timing).await
+                }
+
+                async fn finish_refund(
+                    &self,
+                    lease: &Lease,
+                    settlement: Option<(&RefundId, &RefundSettlement)>,
+                    response: &StoredResponse,
+                    ttl: Duration,
+                ) -> Result<FinishOutcome, StoreError> {
+                    refunds::finish_refund(self, lease, settlement, response, ttl).await
+                }
+
+                async fn refund(
+                    &self,
+                    shop_id: &ShopId,
+                    id: &RefundId,
+                ) -> Result<Option<Refund>, StoreError> {
+                    refunds::refund(self, shop_id, id).await
+                }
+            }
+
+            #[async_trait]
+            impl Payments for $store {
+                async fn payment(
+                    &self,
+                    shop_id: &ShopId,
+                    id: &PaymentId,
+                ) -> Result<Option<Payment>, StoreError> {
+                    payments::payment(self, shop_id, id).await
+                }
+
+                async fn payments_by_reference(
+                    &self,
+                    shop_id: &ShopId,
+                    reference: &Reference,
+                ) -> Result<Vec<Payment>, StoreError> {
+                    payments::payments_by_reference(self, shop_id, reference).await
+                }
+            }
+
+            #[async_trait]
+            impl Reconciliation for $store {
+                async fn pending_payments(
+                    &self,
+                    older_than: Duration,
+                    limit: u32,
+                ) -> Result<Vec<Payment>, StoreError> {
+                    reconciliation::pending_payments(self, older_than, limit).await
+                }
+
+                async fn payments_created_between(
+                    &self,
+                    from: OffsetDateTime,
+                    to: OffsetDateTime,
+                    after: Option<&PaymentId>,
+                    limit: u32,
+                ) -> Result<Vec<Payment>, StoreError> {
+                    reconciliation::payments_created_between(self, from, to, after, limit).await
+                }
+
+                async fn payment_by_acquirer_key(
+                    &self,
+                    key: &AcquirerKey,
+                ) -> Result<Option<Payment>, StoreError> {
+                    reconciliation::payment_by_acquirer_key(self, key).await
+                }
+
+                async fn settle_payment(
+                    &self,
+                    shop_id: &ShopId,
+                    id: &PaymentId,
+                    settlement: &Settlement,
+                ) -> Result<SettleOutcome, StoreError> {
+                    events::settle_payment(self, shop_id, id, settlement).await
+                }
+
+                async fn record_event(
+                    &self,
+                    event: &InboundEvent,
+                ) -> Result<EventRecorded, StoreError> {
+                    events::record_event(self, event).await
+                }
+            }
+
+            #[async_trait]
+            impl Outbox for $store {
+                async fn events(
+                    &self,
+                    shop_id: &ShopId,
+                    query: &EventQuery,
+                ) -> Result<Vec<Event>, StoreError> {
+                    outbox::events(self, shop_id, query).await
+                }
+
+                async fn event(
+                    &self,
+                    shop_id: &ShopId,
+                    id: &EventId,
+                ) -> Result<Option<Event>, StoreError> {
+                    outbox::event(self, shop_id, id).await
+                }
+
+                async fn resend_event(
+                    &self,
+                    shop_id: &ShopId,
+                    id: &EventId,
+                ) -> Result<Option<Event>, StoreError> {
+                    outbox::resend_event(self, shop_id, id).await
+                }
+
+                async fn claim_due_events(
+                    &self,
+                    limit: u32,
+                    lease: Duration,
+                ) -> Result<Vec<DueEvent>, StoreError> {
+                    outbox::claim_due_events(self, limit, lease).await
+                }
+
+                async fn record_attempt(
+                    &self,
+                    id: &EventId,
+                    outcome: &AttemptOutcome,
+                ) -> Result<(), StoreError> {
+                    outbox::record_attempt(self, id, outcome).await
+                }
+            }
+
+            #[async_trait]
+            impl Shops for $store {
+                async fn add_shop(
+                    &self,
+                    shop_id: &ShopId,
+                    secret: &SecretHash,
+                ) -> Result<(), StoreError> {
+                    shops::add_shop(self, shop_id, secret).await
+                }
+
+                async fn shop_secret(
+                    &self,
+                    shop_id: &ShopId,
+                ) -> Result<Option<SecretHash>, StoreError> {
+                    shops::shop_secret(self, shop_id).await
+                }
+
+                async fn set_webhook(
+                    &self,
+                    shop_id: &ShopId,
+                    endpoint: Option<&WebhookEndpoint>,
+                ) -> Result<bool, StoreError> {
+                    shops::set_webhook(self, shop_id, endpoint).await
+                }
+            }
+
+            #[async_trait]
+            impl Health for $store {
+                async fn ping(&self) -> Result<(), StoreError> {
+                    health::ping(self).await
+                }
+            }
+        };
+    };
+}
+
+pub(crate) use impl_roles;
