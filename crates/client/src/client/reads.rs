@@ -12,7 +12,7 @@ use crate::{Error, Ledger, Payment, PaymentList};
 
 impl Client {
     /// `GET /v1/payments/{id}`: one payment of this shop (`Rejected` with
-    /// [`ProblemCode::NotFound`] when there is none).
+    /// [`ProblemCode::NotFound`](crate::ProblemCode::NotFound) when there is none).
     pub async fn payment(&self, id: &str) -> Result<Payment, Error> {
         Ok(self.payment_with_attempts(id).await?.0)
     }
