@@ -39,10 +39,10 @@ pub mod tokens {
     pub const INSUFFICIENT_FUNDS: &str = "tok_insufficient_funds";
     /// Charged, but the first answer is lost (the caller sees a timeout).
     pub const TIMEOUT: &str = "tok_timeout";
-    /// Charged, then answered after [`SimulatorConfig::slow`](crate::SimulatorConfig::slow)(crate::SimulatorConfig::slow).
+    /// Charged, then answered after [`SimulatorConfig::slow`](crate::SimulatorConfig::slow).
     pub const SLOW: &str = "tok_slow";
     /// In flight at the acquirer: recorded only after
-    /// [`SimulatorConfig::slow`](crate::SimulatorConfig::slow)(crate::SimulatorConfig::slow), whether or
+    /// [`SimulatorConfig::slow`](crate::SimulatorConfig::slow), whether or
     /// not the caller still waits (its refunds too), then answered.
     pub const LATE: &str = "tok_late";
 
