@@ -1,8 +1,12 @@
 //! Card tokens, the behaviour they choose, and the codes of the answers.
 
+#[cfg(doc)]
+use chargeonce_core::AcquirerError;
 use chargeonce_core::CardToken;
 
 use crate::ChargeStatus;
+#[cfg(doc)]
+use crate::SimulatorConfig;
 
 /// Decline code of `tok_declined`.
 pub const CARD_DECLINED: &str = "card_declined";
@@ -13,7 +17,7 @@ pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";
 /// What the simulator says when an acquirer key is reused with other
 /// parameters (amount, currency, shop, reference or payment id), as a real
 /// provider's idempotency error. The attempt is NOT recorded, and the answer is
-/// [`AcquirerError::Unknown`](chargeonce_core::AcquirerError::Unknown), never a decline: the key's first charge may well
+/// [`AcquirerError::Unknown`], never a decline: the key's first charge may well
 /// have moved money, so nothing definite may be concluded from the refusal.
 pub const KEY_REUSED: &str = "idempotency_key_reused";
 
@@ -25,7 +29,7 @@ pub const UNKNOWN_TOKEN: &str = "unknown_token";
 /// Decline code of charges declined by the fault injector's decline rate.
 pub const DO_NOT_HONOR: &str = "do_not_honor";
 
-/// The message of the [`AcquirerError::Unknown`](chargeonce_core::AcquirerError::Unknown) that `tok_timeout` returns on
+/// The message of the [`AcquirerError::Unknown`] that `tok_timeout` returns on
 /// the first execution of a key.
 pub const LOST_ANSWER: &str = "timeout: answer lost after commit";
 
@@ -72,11 +76,11 @@ pub enum Behaviour {
     /// Records a declined attempt and answers `Declined` with this code.
     Decline(&'static str),
     /// Charges (the row is committed as succeeded), then loses the answer: the
-    /// first execution returns [`AcquirerError::Unknown`](chargeonce_core::AcquirerError::Unknown) with [`LOST_ANSWER`].
+    /// first execution returns [`AcquirerError::Unknown`] with [`LOST_ANSWER`].
     LoseAnswer,
-    /// Charges, then waits [`SimulatorConfig::slow`](crate::SimulatorConfig::slow) before answering `Succeeded`.
+    /// Charges, then waits [`SimulatorConfig::slow`] before answering `Succeeded`.
     Slow,
-    /// Waits [`SimulatorConfig::slow`](crate::SimulatorConfig::slow), then charges and answers `Succeeded`.
+    /// Waits [`SimulatorConfig::slow`], then charges and answers `Succeeded`.
     /// The charge is made even when the caller gave up meanwhile: a
     /// provider's processing does not stop when its client's timeout fires.
     /// A refund of such a payment is recorded late the same way.
