@@ -19,7 +19,9 @@
 //! (child processes), [`proxy`] (client-side faults), [`tap`] (the
 //! commit-window kill), [`workload`] (intents and clients), [`nemesis`]
 //! (kills, freezes, restarts), [`history`] (what the clients saw),
-//! [`checker`] (the invariants) and [`report`].
+//! [`checker`] (the invariants) and [`report`]. This file wires a run
+//! together; `setup` brings it up, `truth` reads the database and the
+//! ledger afterwards, and `repeat` prints the command that repeats it.
 
 pub mod args;
 pub mod checker;
@@ -32,28 +34,25 @@ pub mod report;
 pub mod tap;
 pub mod workload;
 
+mod repeat;
+mod setup;
+mod truth;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
-use chargeonce_core::{RefundId, ShopId, ShopSecret, Store};
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::mpsc;
 
 pub use args::{ChaosArgs, Sabotage};
 pub use checker::{Truth, Violation, check};
 pub use report::Report;
 
-use crate::checker::{DbPayment, DbRefund, LedgerCharge, LedgerRefund};
-use crate::cluster::{HaOptions, Postgres};
-use crate::history::CallResult;
-use crate::nemesis::{Instances, Plan};
-use crate::procs::{Proc, free_port};
-use crate::proxy::{FaultProxy, FaultRates, ProxyStats};
-use crate::report::{Books, HistoryFigures};
-use crate::tap::Tap;
+use crate::nemesis::Plan;
+use crate::proxy::FaultProxy;
+use crate::report::HistoryFigures;
 use crate::workload::{Clients, Intent, Work};
 
 /// Why a run could not be carried out (distinct from violations, which a
@@ -80,70 +79,6 @@ pub async fn main(args: ChaosArgs) -> Result<bool, ChaosError> {
     let report = run(args).await?;
     print!("{}", report.text());
     Ok(report.passed)
-}
-
-fn repeat_command(seed: u64, a: &ChaosArgs) -> String {
-    let mut command = format!(
-        "chargeonce chaos --seed {seed} --intents {} --clients {} --instances {} --shops {} \
-         --kills {} --freezes {} --commit-window-kills {} --pg-restarts {} \
-         --delay-rate {} --reset-rate {} --drop-rate {} --acquirer-lost-rate {} --acquirer-error-rate {} \
-         --double-click-rate {} --late-retry-rate {} --changed-body-rate {} --refund-rate {} --decline-rate {} \
-         --lease {} --attempt-timeout {} --call-budget {}",
-        a.intents,
-        a.clients,
-        a.instances,
-        a.shops,
-        a.kills,
-        a.freezes,
-        a.commit_window_kills,
-        a.pg_restarts,
-        a.delay_rate,
-        a.reset_rate,
-        a.drop_rate,
-        a.acquirer_lost_rate,
-        a.acquirer_error_rate,
-        a.double_click_rate,
-        a.late_retry_rate,
-        a.changed_body_rate,
-        a.refund_rate,
-        a.decline_rate,
-        humantime::format_duration(a.lease),
-        humantime::format_duration(a.attempt_timeout),
-        humantime::format_duration(a.call_budget),
-    );
-    if a.pg_ha {
-        command.push_str(&format!(
-            " --pg-ha --pg-failovers {} --pg-ha-base-port {}",
-            a.pg_failovers, a.pg_ha_base_port
-        ));
-        if a.pg_failover_with_patroni {
-            command.push_str(" --pg-failover-with-patroni");
-        }
-    }
-    if a.no_webhooks {
-        command.push_str(" --no-webhooks");
-    } else {
-        command.push_str(&format!(
-            " --webhook-duplicate-rate {} --webhook-reorder-rate {}",
-            a.webhook_duplicate_rate, a.webhook_reorder_rate
-        ));
-    }
-    if let Some(sabotage) =
-        clap::ValueEnum::to_possible_value(&a.sabotage).filter(|_| a.sabotage != Sabotage::None)
-    {
-        command.push_str(&format!(" --sabotage {}", sabotage.get_name()));
-    }
-    if a.acquirer_without_keys {
-        command.push_str(&format!(
-            " --acquirer-without-keys --settle-window {}",
-            humantime::format_duration(a.settle_window)
-        ));
-    }
-    command
-}
-
-fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// Carries out a run and returns its report (violations included).
@@ -197,162 +132,36 @@ async fn run_in(
         .map_err(|e| ChaosError::Setup(e.to_string()))?;
 
     // PostgreSQL, the schema, the shops.
-    let postgres = Arc::new(match &args.database_url {
-        Some(url) => Postgres::external(url.clone(), args.pg_restart_command.clone()),
-        None if args.pg_ha => {
-            let options = HaOptions {
-                base_port: args.pg_ha_base_port,
-                with_patroni: args.pg_failover_with_patroni,
-                async_replication: args.sabotage == Sabotage::AsyncReplication,
-            };
-            let work = work.to_owned();
-            tokio::task::spawn_blocking(move || Postgres::ha(&work, options))
-                .await
-                .map_err(|e| ChaosError::Setup(e.to_string()))??
-        }
-        None => {
-            let work = work.to_owned();
-            let port = free_port()?;
-            tokio::task::spawn_blocking(move || Postgres::private(&work, port))
-                .await
-                .map_err(|e| ChaosError::Setup(e.to_string()))??
-        }
-    });
+    let postgres = setup::postgres(args, work).await?;
     let store =
         chargeonce_store::connect(&postgres.url, &chargeonce_store::PoolConfig::default()).await?;
-    let run_tag = format!("{:08x}", seed as u32);
-    let mut shops = Vec::new();
-    for i in 0..args.shops.max(1) {
-        let id = format!("chaos{i}_{run_tag}");
-        let shop =
-            ShopId::new(id.clone()).map_err(|_| ChaosError::Setup(format!("shop id {id}")))?;
-        let secret = ShopSecret::generate();
-        store.add_shop(&shop, &secret.hash()).await?;
-        shops.push((id, secret.expose().to_owned()));
-    }
+    let shops = setup::shops(store.as_ref(), args, seed).await?;
     let shop_ids: Vec<String> = shops.iter().map(|(id, _)| id.clone()).collect();
 
     // The acquirer, with its faults, and a tap per instance in front of it.
-    let ledger_path = work.join("acquirer.db");
-    let acquirer_port = free_port()?;
-    let mut acquirer_args = strings(&["acquirer", "--listen"]);
-    acquirer_args.push(format!("127.0.0.1:{acquirer_port}"));
-    acquirer_args.push("--database".into());
-    acquirer_args.push(ledger_path.display().to_string());
-    acquirer_args.extend([
-        "--latency-max".into(),
-        format!("{}ms", args.acquirer_latency.as_millis()),
-        "--lost-answer-rate".into(),
-        args.acquirer_lost_rate.to_string(),
-        "--error-rate".into(),
-        args.acquirer_error_rate.to_string(),
-        "--hang".into(),
-        "3s".into(),
-        "--seed".into(),
-        seed.to_string(),
-    ]);
-    if args.sabotage == Sabotage::AcquirerSkipsKeyCheck || args.acquirer_without_keys {
-        acquirer_args.push("--no-idempotency".into());
-    }
-    // Instance ports first: the acquirer sends its webhooks to instance 0.
+    let setup::Acquirer {
+        mut acquirer,
+        ledger_path,
+        port: acquirer_port,
+        instance_ports,
+        webhook_secret,
+    } = setup::acquirer(args, seed, work, bin, &http).await?;
     let instances_n = args.instances.max(1);
-    let instance_ports = (0..instances_n)
-        .map(|_| free_port())
-        .collect::<Result<Vec<_>, _>>()?;
-    let webhook_secret = format!("whsec_chaos_{:016x}", rand::random::<u64>());
-    // A sabotaged run sends no webhooks: they would settle a lost answer
-    // before the retry that charges again, and hide the sabotage.
-    let webhooks = !args.no_webhooks && args.sabotage == Sabotage::None;
-    if webhooks {
-        acquirer_args.extend([
-            "--webhook-url".into(),
-            format!(
-                "http://127.0.0.1:{}/v1/webhooks/acquirer",
-                instance_ports[0]
-            ),
-            "--webhook-duplicate-rate".into(),
-            args.webhook_duplicate_rate.to_string(),
-            "--webhook-reorder-rate".into(),
-            args.webhook_reorder_rate.to_string(),
-        ]);
-    }
-    let mut acquirer = Proc::new("acquirer", acquirer_port, bin, acquirer_args, work)
-        .env("CHARGEONCE_WEBHOOK_SECRET", &webhook_secret);
-    acquirer.start(&http).await?;
 
     let (commits_tx, commits_rx) = mpsc::unbounded_channel();
-    let mut taps = Vec::new();
-    for i in 0..instances_n {
-        taps.push(Tap::start(i, acquirer_port, commits_tx.clone()).await?);
-    }
-    let mut procs = Vec::new();
-    for (i, tap) in taps.iter().enumerate() {
-        let port = instance_ports[i];
-        let mut serve = strings(&["serve", "--listen"]);
-        serve.push(format!("127.0.0.1:{port}"));
-        serve.extend([
-            "--database-url".into(),
-            postgres.url.clone(),
-            "--acquirer-url".into(),
-            tap.base(),
-            "--no-demo-shop".into(),
-            "--lease".into(),
-            humantime::format_duration(args.lease).to_string(),
-            "--acquirer-timeout".into(),
-            "2s".into(),
-            "--completer-interval".into(),
-            "1s".into(),
-            "--completer-idle".into(),
-            humantime::format_duration(args.lease).to_string(),
-            "--reconcile-interval".into(),
-            "2s".into(),
-            "--reconcile-pending-after".into(),
-            "3s".into(),
-            "--shutdown-grace".into(),
-            "1s".into(),
-            "--max-connections".into(),
-            "12".into(),
-        ]);
-        if i != 0 {
-            serve.push("--no-reconciler".into());
-        }
-        if args.acquirer_without_keys {
-            serve.extend([
-                "--acquirer-no-idempotency".into(),
-                "--acquirer-settle-window".into(),
-                humantime::format_duration(args.settle_window).to_string(),
-            ]);
-        }
-        let mut proc = Proc::new(&format!("instance-{i}"), port, bin, serve, work)
-            .env("CHARGEONCE_WEBHOOK_SECRET", &webhook_secret);
-        proc.start(&http).await?;
-        procs.push(Mutex::new(proc));
-    }
-    let stats = Arc::new(ProxyStats::default());
-    let rates = FaultRates {
-        delay: args.delay_rate,
-        max_delay: args.max_delay,
-        reset: args.reset_rate,
-        drop: args.drop_rate,
-    };
-    let mut proxies = Vec::new();
-    for (i, proc) in procs.iter().enumerate() {
-        let port = proc.lock().await.port;
-        proxies.push(
-            FaultProxy::start(
-                port,
-                rates,
-                workload::mix(seed, 1_000_000 + i as u64),
-                stats.clone(),
-            )
-            .await?,
-        );
-    }
-    let instances = Arc::new(Instances {
-        procs,
-        taps,
-        http: http.clone(),
-    });
+    let (instances, proxies, stats) = setup::instances(
+        args,
+        seed,
+        work,
+        bin,
+        &http,
+        &postgres.url,
+        acquirer_port,
+        &instance_ports,
+        &webhook_secret,
+        &commits_tx,
+    )
+    .await?;
 
     // The work.
     let intents = (0..args.intents)
@@ -452,7 +261,7 @@ async fn run_in(
     }
     acquirer.kill();
     let history = std::mem::take(&mut *work_state.history.lock().await);
-    let truth = read_truth(store.as_ref(), &shop_ids, &history, &ledger_path).await?;
+    let truth = truth::read(store.as_ref(), &shop_ids, &history, &ledger_path).await?;
     let mut violations = check(&work_state.intents, &shop_ids, &history, &truth);
     for error in &log.errors {
         violations.push(Violation {
@@ -467,32 +276,7 @@ async fn run_in(
             detail: "no payment succeeded at all: the run proves nothing".into(),
         });
     }
-    let books = Books {
-        payments_succeeded: truth
-            .payments
-            .iter()
-            .filter(|p| p.status == "succeeded")
-            .count(),
-        payments_declined: truth
-            .payments
-            .iter()
-            .filter(|p| p.status == "declined")
-            .count(),
-        payments_pending: truth
-            .payments
-            .iter()
-            .filter(|p| p.status == "pending")
-            .count(),
-        ledger_charges: truth.charges.len(),
-        ledger_succeeded: truth.charges.iter().filter(|c| c.succeeded).count(),
-        ledger_refunds: truth.ledger_refunds.len(),
-        ledger_total_minor: truth
-            .charges
-            .iter()
-            .filter(|c| c.succeeded)
-            .map(|c| i128::from(c.amount_minor))
-            .sum(),
-    };
+    let books = truth::books(&truth);
     let mut by_invariant = std::collections::BTreeMap::new();
     for v in &violations {
         *by_invariant.entry(v.invariant.to_owned()).or_insert(0) += 1;
@@ -501,7 +285,7 @@ async fn run_in(
     violations.truncate(200);
     let report = Report {
         seed,
-        repeat: repeat_command(seed, args),
+        repeat: repeat::command(seed, args),
         sabotage: args.sabotage,
         instances: instances_n,
         clients: args.clients,
@@ -551,89 +335,4 @@ fn write_json(path: &PathBuf, report: &Report) -> Result<(), ChaosError> {
         .map_err(|e| ChaosError::Setup(format!("report JSON: {e}")))?;
     std::fs::write(path, json)
         .map_err(|e| ChaosError::Setup(format!("writing {}: {e}", path.display())))
-}
-
-/// The database's payments of the run's shops, the refunds the clients were
-/// told about, and the acquirer's ledger.
-async fn read_truth(
-    store: &dyn Store,
-    shops: &[String],
-    history: &[history::CallRecord],
-    ledger_path: &Path,
-) -> Result<Truth, ChaosError> {
-    let mut truth = Truth::default();
-    let from = time::OffsetDateTime::UNIX_EPOCH;
-    let to = time::OffsetDateTime::now_utc() + time::Duration::days(1);
-    let mut after = None;
-    loop {
-        let page = store
-            .payments_created_between(from, to, after.as_ref(), 1000)
-            .await?;
-        let Some(last) = page.last() else { break };
-        after = Some(last.id.clone());
-        truth.payments.extend(
-            page.iter()
-                .filter(|p| shops.iter().any(|s| s == p.shop_id.as_str()))
-                .map(|p| DbPayment {
-                    id: p.id.as_str().to_owned(),
-                    shop_id: p.shop_id.as_str().to_owned(),
-                    reference: p.reference.as_str().to_owned(),
-                    amount_minor: p.amount.minor_units(),
-                    status: p.status.as_str().to_owned(),
-                    provider_payment_id: p.provider_payment_id.clone(),
-                    refunded_minor: p.refunded_minor,
-                }),
-        );
-    }
-    let mut seen = std::collections::HashSet::new();
-    for call in history {
-        let (CallResult::Refunded(shown) | CallResult::RefundFailed(shown)) = &call.result else {
-            continue;
-        };
-        if !seen.insert(shown.id.clone()) {
-            continue;
-        }
-        // Read back as the shop the answer named; the checker compares it
-        // with the shop that asked.
-        let (Ok(shop), Ok(id)) = (
-            ShopId::new(shown.shop_id.clone()),
-            RefundId::parse(&shown.id),
-        ) else {
-            continue;
-        };
-        if let Some(r) = store.refund(&shop, &id).await? {
-            truth.refunds.push(DbRefund {
-                id: r.id.as_str().to_owned(),
-                shop_id: r.shop_id.as_str().to_owned(),
-                payment_id: r.payment_id.as_str().to_owned(),
-                status: r.status.as_str().to_owned(),
-                amount_minor: r.amount.minor_units(),
-            });
-        }
-    }
-    let sim = Simulator::open(ledger_path, SimulatorConfig::default()).await?;
-    truth.charges = sim
-        .ledger()
-        .await?
-        .into_iter()
-        .map(|e| LedgerCharge {
-            id: e.id,
-            shop_id: e.shop_id.as_str().to_owned(),
-            payment_id: e.payment_id.as_str().to_owned(),
-            reference: e.reference.as_str().to_owned(),
-            amount_minor: e.amount.minor_units(),
-            succeeded: e.status == ChargeStatus::Succeeded,
-        })
-        .collect();
-    truth.ledger_refunds = sim
-        .refunds()
-        .await?
-        .into_iter()
-        .map(|r| LedgerRefund {
-            charge_id: r.charge_id,
-            amount_minor: r.amount_minor,
-        })
-        .collect();
-    sim.close().await;
-    Ok(truth)
 }

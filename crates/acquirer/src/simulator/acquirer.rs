@@ -1,0 +1,266 @@
+//! The simulator as the core sees it: `impl Acquirer` (charges, refunds,
+//! lookups) and `impl AcquirerLedger` (the books the reconciler reads).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chargeonce_core::{
+    Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
+    ChargeRequest, ChargeResult, LedgerCursor, PaymentId, Reference, RefundRequest,
+    RefundSettlement, ShopId,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::{Behaviour, DO_NOT_HONOR, KEY_REUSED, LOST_ANSWER, RefundRecord, Simulator};
+use super::{refund_of, refund_settlement};
+use crate::entry::now_millis;
+use crate::{LedgerEntry, SimulatorError};
+
+impl Simulator {
+    /// How long the acquirer takes before it records what `behaviour` does.
+    fn delay_of(&self, behaviour: Behaviour) -> Duration {
+        match behaviour {
+            Behaviour::Late => self.config.slow,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Runs the acquirer's side of a request. A late one runs in a task of
+    /// its own, so it completes even when the caller stops waiting.
+    async fn at_acquirer<T: Send + 'static>(
+        &self,
+        behaviour: Behaviour,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, AcquirerError> {
+        if behaviour != Behaviour::Late {
+            return Ok(work.await);
+        }
+        tokio::spawn(work)
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer task failed: {e}")))
+    }
+
+    /// The stored answer for a key that another execution recorded first.
+    async fn replay(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
+        let stored = self
+            .ledger
+            .find(request.acquirer_key.as_str())
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))?
+            .ok_or_else(|| {
+                // Rows are never deleted, so this means the ledger was tampered with.
+                AcquirerError::Unknown("acquirer ledger lost a recorded charge".to_owned())
+            })?;
+        if let Some(field) = mismatch(&stored, request) {
+            tracing::warn!(
+                payment_id = %request.payment_id,
+                charge_id = %stored.id,
+                field,
+                "acquirer key reused with different parameters; refused"
+            );
+            return Err(AcquirerError::Unknown(format!(
+                "{KEY_REUSED}: the acquirer key was first used with other parameters"
+            )));
+        }
+        tracing::debug!(
+            payment_id = %request.payment_id,
+            charge_id = %stored.id,
+            "acquirer replayed a recorded charge"
+        );
+        Ok(stored.result())
+    }
+}
+
+/// The first parameter in which a repeat differs from the recorded attempt.
+fn mismatch(stored: &LedgerEntry, request: &ChargeRequest) -> Option<&'static str> {
+    if stored.shop_id != request.shop_id {
+        Some("shop_id")
+    } else if stored.payment_id != request.payment_id {
+        Some("payment_id")
+    } else if stored.reference != request.reference {
+        Some("reference")
+    } else if stored.amount.currency() != request.amount.currency() {
+        Some("currency")
+    } else if stored.amount != request.amount {
+        Some("amount")
+    } else {
+        None
+    }
+}
+
+/// A ledger write failed: nothing is known, unless the statement never ran.
+fn write_failed(error: SimulatorError) -> AcquirerError {
+    match error {
+        // The writer never ran the INSERT (closed, or the file's lock was
+        // held past the busy timeout): certainly not charged.
+        SimulatorError::Unavailable(failure) if !failure.ran() => {
+            AcquirerError::NotSent(format!("acquirer ledger unavailable: {failure}"))
+        }
+        _ => AcquirerError::Unknown(format!("acquirer ledger write failed: {error}")),
+    }
+}
+
+#[async_trait]
+impl Acquirer for Simulator {
+    async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
+        let mut behaviour = Behaviour::of(&request.token);
+        if behaviour == Behaviour::Succeed && self.roll(|f, rng| f.declines(rng)) {
+            behaviour = Behaviour::Decline(DO_NOT_HONOR);
+        }
+        let (status, decline_code) = behaviour.outcome();
+        let entry = LedgerEntry {
+            id: format!("ch_{}", Uuid::now_v7().simple()),
+            acquirer_key: request.acquirer_key.clone(),
+            shop_id: request.shop_id.clone(),
+            payment_id: request.payment_id.clone(),
+            reference: request.reference.clone(),
+            amount: request.amount,
+            status,
+            decline_code,
+            created_at: now_millis(),
+            refunded_minor: 0,
+        };
+        let events = self.events_for(&entry);
+        let insert = {
+            let (ledger, entry, deduplicated) =
+                (self.ledger.clone(), entry.clone(), self.idempotent);
+            let delay = self.delay_of(behaviour);
+            async move {
+                tokio::time::sleep(delay).await;
+                ledger.insert(&entry, deduplicated, &events).await
+            }
+        };
+        if !self
+            .at_acquirer(behaviour, insert)
+            .await?
+            .map_err(write_failed)?
+        {
+            return self.replay(request).await;
+        }
+        tracing::info!(
+            payment_id = %request.payment_id,
+            charge_id = %entry.id,
+            status = status.as_str(),
+            ?behaviour,
+            "acquirer recorded a charge"
+        );
+        match behaviour {
+            Behaviour::LoseAnswer => return Err(AcquirerError::Unknown(LOST_ANSWER.to_owned())),
+            Behaviour::Slow => tokio::time::sleep(self.config.slow).await,
+            Behaviour::Succeed | Behaviour::Decline(_) | Behaviour::Late => {}
+        }
+        Ok(entry.result())
+    }
+
+    async fn refunds_for_refund(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Vec<AcquirerRefund>, AcquirerError> {
+        let rows = self
+            .ledger
+            .refunds_for_reference(&request.charge_id, request.refund_id.as_str())
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))?;
+        rows.into_iter()
+            .map(|row| refund_of(RefundRecord::from(row)))
+            .collect()
+    }
+
+    async fn status(&self, key: &AcquirerKey) -> Result<Option<AcquirerCharge>, AcquirerError> {
+        self.find(key)
+            .await
+            .map(|found| found.map(|entry| entry.to_charge()))
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn charges_for_payment(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.find_for_payment(shop_id, payment_id)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    /// Refunds are idempotent on the refund's acquirer key unless the
+    /// simulator runs without idempotency, then each call is a new refund.
+    /// A refund of a payment made with `tok_timeout` loses the answer of its
+    /// first execution (the refund is recorded), like the charge did; one of
+    /// a `tok_late` payment is recorded late, like the charge was.
+    async fn refund_payment(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<RefundSettlement, AcquirerError> {
+        let behaviour = Behaviour::of(&request.token);
+        let refund = {
+            let this = self.refunder(self.idempotent);
+            let request = request.clone();
+            let delay = self.delay_of(behaviour);
+            async move {
+                tokio::time::sleep(delay).await;
+                this.refund(
+                    &request.charge_id,
+                    request.acquirer_key.as_str(),
+                    Some(request.amount.minor_units()),
+                    Some(request.refund_id.as_str()),
+                )
+                .await
+            }
+        };
+        let answer = self.at_acquirer(behaviour, refund).await?;
+        refund_settlement(answer, behaviour == Behaviour::LoseAnswer)
+    }
+
+    fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+}
+
+#[async_trait]
+impl AcquirerLedger for Simulator {
+    async fn charges_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.between(from, to)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn charges_page(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&LedgerCursor>,
+        limit: u32,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.page(from, to, after, limit)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn charges_for_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+        self.find_for_reference(shop_id, reference)
+            .await
+            .map(|found| found.iter().map(LedgerEntry::to_charge).collect())
+            .map_err(|e| AcquirerError::Unknown(format!("acquirer ledger read failed: {e}")))
+    }
+
+    async fn refund(&self, charge_id: &str) -> Result<AcquirerRefund, AcquirerError> {
+        let record = self
+            .refund_charge(charge_id)
+            .await
+            .map_err(|e| AcquirerError::Unknown(format!("refund refused: {e}")))?;
+        refund_of(record)
+    }
+}

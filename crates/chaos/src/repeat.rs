@@ -1,0 +1,64 @@
+//! The command that repeats a run: its seed and every flag that shapes it.
+
+use crate::{ChaosArgs, Sabotage};
+
+/// `chargeonce chaos ...` with the seed and flags of this run.
+pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
+    let mut command = format!(
+        "chargeonce chaos --seed {seed} --intents {} --clients {} --instances {} --shops {} \
+         --kills {} --freezes {} --commit-window-kills {} --pg-restarts {} \
+         --delay-rate {} --reset-rate {} --drop-rate {} --acquirer-lost-rate {} --acquirer-error-rate {} \
+         --double-click-rate {} --late-retry-rate {} --changed-body-rate {} --refund-rate {} --decline-rate {} \
+         --lease {} --attempt-timeout {} --call-budget {}",
+        a.intents,
+        a.clients,
+        a.instances,
+        a.shops,
+        a.kills,
+        a.freezes,
+        a.commit_window_kills,
+        a.pg_restarts,
+        a.delay_rate,
+        a.reset_rate,
+        a.drop_rate,
+        a.acquirer_lost_rate,
+        a.acquirer_error_rate,
+        a.double_click_rate,
+        a.late_retry_rate,
+        a.changed_body_rate,
+        a.refund_rate,
+        a.decline_rate,
+        humantime::format_duration(a.lease),
+        humantime::format_duration(a.attempt_timeout),
+        humantime::format_duration(a.call_budget),
+    );
+    if a.pg_ha {
+        command.push_str(&format!(
+            " --pg-ha --pg-failovers {} --pg-ha-base-port {}",
+            a.pg_failovers, a.pg_ha_base_port
+        ));
+        if a.pg_failover_with_patroni {
+            command.push_str(" --pg-failover-with-patroni");
+        }
+    }
+    if a.no_webhooks {
+        command.push_str(" --no-webhooks");
+    } else {
+        command.push_str(&format!(
+            " --webhook-duplicate-rate {} --webhook-reorder-rate {}",
+            a.webhook_duplicate_rate, a.webhook_reorder_rate
+        ));
+    }
+    if let Some(sabotage) =
+        clap::ValueEnum::to_possible_value(&a.sabotage).filter(|_| a.sabotage != Sabotage::None)
+    {
+        command.push_str(&format!(" --sabotage {}", sabotage.get_name()));
+    }
+    if a.acquirer_without_keys {
+        command.push_str(&format!(
+            " --acquirer-without-keys --settle-window {}",
+            humantime::format_duration(a.settle_window)
+        ));
+    }
+    command
+}

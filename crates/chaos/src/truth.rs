@@ -1,0 +1,127 @@
+//! Reading the truth after the run: the database's payments and refunds,
+//! and the acquirer's ledger, and the books they add up to.
+
+use std::path::Path;
+
+use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
+use chargeonce_core::{RefundId, ShopId, Store};
+
+use crate::checker::{DbPayment, DbRefund, LedgerCharge, LedgerRefund};
+use crate::history::{self, CallResult};
+use crate::report::Books;
+use crate::{ChaosError, Truth};
+
+/// The database's payments of the run's shops, the refunds the clients were
+/// told about, and the acquirer's ledger.
+pub(crate) async fn read(
+    store: &dyn Store,
+    shops: &[String],
+    history: &[history::CallRecord],
+    ledger_path: &Path,
+) -> Result<Truth, ChaosError> {
+    let mut truth = Truth::default();
+    let from = time::OffsetDateTime::UNIX_EPOCH;
+    let to = time::OffsetDateTime::now_utc() + time::Duration::days(1);
+    let mut after = None;
+    loop {
+        let page = store
+            .payments_created_between(from, to, after.as_ref(), 1000)
+            .await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        truth.payments.extend(
+            page.iter()
+                .filter(|p| shops.iter().any(|s| s == p.shop_id.as_str()))
+                .map(|p| DbPayment {
+                    id: p.id.as_str().to_owned(),
+                    shop_id: p.shop_id.as_str().to_owned(),
+                    reference: p.reference.as_str().to_owned(),
+                    amount_minor: p.amount.minor_units(),
+                    status: p.status.as_str().to_owned(),
+                    provider_payment_id: p.provider_payment_id.clone(),
+                    refunded_minor: p.refunded_minor,
+                }),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    for call in history {
+        let (CallResult::Refunded(shown) | CallResult::RefundFailed(shown)) = &call.result else {
+            continue;
+        };
+        if !seen.insert(shown.id.clone()) {
+            continue;
+        }
+        // Read back as the shop the answer named; the checker compares it
+        // with the shop that asked.
+        let (Ok(shop), Ok(id)) = (
+            ShopId::new(shown.shop_id.clone()),
+            RefundId::parse(&shown.id),
+        ) else {
+            continue;
+        };
+        if let Some(r) = store.refund(&shop, &id).await? {
+            truth.refunds.push(DbRefund {
+                id: r.id.as_str().to_owned(),
+                shop_id: r.shop_id.as_str().to_owned(),
+                payment_id: r.payment_id.as_str().to_owned(),
+                status: r.status.as_str().to_owned(),
+                amount_minor: r.amount.minor_units(),
+            });
+        }
+    }
+    let sim = Simulator::open(ledger_path, SimulatorConfig::default()).await?;
+    truth.charges = sim
+        .ledger()
+        .await?
+        .into_iter()
+        .map(|e| LedgerCharge {
+            id: e.id,
+            shop_id: e.shop_id.as_str().to_owned(),
+            payment_id: e.payment_id.as_str().to_owned(),
+            reference: e.reference.as_str().to_owned(),
+            amount_minor: e.amount.minor_units(),
+            succeeded: e.status == ChargeStatus::Succeeded,
+        })
+        .collect();
+    truth.ledger_refunds = sim
+        .refunds()
+        .await?
+        .into_iter()
+        .map(|r| LedgerRefund {
+            charge_id: r.charge_id,
+            amount_minor: r.amount_minor,
+        })
+        .collect();
+    sim.close().await;
+    Ok(truth)
+}
+
+/// The counts and totals of the report's books.
+pub(crate) fn books(truth: &Truth) -> Books {
+    Books {
+        payments_succeeded: truth
+            .payments
+            .iter()
+            .filter(|p| p.status == "succeeded")
+            .count(),
+        payments_declined: truth
+            .payments
+            .iter()
+            .filter(|p| p.status == "declined")
+            .count(),
+        payments_pending: truth
+            .payments
+            .iter()
+            .filter(|p| p.status == "pending")
+            .count(),
+        ledger_charges: truth.charges.len(),
+        ledger_succeeded: truth.charges.iter().filter(|c| c.succeeded).count(),
+        ledger_refunds: truth.ledger_refunds.len(),
+        ledger_total_minor: truth
+            .charges
+            .iter()
+            .filter(|c| c.succeeded)
+            .map(|c| i128::from(c.amount_minor))
+            .sum(),
+    }
+}

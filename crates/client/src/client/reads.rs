@@ -1,0 +1,120 @@
+//! The reads: a payment, an order's payments, the simulator's ledger,
+//! readiness, and the retry loop of a GET.
+
+use std::time::Instant;
+
+use reqwest::{Method, Url};
+use serde::de::DeserializeOwned;
+
+use super::Client;
+use super::answer::{failure, send, transient};
+use crate::{Error, Ledger, Payment, PaymentList};
+
+impl Client {
+    /// `GET /v1/payments/{id}`: one payment of this shop (`Rejected` with
+    /// [`ProblemCode::NotFound`](crate::ProblemCode::NotFound) when there is none).
+    pub async fn payment(&self, id: &str) -> Result<Payment, Error> {
+        Ok(self.payment_with_attempts(id).await?.0)
+    }
+
+    /// [`Client::payment`], and how many attempts the read took.
+    pub async fn payment_with_attempts(&self, id: &str) -> Result<(Payment, u32), Error> {
+        let mut url = self.url("v1/payments/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(id);
+        }
+        self.read(url, true).await
+    }
+
+    /// `GET /v1/payments?reference=`: an order's payments, oldest first.
+    pub async fn payments_for(&self, reference: &str) -> Result<Vec<Payment>, Error> {
+        let mut url = self.url("v1/payments");
+        url.query_pairs_mut().append_pair("reference", reference);
+        let (list, _): (PaymentList, _) = self.read(url, true).await?;
+        Ok(list.data)
+    }
+
+    /// `GET /sim/ledger`: the embedded acquirer simulator's ledger (a test
+    /// tool, not part of the v1 API): the ground truth of what was charged.
+    pub async fn acquirer_ledger(&self) -> Result<Ledger, Error> {
+        Ok(self.read(self.url("sim/ledger"), false).await?.0)
+    }
+
+    /// `GET /readyz`, once, without retries: `true` when the service and its
+    /// database answer, `false` when it says it cannot reach its database (503).
+    pub async fn ready(&self) -> Result<bool, Error> {
+        let builder = self
+            .http
+            .get(self.url("readyz"))
+            .timeout(self.policy.attempt_timeout);
+        match send(builder).await {
+            Ok(answer) if answer.status == 200 => Ok(true),
+            Ok(answer) if answer.status == 503 => Ok(false),
+            Ok(answer) => Err(Error::Unexpected {
+                status: answer.status,
+                body: answer.excerpt(),
+                attempts: 1,
+            }),
+            Err(error) => Err(Error::Unavailable {
+                last: failure(&error).to_string(),
+                attempts: 1,
+            }),
+        }
+    }
+
+    /// A GET with the retry policy: transport errors, `429` and `5xx` are
+    /// retried (a read is safe to repeat); other answers are final. Returns
+    /// the value and the number of attempts.
+    async fn read<T: DeserializeOwned>(&self, url: Url, auth: bool) -> Result<(T, u32), Error> {
+        let deadline = Instant::now() + self.policy.budget;
+        let mut number = 0_u32;
+        loop {
+            number += 1;
+            let timeout = self
+                .policy
+                .attempt_timeout
+                .min(deadline.saturating_duration_since(Instant::now()));
+            let mut builder = self.http.request(Method::GET, url.clone()).timeout(timeout);
+            if auth {
+                builder = builder.basic_auth(&self.shop, Some(&self.secret));
+            }
+            let (last, retry_after) = match send(builder).await {
+                Ok(answer) if answer.status == 200 => {
+                    return serde_json::from_slice::<T>(&answer.body)
+                        .map(|value| (value, number))
+                        .map_err(|e| Error::Unexpected {
+                            status: answer.status,
+                            body: format!("{e}: {}", answer.excerpt()),
+                            attempts: number,
+                        });
+                }
+                Ok(answer) if transient(answer.status) => {
+                    let what = answer.seen(None, answer.problem().as_ref()).to_string();
+                    (what, answer.retry_after())
+                }
+                Ok(answer) => {
+                    return Err(match answer.problem() {
+                        Some(problem) => Error::Rejected {
+                            problem: Box::new(problem),
+                            attempts: number,
+                        },
+                        None => Error::Unexpected {
+                            status: answer.status,
+                            body: answer.excerpt(),
+                            attempts: number,
+                        },
+                    });
+                }
+                Err(error) => (failure(&error).to_string(), None),
+            };
+            let delay = self.policy.delay(number, retry_after);
+            if number >= self.policy.max_attempts || Instant::now() + delay >= deadline {
+                return Err(Error::Unavailable {
+                    last,
+                    attempts: number,
+                });
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
