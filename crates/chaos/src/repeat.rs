@@ -17,7 +17,7 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
         a.kills,
         a.freezes,
         a.commit_window_kills,
-        a.pg_restarts,
+        if a.pg_ha { 0 } else { a.pg_restarts },
         a.delay_rate,
         a.reset_rate,
         a.drop_rate,
