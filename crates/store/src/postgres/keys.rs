@@ -89,19 +89,18 @@ pub(super) async fn count_repeat(
     shop_id: &ShopId,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRecord>, StoreError> {
-    sqlx::query_as::<_, KeyRow>(concat!(
-        "UPDATE idempotency_keys SET replays = replays + 1 \
-         WHERE shop_id = $1 AND key = $2 \
-           AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
-        key_columns!()
-    ))
-    .bind(shop_id.as_str())
-    .bind(key.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, KeyRow>(concat!(
+            "UPDATE idempotency_keys SET replays = replays + 1 \
+             WHERE shop_id = $1 AND key = $2 \
+               AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
+            key_columns!()
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(KeyRecord::try_from)
-    .transpose()
 }
 
 /// Phase 3's fenced write of a key: stores the final response and ends the
@@ -138,18 +137,17 @@ pub(super) async fn key(
     shop_id: &ShopId,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRecord>, StoreError> {
-    sqlx::query_as::<_, KeyRow>(concat!(
-        "SELECT ",
-        key_columns!(),
-        " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
-    ))
-    .bind(shop_id.as_str())
-    .bind(key.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, KeyRow>(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(KeyRecord::try_from)
-    .transpose()
 }
 
 /// Deletes up to `batch` finished keys whose expiry has passed.
@@ -173,19 +171,17 @@ pub(super) async fn stalled_keys(
     idle: Duration,
     limit: u32,
 ) -> Result<Vec<StalledKey>, StoreError> {
-    sqlx::query_as::<_, StalledKeyRow>(
-        "SELECT shop_id, key, fingerprint FROM idempotency_keys \
-         WHERE recovery_point <> 'finished' \
-           AND (locked_until IS NULL \
-                OR locked_until <= now() - $1::float8 * interval '1 millisecond') \
-         ORDER BY locked_until NULLS FIRST LIMIT $2",
+    super::all(
+        store,
+        sqlx::query_as::<_, StalledKeyRow>(
+            "SELECT shop_id, key, fingerprint FROM idempotency_keys \
+             WHERE recovery_point <> 'finished' \
+               AND (locked_until IS NULL \
+                    OR locked_until <= now() - $1::float8 * interval '1 millisecond') \
+             ORDER BY locked_until NULLS FIRST LIMIT $2",
+        )
+        .bind(millis(idle) as f64)
+        .bind(i64::from(limit)),
     )
-    .bind(millis(idle) as f64)
-    .bind(i64::from(limit))
-    .fetch_all(&store.pool)
     .await
-    .map_err(store_error)?
-    .into_iter()
-    .map(StalledKey::try_from)
-    .collect()
 }

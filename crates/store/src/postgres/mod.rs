@@ -80,3 +80,42 @@ impl PgStore {
 }
 
 crate::roles::impl_roles!(PgStore);
+
+/// Runs a query for at most one row and turns it into its domain value:
+/// the PostgreSQL side of the SQLite store's `one`.
+async fn one<'q, R, T, A>(
+    store: &PgStore,
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, R, A>,
+) -> Result<Option<T>, StoreError>
+where
+    A: 'q + sqlx::IntoArguments<sqlx::Postgres> + Send,
+    R: Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    T: TryFrom<R, Error = StoreError>,
+{
+    query
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(store_error)?
+        .map(T::try_from)
+        .transpose()
+}
+
+/// Runs a query for all its rows and turns each into its domain value: the
+/// PostgreSQL side of the SQLite store's `all`.
+async fn all<'q, R, T, A>(
+    store: &PgStore,
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, R, A>,
+) -> Result<Vec<T>, StoreError>
+where
+    A: 'q + sqlx::IntoArguments<sqlx::Postgres> + Send,
+    R: Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    T: TryFrom<R, Error = StoreError>,
+{
+    query
+        .fetch_all(&store.pool)
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .map(T::try_from)
+        .collect()
+}

@@ -72,24 +72,22 @@ pub(super) async fn events(
     shop_id: &ShopId,
     query: &EventQuery,
 ) -> Result<Vec<Event>, StoreError> {
-    sqlx::query_as::<_, EventRow>(concat!(
-        "SELECT ",
-        event_columns!(),
-        " FROM events WHERE shop_id = $1 AND ($2::text IS NULL OR event_type = $2) \
-           AND ($3::text IS NULL \
-                OR seq < (SELECT seq FROM events WHERE shop_id = $1 AND id = $3)) \
-         ORDER BY seq DESC LIMIT $4"
-    ))
-    .bind(shop_id.as_str())
-    .bind(query.event_type.map(|t| t.as_str()))
-    .bind(query.starting_after.as_ref().map(EventId::as_str))
-    .bind(i64::from(query.limit))
-    .fetch_all(&store.pool)
+    super::all(
+        store,
+        sqlx::query_as::<_, EventRow>(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE shop_id = $1 AND ($2::text IS NULL OR event_type = $2) \
+               AND ($3::text IS NULL \
+                    OR seq < (SELECT seq FROM events WHERE shop_id = $1 AND id = $3)) \
+             ORDER BY seq DESC LIMIT $4"
+        ))
+        .bind(shop_id.as_str())
+        .bind(query.event_type.map(|t| t.as_str()))
+        .bind(query.starting_after.as_ref().map(EventId::as_str))
+        .bind(i64::from(query.limit)),
+    )
     .await
-    .map_err(store_error)?
-    .into_iter()
-    .map(Event::try_from)
-    .collect()
 }
 
 /// One merchant event of one shop.
@@ -98,18 +96,17 @@ pub(super) async fn event(
     shop_id: &ShopId,
     id: &EventId,
 ) -> Result<Option<Event>, StoreError> {
-    sqlx::query_as::<_, EventRow>(concat!(
-        "SELECT ",
-        event_columns!(),
-        " FROM events WHERE shop_id = $1 AND id = $2"
-    ))
-    .bind(shop_id.as_str())
-    .bind(id.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, EventRow>(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE shop_id = $1 AND id = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(Event::try_from)
-    .transpose()
 }
 
 /// Makes an event due again now, as if just written.
@@ -118,19 +115,18 @@ pub(super) async fn resend_event(
     shop_id: &ShopId,
     id: &EventId,
 ) -> Result<Option<Event>, StoreError> {
-    sqlx::query_as::<_, EventRow>(concat!(
-        "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, locked_until = NULL, \
-             next_attempt_at = now(), due_since = now() \
-         WHERE shop_id = $1 AND id = $2 RETURNING ",
-        event_columns!()
-    ))
-    .bind(shop_id.as_str())
-    .bind(id.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, EventRow>(concat!(
+            "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, locked_until = NULL, \
+                 next_attempt_at = now(), due_since = now() \
+             WHERE shop_id = $1 AND id = $2 RETURNING ",
+            event_columns!()
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(Event::try_from)
-    .transpose()
 }
 
 /// Claims due events for one delivery attempt each, under a lease.

@@ -2,7 +2,7 @@
 
 use chargeonce_core::{Payment, PaymentId, Reference, ShopId, StoreError};
 
-use super::{PgStore, store_error};
+use super::PgStore;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
@@ -12,18 +12,17 @@ pub(super) async fn payment(
     shop_id: &ShopId,
     id: &PaymentId,
 ) -> Result<Option<Payment>, StoreError> {
-    sqlx::query_as::<_, PaymentRow>(concat!(
-        "SELECT ",
-        payment_columns!(),
-        " FROM payments WHERE shop_id = $1 AND id = $2"
-    ))
-    .bind(shop_id.as_str())
-    .bind(id.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 AND id = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(Payment::try_from)
-    .transpose()
 }
 
 /// All payments of one shop for one order, oldest first.
@@ -32,17 +31,15 @@ pub(super) async fn payments_by_reference(
     shop_id: &ShopId,
     reference: &Reference,
 ) -> Result<Vec<Payment>, StoreError> {
-    sqlx::query_as::<_, PaymentRow>(concat!(
-        "SELECT ",
-        payment_columns!(),
-        " FROM payments WHERE shop_id = $1 AND reference = $2 ORDER BY created_at, id"
-    ))
-    .bind(shop_id.as_str())
-    .bind(reference.as_str())
-    .fetch_all(&store.pool)
+    super::all(
+        store,
+        sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 AND reference = $2 ORDER BY created_at, id"
+        ))
+        .bind(shop_id.as_str())
+        .bind(reference.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .into_iter()
-    .map(Payment::try_from)
-    .collect()
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chargeonce_core::{AcquirerKey, Payment, PaymentId, StoreError};
 use time::OffsetDateTime;
 
-use super::{PgStore, store_error};
+use super::PgStore;
 use crate::codec::millis;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
@@ -18,21 +18,19 @@ pub(super) async fn pending_payments(
     older_than: Duration,
     limit: u32,
 ) -> Result<Vec<Payment>, StoreError> {
-    sqlx::query_as::<_, PaymentRow>(concat!(
-        "SELECT ",
-        payment_columns!(),
-        " FROM payments WHERE status = 'pending' \
-           AND created_at <= now() - $1::float8 * interval '1 millisecond' \
-         ORDER BY created_at LIMIT $2"
-    ))
-    .bind(millis(older_than) as f64)
-    .bind(i64::from(limit))
-    .fetch_all(&store.pool)
+    super::all(
+        store,
+        sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE status = 'pending' \
+               AND created_at <= now() - $1::float8 * interval '1 millisecond' \
+             ORDER BY created_at LIMIT $2"
+        ))
+        .bind(millis(older_than) as f64)
+        .bind(i64::from(limit)),
+    )
     .await
-    .map_err(store_error)?
-    .into_iter()
-    .map(Payment::try_from)
-    .collect()
 }
 
 /// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
@@ -43,22 +41,20 @@ pub(super) async fn payments_created_between(
     after: Option<&PaymentId>,
     limit: u32,
 ) -> Result<Vec<Payment>, StoreError> {
-    sqlx::query_as::<_, PaymentRow>(concat!(
-        "SELECT ",
-        payment_columns!(),
-        " FROM payments WHERE created_at >= $1 AND created_at < $2 \
-           AND id > COALESCE($3::text, '') ORDER BY id LIMIT $4"
-    ))
-    .bind(from)
-    .bind(to)
-    .bind(after.map(PaymentId::as_str))
-    .bind(i64::from(limit))
-    .fetch_all(&store.pool)
+    super::all(
+        store,
+        sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE created_at >= $1 AND created_at < $2 \
+               AND id > COALESCE($3::text, '') ORDER BY id LIMIT $4"
+        ))
+        .bind(from)
+        .bind(to)
+        .bind(after.map(PaymentId::as_str))
+        .bind(i64::from(limit)),
+    )
     .await
-    .map_err(store_error)?
-    .into_iter()
-    .map(Payment::try_from)
-    .collect()
 }
 
 /// The payment that carries an acquirer key.
@@ -66,15 +62,14 @@ pub(super) async fn payment_by_acquirer_key(
     store: &PgStore,
     key: &AcquirerKey,
 ) -> Result<Option<Payment>, StoreError> {
-    sqlx::query_as::<_, PaymentRow>(concat!(
-        "SELECT ",
-        payment_columns!(),
-        " FROM payments WHERE acquirer_key = $1"
-    ))
-    .bind(key.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE acquirer_key = $1"
+        ))
+        .bind(key.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(Payment::try_from)
-    .transpose()
 }

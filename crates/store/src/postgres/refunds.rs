@@ -188,16 +188,15 @@ pub(super) async fn refund(
     shop_id: &ShopId,
     id: &RefundId,
 ) -> Result<Option<Refund>, StoreError> {
-    sqlx::query_as::<_, RefundRow>(concat!(
-        "SELECT ",
-        refund_columns!(),
-        " FROM refunds WHERE shop_id = $1 AND id = $2"
-    ))
-    .bind(shop_id.as_str())
-    .bind(id.as_str())
-    .fetch_optional(&store.pool)
+    super::one(
+        store,
+        sqlx::query_as::<_, RefundRow>(concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE shop_id = $1 AND id = $2"
+        ))
+        .bind(shop_id.as_str())
+        .bind(id.as_str()),
+    )
     .await
-    .map_err(store_error)?
-    .map(Refund::try_from)
-    .transpose()
 }
