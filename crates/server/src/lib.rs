@@ -9,7 +9,8 @@
 //! An idempotent request (a payment, a refund) goes from its handler in
 //! [`routes`] (parse, fingerprint) through [`pipeline`] (the response
 //! cache, duplicates in flight, `Prefer: wait`) to the engine. What every
-//! handler shares is the [`AppState`].
+//! handler shares is the [`AppState`]. Every answer carries a `Request-Id`
+//! ([`request_id`]).
 //!
 //! ```no_run
 //! # async fn demo(engine: std::sync::Arc<chargeonce_core::Engine>) -> std::io::Result<()> {
@@ -37,6 +38,7 @@ pub mod pipeline;
 pub mod prefer;
 pub mod problem;
 pub mod render;
+pub mod request_id;
 pub mod respond;
 pub mod routes;
 pub mod state;
@@ -84,7 +86,10 @@ pub fn router(state: AppState) -> Router {
         }))
         // Every error the HTTP stack makes on its own is a problem too.
         .layer(axum::middleware::map_response(problem::problems_only))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_id::make_span))
+        // Outermost: every answer above carries the request's id (and the
+        // span above records it); see `request_id`.
+        .layer(axum::middleware::from_fn(request_id::middleware))
 }
 
 /// Serves a router until `shutdown` resolves, then stops accepting and lets

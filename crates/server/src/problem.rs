@@ -312,7 +312,8 @@ impl IntoResponse for Problem {
         let mut response = (
             self.status,
             [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
-            self.to_body(),
+            // With the id of the request it answers (see `crate::request_id`).
+            crate::request_id::problem_body(&self),
         )
             .into_response();
         if let Some(after) = self.retry_after {

@@ -23,6 +23,7 @@ use chargeonce_core::{
     PaymentRequest, ShopId,
 };
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::AppState;
 use crate::prefer;
@@ -48,26 +49,32 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// Runs the engine once, in a task the shutdown waits for.
+    /// Runs the engine once, in a task the shutdown waits for, in the
+    /// request's span.
     pub async fn run(self, state: &AppState, claim: ClaimRequest) -> Result<Outcome, Problem> {
         let engine = state.engine.clone();
         let what = self.name();
+        // The engine's log lines stay in the request's span (its request_id).
+        let span = tracing::Span::current();
         state
             .operations
-            .spawn(async move {
-                match self {
-                    Self::Pay(request) => engine.pay(claim, request).await,
-                    Self::Refund { payment_id, amount } => {
-                        let refund = NewRefund::new(
-                            claim.shop_id.clone(),
-                            payment_id,
-                            claim.key.clone(),
-                            amount,
-                        );
-                        engine.refund(claim, refund).await
+            .spawn(
+                async move {
+                    match self {
+                        Self::Pay(request) => engine.pay(claim, request).await,
+                        Self::Refund { payment_id, amount } => {
+                            let refund = NewRefund::new(
+                                claim.shop_id.clone(),
+                                payment_id,
+                                claim.key.clone(),
+                                amount,
+                            );
+                            engine.refund(claim, refund).await
+                        }
                     }
                 }
-            })
+                .instrument(span),
+            )
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "{what} task failed");
