@@ -5,6 +5,8 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::args::logs::LogFormat;
+
 /// jemalloc instead of glibc's malloc: a request allocates and frees many
 /// small buffers on a few threads (glibc's malloc and free were a third of
 /// the HTTP threads' samples), and rows decoded on the SQLite threads are
@@ -73,13 +75,22 @@ enum Command {
     Reconcile(reconcile::ReconcileArgs),
 }
 
-fn init_tracing(default: &str) {
+/// Logs to standard error, filtered by `RUST_LOG` (else `default`), in the
+/// asked format.
+fn init_tracing(default: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
 }
 
 #[tokio::main]
@@ -90,7 +101,12 @@ async fn main() -> anyhow::Result<()> {
         cli.command,
         Some(Command::Pay(_) | Command::Payment { .. } | Command::Demo | Command::Chaos(_))
     );
-    init_tracing(if client_side { "error" } else { "info" });
+    let format = match &cli.command {
+        None => cli.serve.log_format(),
+        Some(Command::Serve(args)) => args.log_format(),
+        Some(_) => LogFormat::Text,
+    };
+    init_tracing(if client_side { "error" } else { "info" }, format);
     match cli.command {
         None => serve::run(cli.serve).await,
         Some(Command::Serve(args)) => serve::run(args).await,

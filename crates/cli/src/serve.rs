@@ -15,6 +15,7 @@ use clap::Args;
 
 use crate::args::engine::EngineArgs;
 use crate::args::limits::LimitsArgs;
+use crate::args::logs::{LogArgs, LogFormat};
 use crate::args::store::StoreArgs;
 use crate::args::upstream::UpstreamArgs;
 use crate::args::workers::WorkersArgs;
@@ -81,6 +82,16 @@ pub struct ServeArgs {
     // The HTTP timeouts, the connection cap, rate limits and waiter caps.
     #[command(flatten)]
     limits: LimitsArgs,
+    // --log-format.
+    #[command(flatten)]
+    logs: LogArgs,
+}
+
+impl ServeArgs {
+    /// The shape of the log lines asked for.
+    pub fn log_format(&self) -> LogFormat {
+        self.logs.log_format
+    }
 }
 
 /// On an SQLite store without the demo shop, creates it and prints its

@@ -8,6 +8,7 @@
 //! - [`workers`]: the background workers (sweeper, completer, reconciler,
 //!   outbox relay).
 //! - [`limits`]: the HTTP layer's timeouts, connection caps and rate limits.
+//! - [`logs`]: the shape of the log lines (`--log-format`).
 //!
 //! Where a subcommand words a shared flag's help its own way, it says so
 //! with `#[command(mut_arg(...))]` next to the flatten.
@@ -16,6 +17,7 @@ use chargeonce_core::webhook::WebhookSecret;
 
 pub mod engine;
 pub mod limits;
+pub mod logs;
 pub mod store;
 pub mod upstream;
 pub mod workers;

@@ -1,0 +1,112 @@
+//! `chargeonce serve --log-format json`: one JSON object per line on
+//! standard error, each line of a request with the request's `request_id`.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Kills the server when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether a JSON log line is inside the span of the request with this id.
+fn in_request(line: &Value, id: &str) -> bool {
+    line["spans"]
+        .as_array()
+        .is_some_and(|spans| spans.iter().any(|span| span["request_id"] == id))
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("logs.db").display());
+    common::add_shop(&url).await;
+    let mut child = Command::new(common::bin())
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--database-url", &url])
+        .arg("--sim-ledger")
+        .arg(common::ledger_path(dir.path()))
+        .args(["--no-demo-shop", "--log-format", "json"])
+        .env("RUST_LOG", "info,tower_http=debug,chargeonce_core=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _server = Killed(child);
+    let (lines_tx, lines) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (addr_tx, addr) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some((_, rest)) = line.split_once("listening on http://") {
+                let _ = addr_tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+            }
+        }
+    });
+    let addr = addr.recv_timeout(Duration::from_secs(30)).unwrap();
+
+    let answer = common::client()
+        .post(format!("http://{addr}/v1/payments"))
+        .basic_auth(common::SHOP, Some(common::SECRET))
+        .header("idempotency-key", "log-1")
+        .header("content-type", "application/json")
+        .header("request-id", "cli-log-1")
+        .body(common::payment_body("order-log", "tok_ok"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 201);
+    assert_eq!(answer.headers()["request-id"], "cli-log-1");
+
+    // Read the log until the request's last line (its response), every
+    // line a JSON object.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut mine = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no response line of the request; its lines: {mine:?}"));
+        let json: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not one JSON object per line ({e}): {line}"));
+        assert!(!line.contains(common::SECRET), "no credentials: {line}");
+        if in_request(&json, "cli-log-1") {
+            let done = json["fields"]["message"] == "finished processing request";
+            mine.push(json);
+            if done {
+                break;
+            }
+        }
+    }
+    assert!(
+        mine.iter()
+            .any(|line| line["fields"]["message"] == "key claimed"),
+        "the engine's line is in the request's span: {mine:?}"
+    );
+    let span = &mine[0]["span"];
+    assert_eq!(span["request_id"], "cli-log-1");
+    assert_eq!(span["method"], "POST");
+    assert_eq!(span["path"], "/v1/payments");
+}
