@@ -203,6 +203,40 @@ mod tests {
         assert!(RequestId::parse(&a.header_value()).is_some());
     }
 
+    /// A caught panic's 500 is made inside the scope: header and body agree.
+    #[tokio::test]
+    async fn a_caught_panic_carries_the_id() {
+        use axum::response::IntoResponse as _;
+        use tower::ServiceExt as _;
+        let app = axum::Router::new()
+            .route(
+                "/boom",
+                axum::routing::get(|| async {
+                    if true {
+                        panic!("a bug");
+                    }
+                }),
+            )
+            .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
+                Problem::new(crate::problem::ProblemCode::Internal, "internal error")
+                    .into_response()
+            }))
+            .layer(axum::middleware::from_fn(middleware));
+        let request = axum::http::Request::get("/boom")
+            .header(REQUEST_ID, "panic-1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let answer = app.oneshot(request).await.unwrap();
+        assert_eq!(answer.status(), 500);
+        assert_eq!(answer.headers()[REQUEST_ID], "panic-1");
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["request_id"], "panic-1");
+        assert_eq!(problem["code"], "internal_error");
+    }
+
     #[tokio::test]
     async fn current_is_set_only_inside_the_scope() {
         assert!(current().is_none());
