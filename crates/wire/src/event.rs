@@ -131,3 +131,41 @@ pub struct Event {
     #[serde(rename = "type")]
     pub event_type: EventType,
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::List;
+
+    /// The declared order is the sorted order the server has always sent
+    /// (through `serde_json::Value`): both give the same bytes.
+    #[test]
+    fn an_event_list_serializes_sorted() {
+        let event = Event {
+            created_at: "2026-11-29T22:42:32.245Z".into(),
+            data: serde_json::json!({"payment": {"id": "pay_1", "status": "succeeded"}}),
+            delivery: EventDelivery {
+                attempts: 1,
+                delivered_at: Some("2026-11-29T22:42:32.301Z".into()),
+                gave_up_at: None,
+                last_error: None,
+                last_status: Some(200),
+                next_attempt_at: None,
+                state: DeliveryState::Delivered,
+            },
+            id: "evt_1".into(),
+            object: EventObject::Event,
+            payment_id: "pay_1".into(),
+            refund_id: None,
+            event_type: EventType::PaymentSucceeded,
+        };
+        let list = List::page(vec![event], true);
+        let direct = serde_json::to_string(&list).unwrap();
+        let sorted = serde_json::to_string(&serde_json::to_value(&list).unwrap()).unwrap();
+        assert_eq!(direct, sorted);
+        assert!(direct.contains(r#""type":"payment.succeeded""#), "{direct}");
+        let back: List<Event> = serde_json::from_str(&direct).unwrap();
+        assert_eq!(back, list);
+    }
+}
