@@ -76,5 +76,5 @@ pub use model::{
 pub use outcome::{
     Attempt, AttemptAnswer, FailureKind, Outcome, PayResult, RefundOutcome, RefundResult,
 };
-pub use problem::{Problem, ProblemCode};
+pub use problem::{Code, Problem, ProblemCode};
 pub use retry::{RetryPolicy, parse_retry_after};

@@ -1,10 +1,12 @@
 //! The API's requests and resources, typed.
 
 use chargeonce_core::{Money, PaymentStatus};
+use chargeonce_wire as wire;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 /// The body of `POST /v1/payments`: how much, for which order, with which
 /// payment method.
@@ -43,29 +45,41 @@ impl CreatePayment {
     /// The JSON body, as sent. The client serialises it once per call and
     /// sends the same bytes on every attempt.
     pub fn to_json(&self) -> Value {
-        json!({
-            "amount": {
-                "value": self.amount.to_decimal_string(),
-                "currency": self.amount.currency().code(),
+        let body = wire::CreatePayment {
+            amount: amount(self.amount),
+            reference: self.reference.clone(),
+            payment_method: wire::PaymentMethod {
+                token: self.token.clone(),
             },
-            "reference": self.reference,
-            "payment_method": {"token": self.token},
-        })
+        };
+        // Serialising strings into a `Value` cannot fail.
+        serde_json::to_value(body).unwrap_or_default()
     }
 }
 
-/// A payment, as the API shows it.
+/// The wire amount of a `Money`: exactly the currency's minor units.
+fn amount(money: Money) -> wire::Amount {
+    wire::Amount::new(money.to_decimal_string(), money.currency().code())
+}
+
+/// An amount in an answer, read leniently (a trailing zero past the
+/// currency's minor units is the same amount). What the client sends is
+/// built from a `Money`, always with exactly the minor units.
+fn money(amount: &wire::Amount) -> Result<Money, String> {
+    Money::parse_lenient(&amount.value, &amount.currency).map_err(|e| e.to_string())
+}
+
+/// A payment, as the API shows it (read from a [`wire::Payment`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "wire::Payment")]
 pub struct Payment {
     /// Our id (`pay_...`).
     pub id: String,
     /// The owning shop.
     pub shop_id: String,
     /// `pending`, `succeeded` or `declined`.
-    #[serde(deserialize_with = "status")]
     pub status: PaymentStatus,
     /// How much.
-    #[serde(deserialize_with = "money")]
     pub amount: Money,
     /// The shop's order.
     pub reference: String,
@@ -74,27 +88,29 @@ pub struct Payment {
     /// Why the acquirer declined, when it did.
     pub decline_code: Option<String>,
     /// When it was created.
-    #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
-fn status<'de, D: Deserializer<'de>>(d: D) -> Result<PaymentStatus, D::Error> {
-    let s = String::deserialize(d)?;
-    PaymentStatus::parse(&s).ok_or_else(|| D::Error::custom(format!("unknown status `{s}`")))
-}
+impl TryFrom<wire::Payment> for Payment {
+    type Error = String;
 
-#[derive(Deserialize)]
-struct AmountJson {
-    value: String,
-    currency: String,
-}
-
-fn money<'de, D: Deserializer<'de>>(d: D) -> Result<Money, D::Error> {
-    let a = AmountJson::deserialize(d)?;
-    // An amount in an answer: read leniently (a trailing zero past the
-    // currency's minor units is the same amount). What the client sends is
-    // built from a `Money`, always with exactly the minor units.
-    Money::parse_lenient(&a.value, &a.currency).map_err(D::Error::custom)
+    fn try_from(payment: wire::Payment) -> Result<Self, String> {
+        Ok(Self {
+            status: match payment.status {
+                wire::PaymentStatus::Pending => PaymentStatus::Pending,
+                wire::PaymentStatus::Succeeded => PaymentStatus::Succeeded,
+                wire::PaymentStatus::Declined => PaymentStatus::Declined,
+            },
+            amount: money(&payment.amount)?,
+            created_at: OffsetDateTime::parse(&payment.created_at, &Rfc3339)
+                .map_err(|e| format!("created_at: {e}"))?,
+            id: payment.id,
+            shop_id: payment.shop_id,
+            reference: payment.reference,
+            provider_payment_id: payment.provider_payment_id,
+            decline_code: payment.decline_code,
+        })
+    }
 }
 
 /// A refund request: `{}` refunds what is left of the payment, an amount
@@ -120,17 +136,17 @@ impl CreateRefund {
 
     /// The JSON body.
     pub fn to_json(&self) -> Value {
-        match &self.amount {
-            Some(amount) => serde_json::json!({
-                "amount": {"value": amount.to_decimal_string(), "currency": amount.currency().code()}
-            }),
-            None => serde_json::json!({}),
-        }
+        let body = wire::CreateRefund {
+            amount: self.amount.map(amount),
+        };
+        // Serialising strings into a `Value` cannot fail.
+        serde_json::to_value(body).unwrap_or_default()
     }
 }
 
-/// A refund, as the API shows it.
+/// A refund, as the API shows it (read from a [`wire::Refund`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "wire::Refund")]
 pub struct Refund {
     /// Our id (`re_...`).
     pub id: String,
@@ -141,7 +157,6 @@ pub struct Refund {
     /// `pending`, `succeeded` or `failed`.
     pub status: String,
     /// How much.
-    #[serde(deserialize_with = "money")]
     pub amount: Money,
     /// The acquirer's id of the refund, once known.
     pub provider_refund_id: Option<String>,
@@ -149,11 +164,40 @@ pub struct Refund {
     pub failure_code: Option<String>,
 }
 
-/// `GET /v1/payments?reference=`: an order's payments, oldest first.
+impl TryFrom<wire::Refund> for Refund {
+    type Error = String;
+
+    fn try_from(refund: wire::Refund) -> Result<Self, String> {
+        Ok(Self {
+            status: match refund.status {
+                wire::RefundStatus::Pending => "pending",
+                wire::RefundStatus::Succeeded => "succeeded",
+                wire::RefundStatus::Failed => "failed",
+            }
+            .to_owned(),
+            amount: money(&refund.amount)?,
+            id: refund.id,
+            payment_id: refund.payment_id,
+            shop_id: refund.shop_id,
+            provider_refund_id: refund.provider_refund_id,
+            failure_code: refund.failure_code,
+        })
+    }
+}
+
+/// `GET /v1/payments?reference=`: an order's payments, oldest first (read
+/// from a [`wire::List`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "wire::List<Payment>")]
 pub struct PaymentList {
     /// The payments.
     pub data: Vec<Payment>,
+}
+
+impl From<wire::List<Payment>> for PaymentList {
+    fn from(list: wire::List<Payment>) -> Self {
+        Self { data: list.data }
+    }
 }
 
 /// The embedded acquirer simulator's ledger (`GET /sim/ledger`, a test tool):
@@ -180,7 +224,7 @@ pub struct LedgerCharge {
     /// The order.
     pub reference: String,
     /// How much.
-    #[serde(deserialize_with = "money")]
+    #[serde(deserialize_with = "ledger_money")]
     pub amount: Money,
     /// `succeeded` or `declined`.
     pub status: String,
@@ -188,6 +232,18 @@ pub struct LedgerCharge {
     pub decline_code: Option<String>,
     /// When the acquirer recorded it.
     pub created_at: String,
+}
+
+/// An amount of the simulator's ledger: `{"value", "currency"}` as on the
+/// API, read leniently.
+fn ledger_money<'de, D: Deserializer<'de>>(d: D) -> Result<Money, D::Error> {
+    #[derive(Deserialize)]
+    struct AmountJson {
+        value: String,
+        currency: String,
+    }
+    let a = AmountJson::deserialize(d)?;
+    Money::parse_lenient(&a.value, &a.currency).map_err(D::Error::custom)
 }
 
 /// The money that moved in one currency.
@@ -208,7 +264,7 @@ mod tests {
 
     #[test]
     fn reads_the_payment_the_server_renders() {
-        let body = r#"{"id":"pay_01a2297968b375bcb36eb8e661248216","object":"payment","shop_id":"demo","status":"succeeded","amount":{"value":"1500.00","currency":"RUB"},"reference":"order-123","provider_payment_id":"ch_1","decline_code":null,"created_at":"2026-11-29T22:42:32.243Z"}"#;
+        let body = r#"{"id":"pay_01a2297968b375bcb36eb8e661248216","object":"payment","shop_id":"demo","status":"succeeded","amount":{"value":"1500.00","currency":"RUB"},"reference":"order-123","provider_payment_id":"ch_1","decline_code":null,"created_at":"2026-11-29T22:42:32.243Z","amount_refunded":{"value":"0.00","currency":"RUB"},"refund_status":"none"}"#;
         let payment: Payment = serde_json::from_str(body).unwrap();
         assert_eq!(payment.status, PaymentStatus::Succeeded);
         assert_eq!(payment.amount, Money::parse("1500", "RUB").unwrap());

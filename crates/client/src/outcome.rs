@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chargeonce_core::IdempotencyKey;
 
-use crate::{Payment, ProblemCode, Refund};
+use crate::{Code, Payment, Refund};
 
 /// Where a payment stands after a call: the only three answers a payment
 /// client may give.
@@ -51,7 +51,7 @@ pub enum AttemptAnswer {
         /// first request instead of answering 409.
         waited: bool,
         /// The problem code of an error answer.
-        problem: Option<ProblemCode>,
+        problem: Option<Code>,
         /// The payment's status, when the answer carried a payment.
         payment_status: Option<&'static str>,
     },

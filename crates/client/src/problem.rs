@@ -7,160 +7,66 @@ use serde_json::{Map, Value};
 
 use crate::Payment;
 
-/// Every `code` the API answers with, as a type. Codes this version of the
-/// client does not know yet arrive as [`ProblemCode::Other`].
+pub use chargeonce_wire::ProblemCode;
+
+/// The `code` of a problem: one this version of the client knows (a
+/// [`ProblemCode`], defined once in `chargeonce-wire`), or a code it does not
+/// know yet. It compares equal to the [`ProblemCode`] it holds:
+/// `problem.code == ProblemCode::NotFound`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ProblemCode {
-    /// 400: no `Idempotency-Key` on a POST.
-    MissingIdempotencyKey,
-    /// 400: the key is not 1 to 255 visible ASCII characters.
-    InvalidIdempotencyKey,
-    /// 400: more than one `Idempotency-Key` header.
-    DuplicateIdempotencyKey,
-    /// 400: the body is not JSON, or names a member twice in an object.
-    MalformedJson,
-    /// 400: a required query parameter is missing.
-    MissingParameter,
-    /// 401: no or wrong shop credentials.
-    Unauthorized,
-    /// 402: the acquirer declined the payment (a definite answer).
-    PaymentDeclined,
-    /// 404: no such resource for this shop.
-    NotFound,
-    /// 405: the route does not take this method.
-    MethodNotAllowed,
-    /// 409: the key's first request is still running; retry with the same key.
-    RequestInProgress,
-    /// 413: the body is too large.
-    PayloadTooLarge,
-    /// 415: the body is not `application/json`.
-    UnsupportedMediaType,
-    /// 422: the key was first used for another request: a client bug.
-    IdempotencyKeyReused,
-    /// 422: a missing, unknown or malformed field.
-    InvalidRequest,
-    /// 422: the amount is not a positive decimal string fitting its currency.
-    InvalidAmount,
-    /// 422: not a supported ISO 4217 currency.
-    UnsupportedCurrency,
-    /// 429: too many requests (a rate limiter in front of the API).
-    TooManyRequests,
-    /// 429: the shop sent more requests than its rate limit allows; nothing
-    /// was executed. Retried after `Retry-After`.
-    RateLimited,
-    /// 408: the request body did not arrive in time; nothing was executed.
-    /// Retried.
-    BodyTimeout,
-    /// 503: the server's per-request time limit passed; an operation it
-    /// started goes on. Retried with the same key after `Retry-After`.
-    RequestTimeout,
-    /// 503: the service is too busy to take new work; nothing was executed.
-    /// Retried with the same key after `Retry-After`.
-    StoreOverloaded,
-    /// 500: a bug on the server.
-    InternalError,
-    /// 503: the service cannot reach its database; retry with the same key.
-    StoreUnavailable,
-    /// 503: the acquirer cannot be reached; nothing was sent yet, and the payment stays
-    /// pending until a retry with the same key (or the server's completer) sends it.
-    AcquirerUnavailable,
-    /// 409 (the payment is still pending: retry) or 422 (it was declined):
-    /// the payment cannot be refunded now.
-    PaymentNotRefundable,
-    /// 422: the refund would take the payment's refunds over its amount.
-    RefundExceedsAmount,
-    /// 422: a refund in another currency than the payment's.
-    CurrencyMismatch,
-    /// 422: the acquirer refused the refund (a stored, replayed answer).
-    RefundFailed,
-    /// 400: the server could not read the request as HTTP (a body that broke
-    /// off before its end).
-    BadRequest,
-    /// An error status of the server's HTTP stack without a code of its own;
-    /// the status says what.
-    HttpError,
-    /// A code this client does not know.
-    Other(String),
+pub enum Code {
+    /// A code this client knows.
+    Known(ProblemCode),
+    /// A code this client does not know (a newer server's, or a proxy's).
+    Unknown(String),
 }
 
-impl ProblemCode {
-    /// Reads a `code` string.
-    pub fn parse(code: &str) -> Self {
-        match code {
-            "missing_idempotency_key" => Self::MissingIdempotencyKey,
-            "invalid_idempotency_key" => Self::InvalidIdempotencyKey,
-            "duplicate_idempotency_key" => Self::DuplicateIdempotencyKey,
-            "malformed_json" => Self::MalformedJson,
-            "missing_parameter" => Self::MissingParameter,
-            "unauthorized" => Self::Unauthorized,
-            "payment_declined" => Self::PaymentDeclined,
-            "not_found" => Self::NotFound,
-            "method_not_allowed" => Self::MethodNotAllowed,
-            "request_in_progress" => Self::RequestInProgress,
-            "payload_too_large" => Self::PayloadTooLarge,
-            "unsupported_media_type" => Self::UnsupportedMediaType,
-            "idempotency_key_reused" => Self::IdempotencyKeyReused,
-            "invalid_request" => Self::InvalidRequest,
-            "invalid_amount" => Self::InvalidAmount,
-            "unsupported_currency" => Self::UnsupportedCurrency,
-            "too_many_requests" => Self::TooManyRequests,
-            "rate_limited" => Self::RateLimited,
-            "body_timeout" => Self::BodyTimeout,
-            "request_timeout" => Self::RequestTimeout,
-            "store_overloaded" => Self::StoreOverloaded,
-            "internal_error" => Self::InternalError,
-            "store_unavailable" => Self::StoreUnavailable,
-            "acquirer_unavailable" => Self::AcquirerUnavailable,
-            "payment_not_refundable" => Self::PaymentNotRefundable,
-            "refund_exceeds_amount" => Self::RefundExceedsAmount,
-            "currency_mismatch" => Self::CurrencyMismatch,
-            "refund_failed" => Self::RefundFailed,
-            "bad_request" => Self::BadRequest,
-            "http_error" => Self::HttpError,
-            other => Self::Other(other.to_owned()),
+impl Code {
+    /// Reads a `code` string with the status it came with (the status tells
+    /// apart the 409 and the 422 of `payment_not_refundable`).
+    pub fn parse(code: &str, status: u16) -> Self {
+        match ProblemCode::parse(code, status) {
+            Some(known) => Self::Known(known),
+            None => Self::Unknown(code.to_owned()),
         }
     }
 
-    /// The stable code string.
+    /// The code, when this client knows it.
+    pub fn known(&self) -> Option<ProblemCode> {
+        match self {
+            Self::Known(code) => Some(*code),
+            Self::Unknown(_) => None,
+        }
+    }
+
+    /// The code string, as sent.
     pub fn as_str(&self) -> &str {
         match self {
-            Self::MissingIdempotencyKey => "missing_idempotency_key",
-            Self::InvalidIdempotencyKey => "invalid_idempotency_key",
-            Self::DuplicateIdempotencyKey => "duplicate_idempotency_key",
-            Self::MalformedJson => "malformed_json",
-            Self::MissingParameter => "missing_parameter",
-            Self::Unauthorized => "unauthorized",
-            Self::PaymentDeclined => "payment_declined",
-            Self::NotFound => "not_found",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::RequestInProgress => "request_in_progress",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::UnsupportedMediaType => "unsupported_media_type",
-            Self::IdempotencyKeyReused => "idempotency_key_reused",
-            Self::InvalidRequest => "invalid_request",
-            Self::InvalidAmount => "invalid_amount",
-            Self::UnsupportedCurrency => "unsupported_currency",
-            Self::TooManyRequests => "too_many_requests",
-            Self::RateLimited => "rate_limited",
-            Self::BodyTimeout => "body_timeout",
-            Self::RequestTimeout => "request_timeout",
-            Self::StoreOverloaded => "store_overloaded",
-            Self::InternalError => "internal_error",
-            Self::StoreUnavailable => "store_unavailable",
-            Self::AcquirerUnavailable => "acquirer_unavailable",
-            Self::PaymentNotRefundable => "payment_not_refundable",
-            Self::RefundExceedsAmount => "refund_exceeds_amount",
-            Self::CurrencyMismatch => "currency_mismatch",
-            Self::RefundFailed => "refund_failed",
-            Self::BadRequest => "bad_request",
-            Self::HttpError => "http_error",
-            Self::Other(code) => code,
+            Self::Known(code) => code.as_str(),
+            Self::Unknown(code) => code,
         }
     }
 }
 
-impl fmt::Display for ProblemCode {
+impl From<ProblemCode> for Code {
+    fn from(code: ProblemCode) -> Self {
+        Self::Known(code)
+    }
+}
+
+impl PartialEq<ProblemCode> for Code {
+    fn eq(&self, other: &ProblemCode) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+impl PartialEq<Code> for ProblemCode {
+    fn eq(&self, other: &Code) -> bool {
+        other == self
+    }
+}
+
+impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -169,8 +75,8 @@ impl fmt::Display for ProblemCode {
 /// One `application/problem+json` answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
-    /// The stable code.
-    pub code: ProblemCode,
+    /// The stable code (a known [`ProblemCode`], or one this client does not know).
+    pub code: Code,
     /// The HTTP status.
     pub status: u16,
     /// The problem type URI (`urn:chargeonce:problem:<code>`).
@@ -189,37 +95,36 @@ pub struct Problem {
     pub raw: Map<String, Value>,
 }
 
-#[derive(Deserialize)]
-struct ProblemJson {
-    code: Option<String>,
-    status: Option<u16>,
-    #[serde(rename = "type")]
-    problem_type: Option<String>,
-    title: Option<String>,
-    detail: Option<String>,
-    decline_code: Option<String>,
-    field: Option<String>,
-}
-
 impl Problem {
     /// Reads a problem document; `None` when the body is not a JSON object with
     /// a `code` (an answer from something other than the API, such as a proxy).
     pub fn from_body(http_status: u16, body: &[u8]) -> Option<Self> {
         let raw: Map<String, Value> = serde_json::from_slice(body).ok()?;
-        let parsed = ProblemJson::deserialize(Value::Object(raw.clone())).ok()?;
-        let code = ProblemCode::parse(&parsed.code?);
-        let payment = raw
-            .get("payment")
-            .and_then(|p| Payment::deserialize(p).ok());
+        let document = chargeonce_wire::Problem::deserialize(Value::Object(raw.clone())).ok()?;
+        // A document without a status stands for the answer's.
+        let status = match document.status {
+            0 => http_status,
+            status => status,
+        };
+        let text = |name: &str| {
+            document
+                .extensions
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         Some(Self {
-            code,
-            status: parsed.status.unwrap_or(http_status),
-            problem_type: parsed.problem_type.unwrap_or_default(),
-            title: parsed.title.unwrap_or_default(),
-            detail: parsed.detail.unwrap_or_default(),
-            payment,
-            decline_code: parsed.decline_code,
-            field: parsed.field,
+            code: Code::parse(&document.code, status),
+            status,
+            payment: document
+                .extensions
+                .get("payment")
+                .and_then(|p| Payment::deserialize(p).ok()),
+            decline_code: text("decline_code"),
+            field: text("field"),
+            problem_type: document.problem_type,
+            title: document.title,
+            detail: document.detail,
             raw,
         })
     }
@@ -240,46 +145,22 @@ impl fmt::Display for Problem {
 mod tests {
     use super::*;
 
-    const CODES: &[&str] = &[
-        "missing_idempotency_key",
-        "invalid_idempotency_key",
-        "duplicate_idempotency_key",
-        "malformed_json",
-        "missing_parameter",
-        "unauthorized",
-        "payment_declined",
-        "not_found",
-        "method_not_allowed",
-        "request_in_progress",
-        "payload_too_large",
-        "unsupported_media_type",
-        "idempotency_key_reused",
-        "invalid_request",
-        "invalid_amount",
-        "unsupported_currency",
-        "too_many_requests",
-        "rate_limited",
-        "body_timeout",
-        "request_timeout",
-        "store_overloaded",
-        "internal_error",
-        "store_unavailable",
-        "acquirer_unavailable",
-        "bad_request",
-        "http_error",
-    ];
-
     #[test]
     fn every_code_round_trips() {
-        for code in CODES {
-            let parsed = ProblemCode::parse(code);
-            assert!(!matches!(parsed, ProblemCode::Other(_)), "{code}");
-            assert_eq!(parsed.as_str(), *code);
+        for &known in ProblemCode::ALL {
+            let code = Code::parse(known.as_str(), known.status());
+            assert_eq!(code, known);
+            assert_eq!(code.as_str(), known.as_str());
         }
         assert_eq!(
-            ProblemCode::parse("brand_new"),
-            ProblemCode::Other("brand_new".into())
+            Code::parse("too_many_requests", 429),
+            ProblemCode::TooManyRequests
         );
+        assert_eq!(
+            Code::parse("brand_new", 400),
+            Code::Unknown("brand_new".into())
+        );
+        assert_ne!(Code::parse("brand_new", 400), ProblemCode::NotFound);
     }
 
     #[test]
@@ -290,6 +171,12 @@ mod tests {
         assert_eq!(problem.status, 422);
         assert_eq!(problem.detail, "D");
         assert!(problem.payment.is_none());
+        let pending = br#"{"status":409,"code":"payment_not_refundable","detail":"D"}"#;
+        let pending = Problem::from_body(409, pending).unwrap();
+        assert_eq!(pending.code, ProblemCode::PaymentNotYetRefundable);
+        let odd = Problem::from_body(418, br#"{"code":"brand_new"}"#).unwrap();
+        assert_eq!(odd.code, Code::Unknown("brand_new".into()));
+        assert_eq!(odd.status, 418);
         assert!(Problem::from_body(502, b"<html>bad gateway</html>").is_none());
         assert!(Problem::from_body(404, br#"{"error":"x"}"#).is_none());
     }

@@ -9,8 +9,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chargeonce_client::{
-    AttemptAnswer, CreateRefund, Error, FailureKind, IdempotencyKey, Money, Outcome, PayResult,
-    PaymentStatus, ProblemCode, RefundOutcome,
+    AttemptAnswer, Code, CreateRefund, Error, FailureKind, IdempotencyKey, Money, Outcome,
+    PayResult, PaymentStatus, ProblemCode, RefundOutcome,
 };
 use chargeonce_testkit::on_both_stores;
 use common::{Backend, Fault, FaultProxy, Served};
@@ -196,7 +196,7 @@ async fn store_down_503_ends_uncertain_when_the_budget_runs_out(backend: Backend
             &a.answer,
             AttemptAnswer::Http {
                 status: 503,
-                problem: Some(ProblemCode::StoreUnavailable),
+                problem: Some(Code::Known(ProblemCode::StoreUnavailable)),
                 ..
             } | AttemptAnswer::Failed {
                 kind: FailureKind::Timeout,

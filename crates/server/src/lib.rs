@@ -80,7 +80,7 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
         .layer(CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(Problem::new(
-                ProblemCode::Internal,
+                ProblemCode::InternalError,
                 "internal error",
             ))
         }))

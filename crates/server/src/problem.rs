@@ -4,221 +4,30 @@ use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// The media type of every error answer.
-pub const PROBLEM_JSON: &str = "application/problem+json";
+pub use chargeonce_wire::{PROBLEM_JSON, ProblemCode};
 
-/// Every error this API answers with. The `code` string is stable: clients may
-/// switch on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProblemCode {
-    /// 400: a state-changing request came without an `Idempotency-Key`.
-    MissingIdempotencyKey,
-    /// 400: the `Idempotency-Key` is not 1 to 255 visible ASCII characters.
-    InvalidIdempotencyKey,
-    /// 400: more than one `Idempotency-Key` header.
-    DuplicateIdempotencyKey,
-    /// 400: the body is not valid JSON.
-    MalformedJson,
-    /// 400: a required query parameter is missing.
-    MissingParameter,
-    /// 401: no valid HTTP Basic credentials of a shop.
-    Unauthorized,
-    /// 402: the acquirer declined the payment (a definite, replayed answer).
-    PaymentDeclined,
-    /// 404: no such resource for this shop.
-    NotFound,
-    /// 405: the path exists but not with this method.
-    MethodNotAllowed,
-    /// 409: another request with this key is still running; retry with the same key.
-    RequestInProgress,
-    /// 413: the body is larger than the limit.
-    PayloadTooLarge,
-    /// 415: the body is not `application/json`.
-    UnsupportedMediaType,
-    /// 422: this key was first used for a different request.
-    IdempotencyKeyReused,
-    /// 422: the JSON is well formed but not a valid request.
-    InvalidRequest,
-    /// 422: the amount is not a positive decimal string fitting its currency.
-    InvalidAmount,
-    /// 422: not a supported ISO 4217 currency.
-    UnsupportedCurrency,
-    /// 503: the database cannot be reached; the request may or may not have
-    /// been recorded. Retry with the same key (never executed twice).
-    StoreUnavailable,
-    /// 503: the acquirer cannot be reached; nothing was sent yet, but the
-    /// payment (or refund) stays pending and will be sent by the client's
-    /// retry with the same key or else by the completer.
-    AcquirerUnavailable,
-    /// 400: an acquirer webhook without a well-formed signature header.
-    MissingSignature,
-    /// 401: an acquirer webhook whose signature does not match its body.
-    InvalidSignature,
-    /// 401: an acquirer webhook signed too long ago (or in the future).
-    StaleSignature,
-    /// 503: acquirer webhooks are not configured (no secret): nothing was done.
-    WebhooksDisabled,
-    /// 422: the refund would take the payment's refunds over its amount.
-    RefundExceedsAmount,
-    /// 409: the payment has no definite outcome yet (pending); retry later.
-    PaymentNotYetRefundable,
-    /// 422: the payment was declined: nothing to refund.
-    PaymentNotRefundable,
-    /// 422: the refund's currency is not the payment's.
-    CurrencyMismatch,
-    /// 422: the acquirer definitively refused the refund (a stored, replayed answer).
-    RefundFailed,
-    /// 429: this shop sent more requests than its rate limit allows; nothing
-    /// was executed. Retry after `Retry-After`.
-    RateLimited,
-    /// 408: the request body did not arrive within the body deadline; nothing
-    /// was executed and the connection is closed.
-    BodyTimeout,
-    /// 503: the request took longer than the server's per-request limit.
-    /// A payment it started runs on; retry with the same key to get its answer.
-    RequestTimeout,
-    /// 503: the store's queue of new work is full; nothing was executed.
-    /// Retry with the same key after `Retry-After`.
-    StoreOverloaded,
-    /// 500: a bug. Nothing about it is shown to the client.
-    Internal,
-    /// 400: the request could not be read as HTTP by the server (a body that
-    /// broke off, a refusal of the HTTP stack without a more specific code).
-    BadRequest,
-    /// Any other status of the HTTP stack's own (not the API's) without a
-    /// code of its own: the status says what (see [`Problem::for_status`]).
-    HttpError,
+/// The axum status of a [`ProblemCode`] (the wire crate knows it as a `u16`).
+pub trait HttpStatus {
+    /// The status it is answered with ([`ProblemCode::status`]).
+    fn http_status(self) -> StatusCode;
 }
 
-impl ProblemCode {
-    /// The stable code string.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::MissingIdempotencyKey => "missing_idempotency_key",
-            Self::InvalidIdempotencyKey => "invalid_idempotency_key",
-            Self::DuplicateIdempotencyKey => "duplicate_idempotency_key",
-            Self::MalformedJson => "malformed_json",
-            Self::MissingParameter => "missing_parameter",
-            Self::Unauthorized => "unauthorized",
-            Self::PaymentDeclined => "payment_declined",
-            Self::NotFound => "not_found",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::RequestInProgress => "request_in_progress",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::UnsupportedMediaType => "unsupported_media_type",
-            Self::IdempotencyKeyReused => "idempotency_key_reused",
-            Self::InvalidRequest => "invalid_request",
-            Self::InvalidAmount => "invalid_amount",
-            Self::UnsupportedCurrency => "unsupported_currency",
-            Self::StoreUnavailable => "store_unavailable",
-            Self::AcquirerUnavailable => "acquirer_unavailable",
-            Self::MissingSignature => "missing_signature",
-            Self::InvalidSignature => "invalid_signature",
-            Self::StaleSignature => "stale_signature",
-            Self::WebhooksDisabled => "webhooks_disabled",
-            Self::RefundExceedsAmount => "refund_exceeds_amount",
-            Self::PaymentNotYetRefundable | Self::PaymentNotRefundable => "payment_not_refundable",
-            Self::CurrencyMismatch => "currency_mismatch",
-            Self::RefundFailed => "refund_failed",
-            Self::RateLimited => "rate_limited",
-            Self::BodyTimeout => "body_timeout",
-            Self::RequestTimeout => "request_timeout",
-            Self::StoreOverloaded => "store_overloaded",
-            Self::Internal => "internal_error",
-            Self::BadRequest => "bad_request",
-            Self::HttpError => "http_error",
-        }
-    }
-
-    /// The HTTP status it is answered with ([`Self::HttpError`] is answered
-    /// with the status it stands for; this is its default, 500).
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Self::MissingIdempotencyKey
-            | Self::InvalidIdempotencyKey
-            | Self::DuplicateIdempotencyKey
-            | Self::MalformedJson
-            | Self::MissingParameter
-            | Self::MissingSignature
-            | Self::BadRequest => StatusCode::BAD_REQUEST,
-            Self::InvalidSignature | Self::StaleSignature => StatusCode::UNAUTHORIZED,
-            Self::WebhooksDisabled => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::PaymentDeclined => StatusCode::PAYMENT_REQUIRED,
-            Self::NotFound => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::RequestInProgress => StatusCode::CONFLICT,
-            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::IdempotencyKeyReused
-            | Self::InvalidRequest
-            | Self::InvalidAmount
-            | Self::UnsupportedCurrency
-            | Self::RefundExceedsAmount
-            | Self::PaymentNotRefundable
-            | Self::CurrencyMismatch
-            | Self::RefundFailed => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::PaymentNotYetRefundable => StatusCode::CONFLICT,
-            Self::StoreUnavailable
-            | Self::AcquirerUnavailable
-            | Self::RequestTimeout
-            | Self::StoreOverloaded => StatusCode::SERVICE_UNAVAILABLE,
-            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Internal | Self::HttpError => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    /// A short human summary, the same for every occurrence.
-    pub fn title(&self) -> &'static str {
-        match self {
-            Self::MissingIdempotencyKey => "Idempotency-Key header is required",
-            Self::InvalidIdempotencyKey => "Idempotency-Key header is invalid",
-            Self::DuplicateIdempotencyKey => "Only one Idempotency-Key header is allowed",
-            Self::MalformedJson => "The body is not valid JSON",
-            Self::MissingParameter => "A required parameter is missing",
-            Self::Unauthorized => "Shop credentials are missing or wrong",
-            Self::PaymentDeclined => "The payment was declined",
-            Self::NotFound => "Not found",
-            Self::MethodNotAllowed => "Method not allowed",
-            Self::RequestInProgress => "A request with this key is still in progress",
-            Self::PayloadTooLarge => "The body is too large",
-            Self::UnsupportedMediaType => "The body must be application/json",
-            Self::IdempotencyKeyReused => "This Idempotency-Key was used for a different request",
-            Self::InvalidRequest => "The request is not valid",
-            Self::InvalidAmount => "The amount is not valid",
-            Self::UnsupportedCurrency => "The currency is not supported",
-            Self::StoreUnavailable => "The service cannot reach its database",
-            Self::AcquirerUnavailable => "The acquirer cannot be reached",
-            Self::MissingSignature => "The webhook signature header is missing or malformed",
-            Self::InvalidSignature => "The webhook signature does not match",
-            Self::StaleSignature => "The webhook signature is too old",
-            Self::WebhooksDisabled => "Acquirer webhooks are not configured",
-            Self::RefundExceedsAmount => "The refund exceeds what is left of the payment",
-            Self::PaymentNotYetRefundable => "The payment has no definite outcome yet",
-            Self::PaymentNotRefundable => "The payment cannot be refunded",
-            Self::CurrencyMismatch => "The currency is not the payment's",
-            Self::RefundFailed => "The acquirer refused the refund",
-            Self::RateLimited => "Too many requests for this shop",
-            Self::BodyTimeout => "The request body did not arrive in time",
-            Self::RequestTimeout => "The request took too long",
-            Self::StoreOverloaded => "The service is too busy to take new work",
-            Self::Internal => "Internal error",
-            Self::BadRequest => "The request could not be read",
-            Self::HttpError => "The request was refused",
-        }
+impl HttpStatus for ProblemCode {
+    fn http_status(self) -> StatusCode {
+        StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 }
 
-/// One problem answer.
+/// One problem answer: the wire document ([`chargeonce_wire::Problem`]) and
+/// the headers that go with it.
 #[derive(Debug, Clone)]
 pub struct Problem {
     code: ProblemCode,
     status: StatusCode,
-    detail: String,
-    extensions: Map<String, Value>,
+    // Boxed: a `Problem` is the error type of most handlers and extractors.
+    document: Box<chargeonce_wire::Problem>,
     retry_after: Option<Duration>,
 }
 
@@ -227,16 +36,15 @@ impl Problem {
     pub fn new(code: ProblemCode, detail: impl Into<String>) -> Self {
         Self {
             code,
-            status: code.status(),
-            detail: detail.into(),
-            extensions: Map::new(),
+            status: code.http_status(),
+            document: Box::new(chargeonce_wire::Problem::new(code, detail)),
             retry_after: None,
         }
     }
 
     /// Adds an extension member.
     pub fn with(mut self, name: &str, value: Value) -> Self {
-        self.extensions.insert(name.to_owned(), value);
+        self.document.extensions.insert(name.to_owned(), value);
         self
     }
 
@@ -261,12 +69,19 @@ impl Problem {
             StatusCode::PAYLOAD_TOO_LARGE => ProblemCode::PayloadTooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemCode::UnsupportedMediaType,
             StatusCode::UNPROCESSABLE_ENTITY => ProblemCode::InvalidRequest,
-            StatusCode::INTERNAL_SERVER_ERROR => ProblemCode::Internal,
+            StatusCode::INTERNAL_SERVER_ERROR => ProblemCode::InternalError,
             _ => ProblemCode::HttpError,
         };
-        let mut problem = Self::new(code, detail);
-        problem.status = status;
-        problem
+        Self {
+            code,
+            status,
+            document: Box::new(chargeonce_wire::Problem::with_status(
+                code,
+                status.as_u16(),
+                detail,
+            )),
+            retry_after: None,
+        }
     }
 
     /// The code.
@@ -281,24 +96,20 @@ impl Problem {
 
     /// The detail sentence.
     pub fn detail(&self) -> &str {
-        &self.detail
+        &self.document.detail
     }
 
-    /// The JSON body.
+    /// The document, as sent.
+    pub fn document(&self) -> &chargeonce_wire::Problem {
+        &self.document
+    }
+
+    /// The JSON body: the document with its members sorted by name (through
+    /// a `serde_json::Value`, as ever: stored answers are replayed as bytes).
     pub fn to_body(&self) -> Vec<u8> {
-        let mut body = Map::new();
-        body.insert(
-            "type".into(),
-            Value::from(format!("urn:chargeonce:problem:{}", self.code.as_str())),
-        );
-        body.insert("title".into(), Value::from(self.code.title()));
-        body.insert("status".into(), Value::from(self.status.as_u16()));
-        body.insert("detail".into(), Value::from(self.detail.clone()));
-        body.insert("code".into(), Value::from(self.code.as_str()));
-        for (name, value) in &self.extensions {
-            body.insert(name.clone(), value.clone());
-        }
-        serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
+        serde_json::to_value(&self.document)
+            .and_then(|value| serde_json::to_vec(&value))
+            .unwrap_or_default()
     }
 }
 

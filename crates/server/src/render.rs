@@ -1,62 +1,33 @@
-//! How payments look on the wire. The engine stores what [`HttpRender`]
-//! renders, and replays those bytes unchanged.
+//! How payments look on the wire: the core's domain types converted into
+//! the wire types of [`chargeonce_wire`]. The engine stores what
+//! [`HttpRender`] renders, and replays those bytes unchanged.
 
 use axum::http::StatusCode;
-use chargeonce_core::{Money, Payment, Refund, Render, Rendered, StoredResponse};
+use chargeonce_core::{
+    Money, Payment, PaymentStatus, Refund, RefundStatus, Render, Rendered, StoredResponse,
+};
+use chargeonce_wire as wire;
 use serde::Serialize;
+use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 
 use crate::problem::{PROBLEM_JSON, Problem, ProblemCode};
 
-/// A payment as the API shows it. Money is a decimal string with the
-/// currency's minor units; the payment method token is never shown.
-#[derive(Debug, Serialize)]
-pub struct PaymentView<'a> {
-    /// Our id (`pay_...`).
-    pub id: &'a str,
-    /// Always `payment`.
-    pub object: &'static str,
-    /// The owning shop.
-    pub shop_id: &'a str,
-    /// `pending`, `succeeded` or `declined`.
-    pub status: &'static str,
-    /// The amount.
-    pub amount: AmountView,
-    /// The shop's order reference.
-    pub reference: &'a str,
-    /// The acquirer's id of the charge, once known.
-    pub provider_payment_id: Option<&'a str>,
-    /// Why the acquirer declined, when it did.
-    pub decline_code: Option<&'a str>,
-    /// When it was created (RFC 3339, UTC, milliseconds).
-    pub created_at: String,
-    /// How much succeeded refunds gave back (`"0.00"` before any).
-    pub amount_refunded: AmountView,
-    /// `none`, `partially_refunded` or `refunded`. `status` stays
-    /// `succeeded` for a refunded payment: it says what the charge did.
-    pub refund_status: &'static str,
+/// An amount as the API shows it: a decimal string with exactly the
+/// currency's minor units.
+pub fn amount(money: Money) -> wire::Amount {
+    wire::Amount::new(money.to_decimal_string(), money.currency().code())
 }
 
-/// `{"value": "1500.00", "currency": "RUB"}`.
-#[derive(Debug, Serialize)]
-pub struct AmountView {
-    /// Decimal string with exactly the currency's minor units.
-    pub value: String,
-    /// ISO 4217 code.
-    pub currency: &'static str,
-}
-
-impl AmountView {
-    /// An amount in minor units of `like`'s currency.
-    pub fn minor(minor: i64, like: Money) -> Self {
-        let currency = like.currency();
-        Self {
-            value: Money::from_minor(minor, currency)
-                .map(|m| m.to_decimal_string())
-                .unwrap_or_else(|_| zero(like)),
-            currency: currency.code(),
-        }
-    }
+/// An amount in minor units of `like`'s currency.
+pub fn amount_minor(minor: i64, like: Money) -> wire::Amount {
+    let currency = like.currency();
+    wire::Amount::new(
+        Money::from_minor(minor, currency)
+            .map(|m| m.to_decimal_string())
+            .unwrap_or_else(|_| zero(like)),
+        currency.code(),
+    )
 }
 
 /// Zero with the currency's minor digits (`"0.00"` for RUB).
@@ -67,98 +38,65 @@ fn zero(like: Money) -> String {
     }
 }
 
-/// A refund as the API shows it.
-#[derive(Debug, Serialize)]
-pub struct RefundView<'a> {
-    /// Our id (`re_...`).
-    pub id: &'a str,
-    /// Always `refund`.
-    pub object: &'static str,
-    /// The refunded payment.
-    pub payment_id: &'a str,
-    /// The owning shop.
-    pub shop_id: &'a str,
-    /// `pending`, `succeeded` or `failed`.
-    pub status: &'static str,
-    /// The amount given back.
-    pub amount: AmountView,
-    /// The acquirer's id of the refund, once known.
-    pub provider_refund_id: Option<&'a str>,
-    /// Why the acquirer refused, when it did.
-    pub failure_code: Option<&'a str>,
-    /// When it was created (RFC 3339, UTC, milliseconds).
-    pub created_at: String,
+/// A payment as the API shows it; the payment method token is never shown.
+pub fn payment(payment: &Payment) -> wire::Payment {
+    wire::Payment {
+        id: payment.id.as_str().to_owned(),
+        object: wire::PaymentObject::Payment,
+        shop_id: payment.shop_id.as_str().to_owned(),
+        status: match payment.status {
+            PaymentStatus::Pending => wire::PaymentStatus::Pending,
+            PaymentStatus::Succeeded => wire::PaymentStatus::Succeeded,
+            PaymentStatus::Declined => wire::PaymentStatus::Declined,
+        },
+        amount: amount(payment.amount),
+        reference: payment.reference.as_str().to_owned(),
+        provider_payment_id: payment.provider_payment_id.clone(),
+        decline_code: payment.decline_code.clone(),
+        created_at: payment.created_at.format(&Rfc3339).unwrap_or_default(),
+        amount_refunded: amount_minor(payment.refunded_minor, payment.amount),
+        refund_status: match payment.refunded_minor {
+            0 => wire::PaymentRefundStatus::None,
+            n if n >= payment.amount.minor_units() => wire::PaymentRefundStatus::Refunded,
+            _ => wire::PaymentRefundStatus::PartiallyRefunded,
+        },
+    }
 }
 
-impl<'a> RefundView<'a> {
-    /// The view of one refund.
-    pub fn of(refund: &'a Refund) -> Self {
-        Self {
-            id: refund.id.as_str(),
-            object: "refund",
-            payment_id: refund.payment_id.as_str(),
-            shop_id: refund.shop_id.as_str(),
-            status: refund.status.as_str(),
-            amount: AmountView {
-                value: refund.amount.to_decimal_string(),
-                currency: refund.amount.currency().code(),
-            },
-            provider_refund_id: refund.provider_refund_id.as_deref(),
-            failure_code: refund.failure_code.as_deref(),
-            created_at: refund.created_at.format(&Rfc3339).unwrap_or_default(),
-        }
+/// A refund as the API shows it.
+pub fn refund(refund: &Refund) -> wire::Refund {
+    wire::Refund {
+        id: refund.id.as_str().to_owned(),
+        object: wire::RefundObject::Refund,
+        payment_id: refund.payment_id.as_str().to_owned(),
+        shop_id: refund.shop_id.as_str().to_owned(),
+        status: match refund.status {
+            RefundStatus::Pending => wire::RefundStatus::Pending,
+            RefundStatus::Succeeded => wire::RefundStatus::Succeeded,
+            RefundStatus::Failed => wire::RefundStatus::Failed,
+        },
+        amount: amount(refund.amount),
+        provider_refund_id: refund.provider_refund_id.clone(),
+        failure_code: refund.failure_code.clone(),
+        created_at: refund.created_at.format(&Rfc3339).unwrap_or_default(),
     }
+}
 
-    /// As a JSON value.
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
+/// As a JSON value, its members sorted by name: how resources embedded in
+/// problems and lists, and those of the `GET`s, have always been sent.
+pub fn to_value(resource: &impl Serialize) -> Value {
+    serde_json::to_value(resource).unwrap_or_default()
+}
 
-    /// As JSON bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
+/// As JSON bytes, its members in declaration order: the stored (and
+/// replayed) bodies of `POST`s and the 202s.
+pub fn to_bytes(resource: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(resource).unwrap_or_default()
 }
 
 /// The location of a refund resource.
 pub fn refund_location(refund: &Refund) -> String {
     format!("/v1/refunds/{}", refund.id)
-}
-
-impl<'a> PaymentView<'a> {
-    /// The view of one payment.
-    pub fn of(payment: &'a Payment) -> Self {
-        Self {
-            id: payment.id.as_str(),
-            object: "payment",
-            shop_id: payment.shop_id.as_str(),
-            status: payment.status.as_str(),
-            amount: AmountView {
-                value: payment.amount.to_decimal_string(),
-                currency: payment.amount.currency().code(),
-            },
-            reference: payment.reference.as_str(),
-            provider_payment_id: payment.provider_payment_id.as_deref(),
-            decline_code: payment.decline_code.as_deref(),
-            created_at: payment.created_at.format(&Rfc3339).unwrap_or_default(),
-            amount_refunded: AmountView::minor(payment.refunded_minor, payment.amount),
-            refund_status: match payment.refunded_minor {
-                0 => "none",
-                n if n >= payment.amount.minor_units() => "refunded",
-                _ => "partially_refunded",
-            },
-        }
-    }
-
-    /// As a JSON value (for embedding in problems and lists).
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
-
-    /// As JSON bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
 }
 
 /// The location of a payment resource.
@@ -178,7 +116,7 @@ impl HttpRender {
                 ("content-type".into(), "application/json".into()),
                 ("location".into(), payment_location(payment)),
             ],
-            body: PaymentView::of(payment).to_bytes(),
+            body: to_bytes(&self::payment(payment)),
         }
     }
 }
@@ -194,7 +132,7 @@ impl Render for HttpRender {
                     ("content-type".into(), "application/json".into()),
                     ("location".into(), refund_location(refund)),
                 ],
-                body: RefundView::of(refund).to_bytes(),
+                body: to_bytes(&self::refund(refund)),
             },
             Rendered::RefundFailed(refund) => {
                 let problem = Problem::new(
@@ -205,9 +143,9 @@ impl Render for HttpRender {
                     ),
                 )
                 .with("failure_code", refund.failure_code.clone().into())
-                .with("refund", RefundView::of(refund).to_value());
+                .with("refund", to_value(&self::refund(refund)));
                 StoredResponse {
-                    status: ProblemCode::RefundFailed.status().as_u16(),
+                    status: ProblemCode::RefundFailed.status(),
                     headers: vec![
                         ("content-type".into(), PROBLEM_JSON.into()),
                         ("location".into(), refund_location(refund)),
@@ -224,7 +162,7 @@ impl Render for HttpRender {
                     ),
                 )
                 .with("decline_code", payment.decline_code.clone().into())
-                .with("payment", PaymentView::of(payment).to_value());
+                .with("payment", to_value(&self::payment(payment)));
                 StoredResponse {
                     status: StatusCode::PAYMENT_REQUIRED.as_u16(),
                     headers: vec![

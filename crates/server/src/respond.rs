@@ -7,7 +7,7 @@ use chargeonce_core::{
 };
 
 use crate::problem::{Problem, ProblemCode, retry_after_value};
-use crate::render::{PaymentView, RefundView, payment_location, refund_location};
+use crate::render::{self, payment_location, refund_location};
 
 /// Marks an answer that is a stored first response, replayed.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -24,7 +24,7 @@ pub fn outcome_response(outcome: Outcome) -> Response {
             let mut response = (
                 StatusCode::ACCEPTED,
                 [(header::CONTENT_TYPE, "application/json")],
-                PaymentView::of(&payment).to_bytes(),
+                render::to_bytes(&render::payment(&payment)),
             )
                 .into_response();
             let headers = response.headers_mut();
@@ -50,7 +50,7 @@ pub fn outcome_response(outcome: Outcome) -> Response {
             payment,
             retry_after,
         } => Problem::new(ProblemCode::AcquirerUnavailable, NOT_SENT_YET)
-            .with("payment", PaymentView::of(&payment).to_value())
+            .with("payment", render::to_value(&render::payment(&payment)))
             .with("will_be_sent", true.into())
             .retry_after(retry_after)
             .into_response(),
@@ -62,7 +62,7 @@ pub fn outcome_response(outcome: Outcome) -> Response {
             refund,
             retry_after,
         } => Problem::new(ProblemCode::AcquirerUnavailable, REFUND_NOT_SENT_YET)
-            .with("refund", RefundView::of(&refund).to_value())
+            .with("refund", render::to_value(&render::refund(&refund)))
             .with("will_be_sent", true.into())
             .retry_after(retry_after)
             .into_response(),
@@ -90,7 +90,7 @@ fn refund_pending(refund: &Refund, retry_after: std::time::Duration) -> Response
     let mut response = (
         StatusCode::ACCEPTED,
         [(header::CONTENT_TYPE, "application/json")],
-        RefundView::of(refund).to_bytes(),
+        render::to_bytes(&render::refund(refund)),
     )
         .into_response();
     let headers = response.headers_mut();
@@ -176,7 +176,7 @@ pub fn store_problem(error: StoreError) -> Problem {
         }
         other => {
             tracing::error!(error = %other, "store error");
-            Problem::new(ProblemCode::Internal, "internal error")
+            Problem::new(ProblemCode::InternalError, "internal error")
         }
     }
 }

@@ -534,7 +534,7 @@ async fn payments_can_be_read_back(backend: Backend) {
     let list = send(s.get("/v1/payments?reference=order-1")).await;
     assert_eq!(
         list.json(),
-        json!({"object": "list", "data": [created.json()]})
+        json!({"object": "list", "data": [created.json()], "has_more": false})
     );
     send(s.get("/v1/payments/pay_00000000000000000000000000000000"))
         .await

@@ -24,7 +24,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
                 if status.is_server_error() {
                     // A route without its parameter: a bug of ours.
                     tracing::error!(error = %rejection.body_text(), "path parameter missing");
-                    return Err(Problem::new(ProblemCode::Internal, "internal error"));
+                    return Err(Problem::new(ProblemCode::InternalError, "internal error"));
                 }
                 Err(Problem::new(
                     ProblemCode::NotFound,

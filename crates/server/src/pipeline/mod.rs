@@ -78,7 +78,7 @@ impl Operation {
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "{what} task failed");
-                Problem::new(ProblemCode::Internal, "internal error")
+                Problem::new(ProblemCode::InternalError, "internal error")
             })?
             .map_err(engine_problem)
     }

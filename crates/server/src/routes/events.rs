@@ -4,15 +4,19 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use chargeonce_core::events::{Event, EventId, EventQuery, EventType};
+use chargeonce_core::events::{
+    DeliveryState, Event, EventId, EventQuery, EventType, PARKED_UNTIL_MS,
+};
+use chargeonce_wire as wire;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, PathId, StrictQuery};
 use crate::problem::{Problem, ProblemCode};
+use crate::render;
 use crate::respond::store_problem;
 
 /// Events per page unless `limit` says otherwise.
@@ -29,42 +33,51 @@ fn invalid(detail: impl Into<String>) -> Problem {
 }
 
 /// Unix milliseconds as RFC 3339.
-fn timestamp(ms: i64) -> Value {
+fn timestamp(ms: i64) -> Option<String> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
-        .map_or(Value::Null, Value::from)
 }
 
 /// An event as the API shows it: its id, type, the payload's `data` exactly
 /// as delivered, and the delivery log.
-pub fn event_view(event: &Event) -> Value {
+pub fn event_view(event: &Event) -> wire::Event {
     let payload: Value = serde_json::from_slice(&event.payload).unwrap_or(Value::Null);
     let delivery = &event.delivery;
-    let pending = delivery.state() == chargeonce_core::events::DeliveryState::Pending;
-    json!({
-        "id": event.id.as_str(),
-        "object": "event",
-        "type": event.event_type.as_str(),
-        "created_at": timestamp(event.created_at_ms),
-        "payment_id": event.payment_id.as_str(),
-        "refund_id": event.refund_id.as_ref().map(|id| id.as_str()),
-        "data": payload.get("data").cloned().unwrap_or(Value::Null),
-        "delivery": {
-            "state": delivery.state().as_str(),
-            "attempts": delivery.attempts,
+    let state = delivery.state();
+    let pending = state == DeliveryState::Pending;
+    wire::Event {
+        created_at: timestamp(event.created_at_ms).unwrap_or_default(),
+        data: payload.get("data").cloned().unwrap_or(Value::Null),
+        delivery: wire::EventDelivery {
+            attempts: delivery.attempts,
+            delivered_at: delivery.delivered_at_ms.and_then(timestamp),
+            gave_up_at: delivery.gave_up_at_ms.and_then(timestamp),
+            last_error: delivery.last_error.clone(),
+            last_status: delivery.last_status,
             // Null when delivered, given up, or parked until the shop has a webhook URL.
-            "next_attempt_at": if pending && delivery.next_attempt_at_ms < chargeonce_core::events::PARKED_UNTIL_MS {
+            next_attempt_at: if pending && delivery.next_attempt_at_ms < PARKED_UNTIL_MS {
                 timestamp(delivery.next_attempt_at_ms)
             } else {
-                Value::Null
+                None
             },
-            "delivered_at": delivery.delivered_at_ms.map_or(Value::Null, timestamp),
-            "gave_up_at": delivery.gave_up_at_ms.map_or(Value::Null, timestamp),
-            "last_status": delivery.last_status,
-            "last_error": delivery.last_error,
+            state: match state {
+                DeliveryState::Pending => wire::DeliveryState::Pending,
+                DeliveryState::Delivered => wire::DeliveryState::Delivered,
+                DeliveryState::GaveUp => wire::DeliveryState::GaveUp,
+            },
         },
-    })
+        id: event.id.as_str().to_owned(),
+        object: wire::EventObject::Event,
+        payment_id: event.payment_id.as_str().to_owned(),
+        refund_id: event.refund_id.as_ref().map(|id| id.as_str().to_owned()),
+        event_type: match event.event_type {
+            EventType::PaymentSucceeded => wire::EventType::PaymentSucceeded,
+            EventType::PaymentDeclined => wire::EventType::PaymentDeclined,
+            EventType::RefundSucceeded => wire::EventType::RefundSucceeded,
+            EventType::RefundFailed => wire::EventType::RefundFailed,
+        },
+    }
 }
 
 /// The query of `GET /v1/events`.
@@ -116,8 +129,8 @@ pub async fn list(
         .map_err(store_problem)?;
     let has_more = events.len() > limit as usize;
     events.truncate(limit as usize);
-    let data: Vec<Value> = events.iter().map(event_view).collect();
-    Ok(Json(json!({"object": "list", "data": data, "has_more": has_more})).into_response())
+    let list = wire::List::page(events.iter().map(event_view).collect(), has_more);
+    Ok(Json(render::to_value(&list)).into_response())
 }
 
 /// One event of the authenticated shop, with its delivery log.
@@ -133,7 +146,7 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok(Json(event_view(&event)).into_response())
+    Ok(Json(render::to_value(&event_view(&event))).into_response())
 }
 
 /// Makes an event due again now (a delivered or given-up one too): the relay
@@ -154,5 +167,9 @@ pub async fn resend(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok((axum::http::StatusCode::ACCEPTED, Json(event_view(&event))).into_response())
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(render::to_value(&event_view(&event))),
+    )
+        .into_response())
 }

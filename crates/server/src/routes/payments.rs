@@ -5,38 +5,24 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{CardToken, PaymentId, PaymentRequest, Reference};
+use chargeonce_wire::CreatePayment;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::amount::AmountBody;
+use super::amount;
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId, StrictQuery};
 use crate::pipeline::{self, Operation};
 use crate::problem::{Problem, ProblemCode};
-use crate::render::PaymentView;
+use crate::render;
 use crate::respond::store_problem;
-
-/// The body of `POST /v1/payments`, as in the seed.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PaymentBody {
-    amount: AmountBody,
-    reference: String,
-    payment_method: PaymentMethodBody,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PaymentMethodBody {
-    token: String,
-}
 
 /// Validates a payment body into a domain request; every failure is a 422
 /// problem naming the field.
 fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
-    let parsed = PaymentBody::deserialize(body)
+    let parsed = CreatePayment::deserialize(body)
         .map_err(|e| Problem::new(ProblemCode::InvalidRequest, e.to_string()))?;
-    let amount = parsed.amount.money()?;
+    let amount = amount::money(&parsed.amount)?;
     let reference = Reference::new(parsed.reference).map_err(|e| {
         Problem::new(ProblemCode::InvalidRequest, e.to_string()).with("field", "reference".into())
     })?;
@@ -84,7 +70,7 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok(Json(PaymentView::of(&payment).to_value()).into_response())
+    Ok(Json(render::to_value(&render::payment(&payment))).into_response())
 }
 
 /// The query of `GET /v1/payments`: `reference`, nothing else.
@@ -114,9 +100,7 @@ pub async fn list(
         .payments_by_reference(&shop_id, &reference)
         .await
         .map_err(store_problem)?;
-    let data: Vec<Value> = payments
-        .iter()
-        .map(|p| PaymentView::of(p).to_value())
-        .collect();
-    Ok(Json(json!({"object": "list", "data": data})).into_response())
+    // Everything the order has: no further page.
+    let list = chargeonce_wire::List::all(payments.iter().map(render::payment).collect());
+    Ok(Json(render::to_value(&list)).into_response())
 }

@@ -5,30 +5,24 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{Money, PaymentId, RefundId};
+use chargeonce_wire::CreateRefund;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::amount::AmountBody;
+use super::amount;
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId};
 use crate::pipeline::{self, Operation};
 use crate::problem::{Problem, ProblemCode};
-use crate::render::RefundView;
+use crate::render;
 use crate::respond::store_problem;
 
-/// The body of a refund: `{}` (the rest of the payment) or
-/// `{"amount": {"value": "500.00", "currency": "RUB"}}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RefundBody {
-    amount: Option<AmountBody>,
-}
-
-/// Validates a refund body; every failure is a 422 problem.
+/// Validates a refund body ([`CreateRefund`]: `{}` for the rest of the
+/// payment, or an amount); every failure is a 422 problem.
 fn refund_amount(body: &Value) -> Result<Option<Money>, Problem> {
-    let parsed = RefundBody::deserialize(body)
+    let parsed = CreateRefund::deserialize(body)
         .map_err(|e| Problem::new(ProblemCode::InvalidRequest, e.to_string()))?;
-    parsed.amount.as_ref().map(AmountBody::money).transpose()
+    parsed.amount.as_ref().map(amount::money).transpose()
 }
 
 fn payment_not_found() -> Problem {
@@ -72,5 +66,5 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(refund_not_found)?;
-    Ok(Json(RefundView::of(&refund).to_value()).into_response())
+    Ok(Json(render::to_value(&render::refund(&refund))).into_response())
 }

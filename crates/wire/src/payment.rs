@@ -1,0 +1,100 @@
+//! A payment as the API shows it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Amount;
+
+/// Always `payment`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum PaymentObject {
+    /// `payment`.
+    #[default]
+    Payment,
+}
+
+/// What the charge did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum PaymentStatus {
+    /// No definite outcome yet: the acquirer has not answered (or was not
+    /// reached). It will be settled; ask again with the same key.
+    Pending,
+    /// The acquirer charged it.
+    Succeeded,
+    /// The acquirer declined it (`decline_code` says why).
+    Declined,
+}
+
+/// How much of a payment refunds gave back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum PaymentRefundStatus {
+    /// Nothing refunded.
+    None,
+    /// Part of the amount refunded.
+    PartiallyRefunded,
+    /// All of the amount refunded.
+    Refunded,
+}
+
+/// A payment. Money is a decimal string with the currency's minor units; the
+/// payment method token is never shown.
+///
+/// The fields are declared in the order the server sends them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(example = json!({
+        "id": "pay_01a2297968b375bcb36eb8e661248216",
+        "object": "payment",
+        "shop_id": "demo",
+        "status": "succeeded",
+        "amount": {"value": "1500.00", "currency": "RUB"},
+        "reference": "order-123",
+        "provider_payment_id": "ch_01a2297968b7769e806e9688e92895b9",
+        "decline_code": null,
+        "created_at": "2026-11-29T22:42:32.243Z",
+        "amount_refunded": {"value": "0.00", "currency": "RUB"},
+        "refund_status": "none"
+    }))
+)]
+pub struct Payment {
+    /// Its id (`pay_...`).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "pay_01a2297968b375bcb36eb8e661248216")
+    )]
+    pub id: String,
+    /// Always `payment`.
+    pub object: PaymentObject,
+    /// The owning shop.
+    #[cfg_attr(feature = "openapi", schema(example = "demo"))]
+    pub shop_id: String,
+    /// What the charge did.
+    pub status: PaymentStatus,
+    /// How much.
+    pub amount: Amount,
+    /// The shop's order reference. One order gets at most one successful payment.
+    #[cfg_attr(feature = "openapi", schema(example = "order-123"))]
+    pub reference: String,
+    /// The acquirer's id of the charge, once known.
+    pub provider_payment_id: Option<String>,
+    /// Why the acquirer declined, when it did.
+    pub decline_code: Option<String>,
+    /// When it was created (RFC 3339, UTC, milliseconds).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = DateTime, example = "2026-11-29T22:42:32.243Z")
+    )]
+    pub created_at: String,
+    /// How much succeeded refunds gave back (`"0.00"` before any).
+    pub amount_refunded: Amount,
+    /// How much was refunded. `status` stays `succeeded` for a refunded
+    /// payment: it says what the charge did.
+    pub refund_status: PaymentRefundStatus,
+}

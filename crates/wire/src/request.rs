@@ -1,0 +1,57 @@
+//! The request bodies: `POST /v1/payments` and `POST /v1/payments/{id}/refunds`.
+//!
+//! Unknown members are refused (`422 invalid_request`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::Amount;
+
+/// How the payment is paid: the acquirer's token of a payment method.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({"token": "tok_ok"})))]
+pub struct PaymentMethod {
+    /// The acquirer's payment method token (the simulator's: `tok_ok`,
+    /// `tok_declined`, `tok_timeout`, `tok_slow`, ...). Never shown back.
+    #[cfg_attr(feature = "openapi", schema(example = "tok_ok"))]
+    pub token: String,
+}
+
+/// The body of `POST /v1/payments`: how much, for which order, with which
+/// payment method. Sent with an `Idempotency-Key` derived from the order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(example = json!({
+        "amount": {"value": "1500.00", "currency": "RUB"},
+        "reference": "order-123",
+        "payment_method": {"token": "tok_ok"}
+    }))
+)]
+pub struct CreatePayment {
+    /// How much: a positive amount with exactly the currency's minor units.
+    pub amount: Amount,
+    /// The shop's order. One order gets at most one successful payment.
+    #[cfg_attr(feature = "openapi", schema(example = "order-123"))]
+    pub reference: String,
+    /// The payment method.
+    pub payment_method: PaymentMethod,
+}
+
+/// The body of `POST /v1/payments/{id}/refunds`: `{}` refunds what is left
+/// of the payment, an amount refunds that much of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(example = json!({"amount": {"value": "500.00", "currency": "RUB"}}))
+)]
+pub struct CreateRefund {
+    /// How much, in the payment's currency; absent: what is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<Amount>,
+}
