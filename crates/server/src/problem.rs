@@ -48,6 +48,13 @@ impl Problem {
         self
     }
 
+    /// Sets the `request_id` member: the id of the request this problem
+    /// answers (never set on a stored answer, which is replayed as bytes).
+    pub fn with_request_id(mut self, id: impl Into<String>) -> Self {
+        self.document.request_id = Some(id.into());
+        self
+    }
+
     /// Adds a `Retry-After` header (whole seconds, at least 1).
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);

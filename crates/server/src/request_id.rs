@@ -116,10 +116,7 @@ pub fn current() -> Option<RequestId> {
 /// outside a request.
 pub(crate) fn problem_body(problem: &Problem) -> Vec<u8> {
     match current() {
-        Some(id) => problem
-            .clone()
-            .with(PROBLEM_MEMBER, id.as_str().into())
-            .to_body(),
+        Some(id) => problem.clone().with_request_id(id.as_str()).to_body(),
         None => problem.to_body(),
     }
 }
@@ -218,7 +215,7 @@ mod tests {
                 }),
             )
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
-                Problem::new(crate::problem::ProblemCode::Internal, "internal error")
+                Problem::new(crate::problem::ProblemCode::InternalError, "internal error")
                     .into_response()
             }))
             .layer(axum::middleware::from_fn(middleware));
