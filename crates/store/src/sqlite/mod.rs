@@ -65,6 +65,8 @@ pub(crate) use now_ms;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     db: Database,
+    /// This instance's name, written as the holder of the leases it takes.
+    instance: std::sync::Arc<str>,
 }
 
 impl SqliteStore {
@@ -96,7 +98,10 @@ impl SqliteStore {
         )
         .await
         .map_err(StoreError::unavailable)?;
-        Ok(Self { db })
+        Ok(Self {
+            db,
+            instance: config.instance.as_str().into(),
+        })
     }
 
     /// Closes every connection; later calls fail as `Unavailable`.
