@@ -149,7 +149,9 @@ pub struct Refund {
     pub failure_code: Option<String>,
 }
 
-/// `GET /v1/payments?reference=`: an order's payments, oldest first.
+/// `GET /v1/payments?reference=`: an order's payments (newest first on the
+/// wire; [`Client::payments_for`](crate::Client::payments_for) turns them
+/// around).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PaymentList {
     /// The payments.

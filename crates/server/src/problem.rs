@@ -23,6 +23,10 @@ pub enum ProblemCode {
     MalformedJson,
     /// 400: a required query parameter is missing.
     MissingParameter,
+    /// 400: a list's query parameter is unknown, repeated or not valid.
+    InvalidParameter,
+    /// 400: a list's cursor is not one of the listed objects of this shop.
+    InvalidCursor,
     /// 401: no valid HTTP Basic credentials of a shop.
     Unauthorized,
     /// 402: the acquirer declined the payment (a definite, replayed answer).
@@ -101,6 +105,8 @@ impl ProblemCode {
             Self::DuplicateIdempotencyKey => "duplicate_idempotency_key",
             Self::MalformedJson => "malformed_json",
             Self::MissingParameter => "missing_parameter",
+            Self::InvalidParameter => "invalid_parameter",
+            Self::InvalidCursor => "invalid_cursor",
             Self::Unauthorized => "unauthorized",
             Self::PaymentDeclined => "payment_declined",
             Self::NotFound => "not_found",
@@ -141,6 +147,8 @@ impl ProblemCode {
             | Self::DuplicateIdempotencyKey
             | Self::MalformedJson
             | Self::MissingParameter
+            | Self::InvalidParameter
+            | Self::InvalidCursor
             | Self::MissingSignature
             | Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::InvalidSignature | Self::StaleSignature => StatusCode::UNAUTHORIZED,
@@ -179,6 +187,8 @@ impl ProblemCode {
             Self::DuplicateIdempotencyKey => "Only one Idempotency-Key header is allowed",
             Self::MalformedJson => "The body is not valid JSON",
             Self::MissingParameter => "A required parameter is missing",
+            Self::InvalidParameter => "A query parameter is not valid",
+            Self::InvalidCursor => "The cursor is not one of the listed objects",
             Self::Unauthorized => "Shop credentials are missing or wrong",
             Self::PaymentDeclined => "The payment was declined",
             Self::NotFound => "Not found",
