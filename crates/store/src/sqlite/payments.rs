@@ -161,6 +161,24 @@ macro_rules! payment_list {
     };
 }
 
+/// The statements of a payment list: the newest page, the page after a
+/// cursor (`?7`, `?8`: its `created_at` and id), the page before it (read
+/// oldest first). Each is a range of `payments_by_shop_newest`.
+pub(super) const PAYMENT_LISTS: [&str; 3] = [
+    concat!(
+        payment_list!(),
+        " ORDER BY created_at DESC, id DESC LIMIT ?6"
+    ),
+    concat!(
+        payment_list!(),
+        " AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
+    ),
+    concat!(
+        payment_list!(),
+        " AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
+    ),
+];
+
 /// One page of a shop's payments, newest first by `(created_at, id)`.
 pub(super) async fn list_payments(
     store: &SqliteStore,
@@ -172,28 +190,9 @@ pub(super) async fn list_payments(
     store
         .read(move |conn| {
             let (sql, cursor) = match &page.cursor {
-                Cursor::Newest => (
-                    concat!(
-                        payment_list!(),
-                        " ORDER BY created_at DESC, id DESC LIMIT ?6"
-                    ),
-                    None,
-                ),
-                Cursor::After(id) => (
-                    concat!(
-                        payment_list!(),
-                        " AND (created_at, id) < (?7, ?8) \
-                         ORDER BY created_at DESC, id DESC LIMIT ?6"
-                    ),
-                    Some(payment_cursor(conn, &shop_id, id)?),
-                ),
-                Cursor::Before(id) => (
-                    concat!(
-                        payment_list!(),
-                        " AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
-                    ),
-                    Some(payment_cursor(conn, &shop_id, id)?),
-                ),
+                Cursor::Newest => (PAYMENT_LISTS[0], None),
+                Cursor::After(id) => (PAYMENT_LISTS[1], Some(payment_cursor(conn, &shop_id, id)?)),
+                Cursor::Before(id) => (PAYMENT_LISTS[2], Some(payment_cursor(conn, &shop_id, id)?)),
             };
             let (status, reference) = (
                 filter.status.map(|s| s.as_str()),

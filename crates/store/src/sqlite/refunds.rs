@@ -230,6 +230,24 @@ macro_rules! refund_list {
     };
 }
 
+/// The statements of a refund list: the newest page, the page after a
+/// cursor (`?4`, `?5`: its `created_at` and id), the page before it (read
+/// oldest first). Each is a range of `refunds_by_shop_newest`.
+pub(super) const REFUND_LISTS: [&str; 3] = [
+    concat!(
+        refund_list!(),
+        " ORDER BY created_at DESC, id DESC LIMIT ?3"
+    ),
+    concat!(
+        refund_list!(),
+        " AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
+    ),
+    concat!(
+        refund_list!(),
+        " AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
+    ),
+];
+
 /// One page of a shop's refunds (of one payment), newest first by
 /// `(created_at, id)`.
 pub(super) async fn list_refunds(
@@ -243,26 +261,13 @@ pub(super) async fn list_refunds(
         .read(move |conn| {
             let payment_id = payment_id.as_ref();
             let (sql, cursor) = match &page.cursor {
-                Cursor::Newest => (
-                    concat!(
-                        refund_list!(),
-                        " ORDER BY created_at DESC, id DESC LIMIT ?3"
-                    ),
-                    None,
-                ),
+                Cursor::Newest => (REFUND_LISTS[0], None),
                 Cursor::After(id) => (
-                    concat!(
-                        refund_list!(),
-                        " AND (created_at, id) < (?4, ?5) \
-                         ORDER BY created_at DESC, id DESC LIMIT ?3"
-                    ),
+                    REFUND_LISTS[1],
                     Some(refund_cursor(conn, &shop_id, payment_id, id)?),
                 ),
                 Cursor::Before(id) => (
-                    concat!(
-                        refund_list!(),
-                        " AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
-                    ),
+                    REFUND_LISTS[2],
                     Some(refund_cursor(conn, &shop_id, payment_id, id)?),
                 ),
             };
