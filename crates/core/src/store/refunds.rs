@@ -15,7 +15,7 @@ use crate::{NewRefund, PaymentId, Refund, RefundId, RefundRefusal, RefundSettlem
 pub enum RefundClaim {
     /// The key was new (or expired and finished): the key row, the refund row
     /// and the reservation are committed, and this caller holds the lease
-    /// (recovery point [`RecoveryPoint::RefundCreated`]).
+    /// (recovery point [`RecoveryPoint::RefundCreated`](super::RecoveryPoint::RefundCreated)).
     Acquired(Acquired),
     /// The key exists; nothing was written. Checked before any rule about the
     /// payment, so the retry of a refund that used up the payment still gets
