@@ -18,6 +18,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 mod acquirer;
 mod args;
 mod demo;
+mod lists;
 mod pay;
 mod reconcile;
 mod serve;
@@ -42,6 +43,10 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process: the size of the serve arguments does not matter"
+)]
 enum Command {
     /// Serve the payment API (the default).
     Serve(serve::ServeArgs),
@@ -59,6 +64,16 @@ enum Command {
     Payment {
         #[command(subcommand)]
         command: pay::PaymentCommand,
+    },
+    /// List the shop's payments (one page, as JSON).
+    Payments {
+        #[command(subcommand)]
+        command: lists::PaymentsCommand,
+    },
+    /// Look up the shop's idempotency keys (as JSON).
+    Keys {
+        #[command(subcommand)]
+        command: lists::KeysCommand,
     },
     /// Play the seed's incident (double click, lost answer, changed amount,
     /// expired key) against an embedded service, and show the bank's ledger.
@@ -99,7 +114,14 @@ async fn main() -> anyhow::Result<()> {
     // The client commands print their own story; the service's logs would drown it.
     let client_side = matches!(
         cli.command,
-        Some(Command::Pay(_) | Command::Payment { .. } | Command::Demo | Command::Chaos(_))
+        Some(
+            Command::Pay(_)
+                | Command::Payment { .. }
+                | Command::Payments { .. }
+                | Command::Keys { .. }
+                | Command::Demo
+                | Command::Chaos(_)
+        )
     );
     let format = match &cli.command {
         None => cli.serve.log_format(),
@@ -117,6 +139,8 @@ async fn main() -> anyhow::Result<()> {
             .map_err(Into::into),
         Some(Command::Pay(args)) => pay::pay(args).await,
         Some(Command::Payment { command }) => pay::payment(command).await,
+        Some(Command::Payments { command }) => lists::payments(command).await,
+        Some(Command::Keys { command }) => lists::keys(command).await,
         Some(Command::Demo) => demo::run().await,
         Some(Command::Acquirer(args)) => acquirer::run(args).await,
         Some(Command::Chaos(args)) => {

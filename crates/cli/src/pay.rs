@@ -38,7 +38,8 @@ pub struct ConnectArgs {
 }
 
 impl ConnectArgs {
-    fn client(&self) -> anyhow::Result<Client> {
+    /// A client with these settings.
+    pub fn client(&self) -> anyhow::Result<Client> {
         Ok(Client::builder(&self.url, &self.shop, self.secret.expose())
             .retry_policy(RetryPolicy::default().budget(self.budget))
             .build()?)

@@ -1,4 +1,5 @@
-//! `chargeonce pay`, `chargeonce payment get` and `chargeonce demo`: the
+//! `chargeonce pay`, `chargeonce payment get`, `chargeonce payments list`,
+//! `chargeonce keys get` and `chargeonce demo`: the
 //! client crate from the command line, against a real server process.
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -137,6 +138,58 @@ async fn pay_and_payment_get_from_the_command_line() {
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).contains(&format!("{id} succeeded 1500.00 RUB, order order-cli-1")));
     assert!(stdout(&out).contains("attempts: 1"));
+
+    // payments list and keys get: JSON.
+    let out = chargeonce(&[
+        "payments",
+        "list",
+        "--reference",
+        "order-cli-1",
+        "--limit",
+        "5",
+        "--url",
+        base,
+        "--shop",
+        SHOP,
+        "--secret",
+        SECRET,
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(list["object"], "list");
+    assert_eq!(list["has_more"], false);
+    assert_eq!(list["data"][0]["id"], id.as_str());
+    let out = chargeonce(&[
+        "keys",
+        "get",
+        "order-cli-1-pay",
+        "--url",
+        base,
+        "--shop",
+        SHOP,
+        "--secret",
+        SECRET,
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let key: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(key["object"], "idempotency_key");
+    assert_eq!(key["state"], "finished");
+    assert_eq!(key["payment_id"], id.as_str());
+    let out = chargeonce(&[
+        "keys",
+        "get",
+        "no-such-key",
+        "--url",
+        base,
+        "--shop",
+        SHOP,
+        "--secret",
+        SECRET,
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(1));
 
     let ledger = common::ledger(&common::client(), base).await;
     assert_eq!(common::charges_for(&ledger, "order-cli-1").len(), 1);

@@ -60,6 +60,7 @@
 
 mod client;
 mod error;
+mod lists;
 mod model;
 mod outcome;
 mod problem;
@@ -70,6 +71,10 @@ pub use client::{
     Client, ClientBuilder, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, PREFER, PREFERENCE_APPLIED,
 };
 pub use error::Error;
+pub use lists::{
+    IdempotencyKeyInfo, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState, ListParams, Page,
+    PaymentListParams,
+};
 pub use model::{
     CreatePayment, CreateRefund, Ledger, LedgerCharge, LedgerTotal, Payment, PaymentList, Refund,
 };

@@ -185,8 +185,9 @@ impl TryFrom<wire::Refund> for Refund {
     }
 }
 
-/// `GET /v1/payments?reference=`: an order's payments, oldest first (read
-/// from a [`wire::List`]).
+/// `GET /v1/payments?reference=`: an order's payments (newest first on the
+/// wire; [`Client::payments_for`](crate::Client::payments_for) turns them
+/// around).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "wire::List<Payment>")]
 pub struct PaymentList {

@@ -61,7 +61,8 @@ pub use payment::{
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, BoxError, Claim, ClaimRequest, EventRecorded, FinishOutcome, Health, InboundEvent,
-    KeyRecord, KeyTiming, Keys, Lease, LeaseToken, Outbox, Payments, Reconciliation, RecoveryPoint,
+    Acquired, BoxError, Claim, ClaimRequest, Cursor, EventRecorded, FinishOutcome, Health,
+    InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys, Lease, LeaseToken, MAX_PAGE_LIMIT,
+    Outbox, Page, PageLimit, PageRequest, PaymentFilter, Payments, Reconciliation, RecoveryPoint,
     RefundClaim, Refunds, SettleOutcome, Shops, StalledKey, Store, StoreError, StoredResponse,
 };

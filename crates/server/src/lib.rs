@@ -57,8 +57,13 @@ pub fn router(state: AppState) -> Router {
             get(routes::payments::list).post(routes::payments::create),
         )
         .route("/v1/payments/{id}", get(routes::payments::get))
-        .route("/v1/payments/{id}/refunds", post(routes::refunds::create))
+        .route(
+            "/v1/payments/{id}/refunds",
+            get(routes::refunds::of_payment).post(routes::refunds::create),
+        )
+        .route("/v1/refunds", get(routes::refunds::list))
         .route("/v1/refunds/{id}", get(routes::refunds::get))
+        .route("/v1/idempotency-keys/{key}", get(routes::keys::get))
         .route("/v1/events", get(routes::events::list))
         .route("/v1/events/{id}", get(routes::events::get))
         .route("/v1/events/{id}/resend", post(routes::events::resend))

@@ -4,11 +4,13 @@
 
 use axum::http::StatusCode;
 use chargeonce_core::{
-    Money, Payment, PaymentStatus, Refund, RefundStatus, Render, Rendered, StoredResponse,
+    KeyInfo, Money, Payment, PaymentStatus, RecoveryPoint, Refund, RefundStatus, Render, Rendered,
+    StoredResponse,
 };
 use chargeonce_wire as wire;
 use serde::Serialize;
 use serde_json::Value;
+use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::problem::{PROBLEM_JSON, Problem, ProblemCode};
@@ -79,6 +81,49 @@ pub fn refund(refund: &Refund) -> wire::Refund {
         provider_refund_id: refund.provider_refund_id.clone(),
         failure_code: refund.failure_code.clone(),
         created_at: refund.created_at.format(&Rfc3339).unwrap_or_default(),
+    }
+}
+
+/// A time as RFC 3339 (UTC, as the store keeps it).
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_default()
+}
+
+/// An idempotency key as `GET /v1/idempotency-keys/{key}` shows it: never
+/// the lease's token, only its holder and deadline.
+pub fn key(info: &KeyInfo) -> wire::IdempotencyKey {
+    let finished = info.recovery_point == RecoveryPoint::Finished;
+    wire::IdempotencyKey {
+        object: wire::IdempotencyKeyObject::IdempotencyKey,
+        key: info.key.as_str().to_owned(),
+        state: if finished {
+            wire::KeyState::Finished
+        } else {
+            wire::KeyState::InProgress
+        },
+        recovery_point: match info.recovery_point {
+            RecoveryPoint::PaymentCreated => wire::KeyRecoveryPoint::PaymentCreated,
+            RecoveryPoint::OrderAlreadyPaid => wire::KeyRecoveryPoint::OrderAlreadyPaid,
+            RecoveryPoint::RefundCreated => wire::KeyRecoveryPoint::RefundCreated,
+            RecoveryPoint::Finished => wire::KeyRecoveryPoint::Finished,
+        },
+        request: wire::KeyRequest {
+            method: info.method.clone(),
+            path: info.path.clone(),
+            fingerprint: info.fingerprint.to_hex(),
+        },
+        created_at: rfc3339(info.created_at),
+        repeats: info.repeats,
+        last_repeat_at: info.last_repeat_at.map(rfc3339),
+        expires_at: rfc3339(info.expires_at),
+        lease: info.lease.as_ref().map(|lease| wire::KeyLease {
+            holder: lease.holder.clone(),
+            expires_at: rfc3339(lease.until),
+        }),
+        parked_until: info.parked_until.map(rfc3339),
+        response_status: info.status,
+        payment_id: info.payment_id.as_ref().map(|id| id.as_str().to_owned()),
+        refund_id: info.refund_id.as_ref().map(|id| id.as_str().to_owned()),
     }
 }
 

@@ -25,8 +25,10 @@ use time::OffsetDateTime;
 const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/payments", &["GET", "POST"]),
     ("/v1/payments/{id}", &["GET"]),
-    ("/v1/payments/{id}/refunds", &["POST"]),
+    ("/v1/payments/{id}/refunds", &["GET", "POST"]),
+    ("/v1/refunds", &["GET"]),
     ("/v1/refunds/{id}", &["GET"]),
+    ("/v1/idempotency-keys/{key}", &["GET"]),
     ("/v1/events", &["GET"]),
     ("/v1/events/{id}", &["GET"]),
     ("/v1/events/{id}/resend", &["POST"]),
@@ -226,10 +228,13 @@ async fn every_route_answers_hostile_input_with_a_problem(backend: Backend) {
 
     // Odd bytes in every path parameter, with every method the route takes:
     // the id names nothing, as any unknown id: 404 not_found.
-    for (path, methods) in ROUTES.iter().filter(|(p, _)| p.contains("{id}")) {
+    for (path, methods) in ROUTES
+        .iter()
+        .filter(|(p, _)| p.contains("{id}") || p.contains("{key}"))
+    {
         for method in *methods {
             for id in hostile_ids() {
-                let target = path.replace("{id}", &id);
+                let target = path.replace("{id}", &id).replace("{key}", &id);
                 let what = format!("{method} {}", &target[..target.len().min(80)]);
                 let answer = raw(&s.base, &request(method, &target, JSON, b"{}"), false).await;
                 assert_documented(&codes, &what, &answer, 404, "not_found");
@@ -267,15 +272,6 @@ async fn every_route_answers_hostile_input_with_a_problem(backend: Backend) {
 
     // Queries: only well-formed UTF-8, only the parameters a list takes.
     let bad_queries = [
-        "/v1/payments?reference=%ff",
-        "/v1/payments?reference=%C0%AE",
-        "/v1/payments?reference=%ED%A0%80",
-        "/v1/payments?reference=%zz",
-        "/v1/payments?reference=%",
-        "/v1/payments?reference=a&reference=b",
-        "/v1/payments?reference=a&unknown=1",
-        "/v1/payments?%ff=a",
-        "/v1/payments?reference=",
         "/v1/events?limit=%ff",
         "/v1/events?limit=abc",
         "/v1/events?limit=-1",
@@ -292,8 +288,36 @@ async fn every_route_answers_hostile_input_with_a_problem(backend: Backend) {
         let answer = raw(&s.base, &request("GET", target, "", b""), false).await;
         assert_documented(&codes, target, &answer, 422, "invalid_request");
     }
-    let answer = raw(&s.base, &request("GET", "/v1/payments?", "", b""), false).await;
-    assert_documented(&codes, "no reference", &answer, 400, "missing_parameter");
+    // The cursor lists answer bad parameters with 400s.
+    let bad_list_queries = [
+        "/v1/payments?reference=%ff",
+        "/v1/payments?reference=%C0%AE",
+        "/v1/payments?reference=%ED%A0%80",
+        "/v1/payments?reference=%zz",
+        "/v1/payments?reference=%",
+        "/v1/payments?reference=a&reference=b",
+        "/v1/payments?reference=a&unknown=1",
+        "/v1/payments?%ff=a",
+        "/v1/payments?reference=",
+        "/v1/payments?limit=0",
+        "/v1/payments?limit=101",
+        "/v1/payments?status=refunded",
+        "/v1/payments?created_lt=today",
+        "/v1/refunds?limit=-1",
+        "/v1/refunds?bogus=1",
+    ];
+    for target in bad_list_queries {
+        let answer = raw(&s.base, &request("GET", target, "", b""), false).await;
+        assert_documented(&codes, target, &answer, 400, "invalid_parameter");
+    }
+    for target in [
+        "/v1/payments?starting_after=pay_x",
+        "/v1/payments?ending_before=%C3%A9",
+        "/v1/refunds?starting_after=pay_x",
+    ] {
+        let answer = raw(&s.base, &request("GET", target, "", b""), false).await;
+        assert_documented(&codes, target, &answer, 400, "invalid_cursor");
+    }
 
     // Bodies of the routes that take one.
     let refunds = format!("/v1/payments/{a_payment_id}/refunds");

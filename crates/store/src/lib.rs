@@ -43,6 +43,23 @@ pub struct PoolConfig {
     /// that finish work already started are never refused. Zero: no limit.
     /// (PostgreSQL's waiting is bounded by `acquire_timeout` instead.)
     pub write_queue: usize,
+    /// This instance's name, written on every lease it takes (at a claim or
+    /// a take-over) so that key introspection can say who holds a key; by
+    /// default `hostname:pid` ([`default_instance`]). Never secret: the
+    /// lease's fencing token is stored beside it and never shown.
+    pub instance: String,
+}
+
+/// The default instance name: `hostname:pid` (the host's name from
+/// `HOSTNAME` or `/etc/hostname`, `localhost` when neither says).
+pub fn default_instance() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 impl Default for PoolConfig {
@@ -51,6 +68,7 @@ impl Default for PoolConfig {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
             write_queue: chargeonce_sqlite::DEFAULT_QUEUE,
+            instance: default_instance(),
         }
     }
 }

@@ -23,10 +23,10 @@ macro_rules! impl_roles {
             };
             use chargeonce_core::{
                 Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint,
-                FinishOutcome, IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease,
-                NewPayment, NewRefund, Payment, PaymentId, Reference, Refund, RefundClaim,
-                RefundId, RefundSettlement, SecretHash, SettleOutcome, Settlement, ShopId,
-                StalledKey, StoreError, StoredResponse,
+                FinishOutcome, IdempotencyKey, InboundEvent, KeyInfo, KeyRecord, KeyTiming, Lease,
+                NewPayment, NewRefund, Page, PageRequest, Payment, PaymentFilter, PaymentId,
+                Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
+                SettleOutcome, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
             };
             use time::OffsetDateTime;
 
@@ -93,6 +93,14 @@ macro_rules! impl_roles {
                     keys::key(self, shop_id, key).await
                 }
 
+                async fn key_info(
+                    &self,
+                    shop_id: &ShopId,
+                    key: &IdempotencyKey,
+                ) -> Result<Option<KeyInfo>, StoreError> {
+                    keys::key_info(self, shop_id, key).await
+                }
+
                 async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
                     keys::sweep_expired_keys(self, batch).await
                 }
@@ -134,6 +142,15 @@ macro_rules! impl_roles {
                 ) -> Result<Option<Refund>, StoreError> {
                     refunds::refund(self, shop_id, id).await
                 }
+
+                async fn list_refunds(
+                    &self,
+                    shop_id: &ShopId,
+                    payment_id: Option<&PaymentId>,
+                    page: &PageRequest<RefundId>,
+                ) -> Result<Page<Refund>, StoreError> {
+                    refunds::list_refunds(self, shop_id, payment_id, page).await
+                }
             }
 
             #[async_trait]
@@ -152,6 +169,15 @@ macro_rules! impl_roles {
                     reference: &Reference,
                 ) -> Result<Vec<Payment>, StoreError> {
                     payments::payments_by_reference(self, shop_id, reference).await
+                }
+
+                async fn list_payments(
+                    &self,
+                    shop_id: &ShopId,
+                    filter: &PaymentFilter,
+                    page: &PageRequest<PaymentId>,
+                ) -> Result<Page<Payment>, StoreError> {
+                    payments::list_payments(self, shop_id, filter, page).await
                 }
             }
 

@@ -14,9 +14,9 @@ use std::time::Duration;
 use chargeonce_core::events::{Delivery, Event, EventId, EventType, WebhookEndpoint};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{
-    AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyRecord, Money, Payment,
-    PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId, RefundStatus, ShopId,
-    StalledKey, StoreError, StoredResponse,
+    AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyInfo, KeyLease, KeyRecord,
+    Money, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
+    RefundStatus, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::rusqlite;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
@@ -127,6 +127,26 @@ rows! {
         created_at_ms: i64,
         expires_at_ms: i64,
         replays: i64,
+    }
+
+    /// A key as introspection shows it, times in unix milliseconds (each
+    /// dialect's `key_info`).
+    struct KeyInfoRow {
+        key: String,
+        recovery_point: String,
+        method: String,
+        path: String,
+        fingerprint: Vec<u8>,
+        created_at_ms: i64,
+        last_repeat_at_ms: Option<i64>,
+        replays: i64,
+        expires_at_ms: i64,
+        leased: bool,
+        lease_holder: Option<String>,
+        locked_until_ms: Option<i64>,
+        response_status: Option<i64>,
+        payment_id: Option<String>,
+        refund_id: Option<String>,
     }
 
     /// A merchant event row, times in unix milliseconds (each dialect's
@@ -271,6 +291,57 @@ impl TryFrom<KeyRow> for KeyRecord {
             created_at_ms: row.created_at_ms,
             expires_at_ms: row.expires_at_ms,
             replays: u64::try_from(row.replays).unwrap_or(0),
+        })
+    }
+}
+
+/// A time stored as unix milliseconds.
+fn from_ms(ms: i64) -> Result<OffsetDateTime, StoreError> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_err(StoreError::corrupt_by)
+}
+
+impl TryFrom<KeyInfoRow> for KeyInfo {
+    type Error = StoreError;
+
+    fn try_from(row: KeyInfoRow) -> Result<Self, StoreError> {
+        let recovery_point = recovery_point(&row.recovery_point)?;
+        let unfinished = recovery_point != RecoveryPoint::Finished;
+        let until = row.locked_until_ms.map(from_ms).transpose()?;
+        let (lease, parked_until) = match until {
+            Some(until) if unfinished && row.leased => (
+                Some(KeyLease {
+                    holder: row.lease_holder,
+                    until,
+                }),
+                None,
+            ),
+            Some(until) if unfinished => (None, Some(until)),
+            _ => (None, None),
+        };
+        Ok(KeyInfo {
+            key: IdempotencyKey::new(row.key).map_err(StoreError::corrupt_by)?,
+            recovery_point,
+            method: row.method,
+            path: row.path,
+            fingerprint: fingerprint(&row.fingerprint)?,
+            created_at: from_ms(row.created_at_ms)?,
+            last_repeat_at: row.last_repeat_at_ms.map(from_ms).transpose()?,
+            repeats: u64::try_from(row.replays).unwrap_or(0),
+            expires_at: from_ms(row.expires_at_ms)?,
+            lease,
+            parked_until,
+            status: row
+                .response_status
+                .map(u16::try_from)
+                .transpose()
+                .map_err(StoreError::corrupt_by)?,
+            payment_id: row
+                .payment_id
+                .map(|id| PaymentId::parse(&id))
+                .transpose()
+                .map_err(StoreError::corrupt_by)?,
+            refund_id: refund_id(row.refund_id)?,
         })
     }
 }

@@ -24,6 +24,12 @@ pub enum ProblemCode {
     MalformedJson,
     /// 400: a required query parameter is missing. Add it.
     MissingParameter,
+    /// 400: a list's query parameter is unknown, repeated or not valid
+    /// (`parameter` names it). Nothing was read; fix the query.
+    InvalidParameter,
+    /// 400: a list's cursor (`starting_after`, `ending_before`) is not one of
+    /// the listed objects of this shop. Page with ids from the list itself.
+    InvalidCursor,
     /// 401: no valid HTTP Basic credentials of a shop. Nothing was executed;
     /// check the shop id and secret.
     Unauthorized,
@@ -124,6 +130,8 @@ impl ProblemCode {
         Self::DuplicateIdempotencyKey,
         Self::MalformedJson,
         Self::MissingParameter,
+        Self::InvalidParameter,
+        Self::InvalidCursor,
         Self::Unauthorized,
         Self::PaymentDeclined,
         Self::NotFound,
@@ -164,6 +172,8 @@ impl ProblemCode {
             Self::DuplicateIdempotencyKey => "duplicate_idempotency_key",
             Self::MalformedJson => "malformed_json",
             Self::MissingParameter => "missing_parameter",
+            Self::InvalidParameter => "invalid_parameter",
+            Self::InvalidCursor => "invalid_cursor",
             Self::Unauthorized => "unauthorized",
             Self::PaymentDeclined => "payment_declined",
             Self::NotFound => "not_found",
@@ -205,6 +215,8 @@ impl ProblemCode {
             | Self::DuplicateIdempotencyKey
             | Self::MalformedJson
             | Self::MissingParameter
+            | Self::InvalidParameter
+            | Self::InvalidCursor
             | Self::MissingSignature
             | Self::BadRequest => 400,
             Self::Unauthorized | Self::InvalidSignature | Self::StaleSignature => 401,
@@ -242,6 +254,8 @@ impl ProblemCode {
             Self::DuplicateIdempotencyKey => "Only one Idempotency-Key header is allowed",
             Self::MalformedJson => "The body is not valid JSON",
             Self::MissingParameter => "A required parameter is missing",
+            Self::InvalidParameter => "A query parameter is not valid",
+            Self::InvalidCursor => "The cursor is not one of this list's objects",
             Self::Unauthorized => "Shop credentials are missing or wrong",
             Self::PaymentDeclined => "The payment was declined",
             Self::NotFound => "Not found",

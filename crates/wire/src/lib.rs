@@ -7,7 +7,7 @@
 //!   status and title ([`code`]);
 //! - [`Problem`]: the RFC 9457 problem document ([`problem`]);
 //! - the resources: [`Payment`], [`Refund`], [`Event`], with [`Amount`], and
-//!   the [`List`] envelope;
+//!   the [`List`] envelope, and an [`IdempotencyKey`] as introspection shows it;
 //! - the request bodies: [`CreatePayment`], [`CreateRefund`] ([`request`]).
 //!
 //! The types are plain owned serde types, with no domain rules: the server
@@ -33,6 +33,7 @@
 pub mod amount;
 pub mod code;
 pub mod event;
+pub mod key;
 pub mod list;
 pub mod payment;
 pub mod problem;
@@ -42,6 +43,9 @@ pub mod request;
 pub use amount::Amount;
 pub use code::ProblemCode;
 pub use event::{DeliveryState, Event, EventDelivery, EventObject, EventType};
+pub use key::{
+    IdempotencyKey, IdempotencyKeyObject, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState,
+};
 pub use list::{List, ListObject};
 pub use payment::{Payment, PaymentObject, PaymentRefundStatus, PaymentStatus};
 pub use problem::{PROBLEM_JSON, PROBLEM_TYPE_PREFIX, Problem};

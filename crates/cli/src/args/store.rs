@@ -56,16 +56,24 @@ pub struct StoreArgs {
     /// started is never refused. `0`: no limit.
     #[arg(long, env = "CHARGEONCE_SQLITE_QUEUE", default_value_t = 4096)]
     pub sqlite_queue: usize,
+    /// This instance's name, recorded as the holder of the leases it takes
+    /// (shown by `GET /v1/idempotency-keys/{key}`). Default: `hostname:pid`.
+    #[arg(long, env = "CHARGEONCE_INSTANCE")]
+    pub instance: Option<String>,
 }
 
 impl StoreArgs {
     /// The pool's settings.
     pub fn pool(&self) -> PoolConfig {
-        PoolConfig {
+        let mut pool = PoolConfig {
             max_connections: self.max_connections,
             write_queue: self.sqlite_queue,
             ..PoolConfig::default()
+        };
+        if let Some(instance) = &self.instance {
+            pool.instance.clone_from(instance);
         }
+        pool
     }
 
     /// Opens the store with the pool's settings.

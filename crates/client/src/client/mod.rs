@@ -1,12 +1,13 @@
 //! The client: its type, its builder, the headers it speaks.
 //!
 //! The keyed POSTs (pay, refund, pay an order) and their retry loop live in
-//! `keyed`, the reads in `reads`, a raw answer and the transport in
+//! `keyed`, the reads in `reads` (lists and key introspection in `lists`), a raw answer and the transport in
 //! `answer`, and what an answer of a keyed POST means in `judge`.
 
 mod answer;
 mod judge;
 mod keyed;
+mod lists;
 mod reads;
 
 use std::fmt;

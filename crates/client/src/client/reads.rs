@@ -26,12 +26,17 @@ impl Client {
         self.read(url, true).await
     }
 
-    /// `GET /v1/payments?reference=`: an order's payments, oldest first.
+    /// `GET /v1/payments?reference=`: an order's payments, oldest first
+    /// (the newest 100: an order has a handful).
     pub async fn payments_for(&self, reference: &str) -> Result<Vec<Payment>, Error> {
         let mut url = self.url("v1/payments");
-        url.query_pairs_mut().append_pair("reference", reference);
+        url.query_pairs_mut()
+            .append_pair("reference", reference)
+            .append_pair("limit", "100");
         let (list, _): (PaymentList, _) = self.read(url, true).await?;
-        Ok(list.data)
+        let mut payments = list.data;
+        payments.reverse();
+        Ok(payments)
     }
 
     /// `GET /sim/ledger`: the embedded acquirer simulator's ledger (a test
@@ -65,7 +70,11 @@ impl Client {
     /// A GET with the retry policy: transport errors, `429` and `5xx` are
     /// retried (a read is safe to repeat); other answers are final. Returns
     /// the value and the number of attempts.
-    async fn read<T: DeserializeOwned>(&self, url: Url, auth: bool) -> Result<(T, u32), Error> {
+    pub(super) async fn read<T: DeserializeOwned>(
+        &self,
+        url: Url,
+        auth: bool,
+    ) -> Result<(T, u32), Error> {
         let deadline = Instant::now() + self.policy.budget;
         let mut number = 0_u32;
         loop {

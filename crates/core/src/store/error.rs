@@ -37,6 +37,10 @@ pub enum StoreError {
     /// `add_shop` for a shop id that exists.
     #[error("shop `{0}` already exists")]
     ShopExists(String),
+    /// A list's cursor (`starting_after`, `ending_before`) is not a row of
+    /// the shop's list: another shop's, or unknown. Nothing was read.
+    #[error("unknown cursor `{0}`")]
+    UnknownCursor(String),
     /// Any other database error.
     #[error("store error: {0}")]
     Other(#[source] BoxError),

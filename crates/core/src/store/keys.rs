@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::StoreError;
@@ -159,6 +160,63 @@ pub struct KeyRecord {
     pub replays: u64,
 }
 
+/// Who holds an unfinished key's lease, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLease {
+    /// The instance that holds it (its configured name, by default
+    /// `hostname:pid`), as it wrote it at its claim or take-over. Never the
+    /// lease token, which is the fencing secret.
+    pub holder: Option<String>,
+    /// When it runs out, by the store's clock (in the past: it ran out and
+    /// the key may be taken over).
+    pub until: OffsetDateTime,
+}
+
+/// A key as introspection shows it: its state, its first request and its
+/// repeats, without the stored response's headers and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// How far it got ([`RecoveryPoint::Finished`]: finished, else in progress).
+    pub recovery_point: RecoveryPoint,
+    /// The first request's method.
+    pub method: String,
+    /// The first request's path.
+    pub path: String,
+    /// The first request's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// When the first request came (the key was claimed).
+    pub created_at: OffsetDateTime,
+    /// When the last repeat reached the store, if any did.
+    pub last_repeat_at: Option<OffsetDateTime>,
+    /// How many requests with this key reached the store after the first
+    /// ([`KeyRecord::replays`]; repeats an instance answered from its own
+    /// cache are not counted).
+    pub repeats: u64,
+    /// When a finished key stops being replayed (counts as new).
+    pub expires_at: OffsetDateTime,
+    /// The lease, while it is in progress and held (`None` when finished,
+    /// or parked: nobody holds it).
+    pub lease: Option<KeyLease>,
+    /// Until when a parked key may not be taken over
+    /// ([`Keys::park_lease`]), while it is parked.
+    pub parked_until: Option<OffsetDateTime>,
+    /// The stored response's status code, once finished.
+    pub status: Option<u16>,
+    /// The payment it answers with (for a refund key: the refunded payment).
+    pub payment_id: Option<PaymentId>,
+    /// The refund it created, for a refund key.
+    pub refund_id: Option<RefundId>,
+}
+
+impl KeyInfo {
+    /// Whether the key is finished (its response is the answer forever).
+    pub fn is_finished(&self) -> bool {
+        self.recovery_point == RecoveryPoint::Finished
+    }
+}
+
 /// An unfinished operation this caller now drives: after a fresh claim, or
 /// after taking over an expired lease.
 #[derive(Debug, Clone)]
@@ -292,6 +350,15 @@ pub trait Keys: Send + Sync + 'static {
         shop_id: &ShopId,
         key: &IdempotencyKey,
     ) -> Result<Option<KeyRecord>, StoreError>;
+
+    /// One key of one shop as introspection shows it; `None` when the shop
+    /// has no such key (or it is a finished key whose expiry passed, which
+    /// counts as new).
+    async fn key_info(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyInfo>, StoreError>;
 
     /// Deletes up to `batch` finished keys whose expiry has passed; returns how many.
     async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError>;

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 mod error;
 mod keys;
 mod outbox;
+mod page;
 mod payments;
 mod reconciliation;
 mod refunds;
@@ -25,11 +26,12 @@ mod shops;
 
 pub use error::{BoxError, StoreError};
 pub use keys::{
-    Acquired, Claim, ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Keys, Lease, LeaseToken,
-    RecoveryPoint, StalledKey, StoredResponse,
+    Acquired, Claim, ClaimRequest, FinishOutcome, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys,
+    Lease, LeaseToken, RecoveryPoint, StalledKey, StoredResponse,
 };
 pub use outbox::Outbox;
-pub use payments::Payments;
+pub use page::{Cursor, MAX_PAGE_LIMIT, Page, PageLimit, PageRequest};
+pub use payments::{PaymentFilter, Payments};
 pub use reconciliation::{EventRecorded, InboundEvent, Reconciliation, SettleOutcome};
 pub use refunds::{RefundClaim, Refunds};
 pub use shops::Shops;

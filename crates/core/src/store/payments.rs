@@ -2,8 +2,23 @@
 
 use async_trait::async_trait;
 
-use super::StoreError;
-use crate::{Payment, PaymentId, Reference, ShopId};
+use time::OffsetDateTime;
+
+use super::{Page, PageRequest, StoreError};
+use crate::{Payment, PaymentId, PaymentStatus, Reference, ShopId};
+
+/// Which of a shop's payments a list shows; every field given must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PaymentFilter {
+    /// Only payments in this status.
+    pub status: Option<PaymentStatus>,
+    /// Only payments of this order.
+    pub reference: Option<Reference>,
+    /// Only payments created at or after this time.
+    pub created_gte: Option<OffsetDateTime>,
+    /// Only payments created before this time.
+    pub created_lt: Option<OffsetDateTime>,
+}
 
 /// A shop's payments, as the API shows them.
 #[async_trait]
@@ -21,4 +36,15 @@ pub trait Payments: Send + Sync + 'static {
         shop_id: &ShopId,
         reference: &Reference,
     ) -> Result<Vec<Payment>, StoreError>;
+
+    /// One page of a shop's payments that match `filter`, newest first by
+    /// `(created_at, id)` (keyset pagination). The cursor must be one of the
+    /// shop's payments (whether or not it matches the filter), else
+    /// [`StoreError::UnknownCursor`].
+    async fn list_payments(
+        &self,
+        shop_id: &ShopId,
+        filter: &PaymentFilter,
+        page: &PageRequest<PaymentId>,
+    ) -> Result<Page<Payment>, StoreError>;
 }

@@ -5,16 +5,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Acquired, ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Lease, StoreError, StoredResponse,
+    Acquired, ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Lease, Page, PageRequest,
+    StoreError, StoredResponse,
 };
-use crate::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, ShopId};
+use crate::{NewRefund, PaymentId, Refund, RefundId, RefundRefusal, RefundSettlement, ShopId};
 
 /// The result of phase 1 of a refund.
 #[derive(Debug, Clone)]
 pub enum RefundClaim {
     /// The key was new (or expired and finished): the key row, the refund row
     /// and the reservation are committed, and this caller holds the lease
-    /// (recovery point [`RecoveryPoint::RefundCreated`]).
+    /// (recovery point [`RecoveryPoint::RefundCreated`](super::RecoveryPoint::RefundCreated)).
     Acquired(Acquired),
     /// The key exists; nothing was written. Checked before any rule about the
     /// payment, so the retry of a refund that used up the payment still gets
@@ -60,4 +61,16 @@ pub trait Refunds: Send + Sync + 'static {
 
     /// One refund of one shop.
     async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError>;
+
+    /// One page of a shop's refunds (of one payment, when `payment_id` is
+    /// given), newest first by `(created_at, id)` (keyset pagination). The
+    /// cursor must be one of the listed refunds' ids (of the shop, and of
+    /// the payment when given), else [`StoreError::UnknownCursor`]. A
+    /// payment that is not the shop's lists nothing.
+    async fn list_refunds(
+        &self,
+        shop_id: &ShopId,
+        payment_id: Option<&PaymentId>,
+        page: &PageRequest<RefundId>,
+    ) -> Result<Page<Refund>, StoreError>;
 }

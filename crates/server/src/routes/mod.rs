@@ -3,6 +3,8 @@
 mod amount;
 pub mod events;
 pub mod health;
+pub mod keys;
+pub mod lists;
 pub mod metrics;
 pub mod payments;
 pub mod refunds;

@@ -101,10 +101,10 @@ async fn claim_in_one_statement(
         "WITH k AS ( \
              INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
                  recovery_point, lease_token, locked_until, payment_id, created_at, \
-                 expires_at) \
+                 expires_at, lease_holder) \
              VALUES ($1, $2, $3, $4, $5, 'payment_created', $6, \
                  clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
-                 now() + $9::float8 * interval '1 millisecond') \
+                 now() + $9::float8 * interval '1 millisecond', $18) \
              ON CONFLICT (shop_id, key) DO NOTHING \
              RETURNING 1) \
          INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
@@ -131,6 +131,7 @@ async fn claim_in_one_statement(
     .bind(payment.request.token.as_str())
     .bind(payment.acquirer_key.as_str())
     .bind(payment.created_at)
+    .bind(store.instance.as_ref())
     .fetch_optional(&store.pool)
     .await;
     match created {
@@ -163,6 +164,7 @@ async fn claim_in_transaction(
             recovery_point: RecoveryPoint::PaymentCreated,
             payment_id: &payment.id,
             refund_id: None,
+            holder: &store.instance,
         };
         if insert_key(&mut tx, claim, target, token, timing).await? {
             let Some((recovery_point, linked)) = insert_payment(&mut tx, payment).await? else {
@@ -258,7 +260,7 @@ pub(super) async fn take_over(
 ) -> Result<Option<Acquired>, StoreError> {
     let token = LeaseToken::generate();
     let row = sqlx::query_as::<_, TakenKeyRow>(
-        "UPDATE idempotency_keys SET lease_token = $3, \
+        "UPDATE idempotency_keys SET lease_token = $3, lease_holder = $6, \
              locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
          WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
            AND recovery_point <> 'finished' \
@@ -270,6 +272,7 @@ pub(super) async fn take_over(
     .bind(token.as_uuid())
     .bind(millis(lease) as f64)
     .bind(fingerprint.as_bytes().as_slice())
+    .bind(store.instance.as_ref())
     .fetch_optional(&store.pool)
     .await
     .map_err(store_error)?;

@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use chargeonce_core::{
-    ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
+    ClaimRequest, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
     RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
-use crate::rows::{KeyRow, StalledKeyRow};
+use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
 
 /// The columns of a key row ([`KeyRow`]), with lease liveness and times
 /// judged by the database.
@@ -34,6 +34,8 @@ pub(super) struct KeyTarget<'a> {
     pub(super) recovery_point: RecoveryPoint,
     pub(super) payment_id: &'a PaymentId,
     pub(super) refund_id: Option<&'a RefundId>,
+    /// The instance that takes the lease ([`PgStore`]'s name).
+    pub(super) holder: &'a str,
 }
 
 /// Inserts the key row; `false` when the key exists and is not an expired
@@ -48,10 +50,10 @@ pub(super) async fn insert_key(
     let row = sqlx::query(
         "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
              recovery_point, lease_token, locked_until, payment_id, created_at, expires_at, \
-             refund_id) \
+             refund_id, lease_holder) \
          VALUES ($1, $2, $3, $4, $5, $10, $6, \
              clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
-             now() + $9::float8 * interval '1 millisecond', $11) \
+             now() + $9::float8 * interval '1 millisecond', $11, $12) \
          ON CONFLICT (shop_id, key) DO UPDATE SET \
              fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, \
              path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point, \
@@ -59,7 +61,8 @@ pub(super) async fn insert_key(
              payment_id = EXCLUDED.payment_id, refund_id = EXCLUDED.refund_id, \
              response_status = NULL, \
              response_headers = NULL, response_body = NULL, \
-             created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at \
+             created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, \
+             lease_holder = EXCLUDED.lease_holder, replays = 0, last_repeat_at = NULL \
          WHERE k.recovery_point = 'finished' AND k.expires_at <= now() \
          RETURNING 1",
     )
@@ -74,6 +77,7 @@ pub(super) async fn insert_key(
     .bind(millis(timing.ttl) as f64)
     .bind(target.recovery_point.as_str())
     .bind(target.refund_id.map(RefundId::as_str))
+    .bind(target.holder)
     .fetch_optional(&mut **tx)
     .await
     .map_err(store_error)?;
@@ -92,7 +96,7 @@ pub(super) async fn count_repeat(
     super::one(
         store,
         sqlx::query_as::<_, KeyRow>(concat!(
-            "UPDATE idempotency_keys SET replays = replays + 1 \
+            "UPDATE idempotency_keys SET replays = replays + 1, last_repeat_at = now() \
              WHERE shop_id = $1 AND key = $2 \
                AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
             key_columns!()
@@ -144,6 +148,32 @@ pub(super) async fn key(
             key_columns!(),
             " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
         ))
+        .bind(shop_id.as_str())
+        .bind(key.as_str()),
+    )
+    .await
+}
+
+/// One key of one shop as introspection shows it (times in unix
+/// milliseconds, by the database's clock); an expired finished key is gone.
+pub(super) async fn key_info(
+    store: &PgStore,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyInfo>, StoreError> {
+    super::one(
+        store,
+        sqlx::query_as::<_, KeyInfoRow>(
+            "SELECT key, recovery_point, method, path, fingerprint, \
+                 (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+                 (extract(epoch FROM last_repeat_at) * 1000)::bigint AS last_repeat_at_ms, \
+                 replays, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, \
+                 lease_token IS NOT NULL AS leased, lease_holder, \
+                 (extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
+                 response_status::bigint AS response_status, payment_id, refund_id \
+             FROM idempotency_keys WHERE shop_id = $1 AND key = $2 \
+               AND NOT (recovery_point = 'finished' AND expires_at <= now())",
+        )
         .bind(shop_id.as_str())
         .bind(key.as_str()),
     )

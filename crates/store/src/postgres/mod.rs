@@ -36,6 +36,8 @@ use errors::store_error;
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// This instance's name, written as the holder of the leases it takes.
+    instance: std::sync::Arc<str>,
 }
 
 impl PgStore {
@@ -54,7 +56,10 @@ impl PgStore {
             .connect_with(options)
             .await
             .map_err(store_error)?;
-        let store = Self { pool };
+        let store = Self {
+            pool,
+            instance: config.instance.as_str().into(),
+        };
         store.migrate().await?;
         Ok(store)
     }

@@ -1,8 +1,12 @@
-//! Reading payments: one by id, and an order's payments.
+//! Reading payments: one by id, an order's payments, and a shop's
+//! payments a page at a time.
 
-use chargeonce_core::{Payment, PaymentId, Reference, ShopId, StoreError};
+use chargeonce_core::{
+    Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, ShopId, StoreError,
+};
+use time::OffsetDateTime;
 
-use super::PgStore;
+use super::{PgStore, store_error};
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
@@ -42,4 +46,78 @@ pub(super) async fn payments_by_reference(
         .bind(reference.as_str()),
     )
     .await
+}
+
+/// The part of a payment list's statement before its cursor: the shop's
+/// payments that match the filter (`$2` status, `$3` reference, `$4` and
+/// `$5` the created range, each ignored when null).
+macro_rules! payment_list {
+    () => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 \
+               AND ($2::text IS NULL OR status = $2) \
+               AND ($3::text IS NULL OR reference = $3) \
+               AND ($4::timestamptz IS NULL OR created_at >= $4) \
+               AND ($5::timestamptz IS NULL OR created_at < $5)"
+        )
+    };
+}
+
+/// One page of a shop's payments, newest first by `(created_at, id)`.
+pub(super) async fn list_payments(
+    store: &PgStore,
+    shop_id: &ShopId,
+    filter: &PaymentFilter,
+    page: &PageRequest<PaymentId>,
+) -> Result<Page<Payment>, StoreError> {
+    let at = match &page.cursor {
+        Cursor::Newest => None,
+        Cursor::After(id) | Cursor::Before(id) => Some(payment_cursor(store, shop_id, id).await?),
+    };
+    let sql = match page.cursor {
+        Cursor::Newest => concat!(
+            payment_list!(),
+            " ORDER BY created_at DESC, id DESC LIMIT $6"
+        ),
+        Cursor::After(_) => concat!(
+            payment_list!(),
+            " AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
+        ),
+        Cursor::Before(_) => concat!(
+            payment_list!(),
+            " AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
+        ),
+    };
+    let mut query = sqlx::query_as::<_, PaymentRow>(sql)
+        .bind(shop_id.as_str())
+        .bind(filter.status.map(|s| s.as_str()))
+        .bind(filter.reference.as_ref().map(Reference::as_str))
+        .bind(filter.created_gte)
+        .bind(filter.created_lt)
+        .bind(i64::from(page.limit.get()) + 1);
+    if let Some((created_at, id)) = at {
+        query = query.bind(created_at).bind(id);
+    }
+    let rows: Vec<Payment> = super::all(store, query).await?;
+    Ok(Page::from_probe(rows, page))
+}
+
+/// Where a payment list's cursor lies: the `(created_at, id)` of the
+/// shop's payment `id`; [`StoreError::UnknownCursor`] when there is none.
+async fn payment_cursor(
+    store: &PgStore,
+    shop_id: &ShopId,
+    id: &PaymentId,
+) -> Result<(OffsetDateTime, String), StoreError> {
+    sqlx::query_as::<_, (OffsetDateTime, String)>(
+        "SELECT created_at, id FROM payments WHERE shop_id = $1 AND id = $2",
+    )
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
 }

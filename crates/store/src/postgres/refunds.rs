@@ -1,17 +1,19 @@
 //! Refunds: phase 1 (the claim of the key with the reservation of the
 //! refund's amount on its payment), phase 3 (the fenced answer with the
-//! refund's settlement and merchant event), and reading a refund.
+//! refund's settlement and merchant event), and reading a refund, or a
+//! shop's refunds a page at a time.
 
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::refund::reservation;
 use chargeonce_core::{
-    ClaimRequest, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Payment, RecoveryPoint,
-    Refund, RefundClaim, RefundId, RefundRefusal, RefundSettlement, RefundStatus, ShopId,
-    StoreError, StoredResponse,
+    ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
+    PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
+    RefundSettlement, RefundStatus, ShopId, StoreError, StoredResponse,
 };
 use sqlx::{FromRow, Row};
+use time::OffsetDateTime;
 
 use super::claim::CLAIM_ATTEMPTS;
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
@@ -35,6 +37,7 @@ pub(super) async fn claim_refund(
             recovery_point: RecoveryPoint::RefundCreated,
             payment_id: &refund.payment_id,
             refund_id: Some(&refund.id),
+            holder: &store.instance,
         };
         if !insert_key(&mut tx, claim, target, token, timing).await? {
             tx.rollback().await.map_err(store_error)?;
@@ -199,4 +202,77 @@ pub(super) async fn refund(
         .bind(id.as_str()),
     )
     .await
+}
+
+/// The part of a refund list's statement before its cursor: the shop's
+/// refunds (of the payment `$2`, unless null).
+macro_rules! refund_list {
+    () => {
+        concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE shop_id = $1 AND ($2::text IS NULL OR payment_id = $2)"
+        )
+    };
+}
+
+/// One page of a shop's refunds (of one payment), newest first by
+/// `(created_at, id)`.
+pub(super) async fn list_refunds(
+    store: &PgStore,
+    shop_id: &ShopId,
+    payment_id: Option<&PaymentId>,
+    page: &PageRequest<RefundId>,
+) -> Result<Page<Refund>, StoreError> {
+    let at = match &page.cursor {
+        Cursor::Newest => None,
+        Cursor::After(id) | Cursor::Before(id) => {
+            Some(refund_cursor(store, shop_id, payment_id, id).await?)
+        }
+    };
+    let sql = match page.cursor {
+        Cursor::Newest => concat!(
+            refund_list!(),
+            " ORDER BY created_at DESC, id DESC LIMIT $3"
+        ),
+        Cursor::After(_) => concat!(
+            refund_list!(),
+            " AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
+        ),
+        Cursor::Before(_) => concat!(
+            refund_list!(),
+            " AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
+        ),
+    };
+    let mut query = sqlx::query_as::<_, RefundRow>(sql)
+        .bind(shop_id.as_str())
+        .bind(payment_id.map(PaymentId::as_str))
+        .bind(i64::from(page.limit.get()) + 1);
+    if let Some((created_at, id)) = at {
+        query = query.bind(created_at).bind(id);
+    }
+    let rows: Vec<Refund> = super::all(store, query).await?;
+    Ok(Page::from_probe(rows, page))
+}
+
+/// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
+/// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
+/// when there is none.
+async fn refund_cursor(
+    store: &PgStore,
+    shop_id: &ShopId,
+    payment_id: Option<&PaymentId>,
+    id: &RefundId,
+) -> Result<(OffsetDateTime, String), StoreError> {
+    sqlx::query_as::<_, (OffsetDateTime, String)>(
+        "SELECT created_at, id FROM refunds WHERE shop_id = $1 AND id = $2 \
+         AND ($3::text IS NULL OR payment_id = $3)",
+    )
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .bind(payment_id.map(PaymentId::as_str))
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
 }

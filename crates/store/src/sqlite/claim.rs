@@ -29,6 +29,7 @@ pub(super) async fn claim_payment(
     timing: KeyTiming,
 ) -> Result<Claim, StoreError> {
     let (claim, payment) = (claim.clone(), payment.clone());
+    let holder = store.instance.clone();
     store
         .write_new(move |conn| {
             let token = LeaseToken::generate();
@@ -36,6 +37,7 @@ pub(super) async fn claim_payment(
                 recovery_point: RecoveryPoint::PaymentCreated,
                 payment_id: &payment.id,
                 refund_id: None,
+                holder: &holder,
             };
             if !insert_key(conn, &claim, target, token, timing)? {
                 let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
@@ -124,12 +126,14 @@ pub(super) async fn take_over(
     lease: Duration,
 ) -> Result<Option<Acquired>, StoreError> {
     let (shop_id, key, fingerprint) = (shop_id.clone(), key.clone(), *fingerprint);
+    let holder = store.instance.clone();
     store
         .write_new(move |conn| {
             let token = LeaseToken::generate();
             let taken = conn
                 .prepare_cached(concat!(
-                    "UPDATE idempotency_keys SET lease_token = ?3, locked_until = ",
+                    "UPDATE idempotency_keys SET lease_token = ?3, lease_holder = ?6, \
+                     locked_until = ",
                     now_ms!(),
                     " + ?4 WHERE shop_id = ?1 AND key = ?2 AND fingerprint = ?5 \
                    AND recovery_point <> 'finished' \
@@ -143,6 +147,7 @@ pub(super) async fn take_over(
                     token.as_uuid().to_string(),
                     millis(lease),
                     fingerprint.as_bytes().as_slice(),
+                    &*holder,
                 ])?;
             if taken == 0 {
                 return Ok(Write::Commit(None));

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chargeonce_core::{
-    ClaimRequest, IdempotencyKey, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
+    ClaimRequest, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
     RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::Write;
@@ -13,7 +13,7 @@ use chargeonce_sqlite::rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore, all, now_ms, one};
 use crate::codec::{encode_headers, millis};
-use crate::rows::{KeyRow, StalledKeyRow};
+use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
 
 /// The columns of a key row ([`KeyRow`]), with lease liveness judged by
 /// SQLite's clock.
@@ -40,6 +40,8 @@ pub(super) struct KeyTarget<'a> {
     pub(super) recovery_point: RecoveryPoint,
     pub(super) payment_id: &'a PaymentId,
     pub(super) refund_id: Option<&'a RefundId>,
+    /// The instance that takes the lease ([`SqliteStore`]'s name).
+    pub(super) holder: &'a str,
 }
 
 /// Inserts a key row with a fresh lease, or re-claims an expired finished
@@ -55,14 +57,14 @@ pub(super) fn insert_key(
         .prepare_cached(concat!(
             "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
                  recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
-                 expires_at) \
+                 expires_at, lease_holder) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
             now_ms!(),
             " + ?7, ?8, ?11, ",
             now_ms!(),
             ", ",
             now_ms!(),
-            " + ?9) \
+            " + ?9, ?12) \
              ON CONFLICT (shop_id, key) DO UPDATE SET \
                  fingerprint = excluded.fingerprint, method = excluded.method, \
                  path = excluded.path, recovery_point = excluded.recovery_point, \
@@ -70,7 +72,8 @@ pub(super) fn insert_key(
                  payment_id = excluded.payment_id, refund_id = excluded.refund_id, \
                  response_status = NULL, \
                  response_headers = NULL, response_body = NULL, \
-                 created_at = excluded.created_at, expires_at = excluded.expires_at \
+                 created_at = excluded.created_at, expires_at = excluded.expires_at, \
+                 lease_holder = excluded.lease_holder, replays = 0, last_repeat_at = NULL \
              WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
             now_ms!()
         ))?
@@ -86,6 +89,7 @@ pub(super) fn insert_key(
             millis(timing.ttl),
             target.recovery_point.as_str(),
             target.refund_id.map(RefundId::as_str),
+            target.holder,
         ])?;
     // 1: inserted, or an expired finished key re-claimed; 0: it exists.
     Ok(inserted == 1)
@@ -98,9 +102,11 @@ pub(super) fn count_repeat(
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRecord>> {
     let counted = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys SET replays = replays + 1 WHERE shop_id = ?1 AND key = ?2",
-        )?
+        .prepare_cached(concat!(
+            "UPDATE idempotency_keys SET replays = replays + 1, last_repeat_at = ",
+            now_ms!(),
+            " WHERE shop_id = ?1 AND key = ?2"
+        ))?
         .execute(params![shop_id.as_str(), key.as_str()])?;
     if counted == 0 {
         return Ok(None);
@@ -164,6 +170,35 @@ pub(super) async fn key(
 ) -> Result<Option<KeyRecord>, StoreError> {
     let (shop_id, key) = (shop_id.clone(), key.clone());
     store.read(move |conn| key_in(conn, &shop_id, &key)).await
+}
+
+/// One key of one shop as introspection shows it (times in unix
+/// milliseconds); an expired finished key is gone.
+pub(super) async fn key_info(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyInfo>, StoreError> {
+    let (shop_id, key) = (shop_id.clone(), key.clone());
+    store
+        .read(move |conn| {
+            one::<KeyInfoRow, _>(
+                conn,
+                concat!(
+                    "SELECT key, recovery_point, method, path, fingerprint, \
+                         created_at AS created_at_ms, last_repeat_at AS last_repeat_at_ms, \
+                         replays, expires_at AS expires_at_ms, \
+                         lease_token IS NOT NULL AS leased, lease_holder, \
+                         locked_until AS locked_until_ms, response_status, payment_id, refund_id \
+                     FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \
+                       AND NOT (recovery_point = 'finished' AND expires_at <= ",
+                    now_ms!(),
+                    ")"
+                ),
+                params![shop_id.as_str(), key.as_str()],
+            )
+        })
+        .await
 }
 
 /// Deletes up to `batch` finished keys whose expiry has passed.

@@ -65,6 +65,8 @@ pub(crate) use now_ms;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     db: Database,
+    /// This instance's name, written as the holder of the leases it takes.
+    instance: std::sync::Arc<str>,
 }
 
 impl SqliteStore {
@@ -96,7 +98,10 @@ impl SqliteStore {
         )
         .await
         .map_err(StoreError::unavailable)?;
-        Ok(Self { db })
+        Ok(Self {
+            db,
+            instance: config.instance.as_str().into(),
+        })
     }
 
     /// Closes every connection; later calls fail as `Unavailable`.
@@ -235,3 +240,53 @@ fn unix_ms(at: OffsetDateTime) -> i64 {
 }
 
 crate::roles::impl_roles!(SqliteStore);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY PLAN`).
+    fn plan(conn: &Connection, sql: &str) -> rusqlite::Result<String> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+        let mut rows = stmt.raw_query();
+        let mut steps = Vec::new();
+        while let Some(row) = rows.next()? {
+            steps.push(row.get::<_, String>(3)?);
+        }
+        Ok(steps.join("; "))
+    }
+
+    #[tokio::test]
+    async fn the_lists_are_ranges_of_the_shop_indexes_without_a_sort() {
+        let dir = std::env::temp_dir().join(format!("chargeonce-plans-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("plans.db").display());
+        let store = SqliteStore::connect(&url, &PoolConfig::default())
+            .await
+            .unwrap();
+        let statements = payments::PAYMENT_LISTS
+            .iter()
+            .enumerate()
+            .map(|(i, sql)| (i, *sql, "payments_by_shop_newest"))
+            .chain(
+                refunds::REFUND_LISTS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sql)| (i, *sql, "refunds_by_shop_newest")),
+            );
+        for (i, sql, index) in statements {
+            let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
+            assert!(
+                plan.contains(&format!("INDEX {index} (shop_id=?")),
+                "{plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+            if i > 0 {
+                // A cursor bounds the range itself: no scan from the newest.
+                assert!(plan.contains("(created_at,id)"), "{plan}");
+            }
+        }
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

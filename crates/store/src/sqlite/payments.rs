@@ -1,11 +1,15 @@
-//! Reading payments (one by id, and an order's payments), and the
+//! Reading payments (one by id, an order's payments, and a shop's payments
+//! a page at a time), and the
 //! conditional settlement `pending` -> final of a payment row that the
 //! finish, `settle_payment` and `record_event` share.
 
-use chargeonce_core::{Payment, PaymentId, Reference, Settlement, ShopId, StoreError};
-use chargeonce_sqlite::rusqlite::{Connection, params};
+use chargeonce_core::{
+    Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, Settlement, ShopId,
+    StoreError,
+};
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::{Result, SqliteStore, all, now_ms, one};
+use super::{Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::columns::payment_columns;
 use crate::rows::{FromSqliteRow, PaymentRow};
 
@@ -138,4 +142,88 @@ pub(super) fn settle_where(
         .prepare_cached(settle_sql(by).1)?
         .query_row(params![which, shop_id.as_str()], PaymentRow::from_sqlite)?;
     Ok(Some(Payment::try_from(row)?))
+}
+
+/// The part of a payment list's statement before its cursor: the shop's
+/// payments that match the filter (`?2` status, `?3` reference, `?4` and
+/// `?5` the created range, each ignored when null).
+macro_rules! payment_list {
+    () => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = ?1 \
+               AND (?2 IS NULL OR status = ?2) \
+               AND (?3 IS NULL OR reference = ?3) \
+               AND (?4 IS NULL OR created_at >= ?4) \
+               AND (?5 IS NULL OR created_at < ?5)"
+        )
+    };
+}
+
+/// The statements of a payment list: the newest page, the page after a
+/// cursor (`?7`, `?8`: its `created_at` and id), the page before it (read
+/// oldest first). Each is a range of `payments_by_shop_newest`.
+pub(super) const PAYMENT_LISTS: [&str; 3] = [
+    concat!(
+        payment_list!(),
+        " ORDER BY created_at DESC, id DESC LIMIT ?6"
+    ),
+    concat!(
+        payment_list!(),
+        " AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
+    ),
+    concat!(
+        payment_list!(),
+        " AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
+    ),
+];
+
+/// One page of a shop's payments, newest first by `(created_at, id)`.
+pub(super) async fn list_payments(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    filter: &PaymentFilter,
+    page: &PageRequest<PaymentId>,
+) -> Result<Page<Payment>, StoreError> {
+    let (shop_id, filter, page) = (shop_id.clone(), filter.clone(), page.clone());
+    store
+        .read(move |conn| {
+            let (sql, cursor) = match &page.cursor {
+                Cursor::Newest => (PAYMENT_LISTS[0], None),
+                Cursor::After(id) => (PAYMENT_LISTS[1], Some(payment_cursor(conn, &shop_id, id)?)),
+                Cursor::Before(id) => (PAYMENT_LISTS[2], Some(payment_cursor(conn, &shop_id, id)?)),
+            };
+            let (status, reference) = (
+                filter.status.map(|s| s.as_str()),
+                filter.reference.as_ref().map(Reference::as_str),
+            );
+            let (gte, lt) = (
+                filter.created_gte.map(unix_ms),
+                filter.created_lt.map(unix_ms),
+            );
+            let limit = i64::from(page.limit.get()) + 1;
+            let shop = shop_id.as_str();
+            let mut values: Vec<&dyn ToSql> =
+                vec![&shop as &dyn ToSql, &status, &reference, &gte, &lt, &limit];
+            if let Some((at, id)) = &cursor {
+                values.extend([at as &dyn ToSql, id]);
+            }
+            let rows: Vec<Payment> = all::<PaymentRow, _>(conn, sql, params_from_iter(values))?;
+            Ok(Page::from_probe(rows, &page))
+        })
+        .await
+}
+
+/// Where a payment list's cursor lies: the `(created_at, id)` of the
+/// shop's payment `id`; [`StoreError::UnknownCursor`] when there is none.
+fn payment_cursor(conn: &Connection, shop_id: &ShopId, id: &PaymentId) -> Result<(i64, String)> {
+    let at: Option<i64> = conn
+        .prepare_cached("SELECT created_at FROM payments WHERE shop_id = ?1 AND id = ?2")?
+        .query_row(params![shop_id.as_str(), id.as_str()], |row| row.get(0))
+        .optional()?;
+    match at {
+        Some(at) => Ok((at, id.as_str().to_owned())),
+        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
+    }
 }

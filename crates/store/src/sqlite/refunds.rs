@@ -1,22 +1,23 @@
 //! Refunds: phase 1 (the claim of the key with the reservation of the
 //! refund's amount on its payment), phase 3 (the fenced answer with the
-//! refund's settlement and merchant event), and reading a refund.
+//! refund's settlement and merchant event), and reading a refund, or a
+//! shop's refunds a page at a time.
 
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::refund::reservation;
 use chargeonce_core::{
-    ClaimRequest, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Payment, RecoveryPoint,
-    Refund, RefundClaim, RefundId, RefundRefusal, RefundSettlement, RefundStatus, ShopId,
-    StoreError, StoredResponse,
+    ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
+    PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
+    RefundSettlement, RefundStatus, ShopId, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::Write;
-use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
-use super::{Fail, Result, SqliteStore, now_ms, one, unix_ms};
+use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::{payment_columns, refund_columns};
 use crate::rows::{FromSqliteRow, PaymentRow, RefundRow};
@@ -29,6 +30,7 @@ pub(super) async fn claim_refund(
     timing: KeyTiming,
 ) -> Result<RefundClaim, StoreError> {
     let (claim, refund) = (claim.clone(), refund.clone());
+    let holder = store.instance.clone();
     store
         .write_new(move |conn| {
             let token = LeaseToken::generate();
@@ -36,6 +38,7 @@ pub(super) async fn claim_refund(
                 recovery_point: RecoveryPoint::RefundCreated,
                 payment_id: &refund.payment_id,
                 refund_id: Some(&refund.id),
+                holder: &holder,
             };
             if !insert_key(conn, &claim, target, token, timing)? {
                 let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
@@ -213,4 +216,99 @@ pub(super) fn refund_in(
         ),
         params![shop_id.as_str(), id.as_str()],
     )
+}
+
+/// The part of a refund list's statement before its cursor: the shop's
+/// refunds (of the payment `?2`, unless null).
+macro_rules! refund_list {
+    () => {
+        concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE shop_id = ?1 AND (?2 IS NULL OR payment_id = ?2)"
+        )
+    };
+}
+
+/// The statements of a refund list: the newest page, the page after a
+/// cursor (`?4`, `?5`: its `created_at` and id), the page before it (read
+/// oldest first). Each is a range of `refunds_by_shop_newest`.
+pub(super) const REFUND_LISTS: [&str; 3] = [
+    concat!(
+        refund_list!(),
+        " ORDER BY created_at DESC, id DESC LIMIT ?3"
+    ),
+    concat!(
+        refund_list!(),
+        " AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
+    ),
+    concat!(
+        refund_list!(),
+        " AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
+    ),
+];
+
+/// One page of a shop's refunds (of one payment), newest first by
+/// `(created_at, id)`.
+pub(super) async fn list_refunds(
+    store: &SqliteStore,
+    shop_id: &ShopId,
+    payment_id: Option<&PaymentId>,
+    page: &PageRequest<RefundId>,
+) -> Result<Page<Refund>, StoreError> {
+    let (shop_id, payment_id, page) = (shop_id.clone(), payment_id.cloned(), page.clone());
+    store
+        .read(move |conn| {
+            let payment_id = payment_id.as_ref();
+            let (sql, cursor) = match &page.cursor {
+                Cursor::Newest => (REFUND_LISTS[0], None),
+                Cursor::After(id) => (
+                    REFUND_LISTS[1],
+                    Some(refund_cursor(conn, &shop_id, payment_id, id)?),
+                ),
+                Cursor::Before(id) => (
+                    REFUND_LISTS[2],
+                    Some(refund_cursor(conn, &shop_id, payment_id, id)?),
+                ),
+            };
+            let payment = payment_id.map(PaymentId::as_str);
+            let limit = i64::from(page.limit.get()) + 1;
+            let shop = shop_id.as_str();
+            let mut values: Vec<&dyn ToSql> = vec![&shop as &dyn ToSql, &payment, &limit];
+            if let Some((at, id)) = &cursor {
+                values.extend([at as &dyn ToSql, id]);
+            }
+            let rows: Vec<Refund> = all::<RefundRow, _>(conn, sql, params_from_iter(values))?;
+            Ok(Page::from_probe(rows, &page))
+        })
+        .await
+}
+
+/// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
+/// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
+/// when there is none.
+fn refund_cursor(
+    conn: &Connection,
+    shop_id: &ShopId,
+    payment_id: Option<&PaymentId>,
+    id: &RefundId,
+) -> Result<(i64, String)> {
+    let at: Option<i64> = conn
+        .prepare_cached(
+            "SELECT created_at FROM refunds WHERE shop_id = ?1 AND id = ?2 \
+             AND (?3 IS NULL OR payment_id = ?3)",
+        )?
+        .query_row(
+            params![
+                shop_id.as_str(),
+                id.as_str(),
+                payment_id.map(PaymentId::as_str)
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match at {
+        Some(at) => Ok((at, id.as_str().to_owned())),
+        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
+    }
 }

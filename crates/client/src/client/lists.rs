@@ -1,0 +1,66 @@
+//! The list reads and key introspection: `GET /v1/payments`,
+//! `GET /v1/refunds`, `GET /v1/payments/{id}/refunds` and
+//! `GET /v1/idempotency-keys/{key}`.
+
+use serde::de::DeserializeOwned;
+
+use super::Client;
+use crate::{Error, IdempotencyKeyInfo, ListParams, Page, Payment, PaymentListParams, Refund};
+
+impl Client {
+    /// `GET /v1/payments`: one page of this shop's payments, newest first.
+    pub async fn list_payments(&self, params: &PaymentListParams) -> Result<Page<Payment>, Error> {
+        self.payments_page(params).await
+    }
+
+    /// [`Client::list_payments`] with each payment as the JSON the server
+    /// sent (for tools that print it).
+    pub async fn list_payments_json(
+        &self,
+        params: &PaymentListParams,
+    ) -> Result<Page<serde_json::Value>, Error> {
+        self.payments_page(params).await
+    }
+
+    async fn payments_page<T: DeserializeOwned>(
+        &self,
+        params: &PaymentListParams,
+    ) -> Result<Page<T>, Error> {
+        let mut url = self.url("v1/payments");
+        url.query_pairs_mut().extend_pairs(params.pairs());
+        Ok(self.read(url, true).await?.0)
+    }
+
+    /// `GET /v1/refunds`: one page of this shop's refunds, newest first.
+    pub async fn list_refunds(&self, params: &ListParams) -> Result<Page<Refund>, Error> {
+        let mut url = self.url("v1/refunds");
+        url.query_pairs_mut().extend_pairs(params.pairs());
+        Ok(self.read(url, true).await?.0)
+    }
+
+    /// `GET /v1/payments/{id}/refunds`: one page of a payment's refunds,
+    /// newest first (`Rejected` with `not_found` when the payment is not
+    /// this shop's).
+    pub async fn payment_refunds(
+        &self,
+        payment_id: &str,
+        params: &ListParams,
+    ) -> Result<Page<Refund>, Error> {
+        let mut url = self.url("v1/payments/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(payment_id).push("refunds");
+        }
+        url.query_pairs_mut().extend_pairs(params.pairs());
+        Ok(self.read(url, true).await?.0)
+    }
+
+    /// `GET /v1/idempotency-keys/{key}`: what the service knows of one of
+    /// this shop's keys (`Rejected` with `not_found` when it has none).
+    pub async fn idempotency_key(&self, key: &str) -> Result<IdempotencyKeyInfo, Error> {
+        let mut url = self.url("v1/idempotency-keys/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(key);
+        }
+        Ok(self.read(url, true).await?.0)
+    }
+}

@@ -1,0 +1,10 @@
+-- Cursor lists of a shop's payments and refunds, and key introspection (issue 15).
+
+-- The lists read a shop's rows newest first by (created_at, id), keyset paged.
+CREATE INDEX payments_by_shop_newest ON payments (shop_id, created_at DESC, id DESC);
+CREATE INDEX refunds_by_shop_newest ON refunds (shop_id, created_at DESC, id DESC);
+
+-- When the last repeat reached the store (unix ms): set by the statement that counts it in `replays`.
+ALTER TABLE idempotency_keys ADD COLUMN last_repeat_at INTEGER;
+-- The instance that holds the lease (its name, never the token): written at claim and take-over.
+ALTER TABLE idempotency_keys ADD COLUMN lease_holder TEXT;
