@@ -73,6 +73,10 @@ enum Command {
     /// Reconcile once: settle pending payments from the acquirer's answers,
     /// compare the books, print the report. Exit code 0 clean, 2 findings, 1 error.
     Reconcile(reconcile::ReconcileArgs),
+    /// Print the API's OpenAPI 3.1 document (what `GET /v1/openapi.json`
+    /// serves): `chargeonce openapi > docs/openapi.json` refreshes the
+    /// committed copy.
+    Openapi,
 }
 
 /// Logs to standard error, filtered by `RUST_LOG` (else `default`), in the
@@ -99,7 +103,13 @@ async fn main() -> anyhow::Result<()> {
     // The client commands print their own story; the service's logs would drown it.
     let client_side = matches!(
         cli.command,
-        Some(Command::Pay(_) | Command::Payment { .. } | Command::Demo | Command::Chaos(_))
+        Some(
+            Command::Pay(_)
+                | Command::Payment { .. }
+                | Command::Demo
+                | Command::Chaos(_)
+                | Command::Openapi
+        )
     );
     let format = match &cli.command {
         None => cli.serve.log_format(),
@@ -118,6 +128,12 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Pay(args)) => pay::pay(args).await,
         Some(Command::Payment { command }) => pay::payment(command).await,
         Some(Command::Demo) => demo::run().await,
+        Some(Command::Openapi) => {
+            use std::io::Write as _;
+            std::io::stdout()
+                .write_all(chargeonce_server::openapi::document_json().as_bytes())
+                .map_err(Into::into)
+        }
         Some(Command::Acquirer(args)) => acquirer::run(args).await,
         Some(Command::Chaos(args)) => {
             if !chargeonce_chaos::main(args).await? {
