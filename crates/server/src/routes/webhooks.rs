@@ -157,9 +157,10 @@ async fn amount_mismatch(
     description = "For the acquirer, not for shops: an event (`payment.processing`, `payment.succeeded`, `payment.declined`) delivered at least once and in any order, signed with the webhook secret in `Chargeonce-Signature`. The signature is checked before the body is parsed; a repeat of an event id changes nothing.",
     security(("acquirer_signature" = [])),
     request_body(content = Object, content_type = "application/json",
-        description = "The acquirer's event: `id`, `type` and `data` (`charge_id`, `acquirer_key`, `shop_id`, `amount`, `decline_code`); at most 64 KiB.",
-        example = json!({"id": "evt_ch_1", "type": "payment.succeeded", "data": {"charge_id": "ch_01a2297968b7769e806e9688e92895b9",
+        description = "The acquirer's event: `id`, `type`, `created` (unix seconds) and `data` (`charge_id`, `acquirer_key`, `shop_id`, `payment_id`, `reference`, `amount`, `decline_code`); at most 64 KiB.",
+        example = json!({"id": "evt_ch_1", "type": "payment.succeeded", "created": 1764456152, "data": {"charge_id": "ch_01a2297968b7769e806e9688e92895b9",
             "acquirer_key": "chargeonce-pay_01a2297968b375bcb36eb8e661248216", "shop_id": "demo",
+            "payment_id": "pay_01a2297968b375bcb36eb8e661248216", "reference": "order-123",
             "amount": {"value": "1500.00", "currency": "RUB"}, "decline_code": null}})),
     responses(
         (status = 200, description = "An authentic event, acknowledged (whatever it did: see `result`).", body = WebhookReceipt,
