@@ -88,6 +88,10 @@ enum Command {
     /// Reconcile once: settle pending payments from the acquirer's answers,
     /// compare the books, print the report. Exit code 0 clean, 2 findings, 1 error.
     Reconcile(reconcile::ReconcileArgs),
+    /// Print the API's OpenAPI 3.1 document (what `GET /v1/openapi.json`
+    /// serves): `chargeonce openapi > docs/openapi.json` refreshes the
+    /// committed copy.
+    Openapi,
 }
 
 /// Logs to standard error, filtered by `RUST_LOG` (else `default`), in the
@@ -121,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
                 | Command::Keys { .. }
                 | Command::Demo
                 | Command::Chaos(_)
+                | Command::Openapi
         )
     );
     let format = match &cli.command {
@@ -142,6 +147,12 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Payments { command }) => lists::payments(command).await,
         Some(Command::Keys { command }) => lists::keys(command).await,
         Some(Command::Demo) => demo::run().await,
+        Some(Command::Openapi) => {
+            use std::io::Write as _;
+            std::io::stdout()
+                .write_all(chargeonce_server::openapi::document_json().as_bytes())
+                .map_err(Into::into)
+        }
         Some(Command::Acquirer(args)) => acquirer::run(args).await,
         Some(Command::Chaos(args)) => {
             if !chargeonce_chaos::main(args).await? {

@@ -23,9 +23,10 @@
 use std::future::Future;
 
 use axum::Router;
-use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 #[cfg(feature = "bench-routes")]
 pub mod bench_ceiling;
@@ -34,6 +35,7 @@ pub mod conn;
 pub mod extract;
 pub mod limits;
 pub mod metrics;
+pub mod openapi;
 pub mod pipeline;
 pub mod prefer;
 pub mod problem;
@@ -49,28 +51,39 @@ pub use state::AppState;
 
 use problem::{Problem, ProblemCode};
 
-/// The v1 API, health checks, and problem+json for unknown routes.
+/// Every route of the API, each from a handler with its `#[utoipa::path]`:
+/// the router and the OpenAPI document ([`openapi::document`]) are built
+/// from the same list, so no route is served without being documented. Add
+/// routes here with `routes!`, never with a plain `.route()` (a test reads
+/// this file for that).
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(routes::payments::list, routes::payments::create))
+        .routes(routes!(routes::payments::get))
+        .routes(routes!(
+            routes::refunds::of_payment,
+            routes::refunds::create
+        ))
+        .routes(routes!(routes::refunds::list))
+        .routes(routes!(routes::refunds::get))
+        .routes(routes!(routes::keys::get))
+        .routes(routes!(routes::events::list))
+        .routes(routes!(routes::events::get))
+        .routes(routes!(routes::events::resend))
+        .routes(routes!(routes::webhooks::acquirer))
+        .routes(routes!(routes::metrics::metrics))
+        .routes(routes!(routes::health::healthz))
+        .routes(routes!(routes::health::readyz))
+}
+
+/// The v1 API ([`api_routes`]), its OpenAPI document at
+/// [`openapi::SPEC_PATH`] and its reference page at [`openapi::DOCS_PATH`],
+/// health checks, and problem+json for unknown routes.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route(
-            "/v1/payments",
-            get(routes::payments::list).post(routes::payments::create),
-        )
-        .route("/v1/payments/{id}", get(routes::payments::get))
-        .route(
-            "/v1/payments/{id}/refunds",
-            get(routes::refunds::of_payment).post(routes::refunds::create),
-        )
-        .route("/v1/refunds", get(routes::refunds::list))
-        .route("/v1/refunds/{id}", get(routes::refunds::get))
-        .route("/v1/idempotency-keys/{key}", get(routes::keys::get))
-        .route("/v1/events", get(routes::events::list))
-        .route("/v1/events/{id}", get(routes::events::get))
-        .route("/v1/events/{id}/resend", post(routes::events::resend))
-        .route("/v1/webhooks/acquirer", post(routes::webhooks::acquirer))
-        .route("/metrics", get(routes::metrics::metrics))
-        .route("/healthz", get(routes::health::healthz))
-        .route("/readyz", get(routes::health::readyz))
+    let (api, mut spec) = api_routes().split_for_parts();
+    openapi::finish(&mut spec);
+    api.merge(openapi::spec_router(openapi::to_json(&spec)))
+        .merge(openapi::docs_router())
         .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

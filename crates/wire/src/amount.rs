@@ -20,11 +20,11 @@ pub struct Amount {
     /// (`"0.00"` in an answer is nothing refunded yet).
     #[cfg_attr(
         feature = "openapi",
-        schema(example = "1500.00", pattern = r"^[0-9]+(\.[0-9]+)?$")
+        schema(example = "1500.00", pattern = r"^[0-9]{1,19}(\.[0-9]+)?$")
     )]
     pub value: String,
-    /// The ISO 4217 currency code.
-    #[cfg_attr(feature = "openapi", schema(example = "RUB"))]
+    /// The ISO 4217 currency code (three capital letters).
+    #[cfg_attr(feature = "openapi", schema(example = "RUB", pattern = "^[A-Z]{3}$"))]
     pub currency: String,
 }
 

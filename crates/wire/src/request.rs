@@ -14,7 +14,15 @@ use crate::Amount;
 pub struct PaymentMethod {
     /// The acquirer's payment method token (the simulator's: `tok_ok`,
     /// `tok_declined`, `tok_timeout`, `tok_slow`, ...). Never shown back.
-    #[cfg_attr(feature = "openapi", schema(example = "tok_ok"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            example = "tok_ok",
+            min_length = 1,
+            max_length = 255,
+            pattern = "^[!-~]+$"
+        )
+    )]
     pub token: String,
 }
 
@@ -34,8 +42,17 @@ pub struct PaymentMethod {
 pub struct CreatePayment {
     /// How much: a positive amount with exactly the currency's minor units.
     pub amount: Amount,
-    /// The shop's order. One order gets at most one successful payment.
-    #[cfg_attr(feature = "openapi", schema(example = "order-123"))]
+    /// The shop's order: 1 to 255 characters, no control characters. One
+    /// order gets at most one successful payment.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            example = "order-123",
+            min_length = 1,
+            max_length = 255,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+        )
+    )]
     pub reference: String,
     /// The payment method.
     pub payment_method: PaymentMethod,

@@ -93,6 +93,24 @@ pub struct ListQuery {
 /// The authenticated shop's events, newest first: `?limit=` (1 to 100,
 /// default 20), `?starting_after=<the last id of the previous page>`,
 /// `?type=payment.succeeded`.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    operation_id = "listEvents",
+    tag = "events",
+    summary = "The shop's events, newest first",
+    security(("shop_basic" = [])),
+    params(
+        ("limit" = Option<u32>, Query, description = "Events per page: 1 to 100 (default 20).", minimum = 1, maximum = 100, example = 20),
+        ("starting_after" = Option<String>, Query, description = "The last id of the previous page.",
+            pattern = "^evt_[0-9a-f]{32}$", example = "evt_01a2297968c07d11b0f4c7e8e0d6a3b1"),
+        ("type" = Option<wire::EventType>, Query, description = "Only events of this type."),
+    ),
+    responses(
+        (status = 200, description = "A page of events; `has_more` tells whether another follows.", body = wire::List<wire::Event>),
+        (status = 422, description = "`invalid_request`: `limit` out of 1 to 100, `starting_after` not an event id, an unknown `type`, or an unknown or repeated parameter."),
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
@@ -134,6 +152,19 @@ pub async fn list(
 }
 
 /// One event of the authenticated shop, with its delivery log.
+#[utoipa::path(
+    get,
+    path = "/v1/events/{id}",
+    operation_id = "getEvent",
+    tag = "events",
+    summary = "Get an event and its delivery log",
+    security(("shop_basic" = [])),
+    params(("id" = String, Path, description = "The event's id (`evt_...`).", example = "evt_01a2297968c07d11b0f4c7e8e0d6a3b1")),
+    responses(
+        (status = 200, description = "The event.", body = wire::Event),
+        (status = 404, description = "`not_found`: no such event for this shop."),
+    ),
+)]
 pub async fn get(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
@@ -154,6 +185,25 @@ pub async fn get(
 /// it needs an `Idempotency-Key`; repeating it is harmless (at most one more
 /// delivery, which the receiver deduplicates by event id), so the key is not
 /// stored.
+#[utoipa::path(
+    post,
+    path = "/v1/events/{id}/resend",
+    operation_id = "resendEvent",
+    tag = "events",
+    summary = "Deliver an event again",
+    description = "Makes the event due again now (a delivered or given-up one too): it is sent again with the same id and body. Repeating it is harmless, so the key is required but not stored.",
+    security(("shop_basic" = [])),
+    params(
+        ("id" = String, Path, description = "The event's id (`evt_...`).", example = "evt_01a2297968c07d11b0f4c7e8e0d6a3b1"),
+        ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters, exactly one header (required on every state-changing POST; not stored here).",
+            min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$", example = "evt-resend-1"),
+    ),
+    responses(
+        (status = 202, description = "Due again; the relay will deliver it.", body = wire::Event),
+        (status = 400, description = "`missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`: the key header is missing, malformed or repeated."),
+        (status = 404, description = "`not_found`: no such event for this shop."),
+    ),
+)]
 pub async fn resend(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,

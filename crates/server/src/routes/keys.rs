@@ -24,6 +24,19 @@ fn not_found() -> Problem {
 /// percent-decoded; one that is not a valid key (1 to 255 visible ASCII
 /// characters), another shop's key, an unknown key and a finished key whose
 /// retention ran out are all `404 not_found`.
+#[utoipa::path(
+    get,
+    path = "/v1/idempotency-keys/{key}",
+    operation_id = "getIdempotencyKey",
+    tag = "idempotency-keys",
+    summary = "What the service knows of one of the shop's idempotency keys",
+    security(("shop_basic" = [])),
+    params(("key" = String, Path, description = "The key, percent-encoded (1 to 255 visible ASCII characters once decoded).", example = "order-123-pay")),
+    responses(
+        (status = 200, description = "The key: state, recovery point, first request, repeats, lease holder and deadline while in progress, the stored status and the payment or refund it belongs to. Never the lease's token nor the stored answer.", body = chargeonce_wire::IdempotencyKey),
+        (status = 404, description = "`not_found`: no such key for this shop (another shop's key, a key that is not valid syntax, a finished key whose retention ran out)."),
+    ),
+)]
 pub async fn get(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,

@@ -7,6 +7,15 @@ use axum::response::{IntoResponse, Response};
 use crate::AppState;
 
 /// Every metric of this instance.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    responses((status = 200, description = "Every metric of this instance, in the OpenMetrics text format.",
+        body = String, content_type = "application/openmetrics-text")),
+)]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     (
         [(

@@ -42,7 +42,6 @@ use chargeonce_core::{
     AcquirerKey, EventRecorded, InboundEvent, Money, PaymentStatus, Settlement, ShopId,
 };
 use serde::Deserialize;
-use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::AppState;
@@ -66,9 +65,25 @@ fn refused(state: &AppState, error: &SignatureError) -> Response {
     Problem::new(code, error.to_string()).into_response()
 }
 
+/// The answer to an authentic acquirer event: always `received`, with what
+/// was done with it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WebhookReceipt {
+    /// Always `true`: the acquirer may stop resending the event.
+    pub received: bool,
+    /// What was done: `applied`, `duplicate`, `no_change`, `conflict`,
+    /// `unknown_payment` or `amount_mismatch`.
+    #[schema(example = "applied")]
+    pub result: String,
+}
+
 fn received(state: &AppState, result: &'static str) -> Response {
     state.metrics().webhook(result);
-    Json(json!({"received": true, "result": result})).into_response()
+    Json(WebhookReceipt {
+        received: true,
+        result: result.to_owned(),
+    })
+    .into_response()
 }
 
 fn settlement_of(event: &AcquirerEvent) -> Option<Settlement> {
@@ -133,6 +148,31 @@ async fn amount_mismatch(
 /// Receives one acquirer event: the size, the signature header and its
 /// timestamp are checked before the body is read, and the body's one MAC
 /// before it is parsed (strictly: a repeated member is 400 `malformed_json`).
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/acquirer",
+    operation_id = "acquirerWebhook",
+    tag = "webhooks",
+    summary = "Receive an acquirer event",
+    description = "For the acquirer, not for shops: an event (`payment.processing`, `payment.succeeded`, `payment.declined`) delivered at least once and in any order, signed with the webhook secret in `Chargeonce-Signature`. The signature is checked before the body is parsed; a repeat of an event id changes nothing.",
+    security(("acquirer_signature" = [])),
+    request_body(content = Object, content_type = "application/json",
+        description = "The acquirer's event: `id`, `type`, `created` (unix seconds) and `data` (`charge_id`, `acquirer_key`, `shop_id`, `payment_id`, `reference`, `amount`, `decline_code`); at most 64 KiB.",
+        example = json!({"id": "evt_ch_1", "type": "payment.succeeded", "created": 1764456152, "data": {"charge_id": "ch_01a2297968b7769e806e9688e92895b9",
+            "acquirer_key": "chargeonce-pay_01a2297968b375bcb36eb8e661248216", "shop_id": "demo",
+            "payment_id": "pay_01a2297968b375bcb36eb8e661248216", "reference": "order-123",
+            "amount": {"value": "1500.00", "currency": "RUB"}, "decline_code": null}})),
+    responses(
+        (status = 200, description = "An authentic event, acknowledged (whatever it did: see `result`).", body = WebhookReceipt,
+            example = json!({"received": true, "result": "applied"})),
+        (status = 400, description = "`missing_signature`: no well-formed `Chargeonce-Signature`; `malformed_json`: the body is not (strict) JSON; `bad_request`: the body broke off."),
+        (status = 401, description = "`invalid_signature`: the signature does not match the body; `stale_signature`: signed more than 5 minutes from now."),
+        (status = 408, description = "`body_timeout`: the body did not arrive in time."),
+        (status = 413, description = "`payload_too_large`: the body is over 64 KiB."),
+        (status = 422, description = "`invalid_request`: an authentic body that is not an acquirer event."),
+        (status = 503, description = "`webhooks_disabled`: no webhook secret is configured; `store_unavailable`, `store_overloaded`: nothing was recorded, a retry is welcome; `request_timeout`."),
+    ),
+)]
 pub async fn acquirer(State(state): State<AppState>, request: Request) -> Response {
     let Some(secret) = state.webhook_secret() else {
         return Problem::new(
