@@ -43,8 +43,11 @@ pub const ACQUIRER_SIGNATURE: &str = "acquirer_signature";
 pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,128}$";
 
 /// The syntax of an `Idempotency-Key`: 1 to 255 visible ASCII characters
-/// (the structured-field string form `"..."` is accepted too).
-pub const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]{1,255}$";
+/// not starting with `"`, or the RFC 8941 string form `"..."` of such a key
+/// (`\"` and `\\` escaped; at most 512 characters quoted). The path macros
+/// repeat it as a literal; a test checks they agree.
+pub const IDEMPOTENCY_KEY_PATTERN: &str =
+    r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#;
 
 /// What the path macros say of the `Idempotency-Key` header.
 pub const IDEMPOTENCY_KEY_DESCRIPTION: &str = "The key of the business operation (for example \

@@ -196,7 +196,7 @@ pub async fn get(
     params(
         ("id" = String, Path, description = "The event's id (`evt_...`).", example = "evt_01a2297968c07d11b0f4c7e8e0d6a3b1"),
         ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters, exactly one header (required on every state-changing POST; not stored here).",
-            min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$", example = "evt-resend-1"),
+            min_length = 1, max_length = 512, pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#, example = "evt-resend-1"),
     ),
     responses(
         (status = 202, description = "Due again; the relay will deliver it.", body = wire::Event),

@@ -55,7 +55,7 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
     security(("shop_basic" = [])),
     params(
         ("Idempotency-Key" = String, Header, description = "The key of the business operation (for example `order-123-pay`): 1 to 255 visible ASCII characters, exactly one header; the structured-field string form `\"order-123-pay\"` is the same key. A repeat with the same key gets the first answer, replayed byte for byte (`Idempotent-Replayed: true`).",
-            min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$", example = "order-123-pay"),
+            min_length = 1, max_length = 512, pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#, example = "order-123-pay"),
         ("Prefer" = Option<String>, Header, description = "`wait=N` (RFC 7240): a repeat that finds the key's first request still running waits up to N seconds (at most 60) for its answer instead of a 409. Other preferences, and a malformed `wait`, are ignored.", example = "wait=10"),
     ),
     request_body(content = CreatePayment, content_type = "application/json",
@@ -170,8 +170,8 @@ pub struct ListQuery {
     security(("shop_basic" = [])),
     params(
         ("limit" = Option<u32>, Query, description = "How many objects, 1 to 100 (default 10).", minimum = 1, maximum = 100, example = 10),
-        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`."),
-        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`."),
+        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`.", min_length = 1),
+        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`.", min_length = 1),
         ("status" = Option<chargeonce_wire::PaymentStatus>, Query, description = "Only payments in this status."),
         ("reference" = Option<String>, Query, description = "Only the payments of this order (the seed's \"check the state before paying\").",
             min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$", example = "order-123"),

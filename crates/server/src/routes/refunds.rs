@@ -49,7 +49,7 @@ fn refund_not_found() -> Problem {
     params(
         ("id" = String, Path, description = "The refunded payment's id (`pay_...`).", example = "pay_01a2297968b375bcb36eb8e661248216"),
         ("Idempotency-Key" = String, Header, description = "The key of the business operation (for example `order-123-refund-1`): 1 to 255 visible ASCII characters, exactly one header; the structured-field string form `\"...\"` is the same key. A repeat with the same key gets the first answer, replayed byte for byte (`Idempotent-Replayed: true`).",
-            min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$", example = "order-123-refund-1"),
+            min_length = 1, max_length = 512, pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#, example = "order-123-refund-1"),
         ("Prefer" = Option<String>, Header, description = "`wait=N` (RFC 7240): a repeat that finds the key's first request still running waits up to N seconds (at most 60) for its answer instead of a 409. Other preferences, and a malformed `wait`, are ignored.", example = "wait=10"),
     ),
     request_body(content = CreateRefund, content_type = "application/json",
@@ -142,8 +142,8 @@ pub struct ListQuery {
     security(("shop_basic" = [])),
     params(
         ("limit" = Option<u32>, Query, description = "How many objects, 1 to 100 (default 10).", minimum = 1, maximum = 100, example = 10),
-        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`."),
-        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`."),
+        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`.", min_length = 1),
+        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`.", min_length = 1),
     ),
     responses(
         (status = 200, description = "One page, newest first.", body = chargeonce_wire::List<Refund>),
@@ -171,8 +171,8 @@ pub async fn list(
     params(
         ("id" = String, Path, description = "The payment's id (`pay_...`).", example = "pay_01a2297968b375bcb36eb8e661248216"),
         ("limit" = Option<u32>, Query, description = "How many objects, 1 to 100 (default 10).", minimum = 1, maximum = 100, example = 10),
-        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`."),
-        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`."),
+        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`.", min_length = 1),
+        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`.", min_length = 1),
     ),
     responses(
         (status = 200, description = "One page, newest first.", body = chargeonce_wire::List<Refund>),
