@@ -91,6 +91,9 @@ class ProblemCode(str, Enum):
     MISSING_SIGNATURE = "missing_signature"
     STALE_SIGNATURE = "stale_signature"
     WEBHOOKS_DISABLED = "webhooks_disabled"
+    BAD_REQUEST = "bad_request"
+    HTTP_ERROR = "http_error"
+    TOO_MANY_REQUESTS = "too_many_requests"
 
 
 Code = Union[ProblemCode, str]
@@ -119,25 +122,27 @@ class Payment:
     provider_payment_id: Optional[str]
     decline_code: Optional[str]
     created_at: str
-    amount_refunded: Optional[Amount]
-    refund_status: Optional[str]
+    amount_refunded: Amount
+    refund_status: str
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Payment":
         refunded = data.get("amount_refunded")
+        amount = Amount.from_json(data["amount"])
         return cls(
             id=str(data["id"]),
             object=str(data.get("object", "payment")),
             shop_id=str(data["shop_id"]),
             status=str(data["status"]),
-            amount=Amount.from_json(data["amount"]),
+            amount=amount,
             reference=str(data["reference"]),
             provider_payment_id=_opt(data, "provider_payment_id"),
             decline_code=_opt(data, "decline_code"),
             created_at=str(data["created_at"]),
-            amount_refunded=Amount.from_json(refunded) if refunded else None,
-            refund_status=_opt(data, "refund_status"),
+            # Both are absent only from a server from before refunds: nothing refunded.
+            amount_refunded=Amount.from_json(refunded) if refunded else Amount("0", amount.currency),
+            refund_status=str(data.get("refund_status") or "none"),
             raw=dict(data),
         )
 
