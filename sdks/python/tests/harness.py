@@ -25,7 +25,12 @@ def binary() -> str:
 class Server:
     """``chargeonce shops add`` then ``chargeonce serve`` on a temporary SQLite store."""
 
-    def __init__(self, extra_args: Optional[List[str]] = None) -> None:
+    def __init__(
+        self,
+        extra_args: Optional[List[str]] = None,
+        webhook_url: Optional[str] = None,
+        webhook_secret: Optional[str] = None,
+    ) -> None:
         self.dir = tempfile.mkdtemp(prefix="chargeonce-py-")
         db = f"sqlite://{self.dir}/db.sqlite"
         bin_ = binary()
@@ -33,6 +38,12 @@ class Server:
             [bin_, "shops", "add", SHOP, "--secret", SECRET, "--database-url", db],
             check=True, capture_output=True, timeout=60,
         )
+        if webhook_url:
+            subprocess.run(
+                [bin_, "shops", "set-webhook", "--shop", SHOP, "--url", webhook_url,
+                 "--secret", webhook_secret or "whsec_pytest_0123456789", "--database-url", db],
+                check=True, capture_output=True, timeout=60,
+            )
         self.log = open(os.path.join(self.dir, "server.log"), "w+")
         self.proc = subprocess.Popen(
             [bin_, "serve", "--database-url", db, "--sim-ledger", f"{self.dir}/sim.sqlite",
