@@ -101,7 +101,7 @@ class _Base:
             raise ConfigError(f"base URL `{base_url}` is not an http(s) URL")
         self.base_url = base_url.rstrip("/") + "/"
         self.shop = shop
-        self._secret = secret
+        self._auth = httpx.BasicAuth(shop, secret)
         self.policy = policy or RetryPolicy()
 
     def __repr__(self) -> str:
@@ -156,8 +156,9 @@ class Client(_Base):
         http: Optional[httpx.Client] = None,
     ) -> None:
         super().__init__(base_url, shop, secret, policy)
+        # A caller's own httpx.Client (proxies, TLS settings) is fine: every
+        # request carries the shop's Basic auth itself.
         self._http = http or httpx.Client(
-            auth=(shop, secret),
             follow_redirects=False,
             headers={"user-agent": USER_AGENT},
             timeout=httpx.Timeout(20.0, connect=connect_timeout),
@@ -211,6 +212,7 @@ class Client(_Base):
                 response = self._http.post(
                     url,
                     content=call.body,
+                    auth=self._auth,
                     headers=self._keyed_headers(key, extra),
                     timeout=httpx.Timeout(timeout, connect=min(self._connect_timeout, timeout)),
                 )
@@ -230,7 +232,7 @@ class Client(_Base):
         call = ReadCall(self.policy)
         while True:
             try:
-                response = self._http.get(self._url(path), params=params, timeout=call.timeout())
+                response = self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
                 decision = call.on_answer(_answer(response))
             except httpx.TransportError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
@@ -339,7 +341,6 @@ class AsyncClient(_Base):
     ) -> None:
         super().__init__(base_url, shop, secret, policy)
         self._http = http or httpx.AsyncClient(
-            auth=(shop, secret),
             follow_redirects=False,
             headers={"user-agent": USER_AGENT},
             timeout=httpx.Timeout(20.0, connect=connect_timeout),
@@ -382,6 +383,7 @@ class AsyncClient(_Base):
                 response = await self._http.post(
                     url,
                     content=call.body,
+                    auth=self._auth,
                     headers=self._keyed_headers(key, extra),
                     timeout=httpx.Timeout(timeout, connect=min(self._connect_timeout, timeout)),
                 )
@@ -399,7 +401,7 @@ class AsyncClient(_Base):
         call = ReadCall(self.policy)
         while True:
             try:
-                response = await self._http.get(self._url(path), params=params, timeout=call.timeout())
+                response = await self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
                 decision = call.on_answer(_answer(response))
             except httpx.TransportError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
