@@ -1,0 +1,36 @@
+"""chargeonce: a client of the idempotent payment API.
+
+Keys come from the intent (:meth:`IdempotencyKey.for_operation`); every retry
+sends the same key and the same body bytes; a payment ends :class:`Paid`,
+:class:`Declined` or :class:`Uncertain` (never "try again with a new key").
+"""
+from ._client import AsyncClient, Client, payment_body, refund_body
+from ._errors import ChargeonceError, ConfigError, KeyReused, ProblemError, Unavailable, UnexpectedAnswer
+from ._keys import IdempotencyKey, InvalidKey
+from ._models import Amount, IdempotencyKeyInfo, Page, Payment, PaymentStatus, Problem, ProblemCode, Refund
+from ._outcome import (
+    Attempt,
+    Declined,
+    Outcome,
+    Paid,
+    PayResult,
+    RefundFailed,
+    Refunded,
+    RefundOutcome,
+    RefundResult,
+    RefundUncertain,
+    Uncertain,
+)
+from ._retry import RetryPolicy, is_transient, parse_retry_after
+from . import webhooks
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Amount", "AsyncClient", "Attempt", "ChargeonceError", "Client", "ConfigError", "Declined",
+    "IdempotencyKey", "IdempotencyKeyInfo", "InvalidKey", "KeyReused", "Outcome", "Page", "Paid",
+    "PayResult", "Payment", "PaymentStatus", "Problem", "ProblemCode", "ProblemError", "Refund",
+    "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
+    "Unavailable", "Uncertain", "UnexpectedAnswer", "is_transient", "parse_retry_after",
+    "payment_body", "refund_body", "webhooks",
+]

@@ -1,0 +1,486 @@
+"""The clients: ``Client`` (blocking) and ``AsyncClient`` (asyncio), on httpx.
+
+Only I/O lives here: every judgement (the key, the retry decision, the
+backoff, what an answer means) is in the pure modules, shared by both.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from urllib.parse import quote
+
+import httpx
+
+from ._errors import ConfigError, UnexpectedAnswer
+from ._judge import (
+    Answer,
+    Done,
+    Fail,
+    KeyedCall,
+    ReadCall,
+    Sleep,
+    judge_payment,
+    judge_refund,
+    uncertain_payment,
+    uncertain_refund,
+)
+from ._keys import IdempotencyKey, KeyLike, as_key
+from ._models import Amount, IdempotencyKeyInfo, Page, Payment, Refund
+from ._outcome import CONNECT, LOST, TIMEOUT, Paid, PayResult, RefundResult
+from ._retry import RetryPolicy
+
+__version__ = "0.1.0"
+USER_AGENT = f"chargeonce-python/{__version__}"
+
+T = TypeVar("T")
+
+
+def payment_body(amount: Amount, reference: str, token: str) -> bytes:
+    """The ``POST /v1/payments`` body, serialised once (every retry sends these bytes)."""
+    return _dump({"amount": amount.to_json(), "reference": reference, "payment_method": {"token": token}})
+
+
+def refund_body(amount: Optional[Amount]) -> bytes:
+    return _dump({"amount": amount.to_json()} if amount is not None else {})
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def failure_kind(error: httpx.TransportError) -> str:
+    """Connect (nothing sent), timeout, or lost (sent; it may have executed)."""
+    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return CONNECT
+    if isinstance(error, httpx.TimeoutException):
+        return TIMEOUT
+    return LOST
+
+
+def _answer(response: httpx.Response) -> Answer:
+    return Answer(
+        status=response.status_code,
+        headers={k.lower(): v for k, v in response.headers.items()},
+        body=response.content,
+    )
+
+
+def _list_params(**params: Optional[Union[str, int]]) -> Dict[str, str]:
+    return {k: str(v) for k, v in params.items() if v is not None}
+
+
+def _page(answer: Answer, parse: Callable[[Mapping[str, Any]], T]) -> Page[T]:
+    data = answer.json()
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise UnexpectedAnswer(answer.status, answer.excerpt(), 1)
+    return Page(
+        object=str(data.get("object", "list")),
+        data=[parse(item) for item in data["data"]],
+        has_more=bool(data.get("has_more", False)),
+    )
+
+
+def _parsed(answer: Answer, parse: Callable[[Mapping[str, Any]], T]) -> T:
+    data = answer.json()
+    try:
+        return parse(data)
+    except (KeyError, TypeError, ValueError):
+        raise UnexpectedAnswer(answer.status, answer.excerpt(), 1) from None
+
+
+class _Base:
+    def __init__(self, base_url: str, shop: str, secret: str, policy: Optional[RetryPolicy]) -> None:
+        parsed = httpx.URL(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ConfigError(f"base URL `{base_url}` is not an http(s) URL")
+        self.base_url = base_url.rstrip("/") + "/"
+        self.shop = shop
+        self._auth = httpx.BasicAuth(shop, secret)
+        self.policy = policy or RetryPolicy()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r}, shop={self.shop!r}, secret='***')"
+
+    def _url(self, path: str) -> str:
+        return self.base_url + path
+
+    def _keyed_headers(self, key: IdempotencyKey, extra: Mapping[str, str]) -> Dict[str, str]:
+        headers = {"idempotency-key": key.value, "content-type": "application/json"}
+        headers.update(extra)
+        return headers
+
+    def _payments_query(
+        self,
+        reference: Optional[str],
+        status: Optional[str],
+        limit: Optional[int],
+        starting_after: Optional[str],
+        ending_before: Optional[str],
+        created_gte: Optional[str],
+        created_lt: Optional[str],
+    ) -> Dict[str, str]:
+        return _list_params(
+            reference=reference,
+            status=status,
+            limit=limit,
+            starting_after=starting_after,
+            ending_before=ending_before,
+            created_gte=created_gte,
+            created_lt=created_lt,
+        )
+
+
+class Client(_Base):
+    """A blocking client of one chargeonce service, as one shop.
+
+    >>> client = Client("http://127.0.0.1:8080", "demo", "sk_...")      # doctest: +SKIP
+    >>> key = IdempotencyKey.for_operation("order-123", "pay")          # doctest: +SKIP
+    >>> client.pay(key, Amount.of("1500.00", "RUB"), "order-123", "tok_ok").outcome  # doctest: +SKIP
+    Paid(payment=Payment(...))
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        shop: str,
+        secret: str,
+        policy: Optional[RetryPolicy] = None,
+        *,
+        connect_timeout: float = 5.0,
+        http: Optional[httpx.Client] = None,
+    ) -> None:
+        super().__init__(base_url, shop, secret, policy)
+        # A caller's own httpx.Client (proxies, TLS settings) is fine: every
+        # request carries the shop's Basic auth itself.
+        self._http = http or httpx.Client(
+            follow_redirects=False,
+            headers={"user-agent": USER_AGENT},
+            timeout=httpx.Timeout(20.0, connect=connect_timeout),
+        )
+        self._connect_timeout = connect_timeout
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- keyed POSTs -------------------------------------------------------
+
+    def pay(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+        """``POST /v1/payments`` under ``key``, retried (same key, same body bytes)
+        until a definite answer or the end of the budget: :class:`Paid`,
+        :class:`Declined`, or :class:`Uncertain` when the budget ran out.
+        Raises :class:`KeyReused` (never retried) and :class:`ProblemError`."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
+        outcome = self._run(self._url("v1/payments"), key, call)
+        return PayResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    def refund(self, payment_id: str, key: KeyLike, amount: Optional[Amount] = None) -> RefundResult:
+        """``POST /v1/payments/{id}/refunds`` under the refund's own key
+        (``for_operation(order, "refund-1")``); ``amount=None`` refunds the rest."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_refund, uncertain_refund, refund_body(amount), False)
+        outcome = self._run(self._url(f"v1/payments/{_segment(payment_id)}/refunds"), key, call)
+        return RefundResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    def pay_order(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+        """Looks the order up first (``GET /v1/payments?reference=``): an order that
+        already has a succeeded payment gets it back with nothing sent
+        (``found_before_paying``); otherwise :meth:`pay`."""
+        key = as_key(key)
+        for payment in self.payments_for(reference):
+            if payment.status == "succeeded":
+                return PayResult(Paid(payment), key, [], found_before_paying=True)
+        return self.pay(key, amount, reference, token)
+
+    def _run(self, url: str, key: IdempotencyKey, call: KeyedCall[T]) -> T:
+        while True:
+            timeout, extra = call.plan()
+            started = time.monotonic()
+            try:
+                response = self._http.post(
+                    url,
+                    content=call.body,
+                    auth=self._auth,
+                    headers=self._keyed_headers(key, extra),
+                    timeout=httpx.Timeout(timeout, connect=min(self._connect_timeout, timeout)),
+                )
+                decision = call.on_answer(_answer(response), time.monotonic() - started)
+            except httpx.TransportError as error:
+                decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__, time.monotonic() - started)
+            if isinstance(decision, Sleep):
+                time.sleep(decision.seconds)
+                continue
+            if isinstance(decision, Done):
+                return decision.value  # type: ignore[no-any-return]
+            raise decision.error
+
+    # -- reads -------------------------------------------------------------
+
+    def _get(self, path: str, params: Optional[Mapping[str, str]] = None) -> Answer:
+        call = ReadCall(self.policy)
+        while True:
+            try:
+                response = self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
+                decision = call.on_answer(_answer(response))
+            except httpx.TransportError as error:
+                decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
+            if isinstance(decision, Sleep):
+                time.sleep(decision.seconds)
+                continue
+            if isinstance(decision, Done):
+                return decision.value  # type: ignore[no-any-return]
+            assert isinstance(decision, Fail)
+            raise decision.error
+
+    def payment(self, payment_id: str) -> Payment:
+        return _parsed(self._get(f"v1/payments/{_segment(payment_id)}"), Payment.from_json)
+
+    def refund_by_id(self, refund_id: str) -> Refund:
+        return _parsed(self._get(f"v1/refunds/{_segment(refund_id)}"), Refund.from_json)
+
+    def payments_for(self, reference: str) -> List[Payment]:
+        """Every payment of one order (oldest first)."""
+        return list(reversed(list(self.iter_payments(reference=reference, limit=100))))
+
+    def list_payments(
+        self,
+        *,
+        reference: Optional[str] = None,
+        status: Optional[str] = None,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+        created_gte: Optional[str] = None,
+        created_lt: Optional[str] = None,
+    ) -> Page[Payment]:
+        """One page of ``GET /v1/payments``, newest first."""
+        params = self._payments_query(reference, status, limit, starting_after, ending_before, created_gte, created_lt)
+        return _page(self._get("v1/payments", params), Payment.from_json)
+
+    def iter_payment_pages(self, **params: Any) -> Iterator[Page[Payment]]:
+        """Every page, following ``starting_after`` while ``has_more``."""
+        while True:
+            page = self.list_payments(**params)
+            yield page
+            if not page.has_more or page.last_id is None:
+                return
+            params = {**params, "starting_after": page.last_id, "ending_before": None}
+
+    def iter_payments(self, **params: Any) -> Iterator[Payment]:
+        for page in self.iter_payment_pages(**params):
+            yield from page.data
+
+    def list_refunds(
+        self, *, limit: Optional[int] = None, starting_after: Optional[str] = None, ending_before: Optional[str] = None
+    ) -> Page[Refund]:
+        params = _list_params(limit=limit, starting_after=starting_after, ending_before=ending_before)
+        return _page(self._get("v1/refunds", params), Refund.from_json)
+
+    def payment_refunds(
+        self,
+        payment_id: str,
+        *,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+    ) -> Page[Refund]:
+        params = _list_params(limit=limit, starting_after=starting_after, ending_before=ending_before)
+        return _page(self._get(f"v1/payments/{_segment(payment_id)}/refunds", params), Refund.from_json)
+
+    def iter_payment_refunds(self, payment_id: str, *, limit: Optional[int] = None) -> Iterator[Refund]:
+        after: Optional[str] = None
+        while True:
+            page = self.payment_refunds(payment_id, limit=limit, starting_after=after)
+            yield from page.data
+            if not page.has_more or page.last_id is None:
+                return
+            after = page.last_id
+
+    def iter_refunds(self, *, limit: Optional[int] = None) -> Iterator[Refund]:
+        after: Optional[str] = None
+        while True:
+            page = self.list_refunds(limit=limit, starting_after=after)
+            yield from page.data
+            if not page.has_more or page.last_id is None:
+                return
+            after = page.last_id
+
+    def idempotency_key(self, key: KeyLike) -> IdempotencyKeyInfo:
+        """``GET /v1/idempotency-keys/{key}``: what the service knows of one key."""
+        return _parsed(self._get(f"v1/idempotency-keys/{_segment(as_key(key).value)}"), IdempotencyKeyInfo.from_json)
+
+    def acquirer_ledger(self) -> Any:
+        """``GET /sim/ledger`` of the embedded simulator (a test tool), as JSON."""
+        return self._get("sim/ledger").json()
+
+
+class AsyncClient(_Base):
+    """The asyncio twin of :class:`Client`: the same methods, awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        shop: str,
+        secret: str,
+        policy: Optional[RetryPolicy] = None,
+        *,
+        connect_timeout: float = 5.0,
+        http: Optional[httpx.AsyncClient] = None,
+    ) -> None:
+        super().__init__(base_url, shop, secret, policy)
+        self._http = http or httpx.AsyncClient(
+            follow_redirects=False,
+            headers={"user-agent": USER_AGENT},
+            timeout=httpx.Timeout(20.0, connect=connect_timeout),
+        )
+        self._connect_timeout = connect_timeout
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def pay(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
+        outcome = await self._run(self._url("v1/payments"), key, call)
+        return PayResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    async def refund(self, payment_id: str, key: KeyLike, amount: Optional[Amount] = None) -> RefundResult:
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_refund, uncertain_refund, refund_body(amount), False)
+        outcome = await self._run(self._url(f"v1/payments/{_segment(payment_id)}/refunds"), key, call)
+        return RefundResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    async def pay_order(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+        key = as_key(key)
+        for payment in await self.payments_for(reference):
+            if payment.status == "succeeded":
+                return PayResult(Paid(payment), key, [], found_before_paying=True)
+        return await self.pay(key, amount, reference, token)
+
+    async def _run(self, url: str, key: IdempotencyKey, call: KeyedCall[T]) -> T:
+        while True:
+            timeout, extra = call.plan()
+            started = time.monotonic()
+            try:
+                response = await self._http.post(
+                    url,
+                    content=call.body,
+                    auth=self._auth,
+                    headers=self._keyed_headers(key, extra),
+                    timeout=httpx.Timeout(timeout, connect=min(self._connect_timeout, timeout)),
+                )
+                decision = call.on_answer(_answer(response), time.monotonic() - started)
+            except httpx.TransportError as error:
+                decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__, time.monotonic() - started)
+            if isinstance(decision, Sleep):
+                await asyncio.sleep(decision.seconds)
+                continue
+            if isinstance(decision, Done):
+                return decision.value  # type: ignore[no-any-return]
+            raise decision.error
+
+    async def _get(self, path: str, params: Optional[Mapping[str, str]] = None) -> Answer:
+        call = ReadCall(self.policy)
+        while True:
+            try:
+                response = await self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
+                decision = call.on_answer(_answer(response))
+            except httpx.TransportError as error:
+                decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
+            if isinstance(decision, Sleep):
+                await asyncio.sleep(decision.seconds)
+                continue
+            if isinstance(decision, Done):
+                return decision.value  # type: ignore[no-any-return]
+            assert isinstance(decision, Fail)
+            raise decision.error
+
+    async def payment(self, payment_id: str) -> Payment:
+        return _parsed(await self._get(f"v1/payments/{_segment(payment_id)}"), Payment.from_json)
+
+    async def refund_by_id(self, refund_id: str) -> Refund:
+        return _parsed(await self._get(f"v1/refunds/{_segment(refund_id)}"), Refund.from_json)
+
+    async def payments_for(self, reference: str) -> List[Payment]:
+        found = [p async for p in self.iter_payments(reference=reference, limit=100)]
+        return list(reversed(found))
+
+    async def list_payments(
+        self,
+        *,
+        reference: Optional[str] = None,
+        status: Optional[str] = None,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+        created_gte: Optional[str] = None,
+        created_lt: Optional[str] = None,
+    ) -> Page[Payment]:
+        params = self._payments_query(reference, status, limit, starting_after, ending_before, created_gte, created_lt)
+        return _page(await self._get("v1/payments", params), Payment.from_json)
+
+    async def iter_payment_pages(self, **params: Any) -> AsyncIterator[Page[Payment]]:
+        while True:
+            page = await self.list_payments(**params)
+            yield page
+            if not page.has_more or page.last_id is None:
+                return
+            params = {**params, "starting_after": page.last_id, "ending_before": None}
+
+    async def iter_payments(self, **params: Any) -> AsyncIterator[Payment]:
+        async for page in self.iter_payment_pages(**params):
+            for payment in page.data:
+                yield payment
+
+    async def list_refunds(
+        self, *, limit: Optional[int] = None, starting_after: Optional[str] = None, ending_before: Optional[str] = None
+    ) -> Page[Refund]:
+        params = _list_params(limit=limit, starting_after=starting_after, ending_before=ending_before)
+        return _page(await self._get("v1/refunds", params), Refund.from_json)
+
+    async def payment_refunds(
+        self,
+        payment_id: str,
+        *,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+    ) -> Page[Refund]:
+        params = _list_params(limit=limit, starting_after=starting_after, ending_before=ending_before)
+        return _page(await self._get(f"v1/payments/{_segment(payment_id)}/refunds", params), Refund.from_json)
+
+    async def iter_payment_refunds(self, payment_id: str, *, limit: Optional[int] = None) -> AsyncIterator[Refund]:
+        after: Optional[str] = None
+        while True:
+            page = await self.payment_refunds(payment_id, limit=limit, starting_after=after)
+            for refund in page.data:
+                yield refund
+            if not page.has_more or page.last_id is None:
+                return
+            after = page.last_id
+
+    async def idempotency_key(self, key: KeyLike) -> IdempotencyKeyInfo:
+        return _parsed(
+            await self._get(f"v1/idempotency-keys/{_segment(as_key(key).value)}"), IdempotencyKeyInfo.from_json
+        )
+
+    async def acquirer_ledger(self) -> Any:
+        return (await self._get("sim/ledger")).json()

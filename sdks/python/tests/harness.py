@@ -1,0 +1,175 @@
+"""A real `chargeonce serve` for the tests, and a fault proxy that loses answers."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+REPO = Path(__file__).resolve().parents[3]
+SHOP = "pytest"
+SECRET = "sk_pytest_0123456789abcdef"
+BASE_ARGS = ["--sim-slow", "2s", "--rate-limit", "0", "--no-demo-shop"]
+
+
+def binary() -> str:
+    return os.environ.get("CHARGEONCE_BIN") or str(REPO / "target" / "debug" / "chargeonce")
+
+
+class Server:
+    """``chargeonce shops add`` then ``chargeonce serve`` on a temporary SQLite store."""
+
+    def __init__(
+        self,
+        extra_args: Optional[List[str]] = None,
+        webhook_url: Optional[str] = None,
+        webhook_secret: Optional[str] = None,
+    ) -> None:
+        self.dir = tempfile.mkdtemp(prefix="chargeonce-py-")
+        db = f"sqlite://{self.dir}/db.sqlite"
+        bin_ = binary()
+        subprocess.run(
+            [bin_, "shops", "add", SHOP, "--secret", SECRET, "--database-url", db],
+            check=True, capture_output=True, timeout=60,
+        )
+        if webhook_url:
+            subprocess.run(
+                [bin_, "shops", "set-webhook", "--shop", SHOP, "--url", webhook_url,
+                 "--secret", webhook_secret or "whsec_pytest_0123456789", "--database-url", db],
+                check=True, capture_output=True, timeout=60,
+            )
+        self.log = open(os.path.join(self.dir, "server.log"), "w+")
+        self.proc = subprocess.Popen(
+            [bin_, "serve", "--database-url", db, "--sim-ledger", f"{self.dir}/sim.sqlite",
+             "--listen", "127.0.0.1:0", *BASE_ARGS, *(extra_args or [])],
+            stdout=subprocess.PIPE, stderr=self.log, text=True,
+        )
+        self.url = self._wait_for_url()
+        # The rest of stdout must not fill the pipe.
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_for_url(self) -> str:
+        deadline = time.monotonic() + 30
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    self.log.seek(0)
+                    raise RuntimeError(f"chargeonce serve exited: {self.log.read()[-2000:]}")
+                continue
+            match = re.search(r"listening on (http://\S+)", line)
+            if match:
+                return match.group(1)
+        raise RuntimeError("chargeonce serve printed no address")
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for _ in self.proc.stdout:
+            pass
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _read_message(sock: socket.socket, buffer: bytes) -> "tuple[Optional[bytes], bytes, bytes]":
+    """One HTTP/1.1 message with a Content-Length body (or none): (head, body, rest)."""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None, b"", buffer
+        buffer += chunk
+    head, _, rest = buffer.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return head, rest[:length], rest[length:]
+
+
+class FaultProxy:
+    """A threaded HTTP/1.1 proxy: one request per connection (``Connection: close``).
+
+    ``lose(method, path, headers) -> bool`` decides per request; when true the
+    request is forwarded, the server's whole answer read, and the client's
+    connection closed without a byte of it.
+    """
+
+    def __init__(self, upstream: str, lose: Callable[[str, str, dict], bool]) -> None:
+        host, port = upstream.replace("http://", "").rstrip("/").split(":")
+        self.upstream = (host, int(port))
+        self.lose = lose
+        self.lost = 0
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.running = True
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while self.running:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            head, body, _ = _read_message(client, b"")
+            if head is None:
+                return
+            lines = head.split(b"\r\n")
+            method, target, _version = lines[0].decode("latin-1").split(" ", 2)
+            headers = {}
+            kept = [lines[0]]
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                lname = name.strip().lower().decode("latin-1")
+                headers[lname] = value.strip().decode("latin-1")
+                if lname not in ("connection", "keep-alive"):
+                    kept.append(line)
+            kept.append(b"Connection: close")
+            path = target.split("?", 1)[0]
+            drop = self.lose(method, path, headers)
+            with socket.create_connection(self.upstream, timeout=60) as upstream:
+                upstream.sendall(b"\r\n".join(kept) + b"\r\n\r\n" + body)
+                answer = b""
+                while True:
+                    chunk = upstream.recv(65536)
+                    if not chunk:
+                        break
+                    answer += chunk
+            if drop:
+                self.lost += 1
+                return
+            client.sendall(answer)
+        except OSError:
+            pass
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        self.running = False
+        self.listener.close()

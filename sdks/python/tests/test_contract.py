@@ -1,0 +1,96 @@
+"""The models' fields against docs/openapi.json's component schemas.
+
+docs/openapi.json is read from the repository root; the test is skipped when
+it is absent (set CHARGEONCE_OPENAPI to read another file).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import pytest
+
+from chargeonce import Amount, IdempotencyKeyInfo, Page, Payment, Problem, Refund
+
+SPEC = Path(os.environ.get("CHARGEONCE_OPENAPI", Path(__file__).resolve().parents[3] / "docs" / "openapi.json"))
+
+#: model -> the schema names it may be published under (the first that exists is used).
+MODELS = {
+    Payment: ["Payment"],
+    Refund: ["Refund"],
+    Amount: ["Amount"],
+    Problem: ["Problem"],
+    IdempotencyKeyInfo: ["IdempotencyKey", "IdempotencyKeyInfo"],
+    Page: ["List_Payment", "List", "PaymentList"],
+}
+
+
+def wire_fields(model: type) -> set:
+    return {f.name for f in dataclasses.fields(model) if f.metadata.get("wire", True)}
+
+
+def resolve(spec: Dict[str, Any], schema: Dict[str, Any]) -> Dict[str, Any]:
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return resolve(spec, spec["components"]["schemas"][name])
+    props: Dict[str, Any] = dict(schema.get("properties", {}))
+    for part in schema.get("allOf", []):
+        props.update(resolve(spec, part).get("properties", {}))
+    return {**schema, "properties": props}
+
+
+@pytest.fixture(scope="module")
+def spec() -> Dict[str, Any]:
+    if not SPEC.exists():
+        pytest.skip(f"{SPEC} is absent (copy the OpenAPI branch's docs/openapi.json there)")
+    return json.loads(SPEC.read_text(encoding="utf-8"))
+
+
+def schema_of(spec: Dict[str, Any], names: list) -> Optional[Dict[str, Any]]:
+    schemas = spec.get("components", {}).get("schemas", {})
+    for name in names:
+        if name in schemas:
+            return resolve(spec, schemas[name])
+    return None
+
+
+@pytest.mark.parametrize("model", list(MODELS), ids=lambda m: m.__name__)
+def test_model_fields_are_the_schema_properties(spec: Dict[str, Any], model: type) -> None:
+    schema = schema_of(spec, MODELS[model])
+    if schema is None:
+        pytest.skip(f"no schema {MODELS[model]} in the spec")
+    props = set(schema["properties"])
+    fields = wire_fields(model)
+    assert fields == props, (
+        f"{model.__name__}: only in the model {sorted(fields - props)}, only in the spec {sorted(props - fields)}"
+    )
+
+
+@pytest.mark.parametrize("model", list(MODELS), ids=lambda m: m.__name__)
+def test_required_members_are_not_optional(spec: Dict[str, Any], model: type) -> None:
+    schema = schema_of(spec, MODELS[model])
+    if schema is None:
+        pytest.skip("not in the spec")
+    hints = {f.name: str(f.type) for f in dataclasses.fields(model)}
+    for name in schema.get("required", []):
+        if name in hints:
+            # A required, non-nullable member must not be typed Optional.
+            prop = schema["properties"].get(name, {})
+            nullable = prop.get("nullable") or "null" in json.dumps(prop.get("type", "")) or any(
+                s.get("type") == "null" for s in prop.get("anyOf", []) + prop.get("oneOf", [])
+            )
+            if not nullable:
+                assert "Optional" not in hints[name], f"{model.__name__}.{name} is required by the spec"
+
+
+def test_the_problem_codes_are_the_spec_enum(spec: Dict[str, Any]) -> None:
+    from chargeonce import ProblemCode
+
+    schema = spec.get("components", {}).get("schemas", {}).get("ProblemCode")
+    if not schema or "enum" not in schema:
+        pytest.skip("no ProblemCode enum in the spec")
+    missing = set(schema["enum"]) - {c.value for c in ProblemCode}
+    assert not missing, f"codes the SDK does not name: {sorted(missing)}"

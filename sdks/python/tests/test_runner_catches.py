@@ -1,0 +1,31 @@
+"""The scenario runner fails a scenario whose expectation does not hold (so a
+green run means something)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from scenarios import SCENARIOS, ScenarioFailure, load, run_scenario
+
+
+def mutated(name: str, change) -> dict:
+    spec = copy.deepcopy(load(next(SCENARIOS.glob(f"*_{name}.json"))))
+    change(spec)
+    return spec
+
+
+@pytest.mark.parametrize(
+    "name,change,member",
+    [
+        ("replay", lambda s: s["steps"][1]["expect"].update(replayed=False), "replayed"),
+        ("replay", lambda s: s["ledger"]["succeeded_charges"].update(A=2), "ledger"),
+        ("key_reused", lambda s: s["steps"][1]["expect"].update(attempts=2), "attempts"),
+        ("lost_answers", lambda s: s["steps"][0]["expect"].update(attempts=1), "attempts"),
+        ("declined", lambda s: s["steps"][0]["expect"].update(outcome="paid"), "outcome"),
+        ("pay_order", lambda s: s["steps"][1]["expect"].update(found_before_paying=False), "found_before_paying"),
+    ],
+)
+def test_a_wrong_expectation_fails(server, name: str, change, member: str) -> None:
+    with pytest.raises(ScenarioFailure, match=member):
+        run_scenario(mutated(name, change), server.url, "async")
