@@ -346,3 +346,12 @@ test("retry loop: same key and bytes, Retry-After, uncertain at the end of the b
   await assert.rejects(reused.pay("k-pay", { amount: amount("1.00", "RUB"), reference: "k", token: "tok_ok" }), KeyReusedError);
   assert.equal(calls, 1);
 });
+
+test("judgement is pure: the key, retry, outcome, problem, model and webhook modules do no I/O", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { fileURLToPath } = await import("node:url");
+  for (const name of ["key", "retry", "outcome", "problem", "model", "webhook"]) {
+    const source = readFileSync(fileURLToPath(new URL(`../src/${name}.js`, import.meta.url)), "utf8");
+    assert.ok(!/\bfetch\s*\(|node:http|node:net|node:fs|setTimeout/.test(source), `${name}.js does I/O`);
+  }
+});
