@@ -20,10 +20,17 @@ export function haveBinary(): boolean {
   return existsSync(CHARGEONCE_BIN);
 }
 
-export async function startServer(args: string[] = []): Promise<Server> {
+export async function startServer(args: string[] = [], webhook?: { url: string; secret: string }): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), "chargeonce-ts-"));
   const db = `sqlite://${join(dir, "db.sqlite")}`;
   execFileSync(CHARGEONCE_BIN, ["shops", "add", SHOP, "--secret", SECRET, "--database-url", db], { stdio: "pipe" });
+  if (webhook !== undefined) {
+    execFileSync(
+      CHARGEONCE_BIN,
+      ["shops", "set-webhook", "--shop", SHOP, "--url", webhook.url, "--secret", webhook.secret, "--database-url", db],
+      { stdio: "pipe" },
+    );
+  }
   const child: ChildProcess = spawn(
     CHARGEONCE_BIN,
     [
