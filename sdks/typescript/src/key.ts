@@ -4,7 +4,7 @@
  * Pure: no I/O. Mirrors `chargeonce_core::IdempotencyKey` point for point
  * (validation, `forOperation`'s percent-encoding, the random key's form).
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 /** Why a raw key value was refused. */
 export type KeyErrorKind = "empty" | "too_long" | "invalid_character";
@@ -116,9 +116,17 @@ export class IdempotencyKey {
     return this.#value === other.#value;
   }
 
-  /** Never the raw key. */
+  /**
+   * A short, stable, non-reversible name for the key, safe to put in logs:
+   * the first 12 hex digits of its SHA-256 (as Rust's `log_id`).
+   */
+  logId(): string {
+    return createHash("sha256").update(this.#value, "utf8").digest("hex").slice(0, 12);
+  }
+
+  /** Never the raw key: `IdempotencyKey(#<logId>)`. */
   toString(): string {
-    return "IdempotencyKey(***)";
+    return `IdempotencyKey(#${this.logId()})`;
   }
 
   toJSON(): string {

@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import {
   IdempotencyKey,
   KeyError,
@@ -76,6 +77,9 @@ test("random keys are valid, distinct, and never printed", () => {
   const secret = IdempotencyKey.of("secret-order-42");
   assert.ok(!String(secret).includes("secret"));
   assert.ok(!JSON.stringify({ secret }).includes("secret-order"));
+  assert.equal(secret.logId().length, 12);
+  // sha256("order-123-pay"), its first 6 bytes.
+  assert.equal(IdempotencyKey.of("order-123-pay").logId(), createHash("sha256").update("order-123-pay").digest("hex").slice(0, 12));
 });
 
 test("backoff grows exponentially to a cap, with full jitter under it", () => {
