@@ -359,3 +359,23 @@ test("judgement is pure: the key, retry, outcome, problem, model and webhook mod
     assert.ok(!/\bfetch\s*\(|node:http|node:net|node:fs|setTimeout/.test(source), `${name}.js does I/O`);
   }
 });
+
+test("a refusal after an attempt that may have executed is uncertain, never an error", async () => {
+  const answers: Array<() => Response> = [
+    () => {
+      throw Object.assign(new TypeError("fetch failed"), { cause: { code: "UND_ERR_SOCKET", message: "other side closed" } });
+    },
+    () =>
+      new Response(JSON.stringify({ type: "t", title: "t", status: 422, detail: "d", code: "invalid_amount" }), {
+        status: 422,
+        headers: { "content-type": "application/problem+json" },
+      }),
+  ];
+  const client = new Client("http://example.invalid", "demo", "sk", {
+    fetch: (async () => answers.shift()!()) as typeof fetch,
+    sleep: async () => undefined,
+  });
+  const r = await client.pay("o-pay", { amount: amount("1.00", "RUB"), reference: "o", token: "tok_ok" });
+  assert.deepEqual(r.outcome, { kind: "uncertain" });
+  assert.equal(r.attempts.length, 2);
+});
