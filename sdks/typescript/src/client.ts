@@ -1,0 +1,375 @@
+/**
+ * The client: the platform `fetch`, one AbortSignal per attempt, and the
+ * retry loops. Judgement (what an answer means, how long to wait) lives in
+ * `outcome.ts` and `retry.ts`, without I/O.
+ */
+import { IdempotencyKey } from "./key.js";
+import {
+  paymentBody,
+  refundBody,
+  type CreatePayment,
+  type CreateRefund,
+  type IdempotencyKeyInfo,
+  type Ledger,
+  type List,
+  type Payment,
+  type Refund,
+} from "./model.js";
+import {
+  classifyFailure,
+  judgePayment,
+  judgeRefund,
+  problemOf,
+  retryAfterOf,
+  type Answer,
+  type Attempt,
+  type AttemptAnswer,
+  type Judgement,
+  type PayOutcome,
+  type PayResult,
+  type RefundOutcome,
+  type RefundResult,
+} from "./outcome.js";
+import { ProblemError, UnavailableError, UnexpectedAnswerError } from "./problem.js";
+import { DEFAULT_RETRY_POLICY, delayMs, preferSeconds, transient, type RetryPolicy } from "./retry.js";
+
+/** Paging of a list: at most one of `startingAfter` and `endingBefore`. */
+export interface ListParams {
+  /** 1 to 100 (the server's default: 10). */
+  limit?: number;
+  /** The page after (older than) this id. */
+  startingAfter?: string;
+  /** The page before (newer than) this id. */
+  endingBefore?: string;
+}
+
+/** Paging and filters of `GET /v1/payments`. */
+export interface PaymentListParams extends ListParams {
+  status?: "pending" | "succeeded" | "declined";
+  reference?: string;
+  createdGte?: string;
+  createdLt?: string;
+}
+
+export interface ClientOptions {
+  /** The retry policy (see {@link RetryPolicy}); defaults to {@link DEFAULT_RETRY_POLICY}. */
+  retry?: Partial<RetryPolicy>;
+  /** The `fetch` to use (the platform's by default). */
+  fetch?: typeof fetch;
+  /** Milliseconds since the epoch (`Date.now` by default). */
+  now?: () => number;
+  /** A number in `[0, 1)` for the jitter (`Math.random` by default). */
+  random?: () => number;
+  /** How the client waits (`setTimeout` by default). */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+type KeyLike = IdempotencyKey | string;
+
+function keyValue(key: KeyLike): string {
+  return typeof key === "string" ? IdempotencyKey.of(key).value : key.value;
+}
+
+/** A client of one chargeonce service, as one shop. The secret is never shown. */
+export class Client {
+  readonly policy: RetryPolicy;
+  readonly #base: string;
+  readonly #auth: string;
+  readonly #fetch: typeof fetch;
+  readonly #now: () => number;
+  readonly #random: () => number;
+  readonly #sleep: (ms: number) => Promise<void>;
+  readonly shopId: string;
+
+  constructor(baseUrl: string, shopId: string, secret: string, options: ClientOptions = {}) {
+    this.#base = baseUrl.replace(/\/+$/, "") + "/";
+    new URL(this.#base); // refuses a bad base URL now, not at the first call
+    this.shopId = shopId;
+    this.#auth = "Basic " + Buffer.from(`${shopId}:${secret}`, "utf8").toString("base64");
+    this.policy = Object.freeze({ ...DEFAULT_RETRY_POLICY, ...options.retry });
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#now = options.now ?? Date.now;
+    this.#random = options.random ?? Math.random;
+    this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  toString(): string {
+    return `Client(${this.#base}, shop ${this.shopId}, secret ***)`;
+  }
+
+  #url(path: string, query?: Array<[string, string]>): URL {
+    const url = new URL(path, this.#base);
+    for (const [name, value] of query ?? []) url.searchParams.append(name, value);
+    return url;
+  }
+
+  /** Sends one request with its own timeout and reads its whole answer. */
+  async #send(url: URL, init: RequestInit, timeoutMs: number): Promise<Answer> {
+    const signal = AbortSignal.timeout(Math.max(1, Math.floor(timeoutMs)));
+    const response = await this.#fetch(url, { ...init, signal });
+    const body = await response.text();
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, name) => {
+      headers[name.toLowerCase()] = value;
+    });
+    return { status: response.status, headers, body };
+  }
+
+  /**
+   * `POST /v1/payments` under `key`, retried until a definite answer or the
+   * end of the budget, always with the same key and the same body bytes.
+   * Never throws for an unknown outcome: that is `{kind: "uncertain"}`.
+   * Throws {@link KeyReusedError} (never retried) and {@link ProblemError}.
+   */
+  async pay(key: KeyLike, request: CreatePayment): Promise<PayResult> {
+    const value = keyValue(key);
+    const body = paymentBody(request); // serialised once
+    const { outcome, attempts } = await this.#postIdempotent<PayOutcome>(
+      this.#url("v1/payments"),
+      value,
+      body,
+      true,
+      judgePayment,
+      (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", paymentId: id }),
+    );
+    return { outcome, key: value, attempts, foundBeforePaying: false, replayed: lastReplayed(attempts) };
+  }
+
+  /**
+   * Looks the order up first (`GET /v1/payments?reference=`): when it already
+   * has a succeeded payment, that is the answer and nothing is sent (this
+   * protects the order even after its key expired on the server). Otherwise
+   * {@link Client.pay}. When the look-up fails, nothing is sent and it throws.
+   */
+  async payOrder(key: KeyLike, request: CreatePayment): Promise<PayResult> {
+    const value = keyValue(key);
+    const existing = await this.paymentsFor(request.reference);
+    const paid = existing.find((p) => p.status === "succeeded");
+    if (paid !== undefined) {
+      return { outcome: { kind: "paid", payment: paid }, key: value, attempts: [], foundBeforePaying: true, replayed: false };
+    }
+    return this.pay(value, request);
+  }
+
+  /**
+   * `POST /v1/payments/{id}/refunds` under the refund's own key (never the
+   * payment's: `forOperation(order, "refund-1")`), retried like `pay`.
+   */
+  async refund(paymentId: string, key: KeyLike, request: CreateRefund = {}): Promise<RefundResult> {
+    const value = keyValue(key);
+    const body = refundBody(request);
+    const { outcome, attempts } = await this.#postIdempotent<RefundOutcome>(
+      this.#url(`v1/payments/${encodeURIComponent(paymentId)}/refunds`),
+      value,
+      body,
+      false,
+      judgeRefund,
+      (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", refundId: id }),
+    );
+    return { outcome, key: value, attempts };
+  }
+
+  async #postIdempotent<O>(
+    url: URL,
+    key: string,
+    body: string,
+    prefer: boolean,
+    judge: (answer: Answer, attempts: number, nowMs: number) => Judgement<O>,
+    uncertain: (id: string | null) => O,
+  ): Promise<{ outcome: O; attempts: Attempt[] }> {
+    const policy = this.policy;
+    const deadline = this.#now() + policy.budgetMs;
+    const attempts: Attempt[] = [];
+    let namedId: string | null = null;
+    // Whether an earlier attempt may have executed (sent, no definite answer):
+    // from then on a refusal proves nothing, and the result is uncertain.
+    let maybeExecuted = false;
+    for (;;) {
+      const number = attempts.length + 1;
+      const timeout = Math.min(policy.attemptTimeoutMs, Math.max(deadline - this.#now(), 1));
+      const headers: Record<string, string> = {
+        authorization: this.#auth,
+        "idempotency-key": key,
+        "content-type": "application/json",
+      };
+      const wait = prefer ? preferSeconds(policy, timeout) : null;
+      if (wait !== null) headers["prefer"] = `wait=${wait}`;
+      const sentAt = this.#now();
+      let seen: AttemptAnswer;
+      let raw: string | null = null;
+      let retryAfter: number | null = null;
+      let done: { outcome: O } | null = null;
+      let failure: Error | null = null;
+      try {
+        const answer = await this.#send(url, { method: "POST", headers, body }, timeout);
+        const judged = judge(answer, number, this.#now());
+        seen = judged.seen;
+        raw = answer.body;
+        if (judged.namedId !== null) namedId = judged.namedId;
+        if (judged.step.kind === "done") done = { outcome: judged.step.outcome };
+        else if (judged.step.kind === "fail") failure = judged.step.error;
+        else retryAfter = judged.step.retryAfterMs;
+      } catch (error) {
+        const { failure: kind, message } = classifyFailure(error);
+        seen = { kind: "failed", failure: kind, message };
+      }
+      const attempt: Attempt = { number, sentAt, tookMs: this.#now() - sentAt, answer: seen, body: raw, retryInMs: null };
+      if (done !== null) {
+        attempts.push(attempt);
+        return { outcome: done.outcome, attempts };
+      }
+      if (failure !== null) {
+        if (maybeExecuted) {
+          attempts.push(attempt);
+          return { outcome: uncertain(namedId), attempts };
+        }
+        throw failure;
+      }
+      maybeExecuted ||= !(seen.kind === "failed" && seen.failure === "connect");
+      const delay = delayMs(policy, number, retryAfter, this.#random);
+      if (number >= policy.maxAttempts || this.#now() + delay >= deadline) {
+        attempts.push(attempt);
+        return { outcome: uncertain(namedId), attempts };
+      }
+      attempt.retryInMs = delay;
+      attempts.push(attempt);
+      await this.#sleep(delay);
+    }
+  }
+
+  /** A GET with the retry policy: transport errors, 408/409/429 and 5xx are retried; other answers are final. */
+  async #read<T>(url: URL, auth = true): Promise<T> {
+    const policy = this.policy;
+    const deadline = this.#now() + policy.budgetMs;
+    for (let number = 1; ; number++) {
+      const timeout = Math.min(policy.attemptTimeoutMs, Math.max(deadline - this.#now(), 1));
+      const headers: Record<string, string> = auth ? { authorization: this.#auth } : {};
+      let last: string;
+      let retryAfter: number | null = null;
+      try {
+        const answer = await this.#send(url, { method: "GET", headers }, timeout);
+        if (answer.status === 200) {
+          try {
+            return JSON.parse(answer.body) as T;
+          } catch (error) {
+            throw new UnexpectedAnswerError(answer.status, `${String(error)}: ${answer.body.slice(0, 300)}`, number);
+          }
+        }
+        if (!transient(answer.status)) {
+          const problem = problemOf(answer);
+          if (problem !== null) throw new ProblemError(problem, number);
+          throw new UnexpectedAnswerError(answer.status, answer.body.slice(0, 300), number);
+        }
+        last = `${answer.status}`;
+        retryAfter = retryAfterOf(answer, this.#now());
+      } catch (error) {
+        if (error instanceof ProblemError || error instanceof UnexpectedAnswerError) throw error;
+        const { failure, message } = classifyFailure(error);
+        last = `${failure}: ${message}`;
+      }
+      const delay = delayMs(policy, number, retryAfter, this.#random);
+      if (number >= policy.maxAttempts || this.#now() + delay >= deadline) throw new UnavailableError(last, number);
+      await this.#sleep(delay);
+    }
+  }
+
+  /** `GET /v1/payments/{id}` (a `ProblemError` with code `not_found` when there is none). */
+  payment(id: string): Promise<Payment> {
+    return this.#read(this.#url(`v1/payments/${encodeURIComponent(id)}`));
+  }
+
+  /** An order's payments, oldest first (the newest 100: an order has a handful). */
+  async paymentsFor(reference: string): Promise<Payment[]> {
+    const page = await this.listPayments({ reference, limit: 100 });
+    return [...page.data].reverse();
+  }
+
+  /** `GET /v1/payments`: one page of the shop's payments, newest first. */
+  listPayments(params: PaymentListParams = {}): Promise<List<Payment>> {
+    return this.#read(this.#url("v1/payments", paymentPairs(params)));
+  }
+
+  /** Every page of `GET /v1/payments` from `params` on (older and older), one page at a time. */
+  async *paymentPages(params: PaymentListParams = {}): AsyncGenerator<List<Payment>, void, undefined> {
+    yield* pages((cursor) => this.listPayments({ ...params, ...cursor }), params);
+  }
+
+  /** Every payment matching `params`, over all pages, newest first. */
+  async *allPayments(params: PaymentListParams = {}): AsyncGenerator<Payment, void, undefined> {
+    for await (const page of this.paymentPages(params)) yield* page.data;
+  }
+
+  /** `GET /v1/refunds`: one page of the shop's refunds, newest first. */
+  listRefunds(params: ListParams = {}): Promise<List<Refund>> {
+    return this.#read(this.#url("v1/refunds", listPairs(params)));
+  }
+
+  async *refundPages(params: ListParams = {}): AsyncGenerator<List<Refund>, void, undefined> {
+    yield* pages((cursor) => this.listRefunds({ ...params, ...cursor }), params);
+  }
+
+  /** `GET /v1/payments/{id}/refunds`: one page of a payment's refunds, newest first. */
+  paymentRefunds(paymentId: string, params: ListParams = {}): Promise<List<Refund>> {
+    return this.#read(this.#url(`v1/payments/${encodeURIComponent(paymentId)}/refunds`, listPairs(params)));
+  }
+
+  async *paymentRefundPages(paymentId: string, params: ListParams = {}): AsyncGenerator<List<Refund>, void, undefined> {
+    yield* pages((cursor) => this.paymentRefunds(paymentId, { ...params, ...cursor }), params);
+  }
+
+  /** `GET /v1/idempotency-keys/{key}`: what the service knows of one of the shop's keys. */
+  idempotencyKey(key: KeyLike): Promise<IdempotencyKeyInfo> {
+    return this.#read(this.#url(`v1/idempotency-keys/${encodeURIComponent(keyValue(key))}`));
+  }
+
+  /** `GET /sim/ledger`: the embedded simulator's ledger (a test tool, not the v1 API). */
+  acquirerLedger(): Promise<Ledger> {
+    return this.#read(this.#url("sim/ledger"), false);
+  }
+}
+
+function lastReplayed(attempts: Attempt[]): boolean {
+  const last = attempts[attempts.length - 1]?.answer;
+  return last !== undefined && last.kind === "http" && last.replayed;
+}
+
+export function listPairs(params: ListParams): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  if (params.limit !== undefined) pairs.push(["limit", String(params.limit)]);
+  if (params.startingAfter !== undefined) pairs.push(["starting_after", params.startingAfter]);
+  if (params.endingBefore !== undefined) pairs.push(["ending_before", params.endingBefore]);
+  return pairs;
+}
+
+export function paymentPairs(params: PaymentListParams): Array<[string, string]> {
+  const pairs = listPairs(params);
+  if (params.status !== undefined) pairs.push(["status", params.status]);
+  if (params.reference !== undefined) pairs.push(["reference", params.reference]);
+  if (params.createdGte !== undefined) pairs.push(["created_gte", params.createdGte]);
+  if (params.createdLt !== undefined) pairs.push(["created_lt", params.createdLt]);
+  return pairs;
+}
+
+/**
+ * Walks pages from a cursor: after each page, the next cursor is the last
+ * object's id (`starting_after`), or, when reading newer (`endingBefore`),
+ * the first object's id.
+ */
+async function* pages<T extends { id: string }>(
+  read: (cursor: ListParams) => Promise<List<T>>,
+  start: ListParams,
+): AsyncGenerator<List<T>, void, undefined> {
+  let cursor: ListParams = {};
+  if (start.startingAfter !== undefined) cursor = { startingAfter: start.startingAfter };
+  if (start.endingBefore !== undefined) cursor = { endingBefore: start.endingBefore };
+  for (;;) {
+    const page = await read(cursor);
+    yield page;
+    if (!page.has_more || page.data.length === 0) return;
+    if (cursor.endingBefore !== undefined) {
+      cursor = { endingBefore: page.data[0]!.id };
+    } else {
+      cursor = { startingAfter: page.data[page.data.length - 1]!.id };
+    }
+  }
+}

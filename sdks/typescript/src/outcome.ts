@@ -1,0 +1,239 @@
+/**
+ * What a call ended with, what each attempt saw, and what one answer of a
+ * keyed POST means (done, retry, or fail). Pure: no I/O; answers come in as
+ * plain values.
+ */
+import { asPayment, asRefund, type Payment, type PaymentStatus, type Refund } from "./model.js";
+import {
+  ChargeonceError,
+  KeyReusedError,
+  parseProblem,
+  ProblemError,
+  UnexpectedAnswerError,
+  type Problem,
+  type ProblemCode,
+} from "./problem.js";
+import { parseRetryAfter, transient } from "./retry.js";
+
+/** Where a payment stands after a call: the only three answers a payment client may give. */
+export type PayOutcome =
+  /** Charged (by this call, an earlier attempt of the same intent, or earlier for the same order). */
+  | { kind: "paid"; payment: Payment }
+  /** Declined by the acquirer: definite, nothing charged. */
+  | { kind: "declined"; payment: Payment }
+  /**
+   * The budget ran out before a definite answer: maybe charged. **Do not pay
+   * again with a new key.** Retry later with the same key, or look it up.
+   */
+  | { kind: "uncertain"; paymentId?: string };
+
+/** Where a refund stands after a call. */
+export type RefundOutcome =
+  | { kind: "refunded"; refund: Refund }
+  /** The acquirer refused: definite, nothing given back; refund again under a new refund key. */
+  | { kind: "failed"; refund: Refund }
+  | { kind: "uncertain"; refundId?: string };
+
+/** Why an attempt got no answer. */
+export type FailureKind =
+  /** The connection could not be made: the request was not sent. */
+  | "connect"
+  /** No answer within the attempt timeout: it may have executed. */
+  | "timeout"
+  /** The connection broke after the request went out (a lost answer): it may have executed. */
+  | "lost";
+
+/** How one attempt ended. */
+export type AttemptAnswer =
+  | {
+      kind: "http";
+      status: number;
+      /** `Idempotent-Replayed: true`: the stored answer of the key's first request. */
+      replayed: boolean;
+      /** `Preference-Applied: wait=...`: the server waited for the first request. */
+      waited: boolean;
+      problem: ProblemCode | null;
+      paymentStatus: PaymentStatus | null;
+    }
+  | { kind: "failed"; failure: FailureKind; message: string };
+
+/** One attempt of a call. */
+export interface Attempt {
+  /** 1 for the first. */
+  number: number;
+  /** Milliseconds since the epoch when it was sent. */
+  sentAt: number;
+  tookMs: number;
+  answer: AttemptAnswer;
+  /** The answer's body exactly as received (`null` without an answer). */
+  body: string | null;
+  /** The wait before the next attempt, when there was one. */
+  retryInMs: number | null;
+}
+
+/** The result of a payment call. */
+export interface PayResult {
+  outcome: PayOutcome;
+  /** The key every attempt carried (its value). */
+  key: string;
+  /** Every attempt; empty when `payOrder` found the order paid and sent nothing. */
+  attempts: Attempt[];
+  /** `payOrder` found the order already paid: nothing was sent. */
+  foundBeforePaying: boolean;
+  /** The last attempt's answer was a replay of the key's first answer. */
+  replayed: boolean;
+}
+
+export interface RefundResult {
+  outcome: RefundOutcome;
+  key: string;
+  attempts: Attempt[];
+}
+
+/** A raw HTTP answer: a status, lower-cased headers, the body text. */
+export interface Answer {
+  status: number;
+  headers: Readonly<Record<string, string>>;
+  body: string;
+}
+
+/** What to do after one attempt. */
+export type Step<O> =
+  | { kind: "done"; outcome: O }
+  /** Unknown or transient: try again with the same key and body, not sooner than `retryAfterMs`. */
+  | { kind: "retry"; retryAfterMs: number | null }
+  | { kind: "fail"; error: ChargeonceError };
+
+export interface Judgement<O> {
+  seen: AttemptAnswer;
+  step: Step<O>;
+  /** The payment (or refund) id the answer named, if any. */
+  namedId: string | null;
+}
+
+export function retryAfterOf(answer: Answer, nowMs: number = Date.now()): number | null {
+  const value = answer.headers["retry-after"];
+  return value === undefined ? null : parseRetryAfter(value, nowMs);
+}
+
+export function problemOf(answer: Answer): Problem | null {
+  const type = answer.headers["content-type"] ?? "";
+  if (!type.includes("json")) return null;
+  return parseProblem(answer.status, answer.body, answer.headers["request-id"] ?? null);
+}
+
+function seenOf(answer: Answer, payment: Payment | null, problem: Problem | null): AttemptAnswer {
+  return {
+    kind: "http",
+    status: answer.status,
+    replayed: answer.headers["idempotent-replayed"] === "true",
+    waited: (answer.headers["preference-applied"] ?? "").trimStart().startsWith("wait"),
+    problem: problem?.code ?? null,
+    paymentStatus: payment?.status ?? null,
+  };
+}
+
+function parseJson(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Decides what an answer of `POST /v1/payments` means. */
+export function judgePayment(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<PayOutcome> {
+  const { status } = answer;
+  if (status >= 200 && status <= 202) {
+    const payment = asPayment(parseJson(answer.body));
+    const seen = seenOf(answer, payment, null);
+    if (payment === null) {
+      // A success status without a readable payment: mangled on the way. Unknown; ask again.
+      return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    }
+    if (payment.status === "succeeded" && status !== 202) {
+      return { seen, step: { kind: "done", outcome: { kind: "paid", payment } }, namedId: payment.id };
+    }
+    if (payment.status === "declined" && status !== 202) {
+      return { seen, step: { kind: "done", outcome: { kind: "declined", payment } }, namedId: payment.id };
+    }
+    // 202, or a success status with a pending payment: not known yet.
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: payment.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, problem?.payment ?? null, problem);
+  const namedId = problem?.payment?.id ?? null;
+  if (status === 402 && problem !== null && problem.code === "payment_declined") {
+    if (problem.payment !== null) {
+      return { seen, step: { kind: "done", outcome: { kind: "declined", payment: problem.payment } }, namedId };
+    }
+    return { seen, step: unexpected(answer, attempts), namedId };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+/** Decides what an answer of `POST /v1/payments/{id}/refunds` means. */
+export function judgeRefund(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<RefundOutcome> {
+  const { status } = answer;
+  if (status >= 200 && status <= 202) {
+    const refund = asRefund(parseJson(answer.body));
+    const seen = seenOf(answer, null, null);
+    if (refund === null) return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    if (refund.status === "succeeded" && status !== 202) {
+      return { seen, step: { kind: "done", outcome: { kind: "refunded", refund } }, namedId: refund.id };
+    }
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: refund.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, null, problem);
+  const refund = problem?.refund ?? null;
+  const namedId = refund?.id ?? null;
+  if (status === 422 && problem !== null && problem.code === "refund_failed") {
+    if (refund !== null) return { seen, step: { kind: "done", outcome: { kind: "failed", refund } }, namedId };
+    return { seen, step: unexpected(answer, attempts), namedId };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+function unexpected<O>(answer: Answer, attempts: number): Step<O> {
+  return { kind: "fail", error: new UnexpectedAnswerError(answer.status, answer.body.slice(0, 300), attempts) };
+}
+
+/**
+ * An error answer that is not a definite outcome: transient statuses are
+ * retried, `idempotency_key_reused` is its own error (never retried), other
+ * 4xx problems are refusals.
+ */
+function notDefinite<O>(answer: Answer, problem: Problem | null, attempts: number, nowMs: number): Step<O> {
+  if (transient(answer.status)) return { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) };
+  if (problem !== null && problem.code === "idempotency_key_reused") {
+    return { kind: "fail", error: new KeyReusedError(problem, attempts) };
+  }
+  if (problem !== null && answer.status >= 400 && answer.status <= 499) {
+    return { kind: "fail", error: new ProblemError(problem, attempts) };
+  }
+  return unexpected(answer, attempts);
+}
+
+/**
+ * Classifies what `fetch` threw: a connection never made (nothing sent), a
+ * timeout (this attempt's AbortSignal), or a lost answer.
+ */
+export function classifyFailure(error: unknown): { failure: FailureKind; message: string } {
+  const name = errorField(error, "name");
+  const chain: unknown[] = [];
+  for (let e: unknown = error, i = 0; e !== undefined && e !== null && i < 8; e = errorField(e, "cause"), i++) chain.push(e);
+  const root = chain[chain.length - 1];
+  const message = String(errorField(root, "message") ?? root);
+  if (name === "TimeoutError" || name === "AbortError" || chain.some((e) => errorField(e, "name") === "TimeoutError")) {
+    return { failure: "timeout", message };
+  }
+  const codes = chain.map((e) => errorField(e, "code")).filter((c): c is string => typeof c === "string");
+  const connect = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT", "EADDRNOTAVAIL"];
+  if (codes.some((c) => connect.includes(c))) return { failure: "connect", message };
+  return { failure: "lost", message };
+}
+
+function errorField(value: unknown, field: string): unknown {
+  return typeof value === "object" && value !== null ? (value as Record<string, unknown>)[field] : undefined;
+}

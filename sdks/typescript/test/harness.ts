@@ -1,0 +1,158 @@
+// A real `chargeonce serve` (temporary SQLite, in-process simulator, one shop
+// added with `chargeonce shops add`) and a small fault proxy that loses answers.
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import http from "node:http";
+import { CHARGEONCE_BIN } from "./paths.js";
+
+export const SHOP = "tsshop";
+export const SECRET = "sk_ts_0123456789abcdef0123";
+
+export interface Server {
+  url: string;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+export function haveBinary(): boolean {
+  return existsSync(CHARGEONCE_BIN);
+}
+
+export async function startServer(args: string[] = [], webhook?: { url: string; secret: string }): Promise<Server> {
+  const dir = mkdtempSync(join(tmpdir(), "chargeonce-ts-"));
+  const db = `sqlite://${join(dir, "db.sqlite")}`;
+  execFileSync(CHARGEONCE_BIN, ["shops", "add", SHOP, "--secret", SECRET, "--database-url", db], { stdio: "pipe" });
+  if (webhook !== undefined) {
+    execFileSync(
+      CHARGEONCE_BIN,
+      ["shops", "set-webhook", "--shop", SHOP, "--url", webhook.url, "--secret", webhook.secret, "--database-url", db],
+      { stdio: "pipe" },
+    );
+  }
+  const child: ChildProcess = spawn(
+    CHARGEONCE_BIN,
+    [
+      "serve",
+      "--database-url", db,
+      "--sim-ledger", join(dir, "sim.db"),
+      "--listen", "127.0.0.1:0",
+      "--sim-slow", "2s",
+      "--rate-limit", "0",
+      "--no-demo-shop",
+      ...args,
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let log = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    log += chunk.toString();
+    if (log.length > 100_000) log = log.slice(-50_000);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`chargeonce serve did not start:\n${out}\n${log}`)), 15_000);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /chargeonce listening on (http:\/\/[^\s]+)/.exec(out);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`chargeonce serve exited with ${code}:\n${out}\n${log}`));
+    });
+  });
+  child.stdout?.resume();
+  return {
+    url,
+    dir,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once("exit", resolve));
+        child.kill("SIGTERM");
+        const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface LoseRule {
+  method: string;
+  path: string;
+  /** The `Idempotency-Key` the rule is about, when it names an order. */
+  key?: string;
+  /** How many more answers to lose; `undefined`: without end. */
+  count?: number;
+}
+
+export interface Proxy {
+  url: string;
+  /** How many answers it lost. */
+  lost: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * A plain HTTP/1.1 proxy. A request matching a rule with `count` left is
+ * forwarded, its whole answer read (the server executed it), and then the
+ * client's connection is closed without a byte of it. Everything else is
+ * forwarded and answered, with `Connection: close`.
+ */
+export async function startProxy(upstream: string, rules: LoseRule[]): Promise<Proxy> {
+  const target = new URL(upstream);
+  const state = { lost: 0 };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const path = (req.url ?? "/").split("?")[0];
+      const key = req.headers["idempotency-key"];
+      const rule = rules.find(
+        (r) => r.method === req.method && r.path === path && (r.key === undefined || r.key === key),
+      );
+      const lose = rule !== undefined && (rule.count === undefined || rule.count > 0);
+      if (lose && rule.count !== undefined) rule.count -= 1;
+      const headers = { ...req.headers, host: target.host, connection: "close" };
+      const upstreamReq = http.request(
+        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers },
+        (upstreamRes) => {
+          const answer: Buffer[] = [];
+          upstreamRes.on("data", (c: Buffer) => answer.push(c));
+          upstreamRes.on("end", () => {
+            if (lose) {
+              state.lost += 1;
+              req.socket.destroy();
+              return;
+            }
+            const out = { ...upstreamRes.headers, connection: "close" };
+            res.writeHead(upstreamRes.statusCode ?? 502, out);
+            res.end(Buffer.concat(answer));
+          });
+        },
+      );
+      upstreamReq.on("error", () => req.socket.destroy());
+      upstreamReq.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("no proxy address");
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    get lost() {
+      return state.lost;
+    },
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
