@@ -22,8 +22,6 @@ pub struct List<T> {
     /// The resources of this page.
     pub data: Vec<T>,
     /// Whether another page follows. `false` where a route lists everything.
-    /// Read as `false` when absent (a server from before cursor paging).
-    #[serde(default)]
     pub has_more: bool,
     /// Always `list`.
     pub object: ListObject,

@@ -230,12 +230,12 @@ class IdempotencyKeyInfo:
     object: str
     key: str
     state: str
-    recovery_point: Optional[str]
-    request: Optional[Dict[str, Any]]
+    recovery_point: str
+    request: Dict[str, Any]
     created_at: str
     repeats: int
     last_repeat_at: Optional[str]
-    expires_at: Optional[str]
+    expires_at: str
     lease: Optional[Dict[str, Any]]
     parked_until: Optional[str]
     response_status: Optional[int]
@@ -249,12 +249,12 @@ class IdempotencyKeyInfo:
             object=str(data.get("object", "idempotency_key")),
             key=str(data["key"]),
             state=str(data["state"]),
-            recovery_point=_opt(data, "recovery_point"),
-            request=data.get("request"),
+            recovery_point=str(data["recovery_point"]),
+            request=dict(data["request"]),
             created_at=str(data["created_at"]),
             repeats=int(data.get("repeats") or 0),
             last_repeat_at=_opt(data, "last_repeat_at"),
-            expires_at=_opt(data, "expires_at"),
+            expires_at=str(data["expires_at"]),
             lease=data.get("lease"),
             parked_until=_opt(data, "parked_until"),
             response_status=data.get("response_status"),
