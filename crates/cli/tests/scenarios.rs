@@ -3,7 +3,7 @@
 //! `chargeonce serve`, one test per file. Every member of a file is known
 //! here: an unknown one fails the scenario, so a new expectation cannot be
 //! silently ignored.
-#![allow(clippy::unwrap_used, missing_docs)]
+#![allow(missing_docs)]
 
 mod common;
 mod lose_proxy;
@@ -358,7 +358,10 @@ fn describe(attempts: &[Attempt]) -> Vec<String> {
 
 impl Run {
     fn reference(&self, order: &str) -> String {
-        self.orders.lock().unwrap().insert(order.to_owned());
+        self.orders
+            .lock()
+            .expect("the orders lock")
+            .insert(order.to_owned());
         format!("{order}-{}", self.run_id)
     }
 
@@ -866,7 +869,7 @@ impl Run {
                 );
             }
         }
-        let orders = self.orders.lock().unwrap().clone();
+        let orders = self.orders.lock().expect("the orders lock").clone();
         for order in orders {
             let got = counts.get(&self.reference(&order)).copied().unwrap_or(0);
             if got > 1 {
@@ -918,6 +921,7 @@ async fn run_file(file: &'static str) {
         file,
         spec: spec.clone(),
         server: server.base.clone(),
+        // Replaced below, once the proxy (whose rules need the run's keys) is up.
         client: Client::new(&server.base, SHOP, SECRET).expect("a client"),
         run_id,
         orders: Mutex::new(BTreeSet::new()),

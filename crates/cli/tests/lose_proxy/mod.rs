@@ -4,7 +4,7 @@
 //! `lose_answers` rule, forwards the request, reads the server's whole answer
 //! (so the server has executed it) and closes the client's connection without
 //! sending a byte of it.
-#![allow(clippy::unwrap_used, missing_docs)]
+#![allow(missing_docs)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -61,7 +61,7 @@ impl Drop for LoseProxy {
 /// Whether the request loses its answer: the first rule that matches
 /// decides, and spends one of its `count`.
 fn lose(rules: &Mutex<Vec<Rule>>, method: &str, path: &str, key: Option<&str>) -> bool {
-    let mut rules = rules.lock().unwrap();
+    let mut rules = rules.lock().expect("the rules lock");
     let Some(rule) = rules.iter_mut().find(|r| {
         r.method == method && r.path == path && r.key.as_deref().is_none_or(|k| Some(k) == key)
     }) else {
