@@ -46,6 +46,25 @@ impl Client {
         payment_id: &str,
         params: &ListParams,
     ) -> Result<Page<Refund>, Error> {
+        self.payment_refunds_page(payment_id, params).await
+    }
+
+    /// [`Client::payment_refunds`] with each refund as the JSON the server
+    /// sent (for tools that print it, and tests that compare members the
+    /// typed [`Refund`] does not keep).
+    pub async fn payment_refunds_json(
+        &self,
+        payment_id: &str,
+        params: &ListParams,
+    ) -> Result<Page<serde_json::Value>, Error> {
+        self.payment_refunds_page(payment_id, params).await
+    }
+
+    async fn payment_refunds_page<T: DeserializeOwned>(
+        &self,
+        payment_id: &str,
+        params: &ListParams,
+    ) -> Result<Page<T>, Error> {
         let mut url = self.url("v1/payments/");
         if let Ok(mut segments) = url.path_segments_mut() {
             segments.pop_if_empty().push(payment_id).push("refunds");
