@@ -117,8 +117,7 @@ fn step_members(what: &str) -> Option<&'static [&'static str]> {
         "refund" => &["order", "operation", "payment_of", "amount"],
         "get_key" => &["order", "operation"],
         "list_payments" => &["order", "limit"],
-        // Python's and TypeScript's files give `order` here too (the refund's order).
-        "list_refunds" => &["payment_of", "limit", "order"],
+        "list_refunds" => &["payment_of", "limit"],
         "concurrently" => &["calls", "stagger_ms"],
         _ => return None,
     })
