@@ -29,6 +29,7 @@
 //!   engine task a request spawns is instrumented with the request's span
 //!   ([`crate::pipeline::Operation::run`]).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use axum::extract::Request;
@@ -148,8 +149,26 @@ pub fn make_span<B>(request: &axum::http::Request<B>) -> Span {
         "request",
         request_id = id,
         method = %request.method(),
-        path = request.uri().path(),
+        path = %loggable_path(request.uri().path()),
     )
+}
+
+/// The path of idempotency-key introspection names a key.
+const KEY_PATH: &str = "/v1/idempotency-keys/";
+
+/// The path as a log may show it: an idempotency key in it (the path of
+/// `GET /v1/idempotency-keys/{key}`) is replaced by its short hash, the
+/// name every other log line gives a key
+/// ([`chargeonce_core::IdempotencyKey::log_id`]; the same for a key without
+/// percent-escapes): a key may carry a customer's order reference.
+pub fn loggable_path(path: &str) -> Cow<'_, str> {
+    match path.strip_prefix(KEY_PATH) {
+        Some("") | None => path.into(),
+        Some(raw) => match chargeonce_core::IdempotencyKey::new(raw) {
+            Ok(key) => format!("{KEY_PATH}#{}", key.log_id()).into(),
+            Err(_) => format!("{KEY_PATH}{{key}}").into(),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -163,6 +182,19 @@ mod tests {
             headers.append(REQUEST_ID, HeaderValue::from_static(value));
         }
         headers
+    }
+
+    #[test]
+    fn a_key_in_the_path_is_logged_as_its_hash() {
+        let logged = loggable_path("/v1/idempotency-keys/order-123-pay");
+        assert!(logged.starts_with("/v1/idempotency-keys/#"), "{logged}");
+        assert!(!logged.contains("order-123"), "{logged}");
+        assert_eq!(logged.len(), "/v1/idempotency-keys/#".len() + 12);
+        assert_eq!(loggable_path("/v1/payments/pay_1"), "/v1/payments/pay_1");
+        assert_eq!(
+            loggable_path("/v1/idempotency-keys/"),
+            "/v1/idempotency-keys/"
+        );
     }
 
     #[test]
