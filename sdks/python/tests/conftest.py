@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import Server  # noqa: E402
+from harness import FaultProxy, Server  # noqa: E402
 
 
 class Servers:
@@ -37,3 +37,19 @@ def servers() -> Iterator[Servers]:
 @pytest.fixture(scope="session")
 def server(servers: Servers) -> Server:
     return servers.get()
+
+
+@pytest.fixture
+def proxy(server: Server) -> Iterator[Callable[[Callable[[str, str, dict], bool]], FaultProxy]]:
+    """``proxy(lose)``: a new :class:`FaultProxy` in front of ``server``, stopped
+    after the test."""
+    made: List[FaultProxy] = []
+
+    def make(lose: Callable[[str, str, dict], bool]) -> FaultProxy:
+        p = FaultProxy(server.url, lose)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.stop()

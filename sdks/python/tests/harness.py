@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, NamedTuple, Optional
 
 REPO = Path(__file__).resolve().parents[3]
 SHOP = "pytest"
@@ -106,12 +106,24 @@ def _read_message(sock: socket.socket, buffer: bytes) -> "tuple[Optional[bytes],
     return head, rest[:length], rest[length:]
 
 
+class Recorded(NamedTuple):
+    """One request as the proxy received it."""
+
+    method: str
+    path: str  # without the query
+    key: Optional[str]  # the Idempotency-Key header, None when absent
+    body: bytes  # exactly the bytes of the body
+
+
 class FaultProxy:
     """A threaded HTTP/1.1 proxy: one request per connection (``Connection: close``).
 
     ``lose(method, path, headers) -> bool`` decides per request; when true the
     request is forwarded, the server's whole answer read, and the client's
     connection closed without a byte of it.
+
+    Every request received is recorded, in order of arrival, before it is
+    forwarded: see :meth:`recorded`.
     """
 
     def __init__(self, upstream: str, lose: Callable[[str, str, dict], bool]) -> None:
@@ -119,6 +131,8 @@ class FaultProxy:
         self.upstream = (host, int(port))
         self.lose = lose
         self.lost = 0
+        self._recorded: List[Recorded] = []
+        self._record_lock = threading.Lock()
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
@@ -152,6 +166,8 @@ class FaultProxy:
                     kept.append(line)
             kept.append(b"Connection: close")
             path = target.split("?", 1)[0]
+            with self._record_lock:
+                self._recorded.append(Recorded(method, path, headers.get("idempotency-key"), body))
             drop = self.lose(method, path, headers)
             with socket.create_connection(self.upstream, timeout=60) as upstream:
                 upstream.sendall(b"\r\n".join(kept) + b"\r\n\r\n" + body)
@@ -169,6 +185,12 @@ class FaultProxy:
             pass
         finally:
             client.close()
+
+    def recorded(self, key: Optional[str] = None) -> List[Recorded]:
+        """The requests received so far (a copy); with ``key``, only those with
+        that ``Idempotency-Key``."""
+        with self._record_lock:
+            return [r for r in self._recorded if key is None or r.key == key]
 
     def stop(self) -> None:
         self.running = False

@@ -15,7 +15,7 @@ from chargeonce import (
     ProblemError, RefundFailed, Refunded, RefundUncertain, RetryPolicy, Uncertain, payment_body,
 )
 
-from harness import SECRET, SHOP, FaultProxy
+from harness import SECRET, SHOP, FaultProxy, Recorded
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -45,6 +45,28 @@ def subset(expected: Any, actual: Any) -> bool:
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
     return expected == actual
+
+
+def check_recorded(requests: List[Recorded]) -> Optional[str]:
+    """What is wrong with the requests a fault proxy recorded, or None: every
+    request with one ``Idempotency-Key`` must have the same method, path and body
+    bytes as the first with that key, and some key must have been sent more than
+    once (a proxy scenario that caused no retry proves nothing)."""
+    by_key: Dict[str, List[Recorded]] = {}
+    for request in requests:
+        if request.key is not None:
+            by_key.setdefault(request.key, []).append(request)
+    for key, sent in by_key.items():
+        first = sent[0]
+        for n, other in enumerate(sent[1:], 2):
+            for member in ("method", "path", "body"):
+                if getattr(other, member) != getattr(first, member):
+                    return (f"key {key}: request {n} of {len(sent)} has {member} "
+                            f"{getattr(other, member)!r}, the first had {getattr(first, member)!r}")
+    if not any(len(sent) > 1 for sent in by_key.values()):
+        counts = {key: len(sent) for key, sent in by_key.items()}
+        return f"no key was sent more than once (no retry through the proxy): {counts}"
+    return None
 
 
 class Run:
@@ -121,6 +143,10 @@ class Run:
                 else:
                     self.check(str(index), step, await self.step(step))
             await self.check_ledger()
+            if proxy:
+                problem = check_recorded(proxy.recorded())
+                if problem:
+                    self.fail("proxy", "recorded", problem)
         finally:
             if self.flavour == "sync":
                 self.client.close()
