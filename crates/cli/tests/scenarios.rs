@@ -21,7 +21,7 @@ use chargeonce_client::{
 use serde_json::{Map, Value};
 
 use common::{Process, SECRET, SHOP};
-use lose_proxy::{LoseProxy, Rule};
+use lose_proxy::{LoseProxy, Recorded, Rule};
 
 macro_rules! scenarios {
     ($($test:ident => $file:literal,)*) => {
@@ -967,6 +967,193 @@ async fn run_file(file: &'static str) {
 
     run.run_steps().await;
     run.check_ledger().await;
+    if let Some(proxy) = &proxy {
+        check_retries(file, &proxy.recorded());
+    }
     drop(proxy);
     drop(server);
+}
+
+// -- what the proxy saw -------------------------------------------------------------
+
+/// Every request the proxy recorded under one `Idempotency-Key` carried the
+/// same method, path and body bytes, and at least one key was sent more
+/// than once: a proxy scenario that caused no retry proves nothing.
+fn check_retries(file: &str, recorded: &[Recorded]) {
+    let mut by_key: BTreeMap<&str, Vec<&Recorded>> = BTreeMap::new();
+    for request in recorded {
+        if let Some(key) = request.key.as_deref() {
+            by_key.entry(key).or_default().push(request);
+        }
+    }
+    for (key, requests) in &by_key {
+        let first = requests[0];
+        for (n, other) in requests.iter().enumerate().skip(1) {
+            assert!(
+                other.method == first.method && other.path == first.path,
+                "{file}: key {key}: request {n} is {} {}, the first was {} {}",
+                other.method,
+                other.path,
+                first.method,
+                first.path
+            );
+            assert!(
+                other.body == first.body,
+                "{file}: key {key}: request {n} carried other body bytes:\n{}\nthe first:\n{}",
+                String::from_utf8_lossy(&other.body),
+                String::from_utf8_lossy(&first.body)
+            );
+        }
+    }
+    assert!(
+        by_key.values().any(|requests| requests.len() > 1),
+        "{file}: no key was sent more than once through the fault proxy (no retry happened): {:?}",
+        by_key
+            .iter()
+            .map(|(k, r)| (*k, r.len()))
+            .collect::<Vec<_>>()
+    );
+}
+
+// -- explicit proofs with the fault proxy --------------------------------------------
+
+/// A server and a fault proxy with `rules` in front of it, and a client
+/// that talks through the proxy.
+async fn behind_proxy(dir: &Path, rules: Vec<Rule>) -> (Process, LoseProxy, Client) {
+    let server = start_server(dir, &[]).await;
+    let upstream = server
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the server's address");
+    let proxy = LoseProxy::start(upstream, rules).await;
+    let client = Client::builder(&proxy.base, SHOP, SECRET)
+        .reuse_connections(false)
+        .build()
+        .expect("a client");
+    (server, proxy, client)
+}
+
+fn unique_reference(what: &str) -> String {
+    format!(
+        "{what}-rs-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_answers_are_retried_with_the_same_key_and_body_bytes() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let reference = unique_reference("lost");
+    let key = IdempotencyKey::for_operation(&reference, "pay").expect("a valid key");
+    let rules = vec![Rule {
+        method: "POST".into(),
+        path: "/v1/payments".into(),
+        key: Some(key.as_str().to_owned()),
+        left: Some(2),
+    }];
+    let (server, proxy, client) = behind_proxy(dir.path(), rules).await;
+    let request = CreatePayment::new(
+        Money::parse("15.00", "RUB").expect("an amount"),
+        &reference,
+        "tok_ok",
+    );
+    let result = client.pay(&key, &request).await.expect("the payment");
+    assert!(
+        matches!(result.outcome, Outcome::Paid(_)),
+        "expected Paid, got {:?}",
+        result.outcome
+    );
+    let sent = proxy.recorded_with_key(key.as_str());
+    assert_eq!(sent.len(), 3, "two lost answers, then the replay: {sent:?}");
+    for request in &sent {
+        assert_eq!(request.key.as_deref(), Some(key.as_str()));
+        assert_eq!(request.method, "POST");
+        assert_eq!(request.path, "/v1/payments");
+        assert_eq!(
+            request.body, sent[0].body,
+            "every retry carries the same body bytes"
+        );
+    }
+    assert!(!sent[0].body.is_empty(), "the payment has a body");
+    drop(proxy);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_key_is_never_retried() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let (server, proxy, client) = behind_proxy(dir.path(), Vec::new()).await;
+    let reference = unique_reference("reused");
+    let key = IdempotencyKey::for_operation(&reference, "pay").expect("a valid key");
+    let first = CreatePayment::new(
+        Money::parse("15.00", "RUB").expect("an amount"),
+        &reference,
+        "tok_ok",
+    );
+    let result = client.pay(&key, &first).await.expect("the first payment");
+    assert!(
+        matches!(result.outcome, Outcome::Paid(_)),
+        "expected Paid, got {:?}",
+        result.outcome
+    );
+    let before = proxy.recorded_with_key(key.as_str()).len();
+    assert_eq!(before, 1, "the first payment went through at once");
+
+    let other = CreatePayment::new(
+        Money::parse("16.00", "RUB").expect("an amount"),
+        &reference,
+        "tok_ok",
+    );
+    let error = client
+        .pay(&key, &other)
+        .await
+        .expect_err("the same key with another amount");
+    assert!(
+        matches!(error, Error::KeyReused { .. }),
+        "expected KeyReused, got {error}"
+    );
+    let sent = proxy.recorded_with_key(key.as_str());
+    let second: Vec<&Recorded> = sent[before..].iter().collect();
+    assert_eq!(
+        second.len(),
+        1,
+        "a 422 mismatch is sent once, never retried: {second:?}"
+    );
+    assert_ne!(
+        second[0].body, sent[0].body,
+        "the second call carried the other amount"
+    );
+    assert_eq!(error.attempts(), 1);
+    drop(proxy);
+    drop(server);
+}
+
+fn recorded(key: &str, body: &str) -> Recorded {
+    Recorded {
+        method: "POST".into(),
+        path: "/v1/payments".into(),
+        key: Some(key.into()),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn check_retries_accepts_identical_retries() {
+    check_retries("t", &[recorded("k", "{}"), recorded("k", "{}")]);
+}
+
+#[test]
+#[should_panic(expected = "other body bytes")]
+fn check_retries_rejects_other_body_bytes() {
+    check_retries(
+        "t",
+        &[recorded("k", "{\"a\":1}"), recorded("k", "{\"a\": 1}")],
+    );
+}
+
+#[test]
+#[should_panic(expected = "no key was sent more than once")]
+fn check_retries_rejects_a_run_without_retries() {
+    check_retries("t", &[recorded("k", "{}"), recorded("j", "{}")]);
 }

@@ -4,6 +4,10 @@
 //! `lose_answers` rule, forwards the request, reads the server's whole answer
 //! (so the server has executed it) and closes the client's connection without
 //! sending a byte of it.
+//!
+//! It records every request it receives (method, path, `Idempotency-Key`,
+//! the exact body bytes), before forwarding it, so a test can prove that
+//! every retry carried the same key and the same body bytes.
 #![allow(missing_docs)]
 
 use std::net::SocketAddr;
@@ -24,10 +28,23 @@ pub struct Rule {
     pub left: Option<u64>,
 }
 
+/// One request as the proxy received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The `Idempotency-Key` header, trimmed.
+    pub key: Option<String>,
+    /// The body, byte for byte.
+    pub body: Vec<u8>,
+}
+
 /// A running proxy; dropping it stops accepting.
 pub struct LoseProxy {
     pub base: String,
     task: JoinHandle<()>,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl LoseProxy {
@@ -37,18 +54,34 @@ impl LoseProxy {
             .expect("bind the fault proxy");
         let addr = listener.local_addr().expect("proxy address");
         let rules = Arc::new(Mutex::new(rules));
+        let recorded = Arc::new(Mutex::new(Vec::new()));
+        let log = recorded.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
                     return;
                 };
-                tokio::spawn(handle(client, upstream, rules.clone()));
+                tokio::spawn(handle(client, upstream, rules.clone(), log.clone()));
             }
         });
         Self {
             base: format!("http://{addr}"),
             task,
+            recorded,
         }
+    }
+
+    /// Every request received so far, in the order they were read.
+    pub fn recorded(&self) -> Vec<Recorded> {
+        self.recorded.lock().expect("the recorded lock").clone()
+    }
+
+    /// The requests received so far that carried `key`.
+    pub fn recorded_with_key(&self, key: &str) -> Vec<Recorded> {
+        self.recorded()
+            .into_iter()
+            .filter(|r| r.key.as_deref() == Some(key))
+            .collect()
     }
 }
 
@@ -77,7 +110,12 @@ fn lose(rules: &Mutex<Vec<Rule>>, method: &str, path: &str, key: Option<&str>) -
     }
 }
 
-async fn handle(mut client: TcpStream, upstream: SocketAddr, rules: Arc<Mutex<Vec<Rule>>>) {
+async fn handle(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    rules: Arc<Mutex<Vec<Rule>>>,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+) {
     let Some((head, body)) = read_request(&mut client).await else {
         return;
     };
@@ -101,6 +139,12 @@ async fn handle(mut client: TcpStream, upstream: SocketAddr, rules: Arc<Mutex<Ve
         forwarded.push_str("\r\n");
     }
     forwarded.push_str("connection: close\r\n\r\n");
+    recorded.lock().expect("the recorded lock").push(Recorded {
+        method: method.clone(),
+        path: path.clone(),
+        key: key.clone(),
+        body: body.clone(),
+    });
 
     let Ok(mut server) = TcpStream::connect(upstream).await else {
         return;
