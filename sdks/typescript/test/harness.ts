@@ -1,5 +1,6 @@
 // A real `chargeonce serve` (temporary SQLite, in-process simulator, one shop
-// added with `chargeonce shops add`) and a small fault proxy that loses answers.
+// added with `chargeonce shops add`) and a small fault proxy that loses answers
+// and records every request it receives.
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -92,15 +93,56 @@ export interface LoseRule {
   count?: number;
 }
 
+/** One request as the proxy received it, before forwarding. */
+export interface RecordedRequest {
+  method: string;
+  /** Without the query. */
+  path: string;
+  /** The `Idempotency-Key` header; `undefined` when absent. */
+  key: string | undefined;
+  /** The exact body bytes. */
+  body: Buffer;
+}
+
 export interface Proxy {
   url: string;
   /** How many answers it lost. */
   lost: number;
+  /** Every request it received, in arrival order (lost answers included). */
+  readonly requests: readonly RecordedRequest[];
   stop(): Promise<void>;
 }
 
 /**
- * A plain HTTP/1.1 proxy. A request matching a rule with `count` left is
+ * The retry invariant on what a proxy recorded: every request carrying one
+ * `Idempotency-Key` had the same method, path and byte-identical body. Returns
+ * how many requests each key had, in first-seen order.
+ */
+export function checkSameBytesPerKey(requests: readonly RecordedRequest[], where: string): Map<string, number> {
+  const first = new Map<string, RecordedRequest>();
+  const counts = new Map<string, number>();
+  for (const [i, r] of requests.entries()) {
+    if (r.key === undefined) continue;
+    const seen = first.get(r.key);
+    if (seen === undefined) {
+      first.set(r.key, r);
+    } else {
+      const what = `${where}: request ${i} with key ${JSON.stringify(r.key)}`;
+      if (r.method !== seen.method || r.path !== seen.path) {
+        throw new Error(`${what} is ${r.method} ${r.path}, the first with that key was ${seen.method} ${seen.path}`);
+      }
+      if (!r.body.equals(seen.body)) {
+        throw new Error(`${what} has other body bytes than the first:\n  ${seen.body.toString("hex")}\n  ${r.body.toString("hex")}`);
+      }
+    }
+    counts.set(r.key, (counts.get(r.key) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/**
+ * A plain HTTP/1.1 proxy. Every request is recorded (method, path, key, body
+ * bytes) once its body is read. A request matching a rule with `count` left is
  * forwarded, its whole answer read (the server executed it), and then the
  * client's connection is closed without a byte of it. Everything else is
  * forwarded and answered, with `Connection: close`.
@@ -108,13 +150,16 @@ export interface Proxy {
 export async function startProxy(upstream: string, rules: LoseRule[]): Promise<Proxy> {
   const target = new URL(upstream);
   const state = { lost: 0 };
+  const requests: RecordedRequest[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const body = Buffer.concat(chunks);
-      const path = (req.url ?? "/").split("?")[0];
-      const key = req.headers["idempotency-key"];
+      const path = (req.url ?? "/").split("?")[0] ?? "/";
+      const header = req.headers["idempotency-key"];
+      const key = Array.isArray(header) ? header.join(", ") : header;
+      requests.push({ method: req.method ?? "", path, key, body: Buffer.from(body) });
       const rule = rules.find(
         (r) => r.method === req.method && r.path === path && (r.key === undefined || r.key === key),
       );
@@ -150,6 +195,7 @@ export async function startProxy(upstream: string, rules: LoseRule[]): Promise<P
     get lost() {
       return state.lost;
     },
+    requests,
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,7 +1,10 @@
 // The shared conformance scenarios (<repo>/sdks/scenarios/*.json, format in
 // its README.md) against a real `chargeonce serve`, through a fault proxy
 // where a scenario loses answers; then the simulator's ledger: at most one
-// succeeded charge per order.
+// succeeded charge per order; and, where there is a proxy, what it recorded:
+// every retry carried the same key, method, path and body bytes, and at least
+// one key was sent more than once (a proxied scenario that caused no retry
+// proves nothing).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -21,7 +24,7 @@ import {
   type RetryPolicy,
 } from "../src/index.js";
 import { REPO_DIR } from "./paths.js";
-import { haveBinary, startProxy, startServer, SECRET, SHOP, type LoseRule, type Server } from "./harness.js";
+import { checkSameBytesPerKey, haveBinary, startProxy, startServer, SECRET, SHOP, type LoseRule, type Server } from "./harness.js";
 
 const DIR = join(REPO_DIR, "sdks", "scenarios");
 
@@ -335,6 +338,11 @@ for (const file of files) {
         assert.ok(succeeded <= 1, `${file}: order ${order} charged ${succeeded} times`);
       }
       if (proxy !== null && rules.length > 0) assert.ok(proxy.lost > 0, `${file}: the fault proxy lost no answer`);
+      if (proxy !== null) {
+        const perKey = checkSameBytesPerKey(proxy.requests, `${file}: fault proxy`);
+        const retried = [...perKey.values()].some((n) => n > 1);
+        assert.ok(retried, `${file}: no key went through the fault proxy more than once: ${JSON.stringify([...perKey])}`);
+      }
     } finally {
       await proxy?.stop();
     }
