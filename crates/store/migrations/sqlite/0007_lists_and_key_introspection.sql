@@ -8,3 +8,11 @@ CREATE INDEX refunds_by_shop_newest ON refunds (shop_id, created_at DESC, id DES
 ALTER TABLE idempotency_keys ADD COLUMN last_repeat_at INTEGER;
 -- The instance that holds the lease (its name, never the token): written at claim and take-over.
 ALTER TABLE idempotency_keys ADD COLUMN lease_holder TEXT;
+
+-- One order's payments and one payment's refunds are listed newest first too (the
+-- look-up before paying an order): their narrow indexes gain the id, so a range of
+-- them is already in list order and the planner never prefers walking the shop.
+DROP INDEX payments_by_reference;
+CREATE INDEX payments_by_reference ON payments (shop_id, reference, created_at, id);
+DROP INDEX refunds_by_payment;
+CREATE INDEX refunds_by_payment ON refunds (payment_id, created_at, id);

@@ -49,21 +49,61 @@ pub(super) async fn payments_by_reference(
 }
 
 /// The part of a payment list's statement before its cursor: the shop's
-/// payments that match the filter (`$2` status, `$3` reference, `$4` and
-/// `$5` the created range, each ignored when null).
+/// payments (`shop`), or one order's (`order`: `reference = $3`, a range of
+/// `payments_by_reference` even in a generic plan, for the look-up before
+/// paying an order), that match the filter (`$2` status, `$3` reference,
+/// `$4` and `$5` the created range, each ignored when null).
 macro_rules! payment_list {
-    () => {
+    (shop) => {
         concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE shop_id = $1 \
-               AND ($2::text IS NULL OR status = $2) \
-               AND ($3::text IS NULL OR reference = $3) \
-               AND ($4::timestamptz IS NULL OR created_at >= $4) \
-               AND ($5::timestamptz IS NULL OR created_at < $5)"
+            " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3)",
+            payment_list!(filter)
         )
     };
+    (order) => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = $1 AND reference = $3",
+            payment_list!(filter)
+        )
+    };
+    (filter) => {
+        " AND ($2::text IS NULL OR status = $2) \
+          AND ($4::timestamptz IS NULL OR created_at >= $4) \
+          AND ($5::timestamptz IS NULL OR created_at < $5)"
+    };
 }
+
+/// The statements of a payment list: the newest page, the page after a
+/// cursor (`$7`, `$8`: its `created_at` and id), the page before it (read
+/// oldest first).
+macro_rules! payment_lists {
+    ($which:tt) => {
+        [
+            concat!(
+                payment_list!($which),
+                " ORDER BY created_at DESC, id DESC LIMIT $6"
+            ),
+            concat!(
+                payment_list!($which),
+                " AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
+            ),
+            concat!(
+                payment_list!($which),
+                " AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
+            ),
+        ]
+    };
+}
+
+/// A shop's payment lists.
+const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
+
+/// One order's payment lists (a reference given).
+const ORDER_PAYMENT_LISTS: [&str; 3] = payment_lists!(order);
 
 /// One page of a shop's payments, newest first by `(created_at, id)`.
 pub(super) async fn list_payments(
@@ -76,19 +116,14 @@ pub(super) async fn list_payments(
         Cursor::Newest => None,
         Cursor::After(id) | Cursor::Before(id) => Some(payment_cursor(store, shop_id, id).await?),
     };
+    let lists = match filter.reference {
+        Some(_) => &ORDER_PAYMENT_LISTS,
+        None => &PAYMENT_LISTS,
+    };
     let sql = match page.cursor {
-        Cursor::Newest => concat!(
-            payment_list!(),
-            " ORDER BY created_at DESC, id DESC LIMIT $6"
-        ),
-        Cursor::After(_) => concat!(
-            payment_list!(),
-            " AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
-        ),
-        Cursor::Before(_) => concat!(
-            payment_list!(),
-            " AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
-        ),
+        Cursor::Newest => lists[0],
+        Cursor::After(_) => lists[1],
+        Cursor::Before(_) => lists[2],
     };
     let mut query = sqlx::query_as::<_, PaymentRow>(sql)
         .bind(shop_id.as_str())

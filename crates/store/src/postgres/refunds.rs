@@ -205,16 +205,52 @@ pub(super) async fn refund(
 }
 
 /// The part of a refund list's statement before its cursor: the shop's
-/// refunds (of the payment `$2`, unless null).
+/// refunds (`shop`; `$2` is null), or one payment's (`payment`:
+/// `payment_id = $2`, a range of `refunds_by_payment`).
 macro_rules! refund_list {
-    () => {
+    (shop) => {
         concat!(
             "SELECT ",
             refund_columns!(),
             " FROM refunds WHERE shop_id = $1 AND ($2::text IS NULL OR payment_id = $2)"
         )
     };
+    (payment) => {
+        concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE payment_id = $2 AND shop_id = $1"
+        )
+    };
 }
+
+/// The statements of a refund list: the newest page, the page after a
+/// cursor (`$4`, `$5`: its `created_at` and id), the page before it (read
+/// oldest first).
+macro_rules! refund_lists {
+    ($which:tt) => {
+        [
+            concat!(
+                refund_list!($which),
+                " ORDER BY created_at DESC, id DESC LIMIT $3"
+            ),
+            concat!(
+                refund_list!($which),
+                " AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
+            ),
+            concat!(
+                refund_list!($which),
+                " AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
+            ),
+        ]
+    };
+}
+
+/// A shop's refund lists.
+const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
+
+/// One payment's refund lists.
+const PAYMENT_REFUND_LISTS: [&str; 3] = refund_lists!(payment);
 
 /// One page of a shop's refunds (of one payment), newest first by
 /// `(created_at, id)`.
@@ -230,19 +266,14 @@ pub(super) async fn list_refunds(
             Some(refund_cursor(store, shop_id, payment_id, id).await?)
         }
     };
+    let lists = match payment_id {
+        Some(_) => &PAYMENT_REFUND_LISTS,
+        None => &REFUND_LISTS,
+    };
     let sql = match page.cursor {
-        Cursor::Newest => concat!(
-            refund_list!(),
-            " ORDER BY created_at DESC, id DESC LIMIT $3"
-        ),
-        Cursor::After(_) => concat!(
-            refund_list!(),
-            " AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
-        ),
-        Cursor::Before(_) => concat!(
-            refund_list!(),
-            " AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
-        ),
+        Cursor::Newest => lists[0],
+        Cursor::After(_) => lists[1],
+        Cursor::Before(_) => lists[2],
     };
     let mut query = sqlx::query_as::<_, RefundRow>(sql)
         .bind(shop_id.as_str())

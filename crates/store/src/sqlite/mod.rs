@@ -286,6 +286,21 @@ mod tests {
                 assert!(plan.contains("(created_at,id)"), "{plan}");
             }
         }
+        // One order's payments and one payment's refunds: ranges of their
+        // narrow indexes (a handful of rows, sorted by id where times tie),
+        // never a walk of the whole shop.
+        let narrow = payments::ORDER_PAYMENT_LISTS
+            .iter()
+            .map(|sql| (*sql, "payments_by_reference (shop_id=? AND reference=?"))
+            .chain(
+                refunds::PAYMENT_REFUND_LISTS
+                    .iter()
+                    .map(|sql| (*sql, "refunds_by_payment (payment_id=?")),
+            );
+        for (sql, range) in narrow {
+            let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
+            assert!(plan.contains(range), "{plan}");
+        }
         store.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

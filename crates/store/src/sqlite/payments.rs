@@ -145,39 +145,62 @@ pub(super) fn settle_where(
 }
 
 /// The part of a payment list's statement before its cursor: the shop's
-/// payments that match the filter (`?2` status, `?3` reference, `?4` and
-/// `?5` the created range, each ignored when null).
+/// payments (`shop`), or one order's (`order`: `reference = ?3`, a range of
+/// `payments_by_reference`, for the look-up before paying an order), that
+/// match the filter (`?2` status, `?3` reference, `?4` and `?5` the created
+/// range, each ignored when null).
 macro_rules! payment_list {
-    () => {
+    (shop) => {
         concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE shop_id = ?1 \
-               AND (?2 IS NULL OR status = ?2) \
-               AND (?3 IS NULL OR reference = ?3) \
-               AND (?4 IS NULL OR created_at >= ?4) \
-               AND (?5 IS NULL OR created_at < ?5)"
+            " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3)",
+            payment_list!(filter)
         )
+    };
+    (order) => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE shop_id = ?1 AND reference = ?3",
+            payment_list!(filter)
+        )
+    };
+    (filter) => {
+        " AND (?2 IS NULL OR status = ?2) \
+          AND (?4 IS NULL OR created_at >= ?4) \
+          AND (?5 IS NULL OR created_at < ?5)"
     };
 }
 
 /// The statements of a payment list: the newest page, the page after a
 /// cursor (`?7`, `?8`: its `created_at` and id), the page before it (read
-/// oldest first). Each is a range of `payments_by_shop_newest`.
-pub(super) const PAYMENT_LISTS: [&str; 3] = [
-    concat!(
-        payment_list!(),
-        " ORDER BY created_at DESC, id DESC LIMIT ?6"
-    ),
-    concat!(
-        payment_list!(),
-        " AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
-    ),
-    concat!(
-        payment_list!(),
-        " AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
-    ),
-];
+/// oldest first).
+macro_rules! payment_lists {
+    ($which:tt) => {
+        [
+            concat!(
+                payment_list!($which),
+                " ORDER BY created_at DESC, id DESC LIMIT ?6"
+            ),
+            concat!(
+                payment_list!($which),
+                " AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
+            ),
+            concat!(
+                payment_list!($which),
+                " AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
+            ),
+        ]
+    };
+}
+
+/// A shop's payment lists: each a range of `payments_by_shop_newest`.
+pub(super) const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
+
+/// One order's payment lists (a reference given): each a range of
+/// `payments_by_reference`, which an order's few payments are sorted in.
+pub(super) const ORDER_PAYMENT_LISTS: [&str; 3] = payment_lists!(order);
 
 /// One page of a shop's payments, newest first by `(created_at, id)`.
 pub(super) async fn list_payments(
@@ -189,10 +212,14 @@ pub(super) async fn list_payments(
     let (shop_id, filter, page) = (shop_id.clone(), filter.clone(), page.clone());
     store
         .read(move |conn| {
+            let lists = match filter.reference {
+                Some(_) => &ORDER_PAYMENT_LISTS,
+                None => &PAYMENT_LISTS,
+            };
             let (sql, cursor) = match &page.cursor {
-                Cursor::Newest => (PAYMENT_LISTS[0], None),
-                Cursor::After(id) => (PAYMENT_LISTS[1], Some(payment_cursor(conn, &shop_id, id)?)),
-                Cursor::Before(id) => (PAYMENT_LISTS[2], Some(payment_cursor(conn, &shop_id, id)?)),
+                Cursor::Newest => (lists[0], None),
+                Cursor::After(id) => (lists[1], Some(payment_cursor(conn, &shop_id, id)?)),
+                Cursor::Before(id) => (lists[2], Some(payment_cursor(conn, &shop_id, id)?)),
             };
             let (status, reference) = (
                 filter.status.map(|s| s.as_str()),

@@ -219,34 +219,52 @@ pub(super) fn refund_in(
 }
 
 /// The part of a refund list's statement before its cursor: the shop's
-/// refunds (of the payment `?2`, unless null).
+/// refunds (`shop`; `?2` is null), or one payment's (`payment`:
+/// `payment_id = ?2`, a range of `refunds_by_payment`).
 macro_rules! refund_list {
-    () => {
+    (shop) => {
         concat!(
             "SELECT ",
             refund_columns!(),
             " FROM refunds WHERE shop_id = ?1 AND (?2 IS NULL OR payment_id = ?2)"
         )
     };
+    (payment) => {
+        concat!(
+            "SELECT ",
+            refund_columns!(),
+            " FROM refunds WHERE payment_id = ?2 AND shop_id = ?1"
+        )
+    };
 }
 
 /// The statements of a refund list: the newest page, the page after a
 /// cursor (`?4`, `?5`: its `created_at` and id), the page before it (read
-/// oldest first). Each is a range of `refunds_by_shop_newest`.
-pub(super) const REFUND_LISTS: [&str; 3] = [
-    concat!(
-        refund_list!(),
-        " ORDER BY created_at DESC, id DESC LIMIT ?3"
-    ),
-    concat!(
-        refund_list!(),
-        " AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
-    ),
-    concat!(
-        refund_list!(),
-        " AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
-    ),
-];
+/// oldest first).
+macro_rules! refund_lists {
+    ($which:tt) => {
+        [
+            concat!(
+                refund_list!($which),
+                " ORDER BY created_at DESC, id DESC LIMIT ?3"
+            ),
+            concat!(
+                refund_list!($which),
+                " AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
+            ),
+            concat!(
+                refund_list!($which),
+                " AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
+            ),
+        ]
+    };
+}
+
+/// A shop's refund lists: each a range of `refunds_by_shop_newest`.
+pub(super) const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
+
+/// One payment's refund lists: each a range of `refunds_by_payment`.
+pub(super) const PAYMENT_REFUND_LISTS: [&str; 3] = refund_lists!(payment);
 
 /// One page of a shop's refunds (of one payment), newest first by
 /// `(created_at, id)`.
@@ -260,14 +278,18 @@ pub(super) async fn list_refunds(
     store
         .read(move |conn| {
             let payment_id = payment_id.as_ref();
+            let lists = match payment_id {
+                Some(_) => &PAYMENT_REFUND_LISTS,
+                None => &REFUND_LISTS,
+            };
             let (sql, cursor) = match &page.cursor {
-                Cursor::Newest => (REFUND_LISTS[0], None),
+                Cursor::Newest => (lists[0], None),
                 Cursor::After(id) => (
-                    REFUND_LISTS[1],
+                    lists[1],
                     Some(refund_cursor(conn, &shop_id, payment_id, id)?),
                 ),
                 Cursor::Before(id) => (
-                    REFUND_LISTS[2],
+                    lists[2],
                     Some(refund_cursor(conn, &shop_id, payment_id, id)?),
                 ),
             };
