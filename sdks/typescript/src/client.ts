@@ -106,7 +106,9 @@ export class Client {
   /** Sends one request with its own timeout and reads its whole answer. */
   async #send(url: URL, init: RequestInit, timeoutMs: number): Promise<Answer> {
     const signal = AbortSignal.timeout(Math.max(1, Math.floor(timeoutMs)));
-    const response = await this.#fetch(url, { ...init, signal });
+    // Never follow a redirect: it would turn a POST into a GET without its
+    // body, or carry the credentials elsewhere.
+    const response = await this.#fetch(url, { ...init, signal, redirect: "manual" });
     const body = await response.text();
     const headers: Record<string, string> = {};
     response.headers.forEach((value, name) => {

@@ -98,6 +98,11 @@ export function verifyWebhook(
   body: Uint8Array | string,
   options: VerifyOptions = {},
 ): void {
+  const secrets = typeof secret === "string" ? [secret] : secret;
+  // An empty secret signs nothing: anyone could compute its MAC.
+  if (secrets.length === 0 || secrets.some((s) => s.length === 0)) {
+    throw new TypeError("the webhook secret is empty: configure the shop's signing secret");
+  }
   if (header === null || header === undefined) throw malformed();
   const parsed = parseSignatureHeader(header);
   const now = options.now ?? Math.floor(Date.now() / 1000);
@@ -107,7 +112,7 @@ export function verifyWebhook(
     throw new SignatureError("outside_tolerance", `the signature timestamp is ${age} s away from now`, age);
   }
   let matched = false;
-  for (const s of typeof secret === "string" ? [secret] : secret) {
+  for (const s of secrets) {
     const expected = mac(s, parsed.timestamp, body);
     // Compare with every candidate, whichever matches.
     for (const candidate of parsed.signatures) matched = timingSafeEqual(candidate, expected) || matched;

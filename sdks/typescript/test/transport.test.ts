@@ -54,7 +54,7 @@ test("a hung attempt times out on its own signal and the retry carries the same 
     });
   });
   try {
-    const client = new Client(server.url, "demo", "sk", { retry: { attemptTimeoutMs: 300, baseDelayMs: 10, maxDelayMs: 20 } });
+    const client = new Client(server.url, "demo", "sk", { retry: { attemptTimeoutMs: 1000, baseDelayMs: 10, maxDelayMs: 20 } });
     const result = await client.pay("o-1-pay", { amount: amount("15.00", "RUB"), reference: "o-1", token: "tok_ok" });
     assert.equal(result.outcome.kind, "paid");
     assert.deepEqual(
@@ -72,7 +72,7 @@ test("a refused connection is 'connect'; a payment that never reached the server
   const server = await listen(() => undefined);
   const url = server.url;
   await server.close();
-  const client = new Client(url, "demo", "sk", { retry: { budgetMs: 300, baseDelayMs: 10, maxDelayMs: 20 } });
+  const client = new Client(url, "demo", "sk", { retry: { budgetMs: 3000, baseDelayMs: 10, maxDelayMs: 20 } });
   const result = await client.pay("o-2-pay", { amount: amount("15.00", "RUB"), reference: "o-2", token: "tok_ok" });
   assert.deepEqual(result.outcome, { kind: "uncertain" });
   assert.ok(result.attempts.length >= 2);

@@ -54,8 +54,10 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def failure_kind(error: httpx.TransportError) -> str:
-    """Connect (nothing sent), timeout, or lost (sent; it may have executed)."""
+def failure_kind(error: httpx.RequestError) -> str:
+    """Connect (nothing sent), timeout, or lost (sent; it may have executed):
+    every other failure of a request (a broken stream, an undecodable
+    answer) counts as lost, never as an error that hides a charge."""
     if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
         return CONNECT
     if isinstance(error, httpx.TimeoutException):
@@ -217,7 +219,7 @@ class Client(_Base):
                     timeout=httpx.Timeout(timeout, connect=min(self._connect_timeout, timeout)),
                 )
                 decision = call.on_answer(_answer(response), time.monotonic() - started)
-            except httpx.TransportError as error:
+            except httpx.RequestError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__, time.monotonic() - started)
             if isinstance(decision, Sleep):
                 time.sleep(decision.seconds)
@@ -234,7 +236,7 @@ class Client(_Base):
             try:
                 response = self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
                 decision = call.on_answer(_answer(response))
-            except httpx.TransportError as error:
+            except httpx.RequestError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
             if isinstance(decision, Sleep):
                 time.sleep(decision.seconds)
@@ -388,7 +390,7 @@ class AsyncClient(_Base):
                     timeout=httpx.Timeout(timeout, connect=min(self._connect_timeout, timeout)),
                 )
                 decision = call.on_answer(_answer(response), time.monotonic() - started)
-            except httpx.TransportError as error:
+            except httpx.RequestError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__, time.monotonic() - started)
             if isinstance(decision, Sleep):
                 await asyncio.sleep(decision.seconds)
@@ -403,7 +405,7 @@ class AsyncClient(_Base):
             try:
                 response = await self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
                 decision = call.on_answer(_answer(response))
-            except httpx.TransportError as error:
+            except httpx.RequestError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
             if isinstance(decision, Sleep):
                 await asyncio.sleep(decision.seconds)

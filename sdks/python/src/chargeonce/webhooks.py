@@ -83,6 +83,9 @@ def verify(
     """Raises :class:`SignatureError` unless ``header`` signs ``body`` with
     ``secret`` within ``tolerance`` seconds of ``now`` (default: the clock).
     Compares in constant time (``hmac.compare_digest``) against every ``v1``."""
+    if len(secret) == 0:
+        # An empty secret signs nothing: anyone could compute its MAC.
+        raise ValueError("the webhook secret is empty: configure the shop's signing secret")
     if header is None:
         raise SignatureError("malformed", f"no {SIGNATURE_HEADER} header")
     timestamp, signatures = parse_signature_header(header)
