@@ -132,3 +132,17 @@ def test_the_body_is_serialised_once_with_decimal_strings() -> None:
     assert body == b'{"amount":{"value":"15.00","currency":"RUB"},"reference":"o","payment_method":{"token":"tok_ok"}}'
     with pytest.raises(TypeError):
         Amount.of(15.0, "RUB")  # type: ignore[arg-type]
+
+
+def test_pages_walk_in_the_direction_they_started() -> None:
+    from chargeonce._models import Page
+
+    class Item:
+        def __init__(self, id: str) -> None:
+            self.id = id
+
+    newest_first = Page(object="list", data=[Item("p9"), Item("p8")], has_more=True)
+    assert newest_first.next_params({"limit": 2}) == {"limit": 2, "starting_after": "p8", "ending_before": None}
+    assert newest_first.next_params({"ending_before": "p7"}) == {"ending_before": "p9", "starting_after": None}
+    done = Page(object="list", data=[Item("p1")], has_more=False)
+    assert done.next_params({"limit": 2}) is None

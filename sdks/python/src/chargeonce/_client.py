@@ -272,13 +272,14 @@ class Client(_Base):
         return _page(self._get("v1/payments", params), Payment.from_json)
 
     def iter_payment_pages(self, **params: Any) -> Iterator[Page[Payment]]:
-        """Every page, following ``starting_after`` while ``has_more``."""
+        """Every page, in the direction ``params`` walk, while ``has_more``."""
         while True:
             page = self.list_payments(**params)
             yield page
-            if not page.has_more or page.last_id is None:
+            following = page.next_params(params)
+            if following is None:
                 return
-            params = {**params, "starting_after": page.last_id, "ending_before": None}
+            params = following
 
     def iter_payments(self, **params: Any) -> Iterator[Payment]:
         for page in self.iter_payment_pages(**params):
@@ -443,9 +444,10 @@ class AsyncClient(_Base):
         while True:
             page = await self.list_payments(**params)
             yield page
-            if not page.has_more or page.last_id is None:
+            following = page.next_params(params)
+            if following is None:
                 return
-            params = {**params, "starting_after": page.last_id, "ending_before": None}
+            params = following
 
     async def iter_payments(self, **params: Any) -> AsyncIterator[Payment]:
         async for page in self.iter_payment_pages(**params):

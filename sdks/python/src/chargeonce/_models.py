@@ -278,3 +278,20 @@ class Page(Generic[T]):
     @property
     def last_id(self) -> Optional[str]:
         return getattr(self.data[-1], "id", None) if self.data else None
+
+    @property
+    def first_id(self) -> Optional[str]:
+        return getattr(self.data[0], "id", None) if self.data else None
+
+    def next_params(self, params: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """The query of the next page in the direction ``params`` walk, or
+        ``None`` at the end: older after ``starting_after`` (or no cursor),
+        newer before ``ending_before`` (each page is still newest first, so
+        the next newer page ends before this one's first object)."""
+        if not self.has_more:
+            return None
+        if params.get("ending_before") is not None:
+            first = self.first_id
+            return None if first is None else {**params, "ending_before": first, "starting_after": None}
+        last = self.last_id
+        return None if last is None else {**params, "starting_after": last, "ending_before": None}
