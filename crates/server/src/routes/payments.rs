@@ -141,16 +141,41 @@ pub async fn get(
     Ok(Json(render::to_value(&render::payment(&payment))).into_response())
 }
 
-/// The query of `GET /v1/payments`: paging and filters, nothing else.
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/payments`: paging and filters, nothing else (the
+/// spec's parameters, from these fields).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// How many objects, 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100, example = 10)]
     limit: Option<u32>,
+    /// An object id from a previous page: the page after it (older). Not
+    /// with `ending_before`.
+    #[param(min_length = 1)]
     starting_after: Option<String>,
+    /// An object id from a previous page: the page before it (newer), still
+    /// newest first. Not with `starting_after`.
+    #[param(min_length = 1)]
     ending_before: Option<String>,
+    /// Only payments in this status.
+    #[param(value_type = Option<chargeonce_wire::PaymentStatus>)]
     status: Option<String>,
+    /// Only the payments of this order (the seed's "check the state before
+    /// paying").
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        example = "order-123"
+    )]
     reference: Option<String>,
+    /// Only payments created at or after this RFC 3339 time (an offset's `+`
+    /// encoded as `%2B`).
+    #[param(format = DateTime)]
     created_gte: Option<String>,
+    /// Only payments created before this RFC 3339 time.
+    #[param(format = DateTime)]
     created_lt: Option<String>,
 }
 
@@ -169,14 +194,7 @@ pub struct ListQuery {
     summary = "List the shop's payments, newest first, a page at a time",
     security(("shop_basic" = [])),
     params(
-        ("limit" = Option<u32>, Query, description = "How many objects, 1 to 100 (default 10).", minimum = 1, maximum = 100, example = 10),
-        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`.", min_length = 1),
-        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`.", min_length = 1),
-        ("status" = Option<chargeonce_wire::PaymentStatus>, Query, description = "Only payments in this status."),
-        ("reference" = Option<String>, Query, description = "Only the payments of this order (the seed's \"check the state before paying\").",
-            min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$", example = "order-123"),
-        ("created_gte" = Option<String>, Query, description = "Only payments created at or after this RFC 3339 time (an offset's `+` encoded as `%2B`).", format = DateTime),
-        ("created_lt" = Option<String>, Query, description = "Only payments created before this RFC 3339 time.", format = DateTime),
+        ListQuery,
     ),
     responses(
         (status = 200, description = "One page, newest first; `has_more` says whether more lie beyond it in the direction read.", body = chargeonce_wire::List<Payment>),

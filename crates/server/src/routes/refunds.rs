@@ -122,12 +122,22 @@ pub async fn get(
     Ok(Json(render::to_value(&render::refund(&refund))).into_response())
 }
 
-/// The query of the refund lists: paging, nothing else.
-#[derive(Debug, Deserialize)]
+/// The query of the refund lists: paging, nothing else (the spec's
+/// parameters of both lists, from these fields).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// How many objects, 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100, example = 10)]
     limit: Option<u32>,
+    /// An object id from a previous page: the page after it (older). Not
+    /// with `ending_before`.
+    #[param(min_length = 1)]
     starting_after: Option<String>,
+    /// An object id from a previous page: the page before it (newer), still
+    /// newest first. Not with `starting_after`.
+    #[param(min_length = 1)]
     ending_before: Option<String>,
 }
 
@@ -141,9 +151,7 @@ pub struct ListQuery {
     summary = "List the shop's refunds, newest first, a page at a time",
     security(("shop_basic" = [])),
     params(
-        ("limit" = Option<u32>, Query, description = "How many objects, 1 to 100 (default 10).", minimum = 1, maximum = 100, example = 10),
-        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`.", min_length = 1),
-        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`.", min_length = 1),
+        ListQuery,
     ),
     responses(
         (status = 200, description = "One page, newest first.", body = chargeonce_wire::List<Refund>),
@@ -170,9 +178,7 @@ pub async fn list(
     security(("shop_basic" = [])),
     params(
         ("id" = String, Path, description = "The payment's id (`pay_...`).", example = "pay_01a2297968b375bcb36eb8e661248216"),
-        ("limit" = Option<u32>, Query, description = "How many objects, 1 to 100 (default 10).", minimum = 1, maximum = 100, example = 10),
-        ("starting_after" = Option<String>, Query, description = "An object id from a previous page: the page after it (older). Not with `ending_before`.", min_length = 1),
-        ("ending_before" = Option<String>, Query, description = "An object id from a previous page: the page before it (newer), still newest first. Not with `starting_after`.", min_length = 1),
+        ListQuery,
     ),
     responses(
         (status = 200, description = "One page, newest first.", body = chargeonce_wire::List<Refund>),
