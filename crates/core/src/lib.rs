@@ -35,7 +35,9 @@
 pub mod acquirer;
 pub mod engine;
 pub mod events;
+pub mod findings;
 pub mod fingerprint;
+pub mod history;
 pub mod key;
 pub mod money;
 pub mod observe;

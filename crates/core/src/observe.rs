@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 /// Which acquirer call an observation is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AcquirerCall {
     /// A charge.
     Charge,
@@ -27,7 +28,8 @@ impl AcquirerCall {
 }
 
 /// How an acquirer call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AcquirerOutcomeKind {
     /// Charged (or, for a look-up, a charge was found).
     Succeeded,

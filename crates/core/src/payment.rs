@@ -136,7 +136,8 @@ impl fmt::Debug for CardToken {
 }
 
 /// Where a payment stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PaymentStatus {
     /// Created; the acquirer has not given a definite answer yet.
     Pending,

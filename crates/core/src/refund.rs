@@ -55,7 +55,8 @@ impl fmt::Display for RefundId {
 }
 
 /// Where a refund stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RefundStatus {
     /// Reserved; the acquirer has not given a definite answer yet.
     Pending,

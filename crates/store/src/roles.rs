@@ -8,7 +8,8 @@
 /// Implements every role trait for `$store` by calling the function of the
 /// same name in the concern module of the invoking driver (`claim`, `keys`,
 /// `finish`, `refunds`, `payments`, `reconciliation`, `events`, `outbox`,
-/// `shops`, `health`), each taking the store first.
+/// `shops`, `health`, `history`, `findings`, `operations`), each taking the
+/// store first.
 macro_rules! impl_roles {
     ($store:ty) => {
         const _: () = {
@@ -18,8 +19,13 @@ macro_rules! impl_roles {
             use chargeonce_core::events::{
                 AttemptOutcome, DueEvent, Event, EventId, EventQuery, WebhookEndpoint,
             };
+            use chargeonce_core::findings::{
+                Finding, FindingId, FindingQuery, NewFinding, Resolution,
+            };
+            use chargeonce_core::history::{AcquirerAttempt, HistoryEntry, RepeatTally};
             use chargeonce_core::store::{
-                Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops,
+                Findings, Health, History, KeyRepeats, Keys, Operations, Outbox, Payments,
+                Reconciliation, Refunds, ShopSummary, Shops, StoreCounts,
             };
             use chargeonce_core::{
                 Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint,
@@ -59,16 +65,21 @@ macro_rules! impl_roles {
                     claim::renew_lease(self, lease, duration).await
                 }
 
-                async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
-                    claim::release_lease(self, lease).await
+                async fn release_lease(
+                    &self,
+                    lease: &Lease,
+                    attempts: &[AcquirerAttempt],
+                ) -> Result<bool, StoreError> {
+                    claim::release_lease(self, lease, attempts).await
                 }
 
                 async fn park_lease(
                     &self,
                     lease: &Lease,
                     hold: Duration,
+                    attempts: &[AcquirerAttempt],
                 ) -> Result<bool, StoreError> {
-                    claim::park_lease(self, lease, hold).await
+                    claim::park_lease(self, lease, hold, attempts).await
                 }
 
                 async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
@@ -81,8 +92,9 @@ macro_rules! impl_roles {
                     settlement: Option<(&Payment, &Settlement)>,
                     response: &StoredResponse,
                     ttl: Duration,
+                    attempts: &[AcquirerAttempt],
                 ) -> Result<FinishOutcome, StoreError> {
-                    finish::finish(self, lease, settlement, response, ttl).await
+                    finish::finish(self, lease, settlement, response, ttl, attempts).await
                 }
 
                 async fn key(
@@ -131,8 +143,9 @@ macro_rules! impl_roles {
                     settlement: Option<(&RefundId, &RefundSettlement)>,
                     response: &StoredResponse,
                     ttl: Duration,
+                    attempts: &[AcquirerAttempt],
                 ) -> Result<FinishOutcome, StoreError> {
-                    refunds::finish_refund(self, lease, settlement, response, ttl).await
+                    refunds::finish_refund(self, lease, settlement, response, ttl, attempts).await
                 }
 
                 async fn refund(
@@ -298,6 +311,102 @@ macro_rules! impl_roles {
             impl Health for $store {
                 async fn ping(&self) -> Result<(), StoreError> {
                     health::ping(self).await
+                }
+            }
+
+            #[async_trait]
+            impl History for $store {
+                async fn payment_history(
+                    &self,
+                    shop_id: Option<&ShopId>,
+                    payment_id: &PaymentId,
+                ) -> Result<Vec<HistoryEntry>, StoreError> {
+                    history::payment_history(self, shop_id, payment_id).await
+                }
+
+                async fn key_repeats(
+                    &self,
+                    shop_id: &ShopId,
+                    keys: &[IdempotencyKey],
+                ) -> Result<Vec<KeyRepeats>, StoreError> {
+                    history::key_repeats(self, shop_id, keys).await
+                }
+
+                async fn add_repeats(&self, tallies: &[RepeatTally]) -> Result<(), StoreError> {
+                    history::add_repeats(self, tallies).await
+                }
+            }
+
+            #[async_trait]
+            impl Findings for $store {
+                async fn record_findings(
+                    &self,
+                    found: &[NewFinding],
+                ) -> Result<Vec<FindingId>, StoreError> {
+                    findings::record_findings(self, found).await
+                }
+
+                async fn findings(&self, query: &FindingQuery) -> Result<Vec<Finding>, StoreError> {
+                    findings::findings(self, query).await
+                }
+
+                async fn finding(&self, id: FindingId) -> Result<Option<Finding>, StoreError> {
+                    findings::finding(self, id).await
+                }
+
+                async fn resolve_finding(
+                    &self,
+                    id: FindingId,
+                    resolution: &Resolution,
+                ) -> Result<Option<Finding>, StoreError> {
+                    findings::resolve_finding(self, id, resolution).await
+                }
+            }
+
+            #[async_trait]
+            impl Operations for $store {
+                async fn operator_secret(&self) -> Result<Option<SecretHash>, StoreError> {
+                    operations::operator_secret(self).await
+                }
+
+                async fn init_operator_secret(
+                    &self,
+                    hash: &SecretHash,
+                ) -> Result<bool, StoreError> {
+                    operations::init_operator_secret(self, hash).await
+                }
+
+                async fn set_operator_secret(&self, hash: &SecretHash) -> Result<(), StoreError> {
+                    operations::set_operator_secret(self, hash).await
+                }
+
+                async fn all_payments(
+                    &self,
+                    shop_id: Option<&ShopId>,
+                    filter: &PaymentFilter,
+                    page: &PageRequest<PaymentId>,
+                ) -> Result<Page<Payment>, StoreError> {
+                    operations::all_payments(self, shop_id, filter, page).await
+                }
+
+                async fn any_payment(&self, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+                    operations::any_payment(self, id).await
+                }
+
+                async fn payment_events(&self, id: &PaymentId) -> Result<Vec<Event>, StoreError> {
+                    operations::payment_events(self, id).await
+                }
+
+                async fn event_shop(&self, id: &EventId) -> Result<Option<ShopId>, StoreError> {
+                    operations::event_shop(self, id).await
+                }
+
+                async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError> {
+                    operations::shops(self).await
+                }
+
+                async fn counts(&self) -> Result<StoreCounts, StoreError> {
+                    operations::counts(self).await
                 }
             }
         };

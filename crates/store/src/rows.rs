@@ -342,6 +342,7 @@ impl TryFrom<KeyInfoRow> for KeyInfo {
                 .transpose()
                 .map_err(StoreError::corrupt_by)?,
             refund_id: refund_id(row.refund_id)?,
+            repeats_by: Default::default(),
         })
     }
 }

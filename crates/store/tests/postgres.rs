@@ -299,6 +299,7 @@ async fn finish_against_open(
                     Some((&payment, &declined)),
                     &response("ours"),
                     TIMING.ttl,
+                    &[],
                 )
                 .await
         })
@@ -388,6 +389,7 @@ async fn a_finish_sees_a_settlement_committed_after_it_began() {
                     Some((&payment, &declined)),
                     &response("ours"),
                     TIMING.ttl,
+                    &[],
                 )
                 .await
         })
@@ -474,7 +476,8 @@ async fn a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has() {
                         &lease,
                         Some((&payment, &charged)),
                         &response("ok"),
-                        TIMING.ttl
+                        TIMING.ttl,
+                        &[]
                     )
                     .await
                     .unwrap()

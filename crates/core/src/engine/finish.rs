@@ -10,6 +10,7 @@
 //! was cut; it is answered from as stored too.
 
 use super::{Engine, EngineError, Outcome, Rendered};
+use crate::history::AcquirerAttempt;
 use crate::{
     FinishOutcome, Lease, Payment, PaymentStatus, Refund, RefundSettlement, RefundStatus,
     Settlement, StoreError, StoredResponse,
@@ -17,15 +18,20 @@ use crate::{
 
 impl Engine {
     /// Phase 3 of a payment key (`settled`: the payment's settlement, if
-    /// this request got one from the acquirer).
+    /// this request got one from the acquirer; `attempts`: the acquirer
+    /// calls it made, for the history).
     pub(super) async fn finish(
         &self,
         lease: &Lease,
         settled: Option<(&Payment, &Settlement)>,
         response: StoredResponse,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         let ttl = self.config.timing.ttl;
-        let finished = self.store.finish(lease, settled, &response, ttl).await?;
+        let finished = self
+            .store
+            .finish(lease, settled, &response, ttl, attempts)
+            .await?;
         if finished != FinishOutcome::PaymentAlreadySettled {
             return Ok(self.stored_or_lost(lease, finished, response));
         }
@@ -46,7 +52,11 @@ impl Engine {
             );
         }
         let response = self.render_payment(&stored);
-        let finished = self.store.finish(lease, None, &response, ttl).await?;
+        // The first finish wrote nothing: this one records the calls.
+        let finished = self
+            .store
+            .finish(lease, None, &response, ttl, attempts)
+            .await?;
         Ok(self.stored_or_in_progress(finished, response))
     }
 
@@ -57,12 +67,13 @@ impl Engine {
         lease: &Lease,
         settled: Option<(&Refund, &RefundSettlement)>,
         response: StoredResponse,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         let ttl = self.config.timing.ttl;
         let settlement = settled.map(|(refund, settlement)| (&refund.id, settlement));
         let finished = self
             .store
-            .finish_refund(lease, settlement, &response, ttl)
+            .finish_refund(lease, settlement, &response, ttl, attempts)
             .await?;
         if finished != FinishOutcome::PaymentAlreadySettled {
             return Ok(self.stored_or_lost(lease, finished, response));
@@ -75,7 +86,7 @@ impl Engine {
         let response = self.render_refund(&stored);
         let finished = self
             .store
-            .finish_refund(lease, None, &response, ttl)
+            .finish_refund(lease, None, &response, ttl, attempts)
             .await?;
         Ok(self.stored_or_in_progress(finished, response))
     }
@@ -87,7 +98,7 @@ impl Engine {
         payment: Payment,
     ) -> Result<Outcome, EngineError> {
         let response = self.render_payment(&payment);
-        self.finish(lease, None, response).await
+        self.finish(lease, None, response, &[]).await
     }
 
     /// The answer of a first finish that did not find its operation settled.

@@ -8,27 +8,49 @@
 //! at once) or, for an acquirer that ignores keys, the key is parked for the
 //! settle window (nobody may look the attempt up before it could appear).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio_util::task::AbortOnDropHandle;
 
 use super::Engine;
+use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{AcquirerError, Lease, Store};
+
+/// The acquirer calls made under one lease, in order, for the store write
+/// that ends it to record in the payment's history.
+#[derive(Debug, Default)]
+pub(super) struct Trail(Mutex<Vec<AcquirerAttempt>>);
+
+impl Trail {
+    fn push(&self, attempt: AcquirerAttempt) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(attempt);
+    }
+
+    /// The calls recorded so far.
+    pub(super) fn take(&self) -> Vec<AcquirerAttempt> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
 
 impl Engine {
     /// Runs one acquirer call, bounded by the acquirer timeout (a call that
     /// takes longer is an unknown outcome), while a separate task renews the
     /// lease, so a slow acquirer does not let another instance take over a live
     /// operation and a slow store does not stall the call. Reports the call's
-    /// outcome and latency to the observer.
+    /// outcome and latency to the observer, and adds it to `trail` (`call`:
+    /// which call, with which acquirer key).
     pub(super) async fn holding_lease<T>(
         &self,
         lease: &Lease,
-        call: AcquirerCall,
+        (call, acquirer_key): (AcquirerCall, &str),
         request: impl Future<Output = Result<T, AcquirerError>>,
         outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
+        trail: &Trail,
     ) -> Result<T, AcquirerError> {
         let hold = match call {
             AcquirerCall::Lookup => self.config.timing.lease,
@@ -54,13 +76,21 @@ impl Engine {
                 )))
             });
         drop(heartbeat);
-        let kind = match &result {
-            Ok(answer) => outcome_kind(answer),
-            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
-            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
-            Err(AcquirerError::Rejected(_)) => AcquirerOutcomeKind::Declined,
+        let (kind, reason) = match &result {
+            Ok(answer) => (outcome_kind(answer), None),
+            Err(AcquirerError::Unknown(reason)) => (AcquirerOutcomeKind::Unknown, Some(reason)),
+            Err(AcquirerError::NotSent(reason)) => (AcquirerOutcomeKind::NotSent, Some(reason)),
+            Err(AcquirerError::Rejected(reason)) => (AcquirerOutcomeKind::Declined, Some(reason)),
         };
-        self.observer.acquirer_call(call, kind, started.elapsed());
+        let latency = started.elapsed();
+        self.observer.acquirer_call(call, kind, latency);
+        trail.push(AcquirerAttempt {
+            call,
+            outcome: kind,
+            latency,
+            acquirer_key: acquirer_key.to_owned(),
+            reason: reason.cloned(),
+        });
         result
     }
 
@@ -91,10 +121,12 @@ impl Engine {
         }
     }
 
-    /// Ends our lease early so the next retry resumes at once. A failure only
-    /// delays that retry until the lease runs out, so it is logged, not raised.
-    pub(super) async fn release(&self, lease: &Lease) {
-        if let Err(error) = self.store.release_lease(lease).await {
+    /// Ends our lease early so the next retry resumes at once, recording the
+    /// acquirer calls made under it. A failure only delays that retry until
+    /// the lease runs out (and loses the calls' history entries, which a
+    /// state that did not change does not need), so it is logged, not raised.
+    pub(super) async fn release(&self, lease: &Lease, attempts: &[AcquirerAttempt]) {
+        if let Err(error) = self.store.release_lease(lease, attempts).await {
             tracing::warn!(key = %lease.key, %error, "lease release failed; it will run out");
         }
     }
@@ -106,13 +138,17 @@ impl Engine {
     /// only then looked up (and sent again if nothing appeared). Returns when
     /// to try again. A failure to park leaves the lease as it was extended
     /// before the send, which covers the window too.
-    pub(super) async fn after_unknown(&self, lease: &Lease) -> Duration {
+    pub(super) async fn after_unknown(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Duration {
         if self.acquirer.is_idempotent() {
-            self.release(lease).await;
+            self.release(lease, attempts).await;
             return self.config.retry_after;
         }
         let window = self.config.settle_window;
-        if let Err(error) = self.store.park_lease(lease, window).await {
+        if let Err(error) = self.store.park_lease(lease, window, attempts).await {
             tracing::warn!(key = %lease.key, %error, "parking the key failed; its lease covers the settle window");
         }
         window

@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::send::{Operation, rejected_look_up};
 use super::{Engine, EngineError, Holder, Outcome, Rendered};
 use crate::acquirer::look_up;
+use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{
     Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest, Lease,
@@ -84,7 +85,7 @@ impl Engine {
             RecoveryPoint::OrderAlreadyPaid if payment.status == PaymentStatus::Pending => {
                 // The order's payment has no definite answer yet: say so, store
                 // nothing, and let a retry look again.
-                self.release(&lease).await;
+                self.release(&lease, &[]).await;
                 Ok(Outcome::Pending {
                     payment,
                     retry_after: self.config.retry_after,
@@ -92,7 +93,7 @@ impl Engine {
             }
             RecoveryPoint::OrderAlreadyPaid => {
                 let response = self.render.render(Rendered::AlreadyExists(&payment));
-                self.finish(&lease, None, response).await
+                self.finish(&lease, None, response, &[]).await
             }
             RecoveryPoint::Finished => Err(StoreError::corrupt(format!(
                 "key {} acquired while finished",
@@ -136,6 +137,10 @@ impl Operation for Charge {
     type Settlement = Settlement;
     const CALL: AcquirerCall = AcquirerCall::Charge;
     const RESUMED: &'static str = "a resent charge";
+
+    fn acquirer_key(&self) -> &str {
+        self.request.acquirer_key.as_str()
+    }
 
     async fn send(&self, acquirer: &dyn Acquirer) -> Result<ChargeResult, AcquirerError> {
         acquirer.charge(&self.request).await
@@ -208,11 +213,12 @@ impl Operation for Charge {
         engine: &Engine,
         lease: &Lease,
         settlement: Settlement,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         let settled = self.payment.settled(&settlement);
         let response = engine.render_payment(&settled);
         engine
-            .finish(lease, Some((&settled, &settlement)), response)
+            .finish(lease, Some((&settled, &settlement)), response, attempts)
             .await
     }
 

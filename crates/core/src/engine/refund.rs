@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::send::{Operation, rejected_look_up};
 use super::{Engine, EngineError, Holder, Outcome};
 use crate::acquirer::{REFUND_EXCEEDS_CHARGE, REJECTED};
+use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{
     Acquirer, AcquirerError, ClaimRequest, Lease, NewRefund, Payment, Refund, RefundClaim,
@@ -67,7 +68,7 @@ impl Engine {
     ) -> Result<Outcome, EngineError> {
         if refund.status.is_final() {
             let response = self.render_refund(&refund);
-            return self.finish_refund(&lease, None, response).await;
+            return self.finish_refund(&lease, None, response, &[]).await;
         }
         let refunding = Refunding::of(&payment, refund)?;
         self.send_and_finish(refunding, &lease, holder).await
@@ -106,6 +107,10 @@ impl Operation for Refunding {
     type Settlement = RefundSettlement;
     const CALL: AcquirerCall = AcquirerCall::Refund;
     const RESUMED: &'static str = "a resumed refund";
+
+    fn acquirer_key(&self) -> &str {
+        self.request.acquirer_key.as_str()
+    }
 
     async fn send(&self, acquirer: &dyn Acquirer) -> Result<RefundSettlement, AcquirerError> {
         acquirer.refund_payment(&self.request).await
@@ -199,11 +204,12 @@ impl Operation for Refunding {
         engine: &Engine,
         lease: &Lease,
         settlement: RefundSettlement,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         let settled = self.refund.settled(&settlement);
         let response = engine.render_refund(&settled);
         engine
-            .finish_refund(lease, Some((&settled, &settlement)), response)
+            .finish_refund(lease, Some((&settled, &settlement)), response, attempts)
             .await
     }
 

@@ -23,7 +23,9 @@
 //!   released: the next retry sends it), or unknown (see
 //!   `Engine::after_unknown`).
 
+use super::lease::Trail;
 use super::{Engine, EngineError, Holder, Outcome};
+use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{Acquirer, AcquirerError, Lease};
 
@@ -39,6 +41,8 @@ pub(super) trait Operation: Send + Sync + Sized {
     /// How a resumed attempt is named in an error ("a resent charge").
     const RESUMED: &'static str;
 
+    /// The acquirer key every attempt of this operation is sent with.
+    fn acquirer_key(&self) -> &str;
     /// Sends the operation.
     fn send(
         &self,
@@ -76,12 +80,13 @@ pub(super) trait Operation: Send + Sync + Sized {
     /// Logs an answer that is not known.
     fn log_unknown(&self, lease: &Lease, reason: &str);
 
-    /// Phase 3 with a settlement: the fenced finish.
+    /// Phase 3 with a settlement: the fenced finish, recording `attempts`.
     fn finish(
         self,
         engine: &Engine,
         lease: &Lease,
         settlement: Self::Settlement,
+        attempts: &[AcquirerAttempt],
     ) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
     /// The outcome when nothing reached the acquirer.
     fn unavailable(self, retry_after: std::time::Duration) -> Outcome;
@@ -98,20 +103,22 @@ impl Engine {
         holder: Holder,
     ) -> Result<Outcome, EngineError> {
         let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
+        let trail = Trail::default();
         let answer = if resend {
-            self.look_up_else_send(&op, lease).await
+            self.look_up_else_send(&op, lease, &trail).await
         } else {
-            self.send_holding_lease(&op, lease).await
+            self.send_holding_lease(&op, lease, &trail).await
         };
         let settlement = match answer {
             Ok(answer) => Ok(O::settlement(answer)),
             Err(AcquirerError::Rejected(reason)) => {
-                self.confirm_rejection(&op, lease, holder, reason).await
+                self.confirm_rejection(&op, lease, holder, reason, &trail)
+                    .await
             }
             Err(error) => Err(error),
         };
         let judged = settlement.and_then(|settlement| O::judge(settlement, resend));
-        self.conclude(op, lease, judged).await
+        self.conclude(op, lease, judged, &trail.take()).await
     }
 
     /// A resumed attempt to an acquirer that ignores keys: sent only if the
@@ -120,13 +127,14 @@ impl Engine {
         &self,
         op: &O,
         lease: &Lease,
+        trail: &Trail,
     ) -> Result<O::Answer, AcquirerError> {
-        match self.look_up_holding_lease(op, lease).await? {
+        match self.look_up_holding_lease(op, lease, trail).await? {
             Some(found) => {
                 op.log_found(lease, &found);
                 Ok(found)
             }
-            None => self.send_holding_lease(op, lease).await,
+            None => self.send_holding_lease(op, lease, trail).await,
         }
     }
 
@@ -138,12 +146,13 @@ impl Engine {
         lease: &Lease,
         holder: Holder,
         reason: String,
+        trail: &Trail,
     ) -> Result<O::Settlement, AcquirerError> {
         op.log_refused(lease, holder, &reason);
         if holder == Holder::Claimant {
             return Ok(O::rejected());
         }
-        match self.look_up_holding_lease(op, lease).await {
+        match self.look_up_holding_lease(op, lease, trail).await {
             Ok(Some(found)) => Ok(O::settlement(found)),
             Ok(None) => Ok(O::rejected()),
             Err(error) => Err(AcquirerError::Unknown(format!(
@@ -155,16 +164,18 @@ impl Engine {
 
     /// What the judged answer ends in: a settlement finished, a send that
     /// reached nothing (the lease released: the next retry sends it), or an
-    /// unknown answer (see `Engine::after_unknown`).
+    /// unknown answer (see `Engine::after_unknown`). Each ends with the
+    /// store write that records the calls made (`attempts`).
     async fn conclude<O: Operation>(
         &self,
         op: O,
         lease: &Lease,
         judged: Result<O::Settlement, AcquirerError>,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         match judged {
             Ok(settlement) => {
-                op.finish(self, lease, settlement)
+                op.finish(self, lease, settlement, attempts)
                     .await
                     .map_err(|error| match error {
                         // The acquirer answered: a store failure now loses an answer.
@@ -174,13 +185,13 @@ impl Engine {
             }
             Err(AcquirerError::NotSent(reason)) => {
                 op.log_not_sent(lease, &reason);
-                self.release(lease).await;
+                self.release(lease, attempts).await;
                 Ok(op.unavailable(self.config.retry_after))
             }
             // A rejection was confirmed (a settlement) or made unknown above.
             Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
                 op.log_unknown(lease, &reason);
-                let retry_after = self.after_unknown(lease).await;
+                let retry_after = self.after_unknown(lease, attempts).await;
                 Ok(op.pending(retry_after))
             }
         }
@@ -191,9 +202,11 @@ impl Engine {
         &self,
         op: &O,
         lease: &Lease,
+        trail: &Trail,
     ) -> Result<O::Answer, AcquirerError> {
         let send = op.send(self.acquirer.as_ref());
-        self.holding_lease(lease, O::CALL, send, O::kind).await
+        let call = (O::CALL, op.acquirer_key());
+        self.holding_lease(lease, call, send, O::kind, trail).await
     }
 
     /// Looks up, holding the lease.
@@ -201,6 +214,7 @@ impl Engine {
         &self,
         op: &O,
         lease: &Lease,
+        trail: &Trail,
     ) -> Result<Option<O::Answer>, AcquirerError> {
         let look_up = op.look_up(self.acquirer.as_ref());
         let kind = |found: &Option<O::Answer>| {
@@ -208,8 +222,8 @@ impl Engine {
                 .as_ref()
                 .map_or(AcquirerOutcomeKind::NotFound, O::kind)
         };
-        self.holding_lease(lease, AcquirerCall::Lookup, look_up, kind)
-            .await
+        let call = (AcquirerCall::Lookup, op.acquirer_key());
+        self.holding_lease(lease, call, look_up, kind, trail).await
     }
 }
 

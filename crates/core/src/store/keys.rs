@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::history::{AcquirerAttempt, RepeatCounts};
 use crate::{
     Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Refund, RefundId, Settlement,
     ShopId,
@@ -47,7 +48,8 @@ pub struct Lease {
 }
 
 /// How far an operation got. Saved atomically with the state it names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RecoveryPoint {
     /// Phase 1 committed: the key row and the payment row it created exist.
     /// Resume at the acquirer call.
@@ -208,6 +210,8 @@ pub struct KeyInfo {
     pub payment_id: Option<PaymentId>,
     /// The refund it created, for a refund key.
     pub refund_id: Option<RefundId>,
+    /// Its repeats by answer (replays, 409s, 422s), with when each was last.
+    pub repeats_by: RepeatCounts,
 }
 
 impl KeyInfo {
@@ -304,7 +308,14 @@ pub trait Keys: Send + Sync + 'static {
 
     /// Ends a lease early (the outcome is unknown and the next retry should
     /// resume at once). `false` if it was taken over.
-    async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError>;
+    ///
+    /// `attempts` are the acquirer calls made under this lease (their
+    /// history entries are written in the same statement).
+    async fn release_lease(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<bool, StoreError>;
 
     /// Ends a lease but parks the key for `hold` by the store's clock:
     /// nobody holds it ([`KeyRecord::lease_active`] is `false`,
@@ -313,7 +324,13 @@ pub trait Keys: Send + Sync + 'static {
     /// that ignores keys, whose charge may still be in flight: only once it
     /// has had time to appear is it looked up, and sent again if it did not.
     /// `false` if the lease was taken over.
-    async fn park_lease(&self, lease: &Lease, hold: Duration) -> Result<bool, StoreError>;
+    /// `attempts` as for [`Keys::release_lease`].
+    async fn park_lease(
+        &self,
+        lease: &Lease,
+        hold: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<bool, StoreError>;
 
     /// Deletes an unfinished key that only links to its order's payment
     /// ([`RecoveryPoint::OrderAlreadyPaid`]), fenced by the lease: that
@@ -336,12 +353,18 @@ pub trait Keys: Send + Sync + 'static {
     /// select the row, and the event may be built from it with the
     /// settlement applied (a payment's order and amount never change), so a
     /// store can write it in the same statement as the settlement.
+    ///
+    /// The history entries go in the same transaction: each of `attempts`
+    /// (the acquirer calls made under this lease), the answer stored, and
+    /// the settlement when it moved the payment. A finish that writes
+    /// nothing writes none of them.
     async fn finish(
         &self,
         lease: &Lease,
         settlement: Option<(&Payment, &Settlement)>,
         response: &StoredResponse,
         ttl: Duration,
+        attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError>;
 
     /// One key of one shop.

@@ -5,7 +5,8 @@
 //! [`Store`]. The methods are grouped in role traits, one a file, so a
 //! worker can ask for only the role it uses (the relay an
 //! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`],
-//! [`Payments`], [`Reconciliation`], [`Outbox`], [`Shops`] and [`Health`].
+//! [`Payments`], [`Reconciliation`], [`Outbox`], [`Shops`], [`Health`],
+//! [`History`], [`Findings`] and [`Operations`].
 //! [`Store`] is all of them, implemented for every type that implements
 //! them, so `Arc<dyn Store>` upcasts to any one.
 //!
@@ -16,7 +17,10 @@
 use async_trait::async_trait;
 
 mod error;
+mod findings;
+mod history;
 mod keys;
+mod operations;
 mod outbox;
 mod page;
 mod payments;
@@ -25,10 +29,13 @@ mod refunds;
 mod shops;
 
 pub use error::{BoxError, StoreError};
+pub use findings::Findings;
+pub use history::{History, KeyRepeats};
 pub use keys::{
     Acquired, Claim, ClaimRequest, FinishOutcome, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys,
     Lease, LeaseToken, RecoveryPoint, StalledKey, StoredResponse,
 };
+pub use operations::{Operations, ShopSummary, StoreCounts};
 pub use outbox::Outbox;
 pub use page::{Cursor, MAX_PAGE_LIMIT, Page, PageLimit, PageRequest};
 pub use payments::{PaymentFilter, Payments};
@@ -39,7 +46,10 @@ pub use shops::Shops;
 /// Every role trait, and [`Store`], to call a store's methods on a concrete
 /// or generic store.
 pub mod prelude {
-    pub use super::{Health, Keys, Outbox, Payments, Reconciliation, Refunds, Shops, Store};
+    pub use super::{
+        Findings, Health, History, Keys, Operations, Outbox, Payments, Reconciliation, Refunds,
+        Shops, Store,
+    };
 }
 
 /// Whether the store answers (readiness checks).
@@ -52,6 +62,30 @@ pub trait Health: Send + Sync + 'static {
 /// Storage for keys, payments and shops: every role. Every method is
 /// atomic; leases and expiry are judged by the store's clock, never the
 /// caller's.
-pub trait Store: Keys + Refunds + Payments + Reconciliation + Outbox + Shops + Health {}
+pub trait Store:
+    Keys
+    + Refunds
+    + Payments
+    + Reconciliation
+    + Outbox
+    + Shops
+    + Health
+    + History
+    + Findings
+    + Operations
+{
+}
 
-impl<T> Store for T where T: Keys + Refunds + Payments + Reconciliation + Outbox + Shops + Health {}
+impl<T> Store for T where
+    T: Keys
+        + Refunds
+        + Payments
+        + Reconciliation
+        + Outbox
+        + Shops
+        + Health
+        + History
+        + Findings
+        + Operations
+{
+}

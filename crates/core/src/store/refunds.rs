@@ -8,6 +8,7 @@ use super::{
     Acquired, ClaimRequest, FinishOutcome, KeyRecord, KeyTiming, Lease, Page, PageRequest,
     StoreError, StoredResponse,
 };
+use crate::history::AcquirerAttempt;
 use crate::{NewRefund, PaymentId, Refund, RefundId, RefundRefusal, RefundSettlement, ShopId};
 
 /// The result of phase 1 of a refund.
@@ -50,13 +51,15 @@ pub trait Refunds: Send + Sync + 'static {
     /// refusal gives its reservation back), and stores the final response.
     /// [`FinishOutcome::PaymentAlreadySettled`] when the refund is no longer
     /// pending. When the refund moved, its merchant event is inserted in the
-    /// same transaction.
+    /// same transaction, and so are the history entries, as
+    /// [`Keys::finish`](super::Keys::finish) writes them.
     async fn finish_refund(
         &self,
         lease: &Lease,
         settlement: Option<(&RefundId, &RefundSettlement)>,
         response: &StoredResponse,
         ttl: Duration,
+        attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError>;
 
     /// One refund of one shop.

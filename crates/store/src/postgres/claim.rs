@@ -3,6 +3,7 @@
 //! expired lease, and the fenced writes to a lease: renew, release, park,
 //! abandon.
 
+use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::{
@@ -321,7 +322,11 @@ pub(super) async fn renew_lease(
 }
 
 /// Ends a lease early: the next retry may take over at once.
-pub(super) async fn release_lease(store: &PgStore, lease: &Lease) -> Result<bool, StoreError> {
+pub(super) async fn release_lease(
+    store: &PgStore,
+    lease: &Lease,
+    _attempts: &[AcquirerAttempt],
+) -> Result<bool, StoreError> {
     fenced(
         store,
         "UPDATE idempotency_keys SET locked_until = now() \
@@ -337,6 +342,7 @@ pub(super) async fn park_lease(
     store: &PgStore,
     lease: &Lease,
     hold: Duration,
+    _attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
     fenced(
         store,

@@ -1,6 +1,7 @@
 //! Phase 3 of a payment: the fenced write of its answer with the settlement
 //! of its payment and that settlement's merchant event.
 
+use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::events::{NewEvent, PARKED_UNTIL_MS};
@@ -19,6 +20,7 @@ pub(super) async fn finish(
     settlement: Option<(&Payment, &Settlement)>,
     response: &StoredResponse,
     ttl: Duration,
+    _attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
     let Some((payment, settlement)) = settlement else {
         // One fenced statement: it writes or it does not.

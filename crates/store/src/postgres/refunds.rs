@@ -3,6 +3,7 @@
 //! refund's settlement and merchant event), and reading a refund, or a
 //! shop's refunds a page at a time.
 
+use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
@@ -133,6 +134,7 @@ pub(super) async fn finish_refund(
     settlement: Option<(&RefundId, &RefundSettlement)>,
     response: &StoredResponse,
     ttl: Duration,
+    _attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
     let mut tx = store.pool.begin().await.map_err(store_error)?;
     if !finish_key(&mut *tx, lease, response, ttl).await? {

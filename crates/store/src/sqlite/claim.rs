@@ -3,6 +3,7 @@
 //! expired lease, and the fenced writes to a lease: renew, release, park,
 //! abandon.
 
+use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::{
@@ -206,7 +207,11 @@ pub(super) async fn renew_lease(
 }
 
 /// Ends a lease early: the next retry may take over at once.
-pub(super) async fn release_lease(store: &SqliteStore, lease: &Lease) -> Result<bool, StoreError> {
+pub(super) async fn release_lease(
+    store: &SqliteStore,
+    lease: &Lease,
+    _attempts: &[AcquirerAttempt],
+) -> Result<bool, StoreError> {
     fenced(
         store,
         concat!(
@@ -226,6 +231,7 @@ pub(super) async fn park_lease(
     store: &SqliteStore,
     lease: &Lease,
     hold: Duration,
+    _attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
     fenced(
         store,

@@ -1,6 +1,7 @@
 //! Phase 3 of a payment: the fenced write of its answer with the settlement
 //! of its payment and that settlement's merchant event.
 
+use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
@@ -20,6 +21,7 @@ pub(super) async fn finish(
     settlement: Option<(&Payment, &Settlement)>,
     response: &StoredResponse,
     ttl: Duration,
+    _attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
     let lease = lease.clone();
     let settlement = settlement.map(|(payment, s)| (payment.clone(), s.clone()));

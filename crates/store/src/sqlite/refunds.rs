@@ -3,6 +3,7 @@
 //! refund's settlement and merchant event), and reading a refund, or a
 //! shop's refunds a page at a time.
 
+use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
@@ -128,6 +129,7 @@ pub(super) async fn finish_refund(
     settlement: Option<(&RefundId, &RefundSettlement)>,
     response: &StoredResponse,
     ttl: Duration,
+    _attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
     let lease = lease.clone();
     let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));

@@ -77,7 +77,13 @@ async fn one_live_payment_per_order(f: Fixture) {
     };
     assert!(
         f.store
-            .finish(&lease, Some((&first, &declined)), &response("d"), LONG.ttl)
+            .finish(
+                &lease,
+                Some((&first, &declined)),
+                &response("d"),
+                LONG.ttl,
+                &[]
+            )
             .await
             .unwrap()
             .stored()

@@ -56,7 +56,13 @@ async fn finishing_keeps_the_key_for_its_ttl_from_now(f: Fixture) {
     let stored = response("kept");
     assert!(
         f.store
-            .finish(&lease, Some((&payment, &succeeded())), &stored, LONG.ttl)
+            .finish(
+                &lease,
+                Some((&payment, &succeeded())),
+                &stored,
+                LONG.ttl,
+                &[]
+            )
             .await
             .unwrap()
             .stored()

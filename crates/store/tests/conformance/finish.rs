@@ -12,7 +12,13 @@ async fn finish_stores_the_response_and_settles_the_payment(f: Fixture) {
     let stored = response(r#"{"id":"x"}"#);
     assert!(
         f.store
-            .finish(&lease, Some((&payment, &succeeded())), &stored, LONG.ttl)
+            .finish(
+                &lease,
+                Some((&payment, &succeeded())),
+                &stored,
+                LONG.ttl,
+                &[]
+            )
             .await
             .unwrap()
             .stored()

@@ -112,7 +112,7 @@ async fn parked_and_refund_keys_say_so(f: Fixture) {
     let (lease, _) = f.claimed("k1", "order-1", LONG).await;
     assert!(
         f.store
-            .park_lease(&lease, Duration::from_secs(5))
+            .park_lease(&lease, Duration::from_secs(5), &[])
             .await
             .unwrap()
     );

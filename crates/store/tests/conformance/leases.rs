@@ -22,7 +22,7 @@ async fn a_taken_over_lease_is_fenced_off(f: Fixture) {
     assert!(f.take_over("k1", "order-1").await.is_none(), "one owner");
     // The zombie can neither renew, release nor finish.
     assert!(!f.store.renew_lease(&old, LONG.lease).await.unwrap());
-    assert!(!f.store.release_lease(&old).await.unwrap());
+    assert!(!f.store.release_lease(&old, &[]).await.unwrap());
     assert!(
         !f.finish(&old, Some((&payment, &succeeded())), "zombie", LONG.ttl)
             .await
@@ -51,7 +51,7 @@ async fn release_and_renew_follow_the_token(f: Fixture) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(f.record("k1").await.lease_active, "renewed");
     assert!(f.take_over("k1", "order-1").await.is_none());
-    assert!(f.store.release_lease(&lease).await.unwrap());
+    assert!(f.store.release_lease(&lease, &[]).await.unwrap());
     assert!(!f.record("k1").await.lease_active);
     assert!(f.take_over("k1", "order-1").await.is_some());
 }
@@ -80,13 +80,13 @@ async fn a_parked_key_is_held_by_nobody_until_its_hold_passes(f: Fixture) {
     stale.token = chargeonce_core::LeaseToken::generate();
     assert!(
         !f.store
-            .park_lease(&stale, Duration::from_secs(5))
+            .park_lease(&stale, Duration::from_secs(5), &[])
             .await
             .unwrap()
     );
     assert!(
         f.store
-            .park_lease(&lease, Duration::from_millis(600))
+            .park_lease(&lease, Duration::from_millis(600), &[])
             .await
             .unwrap()
     );

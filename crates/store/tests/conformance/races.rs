@@ -160,6 +160,7 @@ async fn claims_racing_a_decline_of_the_orders_payment_link_a_live_one(f: Fixtur
                 Some((&first, &declined())),
                 &response("d"),
                 LONG.ttl,
+                &[],
             )
             .await
     });

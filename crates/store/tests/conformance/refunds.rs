@@ -189,7 +189,7 @@ async fn a_refund_key_is_taken_over_with_its_refund(f: Fixture) {
     let RefundClaim::Acquired(first) = f.claim_refund(&payment.id, "r1", None, LONG).await else {
         panic!("expected a claim");
     };
-    assert!(f.store.release_lease(&first.lease).await.unwrap());
+    assert!(f.store.release_lease(&first.lease, &[]).await.unwrap());
     let taken = f.take_over("r1", "refund").await.unwrap();
     assert_eq!(taken.recovery_point, RecoveryPoint::RefundCreated);
     assert_eq!(taken.refund, first.refund);

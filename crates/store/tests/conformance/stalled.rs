@@ -13,7 +13,7 @@ async fn stalled_keys_are_unfinished_keys_whose_lease_ran_out(f: Fixture) {
     let (done, payment) = f.claimed("done", "order-3", short).await;
     f.finished(&done, &payment, "r", LONG.ttl).await;
     let (released, _) = f.claimed("released", "order-4", LONG).await;
-    assert!(f.store.release_lease(&released).await.unwrap());
+    assert!(f.store.release_lease(&released, &[]).await.unwrap());
     tokio::time::sleep(Duration::from_millis(250)).await;
 
     let stalled = f.store.stalled_keys(Duration::ZERO, 10).await.unwrap();

@@ -201,7 +201,7 @@ impl Fixture {
         ttl: Duration,
     ) -> FinishOutcome {
         self.store
-            .finish(lease, settlement, &response(body), ttl)
+            .finish(lease, settlement, &response(body), ttl, &[])
             .await
             .unwrap()
     }
@@ -316,7 +316,7 @@ impl Fixture {
         ttl: Duration,
     ) -> FinishOutcome {
         self.store
-            .finish_refund(lease, settlement, &response(body), ttl)
+            .finish_refund(lease, settlement, &response(body), ttl, &[])
             .await
             .unwrap()
     }

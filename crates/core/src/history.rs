@@ -1,0 +1,368 @@
+//! A payment's history: an append-only log of everything that happened to
+//! it (and to its refunds), written by the store in the same transaction as
+//! each change it records, so the log never tells a story the state does
+//! not: a claim, a take-over, each acquirer call and its outcome, the
+//! answer stored, a settlement (by the request, an acquirer webhook or the
+//! reconciler), a refund's reservation and end, each merchant event
+//! delivery, a reconciliation finding, and, when a key expires, how often
+//! it was repeated.
+//!
+//! Repeats themselves (replays, 409s, 422s) write nothing per request: they
+//! are counted on the key row ([`RepeatCounts`]) and copied into the history
+//! when the key is swept ([`HistoryEvent::KeyExpired`]).
+//!
+//! Entries are kept as long as the payment. The events are serialized with
+//! serde (`type` tag, snake_case) for storage; the API renders them through
+//! the wire types.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
+use crate::{PaymentId, PaymentStatus, RecoveryPoint, RefundId, RefundStatus};
+
+/// One entry of a payment's history, as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// The entry's position: entries of one payment are ordered by it
+    /// (increasing, not dense).
+    pub seq: i64,
+    /// When it was written, by the store's clock.
+    pub at: OffsetDateTime,
+    /// The payment.
+    pub payment_id: PaymentId,
+    /// The refund it is about, if it is about one of the payment's refunds.
+    pub refund_id: Option<RefundId>,
+    /// What happened.
+    pub event: HistoryEvent,
+}
+
+/// Who settled a payment (moved it from `pending` to a final state).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum SettledBy {
+    /// A request with its key (the first, a retry, or the completer),
+    /// from the acquirer's answer to its call.
+    Request {
+        /// The key whose request settled it.
+        key: String,
+    },
+    /// An authentic acquirer webhook.
+    Webhook {
+        /// The acquirer's event id.
+        event_id: String,
+    },
+    /// The reconciler, from the acquirer's ledger.
+    Reconciler,
+}
+
+/// What happened, in one entry of a payment's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HistoryEvent {
+    /// Phase 1: the first request with `key` claimed it and created the payment.
+    Claimed {
+        /// The idempotency key.
+        key: String,
+        /// The instance that claimed it.
+        instance: String,
+    },
+    /// A request with `key` found the order already paid (or being paid) by
+    /// this payment and was linked to it: nothing charged. The other key of
+    /// a double submit, or the same key again after it expired.
+    Linked {
+        /// The idempotency key.
+        key: String,
+        /// The instance that claimed it.
+        instance: String,
+    },
+    /// An unfinished key's expired lease was taken over (by a client's
+    /// retry or the completer), to resume from `recovery_point`.
+    TakenOver {
+        /// The idempotency key.
+        key: String,
+        /// The instance that took it over.
+        instance: String,
+        /// Where it resumed.
+        recovery_point: RecoveryPoint,
+    },
+    /// One acquirer call ended (a charge, a look-up, or a refund: then the
+    /// entry's refund id is set).
+    AcquirerCall {
+        /// Which call.
+        call: AcquirerCall,
+        /// How it ended: a definite answer, `unknown`, or `not_sent`.
+        outcome: AcquirerOutcomeKind,
+        /// How long it took, in milliseconds.
+        latency_ms: u64,
+        /// The acquirer key it was sent with (the same on every attempt).
+        acquirer_key: String,
+        /// The instance that called.
+        instance: String,
+        /// Why the outcome is not a definite answer, or the refusal's reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Phase 3: the key's final answer was stored (replayed from now on).
+    Answered {
+        /// The idempotency key.
+        key: String,
+        /// The HTTP status stored.
+        status: u16,
+    },
+    /// The payment left `pending` for a final state.
+    Settled {
+        /// Its final status.
+        status: PaymentStatus,
+        /// Who settled it.
+        #[serde(flatten)]
+        by: SettledBy,
+    },
+    /// An authentic acquirer webhook about this payment that changed
+    /// nothing (the payment was already final, or it carried no outcome).
+    WebhookReceived {
+        /// The acquirer's event id.
+        event_id: String,
+        /// The acquirer's event type.
+        kind: String,
+    },
+    /// A refund's phase 1: its amount was reserved on the payment.
+    RefundReserved {
+        /// The refund's idempotency key.
+        key: String,
+        /// The amount, in minor units.
+        amount_minor: i64,
+        /// The currency (ISO 4217).
+        currency: String,
+        /// The instance that claimed it.
+        instance: String,
+    },
+    /// A refund reached its final state (its key's finish).
+    RefundEnded {
+        /// Its final status.
+        status: RefundStatus,
+    },
+    /// One delivery attempt of a merchant event about this payment.
+    EventAttempt {
+        /// The merchant event.
+        event_id: String,
+        /// Its type (`payment.succeeded`...).
+        event_type: String,
+        /// The attempt's number, from 1.
+        attempt: u32,
+        /// `delivered`, `failed` (due again later) or `given_up`.
+        result: String,
+        /// The merchant's HTTP status, when it answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+    },
+    /// An operator made a merchant event due again.
+    EventResent {
+        /// The merchant event.
+        event_id: String,
+    },
+    /// A key of this payment expired and was swept: how often it had been
+    /// repeated, as its row counted.
+    KeyExpired {
+        /// The idempotency key.
+        key: String,
+        /// Its repeats.
+        repeats: RepeatCounts,
+    },
+    /// The reconciler found a disagreement about this payment.
+    Finding {
+        /// The finding.
+        finding_id: i64,
+        /// Its kind (`duplicate_charge`...).
+        kind: String,
+    },
+    /// A finding about this payment was resolved.
+    FindingResolved {
+        /// The finding.
+        finding_id: i64,
+        /// How (`refunded` or `manual`).
+        how: String,
+    },
+}
+
+impl HistoryEvent {
+    /// The stable name of the entry's type (the serde tag), as stored.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Claimed { .. } => "claimed",
+            Self::Linked { .. } => "linked",
+            Self::TakenOver { .. } => "taken_over",
+            Self::AcquirerCall { .. } => "acquirer_call",
+            Self::Answered { .. } => "answered",
+            Self::Settled { .. } => "settled",
+            Self::WebhookReceived { .. } => "webhook_received",
+            Self::RefundReserved { .. } => "refund_reserved",
+            Self::RefundEnded { .. } => "refund_ended",
+            Self::EventAttempt { .. } => "event_attempt",
+            Self::EventResent { .. } => "event_resent",
+            Self::KeyExpired { .. } => "key_expired",
+            Self::Finding { .. } => "finding",
+            Self::FindingResolved { .. } => "finding_resolved",
+        }
+    }
+
+    /// The event as stored (JSON).
+    pub fn to_json(&self) -> String {
+        // A derived Serialize of strings, numbers and enums cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a stored event.
+    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// Whether this entry is a definite acquirer success that settled the
+    /// payment: the one entry a succeeded payment's history must have
+    /// exactly once.
+    pub fn settled_succeeded(&self) -> bool {
+        matches!(
+            self,
+            Self::Settled {
+                status: PaymentStatus::Succeeded,
+                ..
+            }
+        )
+    }
+}
+
+/// How often one kind of repeat of a key reached the store, and when last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// How many.
+    pub count: u64,
+    /// The last one, by the store's clock (`None` if none).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub last_at: Option<OffsetDateTime>,
+}
+
+/// A key's repeats by what they were answered: counted on the key row in
+/// the statement that reads it (no write of their own), and by each
+/// instance's cache for those it answered itself (added in batches, see
+/// [`History::add_repeats`](crate::store::History::add_repeats)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatCounts {
+    /// Finished: the stored answer replayed.
+    pub replays: Tally,
+    /// In progress (lease alive): 409.
+    pub conflicts: Tally,
+    /// Another request with the same key: 422.
+    pub mismatches: Tally,
+}
+
+/// Which kind of repeat an answer was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RepeatKind {
+    /// The stored answer replayed.
+    Replay,
+    /// 409: the first request is still running.
+    Conflict,
+    /// 422: the key was reused for another request.
+    Mismatch,
+}
+
+/// Repeats an instance answered itself (from its cache), to add to a key's
+/// counts: `count` of `kind`, the last at `last_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepeatTally {
+    /// The shop.
+    pub shop_id: crate::ShopId,
+    /// The key.
+    pub key: crate::IdempotencyKey,
+    /// What they were answered.
+    pub kind: RepeatKind,
+    /// How many.
+    pub count: u64,
+    /// When the last one was answered (the instance's clock).
+    pub last_at: OffsetDateTime,
+}
+
+/// One acquirer call as the engine saw it, handed to the store to record
+/// with the state change that follows it (the finish, or the release or
+/// parking of the lease after an unknown outcome).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquirerAttempt {
+    /// Which call.
+    pub call: AcquirerCall,
+    /// How it ended.
+    pub outcome: AcquirerOutcomeKind,
+    /// How long it took.
+    pub latency: Duration,
+    /// The acquirer key sent.
+    pub acquirer_key: String,
+    /// Why the outcome is not a definite answer, or the refusal's reason.
+    pub reason: Option<String>,
+}
+
+impl AcquirerAttempt {
+    /// The history event of this attempt, made by `instance`.
+    pub fn to_event(&self, instance: &str) -> HistoryEvent {
+        HistoryEvent::AcquirerCall {
+            call: self.call,
+            outcome: self.outcome,
+            latency_ms: u64::try_from(self.latency.as_millis()).unwrap_or(u64::MAX),
+            acquirer_key: self.acquirer_key.clone(),
+            instance: instance.to_owned(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_their_stored_form() {
+        let events = [
+            HistoryEvent::Settled {
+                status: PaymentStatus::Succeeded,
+                by: SettledBy::Webhook {
+                    event_id: "evt_1".into(),
+                },
+            },
+            HistoryEvent::TakenOver {
+                key: "k".into(),
+                instance: "a:1".into(),
+                recovery_point: RecoveryPoint::PaymentCreated,
+            },
+            HistoryEvent::KeyExpired {
+                key: "k".into(),
+                repeats: RepeatCounts::default(),
+            },
+        ];
+        for event in events {
+            let json = event.to_json();
+            assert!(
+                json.contains(&format!("\"type\":\"{}\"", event.kind())),
+                "{json}"
+            );
+            assert_eq!(HistoryEvent::from_json(&json).unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn only_a_settlement_to_succeeded_counts_as_the_success() {
+        let settled = HistoryEvent::Settled {
+            status: PaymentStatus::Succeeded,
+            by: SettledBy::Reconciler,
+        };
+        assert!(settled.settled_succeeded());
+        let call = AcquirerAttempt {
+            call: AcquirerCall::Charge,
+            outcome: AcquirerOutcomeKind::Succeeded,
+            latency: Duration::from_millis(3),
+            acquirer_key: "ak".into(),
+            reason: None,
+        }
+        .to_event("a:1");
+        assert!(!call.settled_succeeded());
+    }
+}
