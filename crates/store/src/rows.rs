@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use chargeonce_core::events::{Delivery, Event, EventId, EventType, WebhookEndpoint};
+use chargeonce_core::history::{RepeatCounts, Tally};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{
     AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyInfo, KeyLease, KeyRecord,
@@ -147,6 +148,12 @@ rows! {
         response_status: Option<i64>,
         payment_id: Option<String>,
         refund_id: Option<String>,
+        replayed: i64,
+        last_replayed_at_ms: Option<i64>,
+        conflicted: i64,
+        last_conflicted_at_ms: Option<i64>,
+        mismatched: i64,
+        last_mismatched_at_ms: Option<i64>,
     }
 
     /// A merchant event row, times in unix milliseconds (each dialect's
@@ -301,6 +308,14 @@ fn from_ms(ms: i64) -> Result<OffsetDateTime, StoreError> {
         .map_err(StoreError::corrupt_by)
 }
 
+/// One kind of a key's repeats, as its row counts them.
+pub(crate) fn tally(count: i64, last_at_ms: Option<i64>) -> Result<Tally, StoreError> {
+    Ok(Tally {
+        count: u64::try_from(count).unwrap_or(0),
+        last_at: last_at_ms.map(from_ms).transpose()?,
+    })
+}
+
 impl TryFrom<KeyInfoRow> for KeyInfo {
     type Error = StoreError;
 
@@ -342,7 +357,11 @@ impl TryFrom<KeyInfoRow> for KeyInfo {
                 .transpose()
                 .map_err(StoreError::corrupt_by)?,
             refund_id: refund_id(row.refund_id)?,
-            repeats_by: Default::default(),
+            repeats_by: RepeatCounts {
+                replays: tally(row.replayed, row.last_replayed_at_ms)?,
+                conflicts: tally(row.conflicted, row.last_conflicted_at_ms)?,
+                mismatches: tally(row.mismatched, row.last_mismatched_at_ms)?,
+            },
         })
     }
 }

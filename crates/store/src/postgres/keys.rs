@@ -170,7 +170,13 @@ pub(super) async fn key_info(
                  replays, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, \
                  lease_token IS NOT NULL AS leased, lease_holder, \
                  (extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
-                 response_status::bigint AS response_status, payment_id, refund_id \
+                 response_status::bigint AS response_status, payment_id, refund_id, \
+                 replayed, \
+                 (extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \
+                 conflicted, \
+                 (extract(epoch FROM last_conflicted_at) * 1000)::bigint AS last_conflicted_at_ms, \
+                 mismatched, \
+                 (extract(epoch FROM last_mismatched_at) * 1000)::bigint AS last_mismatched_at_ms \
              FROM idempotency_keys WHERE shop_id = $1 AND key = $2 \
                AND NOT (recovery_point = 'finished' AND expires_at <= now())",
         )

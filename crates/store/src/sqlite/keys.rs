@@ -189,7 +189,10 @@ pub(super) async fn key_info(
                          created_at AS created_at_ms, last_repeat_at AS last_repeat_at_ms, \
                          replays, expires_at AS expires_at_ms, \
                          lease_token IS NOT NULL AS leased, lease_holder, \
-                         locked_until AS locked_until_ms, response_status, payment_id, refund_id \
+                         locked_until AS locked_until_ms, response_status, payment_id, refund_id, \
+                         replayed, last_replayed_at AS last_replayed_at_ms, \
+                         conflicted, last_conflicted_at AS last_conflicted_at_ms, \
+                         mismatched, last_mismatched_at AS last_mismatched_at_ms \
                      FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \
                        AND NOT (recovery_point = 'finished' AND expires_at <= ",
                     now_ms!(),
