@@ -29,6 +29,7 @@ macro_rules! event_columns {
          last_status::bigint AS last_status, last_error"
     };
 }
+pub(super) use event_columns;
 
 /// Writes a merchant event in the transaction of its transition.
 pub(super) async fn insert_event(
