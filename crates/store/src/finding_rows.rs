@@ -79,25 +79,37 @@ fn decode_charges(stored: &str) -> Result<Vec<String>, StoreError> {
     serde_json::from_str(stored).map_err(StoreError::corrupt_by)
 }
 
-/// The resolution columns a resolution writes: `resolution`, `resolved_by`,
-/// `resolution_note`, `refunded_charge_ids`.
-pub(crate) fn resolution_columns(
-    resolution: &Resolution,
-) -> Result<(&'static str, Option<String>, Option<String>, Option<String>), StoreError> {
-    Ok(match resolution {
-        Resolution::Refunded { charge_ids } => (
-            resolution.as_str(),
-            None,
-            None,
-            Some(encode_charges(charge_ids)?),
-        ),
-        Resolution::Manual { by, note } => (
-            resolution.as_str(),
-            Some(by.clone()),
-            Some(note.clone()),
-            None,
-        ),
-    })
+/// The columns a resolution writes.
+pub(crate) struct ResolutionColumns {
+    /// `resolution`: its label.
+    pub(crate) how: &'static str,
+    /// `resolved_by`, for a manual one.
+    pub(crate) by: Option<String>,
+    /// `resolution_note`, for a manual one.
+    pub(crate) note: Option<String>,
+    /// `refunded_charge_ids` (a JSON array), for a refund.
+    pub(crate) refunded: Option<String>,
+}
+
+impl ResolutionColumns {
+    /// The columns of `resolution`.
+    pub(crate) fn of(resolution: &Resolution) -> Result<Self, StoreError> {
+        let how = resolution.as_str();
+        Ok(match resolution {
+            Resolution::Refunded { charge_ids } => Self {
+                how,
+                by: None,
+                note: None,
+                refunded: Some(encode_charges(charge_ids)?),
+            },
+            Resolution::Manual { by, note } => Self {
+                how,
+                by: Some(by.clone()),
+                note: Some(note.clone()),
+                refunded: None,
+            },
+        })
+    }
 }
 
 impl TryFrom<FindingRow> for Finding {

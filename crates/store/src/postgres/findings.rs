@@ -9,7 +9,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::{PgStore, store_error};
 use crate::finding_rows::{
-    FindingRow, UpsertedFindingRow, encode_charges, finding_columns, resolution_columns,
+    FindingRow, ResolutionColumns, UpsertedFindingRow, encode_charges, finding_columns,
 };
 
 /// The default page of a findings list, and its bound.
@@ -67,6 +67,30 @@ pub(super) async fn record_findings(
     Ok(ids)
 }
 
+/// The statements of a findings list, newest sighting first, filtered by
+/// state (`$1`), kind (`$2`) and shop (`$3`), each ignored when null: all
+/// findings (a walk of `findings_by_last_seen`, stopped by the limit `$5`),
+/// and one payment's (`payment_id = $4`: a range of `findings_by_payment`,
+/// a handful of rows sorted, never a walk of every finding).
+macro_rules! finding_list {
+    ($payment:literal) => {
+        concat!(
+            "SELECT ",
+            finding_columns!(),
+            " FROM reconciliation_findings WHERE ",
+            $payment,
+            " AND ($1::bool IS NULL OR (resolved_at IS NOT NULL) = $1) \
+               AND ($2::text IS NULL OR kind = $2) \
+               AND ($3::text IS NULL OR shop_id = $3) \
+             ORDER BY last_seen DESC, id DESC LIMIT $5"
+        )
+    };
+}
+const FINDING_LISTS: [&str; 2] = [
+    finding_list!("$4::text IS NULL"),
+    finding_list!("payment_id = $4"),
+];
+
 /// The findings that match, newest last sighting first.
 pub(super) async fn findings(
     store: &PgStore,
@@ -76,23 +100,18 @@ pub(super) async fn findings(
         0 => DEFAULT_LIMIT,
         n => n.min(MAX_LIMIT),
     };
+    let sql = match query.payment_id {
+        None => FINDING_LISTS[0],
+        Some(_) => FINDING_LISTS[1],
+    };
     super::all(
         store,
-        sqlx::query_as::<_, FindingRow>(concat!(
-            "SELECT ",
-            finding_columns!(),
-            " FROM reconciliation_findings \
-             WHERE ($1::bool IS NULL OR (resolved_at IS NOT NULL) = $1) \
-               AND ($2::text IS NULL OR kind = $2) \
-               AND ($3::text IS NULL OR shop_id = $3) \
-               AND ($4::text IS NULL OR payment_id = $4) \
-             ORDER BY last_seen DESC, id DESC LIMIT $5"
-        ))
-        .bind(query.resolved)
-        .bind(query.kind.map(|k| k.as_str()))
-        .bind(query.shop_id.as_ref().map(|s| s.as_str()))
-        .bind(query.payment_id.as_ref().map(PaymentId::as_str))
-        .bind(i64::from(limit)),
+        sqlx::query_as::<_, FindingRow>(sql)
+            .bind(query.resolved)
+            .bind(query.kind.map(|k| k.as_str()))
+            .bind(query.shop_id.as_ref().map(|s| s.as_str()))
+            .bind(query.payment_id.as_ref().map(PaymentId::as_str))
+            .bind(i64::from(limit)),
     )
     .await
 }
@@ -136,7 +155,12 @@ async fn resolve_in(
     id: FindingId,
     resolution: &Resolution,
 ) -> Result<Option<Finding>, StoreError> {
-    let (how, by, note, refunded) = resolution_columns(resolution)?;
+    let ResolutionColumns {
+        how,
+        by,
+        note,
+        refunded,
+    } = ResolutionColumns::of(resolution)?;
     let row = sqlx::query_as::<_, FindingRow>(concat!(
         "UPDATE reconciliation_findings SET resolved_at = now(), resolution = $2, \
              resolved_by = $3, resolution_note = $4, refunded_charge_ids = $5 \

@@ -82,9 +82,11 @@ macro_rules! any_shop_list {
 /// The statements of a cross-shop payment list, each a walk of
 /// `payments_created_at` from its start, stopped by the limit (`$5`): the
 /// newest page, the page after a cursor (`$6`, `$7`: its `created_at` and
-/// id), the page before it (read oldest first). The index holds
-/// `created_at` alone, so the cursor's time is also given as a bound of its
-/// own, which the index can start from (a row comparison cannot be).
+/// id), the page before it (read oldest first); only the payments of one
+/// instant are sorted by id (an incremental sort), never the table. The
+/// index holds `created_at` alone, so the cursor's time is also written as
+/// a bound of its own for the index to start from (PostgreSQL 15 derives
+/// it from the row comparison as well; SQLite's statements say the same).
 const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
     concat!(
         any_shop_list!(),

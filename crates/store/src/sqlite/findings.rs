@@ -11,7 +11,7 @@ use chargeonce_sqlite::rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore, all, now_ms, one};
 use crate::finding_rows::{
-    FindingRow, UpsertedFindingRow, encode_charges, finding_columns, resolution_columns,
+    FindingRow, ResolutionColumns, UpsertedFindingRow, encode_charges, finding_columns,
 };
 use crate::rows::FromSqliteRow;
 
@@ -85,6 +85,30 @@ pub(super) async fn record_findings(
         .await
 }
 
+/// The statements of a findings list, newest sighting first, filtered by
+/// state (`?1`), kind (`?2`) and shop (`?3`), each ignored when null: all
+/// findings (a walk of `findings_by_last_seen`, stopped by the limit `?5`),
+/// and one payment's (`payment_id = ?4`: a range of `findings_by_payment`,
+/// a handful of rows sorted, never a walk of every finding).
+macro_rules! finding_list {
+    ($payment:literal) => {
+        concat!(
+            "SELECT ",
+            finding_columns!(),
+            " FROM reconciliation_findings WHERE ",
+            $payment,
+            " AND (?1 IS NULL OR (resolved_at IS NOT NULL) = ?1) \
+               AND (?2 IS NULL OR kind = ?2) \
+               AND (?3 IS NULL OR shop_id = ?3) \
+             ORDER BY last_seen DESC, id DESC LIMIT ?5"
+        )
+    };
+}
+pub(super) const FINDING_LISTS: [&str; 2] = [
+    finding_list!("?4 IS NULL"),
+    finding_list!("payment_id = ?4"),
+];
+
 /// The findings that match, newest last sighting first.
 pub(super) async fn findings(
     store: &SqliteStore,
@@ -95,20 +119,15 @@ pub(super) async fn findings(
         0 => DEFAULT_LIMIT,
         n => n.min(MAX_LIMIT),
     };
+    let sql = match query.payment_id {
+        None => FINDING_LISTS[0],
+        Some(_) => FINDING_LISTS[1],
+    };
     store
         .read(move |conn| {
             all::<FindingRow, _>(
                 conn,
-                concat!(
-                    "SELECT ",
-                    finding_columns!(),
-                    " FROM reconciliation_findings \
-                     WHERE (?1 IS NULL OR (resolved_at IS NOT NULL) = ?1) \
-                       AND (?2 IS NULL OR kind = ?2) \
-                       AND (?3 IS NULL OR shop_id = ?3) \
-                       AND (?4 IS NULL OR payment_id = ?4) \
-                     ORDER BY last_seen DESC, id DESC LIMIT ?5"
-                ),
+                sql,
                 params![
                     query.resolved,
                     query.kind.map(|k| k.as_str()),
@@ -163,7 +182,12 @@ pub(super) async fn resolve_finding(
 /// it was), with a `finding_resolved` entry in its payment's history;
 /// whether it moved.
 fn resolve_in(conn: &Connection, id: FindingId, resolution: &Resolution) -> Result<bool> {
-    let (how, by, note, refunded) = resolution_columns(resolution)?;
+    let ResolutionColumns {
+        how,
+        by,
+        note,
+        refunded,
+    } = ResolutionColumns::of(resolution)?;
     let moved = conn
         .prepare_cached(concat!(
             "UPDATE reconciliation_findings SET resolved_at = ",

@@ -95,10 +95,12 @@ macro_rules! any_shop_list {
 /// The statements of a cross-shop payment list, each a walk of
 /// `payments_created_at` from its start, stopped by the limit (`?5`): the
 /// newest page, the page after a cursor (`?6`, `?7`: its `created_at` and
-/// id), the page before it (read oldest first). The index holds
-/// `created_at` alone, so the cursor's time is also given as a bound of its
-/// own, which the index can start from.
-pub(super) const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
+/// id), the page before it (read oldest first); only the payments of one
+/// instant are sorted by id (`TEMP B-TREE FOR LAST TERM`), never the
+/// table. The index holds `created_at` alone, so the cursor's time is also
+/// written as a bound of its own, which the index can start from (a row
+/// comparison is not a range of it).
+const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
     concat!(
         any_shop_list!(),
         " ORDER BY created_at DESC, id DESC LIMIT ?5"
@@ -198,22 +200,17 @@ pub(super) async fn payment_events(
     // only the undelivered ones): the payment's shop bounds the read to a
     // range of `events_by_shop`.
     store
-        .read(move |conn| {
-            all::<EventRow, _>(
-                conn,
-                concat!(
-                    "SELECT ",
-                    event_columns!(),
-                    " FROM events \
-                     WHERE shop_id = (SELECT shop_id FROM payments WHERE id = ?1) \
-                       AND payment_id = ?1 \
-                     ORDER BY seq"
-                ),
-                params![id.as_str()],
-            )
-        })
+        .read(move |conn| all::<EventRow, _>(conn, PAYMENT_EVENTS, params![id.as_str()]))
         .await
 }
+
+/// The events of one payment (`?1`), in commit order.
+const PAYMENT_EVENTS: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE shop_id = (SELECT shop_id FROM payments WHERE id = ?1) \
+       AND payment_id = ?1 ORDER BY seq"
+);
 
 /// The shop a merchant event belongs to.
 pub(super) async fn event_shop(
@@ -255,7 +252,7 @@ pub(super) async fn shops(store: &SqliteStore) -> Result<Vec<ShopSummary>, Store
 /// The overview's counts, each from an index of exactly the rows it counts
 /// where there is one (`payments_pending`, `events_due`); the findings are
 /// few and counted from their table.
-pub(super) const COUNTS: &str = "SELECT \
+const COUNTS: &str = "SELECT \
      (SELECT count(*) FROM payments WHERE status = 'pending'), \
      (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
      (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)";
@@ -280,4 +277,67 @@ pub(super) async fn counts(store: &SqliteStore) -> Result<StoreCounts, StoreErro
             })
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PoolConfig;
+
+    /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY PLAN`).
+    fn plan(conn: &Connection, sql: &str) -> chargeonce_sqlite::rusqlite::Result<String> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+        let mut rows = stmt.raw_query();
+        let mut steps = Vec::new();
+        while let Some(row) = rows.next()? {
+            steps.push(row.get::<_, String>(3)?);
+        }
+        Ok(steps.join("; "))
+    }
+
+    #[tokio::test]
+    async fn the_console_reads_are_ranges_of_their_indexes() {
+        let dir = std::env::temp_dir().join(format!("chargeonce-console-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("plans.db").display());
+        let store = SqliteStore::connect(&url, &PoolConfig::default())
+            .await
+            .unwrap();
+        let read = |sql: &'static str| {
+            let store = store.clone();
+            async move { store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap() }
+        };
+        // Every shop's payments: a walk of `payments_created_at` from the
+        // newest (or from the cursor), sorting only the payments of one
+        // instant by id, never the table.
+        for (i, sql) in ANY_SHOP_PAYMENT_LISTS.into_iter().enumerate() {
+            let plan = read(sql).await;
+            assert!(plan.contains("INDEX payments_created_at"), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{plan}");
+            if i > 0 {
+                assert!(plan.contains("(created_at"), "{plan}");
+            }
+        }
+        // The counts: the partial indexes of pending payments and open
+        // events (the findings are few, and counted from their table).
+        let plan = read(COUNTS).await;
+        assert!(plan.contains("INDEX payments_pending"), "{plan}");
+        assert!(plan.contains("INDEX events_due"), "{plan}");
+        // One payment's events: a range of its shop's.
+        let plan = read(PAYMENT_EVENTS).await;
+        assert!(plan.contains("INDEX events_by_shop (shop_id=?"), "{plan}");
+        // The findings: newest sighting first from their index, or one
+        // payment's few.
+        let [every, of_payment] = super::super::findings::FINDING_LISTS;
+        let plan = read(every).await;
+        assert!(plan.contains("INDEX findings_by_last_seen"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        let plan = read(of_payment).await;
+        assert!(
+            plan.contains("INDEX findings_by_payment (payment_id=?"),
+            "{plan}"
+        );
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -343,7 +343,12 @@ async fn findings_about_a_payment_are_in_its_history(f: Fixture) {
         amount: None,
         ..duplicate(&f.shop, "order-1", &["ch_1"])
     };
-    let [id] = f.store.record_findings(&[mismatch.clone()]).await.unwrap()[..] else {
+    let [id] = f
+        .store
+        .record_findings(std::slice::from_ref(&mismatch))
+        .await
+        .unwrap()[..]
+    else {
         panic!("one id")
     };
     f.store.record_findings(&[mismatch]).await.unwrap();
