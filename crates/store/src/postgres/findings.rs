@@ -21,9 +21,22 @@ pub(super) async fn record_findings(
     store: &PgStore,
     found: &[NewFinding],
 ) -> Result<Vec<FindingId>, StoreError> {
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Rows are locked in the order of their identity, so that two passes
+    // recording the same findings at once wait for each other instead of
+    // deadlocking; the ids come back in the order given.
+    let mut order: Vec<(String, usize)> = found
+        .iter()
+        .enumerate()
+        .map(|(i, finding)| (finding.identity(), i))
+        .collect();
+    order.sort();
     let mut tx = store.pool.begin().await.map_err(store_error)?;
-    let mut ids = Vec::with_capacity(found.len());
-    for finding in found {
+    let mut ids = vec![FindingId(0); found.len()];
+    for (identity, i) in order {
+        let finding = &found[i];
         // `seen` starts at 1 and every later sighting adds one, so a row
         // that reads back 1 was inserted by this statement. A resolved
         // finding seen again keeps its resolution.
@@ -35,7 +48,7 @@ pub(super) async fn record_findings(
                  seen = reconciliation_findings.seen + 1 \
              RETURNING id, seen, payment_id",
         )
-        .bind(finding.identity())
+        .bind(identity)
         .bind(finding.kind.as_str())
         .bind(finding.shop_id.as_str())
         .bind(finding.reference.as_str())
@@ -61,7 +74,7 @@ pub(super) async fn record_findings(
             };
             resolve_in(&mut tx, id, &resolution).await?;
         }
-        ids.push(id);
+        ids[i] = id;
     }
     tx.commit().await.map_err(store_error)?;
     Ok(ids)

@@ -24,6 +24,9 @@ pub(super) async fn record_findings(
     store: &SqliteStore,
     found: &[NewFinding],
 ) -> Result<Vec<FindingId>, StoreError> {
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
     let found = found.to_vec();
     // Never shed: the pass has already acted (refunded) on what it records.
     store

@@ -2,6 +2,8 @@
 //! it is seen, resolved once (by the pass that refunded, or an operator),
 //! and each new finding and resolution in its payment's history.
 
+use std::collections::HashSet;
+
 use chargeonce_core::findings::{
     Finding, FindingId, FindingKind, FindingQuery, NewFinding, Resolution,
 };
@@ -398,6 +400,58 @@ async fn findings_about_a_payment_are_in_its_history(f: Fixture) {
     );
 }
 
+/// Passes of several instances recording the same findings at once (in
+/// opposite orders): one row each, every sighting counted, one history
+/// entry, no deadlock; nothing recorded is no write.
+async fn concurrent_passes_record_each_finding_once(f: Fixture) {
+    let payment = f.paid_payment("order-1").await;
+    let before = history(&f, &payment.id).await.len();
+    let about_payment = NewFinding {
+        kind: FindingKind::Mismatch,
+        payment_id: Some(payment.id.clone()),
+        ..duplicate(&f.shop, "order-1", &["ch_1"])
+    };
+    let pass = vec![
+        about_payment,
+        orphan(&f.shop, "order-2", "ch_2"),
+        orphan(&f.shop, "order-3", "ch_3"),
+    ];
+    let mut tasks = Vec::new();
+    for (n, store) in f.instances(4).await.into_iter().enumerate() {
+        let mut pass = pass.clone();
+        if n % 2 == 1 {
+            pass.reverse();
+        }
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..5 {
+                let mut got = store.record_findings(&pass).await.unwrap();
+                if n % 2 == 1 {
+                    got.reverse();
+                }
+                ids.push(got);
+            }
+            ids
+        }));
+    }
+    let mut all_ids = HashSet::new();
+    for task in tasks {
+        for ids in task.await.unwrap() {
+            all_ids.insert(ids);
+        }
+    }
+    assert_eq!(all_ids.len(), 1, "the same ids, in the order given");
+    let ids = all_ids.into_iter().next().unwrap();
+    for id in &ids {
+        assert_eq!(one(&f, *id).await.seen, 20);
+    }
+    assert_eq!(list(&f, FindingQuery::default()).await.len(), 3);
+    let entries = history(&f, &payment.id).await;
+    assert_eq!(entries.len() - before, 1, "{entries:?}");
+    assert_eq!(entries[before].0, "finding");
+    assert!(f.store.record_findings(&[]).await.unwrap().is_empty());
+}
+
 on_both_stores!(
     fixture =>
     a_finding_seen_again_is_one_row_with_its_sightings_counted,
@@ -405,4 +459,5 @@ on_both_stores!(
     a_refunded_finding_is_resolved,
     resolving_twice_changes_nothing_the_second_time,
     findings_about_a_payment_are_in_its_history,
+    concurrent_passes_record_each_finding_once,
 );
