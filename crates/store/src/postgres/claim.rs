@@ -113,7 +113,7 @@ async fn claim_in_one_statement(
                  clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
                  now() + $9::float8 * interval '1 millisecond', $18) \
              ON CONFLICT (shop_id, key) DO NOTHING \
-             RETURNING 1) \
+             RETURNING 1), \
          p AS ( \
              INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                  currency, token, status, acquirer_key, created_at) \
@@ -163,7 +163,7 @@ async fn claim_in_one_statement(
 /// The history entry of a claim that created its payment.
 fn claimed(claim: &ClaimRequest, store: &PgStore) -> HistoryEvent {
     HistoryEvent::Claimed {
-        key: claim.key.to_string(),
+        key: claim.key.as_str().to_owned(),
         instance: store.instance.to_string(),
     }
 }
@@ -224,11 +224,11 @@ async fn insert_payment(
     instance: &str,
 ) -> Result<Option<(RecoveryPoint, Payment)>, StoreError> {
     let claimed = HistoryEvent::Claimed {
-        key: claim.key.to_string(),
+        key: claim.key.as_str().to_owned(),
         instance: instance.to_owned(),
     };
     let linked = HistoryEvent::Linked {
-        key: claim.key.to_string(),
+        key: claim.key.as_str().to_owned(),
         instance: instance.to_owned(),
     };
     for _ in 0..CLAIM_ATTEMPTS {

@@ -28,7 +28,7 @@ pub(super) async fn finish(
 ) -> Result<FinishOutcome, StoreError> {
     let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
     entries.push(&HistoryEvent::Answered {
-        key: lease.key.to_string(),
+        key: lease.key.as_str().to_owned(),
         status: response.status,
     });
     let Some((payment, settlement)) = settlement else {
@@ -53,7 +53,7 @@ pub(super) async fn finish(
     entries.push(&HistoryEvent::Settled {
         status: settlement.status,
         by: SettledBy::Request {
-            key: lease.key.to_string(),
+            key: lease.key.as_str().to_owned(),
         },
     });
     // One autocommitted statement (one round trip, one implicit

@@ -118,7 +118,7 @@ pub(super) async fn resend_event(
     id: &EventId,
 ) -> Result<Option<Event>, StoreError> {
     let resent = HistoryEvent::EventResent {
-        event_id: id.to_string(),
+        event_id: id.as_str().to_owned(),
     };
     super::one(
         store,

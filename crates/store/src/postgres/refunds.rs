@@ -115,7 +115,7 @@ pub(super) async fn claim_refund(
         .await
         .map_err(store_error)?;
         let reserved = HistoryEvent::RefundReserved {
-            key: claim.key.to_string(),
+            key: claim.key.as_str().to_owned(),
             amount_minor: amount.minor_units(),
             currency: amount.currency().code().to_owned(),
             instance: store.instance.to_string(),
@@ -154,7 +154,7 @@ pub(super) async fn finish_refund(
 ) -> Result<FinishOutcome, StoreError> {
     let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
     entries.push(&HistoryEvent::Answered {
-        key: lease.key.to_string(),
+        key: lease.key.as_str().to_owned(),
         status: response.status,
     });
     let mut tx = store.pool.begin().await.map_err(store_error)?;

@@ -10,6 +10,7 @@ mod support;
 mod claim;
 mod expiry;
 mod finish;
+mod history;
 mod inbound;
 mod introspection;
 mod leases;
