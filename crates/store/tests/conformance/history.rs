@@ -3,6 +3,7 @@
 //! scoped by shop; repeats are counted by answer, added in batches, and
 //! copied into the history when their key is swept.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chargeonce_core::events::{AttemptOutcome, WebhookEndpoint};
@@ -700,8 +701,57 @@ async fn a_history_is_read_by_its_shop_only(f: Fixture) {
     assert!(entries(&f, &unknown).await.is_empty());
 }
 
+/// Keys racing for one order across instances: one `claimed`, one
+/// `linked` per other key, on the one payment; each key's duplicates are
+/// counted as 409s (its lease is alive), none written.
+async fn racing_claims_write_one_claimed_and_the_links(f: Fixture) {
+    let stores = f.instances(2).await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        for copy in 0..3 {
+            let store = Arc::clone(&stores[(i + copy) % stores.len()]);
+            let k = format!("k{i}");
+            let (c, p) = (
+                claim(&f.shop, &k, "order-1"),
+                new_payment(&f.shop, &k, "order-1"),
+            );
+            tasks.push(tokio::spawn(async move {
+                store.claim_payment(&c, &p, LONG).await.unwrap()
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let orders = f.orders_of("order-1").await;
+    assert_eq!(orders.len(), 1);
+    let history = events(&f, &orders[0].id).await;
+    assert_eq!(history.len(), 8, "{history:?}");
+    let mut keys: Vec<String> = history
+        .iter()
+        .map(|e| match e {
+            HistoryEvent::Claimed { key, .. } | HistoryEvent::Linked { key, .. } => key.clone(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, (0..8).map(|i| format!("k{i}")).collect::<Vec<_>>());
+    let first = history
+        .iter()
+        .filter(|e| matches!(e, HistoryEvent::Claimed { .. }))
+        .count();
+    assert_eq!(first, 1, "{history:?}");
+    let all: Vec<_> = (0..8).map(|i| key(&format!("k{i}"))).collect();
+    let counts = f.store.key_repeats(&f.shop, &all).await.unwrap();
+    assert_eq!(counts.len(), 8);
+    for c in counts {
+        assert_eq!(c.repeats.conflicts.count, 2, "{c:?}");
+    }
+}
+
 on_both_stores!(
     fixture =>
+    racing_claims_write_one_claimed_and_the_links,
     claims_write_claimed_or_linked,
     a_take_over_writes_taken_over,
     releasing_or_parking_a_lease_writes_its_calls,
