@@ -1,5 +1,5 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
--- (crates/store/src/postgres.rs), for `pgbench -n -M prepared -f`:
+-- (crates/store/src/postgres/: claim.rs, finish.rs), for `pgbench -n -M prepared -f`:
 -- two autocommitted statements. The claim (key row + payment row; a new key
 -- for a free order, the common case) and the finish (the key row locked while
 -- the lease holds, the settled payment, the stored response, and the merchant
