@@ -11,6 +11,7 @@ mod claim;
 mod expiry;
 mod findings;
 mod finish;
+mod history;
 mod inbound;
 mod introspection;
 mod leases;
