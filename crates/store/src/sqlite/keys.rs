@@ -10,7 +10,7 @@ use chargeonce_core::{
     PaymentId, RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::Write;
-use chargeonce_sqlite::rusqlite::{Connection, params};
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
 
 use super::history::{record, repeat_columns, repeat_counts};
 use super::{Result, SqliteStore, all, now_ms, one};
@@ -48,6 +48,12 @@ pub(super) struct KeyTarget<'a> {
 
 /// Inserts a key row with a fresh lease, or re-claims an expired finished
 /// one; `false` when the key exists otherwise (nothing written).
+///
+/// A fresh key is one insert. When the key exists, one read decides
+/// whether it is a finished key whose expiry passed: then its repeats go
+/// into its payment's history (as the sweep would have written them) and
+/// the row is replaced; else it stays as it is. The writer is the only
+/// one, so nothing changes between these statements.
 pub(super) fn insert_key(
     conn: &Connection,
     claim: &ClaimRequest,
@@ -55,48 +61,77 @@ pub(super) fn insert_key(
     token: LeaseToken,
     timing: KeyTiming,
 ) -> Result<bool> {
-    let inserted = conn
+    let mut insert = conn.prepare_cached(concat!(
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+             recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
+             expires_at, lease_holder) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
+        now_ms!(),
+        " + ?7, ?8, ?11, ",
+        now_ms!(),
+        ", ",
+        now_ms!(),
+        " + ?9, ?12) ON CONFLICT (shop_id, key) DO NOTHING"
+    ))?;
+    let values = params![
+        claim.shop_id.as_str(),
+        claim.key.as_str(),
+        claim.fingerprint.as_bytes().as_slice(),
+        claim.method,
+        claim.path,
+        token.as_uuid().to_string(),
+        millis(timing.lease),
+        target.payment_id.as_str(),
+        millis(timing.ttl),
+        target.recovery_point.as_str(),
+        target.refund_id.map(RefundId::as_str),
+        target.holder,
+    ];
+    if insert.execute(values)? == 1 {
+        return Ok(true);
+    }
+    if !expire_key(conn, &claim.shop_id, &claim.key)? {
+        return Ok(false);
+    }
+    Ok(insert.execute(values)? == 1)
+}
+
+/// Deletes the key if it is finished and its expiry passed, with its
+/// `key_expired` entry; `false` (nothing written) when it is not.
+fn expire_key(conn: &Connection, shop_id: &ShopId, key: &IdempotencyKey) -> Result<bool> {
+    let expired = conn
         .prepare_cached(concat!(
-            "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
-                 recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
-                 expires_at, lease_holder) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
-            now_ms!(),
-            " + ?7, ?8, ?11, ",
-            now_ms!(),
-            ", ",
-            now_ms!(),
-            " + ?9, ?12) \
-             ON CONFLICT (shop_id, key) DO UPDATE SET \
-                 fingerprint = excluded.fingerprint, method = excluded.method, \
-                 path = excluded.path, recovery_point = excluded.recovery_point, \
-                 lease_token = excluded.lease_token, locked_until = excluded.locked_until, \
-                 payment_id = excluded.payment_id, refund_id = excluded.refund_id, \
-                 response_status = NULL, \
-                 response_headers = NULL, response_body = NULL, \
-                 created_at = excluded.created_at, expires_at = excluded.expires_at, \
-                 lease_holder = excluded.lease_holder, replays = 0, last_repeat_at = NULL, \
-                 replayed = 0, last_replayed_at = NULL, conflicted = 0, \
-                 last_conflicted_at = NULL, mismatched = 0, last_mismatched_at = NULL \
-             WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
+            "SELECT payment_id, refund_id, ",
+            repeat_columns!(),
+            " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \
+               AND recovery_point = 'finished' AND expires_at <= ",
             now_ms!()
         ))?
-        .execute(params![
-            claim.shop_id.as_str(),
-            claim.key.as_str(),
-            claim.fingerprint.as_bytes().as_slice(),
-            claim.method,
-            claim.path,
-            token.as_uuid().to_string(),
-            millis(timing.lease),
-            target.payment_id.as_str(),
-            millis(timing.ttl),
-            target.recovery_point.as_str(),
-            target.refund_id.map(RefundId::as_str),
-            target.holder,
-        ])?;
-    // 1: inserted, or an expired finished key re-claimed; 0: it exists.
-    Ok(inserted == 1)
+        .query_row(params![shop_id.as_str(), key.as_str()], |row| {
+            Ok((
+                row.get::<_, Option<String>>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                repeat_counts(row, 2),
+            ))
+        })
+        .optional()?;
+    let Some((payment_id, refund_id, repeats)) = expired else {
+        return Ok(false);
+    };
+    conn.prepare_cached("DELETE FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2")?
+        .execute(params![shop_id.as_str(), key.as_str()])?;
+    if let Some(payment_id) = payment_id {
+        record(
+            conn,
+            &payment_id,
+            refund_id.as_deref(),
+            &HistoryEvent::KeyExpired {
+                key: key.as_str().to_owned(),
+                repeats: repeats?,
+            },
+        )?;
+    }
+    Ok(true)
 }
 
 /// Counts one more request with an existing key, by what it will be

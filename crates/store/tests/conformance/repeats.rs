@@ -292,6 +292,47 @@ async fn a_swept_key_leaves_its_repeats_in_the_history(f: Fixture) {
     );
 }
 
+/// A finished key claimed again after its expiry leaves its repeats in
+/// its payment's history as the sweep would have, and starts counting anew.
+async fn a_reclaimed_key_leaves_its_repeats_in_the_history(f: Fixture) {
+    let (lease, payment) = f.claimed("k1", "order-1", INSTANT).await;
+    f.repeat("k1", "order-1", "order-1").await;
+    let counted = f.info("k1").await.repeats_by;
+    assert_eq!(counted.conflicts.count, 1);
+    f.finished(&lease, &payment, "r", INSTANT.ttl).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // The order is paid: the key's new life links to the same payment.
+    let again = f.acquired("k1", "order-1", "order-1").await;
+    assert_eq!(again.payment.id, payment.id);
+    let info = f.info("k1").await;
+    assert_eq!(
+        (info.repeats, info.repeats_by),
+        (0, RepeatCounts::default())
+    );
+
+    let history = f
+        .store
+        .payment_history(Some(&f.shop), &payment.id)
+        .await
+        .unwrap();
+    let tail: Vec<_> = history
+        .iter()
+        .rev()
+        .take(2)
+        .rev()
+        .map(|e| &e.event)
+        .collect();
+    assert_eq!(
+        tail[0],
+        &HistoryEvent::KeyExpired {
+            key: "k1".into(),
+            repeats: counted,
+        }
+    );
+    assert!(matches!(tail[1], HistoryEvent::Linked { key, .. } if key == "k1"));
+}
+
 on_both_stores!(
     fixture =>
     each_repeat_is_counted_by_its_answer,
@@ -299,4 +340,5 @@ on_both_stores!(
     key_repeats_reads_the_counts_of_existing_keys,
     add_repeats_adds_to_the_counts_and_skips_missing_keys,
     a_swept_key_leaves_its_repeats_in_the_history,
+    a_reclaimed_key_leaves_its_repeats_in_the_history,
 );
