@@ -13,7 +13,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
-use super::history::{key_target, record, record_attempts};
+use super::history::{history_of, record, record_attempts};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::payments::payment_in;
 use super::refunds::refund_in;
@@ -312,10 +312,11 @@ async fn fenced(
                 Some(duration) => stmt.execute(params![shop_id, key, token, millis(duration)])?,
                 None => stmt.execute(params![shop_id, key, token])?,
             };
-            if done == 1 && !attempts.is_empty() {
-                if let Some(target) = key_target(conn, shop_id, key)? {
-                    record_attempts(conn, &target, &attempts, &instance)?;
-                }
+            if done == 1
+                && !attempts.is_empty()
+                && let Some(target) = history_of(conn, shop_id, key)?
+            {
+                record_attempts(conn, &target, &attempts, &instance)?;
             }
             Ok(Write::Commit(done == 1))
         })

@@ -9,7 +9,7 @@ use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, Sto
 use chargeonce_sqlite::Write;
 
 use super::SqliteStore;
-use super::history::{key_target, record, record_attempts};
+use super::history::{HistoryOf, history_of, record, record_attempts};
 use super::keys::finish_key;
 use super::outbox::insert_event;
 use super::payments::{SettleBy, settle_row};
@@ -35,7 +35,28 @@ pub(super) async fn finish(
             if !finish_key(conn, &lease, &response, ttl)? {
                 return Ok(Write::Rollback(FinishOutcome::LeaseLost));
             }
-            if let Some(target) = key_target(conn, lease.shop_id.as_str(), lease.key.as_str())? {
+            if let Some((payment, settlement)) = &settlement
+                && !settle_row(
+                    conn,
+                    SettleBy::Id,
+                    payment.id.as_str(),
+                    &lease.shop_id,
+                    settlement,
+                )?
+            {
+                return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
+            }
+            // The entries in the order of the story: the calls, the answer,
+            // the settlement. A settlement names the key's payment: no read
+            // of the key row on the common path.
+            let target = match &settlement {
+                Some((payment, _)) => Some(HistoryOf {
+                    payment_id: payment.id.as_str().to_owned(),
+                    refund_id: None,
+                }),
+                None => history_of(conn, lease.shop_id.as_str(), lease.key.as_str())?,
+            };
+            if let Some(target) = target {
                 record_attempts(conn, &target, &attempts, &instance)?;
                 record(
                     conn,
@@ -48,15 +69,6 @@ pub(super) async fn finish(
                 )?;
             }
             if let Some((payment, settlement)) = settlement {
-                if !settle_row(
-                    conn,
-                    SettleBy::Id,
-                    payment.id.as_str(),
-                    &lease.shop_id,
-                    &settlement,
-                )? {
-                    return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
-                }
                 record(
                     conn,
                     payment.id.as_str(),

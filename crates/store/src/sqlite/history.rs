@@ -8,7 +8,7 @@ use chargeonce_core::history::{
 use chargeonce_core::store::KeyRepeats;
 use chargeonce_core::{IdempotencyKey, PaymentId, RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
-use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, Row, params};
 use time::OffsetDateTime;
 
 use super::{Result, SqliteStore, now_ms, unix_ms};
@@ -41,8 +41,7 @@ pub(super) fn record(
 }
 
 /// What a key row points at, for the entries about it: its payment and
-/// refund ids (`None` when it points at no payment, which no key in
-/// progress does).
+/// refund ids.
 #[derive(Debug, Clone)]
 pub(super) struct HistoryOf {
     /// The key's payment (for a refund key: the refunded payment).
@@ -51,8 +50,9 @@ pub(super) struct HistoryOf {
     pub(super) refund_id: Option<String>,
 }
 
-/// What the key `key` of `shop_id` points at, read by its primary key.
-pub(super) fn key_target(conn: &Connection, shop_id: &str, key: &str) -> Result<Option<HistoryOf>> {
+/// What the key `key` of `shop_id` points at, read by its primary key;
+/// `None` when it points at no payment (which no key in progress does).
+pub(super) fn history_of(conn: &Connection, shop_id: &str, key: &str) -> Result<Option<HistoryOf>> {
     let found = conn
         .prepare_cached(
             "SELECT payment_id, refund_id FROM idempotency_keys \
@@ -153,10 +153,7 @@ fn from_ms(ms: i64) -> Result<OffsetDateTime> {
 
 /// The repeat counts of one key row (`replayed`, `conflicted`,
 /// `mismatched` and their times, in that order from column `first`).
-pub(super) fn repeat_counts(
-    row: &chargeonce_sqlite::rusqlite::Row<'_>,
-    first: usize,
-) -> Result<RepeatCounts> {
+pub(super) fn repeat_counts(row: &Row<'_>, first: usize) -> Result<RepeatCounts> {
     Ok(RepeatCounts {
         replays: tally(row.get(first)?, row.get(first + 1)?)?,
         conflicts: tally(row.get(first + 2)?, row.get(first + 3)?)?,

@@ -16,7 +16,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::history::{key_target, record, record_attempts};
+use super::history::{history_of, record, record_attempts};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
@@ -157,7 +157,7 @@ pub(super) async fn finish_refund(
             if !finish_key(conn, &lease, &response, ttl)? {
                 return Ok(Write::Rollback(FinishOutcome::LeaseLost));
             }
-            if let Some(target) = key_target(conn, lease.shop_id.as_str(), lease.key.as_str())? {
+            if let Some(target) = history_of(conn, lease.shop_id.as_str(), lease.key.as_str())? {
                 record_attempts(conn, &target, &attempts, &instance)?;
                 record(
                     conn,
