@@ -171,7 +171,8 @@ macro_rules! repeat_columns {
 pub(super) use repeat_columns;
 
 /// The repeat counts of those of the shop's keys that exist, in the order
-/// asked.
+/// asked; a finished key past its expiry but not swept yet still counts
+/// (its counts reach the history only when it is swept or claimed anew).
 pub(super) async fn key_repeats(
     store: &SqliteStore,
     shop_id: &ShopId,
