@@ -169,11 +169,15 @@ pub(super) async fn key_repeats(
     super::all(
         store,
         sqlx::query_as::<_, RepeatsRow>(
-            "SELECT key, replayed, last_replayed_at, conflicted, last_conflicted_at, \
-                 mismatched, last_mismatched_at \
-             FROM idempotency_keys WHERE shop_id = $1 AND key = ANY($2::text[]) \
-               AND NOT (recovery_point = 'finished' AND expires_at <= now()) \
-             ORDER BY key",
+            // In the order asked; a finished key past its expiry that is not
+            // swept yet still counts (its counts reach the history when it is).
+            "SELECT k.key, k.replayed, \
+                 date_trunc('milliseconds', k.last_replayed_at) AS last_replayed_at, \
+                 k.conflicted, date_trunc('milliseconds', k.last_conflicted_at) AS last_conflicted_at, \
+                 k.mismatched, date_trunc('milliseconds', k.last_mismatched_at) AS last_mismatched_at \
+             FROM unnest($2::text[]) WITH ORDINALITY AS a(key, n) \
+             JOIN idempotency_keys k ON k.shop_id = $1 AND k.key = a.key \
+             ORDER BY a.n",
         )
         .bind(shop_id.as_str())
         .bind(keys),

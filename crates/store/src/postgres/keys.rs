@@ -49,25 +49,34 @@ pub(super) async fn insert_key(
     lease: LeaseToken,
     timing: KeyTiming,
 ) -> Result<bool, StoreError> {
+    // A fresh key: one statement. An existing one is claimed again only
+    // when it is finished and expired: deleted first (its repeats left in
+    // its payment's history), then inserted anew.
+    if try_insert_key(tx, claim, target, lease, timing).await? {
+        return Ok(true);
+    }
+    if !expire_key(tx, &claim.shop_id, &claim.key).await? {
+        return Ok(false);
+    }
+    try_insert_key(tx, claim, target, lease, timing).await
+}
+
+/// Inserts the key row unless the key exists.
+async fn try_insert_key(
+    tx: &mut Transaction<'static, Postgres>,
+    claim: &ClaimRequest,
+    target: KeyTarget<'_>,
+    lease: LeaseToken,
+    timing: KeyTiming,
+) -> Result<bool, StoreError> {
     let row = sqlx::query(
-        "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
              recovery_point, lease_token, locked_until, payment_id, created_at, expires_at, \
              refund_id, lease_holder) \
          VALUES ($1, $2, $3, $4, $5, $10, $6, \
              clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
              now() + $9::float8 * interval '1 millisecond', $11, $12) \
-         ON CONFLICT (shop_id, key) DO UPDATE SET \
-             fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, \
-             path = EXCLUDED.path, recovery_point = EXCLUDED.recovery_point, \
-             lease_token = EXCLUDED.lease_token, locked_until = EXCLUDED.locked_until, \
-             payment_id = EXCLUDED.payment_id, refund_id = EXCLUDED.refund_id, \
-             response_status = NULL, \
-             response_headers = NULL, response_body = NULL, \
-             created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, \
-             lease_holder = EXCLUDED.lease_holder, replays = 0, last_repeat_at = NULL, \
-             replayed = 0, last_replayed_at = NULL, conflicted = 0, \
-             last_conflicted_at = NULL, mismatched = 0, last_mismatched_at = NULL \
-         WHERE k.recovery_point = 'finished' AND k.expires_at <= now() \
+         ON CONFLICT (shop_id, key) DO NOTHING \
          RETURNING 1",
     )
     .bind(claim.shop_id.as_str())
@@ -209,11 +218,11 @@ pub(super) async fn key_info(
                  (extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
                  response_status::bigint AS response_status, payment_id, refund_id, \
                  replayed, \
-                 (extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \
+                 floor(extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \
                  conflicted, \
-                 (extract(epoch FROM last_conflicted_at) * 1000)::bigint AS last_conflicted_at_ms, \
+                 floor(extract(epoch FROM last_conflicted_at) * 1000)::bigint AS last_conflicted_at_ms, \
                  mismatched, \
-                 (extract(epoch FROM last_mismatched_at) * 1000)::bigint AS last_mismatched_at_ms \
+                 floor(extract(epoch FROM last_mismatched_at) * 1000)::bigint AS last_mismatched_at_ms \
              FROM idempotency_keys WHERE shop_id = $1 AND key = $2 \
                AND NOT (recovery_point = 'finished' AND expires_at <= now())",
         )
@@ -223,24 +232,71 @@ pub(super) async fn key_info(
     .await
 }
 
+/// What a deleted key row returns for its `KeyExpired` entry; times to the
+/// millisecond, as every other read of a key gives them (and SQLite keeps them).
+macro_rules! swept_columns {
+    () => {
+        "key, payment_id, refund_id, \
+         replayed, date_trunc('milliseconds', last_replayed_at) AS last_replayed_at, \
+         conflicted, date_trunc('milliseconds', last_conflicted_at) AS last_conflicted_at, \
+         mismatched, date_trunc('milliseconds', last_mismatched_at) AS last_mismatched_at"
+    };
+}
+
 /// Deletes up to `batch` finished keys whose expiry has passed, and writes
 /// into each one's payment history how often it was repeated
 /// ([`HistoryEvent::KeyExpired`]), in the same transaction.
 pub(super) async fn sweep_expired_keys(store: &PgStore, batch: u32) -> Result<u64, StoreError> {
     let mut tx = store.pool.begin().await.map_err(store_error)?;
-    let swept = sqlx::query_as::<_, SweptRow>(
+    let swept = sqlx::query_as::<_, SweptRow>(concat!(
         "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
              SELECT shop_id, key FROM idempotency_keys \
              WHERE recovery_point = 'finished' AND expires_at <= now() \
              ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
-         RETURNING key, payment_id, refund_id, replayed, last_replayed_at, conflicted, \
-             last_conflicted_at, mismatched, last_mismatched_at",
-    )
+         RETURNING ",
+        swept_columns!()
+    ))
     .bind(i64::from(batch))
     .fetch_all(&mut *tx)
     .await
     .map_err(store_error)?;
     let count = swept.len() as u64;
+    record_expired(&mut tx, swept).await?;
+    tx.commit().await.map_err(store_error)?;
+    Ok(count)
+}
+
+/// Deletes a finished key whose expiry passed, before it is claimed again,
+/// leaving its repeats in its payment's history as the sweep would
+/// (otherwise the claim's overwrite would lose them). Nothing when the key
+/// is not such a key (`false`).
+async fn expire_key(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    key: &IdempotencyKey,
+) -> Result<bool, StoreError> {
+    let expired = sqlx::query_as::<_, SweptRow>(concat!(
+        "DELETE FROM idempotency_keys \
+         WHERE shop_id = $1 AND key = $2 AND recovery_point = 'finished' \
+           AND expires_at <= now() \
+         RETURNING ",
+        swept_columns!()
+    ))
+    .bind(shop_id.as_str())
+    .bind(key.as_str())
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    let deleted = !expired.is_empty();
+    record_expired(tx, expired).await?;
+    Ok(deleted)
+}
+
+/// Writes the `KeyExpired` entry of each deleted key row that has a payment.
+async fn record_expired(
+    tx: &mut Transaction<'static, Postgres>,
+    swept: Vec<SweptRow>,
+) -> Result<(), StoreError> {
     let mut payments = Vec::new();
     let mut refunds = Vec::new();
     let mut events = Vec::new();
@@ -267,12 +323,11 @@ pub(super) async fn sweep_expired_keys(store: &PgStore, batch: u32) -> Result<u6
         .bind(payments)
         .bind(refunds)
         .bind(events)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(store_error)?;
     }
-    tx.commit().await.map_err(store_error)?;
-    Ok(count)
+    Ok(())
 }
 
 /// A swept key row: what its history entry needs.

@@ -104,7 +104,8 @@ async fn claims_write_claimed_or_linked(f: Fixture) {
         vec![claimed("k1"), linked("k2")]
     );
 
-    // The same key again after it expired: linked to its own payment.
+    // The same key again after it expired: its old row's repeats are left
+    // in the history, and it is linked to its own payment.
     let paid = f.finished_key("k3", "order-3", INSTANT).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let again = f.acquired("k3", "order-3", "order-3").await;
@@ -115,6 +116,10 @@ async fn claims_write_claimed_or_linked(f: Fixture) {
             claimed("k3"),
             answered("k3", 201),
             settled_by_request("k3", PaymentStatus::Succeeded),
+            HistoryEvent::KeyExpired {
+                key: "k3".into(),
+                repeats: RepeatCounts::default(),
+            },
             linked("k3"),
         ]
     );
