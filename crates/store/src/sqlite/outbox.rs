@@ -26,6 +26,7 @@ macro_rules! event_columns {
          delivered_at AS delivered_at_ms, gave_up_at AS gave_up_at_ms, last_status, last_error"
     };
 }
+pub(super) use event_columns;
 
 /// Writes a merchant event in the transaction of its transition.
 pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result<()> {

@@ -9,11 +9,14 @@ mod support;
 
 mod claim;
 mod expiry;
+mod findings;
 mod finish;
+mod history;
 mod inbound;
 mod introspection;
 mod leases;
 mod lists;
+mod operations;
 mod outbox;
 mod races;
 mod reconciliation;
