@@ -136,5 +136,7 @@ pub(crate) fn books(truth: &Truth) -> Books {
             .filter(|c| c.succeeded)
             .map(|c| i128::from(c.amount_minor))
             .sum(),
+        history_entries: truth.histories.values().map(Vec::len).sum(),
+        payments_with_history: truth.histories.values().filter(|h| !h.is_empty()).count(),
     }
 }
