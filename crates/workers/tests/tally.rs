@@ -1,5 +1,6 @@
 //! The tally flusher: a repeat answered from the server's response cache
-//! (the store never sees it) ends up in its key's counts after a flush, a
+//! (the store never sees it), a replay or a 422, ends up in its key's
+//! counts after a flush, a
 //! last flush at shutdown loses none, and a failed flush keeps the tallies
 //! for the next; on both stores.
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use chargeonce_core::history::RepeatCounts;
 use chargeonce_core::{IdempotencyKey, ShopId};
-use chargeonce_testkit::on_both_stores;
+use chargeonce_testkit::{TestService, body, on_both_stores};
 use chargeonce_workers::tally::{TallyFlusher, TallyFlusherConfig};
 use harness::{Backend, Harness};
 
@@ -49,6 +50,15 @@ async fn a_replay_answered_from_the_cache_is_counted_after_a_flush(backend: Back
     assert_eq!(repeats.conflicts.count, 0);
     assert!(h.engine.repeat_tallies().is_empty());
     assert_eq!(flusher.flush_once().await.unwrap(), 0, "nothing new");
+
+    // The same key for another amount: 422 from the cache, counted as a mismatch.
+    let changed = TestService::pay(&h, "k1", &body("order-1", "99.00", "tok_ok"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status().as_u16(), 422);
+    assert_eq!(flusher.flush_once().await.unwrap(), 1);
+    assert_eq!(repeats_of(&h, "k1").await.mismatches.count, 1);
 
     // The running flusher flushes once more when stopped.
     let running = TallyFlusher::new(h.engine.clone()).spawn(TallyFlusherConfig {
