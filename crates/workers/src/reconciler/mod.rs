@@ -208,15 +208,16 @@ impl Reconciler {
         let outcome = self.pass_at(config, state, now, &mut report).await;
         // Recorded whatever the outcome: a failed pass may have refunded
         // duplicates already, which no later pass finds again.
-        self.record(&mut report).await;
+        self.record(config, &mut report).await;
         outcome.map(|()| report)
     }
 
     /// Records every finding of the pass in the store. A store error is
-    /// logged and counted, never the pass's failure: the next pass finds
-    /// the disagreements again (all but a refunded duplicate's, which the
-    /// report and the log still show).
-    async fn record(&self, report: &mut ReconcileReport) {
+    /// logged, counted and reported among the pass's unanswered questions,
+    /// never the pass's failure: the next pass finds the disagreements
+    /// again (all but a refunded duplicate's, which the report and the log
+    /// still show).
+    async fn record(&self, config: &ReconcilerConfig, report: &mut ReconcileReport) {
         let found = std::mem::take(&mut report.found);
         if found.is_empty() {
             return;
@@ -224,6 +225,10 @@ impl Reconciler {
         if let Err(error) = self.store.record_findings(&found).await {
             self.observer.store_error("reconciler_findings");
             tracing::warn!(%error, findings = found.len(), "reconciler findings could not be recorded");
+            report.push_error(
+                config.max_findings,
+                format!("recording {} findings: {error}", found.len()),
+            );
         }
     }
 
