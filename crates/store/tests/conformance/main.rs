@@ -21,5 +21,6 @@ mod outbox;
 mod races;
 mod reconciliation;
 mod refunds;
+mod repeats;
 mod shops;
 mod stalled;
