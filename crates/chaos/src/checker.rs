@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use chargeonce_core::history::HistoryEvent;
+use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, PaymentStatus};
 use serde::Serialize;
 
 use crate::history::{CallKind, CallRecord, CallResult, Shown};
@@ -82,6 +84,9 @@ pub struct Truth {
     pub charges: Vec<LedgerCharge>,
     /// Every refund at the acquirer.
     pub ledger_refunds: Vec<LedgerRefund>,
+    /// Each payment's history as the store recorded it, oldest first, by
+    /// payment id (a payment without an entry has an empty history).
+    pub histories: HashMap<String, Vec<HistoryEvent>>,
 }
 
 /// A definitive answer: its status and the SHA-256 of its body.
@@ -275,6 +280,15 @@ pub fn check(
         }
     }
 
+    // Every final payment's history tells how it ended, once.
+    for p in &truth.payments {
+        let events = truth
+            .histories
+            .get(p.id.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        check_settlement(&mut out, p, events);
+    }
+
     // Every answer a client saw agrees with the database, and with its shop.
     let by_index: HashMap<usize, &Intent> = intents.iter().map(|i| (i.index, i)).collect();
     let refunds: HashMap<&str, &DbRefund> =
@@ -450,14 +464,128 @@ pub fn check(
     out
 }
 
+/// `history-has-one-settlement`: a succeeded payment's history settles it
+/// to succeeded exactly once, and no charge the acquirer declined says
+/// otherwise; a declined payment's settles it to declined exactly once,
+/// never to succeeded, and no charge the acquirer took says otherwise. (A
+/// pending payment is `every-intent-definite`'s.)
+fn check_settlement(out: &mut Vec<Violation>, p: &DbPayment, events: &[HistoryEvent]) {
+    let settled = |status: PaymentStatus| {
+        events
+            .iter()
+            .filter(|e| matches!(e, HistoryEvent::Settled { status: s, .. } if *s == status))
+            .count()
+    };
+    let charged = |outcome: AcquirerOutcomeKind| {
+        events
+            .iter()
+            .filter(|e| {
+                matches!(e, HistoryEvent::AcquirerCall { call: AcquirerCall::Charge, outcome: o, .. } if *o == outcome)
+            })
+            .count()
+    };
+    let succeeded = events.iter().filter(|e| e.settled_succeeded()).count();
+    let declined = settled(PaymentStatus::Declined);
+    let mut broken = |what: String| {
+        out.push(violation(
+            "history-has-one-settlement",
+            format!("payment {} ({}): {what}", p.id, p.status),
+        ));
+    };
+    match p.status.as_str() {
+        "succeeded" => {
+            if succeeded != 1 {
+                broken(format!(
+                    "its history settles it to succeeded {succeeded} times"
+                ));
+            }
+            if declined > 0 {
+                broken(format!(
+                    "its history settles it to declined {declined} times"
+                ));
+            }
+            let refused = charged(AcquirerOutcomeKind::Declined);
+            if refused > 0 {
+                broken(format!(
+                    "its history has {refused} charge(s) the acquirer declined"
+                ));
+            }
+        }
+        "declined" => {
+            if declined != 1 {
+                broken(format!(
+                    "its history settles it to declined {declined} times"
+                ));
+            }
+            if succeeded > 0 {
+                broken(format!(
+                    "its history settles it to succeeded {succeeded} times"
+                ));
+            }
+            let taken = charged(AcquirerOutcomeKind::Succeeded);
+            if taken > 0 {
+                broken(format!(
+                    "its history has {taken} charge(s) the acquirer took"
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::time::Duration;
 
+    use chargeonce_core::history::SettledBy;
+
     use super::*;
     use crate::args::ChaosArgs;
     use crate::history::AttemptRecord;
+
+    /// A history as the store writes it for a payment its first request
+    /// settled: claimed, charged (`outcome`), settled to `status`, answered.
+    fn history(outcome: AcquirerOutcomeKind, status: PaymentStatus) -> Vec<HistoryEvent> {
+        vec![
+            HistoryEvent::Claimed {
+                key: "k".into(),
+                instance: "a:1".into(),
+            },
+            charge_call(outcome),
+            settled(status),
+            HistoryEvent::Answered {
+                key: "k".into(),
+                status: 201,
+            },
+        ]
+    }
+
+    fn charge_call(outcome: AcquirerOutcomeKind) -> HistoryEvent {
+        HistoryEvent::AcquirerCall {
+            call: AcquirerCall::Charge,
+            outcome,
+            latency_ms: 3,
+            acquirer_key: "ak".into(),
+            instance: "a:1".into(),
+            reason: None,
+        }
+    }
+
+    fn settled(status: PaymentStatus) -> HistoryEvent {
+        HistoryEvent::Settled {
+            status,
+            by: SettledBy::Request { key: "k".into() },
+        }
+    }
+
+    fn paid_history() -> Vec<HistoryEvent> {
+        history(AcquirerOutcomeKind::Succeeded, PaymentStatus::Succeeded)
+    }
+
+    fn declined_history() -> Vec<HistoryEvent> {
+        history(AcquirerOutcomeKind::Declined, PaymentStatus::Declined)
+    }
 
     const SHOPS: [&str; 2] = ["shop_a", "shop_b"];
 
@@ -559,9 +687,16 @@ mod tests {
                 vec![answer(201, 2)],
             ),
         ];
+        let histories = [
+            (p0.id.clone(), paid_history()),
+            (p1.id.clone(), paid_history()),
+        ]
+        .into_iter()
+        .collect();
         let truth = Truth {
             payments: vec![p0, p1],
             charges: vec![c0, c1],
+            histories,
             ..Truth::default()
         };
         (intents, calls, truth)
@@ -691,7 +826,102 @@ mod tests {
         // ...and so is not charged at all.
         truth.payments[1].status = "declined".into();
         truth.charges[1].succeeded = false;
+        truth
+            .histories
+            .insert(truth.payments[1].id.clone(), declined_history());
         assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
+    }
+
+    #[test]
+    fn a_succeeded_payment_settled_never_or_twice_is_caught() {
+        let (intents, calls, mut truth) = clean();
+        let id = truth.payments[0].id.clone();
+        // Never: the history lost the settlement (or the store never wrote it).
+        truth
+            .histories
+            .get_mut(&id)
+            .unwrap()
+            .retain(|e| !e.settled_succeeded());
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["history-has-one-settlement"]
+        );
+        // No history at all.
+        truth.histories.remove(&id);
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["history-has-one-settlement"]
+        );
+        // Twice: settled by the request and again by a webhook.
+        let mut twice = paid_history();
+        twice.push(HistoryEvent::Settled {
+            status: PaymentStatus::Succeeded,
+            by: SettledBy::Webhook {
+                event_id: "evt_1".into(),
+            },
+        });
+        truth.histories.insert(id.clone(), twice);
+        let found = check(&intents, &shops(), &calls, &truth);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].invariant, "history-has-one-settlement");
+        assert!(found[0].detail.contains("2 times"), "{found:?}");
+        // Once, by the reconciler after an unknown outcome: clean.
+        let once = vec![
+            charge_call(AcquirerOutcomeKind::Unknown),
+            HistoryEvent::Settled {
+                status: PaymentStatus::Succeeded,
+                by: SettledBy::Reconciler,
+            },
+        ];
+        truth.histories.insert(id, once);
+        assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
+    }
+
+    #[test]
+    fn a_history_contradicting_the_payment_is_caught() {
+        // A succeeded payment whose charge the acquirer declined.
+        let (intents, calls, mut truth) = clean();
+        let id = truth.payments[0].id.clone();
+        truth
+            .histories
+            .get_mut(&id)
+            .unwrap()
+            .insert(1, charge_call(AcquirerOutcomeKind::Declined));
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["history-has-one-settlement"]
+        );
+
+        // A declined payment: settled declined once, and nothing else.
+        let (intents, mut calls, mut truth) = clean();
+        calls.truncate(2);
+        truth.payments[1].status = "declined".into();
+        truth.charges[1].succeeded = false;
+        let id = truth.payments[1].id.clone();
+        truth.histories.insert(id.clone(), declined_history());
+        assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
+        // Settled to succeeded too.
+        let mut both = declined_history();
+        both.push(settled(PaymentStatus::Succeeded));
+        truth.histories.insert(id.clone(), both);
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["history-has-one-settlement"]
+        );
+        // A charge the acquirer took.
+        let mut taken = declined_history();
+        taken.insert(1, charge_call(AcquirerOutcomeKind::Succeeded));
+        truth.histories.insert(id.clone(), taken);
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["history-has-one-settlement"]
+        );
+        // Never settled.
+        truth.histories.remove(&id);
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["history-has-one-settlement"]
+        );
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct Books {
     pub ledger_refunds: usize,
     /// Money moved, in minor units.
     pub ledger_total_minor: i128,
+    /// Entries in the payments' histories.
+    pub history_entries: usize,
+    /// Payments whose history has an entry.
+    pub payments_with_history: usize,
 }
 
 /// The whole report.
@@ -259,6 +263,22 @@ impl Report {
             b.ledger_succeeded,
             b.ledger_refunds,
             b.ledger_total_minor
+        );
+        let settlement = self
+            .violations_by_invariant
+            .get("history-has-one-settlement")
+            .copied()
+            .unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "  histories: {} entries for {} payments; history-has-one-settlement: {}",
+            b.history_entries,
+            b.payments_with_history,
+            if settlement == 0 {
+                "every final payment settled once".to_owned()
+            } else {
+                format!("{settlement} violation(s)")
+            }
         );
         let _ = writeln!(
             s,

@@ -1,18 +1,19 @@
-//! Reading the truth after the run: the database's payments and refunds,
-//! and the acquirer's ledger, and the books they add up to.
+//! Reading the truth after the run: the database's payments, their
+//! histories and refunds, and the acquirer's ledger, and the books they add
+//! up to.
 
 use std::path::Path;
 
 use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
-use chargeonce_core::{RefundId, ShopId, Store};
+use chargeonce_core::{PaymentId, RefundId, ShopId, Store};
 
 use crate::checker::{DbPayment, DbRefund, LedgerCharge, LedgerRefund};
 use crate::history::{self, CallResult};
 use crate::report::Books;
 use crate::{ChaosError, Truth};
 
-/// The database's payments of the run's shops, the refunds the clients were
-/// told about, and the acquirer's ledger.
+/// The database's payments of the run's shops with their histories, the
+/// refunds the clients were told about, and the acquirer's ledger.
 pub(crate) async fn read(
     store: &dyn Store,
     shops: &[String],
@@ -41,6 +42,18 @@ pub(crate) async fn read(
                     provider_payment_id: p.provider_payment_id.clone(),
                     refunded_minor: p.refunded_minor,
                 }),
+        );
+    }
+    // Each payment's history, through the store's history role (the
+    // operator's read: any shop).
+    for payment in &truth.payments {
+        let Ok(id) = PaymentId::parse(&payment.id) else {
+            continue;
+        };
+        let entries = store.payment_history(None, &id).await?;
+        truth.histories.insert(
+            payment.id.clone(),
+            entries.into_iter().map(|entry| entry.event).collect(),
         );
     }
     let mut seen = std::collections::HashSet::new();
@@ -123,5 +136,7 @@ pub(crate) fn books(truth: &Truth) -> Books {
             .filter(|c| c.succeeded)
             .map(|c| i128::from(c.amount_minor))
             .sum(),
+        history_entries: truth.histories.values().map(Vec::len).sum(),
+        payments_with_history: truth.histories.values().filter(|h| !h.is_empty()).count(),
     }
 }

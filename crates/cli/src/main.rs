@@ -18,6 +18,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 mod acquirer;
 mod args;
 mod demo;
+mod findings;
 mod lists;
 mod pay;
 mod reconcile;
@@ -86,8 +87,15 @@ enum Command {
     /// invariants. Exit code 0 clean, 1 violations or error.
     Chaos(chargeonce_chaos::ChaosArgs),
     /// Reconcile once: settle pending payments from the acquirer's answers,
-    /// compare the books, print the report. Exit code 0 clean, 2 findings, 1 error.
+    /// compare the books, record the findings, print the report. Exit code 0
+    /// clean, 2 findings, 1 error.
     Reconcile(reconcile::ReconcileArgs),
+    /// The reconciler's persisted findings (every pass records what it
+    /// found): list them, or resolve one by hand with a note.
+    Findings {
+        #[command(subcommand)]
+        command: findings::FindingsCommand,
+    },
     /// Print the API's OpenAPI 3.1 document (what `GET /v1/openapi.json`
     /// serves): `chargeonce openapi > docs/openapi.json` refreshes the
     /// committed copy.
@@ -125,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
                 | Command::Keys { .. }
                 | Command::Demo
                 | Command::Chaos(_)
+                | Command::Findings { .. }
                 | Command::Openapi
         )
     );
@@ -160,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Some(Command::Findings { command }) => findings::run(command).await,
         Some(Command::Reconcile(args)) => {
             if !reconcile::run(args).await? {
                 std::process::exit(2);

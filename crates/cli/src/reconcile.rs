@@ -1,4 +1,6 @@
-//! `chargeonce reconcile`: one reconciler pass, and its report.
+//! `chargeonce reconcile`: one reconciler pass, and its report. Its
+//! findings are recorded in the store like the background worker's (see
+//! `chargeonce findings list`).
 //!
 //! Exit status: 0 when the books agree, 2 when there are findings (or
 //! questions the acquirer did not answer), 1 on an error.

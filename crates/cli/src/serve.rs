@@ -222,7 +222,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let served = serve_with(listener, app, limits, shutdown_signal()).await;
-    workers.abort();
+    workers.stop().await;
     operations.close();
     if tokio::time::timeout(args.shutdown_grace, operations.wait())
         .await

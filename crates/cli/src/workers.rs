@@ -1,13 +1,16 @@
 //! The one place that starts the background workers around the engine: the
-//! sweeper of expired keys, the completer, the reconciler and the outbox
-//! relay, as [`WorkersArgs`] asks. `chargeonce serve` starts them once and
-//! stops them with [`Workers::abort`] at shutdown.
+//! sweeper of expired keys, the completer, the reconciler, the outbox relay
+//! and the flusher of cached repeats, as [`WorkersArgs`] asks. `chargeonce
+//! serve` starts them once and stops them with [`Workers::stop`] at
+//! shutdown (the flusher flushes once more).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_core::{Engine, Observer};
 use chargeonce_workers::reconciler::Reconciler;
+use chargeonce_workers::tally::{TallyFlusher, TallyFlusherHandle};
 use chargeonce_workers::{completer, relay, sweeper};
 use tokio::task::JoinHandle;
 
@@ -18,12 +21,17 @@ use crate::upstream::Upstream;
 #[must_use = "the workers run until aborted; keep them to stop them at shutdown"]
 pub struct Workers {
     handles: Vec<JoinHandle<()>>,
+    flusher: Option<TallyFlusherHandle>,
 }
 
+/// The longest the last flush of cached repeats may take at shutdown.
+const LAST_FLUSH_GRACE: Duration = Duration::from_secs(5);
+
 impl Workers {
-    /// Starts the sweeper (always) and the completer, the reconciler and the
-    /// outbox relay (unless `--no-completer`, `--no-reconciler` or
-    /// `--no-relay`), reporting to `observer` (the metrics).
+    /// Starts the sweeper (always) and the completer, the reconciler, the
+    /// outbox relay and the flusher of cached repeats (unless
+    /// `--no-completer`, `--no-reconciler`, `--no-relay` or
+    /// `--repeat-flush-interval 0`), reporting to `observer` (the metrics).
     pub fn start(
         engine: &Arc<Engine>,
         upstream: &Upstream,
@@ -49,19 +57,26 @@ impl Workers {
                     .context("starting the relay")?,
             );
         }
+        let flusher = args
+            .tally_flusher()
+            .map(|config| TallyFlusher::observed(engine.clone(), observer.clone()).spawn(config));
         handles.push(sweeper::spawn_observed(
             engine.store().clone(),
             args.sweeper(),
             observer,
         ));
-        Ok(Self { handles })
+        Ok(Self { handles, flusher })
     }
 
     /// Stops every worker's task (a pass in progress stops at its next
-    /// `.await`).
-    pub fn abort(self) {
+    /// `.await`), the flusher after a last flush of the repeats answered
+    /// from the caches (so a clean shutdown loses none).
+    pub async fn stop(self) {
         for handle in self.handles {
             handle.abort();
+        }
+        if let Some(flusher) = self.flusher {
+            flusher.stop(LAST_FLUSH_GRACE).await;
         }
     }
 }

@@ -13,9 +13,12 @@
 //! - [`relay`] delivers merchant events from the outbox to the shops'
 //!   webhook URLs;
 //! - [`sweeper`] deletes finished idempotency keys whose retention has
-//!   passed.
+//!   passed;
+//! - [`tally`] adds the repeats an instance answered from its caches to
+//!   their keys' counts in the store.
 
 pub mod completer;
 pub mod reconciler;
 pub mod relay;
 pub mod sweeper;
+pub mod tally;

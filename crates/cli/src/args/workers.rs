@@ -1,6 +1,7 @@
 //! The background workers' flags (`chargeonce serve`): the sweeper of expired
-//! keys, the completer of abandoned keys, the reconciler and the outbox
-//! relay. [`crate::workers`] starts them from these.
+//! keys, the completer of abandoned keys, the reconciler, the outbox relay
+//! and the flusher of cached repeats. [`crate::workers`] starts them from
+//! these.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use chargeonce_workers::completer::CompleterConfig;
 use chargeonce_workers::reconciler::ReconcilerConfig;
 use chargeonce_workers::relay::RelayConfig;
 use chargeonce_workers::sweeper::SweeperConfig;
+use chargeonce_workers::tally::TallyFlusherConfig;
 use clap::Args;
 
 /// The background workers: which run on this instance, and how often.
@@ -67,6 +69,12 @@ pub struct WorkersArgs {
     /// outbox for an instance that does).
     #[arg(long)]
     pub no_relay: bool,
+    /// How often the repeats this instance answered from its caches
+    /// (replays, 409s, 422s the store never saw) are added to their keys'
+    /// counts in the store, in one write; they are flushed once more at
+    /// shutdown. `0` disables it: the keys' counts then miss those repeats.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub repeat_flush_interval: Duration,
 }
 
 impl WorkersArgs {
@@ -99,6 +107,13 @@ impl WorkersArgs {
             lease_margin: self.relay_timeout.min(Duration::from_secs(5)),
             ..RelayConfig::default()
         }
+    }
+
+    /// The flusher's settings; `None` when it is disabled.
+    pub fn tally_flusher(&self) -> Option<TallyFlusherConfig> {
+        (!self.repeat_flush_interval.is_zero()).then_some(TallyFlusherConfig {
+            interval: self.repeat_flush_interval,
+        })
     }
 
     /// The reconciler's settings.

@@ -17,7 +17,9 @@
 //!   timeout), releasing it or parking the key afterwards;
 //! - `finish`: phase 3, the fenced finish, and the answer rendered from a
 //!   payment or refund settled by someone else meanwhile;
-//! - [`repeats`]: when a key repeated unusually often is worth a warning.
+//! - [`repeats`]: when a key repeated unusually often is worth a warning;
+//! - [`tally`]: the repeats this instance answered itself, counted until a
+//!   worker adds them to the store's counts.
 
 use std::sync::Arc;
 
@@ -33,10 +35,12 @@ mod pay;
 mod refund;
 pub mod repeats;
 mod send;
+pub mod tally;
 
 pub use config::{ConfigError, DEFAULT_SETTLE_WINDOW, EngineConfig};
 pub use outcome::{EngineError, Outcome, Render, Rendered};
 pub use repeats::{RepeatPolicy, RepeatSource};
+pub use tally::RepeatTallies;
 
 /// The idempotency engine. Cheap to share behind an `Arc`.
 ///
@@ -49,6 +53,7 @@ pub struct Engine {
     render: Arc<dyn Render>,
     config: EngineConfig,
     observer: Arc<dyn Observer>,
+    repeat_tallies: RepeatTallies,
 }
 
 /// How this caller came to hold a key's lease.
@@ -76,6 +81,7 @@ impl Engine {
             render,
             config,
             observer: Arc::new(NoObserver),
+            repeat_tallies: RepeatTallies::default(),
         })
     }
 
@@ -99,6 +105,12 @@ impl Engine {
     /// The store, for reads.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The repeats this instance answered itself, not yet added to the
+    /// store's counts (see [`Engine::take_repeat_tallies`]).
+    pub fn repeat_tallies(&self) -> &RepeatTallies {
+        &self.repeat_tallies
     }
 
     /// The settings.

@@ -8,9 +8,15 @@
 //! `replays` column), and the HTTP layer's caches, for the repeats they
 //! answer from memory, which the store never sees
 //! ([`Engine::repeat_answered`], [`Engine::repeat_in_progress`]). Each side
-//! counts its own repeats; the rule and the report are the same.
+//! counts its own repeats; the rule and the report are the same. The
+//! caches' repeats are also tallied ([`super::tally`]) for a worker to add
+//! to the keys' counts in the store ([`Engine::take_repeat_tallies`]), so a
+//! key's introspection counts every repeat, wherever it was answered.
+
+use time::OffsetDateTime;
 
 use super::{Engine, Outcome};
+use crate::history::{RepeatKind, RepeatTally};
 use crate::observe::Observer;
 use crate::{IdempotencyKey, ShopId};
 
@@ -92,7 +98,8 @@ impl Engine {
     /// identical request in flight): an execution is a replay to a repeat.
     /// Reported as the engine reports the repeats it answers itself (a
     /// replay, a mismatch), with the repeat warning at the `repeats`-th
-    /// repeat the cache counted (`None`: the cache does not hold the key).
+    /// repeat the cache counted (`None`: the cache does not hold the key),
+    /// and tallied for the store's counts.
     pub fn repeat_answered(
         &self,
         shop: &ShopId,
@@ -108,10 +115,12 @@ impl Engine {
         match outcome {
             Outcome::Executed(response) | Outcome::Replayed(response) => {
                 self.observer.replayed();
+                self.tally(shop, key, RepeatKind::Replay);
                 Outcome::Replayed(response)
             }
             Outcome::Mismatch => {
                 self.observer.mismatch();
+                self.tally(shop, key, RepeatKind::Mismatch);
                 Outcome::Mismatch
             }
             other => other,
@@ -120,9 +129,26 @@ impl Engine {
 
     /// The outcome of a repeat that finds its key's first request still
     /// running on this instance: in progress, as the store would answer
-    /// while the first holds the lease, and reported as such.
-    pub fn repeat_in_progress(&self) -> Outcome {
+    /// while the first holds the lease, reported as such and tallied for
+    /// the store's counts.
+    pub fn repeat_in_progress(&self, shop: &ShopId, key: &IdempotencyKey) -> Outcome {
         self.observer.in_progress();
+        self.tally(shop, key, RepeatKind::Conflict);
         self.in_progress()
+    }
+
+    /// Takes the repeats this instance answered itself since the last call,
+    /// to add to their keys' counts in the store
+    /// ([`History::add_repeats`](crate::store::History::add_repeats)); put
+    /// them back ([`RepeatTallies::put_back`](super::RepeatTallies::put_back))
+    /// if that fails.
+    pub fn take_repeat_tallies(&self) -> Vec<RepeatTally> {
+        self.repeat_tallies().take()
+    }
+
+    /// Counts one repeat answered without the store, now.
+    fn tally(&self, shop: &ShopId, key: &IdempotencyKey, kind: RepeatKind) {
+        self.repeat_tallies()
+            .count(shop, key, kind, OffsetDateTime::now_utc());
     }
 }

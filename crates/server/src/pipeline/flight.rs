@@ -33,7 +33,7 @@ pub async fn share(
     };
     match follower.arrive(state.flight_wait).await {
         Arrival::Outcome(outcome) => Ok(cached::shared(state, &claim, *outcome)),
-        Arrival::StillRunning => Ok(state.engine.repeat_in_progress()),
+        Arrival::StillRunning => Ok(state.engine.repeat_in_progress(&claim.shop_id, &claim.key)),
         Arrival::Alone => alone(state, claim, operation).await,
     }
 }

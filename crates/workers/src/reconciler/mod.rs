@@ -21,8 +21,13 @@
 //!      not know;
 //!    - `mismatch`: a payment whose status or amount disagrees with its charge.
 //!
-//! Every finding is a metric, a warning in the log, and a row in the
-//! [`ReconcileReport`].
+//! Every finding is a metric, a warning in the log, a row in the
+//! [`ReconcileReport`] (the first
+//! [`max_findings`](ReconcilerConfig::max_findings)), and, once the pass
+//! ends, a finding persisted in the store
+//! ([`Findings::record_findings`](chargeonce_core::store::Findings::record_findings):
+//! all of them, seen again or new, with the duplicates this pass refunded
+//! resolved as refunded), for the operator to resolve.
 //!
 //! # Where the design lives
 //!
@@ -58,6 +63,7 @@ mod worker;
 use std::sync::Arc;
 
 use chargeonce_core::acquirer::look_up;
+use chargeonce_core::findings::NewFinding;
 use chargeonce_core::{Acquirer, AcquirerLedger, Observer, SettleOutcome, Store, StoreError};
 use time::OffsetDateTime;
 
@@ -97,13 +103,13 @@ pub struct Reconciler {
 
 impl Reconciler {
     /// Counts, logs and reports a finding.
-    fn find(&self, config: &ReconcilerConfig, report: &mut ReconcileReport, finding: Finding) {
+    fn find(&self, config: &ReconcilerConfig, report: &mut ReconcileReport, finding: NewFinding) {
         self.observer.reconciler_finding(finding.kind.as_str());
         tracing::warn!(
             kind = finding.kind.as_str(),
             shop = %finding.shop_id,
-            reference = %finding.reference,
-            payment = finding.payment_id.as_deref().unwrap_or("-"),
+            reference = finding.reference.as_str(),
+            payment = finding.payment_id.as_ref().map_or("-", |id| id.as_str()),
             charges = %finding.charge_ids.join(","),
             refunded = %finding.refunded.join(","),
             detail = %finding.detail,
@@ -199,7 +205,42 @@ impl Reconciler {
         now: OffsetDateTime,
     ) -> Result<ReconcileReport, ReconcileError> {
         let mut report = ReconcileReport::default();
-        self.resolve_pending(config, &mut report).await?;
+        let outcome = self.pass_at(config, state, now, &mut report).await;
+        // Recorded whatever the outcome: a failed pass may have refunded
+        // duplicates already, which no later pass finds again.
+        self.record(config, &mut report).await;
+        outcome.map(|()| report)
+    }
+
+    /// Records every finding of the pass in the store. A store error is
+    /// logged, counted and reported among the pass's unanswered questions,
+    /// never the pass's failure: the next pass finds the disagreements
+    /// again (all but a refunded duplicate's, which the report and the log
+    /// still show).
+    async fn record(&self, config: &ReconcilerConfig, report: &mut ReconcileReport) {
+        let found = std::mem::take(&mut report.found);
+        if found.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.record_findings(&found).await {
+            self.observer.store_error("reconciler_findings");
+            tracing::warn!(%error, findings = found.len(), "reconciler findings could not be recorded");
+            report.push_error(
+                config.max_findings,
+                format!("recording {} findings: {error}", found.len()),
+            );
+        }
+    }
+
+    /// The pass itself, into `report`.
+    async fn pass_at(
+        &self,
+        config: &ReconcilerConfig,
+        state: &mut ReconcilerState,
+        now: OffsetDateTime,
+        report: &mut ReconcileReport,
+    ) -> Result<(), ReconcileError> {
+        self.resolve_pending(config, report).await?;
 
         let window = time::Duration::try_from(config.window).unwrap_or(time::Duration::DAY);
         let slack = duration(config.clock_slack);
@@ -222,7 +263,7 @@ impl Reconciler {
         };
         report.window_from = rfc3339(start);
         report.window_to = rfc3339(now);
-        let mut pass = Pass::new(self, config, state, &mut report, now, from, start);
+        let mut pass = Pass::new(self, config, state, report, now, from, start);
         let outcome = pass.run(full).await;
         let overflowed = pass.overflowed();
         if let Err(error) = outcome {
@@ -233,6 +274,6 @@ impl Reconciler {
         report.findings.sort_by(|a, b| {
             (a.kind, &a.shop_id, &a.reference).cmp(&(b.kind, &b.shop_id, &b.reference))
         });
-        Ok(report)
+        Ok(())
     }
 }

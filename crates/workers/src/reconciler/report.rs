@@ -10,40 +10,32 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use chargeonce_core::findings::NewFinding;
+use serde::{Serialize, Serializer};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// What kind of disagreement a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    /// More than one charge holding money for one order reference.
-    DuplicateCharge,
-    /// Money taken for a payment we do not have.
-    OrphanCharge,
-    /// A payment we consider final that the acquirer does not know.
-    MissingCharge,
-    /// A payment whose status or amount disagrees with its charge.
-    Mismatch,
+pub use chargeonce_core::findings::FindingKind;
+
+/// A finding's kind as the report's JSON shows it: its stable label.
+fn kind_label<S: Serializer>(kind: &FindingKind, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(kind.as_str())
 }
 
-impl FindingKind {
-    /// The stable label (`orphan_charge`, `duplicate_charge`, `missing_charge`, `mismatch`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::OrphanCharge => "orphan_charge",
-            Self::DuplicateCharge => "duplicate_charge",
-            Self::MissingCharge => "missing_charge",
-            Self::Mismatch => "mismatch",
-        }
-    }
+/// The counts per kind as the report's JSON shows them: by label, in the
+/// kinds' order.
+fn counts_by_label<S: Serializer>(
+    counts: &BTreeMap<FindingKind, usize>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(counts.iter().map(|(kind, count)| (kind.as_str(), count)))
 }
 
 /// One disagreement between our books and the acquirer's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// What kind.
+    #[serde(serialize_with = "kind_label")]
     pub kind: FindingKind,
     /// The shop.
     pub shop_id: String,
@@ -57,6 +49,20 @@ pub struct Finding {
     pub refunded: Vec<String>,
     /// In words.
     pub detail: String,
+}
+
+impl From<&NewFinding> for Finding {
+    fn from(found: &NewFinding) -> Self {
+        Self {
+            kind: found.kind,
+            shop_id: found.shop_id.to_string(),
+            reference: found.reference.as_str().to_owned(),
+            payment_id: found.payment_id.as_ref().map(ToString::to_string),
+            charge_ids: found.charge_ids.clone(),
+            refunded: found.refunded.clone(),
+            detail: found.detail.clone(),
+        }
+    }
 }
 
 /// A pending payment the reconciler settled.
@@ -125,6 +131,7 @@ pub struct ReconcileReport {
     /// The disagreements (the first `max_findings`).
     pub findings: Vec<Finding>,
     /// Findings per kind, including those not kept in `findings`.
+    #[serde(serialize_with = "counts_by_label")]
     pub finding_counts: BTreeMap<FindingKind, usize>,
     /// Findings logged and counted but not kept in `findings`.
     pub findings_omitted: usize,
@@ -132,6 +139,11 @@ pub struct ReconcileReport {
     pub errors: Vec<String>,
     /// Errors logged but not kept in `errors`.
     pub errors_omitted: usize,
+    /// Every finding of the pass, kept or not, to record in the store
+    /// once the pass ends (the report keeps only the first
+    /// `max_findings`; the store keeps them all).
+    #[serde(skip)]
+    pub(super) found: Vec<NewFinding>,
 }
 
 impl ReconcileReport {
@@ -242,13 +254,14 @@ impl fmt::Display for ReconcileReport {
 impl ReconcileReport {
     /// Counts a finding and keeps it, or, past `max_findings`, counts it as
     /// omitted (the caller has logged it).
-    pub(super) fn keep_finding(&mut self, max_findings: usize, finding: Finding) {
+    pub(super) fn keep_finding(&mut self, max_findings: usize, finding: NewFinding) {
         *self.finding_counts.entry(finding.kind).or_default() += 1;
         if self.findings.len() < max_findings {
-            self.findings.push(finding);
+            self.findings.push(Finding::from(&finding));
         } else {
             self.findings_omitted += 1;
         }
+        self.found.push(finding);
     }
 
     /// Records a question that got no answer: in the report (the pass's log
@@ -266,4 +279,45 @@ impl ReconcileReport {
 /// A time as the report shows it (RFC 3339).
 pub(super) fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use chargeonce_core::{PaymentId, Reference, ShopId};
+
+    use super::*;
+
+    #[test]
+    fn the_json_shows_kinds_by_their_labels() {
+        let found = NewFinding {
+            kind: FindingKind::DuplicateCharge,
+            shop_id: ShopId::new("shop_a").unwrap(),
+            reference: Reference::new("order-1").unwrap(),
+            payment_id: Some(PaymentId::generate()),
+            charge_ids: vec!["ch_1".into(), "ch_2".into()],
+            amount: None,
+            detail: "two".into(),
+            refunded: vec!["ch_2".into()],
+        };
+        let mut report = ReconcileReport::default();
+        report.keep_finding(1, found.clone());
+        report.keep_finding(
+            1,
+            NewFinding {
+                kind: FindingKind::OrphanCharge,
+                ..found
+            },
+        );
+        assert_eq!(report.found.len(), 2, "every finding is kept to record");
+        assert_eq!(report.findings_omitted, 1);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["findings"][0]["kind"], "duplicate_charge");
+        assert_eq!(json["findings"][0]["refunded"][0], "ch_2");
+        assert_eq!(
+            json["finding_counts"],
+            serde_json::json!({"duplicate_charge": 1, "orphan_charge": 1})
+        );
+        assert!(json.get("found").is_none());
+    }
 }

@@ -26,9 +26,8 @@
 
 use std::collections::HashMap;
 
-use chargeonce_core::{AcquirerCharge, Payment, PaymentStatus, Reference, ShopId};
-
-use super::report::{Finding, FindingKind};
+use chargeonce_core::findings::{FindingKind, NewFinding};
+use chargeonce_core::{AcquirerCharge, Money, Payment, PaymentStatus, Reference, ShopId};
 
 /// The verdict on one order's group of succeeded charges.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,13 +82,15 @@ pub(super) fn agrees(payment: &Payment, charge: &AcquirerCharge) -> bool {
 }
 
 /// A payment that disagrees with the charge it names.
-pub(super) fn mismatch(payment: &Payment, charge: &AcquirerCharge) -> Finding {
-    Finding {
+pub(super) fn mismatch(payment: &Payment, charge: &AcquirerCharge) -> NewFinding {
+    NewFinding {
         kind: FindingKind::Mismatch,
-        shop_id: payment.shop_id.to_string(),
-        reference: payment.reference.as_str().to_owned(),
-        payment_id: Some(payment.id.to_string()),
+        shop_id: payment.shop_id.clone(),
+        reference: payment.reference.clone(),
+        payment_id: Some(payment.id.clone()),
         charge_ids: vec![charge.id().to_owned()],
+        // The money the acquirer moved (or refused) for it.
+        amount: Some(charge.amount),
         refunded: Vec::new(),
         detail: format!(
             "payment {} {} {}, charge {} {} {}",
@@ -115,13 +116,15 @@ pub(super) fn has_attempt(payment: &Payment) -> bool {
 }
 
 /// A final payment the acquirer does not know.
-pub(super) fn missing(payment: &Payment) -> Finding {
-    Finding {
+pub(super) fn missing(payment: &Payment) -> NewFinding {
+    NewFinding {
         kind: FindingKind::MissingCharge,
-        shop_id: payment.shop_id.to_string(),
-        reference: payment.reference.as_str().to_owned(),
-        payment_id: Some(payment.id.to_string()),
+        shop_id: payment.shop_id.clone(),
+        reference: payment.reference.clone(),
+        payment_id: Some(payment.id.clone()),
         charge_ids: payment.provider_payment_id.iter().cloned().collect(),
+        // What our books say was (or was not) taken.
+        amount: Some(payment.amount),
         refunded: Vec::new(),
         detail: format!(
             "our payment is {} but the acquirer has no charge for it",
@@ -131,13 +134,14 @@ pub(super) fn missing(payment: &Payment) -> Finding {
 }
 
 /// Money held for a payment we do not have.
-pub(super) fn orphan(charge: &AcquirerCharge) -> Finding {
-    Finding {
+pub(super) fn orphan(charge: &AcquirerCharge) -> NewFinding {
+    NewFinding {
         kind: FindingKind::OrphanCharge,
-        shop_id: charge.shop_id.to_string(),
-        reference: charge.reference.as_str().to_owned(),
+        shop_id: charge.shop_id.clone(),
+        reference: charge.reference.clone(),
         payment_id: None,
         charge_ids: vec![charge.id().to_owned()],
+        amount: Some(charge.amount),
         refunded: Vec::new(),
         detail: format!(
             "{} {} charged for payment {}, which we do not have",
@@ -164,17 +168,18 @@ pub(super) fn duplicate(
     group: &[(AcquirerCharge, Option<Payment>)],
     verdict: &Verdict,
     refunded: Vec<String>,
-) -> Finding {
+) -> NewFinding {
     let payment_id = group
         .get(verdict.keep)
         .filter(|(_, payment)| payment.is_some())
-        .map(|(charge, _)| charge.payment_id.to_string());
-    Finding {
+        .map(|(charge, _)| charge.payment_id.clone());
+    NewFinding {
         kind: FindingKind::DuplicateCharge,
-        shop_id: shop_id.to_string(),
-        reference: reference.as_str().to_owned(),
+        shop_id: shop_id.clone(),
+        reference: reference.clone(),
         payment_id,
         charge_ids: group.iter().map(|(c, _)| c.id().to_owned()).collect(),
+        amount: extra_amount(group, &verdict.holding),
         refunded,
         detail: format!(
             "{} charges for one order, {} more than the one kept still holding money",
@@ -182,6 +187,26 @@ pub(super) fn duplicate(
             verdict.holding.len()
         ),
     }
+}
+
+/// What the extra charges of a duplicate (`holding`, indexes into `group`)
+/// took together: `None` when there are none, or they are not of one
+/// currency (the acquirer charges an order in its payment's currency, so
+/// that is never expected).
+fn extra_amount(group: &[(AcquirerCharge, Option<Payment>)], holding: &[usize]) -> Option<Money> {
+    let mut extras = holding
+        .iter()
+        .filter_map(|&i| group.get(i))
+        .map(|(c, _)| c.amount);
+    let first = extras.next()?;
+    let mut minor = first.minor_units();
+    for amount in extras {
+        if amount.currency() != first.currency() {
+            return None;
+        }
+        minor = minor.checked_add(amount.minor_units())?;
+    }
+    Money::from_minor(minor, first.currency()).ok()
 }
 
 /// Whether a slice fetches an order's whole group from the acquirer: when
@@ -200,7 +225,7 @@ pub(super) enum ChargeVerdict {
     /// duplicate, and the group's finding covers it).
     OrphanUnlessGrouped,
     /// The charge our payment names disagrees with it.
-    Mismatch(Finding),
+    Mismatch(NewFinding),
     /// Nothing to find: a pending payment's charge (in flight), a declined
     /// extra attempt, or an extra charge counted as a duplicate.
     Nothing,
@@ -225,7 +250,6 @@ pub(super) fn check_charge(charge: &AcquirerCharge, payment: Option<&Payment>) -
 mod tests {
     use super::super::fixtures::{charge, payment_for};
     use super::*;
-    use chargeonce_core::Money;
 
     #[test]
     fn the_charge_a_succeeded_payment_names_is_kept() {

@@ -14,7 +14,9 @@ use time::OffsetDateTime;
 
 use super::config::{ReconcilerConfig, duration};
 use super::filter::Bloom;
-use super::report::{Finding, ReconcileReport};
+use chargeonce_core::findings::NewFinding;
+
+use super::report::ReconcileReport;
 use super::rules::{agrees, duplicate, has_attempt, judge, mismatch, missing, orphan};
 use super::slicing::{FIRST_SPAN, after, before, next_span, slice_end};
 use super::state::ReconcilerState;
@@ -97,7 +99,7 @@ impl<'a> Pass<'a> {
         self.compare().await
     }
 
-    fn find(&mut self, finding: Finding) {
+    fn find(&mut self, finding: NewFinding) {
         self.reconciler.find(self.config, self.report, finding);
     }
 
