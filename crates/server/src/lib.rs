@@ -60,6 +60,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(routes::payments::list, routes::payments::create))
         .routes(routes!(routes::payments::get))
+        .routes(routes!(routes::history::get))
         .routes(routes!(
             routes::refunds::of_payment,
             routes::refunds::create
