@@ -36,6 +36,9 @@ use crate::problem::{Problem, ProblemCode};
 /// The session cookie's name.
 pub const COOKIE: &str = "chargeonce_console";
 
+/// How long a refused login waits before it answers.
+const REFUSAL_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How many sessions one instance keeps at most (the oldest go first).
 const MAX_SESSIONS: usize = 1024;
 
@@ -280,6 +283,9 @@ pub async fn login(
     };
     if !ok {
         tracing::warn!("console login refused");
+        // A little slower to refuse: guessing costs time (the secret itself
+        // is long and random unless chosen, and at least 16 characters).
+        tokio::time::sleep(REFUSAL_DELAY).await;
         return login_form(true);
     }
     let id = state.console.sessions.create();

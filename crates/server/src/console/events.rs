@@ -69,7 +69,7 @@ pub async fn page(
         };
         events.extend(state.store.events(shop, &query).await?);
     }
-    events.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms));
+    events.sort_by_key(|e| std::cmp::Reverse(e.created_at_ms));
     events.truncate(PER_SHOP as usize * 2);
     let shop = given(&query.shop).unwrap_or_default().to_owned();
     let back = if shop.is_empty() {
