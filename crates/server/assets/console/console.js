@@ -13,13 +13,13 @@ document.addEventListener("submit", function (event) {
 
 // Points of a sparkline of `values` in a 240 x 48 box (as the server draws them).
 function points(values) {
-  var width = 240, height = 48;
-  if (!values.length) { return "0," + height + " " + width + "," + height; }
+  var width = 240, height = 48, bottom = height - 2;
+  if (!values.length) { return "0," + bottom + " " + width + "," + bottom; }
   var max = Math.max.apply(null, values.concat([1]));
   var n = Math.max(values.length, 2) - 1;
   return values.map(function (v, i) {
     var x = Math.floor(i * width / n);
-    var y = height - Math.floor(v * (height - 2) / max);
+    var y = bottom - Math.floor(v * (height - 4) / max);
     return x + "," + y;
   }).join(" ");
 }
@@ -37,7 +37,7 @@ function redraw(overview) {
     var max = document.querySelector('[data-chart-max="' + name + '"]');
     if (max) { max.textContent = values.length ? Math.max.apply(null, values) : 0; }
   });
-  var counts = overview.counts || {};
+  var counts = overview.counts || {};  // null when the store did not answer
   [["count-pending", "pending_payments"], ["count-findings", "open_findings"],
    ["count-undelivered", "undelivered_events"]].forEach(function (pair) {
     var el = document.querySelector('[data-testid="' + pair[0] + '"]');

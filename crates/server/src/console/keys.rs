@@ -53,6 +53,24 @@ fn tally(t: &chargeonce_core::history::Tally) -> TallyView {
     }
 }
 
+/// A JSON object as `name: value` lines, nested members as `outer.inner`.
+fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::Object(members) => {
+            for (name, member) in members {
+                let name = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                flatten(&name, member, out);
+            }
+        }
+        serde_json::Value::String(text) => out.push((prefix.to_owned(), text.clone())),
+        other => out.push((prefix.to_owned(), other.to_string())),
+    }
+}
+
 /// `GET /console/keys`.
 pub async fn page(
     State(state): State<AppState>,
@@ -72,20 +90,8 @@ pub async fn page(
             (Ok(shop), Ok(key)) => match state.store.key_info(&shop, &key).await? {
                 Some(info) => {
                     let view = serde_json::to_value(crate::render::key(&info)).unwrap_or_default();
-                    let fields = view
-                        .as_object()
-                        .map(|o| {
-                            o.iter()
-                                .map(|(k, v)| {
-                                    let text = match v {
-                                        serde_json::Value::String(s) => s.clone(),
-                                        other => other.to_string(),
-                                    };
-                                    (k.clone(), text)
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let mut fields = Vec::new();
+                    flatten("", &view, &mut fields);
                     found = Some(KeyFound {
                         fields,
                         payment: info.payment_id.as_ref().map(|p| p.as_str().to_owned()),

@@ -172,8 +172,10 @@ const HEIGHT: u64 = 48;
 
 /// The points of a sparkline of `values` in a `WIDTH` x `HEIGHT` box.
 pub fn points(values: &[u64]) -> String {
+    // Inside a 2-unit margin, so the line at zero is not clipped.
+    let bottom = HEIGHT - 2;
     if values.is_empty() {
-        return format!("0,{HEIGHT} {WIDTH},{HEIGHT}");
+        return format!("0,{bottom} {WIDTH},{bottom}");
     }
     let max = values.iter().copied().max().unwrap_or(0).max(1);
     let n = values.len().max(2) - 1;
@@ -182,7 +184,7 @@ pub fn points(values: &[u64]) -> String {
         .enumerate()
         .map(|(i, v)| {
             let x = (i as u64) * WIDTH / n as u64;
-            let y = HEIGHT - v * (HEIGHT - 2) / max;
+            let y = bottom - v * (HEIGHT - 4) / max;
             format!("{x},{y}")
         })
         .collect::<Vec<_>>()
@@ -195,7 +197,7 @@ pub fn points(values: &[u64]) -> String {
 struct OverviewPage {
     page: Chrome,
     charts: Vec<Chart>,
-    counts: StoreCounts,
+    counts: Option<StoreCounts>,
     sessions: usize,
 }
 
@@ -204,7 +206,15 @@ pub async fn page(
     State(state): State<AppState>,
     operator: Operator,
 ) -> Result<Response, ConsoleError> {
-    let counts = state.store.counts().await?;
+    // The page shows even when the store does not answer (then without
+    // its counts): it is where an operator looks when things go wrong.
+    let counts = match state.store.counts().await {
+        Ok(counts) => Some(counts),
+        Err(error) => {
+            tracing::warn!(%error, "console overview: the store's counts");
+            None
+        }
+    };
     let charts = {
         let samples = state
             .console
@@ -233,8 +243,9 @@ pub async fn page(
     })
 }
 
-/// The overview as JSON: `{"series": {name: [...]}, "counts": {...}}`.
-pub fn overview_json(samples: &Samples, counts: StoreCounts) -> Value {
+/// The overview as JSON: `{"series": {name: [...]}, "counts": {...}}`
+/// (`counts` null when the store did not answer).
+pub fn overview_json(samples: &Samples, counts: Option<StoreCounts>) -> Value {
     let series: serde_json::Map<String, Value> = CHARTS
         .iter()
         .map(|(name, _)| ((*name).to_owned(), json!(samples.series(name))))
@@ -242,20 +253,17 @@ pub fn overview_json(samples: &Samples, counts: StoreCounts) -> Value {
     json!({
         "interval_seconds": SAMPLE_EVERY.as_secs(),
         "series": series,
-        "counts": {
+        "counts": counts.map(|counts| json!({
             "pending_payments": counts.pending_payments,
             "open_findings": counts.open_findings,
             "undelivered_events": counts.undelivered_events,
-        },
+        })),
     })
 }
 
 /// `GET /console/api/overview`.
 pub async fn json(State(state): State<AppState>, _operator: Operator) -> Response {
-    let counts = match state.store.counts().await {
-        Ok(counts) => counts,
-        Err(error) => return crate::respond::store_problem(error).into_response(),
-    };
+    let counts = state.store.counts().await.ok();
     let samples = state
         .console
         .samples
@@ -295,7 +303,7 @@ mod tests {
             samples.push(at(i, 0));
         }
         assert_eq!(samples.series("payments").len(), SAMPLES_KEPT);
-        assert_eq!(points(&[]), "0,48 240,48");
-        assert_eq!(points(&[0, 1]), "0,48 240,2");
+        assert_eq!(points(&[]), "0,46 240,46");
+        assert_eq!(points(&[0, 1]), "0,46 240,2");
     }
 }
