@@ -595,3 +595,242 @@ pub async fn refund(
     };
     flash(message)
 }
+
+#[cfg(test)]
+mod tests {
+    use chargeonce_core::history::RepeatCounts;
+    use chargeonce_core::{
+        AcquirerKey, CardToken, IdempotencyKey, PaymentStatus, Reference, RefundId, ShopId,
+    };
+    use time::OffsetDateTime;
+
+    use super::*;
+
+    fn entry(seq: i64, event: HistoryEvent) -> HistoryEntry {
+        HistoryEntry {
+            seq,
+            at: OffsetDateTime::UNIX_EPOCH + time::Duration::milliseconds(seq * 250),
+            payment_id: PaymentId::parse("pay_0123456789abcdef0123456789abcdef").unwrap(),
+            refund_id: None,
+            event,
+        }
+    }
+
+    fn story() -> (Payment, Vec<HistoryEntry>) {
+        let id = PaymentId::parse("pay_0123456789abcdef0123456789abcdef").unwrap();
+        let payment = Payment {
+            id: id.clone(),
+            shop_id: ShopId::new("shop-a").unwrap(),
+            idempotency_key: IdempotencyKey::new("order-1-pay").unwrap(),
+            reference: Reference::new("order-1").unwrap(),
+            amount: Money::parse("1500.00", "RUB").unwrap(),
+            token: CardToken::new("tok_secret_card").unwrap(),
+            status: PaymentStatus::Succeeded,
+            acquirer_key: AcquirerKey::for_payment(&id),
+            provider_payment_id: Some("ch_1".into()),
+            decline_code: None,
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            refunded_minor: 0,
+        };
+        let ak = payment.acquirer_key.as_str().to_owned();
+        let call = |outcome, latency_ms| HistoryEvent::AcquirerCall {
+            call: AcquirerCall::Charge,
+            outcome,
+            latency_ms,
+            acquirer_key: ak.clone(),
+            instance: "api-1:42".into(),
+            reason: None,
+        };
+        let mut refund = entry(
+            9,
+            HistoryEvent::RefundReserved {
+                key: "order-1-refund".into(),
+                amount_minor: 50_000,
+                currency: "RUB".into(),
+                instance: "api-1:42".into(),
+            },
+        );
+        refund.refund_id = Some(RefundId::parse("re_0123456789abcdef0123456789abcdef").unwrap());
+        let entries = vec![
+            entry(
+                1,
+                HistoryEvent::Claimed {
+                    key: "order-1-pay".into(),
+                    instance: "api-1:42".into(),
+                },
+            ),
+            entry(2, call(AcquirerOutcomeKind::Unknown, 2000)),
+            entry(
+                3,
+                HistoryEvent::Answered {
+                    key: "order-1-pay".into(),
+                    status: 202,
+                },
+            ),
+            entry(
+                4,
+                HistoryEvent::TakenOver {
+                    key: "order-1-pay".into(),
+                    instance: "api-2:7".into(),
+                    recovery_point: RecoveryPoint::PaymentCreated,
+                },
+            ),
+            entry(5, call(AcquirerOutcomeKind::Succeeded, 12)),
+            entry(
+                6,
+                HistoryEvent::Settled {
+                    status: PaymentStatus::Succeeded,
+                    by: SettledBy::Request {
+                        key: "order-1-pay".into(),
+                    },
+                },
+            ),
+            entry(
+                7,
+                HistoryEvent::Answered {
+                    key: "order-1-pay".into(),
+                    status: 201,
+                },
+            ),
+            entry(
+                8,
+                HistoryEvent::Linked {
+                    key: "order-1-pay-again".into(),
+                    instance: "api-1:42".into(),
+                },
+            ),
+            refund,
+            entry(
+                10,
+                HistoryEvent::KeyExpired {
+                    key: "order-1-pay-again".into(),
+                    repeats: RepeatCounts {
+                        replays: Tally {
+                            count: 3,
+                            last_at: Some(OffsetDateTime::UNIX_EPOCH),
+                        },
+                        ..RepeatCounts::default()
+                    },
+                },
+            ),
+        ];
+        (payment, entries)
+    }
+
+    #[test]
+    fn the_timeline_tells_each_entry_in_words() {
+        let (_, entries) = story();
+        let lines = timeline(&entries);
+        assert_eq!(lines.len(), entries.len());
+        assert_eq!(lines[1].kind, "acquirer_call");
+        assert_eq!(lines[1].outcome, Some("unknown"));
+        assert_eq!(lines[1].call, Some("charge"));
+        assert!(
+            lines[1]
+                .sentence
+                .starts_with("Charge sent to the acquirer (key chargeonce-"),
+            "{}",
+            lines[1].sentence
+        );
+        assert!(
+            lines[1]
+                .sentence
+                .contains("no answer within 2000 ms — outcome unknown")
+        );
+        assert!(
+            lines[1]
+                .sentence
+                .ends_with("answered 202, the payment stays pending")
+        );
+        assert_eq!(lines[2].status, Some(202));
+        assert!(
+            lines[3]
+                .sentence
+                .starts_with("Retry took over on instance api-2:7, resuming at payment_created")
+        );
+        assert_eq!(
+            lines[5].sentence,
+            "Settled succeeded by the request (key order-1-pay)"
+        );
+        assert!(lines[6].sentence.starts_with("Answered 201"));
+        assert!(lines[8].sentence.contains("500.00 RUB reserved"));
+        assert_eq!(
+            lines[8].refund.as_deref(),
+            Some("re_0123456789abcdef0123456789abcdef")
+        );
+        assert_eq!(lines[9].offset, "+2.250 s");
+    }
+
+    #[test]
+    fn the_page_carries_the_contracts_markers_and_no_card_token() {
+        let (payment, entries) = story();
+        let repeats = [KeyRepeats {
+            key: IdempotencyKey::new("order-1-pay").unwrap(),
+            repeats: RepeatCounts {
+                conflicts: Tally {
+                    count: 2,
+                    last_at: None,
+                },
+                ..RepeatCounts::default()
+            },
+        }];
+        let keys = key_views(&payment, &entries, &repeats);
+        assert_eq!(keys.len(), 3, "the first key, the linked one, the refund's");
+        assert_eq!(keys[0].conflicts.count, 2);
+        assert!(keys[1].expired);
+        assert_eq!(keys[1].replays.count, 3);
+        let page = PaymentPage {
+            page: Chrome {
+                title: "Payment".into(),
+                csrf: "csrf-token".into(),
+                flash: Some("done".into()),
+                current: "payments",
+            },
+            id: payment.id.as_str().to_owned(),
+            shop: "shop-a".into(),
+            status: "succeeded",
+            amount: money(payment.amount),
+            refunded: "0.00 RUB".into(),
+            reference: "order-1".into(),
+            provider_id: None,
+            decline_code: None,
+            created: when(payment.created_at),
+            refunds: vec![],
+            timeline: timeline(&entries),
+            keys,
+            events: vec![],
+            refund_key: refund_key(&payment.id),
+            refundable: true,
+            back: "/console/payments/x".into(),
+        };
+        let html = page.render().unwrap();
+        for marker in [
+            "<ol data-testid=\"timeline\"",
+            "data-testid=\"timeline-entry\" data-type=\"claimed\"",
+            "data-type=\"acquirer_call\" data-outcome=\"unknown\" data-call=\"charge\"",
+            "data-type=\"answered\" data-status=\"202\"",
+            "data-type=\"taken_over\"",
+            "data-type=\"settled\"",
+            "data-testid=\"key-repeats\" data-key=\"order-1-pay\"",
+            "data-testid=\"conflicts\">2",
+            "data-testid=\"refund-form\"",
+            "name=\"amount\"",
+            "data-testid=\"payment-status\" class=\"status-succeeded\">succeeded<",
+            "data-testid=\"payment-amount\">1500.00 RUB<",
+            "data-testid=\"flash\"",
+            "data-testid=\"nav\"",
+            "name=\"csrf\" value=\"csrf-token\"",
+        ] {
+            assert!(html.contains(marker), "{marker} missing in {html}");
+        }
+        assert!(!html.contains("tok_secret_card"));
+        assert!(!html.contains("<script>"), "no inline script");
+        assert!(
+            !html.contains("style="),
+            "no inline style (the CSP refuses it)"
+        );
+        if let Ok(path) = std::env::var("CONSOLE_PAGE_DUMP") {
+            std::fs::write(path, &html).unwrap();
+        }
+    }
+}
