@@ -1,17 +1,21 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
--- (crates/store/src/postgres.rs), for `pgbench -n -M prepared -f`:
+-- (crates/store/src/postgres/: claim.rs, finish.rs), for `pgbench -n -M prepared -f`:
 -- two autocommitted statements. The claim (key row + payment row; a new key
 -- for a free order, the common case) and the finish (the key row locked while
 -- the lease holds, the settled payment, the stored response, and the merchant
 -- event: a payload of the usual size, parked as for a shop without a webhook
--- URL). The acquirer call between the two statements is not database work
--- and is left out. The auth read
+-- URL), each with the payment's history entries the store writes in the same
+-- statement: `claimed` with the claim, and with the finish the charge's
+-- `acquirer_call`, `answered` and `settled` (unnested from two arrays, as the
+-- store binds them). The acquirer call between the two statements is not
+-- database work and is left out. The auth read
 -- (`SELECT secret_sha256 FROM shops WHERE id = ...`) is left out too: the
 -- service caches each shop's hash for 30 s (`--auth-cache-ttl`), so it costs
 -- one read per shop and instance every 30 s, not one per payment.
 -- Each run of the script gets a new random key and order, as `bench fresh` does.
 -- The stored response body is a constant payment JSON of the usual size, in
--- hex (pgbench would take the colons of a JSON literal for variables).
+-- hex (pgbench would take the colons of a JSON literal for variables); so are
+-- the history entries' events (text decoded from hex), of the usual size.
 \set k random(1, 9000000000000000000)
 WITH k AS (
     INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path,
@@ -23,17 +27,23 @@ WITH k AS (
         'pay_pgbench_' || :client_id::text || '_' || :k::text, now(),
         now() + 86400000::float8 * interval '1 millisecond')
     ON CONFLICT (shop_id, key) DO NOTHING
-    RETURNING 1)
-INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor,
-    currency, token, status, acquirer_key, created_at)
-SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
-    'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
-    'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
-    'acq_pgbench_' || :client_id::text || '_' || :k::text, now()
-FROM k
-ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded')
-DO NOTHING
-RETURNING 1;
+    RETURNING 1),
+p AS (
+    INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor,
+        currency, token, status, acquirer_key, created_at)
+    SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
+        'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
+        'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
+        'acq_pgbench_' || :client_id::text || '_' || :k::text, now()
+    FROM k
+    ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded')
+    DO NOTHING
+    RETURNING id),
+h AS (
+    INSERT INTO payment_history (payment_id, kind, event)
+    SELECT id, 'claimed', convert_from('\x7b2274797065223a22636c61696d6564222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179222c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8')
+    FROM p)
+SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
     SELECT 1 FROM idempotency_keys
     WHERE shop_id = 'bench' AND key = 'pgbench-' || :client_id::text || '-' || :k::text || '-pay'
@@ -66,7 +76,16 @@ event AS (
                      THEN to_timestamp(253402300799000::float8 / 1000) ELSE now() END
          FROM shops s WHERE s.id = 'bench')
     FROM settled
-    RETURNING 1)
+    RETURNING 1),
+history AS (
+    INSERT INTO payment_history (payment_id, kind, event)
+    SELECT settled.id, e.kind, e.event
+    FROM settled, unnest(ARRAY['acquirer_call', 'answered', 'settled'],
+        ARRAY[convert_from('\x7b2274797065223a2261637175697265725f63616c6c222c2263616c6c223a22636861726765222c226f7574636f6d65223a22737563636565646564222c226c6174656e63795f6d73223a31322c2261637175697265725f6b6579223a226163715f706762656e63685f31325f34363131363836303138343237333837393034222c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8'),
+              convert_from('\x7b2274797065223a22616e737765726564222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179222c22737461747573223a3230317d'::bytea, 'UTF8'),
+              convert_from('\x7b2274797065223a22736574746c6564222c22737461747573223a22737563636565646564222c226279223a2272657175657374222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179227d'::bytea, 'UTF8')])
+        WITH ORDINALITY AS e(kind, event, n)
+    ORDER BY e.n)
 SELECT h.held, s.n AS settled,
     1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
 FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h,

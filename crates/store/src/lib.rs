@@ -20,6 +20,7 @@ use chargeonce_core::{Store, StoreError};
 
 mod codec;
 mod columns;
+mod finding_rows;
 pub mod postgres;
 mod roles;
 mod rows;

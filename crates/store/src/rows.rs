@@ -60,6 +60,7 @@ macro_rules! rows {
         }
     )*};
 }
+pub(crate) use rows;
 
 /// A stored time: `timestamptz` in PostgreSQL, unix milliseconds (an
 /// INTEGER) in SQLite.

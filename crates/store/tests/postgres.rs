@@ -161,6 +161,15 @@ async fn events(pg: &Pg) -> usize {
         .len()
 }
 
+/// The kinds of a payment's history entries, oldest first, as stored.
+async fn history(pg: &Pg, payment: &chargeonce_core::PaymentId) -> Vec<String> {
+    sqlx::query_scalar("SELECT kind FROM payment_history WHERE payment_id = $1 ORDER BY seq")
+        .bind(payment.as_str())
+        .fetch_all(pg.store.pool())
+        .await
+        .unwrap()
+}
+
 /// Runs a claim of `k` for `reference` while a transaction holding the
 /// claim of `other` for the same order (uncommitted) is committed or rolled
 /// back, once the claim waits for it. Returns the claim and the other
@@ -209,6 +218,10 @@ async fn a_claim_that_waited_for_another_keys_payment_of_its_order_links_it() {
     assert_eq!(record.payment_id, Some(theirs.id.clone()));
     assert_eq!(record.recovery_point, RecoveryPoint::OrderAlreadyPaid);
     assert_eq!(record.replays, 0);
+    // The one-statement claim that failed at its commit wrote no entry;
+    // the transaction wrote the link on the live payment.
+    assert!(history(&pg, &ours.id).await.is_empty());
+    assert_eq!(history(&pg, &theirs.id).await, ["linked"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -221,6 +234,7 @@ async fn a_claim_that_waited_for_a_rolled_back_payment_of_its_order_creates_its_
     assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated);
     assert_eq!(a.payment, ours.to_payment());
     assert!(pg.store.key(&pg.shop, &key("k1")).await.unwrap().is_none());
+    assert_eq!(history(&pg, &ours.id).await, ["claimed"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -235,6 +249,16 @@ async fn a_claim_that_waited_for_its_key_reads_the_winner_in_a_new_statement() {
     assert_eq!(record.payment_id, Some(theirs.id.clone()));
     assert!(record.lease_active);
     assert_eq!(record.replays, 1);
+    let info = pg
+        .store
+        .key_info(&pg.shop, &key("k1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        info.repeats_by.conflicts.count, 1,
+        "a 409: its lease is alive"
+    );
     assert!(
         pg.store
             .payment(&pg.shop, &ours.id)
@@ -242,6 +266,7 @@ async fn a_claim_that_waited_for_its_key_reads_the_winner_in_a_new_statement() {
             .unwrap()
             .is_none()
     );
+    assert!(history(&pg, &ours.id).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -338,9 +363,10 @@ async fn a_finish_that_waited_for_a_take_over_writes_nothing() {
     assert_key_unfinished(&pg, "k1").await;
     assert_eq!(
         pg.store.payment(&pg.shop, &payment.id).await.unwrap(),
-        Some(payment)
+        Some(payment.clone())
     );
     assert_eq!(events(&pg).await, 0);
+    assert_eq!(history(&pg, &payment.id).await, ["claimed"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -362,6 +388,7 @@ async fn a_finish_that_waited_for_a_settlement_writes_nothing() {
         .unwrap();
     assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_theirs"));
     assert_eq!(events(&pg).await, 0);
+    assert_eq!(history(&pg, &payment.id).await, ["claimed"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -415,6 +442,7 @@ async fn a_finish_sees_a_settlement_committed_after_it_began() {
         .unwrap();
     assert_eq!(stored.provider_payment_id.as_deref(), Some("ch_theirs"));
     assert_eq!(events(&pg).await, 0);
+    assert_eq!(history(&pg, &payment.id).await, ["claimed"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -438,6 +466,128 @@ async fn a_finish_that_waited_for_a_rolled_back_competitor_writes_everything() {
             .unwrap();
         assert_eq!(stored.status, PaymentStatus::Declined);
         assert_eq!(events(&pg).await, i + 1);
+        assert_eq!(
+            history(&pg, &payment.id).await,
+            ["claimed", "answered", "settled"]
+        );
+    }
+}
+
+/// The entries whose JSON a statement builds around the values it found
+/// (a take-over's recovery point, a delivery attempt's number and result)
+/// are stored exactly as serde writes them, as are the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_entries_are_stored_in_serdes_form() {
+    use chargeonce_core::events::{AttemptOutcome, WebhookEndpoint};
+    use chargeonce_core::history::HistoryEvent;
+    use chargeonce_core::webhook::WebhookSecret;
+
+    let pg = pg().await;
+    let endpoint = WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: WebhookSecret::new("whsec_test"),
+    };
+    pg.store
+        .set_webhook(&pg.shop, Some(&endpoint))
+        .await
+        .unwrap();
+    let short = KeyTiming {
+        lease: Duration::from_millis(50),
+        ..TIMING
+    };
+    // A key with quotes and a backslash: escaped as serde escapes them.
+    let k = "k\"1\\";
+    let (_, payment) = match pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, k),
+            &new_payment(&pg.shop, k, "order-1"),
+            short,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => (a.lease, a.payment),
+        Claim::Exists(_) => panic!("new key"),
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let taken = pg
+        .store
+        .take_over(
+            &pg.shop,
+            &key(k),
+            &claim(&pg.shop, k).fingerprint,
+            TIMING.lease,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let charged = settlement(PaymentStatus::Succeeded, "ch");
+    assert_eq!(
+        pg.store
+            .finish(
+                &taken.lease,
+                Some((&payment, &charged)),
+                &response("ok"),
+                TIMING.ttl,
+                &[]
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::Stored
+    );
+    for outcome in [
+        AttemptOutcome::Failed {
+            status: Some(503),
+            error: "no".into(),
+            retry_in: Duration::from_secs(60),
+            give_up_after: Duration::from_secs(3600),
+        },
+        AttemptOutcome::Failed {
+            status: None,
+            error: "no".into(),
+            retry_in: Duration::from_secs(60),
+            give_up_after: Duration::ZERO,
+        },
+        AttemptOutcome::Delivered { status: 200 },
+    ] {
+        let due = pg.store.claim_due_events(10, TIMING.lease).await.unwrap();
+        assert_eq!(due.len(), 1);
+        pg.store
+            .record_attempt(&due[0].event.id, &outcome)
+            .await
+            .unwrap();
+        pg.store
+            .resend_event(&pg.shop, &due[0].event.id)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let stored: Vec<(String, String)> =
+        sqlx::query_as("SELECT kind, event FROM payment_history ORDER BY seq")
+            .fetch_all(pg.store.pool())
+            .await
+            .unwrap();
+    let kinds: Vec<&str> = stored.iter().map(|(kind, _)| kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "claimed",
+            "taken_over",
+            "answered",
+            "settled",
+            "event_attempt",
+            "event_resent",
+            "event_attempt",
+            "event_resent",
+            "event_attempt",
+            "event_resent",
+        ]
+    );
+    for (kind, json) in &stored {
+        let event = HistoryEvent::from_json(json).unwrap();
+        assert_eq!(event.kind(), kind);
+        assert_eq!(&event.to_json(), json);
     }
 }
 

@@ -51,6 +51,12 @@ async fn inserting_a_payment_or_a_refund_scans_no_table() {
             params![format!("key-{i}"), format!("pay_{i}")],
         )
         .unwrap();
+        conn.execute(
+            "INSERT INTO payment_history (payment_id, refund_id, at, kind, event) \
+             VALUES (?1, NULL, 0, 'claimed', '{}')",
+            params![format!("pay_{i}")],
+        )
+        .unwrap();
     }
     conn.execute_batch("COMMIT").unwrap();
 
@@ -92,7 +98,41 @@ async fn inserting_a_payment_or_a_refund_scans_no_table() {
         0,
         "inserting a refund scanned a table"
     );
-    drop((payment, refund));
+    // A history entry, as every write of the payment path appends them,
+    // and a payment's history read back: a range of its index, in order.
+    let mut entry = conn
+        .prepare(
+            "INSERT INTO payment_history (payment_id, refund_id, at, kind, event) \
+             VALUES ('pay_fresh', NULL, 0, 'claimed', '{}')",
+        )
+        .unwrap();
+    entry.execute([]).unwrap();
+    assert_eq!(
+        entry.get_status(StatementStatus::FullscanStep),
+        0,
+        "inserting a history entry scanned a table"
+    );
+    let mut history = conn
+        .prepare(
+            "SELECT seq, payment_id, refund_id, at, event FROM payment_history \
+             WHERE payment_id = 'pay_7' \
+               AND EXISTS (SELECT 1 FROM payments WHERE id = 'pay_7' AND shop_id = 'shop') \
+             ORDER BY seq",
+        )
+        .unwrap();
+    let read = history.query_map([], |_| Ok(())).unwrap().count();
+    assert_eq!(read, 1);
+    assert_eq!(
+        history.get_status(StatementStatus::FullscanStep),
+        0,
+        "reading a payment's history scanned a table"
+    );
+    assert_eq!(
+        history.get_status(StatementStatus::Sort),
+        0,
+        "reading a payment's history sorted it"
+    );
+    drop((payment, refund, entry, history));
     conn.execute_batch("COMMIT").unwrap();
 }
 

@@ -61,3 +61,10 @@ CREATE TABLE operator_credential (
     secret_sha256 BYTEA NOT NULL CHECK (length(secret_sha256) = 32),
     created_at    TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+
+-- Every event of one payment, in order (the console's payment page), where only
+-- the undelivered ones were indexed: the full index replaces the partial one,
+-- which the relay's "no earlier undelivered event of this payment" probe used,
+-- so a fresh payment's event still costs one index entry here.
+DROP INDEX events_open_by_payment;
+CREATE INDEX events_by_payment ON events (payment_id, seq);

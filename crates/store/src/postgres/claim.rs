@@ -3,8 +3,9 @@
 //! expired lease, and the fenced writes to a lease: renew, release, park,
 //! abandon.
 
-use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
+
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 
 use chargeonce_core::{
     Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
@@ -12,6 +13,7 @@ use chargeonce_core::{
 };
 use sqlx::{Postgres, Transaction};
 
+use super::history::Entries;
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::{PgStore, payments, refunds, store_error};
 use crate::codec::{acquired, millis};
@@ -49,7 +51,7 @@ pub(super) async fn claim_payment(
         FastClaim::KeyExists => {
             // Re-read in a new statement: its snapshot includes the commit
             // of whoever inserted the key.
-            if let Some(record) = count_repeat(store, &claim.shop_id, &claim.key).await? {
+            if let Some(record) = count_repeat(store, claim).await? {
                 return Ok(Claim::Exists(record));
             }
             // Swept meanwhile, or finished and expired: the transaction
@@ -89,6 +91,10 @@ enum FastClaim {
 ///   commit; the whole statement is rolled back ([`FastClaim::OrderTaken`]).
 ///   The caller runs the transaction that links the live payment.
 ///
+/// The payment's first history entry ([`HistoryEvent::Claimed`]) is
+/// inserted by a third part, from the payment row the second returned:
+/// it commits, or rolls back, with both rows.
+///
 /// An expired finished key is not reclaimed here (that is an update of
 /// the old row, left to the transaction): it comes back as `KeyExists`.
 async fn claim_in_one_statement(
@@ -107,13 +113,18 @@ async fn claim_in_one_statement(
                  clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
                  now() + $9::float8 * interval '1 millisecond', $18) \
              ON CONFLICT (shop_id, key) DO NOTHING \
-             RETURNING 1) \
-         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-             currency, token, status, acquirer_key, created_at) \
-         SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17 FROM k \
-         ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-         DO NOTHING \
-         RETURNING 1",
+             RETURNING 1), \
+         p AS ( \
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at) \
+             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17 FROM k \
+             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+             DO NOTHING \
+             RETURNING id), \
+         h AS ( \
+             INSERT INTO payment_history (payment_id, kind, event) \
+             SELECT id, 'claimed', $19 FROM p) \
+         SELECT 1 FROM p",
     )
     .bind(claim.shop_id.as_str())
     .bind(claim.key.as_str())
@@ -133,6 +144,7 @@ async fn claim_in_one_statement(
     .bind(payment.acquirer_key.as_str())
     .bind(payment.created_at)
     .bind(store.instance.as_ref())
+    .bind(claimed(claim, store).to_json())
     .fetch_optional(&store.pool)
     .await;
     match created {
@@ -145,6 +157,14 @@ async fn claim_in_one_statement(
             Ok(FastClaim::OrderTaken)
         }
         Err(error) => Err(store_error(error)),
+    }
+}
+
+/// The history entry of a claim that created its payment.
+fn claimed(claim: &ClaimRequest, store: &PgStore) -> HistoryEvent {
+    HistoryEvent::Claimed {
+        key: claim.key.as_str().to_owned(),
+        instance: store.instance.to_string(),
     }
 }
 
@@ -168,7 +188,9 @@ async fn claim_in_transaction(
             holder: &store.instance,
         };
         if insert_key(&mut tx, claim, target, token, timing).await? {
-            let Some((recovery_point, linked)) = insert_payment(&mut tx, payment).await? else {
+            let Some((recovery_point, linked)) =
+                insert_payment(&mut tx, claim, payment, &store.instance).await?
+            else {
                 continue;
             };
             tx.commit().await.map_err(store_error)?;
@@ -182,7 +204,7 @@ async fn claim_in_transaction(
         }
         tx.rollback().await.map_err(store_error)?;
         // Re-read in a new statement: its snapshot includes the winner's commit.
-        if let Some(record) = count_repeat(store, &claim.shop_id, &claim.key).await? {
+        if let Some(record) = count_repeat(store, claim).await? {
             return Ok(Claim::Exists(record));
         }
     }
@@ -192,18 +214,35 @@ async fn claim_in_transaction(
     )))
 }
 
-/// Inserts the payment, or links the order's live payment when it has one.
+/// Inserts the payment, or links the order's live payment when it has one,
+/// each with its history entry ([`HistoryEvent::Claimed`] on the new
+/// payment, [`HistoryEvent::Linked`] on the live one) in the same statement.
 async fn insert_payment(
     tx: &mut Transaction<'static, Postgres>,
+    claim: &ClaimRequest,
     payment: &NewPayment,
+    instance: &str,
 ) -> Result<Option<(RecoveryPoint, Payment)>, StoreError> {
+    let claimed = HistoryEvent::Claimed {
+        key: claim.key.as_str().to_owned(),
+        instance: instance.to_owned(),
+    };
+    let linked = HistoryEvent::Linked {
+        key: claim.key.as_str().to_owned(),
+        instance: instance.to_owned(),
+    };
     for _ in 0..CLAIM_ATTEMPTS {
         let inserted = sqlx::query(
-            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
-             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-             DO NOTHING RETURNING 1",
+            "WITH p AS ( \
+                 INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                     currency, token, status, acquirer_key, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+                 ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+                 DO NOTHING RETURNING id), \
+             h AS ( \
+                 INSERT INTO payment_history (payment_id, kind, event) \
+                 SELECT id, 'claimed', $10 FROM p) \
+             SELECT 1 FROM p",
         )
         .bind(payment.id.as_str())
         .bind(payment.shop_id.as_str())
@@ -214,6 +253,7 @@ async fn insert_payment(
         .bind(payment.request.token.as_str())
         .bind(payment.acquirer_key.as_str())
         .bind(payment.created_at)
+        .bind(claimed.to_json())
         .fetch_optional(&mut **tx)
         .await
         .map_err(store_error)?;
@@ -235,12 +275,17 @@ async fn insert_payment(
         if let Some(row) = existing {
             let existing = Payment::try_from(row)?;
             sqlx::query(
-                "UPDATE idempotency_keys SET payment_id = $3, recovery_point = 'order_already_paid' \
-                 WHERE shop_id = $1 AND key = $2",
+                "WITH u AS ( \
+                     UPDATE idempotency_keys \
+                     SET payment_id = $3, recovery_point = 'order_already_paid' \
+                     WHERE shop_id = $1 AND key = $2 RETURNING payment_id) \
+                 INSERT INTO payment_history (payment_id, kind, event) \
+                 SELECT payment_id, 'linked', $4 FROM u",
             )
             .bind(payment.shop_id.as_str())
             .bind(payment.idempotency_key.as_str())
             .bind(existing.id.as_str())
+            .bind(linked.to_json())
             .execute(&mut **tx)
             .await
             .map_err(store_error)?;
@@ -260,13 +305,25 @@ pub(super) async fn take_over(
     lease: Duration,
 ) -> Result<Option<Acquired>, StoreError> {
     let token = LeaseToken::generate();
+    // The entry ([`HistoryEvent::TakenOver`]) is written by the same
+    // statement; its JSON is spliced around the recovery point the update
+    // found (serde's compact form, checked by the conformance tests).
     let row = sqlx::query_as::<_, TakenKeyRow>(
-        "UPDATE idempotency_keys SET lease_token = $3, lease_holder = $6, \
-             locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
-         WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
-           AND recovery_point <> 'finished' \
-           AND (locked_until IS NULL OR locked_until <= now()) \
-         RETURNING payment_id, refund_id, recovery_point",
+        "WITH t AS ( \
+             UPDATE idempotency_keys SET lease_token = $3, lease_holder = $6, \
+                 locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
+             WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
+               AND recovery_point <> 'finished' \
+               AND (locked_until IS NULL OR locked_until <= now()) \
+             RETURNING payment_id, refund_id, recovery_point), \
+         h AS ( \
+             INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+             SELECT payment_id, refund_id, 'taken_over', \
+                 '{\"type\":\"taken_over\",\"key\":' || to_json($2::text)::text \
+                 || ',\"instance\":' || to_json($6::text)::text \
+                 || ',\"recovery_point\":' || to_json(recovery_point)::text || '}' \
+             FROM t WHERE payment_id IS NOT NULL) \
+         SELECT payment_id, refund_id, recovery_point FROM t",
     )
     .bind(shop_id.as_str())
     .bind(key.as_str())
@@ -321,18 +378,43 @@ pub(super) async fn renew_lease(
     .await
 }
 
+/// A fenced update of a key row (`$1`, `$2`, `$3`: the lease's shop, key
+/// and token) made one statement with the entries of the acquirer calls
+/// made under the lease (`$4`, `$5`: their kinds and events), written about
+/// the key's payment and refund only if the update matched; it returns how
+/// many rows the update changed.
+macro_rules! with_calls {
+    ($update:literal) => {
+        concat!(
+            "WITH u AS (",
+            $update,
+            " RETURNING payment_id, refund_id), \
+             h AS ( \
+                 INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+                 SELECT u.payment_id, u.refund_id, e.kind, e.event \
+                 FROM u, unnest($4::text[], $5::text[]) WITH ORDINALITY AS e(kind, event, n) \
+                 WHERE u.payment_id IS NOT NULL ORDER BY e.n) \
+             SELECT count(*) FROM u"
+        )
+    };
+}
+
 /// Ends a lease early: the next retry may take over at once.
 pub(super) async fn release_lease(
     store: &PgStore,
     lease: &Lease,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
-    fenced(
+    fenced_with_calls(
         store,
-        "UPDATE idempotency_keys SET locked_until = now() \
-         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        with_calls!(
+            "UPDATE idempotency_keys SET locked_until = now() \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point <> 'finished'"
+        ),
         lease,
         None,
+        attempts,
     )
     .await
 }
@@ -342,17 +424,46 @@ pub(super) async fn park_lease(
     store: &PgStore,
     lease: &Lease,
     hold: Duration,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
-    fenced(
+    fenced_with_calls(
         store,
-        "UPDATE idempotency_keys SET lease_token = NULL, \
-             locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
-         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        with_calls!(
+            "UPDATE idempotency_keys SET lease_token = NULL, \
+                 locked_until = clock_timestamp() + $6::float8 * interval '1 millisecond' \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point <> 'finished'"
+        ),
         lease,
         Some(hold),
+        attempts,
     )
     .await
+}
+
+/// Runs one write that ends a lease ([`with_calls!`]), with
+/// [`HistoryEvent::AcquirerCall`] entries of `attempts`; `$6` (when given)
+/// is a duration in milliseconds. `true` when it changed the key row,
+/// `false` when the lease was taken over (and nothing was written).
+async fn fenced_with_calls(
+    store: &PgStore,
+    sql: &'static str,
+    lease: &Lease,
+    duration: Option<Duration>,
+    attempts: &[AcquirerAttempt],
+) -> Result<bool, StoreError> {
+    let entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
+    let mut query = sqlx::query_scalar::<_, i64>(sql)
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(&entries.kinds)
+        .bind(&entries.events);
+    if let Some(duration) = duration {
+        query = query.bind(millis(duration) as f64);
+    }
+    let done = query.fetch_one(&store.pool).await.map_err(store_error)?;
+    Ok(done == 1)
 }
 
 /// Deletes an unfinished key that only links to its order's payment.

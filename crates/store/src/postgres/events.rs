@@ -4,10 +4,12 @@
 //! transition with its merchant event.
 
 use chargeonce_core::events::NewEvent;
+use chargeonce_core::history::{HistoryEvent, SettledBy};
 use chargeonce_core::{
     EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement, ShopId, StoreError,
 };
 
+use super::history::{Entries, record};
 use super::outbox::insert_event;
 use super::{PgStore, payments, store_error};
 use crate::codec::event_result;
@@ -15,7 +17,7 @@ use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
 /// Settles a pending payment with an answer learnt outside its request
-/// (the reconciler), with its merchant event.
+/// (the reconciler), with its merchant event and its history entry.
 pub(super) async fn settle_payment(
     store: &PgStore,
     shop_id: &ShopId,
@@ -39,6 +41,11 @@ pub(super) async fn settle_payment(
     .map_err(store_error)?;
     if let Some(row) = row {
         let payment = Payment::try_from(row)?;
+        let settled = HistoryEvent::Settled {
+            status: payment.status,
+            by: SettledBy::Reconciler,
+        };
+        record(&mut *tx, payment.id.as_str(), None, &Entries::of([settled])).await?;
         insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
         tx.commit().await.map_err(store_error)?;
         return Ok(SettleOutcome::Settled(payment));
@@ -50,7 +57,9 @@ pub(super) async fn settle_payment(
     })
 }
 
-/// Records an acquirer event once and applies its settlement, if any.
+/// Records an acquirer event once and applies its settlement, if any; the
+/// payment's history gets the settlement, or (when the event changed
+/// nothing) the event's receipt.
 pub(super) async fn record_event(
     store: &PgStore,
     event: &InboundEvent,
@@ -91,6 +100,13 @@ pub(super) async fn record_event(
     let recorded = match settled {
         Some(row) => {
             let payment = Payment::try_from(row)?;
+            let settled = HistoryEvent::Settled {
+                status: payment.status,
+                by: SettledBy::Webhook {
+                    event_id: event.event_id.clone(),
+                },
+            };
+            record(&mut *tx, payment.id.as_str(), None, &Entries::of([settled])).await?;
             insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
             EventRecorded::Settled(payment)
         }
@@ -106,7 +122,21 @@ pub(super) async fn record_event(
             .await
             .map_err(store_error)?;
             match row {
-                Some(row) => EventRecorded::Unchanged(Payment::try_from(row)?),
+                Some(row) => {
+                    let payment = Payment::try_from(row)?;
+                    let received = HistoryEvent::WebhookReceived {
+                        event_id: event.event_id.clone(),
+                        kind: event.kind.as_str().to_owned(),
+                    };
+                    record(
+                        &mut *tx,
+                        payment.id.as_str(),
+                        None,
+                        &Entries::of([received]),
+                    )
+                    .await?;
+                    EventRecorded::Unchanged(payment)
+                }
                 None => EventRecorded::UnknownPayment,
             }
         }

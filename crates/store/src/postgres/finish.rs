@@ -1,34 +1,45 @@
 //! Phase 3 of a payment: the fenced write of its answer with the settlement
 //! of its payment and that settlement's merchant event.
 
-use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
+
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy};
 
 use chargeonce_core::events::{NewEvent, PARKED_UNTIL_MS};
 use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
 use sqlx::Row;
 
+use super::history::Entries;
 use super::keys::finish_key;
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
 
 /// Stores the final response, settling the payment when a settlement is
-/// given; see the comments inside for why one statement is exact.
+/// given; see the comments inside for why one statement is exact. The
+/// history entries (the acquirer calls, the answer, the settlement) are
+/// written by the same statement, only if it wrote the rest.
 pub(super) async fn finish(
     store: &PgStore,
     lease: &Lease,
     settlement: Option<(&Payment, &Settlement)>,
     response: &StoredResponse,
     ttl: Duration,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
+    let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
+    entries.push(&HistoryEvent::Answered {
+        key: lease.key.as_str().to_owned(),
+        status: response.status,
+    });
     let Some((payment, settlement)) = settlement else {
         // One fenced statement: it writes or it does not.
-        return Ok(if finish_key(&store.pool, lease, response, ttl).await? {
-            FinishOutcome::Stored
-        } else {
-            FinishOutcome::LeaseLost
-        });
+        return Ok(
+            if finish_key(&store.pool, lease, response, ttl, &entries).await? {
+                FinishOutcome::Stored
+            } else {
+                FinishOutcome::LeaseLost
+            },
+        );
     };
     // The payment's order and amount never change, so its event can be
     // built before the statement that settles it.
@@ -39,6 +50,12 @@ pub(super) async fn finish(
                 lease.key
             ))
         })?;
+    entries.push(&HistoryEvent::Settled {
+        status: settlement.status,
+        by: SettledBy::Request {
+            key: lease.key.as_str().to_owned(),
+        },
+    });
     // One autocommitted statement (one round trip, one implicit
     // transaction, one snapshot for every part):
     // - `held` locks the key row if this lease still holds it. A row lock
@@ -52,6 +69,9 @@ pub(super) async fn finish(
     // - `finished` stores the response, only if the payment moved; the
     //   key row is locked by `held`, so it always can.
     // - `event` writes the merchant event, only if the payment moved.
+    // - `history` writes the payment's history entries (the acquirer
+    //   calls, the answer, the settlement), only if the payment moved:
+    //   from arrays bound as parameters, in their order.
     // So either all three writes happen or none does (held = false:
     // the lease was taken over; held but not settled: the payment was
     // settled meanwhile). The division is a tripwire for that argument:
@@ -97,7 +117,13 @@ pub(super) async fn finish(
                               THEN to_timestamp($15::float8 / 1000) ELSE now() END \
                   FROM shops s WHERE s.id = $1) \
              FROM settled \
-             RETURNING 1) \
+             RETURNING 1), \
+         history AS ( \
+             INSERT INTO payment_history (payment_id, kind, event) \
+             SELECT settled.id, e.kind, e.event \
+             FROM settled, unnest($16::text[], $17::text[]) WITH ORDINALITY \
+                 AS e(kind, event, n) \
+             ORDER BY e.n) \
          SELECT h.held, s.n AS settled, \
              1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \
          FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h, \
@@ -120,6 +146,8 @@ pub(super) async fn finish(
     .bind(event.event_type.as_str())
     .bind(event.payload.as_slice())
     .bind(PARKED_UNTIL_MS as f64)
+    .bind(&entries.kinds)
+    .bind(&entries.events)
     .fetch_one(&store.pool)
     .await
     .map_err(|error| match error {

@@ -1,32 +1,249 @@
-//! A payment's history: reading it, and the repeat counts of its keys.
-//!
-//! STUB: to be written (the entries are not recorded yet).
+//! A payment's history: the entries the other concerns write with the
+//! changes they record (the helpers here), reading them back, and the
+//! repeat counts of keys (read, and added in batches from the instances'
+//! caches).
 
-use chargeonce_core::history::{HistoryEntry, RepeatTally};
+use chargeonce_core::history::{
+    HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally, Tally,
+};
 use chargeonce_core::store::KeyRepeats;
-use chargeonce_core::{IdempotencyKey, PaymentId, ShopId, StoreError};
+use chargeonce_core::{IdempotencyKey, PaymentId, RefundId, ShopId, StoreError};
+use sqlx::PgExecutor;
+use time::OffsetDateTime;
 
-use super::PgStore;
+use super::{PgStore, store_error};
 
-pub(super) async fn payment_history(
-    _store: &PgStore,
-    _shop_id: Option<&ShopId>,
-    _payment_id: &PaymentId,
-) -> Result<Vec<HistoryEntry>, StoreError> {
-    Ok(Vec::new())
+/// Entries to write, as the two parallel arrays a statement binds and
+/// `unnest`s WITH ORDINALITY (so they get their `seq` in this order):
+/// each entry's `kind` and its event as JSON.
+#[derive(Debug, Default)]
+pub(super) struct Entries {
+    pub(super) kinds: Vec<&'static str>,
+    pub(super) events: Vec<String>,
 }
 
-pub(super) async fn key_repeats(
-    _store: &PgStore,
-    _shop_id: &ShopId,
-    _keys: &[IdempotencyKey],
-) -> Result<Vec<KeyRepeats>, StoreError> {
-    Ok(Vec::new())
+impl Entries {
+    /// The entries of these events, in order.
+    pub(super) fn of(events: impl IntoIterator<Item = HistoryEvent>) -> Self {
+        let mut entries = Self::default();
+        for event in events {
+            entries.push(&event);
+        }
+        entries
+    }
+
+    /// Adds one more entry.
+    pub(super) fn push(&mut self, event: &HistoryEvent) {
+        self.kinds.push(event.kind());
+        self.events.push(event.to_json());
+    }
 }
 
-pub(super) async fn add_repeats(
-    _store: &PgStore,
-    _tallies: &[RepeatTally],
+/// Writes entries about one payment (and one of its refunds) in the
+/// caller's transaction, in one statement.
+pub(super) async fn record<'e>(
+    executor: impl PgExecutor<'e>,
+    payment_id: &str,
+    refund_id: Option<&str>,
+    entries: &Entries,
 ) -> Result<(), StoreError> {
+    if entries.kinds.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+         SELECT $1, $2, e.kind, e.event \
+         FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(kind, event, n) \
+         ORDER BY e.n",
+    )
+    .bind(payment_id)
+    .bind(refund_id)
+    .bind(&entries.kinds)
+    .bind(&entries.events)
+    .execute(executor)
+    .await
+    .map_err(store_error)?;
+    Ok(())
+}
+
+/// A history row as read back.
+#[derive(sqlx::FromRow)]
+struct EntryRow {
+    seq: i64,
+    at: OffsetDateTime,
+    payment_id: String,
+    refund_id: Option<String>,
+    event: String,
+}
+
+impl TryFrom<EntryRow> for HistoryEntry {
+    type Error = StoreError;
+
+    fn try_from(row: EntryRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            seq: row.seq,
+            at: row.at,
+            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
+            refund_id: row
+                .refund_id
+                .map(|id| RefundId::parse(&id))
+                .transpose()
+                .map_err(StoreError::corrupt_by)?,
+            event: HistoryEvent::from_json(&row.event).map_err(StoreError::corrupt_by)?,
+        })
+    }
+}
+
+/// Every entry of one payment, oldest first; with a shop, only if the
+/// payment is that shop's.
+pub(super) async fn payment_history(
+    store: &PgStore,
+    shop_id: Option<&ShopId>,
+    payment_id: &PaymentId,
+) -> Result<Vec<HistoryEntry>, StoreError> {
+    super::all(
+        store,
+        sqlx::query_as::<_, EntryRow>(
+            "SELECT seq, at, payment_id, refund_id, event FROM payment_history \
+             WHERE payment_id = $1 \
+               AND ($2::text IS NULL \
+                    OR EXISTS (SELECT 1 FROM payments WHERE id = $1 AND shop_id = $2)) \
+             ORDER BY seq",
+        )
+        .bind(payment_id.as_str())
+        .bind(shop_id.map(ShopId::as_str)),
+    )
+    .await
+}
+
+/// A key's repeat counts as its row holds them.
+#[derive(sqlx::FromRow)]
+pub(super) struct RepeatsRow {
+    pub(super) key: String,
+    pub(super) replayed: i64,
+    pub(super) last_replayed_at: Option<OffsetDateTime>,
+    pub(super) conflicted: i64,
+    pub(super) last_conflicted_at: Option<OffsetDateTime>,
+    pub(super) mismatched: i64,
+    pub(super) last_mismatched_at: Option<OffsetDateTime>,
+}
+
+impl RepeatsRow {
+    /// The counts.
+    pub(super) fn counts(&self) -> RepeatCounts {
+        let tally = |count: i64, last_at: Option<OffsetDateTime>| Tally {
+            count: u64::try_from(count).unwrap_or(0),
+            last_at,
+        };
+        RepeatCounts {
+            replays: tally(self.replayed, self.last_replayed_at),
+            conflicts: tally(self.conflicted, self.last_conflicted_at),
+            mismatches: tally(self.mismatched, self.last_mismatched_at),
+        }
+    }
+}
+
+impl TryFrom<RepeatsRow> for KeyRepeats {
+    type Error = StoreError;
+
+    fn try_from(row: RepeatsRow) -> Result<Self, StoreError> {
+        let repeats = row.counts();
+        Ok(Self {
+            key: IdempotencyKey::new(row.key).map_err(StoreError::corrupt_by)?,
+            repeats,
+        })
+    }
+}
+
+/// The repeat counts of those of the keys that exist (an expired finished
+/// key is gone, as for `key_info`).
+pub(super) async fn key_repeats(
+    store: &PgStore,
+    shop_id: &ShopId,
+    keys: &[IdempotencyKey],
+) -> Result<Vec<KeyRepeats>, StoreError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<&str> = keys.iter().map(IdempotencyKey::as_str).collect();
+    super::all(
+        store,
+        sqlx::query_as::<_, RepeatsRow>(
+            "SELECT key, replayed, last_replayed_at, conflicted, last_conflicted_at, \
+                 mismatched, last_mismatched_at \
+             FROM idempotency_keys WHERE shop_id = $1 AND key = ANY($2::text[]) \
+               AND NOT (recovery_point = 'finished' AND expires_at <= now()) \
+             ORDER BY key",
+        )
+        .bind(shop_id.as_str())
+        .bind(keys),
+    )
+    .await
+}
+
+/// The stored name of a kind of repeat, as `add_repeats` takes it.
+fn repeat_kind(kind: RepeatKind) -> &'static str {
+    match kind {
+        RepeatKind::Replay => "replay",
+        RepeatKind::Conflict => "conflict",
+        RepeatKind::Mismatch => "mismatch",
+    }
+}
+
+/// Adds the tallies to their keys' counts (and to the totals), in one
+/// statement for the batch. Tallies of one key are summed first (an
+/// `UPDATE ... FROM` updates a row once, whatever it joins), and the rows
+/// are locked in key order, so two instances' batches cannot deadlock.
+pub(super) async fn add_repeats(
+    store: &PgStore,
+    tallies: &[RepeatTally],
+) -> Result<(), StoreError> {
+    if tallies.is_empty() {
+        return Ok(());
+    }
+    let shops: Vec<&str> = tallies.iter().map(|t| t.shop_id.as_str()).collect();
+    let keys: Vec<&str> = tallies.iter().map(|t| t.key.as_str()).collect();
+    let kinds: Vec<&str> = tallies.iter().map(|t| repeat_kind(t.kind)).collect();
+    let counts: Vec<i64> = tallies
+        .iter()
+        .map(|t| i64::try_from(t.count).unwrap_or(i64::MAX))
+        .collect();
+    let lasts: Vec<OffsetDateTime> = tallies.iter().map(|t| t.last_at).collect();
+    sqlx::query(
+        "WITH t AS ( \
+             SELECT shop_id, key, \
+                 sum(n)::bigint AS total, max(at) AS last_any, \
+                 coalesce(sum(n) FILTER (WHERE kind = 'replay'), 0)::bigint AS replayed, \
+                 max(at) FILTER (WHERE kind = 'replay') AS last_replayed, \
+                 coalesce(sum(n) FILTER (WHERE kind = 'conflict'), 0)::bigint AS conflicted, \
+                 max(at) FILTER (WHERE kind = 'conflict') AS last_conflicted, \
+                 coalesce(sum(n) FILTER (WHERE kind = 'mismatch'), 0)::bigint AS mismatched, \
+                 max(at) FILTER (WHERE kind = 'mismatch') AS last_mismatched \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[]) \
+                 AS u(shop_id, key, kind, n, at) \
+             GROUP BY shop_id, key), \
+         locked AS ( \
+             SELECT k.shop_id, k.key FROM idempotency_keys k JOIN t USING (shop_id, key) \
+             ORDER BY k.shop_id, k.key FOR NO KEY UPDATE OF k) \
+         UPDATE idempotency_keys k SET \
+             replays = k.replays + t.total, \
+             last_repeat_at = greatest(k.last_repeat_at, t.last_any), \
+             replayed = k.replayed + t.replayed, \
+             last_replayed_at = greatest(k.last_replayed_at, t.last_replayed), \
+             conflicted = k.conflicted + t.conflicted, \
+             last_conflicted_at = greatest(k.last_conflicted_at, t.last_conflicted), \
+             mismatched = k.mismatched + t.mismatched, \
+             last_mismatched_at = greatest(k.last_mismatched_at, t.last_mismatched) \
+         FROM t JOIN locked USING (shop_id, key) \
+         WHERE k.shop_id = t.shop_id AND k.key = t.key",
+    )
+    .bind(shops)
+    .bind(keys)
+    .bind(kinds)
+    .bind(counts)
+    .bind(lasts)
+    .execute(&store.pool)
+    .await
+    .map_err(store_error)?;
     Ok(())
 }

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
+use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{
     ClaimRequest, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
     RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use sqlx::{PgExecutor, Postgres, Transaction};
 
+use super::history::{Entries, RepeatsRow};
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
@@ -62,7 +64,9 @@ pub(super) async fn insert_key(
              response_status = NULL, \
              response_headers = NULL, response_body = NULL, \
              created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, \
-             lease_holder = EXCLUDED.lease_holder, replays = 0, last_repeat_at = NULL \
+             lease_holder = EXCLUDED.lease_holder, replays = 0, last_repeat_at = NULL, \
+             replayed = 0, last_replayed_at = NULL, conflicted = 0, \
+             last_conflicted_at = NULL, mismatched = 0, last_mismatched_at = NULL \
          WHERE k.recovery_point = 'finished' AND k.expires_at <= now() \
          RETURNING 1",
     )
@@ -88,39 +92,70 @@ pub(super) async fn insert_key(
 /// in one statement whose snapshot includes every commit made before it.
 /// `None` when the key is gone (swept) or is a finished key that expired,
 /// which a claim treats as new.
+///
+/// The repeat is classified by what the engine will answer it, from the
+/// row as this statement found it: another fingerprint is a 422
+/// (mismatch), a finished key a replay, a live lease a 409 (conflict);
+/// anything else (an expired lease the engine takes over, a parked key)
+/// only counts in the totals.
 pub(super) async fn count_repeat(
     store: &PgStore,
-    shop_id: &ShopId,
-    key: &IdempotencyKey,
+    claim: &ClaimRequest,
 ) -> Result<Option<KeyRecord>, StoreError> {
     super::one(
         store,
         sqlx::query_as::<_, KeyRow>(concat!(
-            "UPDATE idempotency_keys SET replays = replays + 1, last_repeat_at = now() \
+            "UPDATE idempotency_keys SET replays = replays + 1, last_repeat_at = now(), \
+                 mismatched = mismatched + CASE WHEN fingerprint <> $3 THEN 1 ELSE 0 END, \
+                 last_mismatched_at = CASE WHEN fingerprint <> $3 THEN now() \
+                     ELSE last_mismatched_at END, \
+                 replayed = replayed + CASE WHEN fingerprint = $3 \
+                     AND recovery_point = 'finished' THEN 1 ELSE 0 END, \
+                 last_replayed_at = CASE WHEN fingerprint = $3 \
+                     AND recovery_point = 'finished' THEN now() ELSE last_replayed_at END, \
+                 conflicted = conflicted + CASE WHEN fingerprint = $3 \
+                     AND recovery_point <> 'finished' AND lease_token IS NOT NULL \
+                     AND locked_until > now() THEN 1 ELSE 0 END, \
+                 last_conflicted_at = CASE WHEN fingerprint = $3 \
+                     AND recovery_point <> 'finished' AND lease_token IS NOT NULL \
+                     AND locked_until > now() THEN now() ELSE last_conflicted_at END \
              WHERE shop_id = $1 AND key = $2 \
                AND NOT (recovery_point = 'finished' AND expires_at <= now()) RETURNING ",
             key_columns!()
         ))
-        .bind(shop_id.as_str())
-        .bind(key.as_str()),
+        .bind(claim.shop_id.as_str())
+        .bind(claim.key.as_str())
+        .bind(claim.fingerprint.as_bytes().as_slice()),
     )
     .await
 }
 
 /// Phase 3's fenced write of a key: stores the final response and ends the
-/// lease, only while `lease` still holds it. `false` (nothing written) when
-/// the lease was taken over.
+/// lease, only while `lease` still holds it, with the history `entries`
+/// (about the key's payment and refund) in the same statement. `false`
+/// (nothing written) when the lease was taken over.
 pub(super) async fn finish_key<'e>(
     executor: impl PgExecutor<'e>,
     lease: &Lease,
     response: &StoredResponse,
     ttl: Duration,
+    entries: &Entries,
 ) -> Result<bool, StoreError> {
-    let fenced = sqlx::query(
-        "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
-             response_headers = $5, response_body = $6, lease_token = NULL, locked_until = NULL, \
-             expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
-         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+    let fenced: i64 = sqlx::query_scalar(
+        "WITH f AS ( \
+             UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
+                 response_headers = $5, response_body = $6, lease_token = NULL, \
+                 locked_until = NULL, \
+                 expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point <> 'finished' \
+             RETURNING payment_id, refund_id), \
+         h AS ( \
+             INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+             SELECT f.payment_id, f.refund_id, e.kind, e.event \
+             FROM f, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, event, n) \
+             WHERE f.payment_id IS NOT NULL ORDER BY e.n) \
+         SELECT count(*) FROM f",
     )
     .bind(lease.shop_id.as_str())
     .bind(lease.key.as_str())
@@ -129,10 +164,12 @@ pub(super) async fn finish_key<'e>(
     .bind(encode_headers(&response.headers)?)
     .bind(response.body.as_slice())
     .bind(millis(ttl) as f64)
-    .execute(executor)
+    .bind(&entries.kinds)
+    .bind(&entries.events)
+    .fetch_one(executor)
     .await
     .map_err(store_error)?;
-    Ok(fenced.rows_affected() == 1)
+    Ok(fenced == 1)
 }
 
 /// One key of one shop.
@@ -186,19 +223,65 @@ pub(super) async fn key_info(
     .await
 }
 
-/// Deletes up to `batch` finished keys whose expiry has passed.
+/// Deletes up to `batch` finished keys whose expiry has passed, and writes
+/// into each one's payment history how often it was repeated
+/// ([`HistoryEvent::KeyExpired`]), in the same transaction.
 pub(super) async fn sweep_expired_keys(store: &PgStore, batch: u32) -> Result<u64, StoreError> {
-    let done = sqlx::query(
+    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let swept = sqlx::query_as::<_, SweptRow>(
         "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
              SELECT shop_id, key FROM idempotency_keys \
              WHERE recovery_point = 'finished' AND expires_at <= now() \
-             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+         RETURNING key, payment_id, refund_id, replayed, last_replayed_at, conflicted, \
+             last_conflicted_at, mismatched, last_mismatched_at",
     )
     .bind(i64::from(batch))
-    .execute(&store.pool)
+    .fetch_all(&mut *tx)
     .await
     .map_err(store_error)?;
-    Ok(done.rows_affected())
+    let count = swept.len() as u64;
+    let mut payments = Vec::new();
+    let mut refunds = Vec::new();
+    let mut events = Vec::new();
+    for row in swept {
+        let Some(payment_id) = row.payment_id else {
+            continue;
+        };
+        let event = HistoryEvent::KeyExpired {
+            repeats: row.repeats.counts(),
+            key: row.repeats.key,
+        };
+        payments.push(payment_id);
+        refunds.push(row.refund_id);
+        events.push(event.to_json());
+    }
+    if !events.is_empty() {
+        sqlx::query(
+            "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+             SELECT e.payment_id, e.refund_id, 'key_expired', e.event \
+             FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY \
+                 AS e(payment_id, refund_id, event, n) \
+             ORDER BY e.n",
+        )
+        .bind(payments)
+        .bind(refunds)
+        .bind(events)
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+    }
+    tx.commit().await.map_err(store_error)?;
+    Ok(count)
+}
+
+/// A swept key row: what its history entry needs.
+#[derive(sqlx::FromRow)]
+struct SweptRow {
+    payment_id: Option<String>,
+    refund_id: Option<String>,
+    #[sqlx(flatten)]
+    repeats: RepeatsRow,
 }
 
 /// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.

@@ -1,68 +1,233 @@
 //! What the operator console reads across shops, and the operator's
 //! credential.
-//!
-//! STUB: to be written.
 
 use chargeonce_core::events::{Event, EventId};
 use chargeonce_core::store::{ShopSummary, StoreCounts};
 use chargeonce_core::{
-    Page, PageRequest, Payment, PaymentFilter, PaymentId, SecretHash, ShopId, StoreError,
+    Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, SecretHash, ShopId,
+    StoreError,
 };
+use sqlx::Row;
+use time::OffsetDateTime;
 
-use super::PgStore;
+use super::outbox::event_columns;
+use super::{PgStore, payments, store_error};
+use crate::columns::payment_columns;
+use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
+use crate::rows::{EventRow, PaymentRow};
 
-pub(super) async fn operator_secret(_store: &PgStore) -> Result<Option<SecretHash>, StoreError> {
-    Ok(None)
+/// The operator's stored secret hash, if one was set.
+pub(super) async fn operator_secret(store: &PgStore) -> Result<Option<SecretHash>, StoreError> {
+    let row = sqlx::query("SELECT secret_sha256 FROM operator_credential WHERE id = 1")
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(store_error)?;
+    let Some(row) = row else { return Ok(None) };
+    let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
+    SecretHash::from_bytes(&bytes)
+        .map(Some)
+        .ok_or_else(|| StoreError::corrupt("the operator's secret hash"))
 }
 
+/// Stores the operator's secret hash unless one exists (the first start,
+/// of however many instances at once: the single row's key decides).
 pub(super) async fn init_operator_secret(
-    _store: &PgStore,
-    _hash: &SecretHash,
+    store: &PgStore,
+    hash: &SecretHash,
 ) -> Result<bool, StoreError> {
-    Ok(false)
+    let done = sqlx::query(
+        "INSERT INTO operator_credential (id, secret_sha256) VALUES (1, $1) \
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(hash.as_bytes().as_slice())
+    .execute(&store.pool)
+    .await
+    .map_err(store_error)?;
+    Ok(done.rows_affected() == 1)
 }
 
+/// Replaces (or stores) the operator's secret hash.
 pub(super) async fn set_operator_secret(
-    _store: &PgStore,
-    _hash: &SecretHash,
+    store: &PgStore,
+    hash: &SecretHash,
 ) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO operator_credential (id, secret_sha256) VALUES (1, $1) \
+         ON CONFLICT (id) DO UPDATE SET secret_sha256 = EXCLUDED.secret_sha256, \
+             created_at = now()",
+    )
+    .bind(hash.as_bytes().as_slice())
+    .execute(&store.pool)
+    .await
+    .map_err(store_error)?;
     Ok(())
 }
 
+/// The part of a cross-shop payment list's statement before its cursor:
+/// every shop's payments that match the filter (`$1` status, `$2`
+/// reference, `$3` and `$4` the created range, each ignored when null).
+macro_rules! any_shop_list {
+    () => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+               AND ($2::text IS NULL OR reference = $2) \
+               AND ($3::timestamptz IS NULL OR created_at >= $3) \
+               AND ($4::timestamptz IS NULL OR created_at < $4)"
+        )
+    };
+}
+
+/// The statements of a cross-shop payment list, each a walk of
+/// `payments_created_at` from its start, stopped by the limit (`$5`): the
+/// newest page, the page after a cursor (`$6`, `$7`: its `created_at` and
+/// id), the page before it (read oldest first); only the payments of one
+/// instant are sorted by id (an incremental sort), never the table. The
+/// index holds `created_at` alone, so the cursor's time is also written as
+/// a bound of its own for the index to start from (PostgreSQL 15 derives
+/// it from the row comparison as well; SQLite's statements say the same).
+const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
+    concat!(
+        any_shop_list!(),
+        " ORDER BY created_at DESC, id DESC LIMIT $5"
+    ),
+    concat!(
+        any_shop_list!(),
+        " AND created_at <= $6 AND (created_at, id) < ($6, $7) \
+         ORDER BY created_at DESC, id DESC LIMIT $5"
+    ),
+    concat!(
+        any_shop_list!(),
+        " AND created_at >= $6 AND (created_at, id) > ($6, $7) \
+         ORDER BY created_at, id LIMIT $5"
+    ),
+];
+
+/// One page of every shop's payments (one shop's: its own list), newest
+/// first by `(created_at, id)`.
 pub(super) async fn all_payments(
-    _store: &PgStore,
-    _shop_id: Option<&ShopId>,
-    _filter: &PaymentFilter,
-    _page: &PageRequest<PaymentId>,
+    store: &PgStore,
+    shop_id: Option<&ShopId>,
+    filter: &PaymentFilter,
+    page: &PageRequest<PaymentId>,
 ) -> Result<Page<Payment>, StoreError> {
-    Err(StoreError::other("not written yet"))
+    if let Some(shop_id) = shop_id {
+        return payments::list_payments(store, shop_id, filter, page).await;
+    }
+    let (sql, at) = match &page.cursor {
+        Cursor::Newest => (ANY_SHOP_PAYMENT_LISTS[0], None),
+        Cursor::After(id) => (ANY_SHOP_PAYMENT_LISTS[1], Some(cursor(store, id).await?)),
+        Cursor::Before(id) => (ANY_SHOP_PAYMENT_LISTS[2], Some(cursor(store, id).await?)),
+    };
+    let mut query = sqlx::query_as::<_, PaymentRow>(sql)
+        .bind(filter.status.map(|s| s.as_str()))
+        .bind(filter.reference.as_ref().map(Reference::as_str))
+        .bind(filter.created_gte)
+        .bind(filter.created_lt)
+        .bind(i64::from(page.limit.get()) + 1);
+    if let Some((created_at, id)) = at {
+        query = query.bind(created_at).bind(id);
+    }
+    let rows: Vec<Payment> = super::all(store, query).await?;
+    Ok(Page::from_probe(rows, page))
 }
 
+/// Where a cross-shop list's cursor lies: the `(created_at, id)` of the
+/// payment `id`, of any shop; [`StoreError::UnknownCursor`] when there is
+/// none.
+async fn cursor(store: &PgStore, id: &PaymentId) -> Result<(OffsetDateTime, String), StoreError> {
+    sqlx::query_as::<_, (OffsetDateTime, String)>(
+        "SELECT created_at, id FROM payments WHERE id = $1",
+    )
+    .bind(id.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(store_error)?
+    .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
+}
+
+/// One payment of any shop.
 pub(super) async fn any_payment(
-    _store: &PgStore,
-    _id: &PaymentId,
+    store: &PgStore,
+    id: &PaymentId,
 ) -> Result<Option<Payment>, StoreError> {
-    Ok(None)
+    super::one(
+        store,
+        sqlx::query_as::<_, PaymentRow>(concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE id = $1"
+        ))
+        .bind(id.as_str()),
+    )
+    .await
 }
 
+/// The merchant events of one payment, oldest (first committed) first.
 pub(super) async fn payment_events(
-    _store: &PgStore,
-    _id: &PaymentId,
+    store: &PgStore,
+    id: &PaymentId,
 ) -> Result<Vec<Event>, StoreError> {
-    Ok(Vec::new())
+    // A range of `events_by_payment`.
+    super::all(
+        store,
+        sqlx::query_as::<_, EventRow>(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events \
+             WHERE payment_id = $1 ORDER BY seq"
+        ))
+        .bind(id.as_str()),
+    )
+    .await
 }
 
+/// The shop a merchant event belongs to.
 pub(super) async fn event_shop(
-    _store: &PgStore,
-    _id: &EventId,
+    store: &PgStore,
+    id: &EventId,
 ) -> Result<Option<ShopId>, StoreError> {
-    Ok(None)
+    let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM events WHERE id = $1")
+        .bind(id.as_str())
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(store_error)?;
+    shop.map(ShopId::new)
+        .transpose()
+        .map_err(StoreError::corrupt_by)
 }
 
-pub(super) async fn shops(_store: &PgStore) -> Result<Vec<ShopSummary>, StoreError> {
-    Ok(Vec::new())
+/// Every shop, oldest first, without its secrets.
+pub(super) async fn shops(store: &PgStore) -> Result<Vec<ShopSummary>, StoreError> {
+    super::all(
+        store,
+        sqlx::query_as::<_, ShopSummaryRow>(concat!(
+            "SELECT ",
+            shop_summary_columns!(),
+            " FROM shops ORDER BY created_at, id"
+        )),
+    )
+    .await
 }
 
-pub(super) async fn counts(_store: &PgStore) -> Result<StoreCounts, StoreError> {
-    Ok(StoreCounts::default())
+/// The overview's counts, each from an index of exactly the rows it counts
+/// where there is one (`payments_pending`, `events_due`); the findings are
+/// few and counted from their table.
+pub(super) async fn counts(store: &PgStore) -> Result<StoreCounts, StoreError> {
+    let (pending, open, undelivered) = sqlx::query_as::<_, (i64, i64, i64)>(
+        "SELECT \
+             (SELECT count(*) FROM payments WHERE status = 'pending'), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
+             (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)",
+    )
+    .fetch_one(&store.pool)
+    .await
+    .map_err(store_error)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(StoreCounts {
+        pending_payments: count(pending),
+        open_findings: count(open),
+        undelivered_events: count(undelivered),
+    })
 }

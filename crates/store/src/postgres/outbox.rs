@@ -9,6 +9,7 @@ use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
     WebhookEndpoint,
 };
+use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use sqlx::{Postgres, Transaction};
 
@@ -29,6 +30,7 @@ macro_rules! event_columns {
          last_status::bigint AS last_status, last_error"
     };
 }
+pub(super) use event_columns;
 
 /// Writes a merchant event in the transaction of its transition.
 pub(super) async fn insert_event(
@@ -109,22 +111,33 @@ pub(super) async fn event(
     .await
 }
 
-/// Makes an event due again now, as if just written.
+/// Makes an event due again now, as if just written, with its payment's
+/// history entry ([`HistoryEvent::EventResent`]) in the same statement.
 pub(super) async fn resend_event(
     store: &PgStore,
     shop_id: &ShopId,
     id: &EventId,
 ) -> Result<Option<Event>, StoreError> {
+    let resent = HistoryEvent::EventResent {
+        event_id: id.as_str().to_owned(),
+    };
     super::one(
         store,
         sqlx::query_as::<_, EventRow>(concat!(
-            "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, locked_until = NULL, \
-                 next_attempt_at = now(), due_since = now() \
-             WHERE shop_id = $1 AND id = $2 RETURNING ",
-            event_columns!()
+            "WITH e AS ( \
+                 UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \
+                     locked_until = NULL, next_attempt_at = now(), due_since = now() \
+                 WHERE shop_id = $1 AND id = $2 RETURNING *), \
+             h AS ( \
+                 INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+                 SELECT payment_id, refund_id, 'event_resent', $3 FROM e) \
+             SELECT ",
+            event_columns!(),
+            " FROM e"
         ))
         .bind(shop_id.as_str())
-        .bind(id.as_str()),
+        .bind(id.as_str())
+        .bind(resent.to_json()),
     )
     .await
 }
@@ -190,7 +203,29 @@ pub(super) async fn claim_due_events(
     Ok(due)
 }
 
-/// Records how a delivery attempt ended and ends its lease.
+/// The history entry of a delivery attempt ([`HistoryEvent::EventAttempt`])
+/// as the statement that records the attempt builds it from the event row
+/// it updated (`u`: its id, type and attempt count, and whether this
+/// attempt delivered it or gave it up) and the merchant's status (`$2`):
+/// serde's compact form, in its field order (the status left out when
+/// there is none), checked by the conformance tests.
+macro_rules! attempt_entry {
+    () => {
+        "h AS ( \
+             INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+             SELECT u.payment_id, u.refund_id, 'event_attempt', \
+                 '{\"type\":\"event_attempt\",\"event_id\":' || to_json(u.id)::text \
+                 || ',\"event_type\":' || to_json(u.event_type)::text \
+                 || ',\"attempt\":' || u.attempts::text \
+                 || ',\"result\":\"' || u.result || '\"' \
+                 || coalesce(',\"status\":' || $2::int::text, '') || '}' \
+             FROM u) \
+         SELECT 1"
+    };
+}
+
+/// Records how a delivery attempt ended and ends its lease, with the
+/// attempt's entry in its payment's history in the same statement.
 pub(super) async fn record_attempt(
     store: &PgStore,
     id: &EventId,
@@ -199,26 +234,37 @@ pub(super) async fn record_attempt(
     let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
     let status = status.map(|s| s as i32);
     let query = if delivered {
-        sqlx::query(
-            "UPDATE events SET attempts = attempts + 1, last_status = $2, last_error = NULL, \
-                 delivered_at = COALESCE(delivered_at, now()), locked_until = NULL \
-             WHERE id = $1",
-        )
+        sqlx::query(concat!(
+            "WITH u AS ( \
+                 UPDATE events SET attempts = attempts + 1, last_status = $2, \
+                     last_error = NULL, delivered_at = COALESCE(delivered_at, now()), \
+                     locked_until = NULL \
+                 WHERE id = $1 \
+                 RETURNING id, event_type, payment_id, refund_id, attempts, \
+                     'delivered' AS result), ",
+            attempt_entry!()
+        ))
         .bind(id.as_str())
         .bind(status)
     } else {
         // The last retry is due at the give-up time at the latest; an
-        // attempt that fails at or after it gives up.
-        sqlx::query(
-            "UPDATE events SET attempts = attempts + 1, last_status = $2, last_error = $3, \
-                 locked_until = NULL, \
-                 gave_up_at = CASE WHEN delivered_at IS NULL \
-                     AND now() >= due_since + $5::float8 * interval '1 millisecond' \
-                     THEN now() ELSE gave_up_at END, \
-                 next_attempt_at = LEAST(now() + $4::float8 * interval '1 millisecond', \
-                     due_since + $5::float8 * interval '1 millisecond') \
-             WHERE id = $1",
-        )
+        // attempt that fails at or after it gives up (its `gave_up_at` is
+        // this statement's `now()`).
+        sqlx::query(concat!(
+            "WITH u AS ( \
+                 UPDATE events SET attempts = attempts + 1, last_status = $2, \
+                     last_error = $3, locked_until = NULL, \
+                     gave_up_at = CASE WHEN delivered_at IS NULL \
+                         AND now() >= due_since + $5::float8 * interval '1 millisecond' \
+                         THEN now() ELSE gave_up_at END, \
+                     next_attempt_at = LEAST(now() + $4::float8 * interval '1 millisecond', \
+                         due_since + $5::float8 * interval '1 millisecond') \
+                 WHERE id = $1 \
+                 RETURNING id, event_type, payment_id, refund_id, attempts, \
+                     CASE WHEN gave_up_at IS NOT NULL AND gave_up_at = now() \
+                          THEN 'given_up' ELSE 'failed' END AS result), ",
+            attempt_entry!()
+        ))
         .bind(id.as_str())
         .bind(status)
         .bind(error)

@@ -3,8 +3,9 @@
 //! refund's settlement and merchant event), and reading a refund, or a
 //! shop's refunds a page at a time.
 
-use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
+
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::refund::reservation;
@@ -17,6 +18,7 @@ use sqlx::{FromRow, Row};
 use time::OffsetDateTime;
 
 use super::claim::CLAIM_ATTEMPTS;
+use super::history::{Entries, record};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{PgStore, store_error};
@@ -43,7 +45,7 @@ pub(super) async fn claim_refund(
         if !insert_key(&mut tx, claim, target, token, timing).await? {
             tx.rollback().await.map_err(store_error)?;
             // Re-read in a new statement: its snapshot includes the winner's commit.
-            if let Some(record) = count_repeat(store, &claim.shop_id, &claim.key).await? {
+            if let Some(record) = count_repeat(store, claim).await? {
                 return Ok(RefundClaim::Exists(record));
             }
             continue;
@@ -112,6 +114,19 @@ pub(super) async fn claim_refund(
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;
+        let reserved = HistoryEvent::RefundReserved {
+            key: claim.key.as_str().to_owned(),
+            amount_minor: amount.minor_units(),
+            currency: amount.currency().code().to_owned(),
+            instance: store.instance.to_string(),
+        };
+        record(
+            &mut *tx,
+            created.payment_id.as_str(),
+            Some(created.id.as_str()),
+            &Entries::of([reserved]),
+        )
+        .await?;
         tx.commit().await.map_err(store_error)?;
         return Ok(RefundClaim::Acquired(acquired(
             claim,
@@ -127,17 +142,23 @@ pub(super) async fn claim_refund(
     )))
 }
 
-/// Phase 3 of a refund, one transaction, fenced by the lease token.
+/// Phase 3 of a refund, one transaction, fenced by the lease token, with
+/// its history entries (the acquirer calls, the answer, the refund's end).
 pub(super) async fn finish_refund(
     store: &PgStore,
     lease: &Lease,
     settlement: Option<(&RefundId, &RefundSettlement)>,
     response: &StoredResponse,
     ttl: Duration,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
+    let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
+    entries.push(&HistoryEvent::Answered {
+        key: lease.key.as_str().to_owned(),
+        status: response.status,
+    });
     let mut tx = store.pool.begin().await.map_err(store_error)?;
-    if !finish_key(&mut *tx, lease, response, ttl).await? {
+    if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
         tx.rollback().await.map_err(store_error)?;
         return Ok(FinishOutcome::LeaseLost);
     }
@@ -181,6 +202,15 @@ pub(super) async fn finish_refund(
             .await
             .map_err(store_error)?;
         let reference: String = payment.try_get("reference").map_err(store_error)?;
+        record(
+            &mut *tx,
+            refund.payment_id.as_str(),
+            Some(refund.id.as_str()),
+            &Entries::of([HistoryEvent::RefundEnded {
+                status: refund.status,
+            }]),
+        )
+        .await?;
         insert_event(&mut tx, NewEvent::refund_settled(&refund, &reference)).await?;
     }
     tx.commit().await.map_err(store_error)?;

@@ -3,16 +3,17 @@
 //! expired lease, and the fenced writes to a lease: renew, release, park,
 //! abandon.
 
-use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::{
     Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
-    NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
+    NewPayment, Payment, RecoveryPoint, RefundId, ShopId, StoreError,
 };
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
+use super::history::{history_of, record, record_attempts};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::payments::payment_in;
 use super::refunds::refund_in;
@@ -41,9 +42,13 @@ pub(super) async fn claim_payment(
                 holder: &holder,
             };
             if !insert_key(conn, &claim, target, token, timing)? {
-                let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
-                    StoreError::other(format!("key {} conflicted but cannot be read", claim.key))
-                })?;
+                let record = count_repeat(conn, &claim.shop_id, &claim.key, &claim.fingerprint)?
+                    .ok_or_else(|| {
+                        StoreError::other(format!(
+                            "key {} conflicted but cannot be read",
+                            claim.key
+                        ))
+                    })?;
                 return Ok(Write::Commit(Claim::Exists(record)));
             }
             let (recovery_point, linked) = insert_payment(conn, &payment)?.ok_or_else(|| {
@@ -52,6 +57,12 @@ pub(super) async fn claim_payment(
                     claim.key
                 ))
             })?;
+            let (key, instance) = (claim.key.as_str().to_owned(), holder.to_string());
+            let entry = match recovery_point {
+                RecoveryPoint::OrderAlreadyPaid => HistoryEvent::Linked { key, instance },
+                _ => HistoryEvent::Claimed { key, instance },
+            };
+            record(conn, linked.id.as_str(), None, &entry)?;
             Ok(Write::Commit(Claim::Acquired(acquired(
                 &claim,
                 token,
@@ -163,6 +174,16 @@ pub(super) async fn take_over(
                     TakenKeyRow::from_sqlite,
                 )?;
             let (recovery_point, payment_id, refund_id) = row.parse()?;
+            record(
+                conn,
+                payment_id.as_str(),
+                refund_id.as_ref().map(RefundId::as_str),
+                &HistoryEvent::TakenOver {
+                    key: key.as_str().to_owned(),
+                    instance: holder.to_string(),
+                    recovery_point,
+                },
+            )?;
             let payment = payment_in(conn, &shop_id, &payment_id)?.ok_or_else(|| {
                 StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
             })?;
@@ -202,6 +223,7 @@ pub(super) async fn renew_lease(
         ),
         lease,
         Some(duration),
+        &[],
     )
     .await
 }
@@ -210,7 +232,7 @@ pub(super) async fn renew_lease(
 pub(super) async fn release_lease(
     store: &SqliteStore,
     lease: &Lease,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
     fenced(
         store,
@@ -222,6 +244,7 @@ pub(super) async fn release_lease(
         ),
         lease,
         None,
+        attempts,
     )
     .await
 }
@@ -231,7 +254,7 @@ pub(super) async fn park_lease(
     store: &SqliteStore,
     lease: &Lease,
     hold: Duration,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
     fenced(
         store,
@@ -243,6 +266,7 @@ pub(super) async fn park_lease(
         ),
         lease,
         Some(hold),
+        attempts,
     )
     .await
 }
@@ -256,20 +280,26 @@ pub(super) async fn abandon_key(store: &SqliteStore, lease: &Lease) -> Result<bo
            AND recovery_point = 'order_already_paid'",
         lease,
         None,
+        &[],
     )
     .await
 }
 
 /// Runs one write fenced by a lease: `?1`, `?2`, `?3` are its shop, key and
 /// token, `?4` (when given) a duration in milliseconds. `true` when it
-/// changed the key row, `false` when the lease was taken over.
+/// changed the key row, `false` when the lease was taken over. When it
+/// changed it, `attempts` (the acquirer calls made under the lease) go into
+/// the key's payment's history in the same write.
 async fn fenced(
     store: &SqliteStore,
     sql: &'static str,
     lease: &Lease,
     duration: Option<Duration>,
+    attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
     let lease = lease.clone();
+    let attempts = attempts.to_vec();
+    let instance = store.instance.clone();
     store
         .write(move |conn| {
             let mut stmt = conn.prepare_cached(sql)?;
@@ -282,6 +312,12 @@ async fn fenced(
                 Some(duration) => stmt.execute(params![shop_id, key, token, millis(duration)])?,
                 None => stmt.execute(params![shop_id, key, token])?,
             };
+            if done == 1
+                && !attempts.is_empty()
+                && let Some(target) = history_of(conn, shop_id, key)?
+            {
+                record_attempts(conn, &target, &attempts, &instance)?;
+            }
             Ok(Write::Commit(done == 1))
         })
         .await

@@ -4,12 +4,14 @@
 //! transition with its merchant event.
 
 use chargeonce_core::events::NewEvent;
+use chargeonce_core::history::{HistoryEvent, SettledBy};
 use chargeonce_core::{
-    EventRecorded, InboundEvent, PaymentId, SettleOutcome, Settlement, ShopId, StoreError,
+    EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement, ShopId, StoreError,
 };
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::params;
 
+use super::history::record;
 use super::outbox::insert_event;
 use super::payments::{SettleBy, payment_in, settle_where};
 use super::{SqliteStore, now_ms, one};
@@ -31,6 +33,15 @@ pub(super) async fn settle_payment(
             let outcome =
                 match settle_where(conn, SettleBy::Id, id.as_str(), &shop_id, &settlement)? {
                     Some(payment) => {
+                        record(
+                            conn,
+                            payment.id.as_str(),
+                            None,
+                            &HistoryEvent::Settled {
+                                status: payment.status,
+                                by: SettledBy::Reconciler,
+                            },
+                        )?;
                         insert_event(conn, NewEvent::payment_settled(&payment))?;
                         SettleOutcome::Settled(payment)
                     }
@@ -81,11 +92,22 @@ pub(super) async fn record_event(
             };
             let recorded = match settled {
                 Some(payment) => {
+                    record(
+                        conn,
+                        payment.id.as_str(),
+                        None,
+                        &HistoryEvent::Settled {
+                            status: payment.status,
+                            by: SettledBy::Webhook {
+                                event_id: event.event_id.clone(),
+                            },
+                        },
+                    )?;
                     insert_event(conn, NewEvent::payment_settled(&payment))?;
                     EventRecorded::Settled(payment)
                 }
                 None => {
-                    let found = one::<PaymentRow, _>(
+                    let found: Option<Payment> = one::<PaymentRow, _>(
                         conn,
                         concat!(
                             "SELECT ",
@@ -95,7 +117,18 @@ pub(super) async fn record_event(
                         params![event.acquirer_key.as_str(), event.shop_id.as_str()],
                     )?;
                     match found {
-                        Some(payment) => EventRecorded::Unchanged(payment),
+                        Some(payment) => {
+                            record(
+                                conn,
+                                payment.id.as_str(),
+                                None,
+                                &HistoryEvent::WebhookReceived {
+                                    event_id: event.event_id.clone(),
+                                    kind: event.kind.as_str().to_owned(),
+                                },
+                            )?;
+                            EventRecorded::Unchanged(payment)
+                        }
                         None => EventRecorded::UnknownPayment,
                     }
                 }

@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
+use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{
-    ClaimRequest, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
-    RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
+    ClaimRequest, Fingerprint, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken,
+    PaymentId, RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::Write;
-use chargeonce_sqlite::rusqlite::{Connection, params};
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
 
+use super::history::{record, repeat_columns, repeat_counts};
 use super::{Result, SqliteStore, all, now_ms, one};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
@@ -46,6 +48,12 @@ pub(super) struct KeyTarget<'a> {
 
 /// Inserts a key row with a fresh lease, or re-claims an expired finished
 /// one; `false` when the key exists otherwise (nothing written).
+///
+/// A fresh key is one insert. When the key exists, one read decides
+/// whether it is a finished key whose expiry passed: then its repeats go
+/// into its payment's history (as the sweep would have written them) and
+/// the row is replaced; else it stays as it is. The writer is the only
+/// one, so nothing changes between these statements.
 pub(super) fn insert_key(
     conn: &Connection,
     claim: &ClaimRequest,
@@ -53,61 +61,121 @@ pub(super) fn insert_key(
     token: LeaseToken,
     timing: KeyTiming,
 ) -> Result<bool> {
-    let inserted = conn
-        .prepare_cached(concat!(
-            "INSERT INTO idempotency_keys AS k (shop_id, key, fingerprint, method, path, \
-                 recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
-                 expires_at, lease_holder) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
-            now_ms!(),
-            " + ?7, ?8, ?11, ",
-            now_ms!(),
-            ", ",
-            now_ms!(),
-            " + ?9, ?12) \
-             ON CONFLICT (shop_id, key) DO UPDATE SET \
-                 fingerprint = excluded.fingerprint, method = excluded.method, \
-                 path = excluded.path, recovery_point = excluded.recovery_point, \
-                 lease_token = excluded.lease_token, locked_until = excluded.locked_until, \
-                 payment_id = excluded.payment_id, refund_id = excluded.refund_id, \
-                 response_status = NULL, \
-                 response_headers = NULL, response_body = NULL, \
-                 created_at = excluded.created_at, expires_at = excluded.expires_at, \
-                 lease_holder = excluded.lease_holder, replays = 0, last_repeat_at = NULL \
-             WHERE k.recovery_point = 'finished' AND k.expires_at <= ",
-            now_ms!()
-        ))?
-        .execute(params![
-            claim.shop_id.as_str(),
-            claim.key.as_str(),
-            claim.fingerprint.as_bytes().as_slice(),
-            claim.method,
-            claim.path,
-            token.as_uuid().to_string(),
-            millis(timing.lease),
-            target.payment_id.as_str(),
-            millis(timing.ttl),
-            target.recovery_point.as_str(),
-            target.refund_id.map(RefundId::as_str),
-            target.holder,
-        ])?;
-    // 1: inserted, or an expired finished key re-claimed; 0: it exists.
-    Ok(inserted == 1)
+    let mut insert = conn.prepare_cached(concat!(
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+             recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
+             expires_at, lease_holder) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
+        now_ms!(),
+        " + ?7, ?8, ?11, ",
+        now_ms!(),
+        ", ",
+        now_ms!(),
+        " + ?9, ?12) ON CONFLICT (shop_id, key) DO NOTHING"
+    ))?;
+    let values = params![
+        claim.shop_id.as_str(),
+        claim.key.as_str(),
+        claim.fingerprint.as_bytes().as_slice(),
+        claim.method,
+        claim.path,
+        token.as_uuid().to_string(),
+        millis(timing.lease),
+        target.payment_id.as_str(),
+        millis(timing.ttl),
+        target.recovery_point.as_str(),
+        target.refund_id.map(RefundId::as_str),
+        target.holder,
+    ];
+    if insert.execute(values)? == 1 {
+        return Ok(true);
+    }
+    if !expire_key(conn, &claim.shop_id, &claim.key)? {
+        return Ok(false);
+    }
+    Ok(insert.execute(values)? == 1)
 }
 
-/// Counts one more request with an existing key and reads it back.
+/// Deletes the key if it is finished and its expiry passed, with its
+/// `key_expired` entry; `false` (nothing written) when it is not.
+fn expire_key(conn: &Connection, shop_id: &ShopId, key: &IdempotencyKey) -> Result<bool> {
+    let expired = conn
+        .prepare_cached(concat!(
+            "SELECT payment_id, refund_id, ",
+            repeat_columns!(),
+            " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \
+               AND recovery_point = 'finished' AND expires_at <= ",
+            now_ms!()
+        ))?
+        .query_row(params![shop_id.as_str(), key.as_str()], |row| {
+            Ok((
+                row.get::<_, Option<String>>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                repeat_counts(row, 2),
+            ))
+        })
+        .optional()?;
+    let Some((payment_id, refund_id, repeats)) = expired else {
+        return Ok(false);
+    };
+    conn.prepare_cached("DELETE FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2")?
+        .execute(params![shop_id.as_str(), key.as_str()])?;
+    if let Some(payment_id) = payment_id {
+        record(
+            conn,
+            &payment_id,
+            refund_id.as_deref(),
+            &HistoryEvent::KeyExpired {
+                key: key.as_str().to_owned(),
+                repeats: repeats?,
+            },
+        )?;
+    }
+    Ok(true)
+}
+
+/// Counts one more request with an existing key, by what it will be
+/// answered, and reads it back. One statement both classifies and counts
+/// (every expression of an `UPDATE` sees the row as it was): another
+/// fingerprint is a mismatch (422), else a finished key a replay, else a
+/// live lease a conflict (409); a request that may resume the key (its
+/// lease ran out) only adds to the totals.
 pub(super) fn count_repeat(
     conn: &Connection,
     shop_id: &ShopId,
     key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
 ) -> Result<Option<KeyRecord>> {
     let counted = conn
         .prepare_cached(concat!(
             "UPDATE idempotency_keys SET replays = replays + 1, last_repeat_at = ",
             now_ms!(),
-            " WHERE shop_id = ?1 AND key = ?2"
+            ", mismatched = mismatched + (fingerprint <> ?3), \
+             last_mismatched_at = CASE WHEN fingerprint <> ?3 THEN ",
+            now_ms!(),
+            " ELSE last_mismatched_at END, \
+             replayed = replayed + (fingerprint = ?3 AND recovery_point = 'finished'), \
+             last_replayed_at = CASE WHEN fingerprint = ?3 AND recovery_point = 'finished' \
+                 THEN ",
+            now_ms!(),
+            " ELSE last_replayed_at END, \
+             conflicted = conflicted + (fingerprint = ?3 AND recovery_point <> 'finished' \
+                 AND lease_token IS NOT NULL AND locked_until > ",
+            now_ms!(),
+            "), last_conflicted_at = CASE WHEN fingerprint = ?3 \
+                 AND recovery_point <> 'finished' AND lease_token IS NOT NULL \
+                 AND locked_until > ",
+            now_ms!(),
+            " THEN ",
+            now_ms!(),
+            " ELSE last_conflicted_at END \
+             WHERE shop_id = ?1 AND key = ?2"
         ))?
-        .execute(params![shop_id.as_str(), key.as_str()])?;
+        .execute(params![
+            shop_id.as_str(),
+            key.as_str(),
+            fingerprint.as_bytes().as_slice()
+        ])?;
     if counted == 0 {
         return Ok(None);
     }
@@ -204,20 +272,50 @@ pub(super) async fn key_info(
         .await
 }
 
-/// Deletes up to `batch` finished keys whose expiry has passed.
+/// Deletes up to `batch` finished keys whose expiry has passed, each with
+/// a `key_expired` entry (its repeats) in its payment's history. The keys
+/// are read first, then deleted one by one by rowid: the writer is the only
+/// one, so nothing changes between the two, and the entries are built by
+/// serde, the one shape they are read back with.
 pub(super) async fn sweep_expired_keys(store: &SqliteStore, batch: u32) -> Result<u64, StoreError> {
     store
         .write(move |conn| {
-            let deleted = conn
-                .prepare_cached(concat!(
-                    "DELETE FROM idempotency_keys WHERE rowid IN ( \
-                     SELECT rowid FROM idempotency_keys \
+            let expired = {
+                let mut stmt = conn.prepare_cached(concat!(
+                    "SELECT rowid, key, payment_id, refund_id, ",
+                    repeat_columns!(),
+                    " FROM idempotency_keys \
                      WHERE recovery_point = 'finished' AND expires_at <= ",
                     now_ms!(),
-                    " ORDER BY expires_at LIMIT ?1)"
-                ))?
-                .execute(params![i64::from(batch)])?;
-            Ok(Write::Commit(u64::try_from(deleted).unwrap_or(u64::MAX)))
+                    " ORDER BY expires_at LIMIT ?1"
+                ))?;
+                let mut rows = stmt.query(params![i64::from(batch)])?;
+                let mut expired = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let rowid: i64 = row.get(0)?;
+                    let key: String = row.get(1)?;
+                    let payment_id: Option<String> = row.get(2)?;
+                    let refund_id: Option<String> = row.get(3)?;
+                    let repeats = repeat_counts(row, 4)?;
+                    expired.push((rowid, key, payment_id, refund_id, repeats));
+                }
+                expired
+            };
+            let mut delete =
+                conn.prepare_cached("DELETE FROM idempotency_keys WHERE rowid = ?1")?;
+            let mut deleted = 0u64;
+            for (rowid, key, payment_id, refund_id, repeats) in expired {
+                deleted += u64::try_from(delete.execute(params![rowid])?).unwrap_or(0);
+                if let Some(payment_id) = payment_id {
+                    record(
+                        conn,
+                        &payment_id,
+                        refund_id.as_deref(),
+                        &HistoryEvent::KeyExpired { key, repeats },
+                    )?;
+                }
+            }
+            Ok(Write::Commit(deleted))
         })
         .await
 }

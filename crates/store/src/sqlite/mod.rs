@@ -307,4 +307,33 @@ mod tests {
         store.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A payment's history is a range of its index, already in order; the
+    /// history's other statements find their rows by a key.
+    #[tokio::test]
+    async fn the_history_is_read_by_its_index_without_a_sort() {
+        let dir =
+            std::env::temp_dir().join(format!("chargeonce-history-plans-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("plans.db").display());
+        let store = SqliteStore::connect(&url, &PoolConfig::default())
+            .await
+            .unwrap();
+        for sql in [history::PAYMENT_HISTORY, history::SHOP_PAYMENT_HISTORY] {
+            let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
+            assert!(
+                plan.contains("INDEX payment_history_by_payment (payment_id=?)"),
+                "{plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+            assert!(!plan.contains("SCAN"), "{plan}");
+        }
+        let plan = store
+            .read(|conn| Ok(plan(conn, history::INSERT_ENTRY)?))
+            .await
+            .unwrap();
+        assert!(!plan.contains("SCAN"), "{plan}");
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -1,70 +1,344 @@
 //! What the operator console reads across shops, and the operator's
 //! credential.
-//!
-//! STUB: to be written.
 
 use chargeonce_core::events::{Event, EventId};
 use chargeonce_core::store::{ShopSummary, StoreCounts};
 use chargeonce_core::{
-    Page, PageRequest, Payment, PaymentFilter, PaymentId, SecretHash, ShopId, StoreError,
+    Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, SecretHash, ShopId,
+    StoreError,
 };
+use chargeonce_sqlite::Write;
+use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::SqliteStore;
+use super::outbox::event_columns;
+use super::{Fail, Result, SqliteStore, all, now_ms, one, payments, unix_ms};
+use crate::columns::payment_columns;
+use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
+use crate::rows::{EventRow, PaymentRow};
 
-pub(super) async fn operator_secret(
-    _store: &SqliteStore,
-) -> Result<Option<SecretHash>, StoreError> {
-    Ok(None)
+/// The operator's stored secret hash, if one was set.
+pub(super) async fn operator_secret(store: &SqliteStore) -> Result<Option<SecretHash>, StoreError> {
+    store
+        .read(|conn| {
+            let Some(bytes) = conn
+                .prepare_cached("SELECT secret_sha256 FROM operator_credential WHERE id = 1")?
+                .query_row([], |row| row.get::<_, Vec<u8>>(0))
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            SecretHash::from_bytes(&bytes)
+                .map(Some)
+                .ok_or_else(|| Fail(StoreError::corrupt("the operator's secret hash")))
+        })
+        .await
 }
 
+/// Stores the operator's secret hash unless one exists (the first start).
 pub(super) async fn init_operator_secret(
-    _store: &SqliteStore,
-    _hash: &SecretHash,
+    store: &SqliteStore,
+    hash: &SecretHash,
 ) -> Result<bool, StoreError> {
-    Ok(false)
+    let hash = hash.clone();
+    store
+        .write(move |conn| {
+            let stored = conn
+                .prepare_cached(concat!(
+                    "INSERT INTO operator_credential (id, secret_sha256, created_at) \
+                     VALUES (1, ?1, ",
+                    now_ms!(),
+                    ") ON CONFLICT (id) DO NOTHING"
+                ))?
+                .execute(params![hash.as_bytes().as_slice()])?;
+            Ok(Write::Commit(stored == 1))
+        })
+        .await
 }
 
+/// Replaces (or stores) the operator's secret hash.
 pub(super) async fn set_operator_secret(
-    _store: &SqliteStore,
-    _hash: &SecretHash,
+    store: &SqliteStore,
+    hash: &SecretHash,
 ) -> Result<(), StoreError> {
-    Ok(())
+    let hash = hash.clone();
+    store
+        .write(move |conn| {
+            conn.prepare_cached(concat!(
+                "INSERT INTO operator_credential (id, secret_sha256, created_at) \
+                 VALUES (1, ?1, ",
+                now_ms!(),
+                ") ON CONFLICT (id) DO UPDATE SET secret_sha256 = excluded.secret_sha256, \
+                     created_at = excluded.created_at"
+            ))?
+            .execute(params![hash.as_bytes().as_slice()])?;
+            Ok(Write::Commit(()))
+        })
+        .await
 }
 
+/// The part of a cross-shop payment list's statement before its cursor:
+/// every shop's payments that match the filter (`?1` status, `?2`
+/// reference, `?3` and `?4` the created range, each ignored when null).
+macro_rules! any_shop_list {
+    () => {
+        concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE (?1 IS NULL OR status = ?1) \
+               AND (?2 IS NULL OR reference = ?2) \
+               AND (?3 IS NULL OR created_at >= ?3) \
+               AND (?4 IS NULL OR created_at < ?4)"
+        )
+    };
+}
+
+/// The statements of a cross-shop payment list, each a walk of
+/// `payments_created_at` from its start, stopped by the limit (`?5`): the
+/// newest page, the page after a cursor (`?6`, `?7`: its `created_at` and
+/// id), the page before it (read oldest first); only the payments of one
+/// instant are sorted by id (`TEMP B-TREE FOR LAST TERM`), never the
+/// table. The index holds `created_at` alone, so the cursor's time is also
+/// written as a bound of its own, which the index can start from (a row
+/// comparison is not a range of it).
+const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
+    concat!(
+        any_shop_list!(),
+        " ORDER BY created_at DESC, id DESC LIMIT ?5"
+    ),
+    concat!(
+        any_shop_list!(),
+        " AND created_at <= ?6 AND (created_at, id) < (?6, ?7) \
+         ORDER BY created_at DESC, id DESC LIMIT ?5"
+    ),
+    concat!(
+        any_shop_list!(),
+        " AND created_at >= ?6 AND (created_at, id) > (?6, ?7) \
+         ORDER BY created_at, id LIMIT ?5"
+    ),
+];
+
+/// One page of every shop's payments (one shop's: its own list), newest
+/// first by `(created_at, id)`.
 pub(super) async fn all_payments(
-    _store: &SqliteStore,
-    _shop_id: Option<&ShopId>,
-    _filter: &PaymentFilter,
-    _page: &PageRequest<PaymentId>,
+    store: &SqliteStore,
+    shop_id: Option<&ShopId>,
+    filter: &PaymentFilter,
+    page: &PageRequest<PaymentId>,
 ) -> Result<Page<Payment>, StoreError> {
-    Err(StoreError::other("not written yet"))
+    if let Some(shop_id) = shop_id {
+        return payments::list_payments(store, shop_id, filter, page).await;
+    }
+    let (filter, page) = (filter.clone(), page.clone());
+    store
+        .read(move |conn| {
+            let (sql, cursor) = match &page.cursor {
+                Cursor::Newest => (ANY_SHOP_PAYMENT_LISTS[0], None),
+                Cursor::After(id) => (ANY_SHOP_PAYMENT_LISTS[1], Some(cursor_at(conn, id)?)),
+                Cursor::Before(id) => (ANY_SHOP_PAYMENT_LISTS[2], Some(cursor_at(conn, id)?)),
+            };
+            let (status, reference) = (
+                filter.status.map(|s| s.as_str()),
+                filter.reference.as_ref().map(Reference::as_str),
+            );
+            let (gte, lt) = (
+                filter.created_gte.map(unix_ms),
+                filter.created_lt.map(unix_ms),
+            );
+            let limit = i64::from(page.limit.get()) + 1;
+            let mut values: Vec<&dyn ToSql> = vec![&status, &reference, &gte, &lt, &limit];
+            if let Some((at, id)) = &cursor {
+                values.extend([at as &dyn ToSql, id]);
+            }
+            let rows: Vec<Payment> = all::<PaymentRow, _>(conn, sql, params_from_iter(values))?;
+            Ok(Page::from_probe(rows, &page))
+        })
+        .await
 }
 
+/// Where a cross-shop list's cursor lies: the `(created_at, id)` of the
+/// payment `id`, of any shop; [`StoreError::UnknownCursor`] when there is
+/// none.
+fn cursor_at(conn: &Connection, id: &PaymentId) -> Result<(i64, String)> {
+    let at: Option<i64> = conn
+        .prepare_cached("SELECT created_at FROM payments WHERE id = ?1")?
+        .query_row(params![id.as_str()], |row| row.get(0))
+        .optional()?;
+    match at {
+        Some(at) => Ok((at, id.as_str().to_owned())),
+        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
+    }
+}
+
+/// One payment of any shop.
 pub(super) async fn any_payment(
-    _store: &SqliteStore,
-    _id: &PaymentId,
+    store: &SqliteStore,
+    id: &PaymentId,
 ) -> Result<Option<Payment>, StoreError> {
-    Ok(None)
+    let id = id.clone();
+    store
+        .read(move |conn| {
+            one::<PaymentRow, _>(
+                conn,
+                concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    " FROM payments WHERE id = ?1"
+                ),
+                params![id.as_str()],
+            )
+        })
+        .await
 }
 
+/// The merchant events of one payment, oldest (first committed) first.
 pub(super) async fn payment_events(
-    _store: &SqliteStore,
-    _id: &PaymentId,
+    store: &SqliteStore,
+    id: &PaymentId,
 ) -> Result<Vec<Event>, StoreError> {
-    Ok(Vec::new())
+    let id = id.clone();
+    // A range of `events_by_payment`.
+    store
+        .read(move |conn| all::<EventRow, _>(conn, PAYMENT_EVENTS, params![id.as_str()]))
+        .await
 }
 
+/// The events of one payment (`?1`), in commit order.
+const PAYMENT_EVENTS: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE payment_id = ?1 ORDER BY seq"
+);
+
+/// The shop a merchant event belongs to.
 pub(super) async fn event_shop(
-    _store: &SqliteStore,
-    _id: &EventId,
+    store: &SqliteStore,
+    id: &EventId,
 ) -> Result<Option<ShopId>, StoreError> {
-    Ok(None)
+    let id = id.clone();
+    store
+        .read(move |conn| {
+            let shop: Option<String> = conn
+                .prepare_cached("SELECT shop_id FROM events WHERE id = ?1")?
+                .query_row(params![id.as_str()], |row| row.get(0))
+                .optional()?;
+            Ok(shop
+                .map(ShopId::new)
+                .transpose()
+                .map_err(StoreError::corrupt_by)?)
+        })
+        .await
 }
 
-pub(super) async fn shops(_store: &SqliteStore) -> Result<Vec<ShopSummary>, StoreError> {
-    Ok(Vec::new())
+/// Every shop, oldest first, without its secrets.
+pub(super) async fn shops(store: &SqliteStore) -> Result<Vec<ShopSummary>, StoreError> {
+    store
+        .read(|conn| {
+            all::<ShopSummaryRow, _>(
+                conn,
+                concat!(
+                    "SELECT ",
+                    shop_summary_columns!(),
+                    " FROM shops ORDER BY created_at, id"
+                ),
+                [],
+            )
+        })
+        .await
 }
 
-pub(super) async fn counts(_store: &SqliteStore) -> Result<StoreCounts, StoreError> {
-    Ok(StoreCounts::default())
+/// The overview's counts, each from an index of exactly the rows it counts
+/// where there is one (`payments_pending`, `events_due`); the findings are
+/// few and counted from their table.
+const COUNTS: &str = "SELECT \
+     (SELECT count(*) FROM payments WHERE status = 'pending'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
+     (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)";
+
+/// The overview's counts.
+pub(super) async fn counts(store: &SqliteStore) -> Result<StoreCounts, StoreError> {
+    store
+        .read(|conn| {
+            let (pending, open, undelivered) =
+                conn.prepare_cached(COUNTS)?.query_row([], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                    ))
+                })?;
+            let count = |n: i64| u64::try_from(n).unwrap_or(0);
+            Ok(StoreCounts {
+                pending_payments: count(pending),
+                open_findings: count(open),
+                undelivered_events: count(undelivered),
+            })
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PoolConfig;
+
+    /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY PLAN`).
+    fn plan(conn: &Connection, sql: &str) -> chargeonce_sqlite::rusqlite::Result<String> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+        let mut rows = stmt.raw_query();
+        let mut steps = Vec::new();
+        while let Some(row) = rows.next()? {
+            steps.push(row.get::<_, String>(3)?);
+        }
+        Ok(steps.join("; "))
+    }
+
+    #[tokio::test]
+    async fn the_console_reads_are_ranges_of_their_indexes() {
+        let dir = std::env::temp_dir().join(format!("chargeonce-console-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("plans.db").display());
+        let store = SqliteStore::connect(&url, &PoolConfig::default())
+            .await
+            .unwrap();
+        let read = |sql: &'static str| {
+            let store = store.clone();
+            async move { store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap() }
+        };
+        // Every shop's payments: a walk of `payments_created_at` from the
+        // newest (or from the cursor), sorting only the payments of one
+        // instant by id, never the table.
+        for (i, sql) in ANY_SHOP_PAYMENT_LISTS.into_iter().enumerate() {
+            let plan = read(sql).await;
+            assert!(plan.contains("INDEX payments_created_at"), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{plan}");
+            if i > 0 {
+                assert!(plan.contains("(created_at"), "{plan}");
+            }
+        }
+        // The counts: the partial indexes of pending payments and open
+        // events (the findings are few, and counted from their table).
+        let plan = read(COUNTS).await;
+        assert!(plan.contains("INDEX payments_pending"), "{plan}");
+        assert!(plan.contains("INDEX events_due"), "{plan}");
+        // One payment's events: a range of their index, already in order.
+        let plan = read(PAYMENT_EVENTS).await;
+        assert!(
+            plan.contains("INDEX events_by_payment (payment_id=?"),
+            "{plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        // The findings: newest sighting first from their index, or one
+        // payment's few.
+        let [every, of_payment] = super::super::findings::FINDING_LISTS;
+        let plan = read(every).await;
+        assert!(plan.contains("INDEX findings_by_last_seen"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        let plan = read(of_payment).await;
+        assert!(
+            plan.contains("INDEX findings_by_payment (payment_id=?"),
+            "{plan}"
+        );
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -9,10 +9,12 @@ use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
     WebhookEndpoint,
 };
+use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
 
+use super::history::record;
 use super::{Fail, Result, SqliteStore, all, now_ms, one};
 use crate::codec::{attempt_columns, millis};
 use crate::rows::{EndpointRow, EventRow, FromSqliteRow};
@@ -26,6 +28,7 @@ macro_rules! event_columns {
          delivered_at AS delivered_at_ms, gave_up_at AS gave_up_at_ms, last_status, last_error"
     };
 }
+pub(super) use event_columns;
 
 /// Writes a merchant event in the transaction of its transition.
 pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result<()> {
@@ -138,7 +141,18 @@ pub(super) async fn resend_event(
             if resent == 0 {
                 return Ok(Write::Commit(None));
             }
-            event_in(conn, &shop_id, &id).map(Write::Commit)
+            let event = event_in(conn, &shop_id, &id)?;
+            if let Some(event) = &event {
+                record(
+                    conn,
+                    event.payment_id.as_str(),
+                    event.refund_id.as_ref().map(RefundId::as_str),
+                    &HistoryEvent::EventResent {
+                        event_id: id.as_str().to_owned(),
+                    },
+                )?;
+            }
+            Ok(Write::Commit(event))
         })
         .await
 }
@@ -229,7 +243,11 @@ pub(super) async fn claim_due_events(
         .await
 }
 
-/// Records how a delivery attempt ended and ends its lease.
+/// Records how a delivery attempt ended and ends its lease, with its
+/// `event_attempt` entry in the history of the event's payment. The row is
+/// read before the update (what the entry names, and whether it had been
+/// given up already) and, after a failure, its `gave_up_at` after it: the
+/// update alone decides by SQLite's clock whether this attempt gives up.
 pub(super) async fn record_attempt(
     store: &SqliteStore,
     id: &EventId,
@@ -237,9 +255,31 @@ pub(super) async fn record_attempt(
 ) -> Result<(), StoreError> {
     let id = id.clone();
     let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
+    let answered = match outcome {
+        AttemptOutcome::Delivered { status } => Some(*status),
+        AttemptOutcome::Failed { status, .. } => *status,
+    };
     store
         .write(move |conn| {
-            if delivered {
+            let Some((payment_id, refund_id, event_type, attempts, gave_up_before)) = conn
+                .prepare_cached(
+                    "SELECT payment_id, refund_id, event_type, attempts, \
+                         gave_up_at IS NOT NULL FROM events WHERE id = ?1",
+                )?
+                .query_row(params![id.as_str()], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, i64>(3)?,
+                        row.get::<_, bool>(4)?,
+                    ))
+                })
+                .optional()?
+            else {
+                return Ok(Write::Commit(()));
+            };
+            let result = if delivered {
                 conn.prepare_cached(concat!(
                     "UPDATE events SET attempts = attempts + 1, last_status = ?2, \
                      last_error = NULL, delivered_at = COALESCE(delivered_at, ",
@@ -247,6 +287,7 @@ pub(super) async fn record_attempt(
                     "), locked_until = NULL WHERE id = ?1"
                 ))?
                 .execute(params![id.as_str(), status])?;
+                "delivered"
             } else {
                 conn.prepare_cached(concat!(
                     "UPDATE events SET attempts = attempts + 1, last_status = ?2, \
@@ -266,7 +307,27 @@ pub(super) async fn record_attempt(
                     retry_ms,
                     give_up_ms
                 ])?;
-            }
+                let gave_up: bool = conn
+                    .prepare_cached("SELECT gave_up_at IS NOT NULL FROM events WHERE id = ?1")?
+                    .query_row(params![id.as_str()], |row| row.get(0))?;
+                if gave_up && !gave_up_before {
+                    "given_up"
+                } else {
+                    "failed"
+                }
+            };
+            record(
+                conn,
+                &payment_id,
+                refund_id.as_deref(),
+                &HistoryEvent::EventAttempt {
+                    event_id: id.as_str().to_owned(),
+                    event_type,
+                    attempt: u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX),
+                    result: result.to_owned(),
+                    status: answered,
+                },
+            )?;
             Ok(Write::Commit(()))
         })
         .await

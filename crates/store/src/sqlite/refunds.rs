@@ -3,10 +3,10 @@
 //! refund's settlement and merchant event), and reading a refund, or a
 //! shop's refunds a page at a time.
 
-use chargeonce_core::history::AcquirerAttempt;
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::refund::reservation;
 use chargeonce_core::{
     ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
@@ -16,6 +16,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
+use super::history::{history_of, record, record_attempts};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
@@ -42,9 +43,13 @@ pub(super) async fn claim_refund(
                 holder: &holder,
             };
             if !insert_key(conn, &claim, target, token, timing)? {
-                let record = count_repeat(conn, &claim.shop_id, &claim.key)?.ok_or_else(|| {
-                    StoreError::other(format!("key {} conflicted but cannot be read", claim.key))
-                })?;
+                let record = count_repeat(conn, &claim.shop_id, &claim.key, &claim.fingerprint)?
+                    .ok_or_else(|| {
+                        StoreError::other(format!(
+                            "key {} conflicted but cannot be read",
+                            claim.key
+                        ))
+                    })?;
                 return Ok(Write::Commit(RefundClaim::Exists(record)));
             }
             // The writer is the only one: no other refund moves the
@@ -111,6 +116,17 @@ pub(super) async fn claim_refund(
                 created.acquirer_key.as_str(),
                 unix_ms(created.created_at),
             ])?;
+            record(
+                conn,
+                created.payment_id.as_str(),
+                Some(created.id.as_str()),
+                &HistoryEvent::RefundReserved {
+                    key: claim.key.as_str().to_owned(),
+                    amount_minor: created.amount.minor_units(),
+                    currency: created.amount.currency().code().to_owned(),
+                    instance: holder.to_string(),
+                },
+            )?;
             Ok(Write::Commit(RefundClaim::Acquired(acquired(
                 &claim,
                 token,
@@ -129,15 +145,29 @@ pub(super) async fn finish_refund(
     settlement: Option<(&RefundId, &RefundSettlement)>,
     response: &StoredResponse,
     ttl: Duration,
-    _attempts: &[AcquirerAttempt],
+    attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
     let lease = lease.clone();
     let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
     let response = response.clone();
+    let attempts = attempts.to_vec();
+    let instance = store.instance.clone();
     store
         .write(move |conn| {
             if !finish_key(conn, &lease, &response, ttl)? {
                 return Ok(Write::Rollback(FinishOutcome::LeaseLost));
+            }
+            if let Some(target) = history_of(conn, lease.shop_id.as_str(), lease.key.as_str())? {
+                record_attempts(conn, &target, &attempts, &instance)?;
+                record(
+                    conn,
+                    &target.payment_id,
+                    target.refund_id.as_deref(),
+                    &HistoryEvent::Answered {
+                        key: lease.key.as_str().to_owned(),
+                        status: response.status,
+                    },
+                )?;
             }
             let Some((refund_id, settlement)) = settlement else {
                 return Ok(Write::Commit(FinishOutcome::Stored));
@@ -187,6 +217,12 @@ pub(super) async fn finish_refund(
                     params![lease.shop_id.as_str(), refund.payment_id.as_str()],
                     |row| row.get("reference"),
                 )?;
+            record(
+                conn,
+                refund.payment_id.as_str(),
+                Some(refund.id.as_str()),
+                &HistoryEvent::RefundEnded { status },
+            )?;
             insert_event(conn, NewEvent::refund_settled(&refund, &reference))?;
             Ok(Write::Commit(FinishOutcome::Stored))
         })

@@ -9,14 +9,18 @@ mod support;
 
 mod claim;
 mod expiry;
+mod findings;
 mod finish;
+mod history;
 mod inbound;
 mod introspection;
 mod leases;
 mod lists;
+mod operations;
 mod outbox;
 mod races;
 mod reconciliation;
 mod refunds;
+mod repeats;
 mod shops;
 mod stalled;
