@@ -151,7 +151,7 @@ async fn ensure_operator_secret(
     if store.operator_secret().await?.is_some() {
         return Ok(None);
     }
-    let secret = ShopSecret::generate();
+    let secret = chargeonce_server::console::auth::generate_operator_secret();
     if store.init_operator_secret(&secret.hash()).await? {
         // Shown once, like the demo shop's credentials: only the hash is kept.
         println!("operator secret: {}", secret.expose());

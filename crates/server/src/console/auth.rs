@@ -64,6 +64,12 @@ fn random_token() -> String {
     hex::encode(bytes)
 }
 
+/// A fresh operator secret: `op_` and 256 random bits in hex, so it is
+/// never mistaken for a shop's `sk_` secret (nor scanned as one).
+pub fn generate_operator_secret() -> ShopSecret {
+    ShopSecret::from_string(format!("op_{}", random_token()))
+}
+
 impl Sessions {
     /// No sessions yet; each will last `ttl`.
     pub fn new(ttl: Duration) -> Self {
