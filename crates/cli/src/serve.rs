@@ -79,6 +79,22 @@ pub struct ServeArgs {
     /// Without it, webhooks are refused with 503. Never logged.
     #[arg(long, env = "CHARGEONCE_WEBHOOK_SECRET", hide_env_values = true, value_parser = crate::args::secret)]
     webhook_secret: Option<WebhookSecret>,
+    /// The operator console's secret (`/console/login`): its own credential,
+    /// never a shop's; the store keeps only its SHA-256, and this replaces
+    /// the one there. Without it, the first start of a store with no
+    /// operator secret generates one and prints it once (`operator secret:
+    /// ...`); later starts print nothing. 16 to 256 visible ASCII
+    /// characters. Never logged.
+    #[arg(long, env = "CHARGEONCE_OPERATOR_SECRET", hide_env_values = true, value_parser = crate::args::operator_secret)]
+    operator_secret: Option<ShopSecret>,
+    /// How long an operator's console session lasts. Sessions live in this
+    /// instance's memory: they are per instance (log in on each behind a
+    /// load balancer) and end at a restart. The cookie is HttpOnly,
+    /// SameSite=Strict, Path=/console, and not marked Secure (whether the
+    /// browser reached us over TLS is not knowable here): serve the console
+    /// over TLS.
+    #[arg(long, env = "CHARGEONCE_CONSOLE_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration)]
+    console_session_ttl: Duration,
     // The HTTP timeouts, the connection cap, rate limits and waiter caps.
     #[command(flatten)]
     limits: LimitsArgs,
@@ -115,6 +131,33 @@ async fn ensure_demo_shop(store: &dyn Store, listen: SocketAddr) -> anyhow::Resu
         secret.expose()
     );
     Ok(())
+}
+
+/// The operator's console secret: the flag's replaces the stored one; without
+/// the flag, a store with none gets a generated one, printed once. Returns
+/// the hash this instance checks logins against while the store has none.
+async fn ensure_operator_secret(
+    store: &dyn Store,
+    given: Option<&ShopSecret>,
+) -> anyhow::Result<Option<chargeonce_core::SecretHash>> {
+    if let Some(secret) = given {
+        let hash = secret.hash();
+        store
+            .set_operator_secret(&hash)
+            .await
+            .context("storing --operator-secret")?;
+        return Ok(Some(hash));
+    }
+    if store.operator_secret().await?.is_some() {
+        return Ok(None);
+    }
+    let secret = chargeonce_server::console::auth::generate_operator_secret();
+    if store.init_operator_secret(&secret.hash()).await? {
+        // Shown once, like the demo shop's credentials: only the hash is kept.
+        println!("operator secret: {}", secret.expose());
+        println!("the operator console: /console (log in with the secret above; shown once)");
+    }
+    Ok(None)
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -182,6 +225,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(secret) = args.webhook_secret {
         state = state.with_webhook_secret(secret);
+    }
+    state = state.with_console_session_ttl(args.console_session_ttl);
+    if let Some(hash) =
+        ensure_operator_secret(store.as_ref(), args.operator_secret.as_ref()).await?
+    {
+        state = state.with_operator_secret(hash);
     }
     let operations = state.operations().clone();
     #[cfg(feature = "bench-routes")]

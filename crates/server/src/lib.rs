@@ -32,6 +32,7 @@ use utoipa_axum::routes;
 pub mod bench_ceiling;
 pub mod cache;
 pub mod conn;
+pub mod console;
 pub mod extract;
 pub mod limits;
 pub mod metrics;
@@ -60,6 +61,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(routes::payments::list, routes::payments::create))
         .routes(routes!(routes::payments::get))
+        .routes(routes!(routes::history::get))
         .routes(routes!(
             routes::refunds::of_payment,
             routes::refunds::create
@@ -78,12 +80,16 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The v1 API ([`api_routes`]), its OpenAPI document at
 /// [`openapi::SPEC_PATH`] and its reference page at [`openapi::DOCS_PATH`],
-/// health checks, and problem+json for unknown routes.
+/// health checks, the operator console under `/console` ([`console`]), and
+/// problem+json for unknown routes.
 pub fn router(state: AppState) -> Router {
     let (api, mut spec) = api_routes().split_for_parts();
     openapi::finish(&mut spec);
     api.merge(openapi::spec_router(openapi::to_json(&spec)))
         .merge(openapi::docs_router())
+        // The operator console: not in the shop API's document, but inside
+        // the same layers (request id, limits, problems for errors).
+        .merge(console::router(&state))
         .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

@@ -42,6 +42,21 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
+/// Some of this instance's counters at one moment, for the console.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// New keys claimed (payments and refunds started).
+    pub claims: u64,
+    /// Stored answers replayed.
+    pub replays: u64,
+    /// 409s.
+    pub conflicts: u64,
+    /// 422s: a key reused for another request.
+    pub mismatches: u64,
+    /// Expired leases taken over.
+    pub takeovers: u64,
+}
+
 /// Every metric of one service instance, in its own registry.
 #[derive(Debug)]
 pub struct Metrics {
@@ -186,6 +201,18 @@ impl Metrics {
     /// Counts a store failure while recording a webhook.
     pub fn store_error_webhook(&self) {
         self.store_error("webhook");
+    }
+
+    /// The running totals the console's overview charts (since this
+    /// instance started).
+    pub fn counters(&self) -> Counters {
+        Counters {
+            claims: self.claims.get(),
+            replays: self.replays.get(),
+            conflicts: self.conflicts.get(),
+            mismatches: self.mismatches.get(),
+            takeovers: self.takeovers.get(),
+        }
     }
 
     /// The Prometheus text format of every metric.

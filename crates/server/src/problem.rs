@@ -178,7 +178,9 @@ pub async fn problems_only(response: Response) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if content_type.eq_ignore_ascii_case(PROBLEM_JSON) {
+    // Problems already, and the console's HTML error pages (its login
+    // refusal, its 403 for a stale form): meant for a person, kept as they are.
+    if content_type.eq_ignore_ascii_case(PROBLEM_JSON) || content_type.starts_with("text/html") {
         return response;
     }
     let plain = content_type.starts_with("text/plain");

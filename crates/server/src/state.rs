@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chargeonce_core::webhook::WebhookSecret;
-use chargeonce_core::{Engine, Store};
+use chargeonce_core::{Engine, SecretHash, Store};
 use tokio_util::task::TaskTracker;
 
 use crate::{Metrics, cache, limits};
@@ -24,6 +24,8 @@ pub struct AppState {
     pub(crate) request_limits: limits::RequestLimits,
     pub(crate) rate_limiter: Arc<limits::ShopRateLimiter>,
     pub(crate) waiters: Arc<limits::Waiters>,
+    pub(crate) console: Arc<crate::console::ConsoleState>,
+    pub(crate) operator_secret: Option<Arc<SecretHash>>,
 }
 
 impl AppState {
@@ -43,7 +45,30 @@ impl AppState {
             request_limits: limits::RequestLimits::default(),
             rate_limiter: Arc::new(limits::ShopRateLimiter::default()),
             waiters: Arc::new(limits::Waiters::default()),
+            console: Arc::new(crate::console::ConsoleState::default()),
+            operator_secret: None,
         }
+    }
+
+    /// How long an operator's console session lasts (default
+    /// [`crate::console::DEFAULT_SESSION_TTL`]). Sessions live in this
+    /// instance's memory: setting this drops the ones there are.
+    pub fn with_console_session_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.console = Arc::new(crate::console::ConsoleState::new(ttl));
+        self
+    }
+
+    /// The operator secret's hash to check console logins against while the
+    /// store has none (the store's, set by `serve --operator-secret` or at
+    /// the first start, comes first).
+    pub fn with_operator_secret(mut self, hash: SecretHash) -> Self {
+        self.operator_secret = Some(Arc::new(hash));
+        self
+    }
+
+    /// The console's sessions and samples on this instance.
+    pub fn console(&self) -> &crate::console::ConsoleState {
+        &self.console
     }
 
     /// The time limits of a request (default [`limits::RequestLimits::default`]).

@@ -25,6 +25,7 @@ use time::OffsetDateTime;
 const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/payments", &["GET", "POST"]),
     ("/v1/payments/{id}", &["GET"]),
+    ("/v1/payments/{id}/history", &["GET"]),
     ("/v1/payments/{id}/refunds", &["GET", "POST"]),
     ("/v1/refunds", &["GET"]),
     ("/v1/refunds/{id}", &["GET"]),

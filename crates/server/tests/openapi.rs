@@ -220,6 +220,7 @@ const KNOWN: &[(&str, &str)] = &[
     ("/v1/payments", "get"),
     ("/v1/payments", "post"),
     ("/v1/payments/{id}", "get"),
+    ("/v1/payments/{id}/history", "get"),
     ("/v1/payments/{id}/refunds", "get"),
     ("/v1/payments/{id}/refunds", "post"),
     ("/v1/refunds", "get"),

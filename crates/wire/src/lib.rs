@@ -7,7 +7,8 @@
 //!   status and title ([`code`]);
 //! - [`Problem`]: the RFC 9457 problem document ([`problem`]);
 //! - the resources: [`Payment`], [`Refund`], [`Event`], with [`Amount`], and
-//!   the [`List`] envelope, and an [`IdempotencyKey`] as introspection shows it;
+//!   the [`List`] envelope, an [`IdempotencyKey`] as introspection shows it,
+//!   and a payment's [`PaymentHistory`];
 //! - the request bodies: [`CreatePayment`], [`CreateRefund`] ([`request`]).
 //!
 //! The types are plain owned serde types, with no domain rules: the server
@@ -33,6 +34,7 @@
 pub mod amount;
 pub mod code;
 pub mod event;
+pub mod history;
 pub mod key;
 pub mod list;
 pub mod payment;
@@ -43,6 +45,10 @@ pub mod request;
 pub use amount::Amount;
 pub use code::ProblemCode;
 pub use event::{DeliveryState, Event, EventDelivery, EventObject, EventType};
+pub use history::{
+    HistoryAcquirerCall, HistoryCallOutcome, HistoryEntry, HistoryEvent, HistoryKey,
+    HistorySettledBy, HistoryTally, PaymentHistory, PaymentHistoryObject,
+};
 pub use key::{
     IdempotencyKey, IdempotencyKeyObject, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState,
 };

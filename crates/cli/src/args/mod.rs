@@ -28,3 +28,12 @@ pub mod workers;
 pub fn secret(value: &str) -> Result<WebhookSecret, String> {
     WebhookSecret::chosen(value).map_err(|e| e.to_string())
 }
+
+/// Parses the operator's console secret (`serve --operator-secret`): 16 to
+/// 256 visible ASCII characters, kept in a type whose `Debug` hides it.
+pub fn operator_secret(value: &str) -> Result<chargeonce_core::ShopSecret, String> {
+    chargeonce_core::ShopSecret::new(value).map_err(|e| {
+        e.to_string()
+            .replace("a shop secret", "the operator secret")
+    })
+}

@@ -3,6 +3,7 @@
 mod amount;
 pub mod events;
 pub mod health;
+pub mod history;
 pub mod keys;
 pub mod lists;
 pub mod metrics;

@@ -1,0 +1,366 @@
+//! The console's login, sessions and CSRF tokens.
+//!
+//! The operator logs in with the operator secret: its own credential, never
+//! a shop's, of which the store keeps only the SHA-256 (compared in
+//! constant time, [`SecretHash::verify`]). A login makes a session: a
+//! random 256-bit id in a cookie (`HttpOnly`, `SameSite=Strict`,
+//! `Path=/console`), kept in this instance's memory until it expires
+//! (`serve --console-session-ttl`, 12 h by default) or the operator logs
+//! out. Sessions are per instance: behind a load balancer, log in on each
+//! (or pin the console to one). The cookie is not marked `Secure`, because
+//! whether the browser reached us over TLS (through a proxy) is not
+//! knowable here: serve the console over TLS and let the proxy add it.
+//!
+//! Each session has its own CSRF token, in every form as the `csrf` field;
+//! a POST without it (or with another session's) is 403.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chargeonce_core::{SecretHash, ShopSecret};
+use rand::RngCore;
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+use super::{Chrome, ConsoleError, html};
+use crate::AppState;
+use crate::problem::{Problem, ProblemCode};
+
+/// The session cookie's name.
+pub const COOKIE: &str = "chargeonce_console";
+
+/// How long a refused login waits before it answers.
+const REFUSAL_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How many sessions one instance keeps at most (the oldest go first).
+const MAX_SESSIONS: usize = 1024;
+
+/// One logged-in session.
+#[derive(Debug, Clone)]
+struct Session {
+    csrf: String,
+    expires: Instant,
+    flash: Option<String>,
+}
+
+/// The sessions of this instance, by id.
+#[derive(Debug)]
+pub struct Sessions {
+    ttl: Duration,
+    map: Mutex<HashMap<String, Session>>,
+}
+
+/// 32 random bytes from the OS generator, hex.
+fn random_token() -> String {
+    let mut bytes = [0_u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// A fresh operator secret: `op_` and 256 random bits in hex, so it is
+/// never mistaken for a shop's `sk_` secret (nor scanned as one).
+pub fn generate_operator_secret() -> ShopSecret {
+    ShopSecret::from_string(format!("op_{}", random_token()))
+}
+
+impl Sessions {
+    /// No sessions yet; each will last `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A new session; its id.
+    pub fn create(&self) -> String {
+        let id = random_token();
+        let now = Instant::now();
+        let mut map = self.lock();
+        map.retain(|_, s| s.expires > now);
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.expires)
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            id.clone(),
+            Session {
+                csrf: random_token(),
+                expires: now + self.ttl,
+                flash: None,
+            },
+        );
+        id
+    }
+
+    /// The operator of a live session, taking its flash message.
+    fn operator(&self, id: &str) -> Option<Operator> {
+        let mut map = self.lock();
+        let now = Instant::now();
+        let session = map.get_mut(id)?;
+        if session.expires <= now {
+            map.remove(id);
+            return None;
+        }
+        Some(Operator {
+            session: id.to_owned(),
+            csrf: session.csrf.clone(),
+            flash: session.flash.take(),
+        })
+    }
+
+    /// Leaves a message for the session's next page.
+    pub fn flash(&self, id: &str, message: impl Into<String>) {
+        if let Some(session) = self.lock().get_mut(id) {
+            session.flash = Some(message.into());
+        }
+    }
+
+    /// Ends a session.
+    pub fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// How many sessions are live (for tests and the overview).
+    pub fn len(&self) -> usize {
+        let now = Instant::now();
+        self.lock().values().filter(|s| s.expires > now).count()
+    }
+
+    /// Whether no session is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A logged-in operator: the session behind a console request.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    /// The session's id.
+    pub session: String,
+    /// The session's CSRF token.
+    pub csrf: String,
+    /// The message the last action left, taken by this request.
+    pub flash: Option<String>,
+}
+
+impl Operator {
+    /// Checks a form's CSRF token against the session's, in constant time.
+    pub fn check_csrf(&self, presented: Option<&str>) -> Result<(), ConsoleError> {
+        let presented = presented.unwrap_or_default();
+        if !presented.is_empty() && bool::from(presented.as_bytes().ct_eq(self.csrf.as_bytes())) {
+            Ok(())
+        } else {
+            Err(ConsoleError::Csrf)
+        }
+    }
+}
+
+/// The session id in a request's cookies.
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim().to_owned())
+}
+
+/// What a request without a live session gets: the login page for pages,
+/// 401 problem+json for the JSON API.
+#[derive(Debug)]
+pub enum NoSession {
+    /// A page: go log in.
+    Page,
+    /// `/console/api/*`.
+    Api,
+}
+
+impl IntoResponse for NoSession {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Page => Redirect::to("/console/login").into_response(),
+            Self::Api => Problem::new(
+                ProblemCode::Unauthorized,
+                "log in to the console first (POST /console/login)",
+            )
+            .into_response(),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = NoSession;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, NoSession> {
+        let api = parts.uri.path().starts_with("/console/api/");
+        session_cookie(&parts.headers)
+            .and_then(|id| state.console.sessions.operator(&id))
+            .ok_or(if api { NoSession::Api } else { NoSession::Page })
+    }
+}
+
+impl axum::extract::OptionalFromRequestParts<AppState> for Operator {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(session_cookie(&parts.headers).and_then(|id| state.console.sessions.operator(&id)))
+    }
+}
+
+/// The login page.
+#[derive(Template)]
+#[template(path = "console/login.html")]
+struct LoginPage {
+    page: Chrome,
+    error: bool,
+}
+
+fn login_form(error: bool) -> Result<Response, ConsoleError> {
+    let page = LoginPage {
+        page: Chrome {
+            title: "Log in".to_owned(),
+            ..Chrome::default()
+        },
+        error,
+    };
+    let status = if error {
+        StatusCode::UNAUTHORIZED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, html(&page)?).into_response())
+}
+
+/// `GET /console/login`: the form (or the console, when logged in already).
+pub async fn login_page(operator: Option<Operator>) -> Result<Response, ConsoleError> {
+    if operator.is_some() {
+        return Ok(Redirect::to(super::BASE).into_response());
+    }
+    login_form(false)
+}
+
+/// The login form.
+#[derive(Deserialize)]
+pub struct LoginForm {
+    secret: Option<String>,
+}
+
+/// The operator secret to check a login against: the store's (set by
+/// `serve --operator-secret` or generated at the first start), else the
+/// one this instance was given ([`AppState::with_operator_secret`]).
+async fn operator_hash(state: &AppState) -> Result<Option<SecretHash>, ConsoleError> {
+    let stored = state.store.operator_secret().await?;
+    Ok(stored.or_else(|| state.operator_secret.as_deref().cloned()))
+}
+
+/// `POST /console/login`: a session cookie and 303 to the console, or 401
+/// and the form again.
+pub async fn login(
+    State(state): State<AppState>,
+    Form(form): Form<LoginForm>,
+) -> Result<Response, ConsoleError> {
+    let presented = form.secret.unwrap_or_default();
+    let ok = match operator_hash(&state).await? {
+        Some(hash) if !presented.is_empty() => hash.verify(&ShopSecret::from_string(presented)),
+        _ => false,
+    };
+    if !ok {
+        tracing::warn!("console login refused");
+        // A little slower to refuse: guessing costs time (the secret itself
+        // is long and random unless chosen, and at least 16 characters).
+        tokio::time::sleep(REFUSAL_DELAY).await;
+        return login_form(true);
+    }
+    let id = state.console.sessions.create();
+    let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/console");
+    let mut response = Redirect::to(super::BASE).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    tracing::info!("console login");
+    Ok(response)
+}
+
+/// The log-out form.
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    csrf: Option<String>,
+}
+
+/// `POST /console/logout`: ends the session, clears the cookie.
+pub async fn logout(
+    State(state): State<AppState>,
+    operator: Operator,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, ConsoleError> {
+    operator.check_csrf(form.csrf.as_deref())?;
+    state.console.sessions.remove(&operator.session);
+    let mut response = Redirect::to("/console/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "chargeonce_console=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0",
+        ),
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_expire_and_end() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let id = sessions.create();
+        assert_eq!(id.len(), 64);
+        let operator = sessions.operator(&id).unwrap();
+        assert!(operator.check_csrf(Some(&operator.csrf)).is_ok());
+        assert!(operator.check_csrf(Some("x")).is_err());
+        assert!(operator.check_csrf(None).is_err());
+        sessions.flash(&id, "done");
+        assert_eq!(
+            sessions.operator(&id).unwrap().flash.as_deref(),
+            Some("done")
+        );
+        assert_eq!(sessions.operator(&id).unwrap().flash, None);
+        sessions.remove(&id);
+        assert!(sessions.operator(&id).is_none());
+        let short = Sessions::new(Duration::ZERO);
+        let id = short.create();
+        assert!(short.operator(&id).is_none());
+    }
+
+    #[test]
+    fn the_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; chargeonce_console=abc; b=2"),
+        );
+        assert_eq!(session_cookie(&headers).as_deref(), Some("abc"));
+    }
+}

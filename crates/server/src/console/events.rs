@@ -1,0 +1,132 @@
+//! `GET /console/events?shop=`: recent merchant events with their delivery
+//! state, and `POST /console/events/{id}/resend` (also the payment page's
+//! resend button).
+//!
+//! A resend's key is `resend-<event id>-<attempts so far>`: a second click
+//! on the same button (the same count) is answered "already resent" and
+//! does nothing. It is remembered on this instance only; a resend that slips
+//! through on another costs at most one more delivery, which the shop
+//! deduplicates by event id.
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use chargeonce_core::ShopId;
+use chargeonce_core::events::{EventId, EventQuery};
+use serde::Deserialize;
+
+use super::payment::EventRow;
+use super::{Chrome, ConsoleError, Operator, back_to, given, html};
+use crate::AppState;
+use crate::extract::PathId;
+
+/// Events listed per shop.
+const PER_SHOP: u32 = 50;
+
+/// The filter.
+#[derive(Debug, Default, Deserialize)]
+pub struct EventsQuery {
+    shop: Option<String>,
+}
+
+/// The page.
+#[derive(Template)]
+#[template(path = "console/events.html")]
+struct EventsPage {
+    page: Chrome,
+    shop: String,
+    shops: Vec<String>,
+    events: Vec<EventRow>,
+    back: String,
+}
+
+/// `GET /console/events`: one shop's recent events, or every shop's.
+pub async fn page(
+    State(state): State<AppState>,
+    operator: Operator,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, ConsoleError> {
+    let shops: Vec<ShopId> = state
+        .store
+        .shops()
+        .await?
+        .into_iter()
+        .map(|s| s.shop_id)
+        .collect();
+    let wanted: Vec<ShopId> = match given(&query.shop) {
+        Some(shop) => {
+            vec![ShopId::new(shop).map_err(|e| ConsoleError::BadRequest(format!("shop: {e}")))?]
+        }
+        None => shops.clone(),
+    };
+    let mut events = Vec::new();
+    for shop in &wanted {
+        let query = EventQuery {
+            limit: PER_SHOP,
+            starting_after: None,
+            event_type: None,
+        };
+        events.extend(state.store.events(shop, &query).await?);
+    }
+    events.sort_by_key(|e| std::cmp::Reverse(e.created_at_ms));
+    events.truncate(PER_SHOP as usize * 2);
+    let shop = given(&query.shop).unwrap_or_default().to_owned();
+    let back = if shop.is_empty() {
+        "/console/events".to_owned()
+    } else {
+        format!("/console/events?shop={}", super::encode(&shop))
+    };
+    html(&EventsPage {
+        page: Chrome::new(&operator, "Merchant events", "events"),
+        shop,
+        shops: shops.iter().map(|s| s.as_str().to_owned()).collect(),
+        events: events.iter().map(EventRow::of).collect(),
+        back,
+    })
+}
+
+/// The resend form.
+#[derive(Debug, Deserialize)]
+pub struct ResendForm {
+    csrf: Option<String>,
+    key: Option<String>,
+    back: Option<String>,
+}
+
+/// `POST /console/events/{id}/resend`: makes the event due again (once per
+/// key), then 303 back.
+pub async fn resend(
+    State(state): State<AppState>,
+    operator: Operator,
+    PathId(id): PathId,
+    Form(form): Form<ResendForm>,
+) -> Result<Response, ConsoleError> {
+    operator.check_csrf(form.csrf.as_deref())?;
+    let back = back_to(form.back.as_deref(), "/console/events");
+    let not_found = || ConsoleError::NotFound("no such event".to_owned());
+    let id = EventId::parse(&id).map_err(|_| not_found())?;
+    let shop = state.store.event_shop(&id).await?.ok_or_else(not_found)?;
+    let event = state.store.event(&shop, &id).await?.ok_or_else(not_found)?;
+    let current = format!("resend-{}-{}", event.id, event.delivery.attempts);
+    let key = form.key.unwrap_or_default();
+    let message = if key != current {
+        format!(
+            "event {id} was not resent: it has {} attempt(s) since the page was shown; \
+             reload to resend it",
+            event.delivery.attempts
+        )
+    } else if !state.console.first_resend(&key) {
+        format!("event {id} was already resent (its delivery is due again)")
+    } else {
+        state
+            .store
+            .resend_event(&shop, &id)
+            .await?
+            .ok_or_else(not_found)?;
+        tracing::info!(event = %id, shop = %shop, "console resend");
+        format!("event {id} resent: due again now")
+    };
+    state.console.sessions.flash(&operator.session, message);
+    Ok(Redirect::to(&back).into_response())
+}
