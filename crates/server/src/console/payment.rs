@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use chargeonce_core::events::{DeliveryState, Event, PARKED_UNTIL_MS};
-use chargeonce_core::history::{HistoryEntry, HistoryEvent, SettledBy, Tally};
+use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, SettledBy, Tally};
 use chargeonce_core::store::KeyRepeats;
 use chargeonce_core::{
     AcquirerCall, AcquirerOutcomeKind, Cursor, IdempotencyKey, Money, PageLimit, PageRequest,
@@ -281,8 +281,10 @@ pub struct KeyView {
     pub mismatches: TallyView,
 }
 
-/// The summaries of every key the payment's history names: the store's
-/// counts while the key exists, its `key_expired` entry's once swept.
+/// The summaries of every key the payment's history names, over all its
+/// lives: a key used again after it expired starts a new row with fresh
+/// counts, and each earlier row left its counts in a `key_expired` entry;
+/// the summary adds them up (the store's counts for the live row, if any).
 pub fn key_views(
     payment: &Payment,
     entries: &[HistoryEntry],
@@ -292,20 +294,41 @@ pub fn key_views(
         .into_iter()
         .map(|key| {
             let live = repeats.iter().find(|r| r.key == key).map(|r| r.repeats);
-            let swept = entries.iter().rev().find_map(|e| match &e.event {
-                HistoryEvent::KeyExpired { key: k, repeats } if k == key.as_str() => Some(*repeats),
-                _ => None,
-            });
-            let counts = live.or(swept).unwrap_or_default();
+            let swept: Vec<RepeatCounts> = entries
+                .iter()
+                .filter_map(|e| match &e.event {
+                    HistoryEvent::KeyExpired { key: k, repeats } if k == key.as_str() => {
+                        Some(*repeats)
+                    }
+                    _ => None,
+                })
+                .collect();
+            let counts = swept
+                .iter()
+                .chain(live.iter())
+                .fold(RepeatCounts::default(), |sum, c| add_counts(&sum, c));
             KeyView {
                 key: key.as_str().to_owned(),
-                expired: live.is_none() && swept.is_some(),
+                expired: live.is_none() && !swept.is_empty(),
                 replays: TallyView::of(&counts.replays),
                 conflicts: TallyView::of(&counts.conflicts),
                 mismatches: TallyView::of(&counts.mismatches),
             }
         })
         .collect()
+}
+
+/// Two lives' counts together: the sums, and the later of the last times.
+fn add_counts(a: &RepeatCounts, b: &RepeatCounts) -> RepeatCounts {
+    let add = |x: &Tally, y: &Tally| Tally {
+        count: x.count + y.count,
+        last_at: x.last_at.max(y.last_at),
+    };
+    RepeatCounts {
+        replays: add(&a.replays, &b.replays),
+        conflicts: add(&a.conflicts, &b.conflicts),
+        mismatches: add(&a.mismatches, &b.mismatches),
+    }
 }
 
 /// A merchant event's row.
