@@ -171,7 +171,13 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
             latency_ms,
             acquirer_key,
             instance,
-            reason,
+            // The reason is the acquirer client's own error text (it may name
+            // the acquirer's URL): operators read it in the console, shops
+            // get the outcome only.
+            reason: {
+                let _ = reason;
+                None
+            },
         },
         HistoryEvent::Answered { key, status } => wire::HistoryEvent::Answered { key, status },
         HistoryEvent::Settled { status, by } => {
