@@ -17,13 +17,10 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, PathId};
-use crate::problem::{Problem, ProblemCode};
+use crate::problem::Problem;
 use crate::render;
 use crate::respond::store_problem;
-
-fn not_found() -> Problem {
-    Problem::new(ProblemCode::NotFound, "no such payment for this shop")
-}
+use crate::routes::payments::not_found;
 
 /// One payment's history, oldest first, and the repeats of its keys.
 #[utoipa::path(

@@ -108,7 +108,9 @@ pub async fn create(
     pipeline::answer(&state, claim, Operation::Pay(request), &headers).await
 }
 
-fn not_found() -> Problem {
+/// The answer for a payment the shop does not have (or an id that is no
+/// payment's).
+pub(super) fn not_found() -> Problem {
     Problem::new(ProblemCode::NotFound, "no such payment for this shop")
 }
 
