@@ -25,8 +25,8 @@ macro_rules! key_columns {
          (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, refund_id, \
          CASE WHEN lease_token IS NULL AND locked_until > now() \
               THEN ceil(extract(epoch FROM locked_until - now()) * 1000)::bigint END AS settling_ms, \
-         (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
-         (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, replays"
+         floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+         floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, replays"
     };
 }
 
@@ -211,11 +211,11 @@ pub(super) async fn key_info(
         store,
         sqlx::query_as::<_, KeyInfoRow>(
             "SELECT key, recovery_point, method, path, fingerprint, \
-                 (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
-                 (extract(epoch FROM last_repeat_at) * 1000)::bigint AS last_repeat_at_ms, \
-                 replays, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, \
+                 floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+                 floor(extract(epoch FROM last_repeat_at) * 1000)::bigint AS last_repeat_at_ms, \
+                 replays, floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, \
                  lease_token IS NOT NULL AS leased, lease_holder, \
-                 (extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
+                 floor(extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
                  response_status::bigint AS response_status, payment_id, refund_id, \
                  replayed, \
                  floor(extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \

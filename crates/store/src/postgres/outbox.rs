@@ -22,11 +22,11 @@ use crate::rows::{EndpointRow, EventRow};
 macro_rules! event_columns {
     () => {
         "seq, id, shop_id, event_type, payment_id, refund_id, payload, \
-         (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+         floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
          attempts::bigint AS attempts, \
-         (extract(epoch FROM next_attempt_at) * 1000)::bigint AS next_attempt_at_ms, \
-         (extract(epoch FROM delivered_at) * 1000)::bigint AS delivered_at_ms, \
-         (extract(epoch FROM gave_up_at) * 1000)::bigint AS gave_up_at_ms, \
+         floor(extract(epoch FROM next_attempt_at) * 1000)::bigint AS next_attempt_at_ms, \
+         floor(extract(epoch FROM delivered_at) * 1000)::bigint AS delivered_at_ms, \
+         floor(extract(epoch FROM gave_up_at) * 1000)::bigint AS gave_up_at_ms, \
          last_status::bigint AS last_status, last_error"
     };
 }
