@@ -633,6 +633,7 @@ mod tests {
             replayed: false,
             body_sha256: Some([body; 32]),
             took: Duration::from_millis(5),
+            sent_at: std::time::Instant::now(),
         }
     }
 
@@ -821,6 +822,7 @@ mod tests {
             replayed: false,
             body_sha256: None,
             took: Duration::from_secs(3),
+            sent_at: std::time::Instant::now(),
         }];
         assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
         // ...and so is not charged at all.

@@ -93,6 +93,8 @@ pub struct Failover {
     pub leader: String,
     /// From the kill to the first write committed through HAProxy.
     pub to_first_write: Duration,
+    /// When the leader was killed.
+    pub killed: Instant,
 }
 
 #[derive(Debug)]
@@ -298,6 +300,7 @@ impl Postgres {
             victim,
             leader,
             to_first_write,
+            killed,
         })
     }
 

@@ -1,7 +1,7 @@
 //! What the clients saw, recorded the way Jepsen records operations: every
 //! call and every attempt, each ending ok, failed, or unknown.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chargeonce_client::{Attempt, AttemptAnswer, FailureKind};
 use serde::Serialize;
@@ -98,6 +98,9 @@ pub struct AttemptRecord {
     pub body_sha256: Option<[u8; 32]>,
     /// How long it took.
     pub took: Duration,
+    /// When it was sent (so the report can tell which attempts a failover
+    /// overlapped).
+    pub sent_at: Instant,
 }
 
 impl AttemptRecord {
@@ -115,6 +118,31 @@ impl AttemptRecord {
             replayed,
             body_sha256: attempt.body.as_ref().map(|b| Sha256::digest(b).into()),
             took: attempt.took,
+            sent_at: attempt.sent_at,
+        }
+    }
+
+    /// When it ended: its answer came, or the client gave up on it.
+    pub fn ended_at(&self) -> Instant {
+        self.sent_at + self.took
+    }
+
+    /// It got no definitive answer: a 5xx (a 503 while the store was away,
+    /// a 502 from a proxy whose instance was down) or no answer at all.
+    pub fn failed(&self) -> bool {
+        match self.status {
+            Some(status) => status >= 500,
+            None => true,
+        }
+    }
+
+    /// How the report names what it got: the HTTP status, or the failure
+    /// (`lost`, `timeout`, `connect`).
+    pub fn answer_name(&self) -> String {
+        match (self.status, self.failure) {
+            (Some(status), _) => status.to_string(),
+            (None, Some(kind)) => format!("{kind:?}").to_lowercase(),
+            (None, None) => "none".to_owned(),
         }
     }
 

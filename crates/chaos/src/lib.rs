@@ -52,7 +52,7 @@ pub use report::Report;
 
 use crate::nemesis::Plan;
 use crate::proxy::FaultProxy;
-use crate::report::HistoryFigures;
+use crate::report::{FailoverFigures, HistoryFigures};
 use crate::workload::{Clients, Intent, Work};
 
 /// Why a run could not be carried out (distinct from violations, which a
@@ -270,6 +270,7 @@ async fn run_in(
         });
     }
     let figures = HistoryFigures::of(&history);
+    let failovers = FailoverFigures::of(&log, &history);
     if figures.outcomes.get("paid").copied().unwrap_or(0) == 0 && args.intents > 0 {
         violations.push(Violation {
             invariant: "faults-injected-as-planned",
@@ -293,6 +294,7 @@ async fn run_in(
         intents: args.intents,
         proxy: stats.snapshot(),
         nemesis: log,
+        failovers,
         fenced_finishes: count_in_logs(
             work,
             "instance-",

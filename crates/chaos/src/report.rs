@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::args::Sabotage;
 use crate::checker::Violation;
-use crate::history::{CallKind, CallRecord};
+use crate::history::{AttemptRecord, CallKind, CallRecord};
 use crate::nemesis::NemesisLog;
 
 /// Percentiles of `samples` (the load generator's HDR histogram).
@@ -35,6 +35,52 @@ pub struct ProxyFigures {
     pub answers_dropped: u64,
     /// `502` while the instance was down.
     pub instance_down: u64,
+}
+
+/// One leader failover, as the clients lived through it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FailoverFigures {
+    /// From the SIGKILL of the leader to the first write committed through
+    /// HAProxy, in milliseconds.
+    pub kill_to_first_write_ms: u64,
+    /// Attempts under way during that window (sent before its end, ended
+    /// after its start).
+    pub requests: usize,
+    /// Of those, the attempts that failed, by answer (`503`, `502`, `lost`,
+    /// `timeout`, ...): what the switch cost the clients.
+    pub failed: BTreeMap<String, usize>,
+}
+
+impl FailoverFigures {
+    /// The figures of each failover window, from every attempt of the run.
+    pub fn of(log: &NemesisLog, calls: &[CallRecord]) -> Vec<Self> {
+        let attempts: Vec<&AttemptRecord> = calls.iter().flat_map(|c| &c.attempts).collect();
+        log.pg_failover_windows
+            .iter()
+            .zip(&log.pg_failover_ms)
+            .map(|(&(from, to), &ms)| {
+                let during = attempts
+                    .iter()
+                    .filter(|a| a.sent_at <= to && a.ended_at() >= from);
+                let mut figures = Self {
+                    kill_to_first_write_ms: ms,
+                    ..Self::default()
+                };
+                for attempt in during {
+                    figures.requests += 1;
+                    if attempt.failed() {
+                        *figures.failed.entry(attempt.answer_name()).or_insert(0) += 1;
+                    }
+                }
+                figures
+            })
+            .collect()
+    }
+
+    /// How many attempts failed in the window.
+    pub fn failed_total(&self) -> usize {
+        self.failed.values().sum()
+    }
 }
 
 /// What the database and the ledger held at the end.
@@ -84,6 +130,8 @@ pub struct Report {
     pub proxy: ProxyFigures,
     /// The nemesis.
     pub nemesis: NemesisLog,
+    /// Each leader failover: its outage and the requests that failed in it.
+    pub failovers: Vec<FailoverFigures>,
     /// Writes fenced off (an instance that lost its lease, frozen or slow,
     /// tried to write its result): counted from the instances' logs.
     pub fenced_finishes: usize,
@@ -154,12 +202,7 @@ impl HistoryFigures {
         }
         let mut answers = BTreeMap::new();
         for attempt in calls.iter().flat_map(|c| &c.attempts) {
-            let name = match (attempt.status, attempt.failure) {
-                (Some(status), _) => status.to_string(),
-                (None, Some(kind)) => format!("{kind:?}").to_lowercase(),
-                (None, None) => "none".to_owned(),
-            };
-            *answers.entry(name).or_insert(0) += 1;
+            *answers.entry(attempt.answer_name()).or_insert(0) += 1;
         }
         Self {
             answers,
@@ -238,6 +281,22 @@ impl Report {
                 n.pg_failovers, n.pg_failover_ms
             );
         }
+        for (i, f) in self.failovers.iter().enumerate() {
+            let parts: Vec<String> = f.failed.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(
+                s,
+                "    failover {}: kill to first write {} ms; {} of {} requests under way failed{}",
+                i + 1,
+                f.kill_to_first_write_ms,
+                f.failed_total(),
+                f.requests,
+                if parts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", parts.join(", "))
+                }
+            );
+        }
         let _ = writeln!(
             s,
             "  fencing: {} writes of instances that had lost their lease were fenced off",
@@ -298,5 +357,62 @@ impl Report {
         }
         let _ = writeln!(s, "repeat with: {}", self.repeat);
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::history::CallResult;
+
+    fn attempt(status: Option<u16>, sent_at: Instant, took_ms: u64) -> AttemptRecord {
+        AttemptRecord {
+            status,
+            failure: status
+                .is_none()
+                .then_some(chargeonce_client::FailureKind::Lost),
+            replayed: false,
+            body_sha256: None,
+            took: Duration::from_millis(took_ms),
+            sent_at,
+        }
+    }
+
+    #[test]
+    fn a_failover_counts_the_failed_attempts_it_overlapped() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let call = CallRecord {
+            intent: 0,
+            kind: CallKind::Pay,
+            instance: 0,
+            attempts: vec![
+                attempt(Some(503), at(0), 50),     // before the kill
+                attempt(Some(503), at(900), 200),  // under way at the kill
+                attempt(None, at(1_500), 3_000),   // lost, inside
+                attempt(Some(201), at(2_000), 10), // succeeded, inside
+                attempt(Some(503), at(5_000), 10), // after the first write
+            ],
+            result: CallResult::Uncertain,
+            took: Duration::from_secs(6),
+        };
+        let log = NemesisLog {
+            pg_failovers: 1,
+            pg_failover_ms: vec![3_000],
+            pg_failover_windows: vec![(at(1_000), at(4_000))],
+            ..NemesisLog::default()
+        };
+        let figures = FailoverFigures::of(&log, &[call]);
+        assert_eq!(figures.len(), 1);
+        let f = &figures[0];
+        assert_eq!(f.kill_to_first_write_ms, 3_000);
+        assert_eq!(f.requests, 3, "the three attempts under way in the window");
+        assert_eq!(
+            f.failed,
+            BTreeMap::from([("503".to_owned(), 1), ("lost".to_owned(), 1)])
+        );
+        assert_eq!(f.failed_total(), 2);
     }
 }
