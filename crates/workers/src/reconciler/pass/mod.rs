@@ -99,8 +99,14 @@ impl<'a> Pass<'a> {
         self.compare().await
     }
 
-    fn find(&mut self, finding: NewFinding) {
+    /// Reports a finding; once a batch of them waits, records them in the
+    /// store. A window full of disagreements (say, an acquirer ledger that
+    /// lost its data) must not be held in memory whole until the pass ends.
+    async fn find(&mut self, finding: NewFinding) {
         self.reconciler.find(self.config, self.report, finding);
+        if self.report.found.len() >= self.config.batch.max(1) as usize {
+            self.reconciler.record(self.config, self.report).await;
+        }
     }
 
     fn error(&mut self, error: String) {
@@ -199,7 +205,7 @@ impl<'a> Pass<'a> {
         match known {
             Ok(Some(charge)) => Some(charge),
             Ok(None) => {
-                self.find(missing(payment));
+                self.find(missing(payment)).await;
                 None
             }
             Err(error) => {
@@ -250,7 +256,8 @@ impl<'a> Pass<'a> {
         if refund && (verdict.undecided || failed) {
             self.revisit_later(shop_id, reference);
         }
-        self.find(duplicate(shop_id, reference, group, &verdict, refunded));
+        self.find(duplicate(shop_id, reference, group, &verdict, refunded))
+            .await;
     }
 
     /// Incremental passes: payments that were pending (or could not be
@@ -279,7 +286,7 @@ impl<'a> Pass<'a> {
                 // A charge this pass reads is compared with its payment there.
                 let read_here = charge.created_at >= self.charges_from;
                 if named && in_window && !read_here && !agrees(&payment, &charge) {
-                    self.find(mismatch(&payment, &charge));
+                    self.find(mismatch(&payment, &charge)).await;
                 }
             }
         }
@@ -312,7 +319,7 @@ impl<'a> Pass<'a> {
             }
             self.held(group.len(), group.len());
             match group.as_slice() {
-                [(charge, None)] if charge.holds_money() => self.find(orphan(charge)),
+                [(charge, None)] if charge.holds_money() => self.find(orphan(charge)).await,
                 [_] => {}
                 _ => self.judge_order(&shop_id, &reference, &group).await,
             }

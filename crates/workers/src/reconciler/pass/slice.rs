@@ -269,10 +269,10 @@ impl Pass<'_> {
                     };
                     // In a group: the group's finding covers it.
                     if in_group == Some(false) {
-                        self.find(orphan(charge));
+                        self.find(orphan(charge)).await;
                     }
                 }
-                ChargeVerdict::Mismatch(finding) => self.find(finding),
+                ChargeVerdict::Mismatch(finding) => self.find(finding).await,
                 ChargeVerdict::Nothing => {}
             }
         }
