@@ -12,7 +12,7 @@ use chargeonce_core::store::prelude::*;
 use chargeonce_core::{
     CardToken, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey, KeyTiming, Lease,
     Money, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Reference,
-    Settlement, ShopId, ShopSecret, StoredResponse,
+    Settlement, ShopId, ShopSecret, StoreError, StoredResponse,
 };
 use chargeonce_store::{PgStore, PoolConfig};
 use chargeonce_testkit::TestDb;
@@ -671,4 +671,36 @@ async fn a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has() {
         // The claims' arbiter probes read the live index: about one entry each.
         assert!(read <= 60, "{index}: {read} entries read for 20 payments");
     }
+}
+
+/// A node that is no longer the leader (demoted, or a standby reached
+/// between a promotion and HAProxy's switch) refuses writes with 25006
+/// (read_only_sql_transaction). Nothing was written, so the call is
+/// `Unavailable` (503 `store_unavailable`, retry with the same key), not an
+/// unclassified error that would answer 500.
+#[tokio::test]
+async fn a_write_refused_by_a_read_only_node_is_unavailable() {
+    let pg = pg().await;
+    // One connection, made read-only as every connection to a standby is.
+    let one = PoolConfig {
+        max_connections: 1,
+        ..PoolConfig::default()
+    };
+    let read_only = PgStore::connect(pg._db.url(), &one).await.unwrap();
+    sqlx::query("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        .execute(read_only.pool())
+        .await
+        .unwrap();
+    let c = claim(&pg.shop, "k-read-only");
+    let p = new_payment(&pg.shop, "k-read-only", "order-read-only");
+    let error = read_only.claim_payment(&c, &p, TIMING).await.unwrap_err();
+    assert!(
+        matches!(error, StoreError::Unavailable { .. }),
+        "a read-only node's refusal must be Unavailable: {error:?}"
+    );
+    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM idempotency_keys")
+        .fetch_one(pg.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(keys, 0, "nothing was written");
 }

@@ -18,12 +18,15 @@ pub(super) fn store_error(error: sqlx::Error) -> StoreError {
             let code = db.code().unwrap_or_default();
             // PostgreSQL: connection exceptions (08), operator intervention
             // (57P01..57P03), too many connections (53300), statement or lock
-            // timeouts (57014, 55P03). SQLite: SQLITE_BUSY (5), SQLITE_LOCKED (6).
+            // timeouts (57014, 55P03), and a write refused by a node that is
+            // not (or no longer) the leader (25006, read_only_sql_transaction:
+            // a demoted leader, or a standby reached during a failover).
+            // SQLite: SQLITE_BUSY (5), SQLITE_LOCKED (6).
             let transient = code.starts_with("08")
                 || code.starts_with("57P")
                 || matches!(
                     code.as_ref(),
-                    "53300" | "57014" | "55P03" | "5" | "6" | "517"
+                    "53300" | "57014" | "55P03" | "25006" | "5" | "6" | "517"
                 );
             if transient {
                 StoreError::unavailable(error)
