@@ -99,10 +99,10 @@ pub struct NemesisLog {
     /// For each failover, from the kill to the first write committed through
     /// HAProxy, in milliseconds.
     pub pg_failover_ms: Vec<u64>,
-    /// For each failover, from the kill to the first write committed: the
-    /// window whose failed requests the report counts.
+    /// For each failover, when the leader was killed: with `pg_failover_ms`,
+    /// the window whose failed requests the report counts.
     #[serde(skip)]
-    pub pg_failover_windows: Vec<(Instant, Instant)>,
+    pub pg_failover_kills: Vec<Instant>,
     /// What happened, with the time since the start of the run.
     pub events: Vec<String>,
     /// Faults the nemesis could not inject (a failed restart, ...).
@@ -215,8 +215,7 @@ pub async fn run(
                         log.pg_failovers += 1;
                         log.pg_failover_ms
                             .push(u64::try_from(f.to_first_write.as_millis()).unwrap_or(u64::MAX));
-                        log.pg_failover_windows
-                            .push((f.killed, f.killed + f.to_first_write));
+                        log.pg_failover_kills.push(f.killed);
                         log.events.push(format!(
                             "{t:.1}s PostgreSQL leader {} killed; {} leads, first write after {:?}",
                             f.victim, f.leader, f.to_first_write

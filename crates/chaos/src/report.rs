@@ -55,10 +55,11 @@ impl FailoverFigures {
     /// The figures of each failover window, from every attempt of the run.
     pub fn of(log: &NemesisLog, calls: &[CallRecord]) -> Vec<Self> {
         let attempts: Vec<&AttemptRecord> = calls.iter().flat_map(|c| &c.attempts).collect();
-        log.pg_failover_windows
+        log.pg_failover_kills
             .iter()
             .zip(&log.pg_failover_ms)
-            .map(|(&(from, to), &ms)| {
+            .map(|(&from, &ms)| {
+                let to = from + Duration::from_millis(ms);
                 let during = attempts
                     .iter()
                     .filter(|a| a.sent_at <= to && a.ended_at() >= from);
@@ -401,7 +402,7 @@ mod tests {
         let log = NemesisLog {
             pg_failovers: 1,
             pg_failover_ms: vec![3_000],
-            pg_failover_windows: vec![(at(1_000), at(4_000))],
+            pg_failover_kills: vec![at(1_000)],
             ..NemesisLog::default()
         };
         let figures = FailoverFigures::of(&log, &[call]);

@@ -107,4 +107,40 @@ async fn every_finding_of_a_pass_is_recorded_and_a_refund_resolves_it(backend: B
     assert_eq!(open.len(), 3, "{open:?}");
 }
 
-on_both_stores!(every_finding_of_a_pass_is_recorded_and_a_refund_resolves_it);
+/// Findings are recorded a batch at a time during the pass (memory stays
+/// bounded by the batch, not the window's disagreements): with a batch of
+/// two and five orphans, every orphan is recorded, once.
+async fn findings_recorded_in_batches_are_each_recorded_once(backend: Backend) {
+    let h = Harness::start(backend).await;
+    let mut orphans = Vec::new();
+    for i in 0..5 {
+        let orphan = h
+            .plant(
+                &PaymentId::generate(),
+                &format!("order-elsewhere-{i}"),
+                &format!("unknown-{i}"),
+            )
+            .await;
+        orphans.push(orphan.id);
+    }
+    let small_batches = ReconcilerConfig {
+        batch: 2,
+        ..reconcile_now()
+    };
+    let report = h.reconciler().reconcile_once(&small_batches).await.unwrap();
+    assert_eq!(report.findings.len(), 5, "{report}");
+    let recorded = h.store.findings(&every_finding()).await.unwrap();
+    let mut charges: Vec<String> = recorded
+        .iter()
+        .inspect(|f| assert_eq!(f.seen, 1, "recorded once: {f:?}"))
+        .flat_map(|f| f.charge_ids.clone())
+        .collect();
+    charges.sort();
+    orphans.sort();
+    assert_eq!(charges, orphans);
+}
+
+on_both_stores!(
+    every_finding_of_a_pass_is_recorded_and_a_refund_resolves_it,
+    findings_recorded_in_batches_are_each_recorded_once,
+);

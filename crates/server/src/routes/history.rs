@@ -151,7 +151,10 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
             latency_ms,
             acquirer_key,
             instance,
-            reason,
+            // The reason is the acquirer client's own error text (it may name
+            // the acquirer's URL): operators read it in the console, shops
+            // get the outcome only.
+            reason: _,
         } => wire::HistoryEvent::AcquirerCall {
             call: match call {
                 AcquirerCall::Charge => wire::HistoryAcquirerCall::Charge,
@@ -168,13 +171,7 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
             latency_ms,
             acquirer_key,
             instance,
-            // The reason is the acquirer client's own error text (it may name
-            // the acquirer's URL): operators read it in the console, shops
-            // get the outcome only.
-            reason: {
-                let _ = reason;
-                None
-            },
+            reason: None,
         },
         HistoryEvent::Answered { key, status } => wire::HistoryEvent::Answered { key, status },
         HistoryEvent::Settled { status, by } => {
