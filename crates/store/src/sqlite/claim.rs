@@ -13,7 +13,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
-use super::history::{history_of, record, record_attempts};
+use super::history::{attempt_events, history_of, record, record_all};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::payments::payment_in;
 use super::refunds::refund_in;
@@ -316,7 +316,12 @@ async fn fenced(
                 && !attempts.is_empty()
                 && let Some(target) = history_of(conn, shop_id, key)?
             {
-                record_attempts(conn, &target, &attempts, &instance)?;
+                record_all(
+                    conn,
+                    &target.payment_id,
+                    target.refund_id.as_deref(),
+                    &attempt_events(&attempts, &instance),
+                )?;
             }
             Ok(Write::Commit(done == 1))
         })

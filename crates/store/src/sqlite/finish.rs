@@ -9,7 +9,7 @@ use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, Sto
 use chargeonce_sqlite::Write;
 
 use super::SqliteStore;
-use super::history::{HistoryOf, history_of, record, record_attempts};
+use super::history::{HistoryOf, attempt_events, history_of, record_all};
 use super::keys::finish_key;
 use super::outbox::insert_event;
 use super::payments::{SettleBy, settle_row};
@@ -47,8 +47,8 @@ pub(super) async fn finish(
                 return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
             }
             // The entries in the order of the story: the calls, the answer,
-            // the settlement. A settlement names the key's payment: no read
-            // of the key row on the common path.
+            // the settlement, in one row. A settlement names the key's
+            // payment: no read of the key row on the common path.
             let target = match &settlement {
                 Some((payment, _)) => Some(HistoryOf {
                     payment_id: payment.id.as_str().to_owned(),
@@ -57,29 +57,27 @@ pub(super) async fn finish(
                 None => history_of(conn, lease.shop_id.as_str(), lease.key.as_str())?,
             };
             if let Some(target) = target {
-                record_attempts(conn, &target, &attempts, &instance)?;
-                record(
-                    conn,
-                    &target.payment_id,
-                    target.refund_id.as_deref(),
-                    &HistoryEvent::Answered {
-                        key: lease.key.as_str().to_owned(),
-                        status: response.status,
-                    },
-                )?;
-            }
-            if let Some((payment, settlement)) = settlement {
-                record(
-                    conn,
-                    payment.id.as_str(),
-                    None,
-                    &HistoryEvent::Settled {
+                let mut events = attempt_events(&attempts, &instance);
+                events.push(HistoryEvent::Answered {
+                    key: lease.key.as_str().to_owned(),
+                    status: response.status,
+                });
+                if let Some((_, settlement)) = &settlement {
+                    events.push(HistoryEvent::Settled {
                         status: settlement.status,
                         by: SettledBy::Request {
                             key: lease.key.as_str().to_owned(),
                         },
-                    },
+                    });
+                }
+                record_all(
+                    conn,
+                    &target.payment_id,
+                    target.refund_id.as_deref(),
+                    &events,
                 )?;
+            }
+            if let Some((payment, settlement)) = settlement {
                 // A payment's order and amount never change: the event is
                 // built from the caller's payment, settled.
                 insert_event(

@@ -14,14 +14,20 @@ use time::OffsetDateTime;
 use super::{Result, SqliteStore, now_ms, unix_ms};
 use crate::rows::tally;
 
-/// The insertion of one entry: an append to the rowid b-tree and one index
-/// entry, nothing read.
+/// The insertion of one row: an append to the rowid b-tree and one index
+/// entry, nothing read. A row holds the entries of one write (see
+/// [`record_all`]); `kind` is their tags, comma-separated.
 pub(super) const INSERT_ENTRY: &str = concat!(
     "INSERT INTO payment_history (payment_id, refund_id, at, kind, event) \
      VALUES (?1, ?2, ",
     now_ms!(),
     ", ?3, ?4)"
 );
+
+/// The most entries one row holds. An entry's `seq` is its row's rowid
+/// times this plus its place in the row, so entries sort as they were
+/// written, within a row and across rows.
+const ENTRIES_PER_ROW: usize = 16;
 
 /// Appends one entry to a payment's history, on the writer's connection
 /// (inside the write whose change it records).
@@ -31,13 +37,60 @@ pub(super) fn record(
     refund_id: Option<&str>,
     event: &HistoryEvent,
 ) -> Result<()> {
-    conn.prepare_cached(INSERT_ENTRY)?.execute(params![
-        payment_id,
-        refund_id,
-        event.kind(),
-        event.to_json(),
-    ])?;
+    insert_row(conn, payment_id, refund_id, event.kind(), &event.to_json())
+}
+
+/// Appends the entries one write makes, in their order, to one payment's
+/// history: as one row (a JSON array of the events), or as few rows as
+/// [`ENTRIES_PER_ROW`] allows. A row is a statement and two b-tree appends
+/// on the writer's one core; the finish of a payment writes its acquirer
+/// calls, its answer and its settlement, and one row for the three keeps
+/// the history's share of a fresh payment's cost to two rows.
+pub(super) fn record_all(
+    conn: &Connection,
+    payment_id: &str,
+    refund_id: Option<&str>,
+    events: &[HistoryEvent],
+) -> Result<()> {
+    for row in events.chunks(ENTRIES_PER_ROW) {
+        match row {
+            [event] => record(conn, payment_id, refund_id, event)?,
+            events => {
+                let kinds = events
+                    .iter()
+                    .map(HistoryEvent::kind)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                // Strings, numbers and enums: the encoding cannot fail.
+                let json = serde_json::to_string(events).unwrap_or_default();
+                insert_row(conn, payment_id, refund_id, &kinds, &json)?;
+            }
+        }
+    }
     Ok(())
+}
+
+/// Inserts one row of entries.
+fn insert_row(
+    conn: &Connection,
+    payment_id: &str,
+    refund_id: Option<&str>,
+    kind: &str,
+    event: &str,
+) -> Result<()> {
+    conn.prepare_cached(INSERT_ENTRY)?
+        .execute(params![payment_id, refund_id, kind, event])?;
+    Ok(())
+}
+
+/// What a row's `event` holds: one event (an object), or the events of one
+/// write in order (an array).
+fn row_events(event: &str) -> Result<Vec<HistoryEvent>, serde_json::Error> {
+    if event.trim_start().starts_with('[') {
+        serde_json::from_str(event)
+    } else {
+        HistoryEvent::from_json(event).map(|event| vec![event])
+    }
 }
 
 /// What a key row points at, for the entries about it: its payment and
@@ -68,22 +121,12 @@ pub(super) fn history_of(conn: &Connection, shop_id: &str, key: &str) -> Result<
     Ok(found)
 }
 
-/// Appends one `acquirer_call` entry per attempt to what `target` points at.
-pub(super) fn record_attempts(
-    conn: &Connection,
-    target: &HistoryOf,
-    attempts: &[AcquirerAttempt],
-    instance: &str,
-) -> Result<()> {
-    for attempt in attempts {
-        record(
-            conn,
-            &target.payment_id,
-            target.refund_id.as_deref(),
-            &attempt.to_event(instance),
-        )?;
-    }
-    Ok(())
+/// The `acquirer_call` entries of `attempts`, made by `instance`, in order.
+pub(super) fn attempt_events(attempts: &[AcquirerAttempt], instance: &str) -> Vec<HistoryEvent> {
+    attempts
+        .iter()
+        .map(|attempt| attempt.to_event(instance))
+        .collect()
 }
 
 /// A payment's entries, oldest first: a range of `payment_history_by_payment`.
@@ -119,24 +162,29 @@ pub(super) async fn payment_history(
             };
             let mut entries = Vec::new();
             while let Some(row) = rows.next()? {
-                let seq: i64 = row.get(0)?;
+                let rowid: i64 = row.get(0)?;
                 let stored_payment: String = row.get(1)?;
                 let refund_id: Option<String> = row.get(2)?;
-                let at: i64 = row.get(3)?;
+                let at = from_ms(row.get(3)?)?;
                 let event: String = row.get(4)?;
-                entries.push(HistoryEntry {
-                    seq,
-                    at: from_ms(at)?,
-                    payment_id: PaymentId::parse(&stored_payment)
-                        .map_err(StoreError::corrupt_by)?,
-                    refund_id: refund_id
-                        .map(|id| RefundId::parse(&id))
-                        .transpose()
-                        .map_err(StoreError::corrupt_by)?,
-                    event: HistoryEvent::from_json(&event).map_err(|e| {
-                        StoreError::corrupt(format!("history entry {seq} does not parse: {e}"))
-                    })?,
-                });
+                let payment_id =
+                    PaymentId::parse(&stored_payment).map_err(StoreError::corrupt_by)?;
+                let refund_id = refund_id
+                    .map(|id| RefundId::parse(&id))
+                    .transpose()
+                    .map_err(StoreError::corrupt_by)?;
+                let events = row_events(&event).map_err(|e| {
+                    StoreError::corrupt(format!("history row {rowid} does not parse: {e}"))
+                })?;
+                for (place, event) in (0_i64..).zip(events) {
+                    entries.push(HistoryEntry {
+                        seq: rowid * ENTRIES_PER_ROW as i64 + place,
+                        at,
+                        payment_id: payment_id.clone(),
+                        refund_id: refund_id.clone(),
+                        event,
+                    });
+                }
             }
             Ok(entries)
         })
@@ -540,6 +588,78 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+        s.close().await;
+    }
+
+    /// A write's entries share a row (as many rows as `ENTRIES_PER_ROW`
+    /// needs) and read back one by one, in order, with increasing `seq`.
+    #[tokio::test]
+    async fn the_entries_of_one_write_share_a_row() {
+        let s = setup("rows").await;
+        let first = acquired(s.pay("k1", "order-1").await);
+        let payment = first.payment.clone();
+        // Many calls under one lease: more entries than one row holds.
+        let calls: Vec<AcquirerAttempt> = (0..super::ENTRIES_PER_ROW + 3)
+            .map(|i| AcquirerAttempt {
+                acquirer_key: format!("ak{i}"),
+                ..attempt(AcquirerCall::Charge, AcquirerOutcomeKind::Unknown)
+            })
+            .collect();
+        let done = s
+            .store
+            .finish(
+                &first.lease,
+                Some((&payment, &succeeded())),
+                &answer(),
+                TIMING.ttl,
+                &calls,
+            )
+            .await
+            .unwrap();
+        assert_eq!(done, FinishOutcome::Stored);
+
+        let entries = s
+            .store
+            .payment_history(Some(&s.shop), &payment.id)
+            .await
+            .unwrap();
+        let mut expected = vec![HistoryEvent::Claimed {
+            key: "k1".into(),
+            instance: s.instance.clone(),
+        }];
+        expected.extend(calls.iter().map(|call| call.to_event(&s.instance)));
+        expected.push(HistoryEvent::Answered {
+            key: "k1".into(),
+            status: 201,
+        });
+        expected.push(HistoryEvent::Settled {
+            status: PaymentStatus::Succeeded,
+            by: SettledBy::Request { key: "k1".into() },
+        });
+        assert_eq!(
+            entries.iter().map(|e| e.event.clone()).collect::<Vec<_>>(),
+            expected
+        );
+        assert!(
+            entries.windows(2).all(|w| w[0].seq < w[1].seq),
+            "{entries:?}"
+        );
+        assert!(entries.iter().all(|e| e.payment_id == payment.id));
+
+        // The claim's row, then the finish's 21 entries in two rows.
+        let db = chargeonce_sqlite::rusqlite::Connection::open(s.dir.join("history.db")).unwrap();
+        let kinds: Vec<String> = db
+            .prepare("SELECT kind FROM payment_history WHERE payment_id = ?1 ORDER BY seq")
+            .unwrap()
+            .query_map([payment.id.as_str()], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        assert_eq!(kinds[0], "claimed");
+        assert_eq!(kinds[1].split(',').count(), super::ENTRIES_PER_ROW);
+        assert!(kinds[2].ends_with(",answered,settled"), "{kinds:?}");
+        drop(db);
         s.close().await;
     }
 
