@@ -22,7 +22,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde_json::json;
+use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -124,8 +124,67 @@ pub struct NewEvent {
     pub payload: Vec<u8>,
 }
 
-fn amount_json(amount: &crate::Money) -> serde_json::Value {
-    json!({"value": amount.to_decimal_string(), "currency": amount.currency().code()})
+/// A merchant event's body, as sent and signed. The fields are in
+/// alphabetical order, the order the body has always had (it was a
+/// `serde_json::Value`, whose maps sort their keys), so a body's bytes do not
+/// depend on how it is built; built from borrowed fields, it allocates only
+/// its bytes.
+#[derive(Serialize)]
+struct Body<'a, D> {
+    created: i64,
+    data: D,
+    id: &'a str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+}
+
+/// An amount in a body: its decimal string and currency.
+#[derive(Serialize)]
+struct AmountBody<'a> {
+    currency: &'a str,
+    value: String,
+}
+
+impl<'a> AmountBody<'a> {
+    fn of(amount: &'a crate::Money) -> Self {
+        Self {
+            currency: amount.currency().code(),
+            value: amount.to_decimal_string(),
+        }
+    }
+}
+
+/// `data` of a payment's event.
+#[derive(Serialize)]
+struct PaymentData<'a> {
+    payment: PaymentBody<'a>,
+}
+
+/// A payment in a body.
+#[derive(Serialize)]
+struct PaymentBody<'a> {
+    amount: AmountBody<'a>,
+    decline_code: Option<&'a str>,
+    id: &'a str,
+    reference: &'a str,
+    status: &'a str,
+}
+
+/// `data` of a refund's event.
+#[derive(Serialize)]
+struct RefundData<'a> {
+    refund: RefundBody<'a>,
+}
+
+/// A refund in a body.
+#[derive(Serialize)]
+struct RefundBody<'a> {
+    amount: AmountBody<'a>,
+    failure_code: Option<&'a str>,
+    id: &'a str,
+    payment_id: &'a str,
+    reference: &'a str,
+    status: &'a str,
 }
 
 impl NewEvent {
@@ -139,23 +198,27 @@ impl NewEvent {
             PaymentStatus::Pending => return None,
         };
         let id = EventId::generate();
-        let data = json!({
-            "payment": {
-                "id": payment.id.as_str(),
-                "reference": payment.reference.as_str(),
-                "amount": amount_json(&payment.amount),
-                "status": payment.status.as_str(),
-                "decline_code": payment.decline_code,
-            }
-        });
-        Some(Self::build(
-            id,
-            payment.shop_id.clone(),
+        let payload = body(
+            &id,
             event_type,
-            payment.id.clone(),
-            None,
-            data,
-        ))
+            PaymentData {
+                payment: PaymentBody {
+                    amount: AmountBody::of(&payment.amount),
+                    decline_code: payment.decline_code.as_deref(),
+                    id: payment.id.as_str(),
+                    reference: payment.reference.as_str(),
+                    status: payment.status.as_str(),
+                },
+            },
+        );
+        Some(Self {
+            id,
+            shop_id: payment.shop_id.clone(),
+            event_type,
+            payment_id: payment.id.clone(),
+            refund_id: None,
+            payload,
+        })
     }
 
     /// The event of a refund that just ended; `None` while it is pending.
@@ -167,51 +230,43 @@ impl NewEvent {
             RefundStatus::Pending => return None,
         };
         let id = EventId::generate();
-        let data = json!({
-            "refund": {
-                "id": refund.id.as_str(),
-                "payment_id": refund.payment_id.as_str(),
-                "reference": reference,
-                "amount": amount_json(&refund.amount),
-                "status": refund.status.as_str(),
-                "failure_code": refund.failure_code,
-            }
-        });
-        Some(Self::build(
-            id,
-            refund.shop_id.clone(),
+        let payload = body(
+            &id,
             event_type,
-            refund.payment_id.clone(),
-            Some(refund.id.clone()),
-            data,
-        ))
+            RefundData {
+                refund: RefundBody {
+                    amount: AmountBody::of(&refund.amount),
+                    failure_code: refund.failure_code.as_deref(),
+                    id: refund.id.as_str(),
+                    payment_id: refund.payment_id.as_str(),
+                    reference,
+                    status: refund.status.as_str(),
+                },
+            },
+        );
+        Some(Self {
+            id,
+            shop_id: refund.shop_id.clone(),
+            event_type,
+            payment_id: refund.payment_id.clone(),
+            refund_id: Some(refund.id.clone()),
+            payload,
+        })
     }
+}
 
-    fn build(
-        id: EventId,
-        shop_id: ShopId,
-        event_type: EventType,
-        payment_id: PaymentId,
-        refund_id: Option<RefundId>,
-        data: serde_json::Value,
-    ) -> Self {
-        let created = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
-        let body = json!({
-            "id": id.as_str(),
-            "type": event_type.as_str(),
-            "created": created as i64,
-            "data": data,
-        });
-        Self {
-            id,
-            shop_id,
-            event_type,
-            payment_id,
-            refund_id,
-            // Serialising a `Value` cannot fail.
-            payload: serde_json::to_vec(&body).unwrap_or_default(),
-        }
-    }
+/// The bytes of an event's body, created now (unix milliseconds).
+fn body<D: Serialize>(id: &EventId, event_type: EventType, data: D) -> Vec<u8> {
+    let created = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    let body = Body {
+        // Unix milliseconds fit an i64 for 292 million years.
+        created: i64::try_from(created).unwrap_or(i64::MAX),
+        data,
+        id: id.as_str(),
+        event_type: event_type.as_str(),
+    };
+    // Strings, numbers and options: serialising cannot fail.
+    serde_json::to_vec(&body).unwrap_or_default()
 }
 
 /// Where an event's delivery stands.
@@ -349,6 +404,78 @@ pub enum AttemptOutcome {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The body in the form it had when it was built as a `serde_json::Value`
+    /// (maps sort their keys), for the test below.
+    fn value_form(event: &NewEvent, data: serde_json::Value) -> Vec<u8> {
+        let sent: serde_json::Value = serde_json::from_slice(&event.payload).unwrap();
+        serde_json::to_vec(&serde_json::json!({
+            "id": event.id.as_str(),
+            "type": event.event_type.as_str(),
+            "created": sent["created"],
+            "data": data,
+        }))
+        .unwrap()
+    }
+
+    /// A body's bytes are what they were before it was built from typed
+    /// fields: merchants' signature checks and stored events see no change.
+    #[test]
+    fn bodies_keep_their_bytes() {
+        use crate::{IdempotencyKey, Money, NewPayment, PaymentRequest, Reference};
+        let mut payment = NewPayment::new(
+            ShopId::new("shop").unwrap(),
+            IdempotencyKey::new("k1").unwrap(),
+            PaymentRequest {
+                amount: Money::parse("15.00", "RUB").unwrap(),
+                reference: Reference::new("order-\"1\"").unwrap(),
+                token: crate::CardToken::new("tok_ok").unwrap(),
+            },
+        )
+        .to_payment();
+        for decline_code in [None, Some("card_declined".to_owned())] {
+            payment.status = if decline_code.is_some() {
+                PaymentStatus::Declined
+            } else {
+                PaymentStatus::Succeeded
+            };
+            payment.decline_code = decline_code.clone();
+            let event = NewEvent::payment_settled(&payment).unwrap();
+            let data = serde_json::json!({"payment": {
+                "id": payment.id.as_str(),
+                "reference": payment.reference.as_str(),
+                "amount": {"value": "15.00", "currency": "RUB"},
+                "status": payment.status.as_str(),
+                "decline_code": decline_code,
+            }});
+            assert_eq!(
+                String::from_utf8(event.payload.clone()).unwrap(),
+                String::from_utf8(value_form(&event, data)).unwrap()
+            );
+        }
+        let refund = Refund {
+            id: RefundId::generate(),
+            shop_id: payment.shop_id.clone(),
+            payment_id: payment.id.clone(),
+            idempotency_key: IdempotencyKey::new("r1").unwrap(),
+            amount: Money::parse("5.50", "RUB").unwrap(),
+            status: RefundStatus::Failed,
+            acquirer_key: payment.acquirer_key.clone(),
+            provider_refund_id: None,
+            failure_code: Some("too_late".into()),
+            created_at: payment.created_at,
+        };
+        let event = NewEvent::refund_settled(&refund, "order-1").unwrap();
+        let data = serde_json::json!({"refund": {
+            "id": refund.id.as_str(),
+            "payment_id": refund.payment_id.as_str(),
+            "reference": "order-1",
+            "amount": {"value": "5.50", "currency": "RUB"},
+            "status": "failed",
+            "failure_code": "too_late",
+        }});
+        assert_eq!(event.payload, value_form(&event, data));
+    }
 
     #[test]
     fn ids_parse_only_their_own_shape() {
