@@ -5,9 +5,9 @@
 -- the lease holds, the settled payment, the stored response, and the merchant
 -- event: a payload of the usual size, parked as for a shop without a webhook
 -- URL), each with the payment's history entries the store writes in the same
--- statement: `claimed` with the claim, and with the finish the charge's
--- `acquirer_call`, `answered` and `settled` (unnested from two arrays, as the
--- store binds them). The acquirer call between the two statements is not
+-- statement: with the finish the charge's `acquirer_call`, `answered` and
+-- `settled` (unnested from two arrays, as the store binds them); the claim's
+-- `claimed` entry is the payment row's `claimed_by`, no row of its own. The acquirer call between the two statements is not
 -- database work and is left out. The auth read
 -- (`SELECT secret_sha256 FROM shops WHERE id = ...`) is left out too: the
 -- service caches each shop's hash for 30 s (`--auth-cache-ttl`), so it costs
@@ -19,30 +19,27 @@
 \set k random(1, 9000000000000000000)
 WITH k AS (
     INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path,
-        recovery_point, lease_token, locked_until, payment_id, created_at, expires_at)
+        recovery_point, lease_token, locked_until, payment_id, created_at, expires_at,
+        lease_holder)
     VALUES ('bench', 'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
         '\x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'::bytea,
         'POST', '/v1/payments', 'payment_created', '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e7f',
         clock_timestamp() + 30000::float8 * interval '1 millisecond',
         'pay_pgbench_' || :client_id::text || '_' || :k::text, now(),
-        now() + 86400000::float8 * interval '1 millisecond')
+        now() + 86400000::float8 * interval '1 millisecond', 'bench-host:123456')
     ON CONFLICT (shop_id, key) DO NOTHING
     RETURNING 1),
 p AS (
     INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor,
-        currency, token, status, acquirer_key, created_at)
+        currency, token, status, acquirer_key, created_at, claimed_by)
     SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
         'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
         'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
-        'acq_pgbench_' || :client_id::text || '_' || :k::text, now()
+        'acq_pgbench_' || :client_id::text || '_' || :k::text, now(), 'bench-host:123456'
     FROM k
     ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded')
     DO NOTHING
-    RETURNING id),
-h AS (
-    INSERT INTO payment_history (payment_id, kind, event)
-    SELECT id, 'claimed', convert_from('\x7b2274797065223a22636c61696d6564222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179222c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8')
-    FROM p)
+    RETURNING id)
 SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
     SELECT 1 FROM idempotency_keys

@@ -91,9 +91,9 @@ enum FastClaim {
 ///   commit; the whole statement is rolled back ([`FastClaim::OrderTaken`]).
 ///   The caller runs the transaction that links the live payment.
 ///
-/// The payment's first history entry ([`HistoryEvent::Claimed`]) is
-/// inserted by a third part, from the payment row the second returned:
-/// it commits, or rolls back, with both rows.
+/// The payment's first history entry ([`HistoryEvent::Claimed`]) is the
+/// payment row itself (`claimed_by`, this instance): it commits, or rolls
+/// back, with both rows, and costs no row of its own.
 ///
 /// An expired finished key is not reclaimed here (that is an update of
 /// the old row, left to the transaction): it comes back as `KeyExists`.
@@ -116,14 +116,11 @@ async fn claim_in_one_statement(
              RETURNING 1), \
          p AS ( \
              INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at) \
-             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17 FROM k \
+                 currency, token, status, acquirer_key, created_at, claimed_by) \
+             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18 FROM k \
              ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
              DO NOTHING \
-             RETURNING id), \
-         h AS ( \
-             INSERT INTO payment_history (payment_id, kind, event) \
-             SELECT id, 'claimed', $19 FROM p) \
+             RETURNING id) \
          SELECT 1 FROM p",
     )
     .bind(claim.shop_id.as_str())
@@ -144,7 +141,6 @@ async fn claim_in_one_statement(
     .bind(payment.acquirer_key.as_str())
     .bind(payment.created_at)
     .bind(store.instance.as_ref())
-    .bind(claimed(claim, store).to_json())
     .fetch_optional(&store.pool)
     .await;
     match created {
@@ -157,14 +153,6 @@ async fn claim_in_one_statement(
             Ok(FastClaim::OrderTaken)
         }
         Err(error) => Err(store_error(error)),
-    }
-}
-
-/// The history entry of a claim that created its payment.
-fn claimed(claim: &ClaimRequest, store: &PgStore) -> HistoryEvent {
-    HistoryEvent::Claimed {
-        key: claim.key.as_str().to_owned(),
-        instance: store.instance.to_string(),
     }
 }
 
@@ -214,35 +202,27 @@ async fn claim_in_transaction(
     )))
 }
 
-/// Inserts the payment, or links the order's live payment when it has one,
-/// each with its history entry ([`HistoryEvent::Claimed`] on the new
-/// payment, [`HistoryEvent::Linked`] on the live one) in the same statement.
+/// Inserts the payment (claimed by `instance`: the row is its history's
+/// [`HistoryEvent::Claimed`] entry), or links the order's live payment when
+/// it has one, with a [`HistoryEvent::Linked`] entry on that payment in the
+/// same statement.
 async fn insert_payment(
     tx: &mut Transaction<'static, Postgres>,
     claim: &ClaimRequest,
     payment: &NewPayment,
     instance: &str,
 ) -> Result<Option<(RecoveryPoint, Payment)>, StoreError> {
-    let claimed = HistoryEvent::Claimed {
-        key: claim.key.as_str().to_owned(),
-        instance: instance.to_owned(),
-    };
     let linked = HistoryEvent::Linked {
         key: claim.key.as_str().to_owned(),
         instance: instance.to_owned(),
     };
     for _ in 0..CLAIM_ATTEMPTS {
         let inserted = sqlx::query(
-            "WITH p AS ( \
-                 INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                     currency, token, status, acquirer_key, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
-                 ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-                 DO NOTHING RETURNING id), \
-             h AS ( \
-                 INSERT INTO payment_history (payment_id, kind, event) \
-                 SELECT id, 'claimed', $10 FROM p) \
-             SELECT 1 FROM p",
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at, claimed_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
+             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+             DO NOTHING RETURNING id",
         )
         .bind(payment.id.as_str())
         .bind(payment.shop_id.as_str())
@@ -253,7 +233,7 @@ async fn insert_payment(
         .bind(payment.request.token.as_str())
         .bind(payment.acquirer_key.as_str())
         .bind(payment.created_at)
-        .bind(claimed.to_json())
+        .bind(instance)
         .fetch_optional(&mut **tx)
         .await
         .map_err(store_error)?;

@@ -66,20 +66,35 @@ pub(super) async fn record<'e>(
     Ok(())
 }
 
-/// A history row as read back.
+/// A history entry as read back: a history row, or (no `event`) the
+/// payment row's `claimed` entry, from its key and `claimed_by`.
 #[derive(sqlx::FromRow)]
 struct EntryRow {
     seq: i64,
     at: OffsetDateTime,
     payment_id: String,
     refund_id: Option<String>,
-    event: String,
+    event: Option<String>,
+    claimed_key: Option<String>,
+    claimed_by: Option<String>,
 }
 
 impl TryFrom<EntryRow> for HistoryEntry {
     type Error = StoreError;
 
     fn try_from(row: EntryRow) -> Result<Self, StoreError> {
+        let event = match (row.event, row.claimed_key, row.claimed_by) {
+            (Some(event), _, _) => {
+                HistoryEvent::from_json(&event).map_err(StoreError::corrupt_by)?
+            }
+            (None, Some(key), Some(instance)) => HistoryEvent::Claimed { key, instance },
+            (None, _, _) => {
+                return Err(StoreError::corrupt(format!(
+                    "history entry {} of payment {} has no event",
+                    row.seq, row.payment_id
+                )));
+            }
+        };
         Ok(Self {
             seq: row.seq,
             at: row.at,
@@ -89,13 +104,16 @@ impl TryFrom<EntryRow> for HistoryEntry {
                 .map(|id| RefundId::parse(&id))
                 .transpose()
                 .map_err(StoreError::corrupt_by)?,
-            event: HistoryEvent::from_json(&row.event).map_err(StoreError::corrupt_by)?,
+            event,
         })
     }
 }
 
 /// Every entry of one payment, oldest first; with a shop, only if the
-/// payment is that shop's.
+/// payment is that shop's. The first is the payment row's `claimed` entry
+/// (`seq` 0, before every row's identity; `claimed_by` is NULL on payments
+/// claimed before migration 0007, whose entry is a history row), in the
+/// same statement, so in the same snapshot, as the rows.
 pub(super) async fn payment_history(
     store: &PgStore,
     shop_id: Option<&ShopId>,
@@ -104,7 +122,14 @@ pub(super) async fn payment_history(
     super::all(
         store,
         sqlx::query_as::<_, EntryRow>(
-            "SELECT seq, at, payment_id, refund_id, event FROM payment_history \
+            "SELECT 0::bigint AS seq, created_at AS at, id AS payment_id, \
+                    NULL::text AS refund_id, NULL::text AS event, \
+                    idempotency_key AS claimed_key, claimed_by \
+             FROM payments \
+             WHERE id = $1 AND claimed_by IS NOT NULL \
+               AND ($2::text IS NULL OR shop_id = $2) \
+             UNION ALL \
+             SELECT seq, at, payment_id, refund_id, event, NULL, NULL FROM payment_history \
              WHERE payment_id = $1 \
                AND ($2::text IS NULL \
                     OR EXISTS (SELECT 1 FROM payments WHERE id = $1 AND shop_id = $2)) \

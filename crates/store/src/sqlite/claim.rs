@@ -51,18 +51,22 @@ pub(super) async fn claim_payment(
                     })?;
                 return Ok(Write::Commit(Claim::Exists(record)));
             }
-            let (recovery_point, linked) = insert_payment(conn, &payment)?.ok_or_else(|| {
-                StoreError::other(format!(
-                    "order of key {} has a live payment that cannot be read",
-                    claim.key
-                ))
-            })?;
-            let (key, instance) = (claim.key.as_str().to_owned(), holder.to_string());
-            let entry = match recovery_point {
-                RecoveryPoint::OrderAlreadyPaid => HistoryEvent::Linked { key, instance },
-                _ => HistoryEvent::Claimed { key, instance },
-            };
-            record(conn, linked.id.as_str(), None, &entry)?;
+            let (recovery_point, linked) =
+                insert_payment(conn, &payment, &holder)?.ok_or_else(|| {
+                    StoreError::other(format!(
+                        "order of key {} has a live payment that cannot be read",
+                        claim.key
+                    ))
+                })?;
+            // A new payment's `claimed` entry is its row (`claimed_by`); a
+            // link to the order's live payment is an entry of that payment.
+            if recovery_point == RecoveryPoint::OrderAlreadyPaid {
+                let entry = HistoryEvent::Linked {
+                    key: claim.key.as_str().to_owned(),
+                    instance: holder.to_string(),
+                };
+                record(conn, linked.id.as_str(), None, &entry)?;
+            }
             Ok(Write::Commit(Claim::Acquired(acquired(
                 &claim,
                 token,
@@ -74,18 +78,20 @@ pub(super) async fn claim_payment(
         .await
 }
 
-/// Inserts the payment, or links the order's live payment when it has one.
+/// Inserts the payment, claimed by `holder` (the row is its history's
+/// `claimed` entry), or links the order's live payment when it has one.
 fn insert_payment(
     conn: &Connection,
     payment: &NewPayment,
+    holder: &str,
 ) -> Result<Option<(RecoveryPoint, Payment)>> {
     let inserted = conn
         .prepare_cached(concat!(
             "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at, updated_at) \
+                 currency, token, status, acquirer_key, created_at, updated_at, claimed_by) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ",
             now_ms!(),
-            ") ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
+            ", ?10) ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
              DO NOTHING"
         ))?
         .execute(params![
@@ -98,6 +104,7 @@ fn insert_payment(
             payment.request.token.as_str(),
             payment.acquirer_key.as_str(),
             unix_ms(payment.created_at),
+            holder,
         ])?;
     if inserted == 1 {
         return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));

@@ -133,11 +133,16 @@ pub(super) fn attempt_events(attempts: &[AcquirerAttempt], instance: &str) -> Ve
 pub(super) const PAYMENT_HISTORY: &str = "SELECT seq, payment_id, refund_id, at, event \
      FROM payment_history WHERE payment_id = ?1 ORDER BY seq";
 
-/// A payment's entries, oldest first, when it is the shop's (`?2`).
-pub(super) const SHOP_PAYMENT_HISTORY: &str = "SELECT seq, payment_id, refund_id, at, event \
-     FROM payment_history WHERE payment_id = ?1 \
-       AND EXISTS (SELECT 1 FROM payments WHERE id = ?1 AND shop_id = ?2) \
-     ORDER BY seq";
+/// The payment row's part of its history: its shop, and its `claimed`
+/// entry's key, instance and time (`claimed_by` is NULL on payments
+/// claimed before migration 0009, whose entry is a history row).
+pub(super) const CLAIM_OF_PAYMENT: &str =
+    "SELECT shop_id, idempotency_key, claimed_by, created_at FROM payments WHERE id = ?1";
+
+/// The `seq` of the entry read from the payment's row: before every row's
+/// (a row's entries are numbered from its rowid, 1 or more, times
+/// [`ENTRIES_PER_ROW`]).
+const CLAIM_SEQ: i64 = 0;
 
 /// Every entry of one payment's history, oldest first; with a shop, only
 /// when the payment is that shop's.
@@ -149,46 +154,66 @@ pub(super) async fn payment_history(
     let (shop_id, payment_id) = (shop_id.cloned(), payment_id.clone());
     store
         .read(move |conn| {
-            let mut stmt;
-            let mut rows = match &shop_id {
-                Some(shop) => {
-                    stmt = conn.prepare_cached(SHOP_PAYMENT_HISTORY)?;
-                    stmt.query(params![payment_id.as_str(), shop.as_str()])?
-                }
-                None => {
-                    stmt = conn.prepare_cached(PAYMENT_HISTORY)?;
-                    stmt.query(params![payment_id.as_str()])?
-                }
-            };
             let mut entries = Vec::new();
-            while let Some(row) = rows.next()? {
-                let rowid: i64 = row.get(0)?;
-                let stored_payment: String = row.get(1)?;
-                let refund_id: Option<String> = row.get(2)?;
-                let at = from_ms(row.get(3)?)?;
-                let event: String = row.get(4)?;
-                let payment_id =
-                    PaymentId::parse(&stored_payment).map_err(StoreError::corrupt_by)?;
-                let refund_id = refund_id
-                    .map(|id| RefundId::parse(&id))
-                    .transpose()
-                    .map_err(StoreError::corrupt_by)?;
-                let events = row_events(&event).map_err(|e| {
-                    StoreError::corrupt(format!("history row {rowid} does not parse: {e}"))
-                })?;
-                for (place, event) in (0_i64..).zip(events) {
-                    entries.push(HistoryEntry {
-                        seq: rowid * ENTRIES_PER_ROW as i64 + place,
-                        at,
-                        payment_id: payment_id.clone(),
-                        refund_id: refund_id.clone(),
-                        event,
-                    });
+            let claim = conn
+                .prepare_cached(CLAIM_OF_PAYMENT)?
+                .query_row(params![payment_id.as_str()], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })
+                .optional()?;
+            match (claim, &shop_id) {
+                (Some((owner, _, _, _)), Some(shop)) if owner != shop.as_str() => {
+                    return Ok(entries);
                 }
+                (None, Some(_)) => return Ok(entries),
+                (Some((_, key, Some(instance), created_at)), _) => entries.push(HistoryEntry {
+                    seq: CLAIM_SEQ,
+                    at: from_ms(created_at)?,
+                    payment_id: payment_id.clone(),
+                    refund_id: None,
+                    event: HistoryEvent::Claimed { key, instance },
+                }),
+                _ => {}
+            }
+            let mut stmt = conn.prepare_cached(PAYMENT_HISTORY)?;
+            let mut rows = stmt.query(params![payment_id.as_str()])?;
+            while let Some(row) = rows.next()? {
+                entries.extend(row_entries(row)?);
             }
             Ok(entries)
         })
         .await
+}
+
+/// The entries of one history row, in their order.
+fn row_entries(row: &Row<'_>) -> Result<Vec<HistoryEntry>> {
+    let rowid: i64 = row.get(0)?;
+    let stored_payment: String = row.get(1)?;
+    let refund_id: Option<String> = row.get(2)?;
+    let at = from_ms(row.get(3)?)?;
+    let event: String = row.get(4)?;
+    let payment_id = PaymentId::parse(&stored_payment).map_err(StoreError::corrupt_by)?;
+    let refund_id = refund_id
+        .map(|id| RefundId::parse(&id))
+        .transpose()
+        .map_err(StoreError::corrupt_by)?;
+    let events = row_events(&event)
+        .map_err(|e| StoreError::corrupt(format!("history row {rowid} does not parse: {e}")))?;
+    Ok((0_i64..)
+        .zip(events)
+        .map(|(place, event)| HistoryEntry {
+            seq: rowid * ENTRIES_PER_ROW as i64 + place,
+            at,
+            payment_id: payment_id.clone(),
+            refund_id: refund_id.clone(),
+            event,
+        })
+        .collect())
 }
 
 /// A stored time (unix milliseconds).
@@ -646,7 +671,8 @@ mod tests {
         );
         assert!(entries.iter().all(|e| e.payment_id == payment.id));
 
-        // The claim's row, then the finish's 21 entries in two rows.
+        // The claim's entry is the payment's row; the finish's 21 entries
+        // are two rows.
         let db = chargeonce_sqlite::rusqlite::Connection::open(s.dir.join("history.db")).unwrap();
         let kinds: Vec<String> = db
             .prepare("SELECT kind FROM payment_history WHERE payment_id = ?1 ORDER BY seq")
@@ -655,11 +681,81 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(kinds.len(), 3, "{kinds:?}");
-        assert_eq!(kinds[0], "claimed");
-        assert_eq!(kinds[1].split(',').count(), super::ENTRIES_PER_ROW);
-        assert!(kinds[2].ends_with(",answered,settled"), "{kinds:?}");
+        assert_eq!(kinds.len(), 2, "{kinds:?}");
+        assert_eq!(kinds[0].split(',').count(), super::ENTRIES_PER_ROW);
+        assert!(kinds[1].ends_with(",answered,settled"), "{kinds:?}");
+        assert_eq!(entries[0].seq, super::CLAIM_SEQ);
         drop(db);
+        s.close().await;
+    }
+
+    /// A payment's `claimed` entry is its row, read first; a payment
+    /// claimed before migration 0009 (no `claimed_by`, a `claimed` row)
+    /// reads its row's entry instead, once; another shop reads nothing.
+    #[tokio::test]
+    async fn the_claim_is_read_from_the_payment_row() {
+        let s = setup("claim-row").await;
+        let new = acquired(s.pay("k1", "order-1").await).payment;
+        let old = acquired(s.pay("k2", "order-2").await).payment;
+        let db = chargeonce_sqlite::rusqlite::Connection::open(s.dir.join("history.db")).unwrap();
+        let rows: i64 = db
+            .query_row("SELECT count(*) FROM payment_history", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 0, "a claim writes no history row");
+        // What a payment claimed before the migration looks like.
+        db.execute(
+            "UPDATE payments SET claimed_by = NULL WHERE id = ?1",
+            [old.id.as_str()],
+        )
+        .unwrap();
+        db.execute(
+            "INSERT INTO payment_history (payment_id, at, kind, event) \
+             VALUES (?1, 1, 'claimed', ?2)",
+            [
+                old.id.as_str(),
+                &HistoryEvent::Claimed {
+                    key: "k2".into(),
+                    instance: "before".into(),
+                }
+                .to_json(),
+            ],
+        )
+        .unwrap();
+        drop(db);
+
+        let entries = s
+            .store
+            .payment_history(Some(&s.shop), &new.id)
+            .await
+            .unwrap();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(entries[0].seq, super::CLAIM_SEQ);
+        assert_eq!(
+            super::unix_ms(entries[0].at),
+            super::unix_ms(new.created_at)
+        );
+        assert_eq!(
+            entries[0].event,
+            HistoryEvent::Claimed {
+                key: "k1".into(),
+                instance: s.instance.clone(),
+            }
+        );
+        assert_eq!(
+            s.events(&old.id).await,
+            vec![HistoryEvent::Claimed {
+                key: "k2".into(),
+                instance: "before".into(),
+            }]
+        );
+        let other = ShopId::new("someone-else").unwrap();
+        assert!(
+            s.store
+                .payment_history(Some(&other), &new.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         s.close().await;
     }
 

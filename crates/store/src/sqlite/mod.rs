@@ -319,20 +319,17 @@ mod tests {
         let store = SqliteStore::connect(&url, &PoolConfig::default())
             .await
             .unwrap();
-        for sql in [history::PAYMENT_HISTORY, history::SHOP_PAYMENT_HISTORY] {
+        let rows = history::PAYMENT_HISTORY;
+        let plan_of_rows = store.read(move |conn| Ok(plan(conn, rows)?)).await.unwrap();
+        assert!(
+            plan_of_rows.contains("INDEX payment_history_by_payment (payment_id=?)"),
+            "{plan_of_rows}"
+        );
+        assert!(!plan_of_rows.contains("TEMP B-TREE"), "{plan_of_rows}");
+        for sql in [rows, history::CLAIM_OF_PAYMENT, history::INSERT_ENTRY] {
             let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
-            assert!(
-                plan.contains("INDEX payment_history_by_payment (payment_id=?)"),
-                "{plan}"
-            );
-            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
             assert!(!plan.contains("SCAN"), "{plan}");
         }
-        let plan = store
-            .read(|conn| Ok(plan(conn, history::INSERT_ENTRY)?))
-            .await
-            .unwrap();
-        assert!(!plan.contains("SCAN"), "{plan}");
         store.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
