@@ -70,8 +70,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+pub use clock::{UNIX_MS_NOW, unix_ms_now};
 pub use rusqlite;
 
+mod clock;
 mod readers;
 mod writer;
 
@@ -454,7 +456,8 @@ impl Database {
     }
 }
 
-/// Opens a connection with the settings every thread shares.
+/// Opens a connection with the settings every thread shares, and the SQL
+/// function `unix_ms_now()` (see [`unix_ms_now`]).
 pub(crate) fn connect(
     location: &Location,
     flags: rusqlite::OpenFlags,
@@ -473,6 +476,7 @@ pub(crate) fn connect(
     conn.set_prepared_statement_cache_capacity(options.statement_cache);
     conn.pragma_update(None, "foreign_keys", options.foreign_keys)
         .map_err(wrap)?;
+    clock::register(&conn).map_err(wrap)?;
     Ok(conn)
 }
 

@@ -56,10 +56,13 @@ mod shops;
 
 use errors::{Fail, Result};
 
-/// SQLite's clock in unix milliseconds.
+/// The clock in unix milliseconds, in SQL: `unix_ms_now()`, which every
+/// connection of [`chargeonce_sqlite`] has ([`chargeonce_sqlite::UNIX_MS_NOW`];
+/// `CAST(unixepoch('subsec') * 1000 AS INTEGER)` reads the same clock, at
+/// several times the cost, paid by each row a write stamps).
 macro_rules! now_ms {
     () => {
-        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+        "unix_ms_now()"
     };
 }
 pub(crate) use now_ms;
@@ -247,6 +250,12 @@ crate::roles::impl_roles!(SqliteStore);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The statements' clock is the function the connections have.
+    #[test]
+    fn now_ms_calls_the_connections_clock() {
+        assert_eq!(now_ms!(), format!("{}()", chargeonce_sqlite::UNIX_MS_NOW));
+    }
 
     /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY PLAN`).
     fn plan(conn: &Connection, sql: &str) -> rusqlite::Result<String> {
