@@ -67,6 +67,12 @@ mod problem;
 mod retry;
 
 pub use chargeonce_core::{IdempotencyKey, KeyError, Money, PaymentStatus};
+/// A payment's history as [`Client::payment_history`] reads it: the wire
+/// types themselves (entries are a tagged union on `type`).
+pub use chargeonce_wire::history::{
+    HistoryAcquirerCall, HistoryCallOutcome, HistoryEntry, HistoryEvent, HistoryKey,
+    HistorySettledBy, HistoryTally, PaymentHistory,
+};
 pub use client::{
     Client, ClientBuilder, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, PREFER, PREFERENCE_APPLIED,
 };

@@ -24,7 +24,9 @@ pub const UNIX_MS_NOW: &str = "unix_ms_now";
 pub fn unix_ms_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
 }
 
 /// Adds [`UNIX_MS_NOW`] to `conn`. Not deterministic (so SQLite calls it
@@ -61,6 +63,9 @@ mod tests {
             (before, ours, theirs, unix_ms_now())
         };
         assert!(before <= ours && ours <= after, "{before} {ours} {after}");
-        assert!(before <= theirs && theirs <= after, "{before} {theirs} {after}");
+        assert!(
+            before <= theirs && theirs <= after,
+            "{before} {theirs} {after}"
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The reads: a payment, an order's payments, the simulator's ledger,
+//! The reads: a payment, its history, an order's payments, the simulator's ledger,
 //! readiness, and the retry loop of a GET.
 
 use std::time::Instant;
@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::Client;
 use super::answer::{failure, send, transient};
-use crate::{Error, Ledger, Payment, PaymentList};
+use crate::{Error, Ledger, Payment, PaymentHistory, PaymentList};
 
 impl Client {
     /// `GET /v1/payments/{id}`: one payment of this shop (`Rejected` with
@@ -24,6 +24,20 @@ impl Client {
             segments.pop_if_empty().push(id);
         }
         self.read(url, true).await
+    }
+
+    /// `GET /v1/payments/{id}/history`: one payment's story, oldest entry
+    /// first (its claim, take-overs, each acquirer call, the answer stored,
+    /// the settlement and who made it, refunds, merchant event deliveries,
+    /// findings), and the repeat counts of its keys (replays, 409s, 422s).
+    /// `Rejected` with [`ProblemCode::NotFound`](crate::ProblemCode::NotFound)
+    /// for a payment that is not this shop's.
+    pub async fn payment_history(&self, id: &str) -> Result<PaymentHistory, Error> {
+        let mut url = self.url("v1/payments/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(id).push("history");
+        }
+        Ok(self.read(url, true).await?.0)
     }
 
     /// `GET /v1/payments?reference=`: an order's payments, oldest first
