@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[3]
 SHOP = "pytest"
@@ -23,13 +23,15 @@ def binary() -> str:
 
 
 class Server:
-    """``chargeonce shops add`` then ``chargeonce serve`` on a temporary SQLite store."""
+    """``chargeonce shops add`` then ``chargeonce serve`` on a temporary SQLite store
+    (``other_shops``: more ``(shop, secret)`` pairs added the same way)."""
 
     def __init__(
         self,
         extra_args: Optional[List[str]] = None,
         webhook_url: Optional[str] = None,
         webhook_secret: Optional[str] = None,
+        other_shops: Sequence[Tuple[str, str]] = (),
     ) -> None:
         self.dir = tempfile.mkdtemp(prefix="chargeonce-py-")
         db = f"sqlite://{self.dir}/db.sqlite"
@@ -38,6 +40,11 @@ class Server:
             [bin_, "shops", "add", SHOP, "--secret", SECRET, "--database-url", db],
             check=True, capture_output=True, timeout=60,
         )
+        for shop, secret in other_shops:
+            subprocess.run(
+                [bin_, "shops", "add", shop, "--secret", secret, "--database-url", db],
+                check=True, capture_output=True, timeout=60,
+            )
         if webhook_url:
             subprocess.run(
                 [bin_, "shops", "set-webhook", "--shop", SHOP, "--url", webhook_url,

@@ -13,7 +13,19 @@ from typing import Any, Dict, Optional
 
 import pytest
 
-from chargeonce import Amount, IdempotencyKeyInfo, Page, Payment, Problem, Refund
+from chargeonce import (
+    HISTORY_ENTRY_TYPES,
+    Amount,
+    HistoryKey,
+    HistoryTally,
+    IdempotencyKeyInfo,
+    Page,
+    Payment,
+    PaymentHistory,
+    Problem,
+    Refund,
+    UnknownHistoryEntry,
+)
 
 SPEC = Path(os.environ.get("CHARGEONCE_OPENAPI", Path(__file__).resolve().parents[3] / "docs" / "openapi.json"))
 
@@ -25,6 +37,9 @@ MODELS = {
     Problem: ["Problem"],
     IdempotencyKeyInfo: ["IdempotencyKey", "IdempotencyKeyInfo"],
     Page: ["List_Payment", "List", "PaymentList"],
+    PaymentHistory: ["PaymentHistory"],
+    HistoryKey: ["HistoryKey"],
+    HistoryTally: ["HistoryTally"],
 }
 
 
@@ -74,6 +89,10 @@ def test_required_members_are_not_optional(spec: Dict[str, Any], model: type) ->
     schema = schema_of(spec, MODELS[model])
     if schema is None:
         pytest.skip("not in the spec")
+    assert_required_not_optional(model, schema)
+
+
+def assert_required_not_optional(model: type, schema: Dict[str, Any]) -> None:
     hints = {f.name: str(f.type) for f in dataclasses.fields(model)}
     for name in schema.get("required", []):
         if name in hints:
@@ -84,6 +103,44 @@ def test_required_members_are_not_optional(spec: Dict[str, Any], model: type) ->
             )
             if not nullable:
                 assert "Optional" not in hints[name], f"{model.__name__}.{name} is required by the spec"
+
+
+def test_history_entries_are_the_schema_variants(spec: Dict[str, Any]) -> None:
+    """``HistoryEntry`` is its own members (``seq``, ``at``, ``refund_id``) and
+    one ``HistoryEvent`` variant, tagged by ``type``: each variant's entry class
+    has exactly the members of both, and every variant has its class."""
+    schemas = spec.get("components", {}).get("schemas", {})
+    if "HistoryEntry" not in schemas:
+        pytest.skip("no HistoryEntry schema in the spec")
+    common: Dict[str, Any] = {"properties": {}, "required": []}
+    variants: list = []
+    for part in schemas["HistoryEntry"].get("allOf", []):
+        if "$ref" in part:
+            variants = schemas[part["$ref"].rsplit("/", 1)[-1]].get("oneOf", [])
+        else:
+            common["properties"].update(part.get("properties", {}))
+            common["required"] += part.get("required", [])
+    assert common["properties"] and variants, "HistoryEntry is not its members and a oneOf of HistoryEvent"
+    by_type = {}
+    for variant in variants:
+        (tag,) = variant["properties"]["type"]["enum"]
+        by_type[tag] = {
+            "properties": {**common["properties"], **variant["properties"]},
+            "required": common["required"] + variant.get("required", []),
+        }
+    assert set(by_type) == set(HISTORY_ENTRY_TYPES), (
+        f"only in the spec {sorted(set(by_type) - set(HISTORY_ENTRY_TYPES))}, "
+        f"only in the SDK {sorted(set(HISTORY_ENTRY_TYPES) - set(by_type))}"
+    )
+    for tag, schema in by_type.items():
+        model = HISTORY_ENTRY_TYPES[tag]
+        props, fields = set(schema["properties"]), wire_fields(model)
+        assert fields == props, (
+            f"{model.__name__} ({tag}): only in the model {sorted(fields - props)}, only in the spec {sorted(props - fields)}"
+        )
+        assert_required_not_optional(model, schema)
+    # An entry of a type this SDK does not know keeps the members every entry has.
+    assert wire_fields(UnknownHistoryEntry) == set(common["properties"]) | {"type"}
 
 
 def test_the_problem_codes_are_the_spec_enum(spec: Dict[str, Any]) -> None:

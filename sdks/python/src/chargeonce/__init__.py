@@ -7,7 +7,40 @@ sends the same key and the same body bytes; a payment ends :class:`Paid`,
 from ._client import AsyncClient, Client, payment_body, refund_body
 from ._errors import ChargeonceError, ConfigError, KeyReused, ProblemError, Unavailable, UnexpectedAnswer
 from ._keys import IdempotencyKey, InvalidKey
-from ._models import Amount, IdempotencyKeyInfo, Page, Payment, PaymentStatus, Problem, ProblemCode, Refund
+from ._models import (
+    AcquirerCallEntry,
+    Amount,
+    AnsweredEntry,
+    ClaimedEntry,
+    EventAttemptEntry,
+    EventResentEntry,
+    FindingEntry,
+    FindingResolvedEntry,
+    HISTORY_ENTRY_TYPES,
+    HistoryAcquirerCall,
+    HistoryCallOutcome,
+    HistoryEntry,
+    HistoryEntryBase,
+    HistoryKey,
+    HistorySettledBy,
+    HistoryTally,
+    IdempotencyKeyInfo,
+    KeyExpiredEntry,
+    LinkedEntry,
+    Page,
+    Payment,
+    PaymentHistory,
+    PaymentStatus,
+    Problem,
+    ProblemCode,
+    Refund,
+    RefundEndedEntry,
+    RefundReservedEntry,
+    SettledEntry,
+    TakenOverEntry,
+    UnknownHistoryEntry,
+    WebhookReceivedEntry,
+)
 from ._outcome import (
     Attempt,
     Declined,
@@ -33,4 +66,10 @@ __all__ = [
     "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
     "Unavailable", "Uncertain", "UnexpectedAnswer", "is_transient", "parse_retry_after",
     "payment_body", "refund_body", "webhooks",
+    # A payment's history (GET /v1/payments/{id}/history).
+    "AcquirerCallEntry", "AnsweredEntry", "ClaimedEntry", "EventAttemptEntry", "EventResentEntry",
+    "FindingEntry", "FindingResolvedEntry", "HISTORY_ENTRY_TYPES", "HistoryAcquirerCall",
+    "HistoryCallOutcome", "HistoryEntry", "HistoryEntryBase", "HistoryKey", "HistorySettledBy",
+    "HistoryTally", "KeyExpiredEntry", "LinkedEntry", "PaymentHistory", "RefundEndedEntry",
+    "RefundReservedEntry", "SettledEntry", "TakenOverEntry", "UnknownHistoryEntry", "WebhookReceivedEntry",
 ]

@@ -27,7 +27,7 @@ from ._judge import (
     uncertain_refund,
 )
 from ._keys import IdempotencyKey, KeyLike, as_key
-from ._models import Amount, IdempotencyKeyInfo, Page, Payment, Refund
+from ._models import Amount, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
 from ._outcome import CONNECT, LOST, TIMEOUT, Paid, PayResult, RefundResult
 from ._retry import RetryPolicy
 
@@ -249,6 +249,12 @@ class Client(_Base):
     def payment(self, payment_id: str) -> Payment:
         return _parsed(self._get(f"v1/payments/{_segment(payment_id)}"), Payment.from_json)
 
+    def payment_history(self, payment_id: str) -> PaymentHistory:
+        """``GET /v1/payments/{id}/history``: everything that happened to one of the
+        shop's payments (and its refunds), oldest first, and the repeat counts of its
+        keys. A payment of another shop, or none, is a :class:`ProblemError` ``not_found``."""
+        return _parsed(self._get(f"v1/payments/{_segment(payment_id)}/history"), PaymentHistory.from_json)
+
     def refund_by_id(self, refund_id: str) -> Refund:
         return _parsed(self._get(f"v1/refunds/{_segment(refund_id)}"), Refund.from_json)
 
@@ -418,6 +424,9 @@ class AsyncClient(_Base):
 
     async def payment(self, payment_id: str) -> Payment:
         return _parsed(await self._get(f"v1/payments/{_segment(payment_id)}"), Payment.from_json)
+
+    async def payment_history(self, payment_id: str) -> PaymentHistory:
+        return _parsed(await self._get(f"v1/payments/{_segment(payment_id)}/history"), PaymentHistory.from_json)
 
     async def refund_by_id(self, refund_id: str) -> Refund:
         return _parsed(await self._get(f"v1/refunds/{_segment(refund_id)}"), Refund.from_json)

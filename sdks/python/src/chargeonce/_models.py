@@ -9,7 +9,7 @@ from __future__ import annotations
 import decimal
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, Generic, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Dict, Generic, List, Mapping, Optional, Type, TypeVar, Union, cast
 
 _LOCAL = {"wire": False}
 
@@ -260,6 +260,411 @@ class IdempotencyKeyInfo:
             response_status=data.get("response_status"),
             payment_id=_opt(data, "payment_id"),
             refund_id=_opt(data, "refund_id"),
+            raw=dict(data),
+        )
+
+
+class HistoryAcquirerCall(str, Enum):
+    """Which acquirer call a history entry is about (an unknown one stays a plain ``str``)."""
+
+    CHARGE = "charge"
+    LOOKUP = "lookup"
+    REFUND = "refund"
+
+
+class HistoryCallOutcome(str, Enum):
+    """How an acquirer call ended."""
+
+    SUCCEEDED = "succeeded"
+    DECLINED = "declined"
+    NOT_FOUND = "not_found"
+    UNKNOWN = "unknown"
+    NOT_SENT = "not_sent"
+
+
+class HistorySettledBy(str, Enum):
+    """Who settled a payment."""
+
+    REQUEST = "request"
+    WEBHOOK = "webhook"
+    RECONCILER = "reconciler"
+
+
+def _opt_int(data: Mapping[str, Any], name: str) -> Optional[int]:
+    value = data.get(name)
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class HistoryTally:
+    """How often one kind of repeat of a key reached the service, and when last."""
+
+    count: int
+    last_at: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "HistoryTally":
+        return cls(count=int(data["count"]), last_at=_opt(data, "last_at"))
+
+
+@dataclass(frozen=True)
+class HistoryKey:
+    """A key of the payment that still exists, and its repeats by answer:
+    ``replays`` (its stored answer replayed), ``conflicts`` (409s: its first
+    request was still running), ``mismatches`` (422s: reused for another request)."""
+
+    key: str
+    replays: HistoryTally
+    conflicts: HistoryTally
+    mismatches: HistoryTally
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "HistoryKey":
+        return cls(
+            key=str(data["key"]),
+            replays=HistoryTally.from_json(data["replays"]),
+            conflicts=HistoryTally.from_json(data["conflicts"]),
+            mismatches=HistoryTally.from_json(data["mismatches"]),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class HistoryEntryBase:
+    """The members every history entry has; ``type`` says which entry it is
+    (one of the ``*Entry`` classes, or :class:`UnknownHistoryEntry`)."""
+
+    type: str
+    #: Its position: increasing, not dense.
+    seq: int
+    #: When it was written (RFC 3339, the store's clock).
+    at: str
+    #: The refund it is about, when it is about one of the payment's refunds.
+    refund_id: Optional[str]
+    raw: Dict[str, Any] = field(compare=False, repr=False, metadata=_LOCAL)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "HistoryEntryBase":
+        return cls(**cls._base(data))
+
+    @staticmethod
+    def _base(data: Mapping[str, Any]) -> Dict[str, Any]:
+        return {
+            "type": str(data.get("type", "")),
+            "seq": int(data["seq"]),
+            "at": str(data["at"]),
+            "refund_id": _opt(data, "refund_id"),
+            "raw": dict(data),
+        }
+
+
+@dataclass(frozen=True)
+class ClaimedEntry(HistoryEntryBase):
+    """The first request with ``key`` claimed it and created the payment."""
+
+    key: str
+    instance: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ClaimedEntry":
+        return cls(**cls._base(data), key=str(data["key"]), instance=str(data["instance"]))
+
+
+@dataclass(frozen=True)
+class LinkedEntry(HistoryEntryBase):
+    """A request with ``key`` found the order already paid (or being paid) by
+    this payment and was linked to it: nothing was charged."""
+
+    key: str
+    instance: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "LinkedEntry":
+        return cls(**cls._base(data), key=str(data["key"]), instance=str(data["instance"]))
+
+
+@dataclass(frozen=True)
+class TakenOverEntry(HistoryEntryBase):
+    """An unfinished key's expired lease was taken over (by a retry or the
+    completer), to resume from ``recovery_point``."""
+
+    key: str
+    instance: str
+    recovery_point: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "TakenOverEntry":
+        return cls(
+            **cls._base(data),
+            key=str(data["key"]),
+            instance=str(data["instance"]),
+            recovery_point=str(data["recovery_point"]),
+        )
+
+
+@dataclass(frozen=True)
+class AcquirerCallEntry(HistoryEntryBase):
+    """One acquirer call ended: ``call`` (a :class:`HistoryAcquirerCall`) and
+    ``outcome`` (a :class:`HistoryCallOutcome`), both kept as received."""
+
+    call: str
+    outcome: str
+    latency_ms: int
+    #: The key the acquirer saw (the same on every attempt).
+    acquirer_key: str
+    instance: str
+    reason: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "AcquirerCallEntry":
+        return cls(
+            **cls._base(data),
+            call=str(data["call"]),
+            outcome=str(data["outcome"]),
+            latency_ms=int(data["latency_ms"]),
+            acquirer_key=str(data["acquirer_key"]),
+            instance=str(data["instance"]),
+            reason=_opt(data, "reason"),
+        )
+
+
+@dataclass(frozen=True)
+class AnsweredEntry(HistoryEntryBase):
+    """The key's final answer (HTTP ``status``) was stored; replayed from now on."""
+
+    key: str
+    status: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "AnsweredEntry":
+        return cls(**cls._base(data), key=str(data["key"]), status=int(data["status"]))
+
+
+@dataclass(frozen=True)
+class SettledEntry(HistoryEntryBase):
+    """The payment left ``pending`` for its final ``status``; ``by`` (a
+    :class:`HistorySettledBy`) says who: a request (``key``), an acquirer
+    webhook (``event_id``) or the reconciler."""
+
+    status: str
+    by: str
+    key: Optional[str]
+    event_id: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SettledEntry":
+        return cls(
+            **cls._base(data),
+            status=str(data["status"]),
+            by=str(data["by"]),
+            key=_opt(data, "key"),
+            event_id=_opt(data, "event_id"),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookReceivedEntry(HistoryEntryBase):
+    """An authentic acquirer webhook about the payment that changed nothing."""
+
+    event_id: str
+    kind: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "WebhookReceivedEntry":
+        return cls(**cls._base(data), event_id=str(data["event_id"]), kind=str(data["kind"]))
+
+
+@dataclass(frozen=True)
+class RefundReservedEntry(HistoryEntryBase):
+    """A refund's ``amount`` was reserved on the payment (``refund_id`` names the refund)."""
+
+    key: str
+    amount: Amount
+    instance: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RefundReservedEntry":
+        return cls(
+            **cls._base(data),
+            key=str(data["key"]),
+            amount=Amount.from_json(data["amount"]),
+            instance=str(data["instance"]),
+        )
+
+
+@dataclass(frozen=True)
+class RefundEndedEntry(HistoryEntryBase):
+    """A refund reached its final ``status``."""
+
+    status: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RefundEndedEntry":
+        return cls(**cls._base(data), status=str(data["status"]))
+
+
+@dataclass(frozen=True)
+class EventAttemptEntry(HistoryEntryBase):
+    """One delivery attempt of a merchant event about the payment: ``result`` is
+    ``delivered``, ``failed`` (due again later) or ``given_up``; ``status`` the
+    shop's HTTP status, when it answered."""
+
+    event_id: str
+    event_type: str
+    attempt: int
+    result: str
+    status: Optional[int]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "EventAttemptEntry":
+        return cls(
+            **cls._base(data),
+            event_id=str(data["event_id"]),
+            event_type=str(data["event_type"]),
+            attempt=int(data["attempt"]),
+            result=str(data["result"]),
+            status=_opt_int(data, "status"),
+        )
+
+
+@dataclass(frozen=True)
+class EventResentEntry(HistoryEntryBase):
+    """An operator made a merchant event due again."""
+
+    event_id: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "EventResentEntry":
+        return cls(**cls._base(data), event_id=str(data["event_id"]))
+
+
+@dataclass(frozen=True)
+class KeyExpiredEntry(HistoryEntryBase):
+    """A key of the payment expired and was swept: how often it had been repeated."""
+
+    key: str
+    replays: HistoryTally
+    conflicts: HistoryTally
+    mismatches: HistoryTally
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "KeyExpiredEntry":
+        return cls(
+            **cls._base(data),
+            key=str(data["key"]),
+            replays=HistoryTally.from_json(data["replays"]),
+            conflicts=HistoryTally.from_json(data["conflicts"]),
+            mismatches=HistoryTally.from_json(data["mismatches"]),
+        )
+
+
+@dataclass(frozen=True)
+class FindingEntry(HistoryEntryBase):
+    """The reconciler found a disagreement about the payment (``kind``:
+    ``duplicate_charge``, ``orphan_charge``, ``missing_charge``, ``mismatch``)."""
+
+    finding_id: int
+    kind: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "FindingEntry":
+        return cls(**cls._base(data), finding_id=int(data["finding_id"]), kind=str(data["kind"]))
+
+
+@dataclass(frozen=True)
+class FindingResolvedEntry(HistoryEntryBase):
+    """A finding about the payment was resolved (``how``: ``refunded`` or ``manual``)."""
+
+    finding_id: int
+    how: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "FindingResolvedEntry":
+        return cls(**cls._base(data), finding_id=int(data["finding_id"]), how=str(data["how"]))
+
+
+@dataclass(frozen=True)
+class UnknownHistoryEntry(HistoryEntryBase):
+    """An entry of a ``type`` this SDK does not know (a newer server's): its
+    common members, and every member as received in ``raw``."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "UnknownHistoryEntry":
+        return cls(**cls._base(data))
+
+
+HistoryEntry = Union[
+    ClaimedEntry,
+    LinkedEntry,
+    TakenOverEntry,
+    AcquirerCallEntry,
+    AnsweredEntry,
+    SettledEntry,
+    WebhookReceivedEntry,
+    RefundReservedEntry,
+    RefundEndedEntry,
+    EventAttemptEntry,
+    EventResentEntry,
+    KeyExpiredEntry,
+    FindingEntry,
+    FindingResolvedEntry,
+    UnknownHistoryEntry,
+]
+
+#: The entry classes by the ``type`` they stand for.
+HISTORY_ENTRY_TYPES: Mapping[str, Type[HistoryEntryBase]] = {
+    "claimed": ClaimedEntry,
+    "linked": LinkedEntry,
+    "taken_over": TakenOverEntry,
+    "acquirer_call": AcquirerCallEntry,
+    "answered": AnsweredEntry,
+    "settled": SettledEntry,
+    "webhook_received": WebhookReceivedEntry,
+    "refund_reserved": RefundReservedEntry,
+    "refund_ended": RefundEndedEntry,
+    "event_attempt": EventAttemptEntry,
+    "event_resent": EventResentEntry,
+    "key_expired": KeyExpiredEntry,
+    "finding": FindingEntry,
+    "finding_resolved": FindingResolvedEntry,
+}
+
+
+def history_entry(data: Mapping[str, Any]) -> HistoryEntry:
+    """One history entry, by its ``type``; a type this SDK does not know is an
+    :class:`UnknownHistoryEntry` (readable, never an error)."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"a history entry is an object, not {type(data).__name__}")
+    kind = data.get("type")
+    known = HISTORY_ENTRY_TYPES.get(kind) if isinstance(kind, str) else None
+    entry = (known or UnknownHistoryEntry).from_json(data)
+    return cast(HistoryEntry, entry)
+
+
+@dataclass(frozen=True)
+class PaymentHistory:
+    """``GET /v1/payments/{id}/history``: every entry of a payment's history
+    (and its refunds'), oldest first, and the repeat counts of its keys that
+    still exist (a swept key's counts are in its ``key_expired`` entry)."""
+
+    object: str
+    payment_id: str
+    entries: List[HistoryEntry]
+    keys: List[HistoryKey]
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
+
+    def key_repeats(self, key: str) -> Optional[HistoryKey]:
+        """The repeat counts of one of the payment's keys that still exists, or ``None``."""
+        return next((k for k in self.keys if k.key == key), None)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "PaymentHistory":
+        return cls(
+            object=str(data.get("object", "payment_history")),
+            payment_id=str(data["payment_id"]),
+            entries=[history_entry(entry) for entry in data["entries"]],
+            keys=[HistoryKey.from_json(key) for key in data["keys"]],
             raw=dict(data),
         )
 
