@@ -13,6 +13,7 @@ import {
   type Ledger,
   type List,
   type Payment,
+  type PaymentHistory,
   type Refund,
 } from "./model.js";
 import {
@@ -278,6 +279,16 @@ export class Client {
   /** `GET /v1/payments/{id}` (a `ProblemError` with code `not_found` when there is none). */
   payment(id: string): Promise<Payment> {
     return this.#read(this.#url(`v1/payments/${encodeURIComponent(id)}`));
+  }
+
+  /**
+   * `GET /v1/payments/{id}/history`: everything that happened to one of the
+   * shop's payments (and its refunds), oldest first, and its keys' repeat
+   * counts (a `ProblemError` with code `not_found` for a payment of another
+   * shop, or none).
+   */
+  paymentHistory(id: string): Promise<PaymentHistory> {
+    return this.#read(this.#url(`v1/payments/${encodeURIComponent(id)}/history`));
   }
 
   /** An order's payments, oldest first (the newest 100: an order has a handful). */

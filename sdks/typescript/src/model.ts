@@ -146,6 +146,260 @@ export const IDEMPOTENCY_KEY_FIELDS: FieldTable<IdempotencyKeyInfo> = {
   expires_at: "required",
 };
 
+/** Which acquirer call a history entry is about. */
+export type HistoryAcquirerCall = "charge" | "lookup" | "refund";
+/** How an acquirer call ended (`unknown`: no definite answer; `not_sent`: certainly never reached the acquirer). */
+export type HistoryCallOutcome = "succeeded" | "declined" | "not_found" | "unknown" | "not_sent";
+/** Who settled a payment. */
+export type HistorySettledBy = "request" | "webhook" | "reconciler";
+/** How far a key's operation got. */
+export type KeyRecoveryPoint = "payment_created" | "order_already_paid" | "refund_created" | "finished";
+
+/** How often one kind of repeat of a key reached the service, and when last (RFC 3339, null if none). */
+export interface HistoryTally {
+  count: number;
+  last_at?: string | null | undefined;
+}
+export const HISTORY_TALLY_FIELDS: FieldTable<HistoryTally> = { count: "required", last_at: "optional" };
+
+/**
+ * A key of the payment that still exists, and its repeats by answer:
+ * `replays` (its stored answer replayed), `conflicts` (409s: its first
+ * request was still running), `mismatches` (422s: reused for another request).
+ */
+export interface HistoryKey {
+  key: string;
+  replays: HistoryTally;
+  conflicts: HistoryTally;
+  mismatches: HistoryTally;
+}
+export const HISTORY_KEY_FIELDS: FieldTable<HistoryKey> = {
+  key: "required",
+  replays: "required",
+  conflicts: "required",
+  mismatches: "required",
+};
+
+/** The members every history entry has, whatever its `type`. */
+export interface HistoryEntryBase {
+  /** Its position: increasing, not dense. */
+  seq: number;
+  /** When it was written (RFC 3339, the store's clock). */
+  at: string;
+  /** The refund it is about, when it is about one of the payment's refunds. */
+  refund_id?: string | null | undefined;
+}
+
+/** The first request with `key` claimed it and created the payment. */
+export interface ClaimedEntry extends HistoryEntryBase {
+  type: "claimed";
+  key: string;
+  instance: string;
+}
+/** A request with `key` found the order already paid (or being paid) by this payment and was linked to it: nothing was charged. */
+export interface LinkedEntry extends HistoryEntryBase {
+  type: "linked";
+  key: string;
+  instance: string;
+}
+/** An unfinished key's expired lease was taken over (by a retry or the completer), to resume from `recovery_point`. */
+export interface TakenOverEntry extends HistoryEntryBase {
+  type: "taken_over";
+  key: string;
+  instance: string;
+  recovery_point: KeyRecoveryPoint;
+}
+/** One acquirer call ended. */
+export interface AcquirerCallEntry extends HistoryEntryBase {
+  type: "acquirer_call";
+  call: HistoryAcquirerCall;
+  outcome: HistoryCallOutcome;
+  latency_ms: number;
+  /** The key the acquirer saw (the same on every attempt). */
+  acquirer_key: string;
+  instance: string;
+  reason?: string | null | undefined;
+}
+/** The key's final answer (HTTP `status`) was stored; replayed from now on. */
+export interface AnsweredEntry extends HistoryEntryBase {
+  type: "answered";
+  key: string;
+  status: number;
+}
+/** The payment left `pending` for its final `status`: by a request (`key`), an acquirer webhook (`event_id`) or the reconciler. */
+export interface SettledEntry extends HistoryEntryBase {
+  type: "settled";
+  status: PaymentStatus;
+  by: HistorySettledBy;
+  key?: string | null | undefined;
+  event_id?: string | null | undefined;
+}
+/** An authentic acquirer webhook about the payment that changed nothing. */
+export interface WebhookReceivedEntry extends HistoryEntryBase {
+  type: "webhook_received";
+  event_id: string;
+  kind: string;
+}
+/** A refund's `amount` was reserved on the payment (`refund_id` names the refund). */
+export interface RefundReservedEntry extends HistoryEntryBase {
+  type: "refund_reserved";
+  key: string;
+  amount: Amount;
+  instance: string;
+}
+/** A refund reached its final `status`. */
+export interface RefundEndedEntry extends HistoryEntryBase {
+  type: "refund_ended";
+  status: RefundStatus;
+}
+/** One delivery attempt of a merchant event about the payment (`result`: `delivered`, `failed`, `given_up`; `status`: the shop's HTTP status). */
+export interface EventAttemptEntry extends HistoryEntryBase {
+  type: "event_attempt";
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  result: string;
+  status?: number | null | undefined;
+}
+/** An operator made a merchant event due again. */
+export interface EventResentEntry extends HistoryEntryBase {
+  type: "event_resent";
+  event_id: string;
+}
+/** A key of the payment expired and was swept: how often it had been repeated. */
+export interface KeyExpiredEntry extends HistoryEntryBase {
+  type: "key_expired";
+  key: string;
+  replays: HistoryTally;
+  conflicts: HistoryTally;
+  mismatches: HistoryTally;
+}
+/** The reconciler found a disagreement about the payment (`duplicate_charge`, `orphan_charge`, `missing_charge`, `mismatch`). */
+export interface FindingEntry extends HistoryEntryBase {
+  type: "finding";
+  finding_id: number;
+  kind: string;
+}
+/** A finding about the payment was resolved (`refunded` or `manual`). */
+export interface FindingResolvedEntry extends HistoryEntryBase {
+  type: "finding_resolved";
+  finding_id: number;
+  how: string;
+}
+
+/** Every entry this client knows, tagged by `type`. */
+export type KnownHistoryEntry =
+  | ClaimedEntry
+  | LinkedEntry
+  | TakenOverEntry
+  | AcquirerCallEntry
+  | AnsweredEntry
+  | SettledEntry
+  | WebhookReceivedEntry
+  | RefundReservedEntry
+  | RefundEndedEntry
+  | EventAttemptEntry
+  | EventResentEntry
+  | KeyExpiredEntry
+  | FindingEntry
+  | FindingResolvedEntry;
+export type HistoryEntryType = KnownHistoryEntry["type"];
+
+/** An entry of a `type` this client does not know (a newer server's): the common members and the rest as sent. */
+export interface UnknownHistoryEntry extends HistoryEntryBase {
+  type: string;
+  [member: string]: unknown;
+}
+
+/**
+ * One entry of a payment's history. Narrow it with {@link isKnownHistoryEntry}
+ * first, then by `type`; an unknown type is kept as sent, never an error.
+ */
+export type HistoryEntry = KnownHistoryEntry | UnknownHistoryEntry;
+
+const ENTRY_BASE = { seq: "required", at: "required", refund_id: "optional" } as const;
+/** The field table of each entry type (the common members and the type's own), by `type`. */
+export const HISTORY_ENTRY_TABLES: { readonly [T in HistoryEntryType]: FieldTable<Extract<KnownHistoryEntry, { type: T }>> } = {
+  claimed: { ...ENTRY_BASE, type: "required", key: "required", instance: "required" },
+  linked: { ...ENTRY_BASE, type: "required", key: "required", instance: "required" },
+  taken_over: { ...ENTRY_BASE, type: "required", key: "required", instance: "required", recovery_point: "required" },
+  acquirer_call: {
+    ...ENTRY_BASE,
+    type: "required",
+    call: "required",
+    outcome: "required",
+    latency_ms: "required",
+    acquirer_key: "required",
+    instance: "required",
+    reason: "optional",
+  },
+  answered: { ...ENTRY_BASE, type: "required", key: "required", status: "required" },
+  settled: { ...ENTRY_BASE, type: "required", status: "required", by: "required", key: "optional", event_id: "optional" },
+  webhook_received: { ...ENTRY_BASE, type: "required", event_id: "required", kind: "required" },
+  refund_reserved: { ...ENTRY_BASE, type: "required", key: "required", amount: "required", instance: "required" },
+  refund_ended: { ...ENTRY_BASE, type: "required", status: "required" },
+  event_attempt: {
+    ...ENTRY_BASE,
+    type: "required",
+    event_id: "required",
+    event_type: "required",
+    attempt: "required",
+    result: "required",
+    status: "optional",
+  },
+  event_resent: { ...ENTRY_BASE, type: "required", event_id: "required" },
+  key_expired: {
+    ...ENTRY_BASE,
+    type: "required",
+    key: "required",
+    replays: "required",
+    conflicts: "required",
+    mismatches: "required",
+  },
+  finding: { ...ENTRY_BASE, type: "required", finding_id: "required", kind: "required" },
+  finding_resolved: { ...ENTRY_BASE, type: "required", finding_id: "required", how: "required" },
+};
+/** The members every entry has. */
+export const HISTORY_ENTRY_FIELDS: FieldTable<HistoryEntryBase> = ENTRY_BASE;
+/** The entry types this client knows. */
+export const HISTORY_ENTRY_TYPES: readonly HistoryEntryType[] = Object.keys(HISTORY_ENTRY_TABLES) as HistoryEntryType[];
+
+/** Whether this client knows the entry's `type` (then `type` narrows it to its interface). */
+export function isKnownHistoryEntry(entry: HistoryEntry): entry is KnownHistoryEntry {
+  return Object.prototype.hasOwnProperty.call(HISTORY_ENTRY_TABLES, entry.type);
+}
+
+/** A payment's history (`GET /v1/payments/{id}/history`): every entry oldest first, and its keys' repeats. */
+export interface PaymentHistory {
+  object: "payment_history";
+  payment_id: string;
+  /** Every entry, oldest first. */
+  entries: HistoryEntry[];
+  /** The payment's keys that still exist and their repeats (a swept key's are in its `key_expired` entry). */
+  keys: HistoryKey[];
+}
+export const PAYMENT_HISTORY_FIELDS: FieldTable<PaymentHistory> = {
+  object: "required",
+  payment_id: "required",
+  entries: "required",
+  keys: "required",
+};
+
+/** The entries of one known `type`, oldest first. */
+export function historyEntries<T extends HistoryEntryType>(
+  history: PaymentHistory,
+  type: T,
+): Array<Extract<KnownHistoryEntry, { type: T }>> {
+  return history.entries.filter(
+    (entry): entry is Extract<KnownHistoryEntry, { type: T }> => isKnownHistoryEntry(entry) && entry.type === type,
+  );
+}
+
+/** The repeats of one of the payment's keys that still exists, or `undefined`. */
+export function historyKey(history: PaymentHistory, key: string): HistoryKey | undefined {
+  return history.keys.find((k) => k.key === key);
+}
+
 /** The tables by the name of the component schema they describe. */
 export const SCHEMA_TABLES: Readonly<Record<string, Readonly<Record<string, Presence>>>> = {
   Amount: AMOUNT_FIELDS,
@@ -154,6 +408,9 @@ export const SCHEMA_TABLES: Readonly<Record<string, Readonly<Record<string, Pres
   Problem: PROBLEM_FIELDS,
   List: LIST_FIELDS,
   IdempotencyKey: IDEMPOTENCY_KEY_FIELDS,
+  PaymentHistory: PAYMENT_HISTORY_FIELDS,
+  HistoryKey: HISTORY_KEY_FIELDS,
+  HistoryTally: HISTORY_TALLY_FIELDS,
 };
 
 /** The body of `POST /v1/payments`. */

@@ -21,10 +21,18 @@ export function haveBinary(): boolean {
   return existsSync(CHARGEONCE_BIN);
 }
 
-export async function startServer(args: string[] = [], webhook?: { url: string; secret: string }): Promise<Server> {
+/** `otherShops`: more shops added the same way as {@link SHOP}, before `serve`. */
+export async function startServer(
+  args: string[] = [],
+  webhook?: { url: string; secret: string },
+  otherShops: Array<{ shop: string; secret: string }> = [],
+): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), "chargeonce-ts-"));
   const db = `sqlite://${join(dir, "db.sqlite")}`;
   execFileSync(CHARGEONCE_BIN, ["shops", "add", SHOP, "--secret", SECRET, "--database-url", db], { stdio: "pipe" });
+  for (const other of otherShops) {
+    execFileSync(CHARGEONCE_BIN, ["shops", "add", other.shop, "--secret", other.secret, "--database-url", db], { stdio: "pipe" });
+  }
   if (webhook !== undefined) {
     execFileSync(
       CHARGEONCE_BIN,
