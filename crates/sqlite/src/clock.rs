@@ -7,10 +7,14 @@
 //! Julian day on every call, and a store that stamps each row it writes
 //! pays that several times per request on its one writer thread.
 //!
-//! Unlike `unixepoch('now')`, which SQLite holds still for the length of
-//! one statement, each call reads the clock: two calls in one statement can
-//! differ by the time between them.
+//! Like `unixepoch('now')`, which SQLite holds still for the length of one
+//! statement, it does not move while one closure of a
+//! [`Database`](crate::Database) runs: every call in one write or read
+//! returns the instant the closure started ([`at_one_instant`]), so a
+//! statement that stamps two columns, or a write that stamps two rows,
+//! stamps them alike. Outside a closure each call reads the clock.
 
+use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
@@ -29,14 +33,40 @@ pub fn unix_ms_now() -> i64 {
         })
 }
 
+thread_local! {
+    /// The instant of the closure running on this thread, if one is.
+    static INSTANT: Cell<Option<i64>> = const { Cell::new(None) };
+}
+
+/// Runs `work` (one closure of a write or a read) with the SQL clock held
+/// at the instant it starts; the clock is released when it returns or
+/// unwinds.
+pub(crate) fn at_one_instant<T>(work: impl FnOnce() -> T) -> T {
+    struct Release(Option<i64>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            INSTANT.with(|instant| instant.set(self.0));
+        }
+    }
+    let _release = Release(INSTANT.with(|instant| instant.replace(Some(unix_ms_now()))));
+    work()
+}
+
+/// What `unix_ms_now()` returns on this thread: the running closure's
+/// instant, else the clock.
+fn sql_now() -> i64 {
+    INSTANT.with(Cell::get).unwrap_or_else(unix_ms_now)
+}
+
 /// Adds [`UNIX_MS_NOW`] to `conn`. Not deterministic (so SQLite calls it
-/// each time), innocuous (it reads nothing of the database).
+/// each time: it is the closure's instant, not a constant), innocuous (it
+/// reads nothing of the database).
 pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function(
         UNIX_MS_NOW,
         0,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_INNOCUOUS,
-        |_| Ok(unix_ms_now()),
+        |_| Ok(sql_now()),
     )
 }
 
@@ -44,6 +74,30 @@ pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Within one closure the clock stands still, in one statement and
+    /// across statements; after it, it moves again.
+    #[test]
+    fn one_closure_is_one_instant() {
+        let conn = Connection::open_in_memory().unwrap();
+        register(&conn).unwrap();
+        let read = |sql: &str| -> (i64, i64) {
+            conn.query_row(sql, [], |row| Ok((row.get(0)?, row.get(1)?)))
+                .unwrap()
+        };
+        let (held, first, second, later) = at_one_instant(|| {
+            let held = INSTANT.with(Cell::get).unwrap();
+            let (first, second) = read("SELECT unix_ms_now(), unix_ms_now()");
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            let (later, _) = read("SELECT unix_ms_now(), 0");
+            (held, first, second, later)
+        });
+        assert_eq!((first, second, later), (held, held, held));
+        assert_eq!(INSTANT.with(Cell::get), None);
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        let (after, _) = read("SELECT unix_ms_now(), 0");
+        assert!(after > held, "{after} {held}");
+    }
 
     /// The function and SQLite's own clock agree, to the millisecond
     /// (give or take the time between the two reads).

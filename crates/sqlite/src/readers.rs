@@ -7,6 +7,8 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+use crate::clock::at_one_instant;
+
 use crate::{Failure, Location, OpenError, Options, connect, panic_message};
 
 /// What the readers' queue carries.
@@ -50,7 +52,7 @@ where
 {
     fn run(self: Box<Self>, conn: &Connection) {
         let work = self.work;
-        let answer = match catch_unwind(AssertUnwindSafe(|| work(conn))) {
+        let answer = match catch_unwind(AssertUnwindSafe(|| at_one_instant(|| work(conn)))) {
             Ok(answer) => answer,
             Err(panic) => {
                 let message = panic_message(panic.as_ref());

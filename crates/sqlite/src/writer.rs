@@ -14,6 +14,8 @@ use std::sync::atomic::Ordering;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+use crate::clock::at_one_instant;
+
 use crate::{Counters, Failure, Location, OpenError, Options, Write, connect, panic_message};
 
 /// After a commit fails on a constraint (a deferred foreign key some write
@@ -82,7 +84,7 @@ where
         let Some(work) = self.work.take() else {
             return false;
         };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| work(conn))) {
+        let outcome = match catch_unwind(AssertUnwindSafe(|| at_one_instant(|| work(conn)))) {
             Ok(Ok(Write::Commit(value))) => Outcome::Keep(value),
             Ok(Ok(Write::Rollback(value))) => Outcome::Undo(value),
             Ok(Err(error)) => Outcome::Failed(error),
