@@ -1,8 +1,9 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
 -- (crates/store/src/postgres/: claim.rs, finish.rs), for `pgbench -n -M prepared -f`:
--- two autocommitted statements. The claim (key row + payment row; a new key
--- for a free order, the common case) and the finish (the key row locked while
--- the lease holds, the settled payment, the stored response, and the merchant
+-- two autocommitted statements. The claim (key row + payment row + its place in
+-- the pending queue; a new key for a free order, the common case) and the
+-- finish (the key row locked while the lease holds, the settled payment off the
+-- queue, the stored response, and the merchant
 -- event: a payload of the usual size, parked as for a shop without a webhook
 -- URL), each with the payment's history entries the store writes in the same
 -- statement: with the finish the charge's `acquirer_call`, `answered` and
@@ -37,9 +38,11 @@ p AS (
         'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
         'acq_pgbench_' || :client_id::text || '_' || :k::text, now(), 'bench-host:123456'
     FROM k
-    ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded')
-    DO NOTHING
-    RETURNING id)
+    ON CONFLICT (shop_id, live_reference) DO NOTHING
+    RETURNING id),
+queued AS (
+    INSERT INTO pending_payments (created_at, payment_id)
+    SELECT now(), id FROM p)
 SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
     SELECT 1 FROM idempotency_keys
@@ -53,7 +56,10 @@ settled AS (
     WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
         AND (shop_id, status) IS NOT DISTINCT FROM ('bench', 'pending')
         AND EXISTS (SELECT 1 FROM held)
-    RETURNING id),
+    RETURNING id, created_at),
+dequeued AS (
+    DELETE FROM pending_payments q USING settled
+    WHERE q.created_at = settled.created_at AND q.payment_id = settled.id),
 finished AS (
     UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201,
         response_headers = 'content-type: application/json' || chr(10) || 'location: /v1/payments/pay_pgbench_' || :k::text,

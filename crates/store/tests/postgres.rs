@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use chargeonce_core::events::EventQuery;
 use chargeonce_core::store::prelude::*;
 use chargeonce_core::{
-    CardToken, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey, KeyTiming, Lease,
-    Money, NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Reference,
-    Settlement, ShopId, ShopSecret, StoreError, StoredResponse,
+    CardToken, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome, IdempotencyKey,
+    InboundEvent, KeyTiming, Lease, Money, NewPayment, Payment, PaymentRequest, PaymentStatus,
+    RecoveryPoint, Reference, SettleOutcome, Settlement, ShopId, ShopSecret, StoreError,
+    StoredResponse,
 };
 use chargeonce_store::{PgStore, PoolConfig};
 use chargeonce_testkit::TestDb;
@@ -125,6 +126,12 @@ async fn insert_claim(
     .execute(&mut **tx)
     .await
     .unwrap();
+    sqlx::query("INSERT INTO pending_payments (created_at, payment_id) VALUES ($1, $2)")
+        .bind(p.created_at)
+        .bind(p.id.as_str())
+        .execute(&mut **tx)
+        .await
+        .unwrap();
 }
 
 /// Waits until some statement in this database waits for a lock.
@@ -345,8 +352,11 @@ async fn finish_against_open(
 // Each binds the key ($1) and its payment ($2).
 const TAKE_OVER: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
                          WHERE key = $1 AND payment_id = $2";
-const SETTLE: &str = "UPDATE payments SET status = 'succeeded', provider_payment_id = 'ch_theirs' \
-                      WHERE idempotency_key = $1 AND id = $2";
+const SETTLE: &str = "WITH settled AS (UPDATE payments SET status = 'succeeded', \
+                          provider_payment_id = 'ch_theirs' \
+                      WHERE idempotency_key = $1 AND id = $2 RETURNING id, created_at) \
+                      DELETE FROM pending_payments q USING settled \
+                      WHERE q.created_at = settled.created_at AND q.payment_id = settled.id";
 const LOCK_KEY: &str = "SELECT 1 FROM idempotency_keys WHERE key = $1 AND payment_id = $2 \
                         FOR UPDATE";
 
@@ -670,7 +680,7 @@ async fn a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has() {
         assert!(Instant::now() < deadline, "statistics never arrived");
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    for index in ["payments_one_live_per_order", "payments_pending"] {
+    for index in ["payments_one_live_per_order", "payments_by_shop_newest"] {
         let read = reads_of(&after, index).1 - reads_of(&before, index).1;
         // The claims' arbiter probes read the live index: about one entry each.
         assert!(read <= 60, "{index}: {read} entries read for 20 payments");
@@ -707,4 +717,170 @@ async fn a_write_refused_by_a_read_only_node_is_unavailable() {
         .await
         .unwrap();
     assert_eq!(keys, 0, "nothing was written");
+}
+
+/// A shop's rows name it without a foreign key (no lock on the shop's row per
+/// write, migration 0008): in its place a shop row can be neither deleted,
+/// renamed nor truncated, so every stored `shop_id` still names a shop. Its
+/// other columns stay writable (the webhook settings).
+#[tokio::test]
+async fn a_shop_row_is_never_deleted_nor_renamed() {
+    let pg = pg().await;
+    let pool = pg.store.pool();
+    let refused = |sql: &'static str| async move {
+        let error = sqlx::query(sql).execute(pool).await.unwrap_err();
+        let db = error.as_database_error().expect("a database error");
+        assert_eq!(db.code().as_deref(), Some("23001"), "{sql}: {db}");
+    };
+    refused("DELETE FROM shops WHERE id = 'shop-a'").await;
+    refused("UPDATE shops SET id = 'shop-b' WHERE id = 'shop-a'").await;
+    refused("TRUNCATE shops CASCADE").await;
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM shops WHERE id = 'shop-a'")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, 1);
+    let updated = sqlx::query("UPDATE shops SET webhook_url = NULL WHERE id = 'shop-a'")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(updated.rows_affected(), 1);
+
+    // Writing a payment locks no shop row: another transaction holding the
+    // shop's row FOR UPDATE does not hold the claim up.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM shops WHERE id = 'shop-a' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let c = claim(&pg.shop, "k-shop-locked");
+    let p = new_payment(&pg.shop, "k-shop-locked", "order-shop-locked");
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(10),
+        pg.store.claim_payment(&c, &p, TIMING),
+    )
+    .await
+    .expect("the claim waited for the shop's row");
+    assert!(matches!(claimed.unwrap(), Claim::Acquired(_)));
+    holder.rollback().await.unwrap();
+}
+
+/// The pending queue (`pending_payments`, migration 0009) holds exactly the
+/// pending payments whichever way they settle (their own finish, the
+/// reconciler, an acquirer webhook), and a settle updates the payment's row
+/// in place: a HOT update, no index entry written.
+#[tokio::test]
+async fn a_settle_takes_the_payment_off_the_queue_and_updates_its_row_in_place() {
+    let pg = pg().await;
+    let mut payments = Vec::new();
+    for i in 0..4 {
+        payments.push(acquired(&pg, &format!("k-q{i}"), &format!("order-q{i}")).await);
+    }
+    let queued = |pg: &Pg| {
+        let pool = pg.store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT payment_id FROM pending_payments ORDER BY created_at, payment_id",
+            )
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let ids = |ps: &[&Payment]| ps.iter().map(|p| p.id.to_string()).collect::<Vec<_>>();
+    let all: Vec<&Payment> = payments.iter().map(|(_, p)| p).collect();
+    assert_eq!(queued(&pg).await, ids(&all));
+
+    let (lease, first) = &payments[0];
+    let charged = settlement(PaymentStatus::Succeeded, "ch_0");
+    let stored = pg
+        .store
+        .finish(
+            lease,
+            Some((first, &charged)),
+            &response("ok"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored, FinishOutcome::Stored);
+    let declined = settlement(PaymentStatus::Declined, "ch_1");
+    let settled = pg
+        .store
+        .settle_payment(&pg.shop, &payments[1].1.id, &declined)
+        .await
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+    let webhook = InboundEvent {
+        event_id: "evt_q2".into(),
+        kind: chargeonce_core::webhook::EventKind::Succeeded,
+        acquirer_key: payments[2].1.acquirer_key.clone(),
+        shop_id: pg.shop.clone(),
+        settlement: Some(settlement(PaymentStatus::Succeeded, "ch_2")),
+    };
+    let recorded = pg.store.record_event(&webhook).await.unwrap();
+    assert!(
+        matches!(recorded, EventRecorded::Settled(_)),
+        "{recorded:?}"
+    );
+
+    let left = [&payments[3].1];
+    assert_eq!(queued(&pg).await, ids(&left));
+    let pending = pg.store.pending_payments(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+        ids(&left)
+    );
+    assert_eq!(pg.store.counts().await.unwrap().pending_payments, 1);
+
+    // The declined payment freed its order; the succeeded ones hold theirs.
+    let again = pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, "k-q1-again"),
+            &new_payment(&pg.shop, "k-q1-again", "order-q1"),
+            TIMING,
+        )
+        .await
+        .unwrap();
+    match again {
+        Claim::Acquired(a) => assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated),
+        Claim::Exists(_) => panic!("new key"),
+    }
+    let linked = pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, "k-q0-again"),
+            &new_payment(&pg.shop, "k-q0-again", "order-q0"),
+            TIMING,
+        )
+        .await
+        .unwrap();
+    match linked {
+        Claim::Acquired(a) => {
+            assert_eq!(a.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+            assert_eq!(a.payment.id, first.id);
+        }
+        Claim::Exists(_) => panic!("new key"),
+    }
+
+    // The two that succeeded were HOT updates; the decline was not, as it
+    // must not be: it takes the payment's entry out of the live-order index,
+    // which frees the order. (Statistics arrive within about a second of a
+    // backend going idle.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (updates, hot) = loop {
+        let (updates, hot): (i64, i64) = sqlx::query_as(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'payments'",
+        )
+        .fetch_one(pg.store.pool())
+        .await
+        .unwrap();
+        if updates >= 3 || Instant::now() > deadline {
+            break (updates, hot);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!((updates, hot), (3, 2));
 }

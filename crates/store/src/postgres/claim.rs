@@ -118,9 +118,11 @@ async fn claim_in_one_statement(
              INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                  currency, token, status, acquirer_key, created_at, claimed_by) \
              SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18 FROM k \
-             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-             DO NOTHING \
-             RETURNING id) \
+             ON CONFLICT (shop_id, live_reference) DO NOTHING \
+             RETURNING id), \
+         queued AS ( \
+             INSERT INTO pending_payments (created_at, payment_id) \
+             SELECT $17, id FROM p) \
          SELECT 1 FROM p",
     )
     .bind(claim.shop_id.as_str())
@@ -218,11 +220,15 @@ async fn insert_payment(
     };
     for _ in 0..CLAIM_ATTEMPTS {
         let inserted = sqlx::query(
-            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+            "WITH p AS ( \
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                  currency, token, status, acquirer_key, created_at, claimed_by) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
-             ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-             DO NOTHING RETURNING id",
+             ON CONFLICT (shop_id, live_reference) DO NOTHING RETURNING id, created_at), \
+         queued AS ( \
+             INSERT INTO pending_payments (created_at, payment_id) \
+             SELECT created_at, id FROM p) \
+         SELECT id FROM p",
         )
         .bind(payment.id.as_str())
         .bind(payment.shop_id.as_str())
@@ -244,8 +250,7 @@ async fn insert_payment(
         let existing = sqlx::query_as::<_, PaymentRow>(concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE shop_id = $1 AND reference = $2 \
-              AND status IN ('pending', 'succeeded')"
+            " FROM payments WHERE shop_id = $1 AND live_reference = $2"
         ))
         .bind(payment.shop_id.as_str())
         .bind(payment.request.reference.as_str())

@@ -16,6 +16,17 @@ use crate::codec::event_result;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
+/// The CTE that takes the payments of a `settled` CTE (which returns
+/// `payment_columns!()`) off the pending queue, in the settle's statement
+/// (migration 0009: the queue is a table, so the settle updates the payment's
+/// row in place).
+macro_rules! dequeue {
+    () => {
+        "dequeued AS (DELETE FROM pending_payments q USING settled \
+         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id)"
+    };
+}
+
 /// Settles a pending payment with an answer learnt outside its request
 /// (the reconciler), with its merchant event and its history entry.
 pub(super) async fn settle_payment(
@@ -26,10 +37,16 @@ pub(super) async fn settle_payment(
 ) -> Result<SettleOutcome, StoreError> {
     let mut tx = store.pool.begin().await.map_err(store_error)?;
     let row = sqlx::query_as::<_, PaymentRow>(concat!(
-        "UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
-             updated_at = now() \
-         WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
-        payment_columns!()
+        "WITH settled AS ( \
+             UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
+                 updated_at = now() \
+             WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+        payment_columns!(),
+        "), ",
+        dequeue!(),
+        " SELECT ",
+        payment_columns!(),
+        " FROM settled"
     ))
     .bind(shop_id.as_str())
     .bind(id.as_str())
@@ -83,10 +100,16 @@ pub(super) async fn record_event(
     let mut settled = None;
     if let Some(settlement) = &event.settlement {
         settled = sqlx::query_as::<_, PaymentRow>(concat!(
-            "UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
-                 updated_at = now() \
-             WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
-            payment_columns!()
+            "WITH settled AS ( \
+                 UPDATE payments SET status = $3, provider_payment_id = $4, \
+                     decline_code = $5, updated_at = now() \
+                 WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
+            payment_columns!(),
+            "), ",
+            dequeue!(),
+            " SELECT ",
+            payment_columns!(),
+            " FROM settled"
         ))
         .bind(event.acquirer_key.as_str())
         .bind(event.shop_id.as_str())

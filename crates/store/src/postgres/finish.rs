@@ -66,6 +66,10 @@ pub(super) async fn finish(
     //   the lease. An update re-checks the latest version of the row too,
     //   so a settlement committed by a webhook or the reconciler after
     //   this statement began is seen and leaves the payment alone.
+    // - `dequeued` takes the payment off the pending queue
+    //   (`pending_payments`), only if it moved. With `settled` it is the
+    //   whole settle: the payment's row is updated in place (HOT: no
+    //   indexed column changes, migration 0009).
     // - `finished` stores the response, only if the payment moved; the
     //   key row is locked by `held`, so it always can.
     // - `event` writes the merchant event, only if the payment moved.
@@ -83,10 +87,12 @@ pub(super) async fn finish(
     // The payment is found by its primary key alone: its shop and status
     // are checked with `IS NOT DISTINCT FROM` (the same as `=` on these
     // NOT NULL columns), which the planner cannot match to an index. With
-    // plain `shop_id = $1 AND status = 'pending'` it picks a partial index
+    // plain `shop_id = $1 AND status = 'pending'` it picked a partial index
     // instead (`payments_one_live_per_order` by shop before the table is
     // analysed: every live payment of the shop read per finish;
-    // `payments_pending` after), which halved pgbench's payments/s here.
+    // `payments_pending` after, an index since replaced by a table), which
+    // halved pgbench's payments/s here; the live-order index still leads
+    // with `shop_id`.
     let row = sqlx::query(
         "WITH held AS MATERIALIZED ( \
              SELECT 1 FROM idempotency_keys \
@@ -98,7 +104,10 @@ pub(super) async fn finish(
                  decline_code = $10, updated_at = now() \
              WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
                AND EXISTS (SELECT 1 FROM held) \
-             RETURNING id), \
+             RETURNING id, created_at), \
+         dequeued AS ( \
+             DELETE FROM pending_payments q USING settled \
+             WHERE q.created_at = settled.created_at AND q.payment_id = settled.id), \
          finished AS ( \
              UPDATE idempotency_keys SET recovery_point = 'finished', \
                  response_status = $4, response_headers = $5, response_body = $6, \

@@ -211,13 +211,13 @@ pub(super) async fn shops(store: &PgStore) -> Result<Vec<ShopSummary>, StoreErro
     .await
 }
 
-/// The overview's counts, each from an index of exactly the rows it counts
-/// where there is one (`payments_pending`, `events_due`); the findings are
-/// few and counted from their table.
+/// The overview's counts, each from a table or index of exactly the rows it
+/// counts where there is one (`pending_payments`, `events_due`); the
+/// findings are few and counted from their table.
 pub(super) async fn counts(store: &PgStore) -> Result<StoreCounts, StoreError> {
     let (pending, open, undelivered) = sqlx::query_as::<_, (i64, i64, i64)>(
         "SELECT \
-             (SELECT count(*) FROM payments WHERE status = 'pending'), \
+             (SELECT count(*) FROM pending_payments), \
              (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
              (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)",
     )

@@ -12,7 +12,9 @@ use crate::codec::millis;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// Pending payments created at least `older_than` ago, oldest first.
+/// Pending payments created at least `older_than` ago, oldest first: the
+/// first `limit` of the pending queue (`pending_payments`, in its key's
+/// order), read from their rows.
 pub(super) async fn pending_payments(
     store: &PgStore,
     older_than: Duration,
@@ -23,9 +25,12 @@ pub(super) async fn pending_payments(
         sqlx::query_as::<_, PaymentRow>(concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE status = 'pending' \
-               AND created_at <= now() - $1::float8 * interval '1 millisecond' \
-             ORDER BY created_at LIMIT $2"
+            " FROM payments WHERE id IN ( \
+                 SELECT payment_id FROM pending_payments \
+                 WHERE created_at <= now() - $1::float8 * interval '1 millisecond' \
+                 ORDER BY created_at, payment_id LIMIT $2) \
+               AND status = 'pending' \
+             ORDER BY created_at, id"
         ))
         .bind(millis(older_than) as f64)
         .bind(i64::from(limit)),
