@@ -27,7 +27,7 @@ pub mod histogram;
 pub mod report;
 pub mod scenario;
 
-pub use client::Target;
+pub use client::{ExtraHeader, Target};
 pub use report::{Report, Tally};
 pub use scenario::Scenario;
 
@@ -102,6 +102,17 @@ pub struct BenchArgs {
     /// Skip comparing with the acquirer ledger (`GET /sim/ledger`).
     #[arg(long)]
     pub no_ledger_check: bool,
+    /// A header sent on every request, as `'name: value'` (repeatable), e.g.
+    /// the session cookie another idempotency layer needs
+    /// (`bench/peers`). Not `authorization`, `content-type` or
+    /// `idempotency-key`, which the bench sets itself.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = client::ExtraHeader::parse)]
+    pub headers: Vec<client::ExtraHeader>,
+    /// The answer header whose value `true` marks a replay: chargeonce's
+    /// `Idempotent-Replayed` by default; axum-idempotent sends
+    /// `idempotency-replayed`.
+    #[arg(long, value_name = "NAME", default_value = client::REPLAYED, value_parser = client::parse_header_name)]
+    pub replayed_header: reqwest::header::HeaderName,
 }
 
 /// What a run needs, without the output options.
@@ -253,7 +264,9 @@ pub async fn main(args: BenchArgs) -> Result<Report, BenchError> {
         (Scenario::Storm, Some(duplicates)) => duplicates,
         _ => args.connections,
     };
-    let target = Target::new(&args.target, &args.shop, args.secret.expose(), connections)?;
+    let target = Target::new(&args.target, &args.shop, args.secret.expose(), connections)?
+        .with_headers(args.headers.clone())
+        .with_replayed_header(args.replayed_header.clone());
     let config = Config {
         scenario: args.scenario,
         connections,
