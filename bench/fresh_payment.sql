@@ -7,7 +7,8 @@
 -- event: a payload of the usual size, parked as for a shop without a webhook
 -- URL), each with the payment's history entries the store writes in the same
 -- statement: with the finish the charge's `acquirer_call`, `answered` and
--- `settled` (unnested from two arrays, as the store binds them); the claim's
+-- `settled` (unnested from two arrays, as the store binds them, into one row: the
+-- entries of one write share a history row); the claim's
 -- `claimed` entry is the payment row's `claimed_by`, no row of its own. The acquirer call between the two statements is not
 -- database work and is left out. The auth read
 -- (`SELECT secret_sha256 FROM shops WHERE id = ...`) is left out too: the
@@ -82,13 +83,15 @@ event AS (
     RETURNING 1),
 history AS (
     INSERT INTO payment_history (payment_id, kind, event)
-    SELECT settled.id, e.kind, e.event
+    SELECT settled.id, string_agg(e.kind, ',' ORDER BY e.n),
+        CASE WHEN count(*) = 1 THEN min(e.event)
+             ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
     FROM settled, unnest(ARRAY['acquirer_call', 'answered', 'settled'],
         ARRAY[convert_from('\x7b2274797065223a2261637175697265725f63616c6c222c2263616c6c223a22636861726765222c226f7574636f6d65223a22737563636565646564222c226c6174656e63795f6d73223a31322c2261637175697265725f6b6579223a226163715f706762656e63685f31325f34363131363836303138343237333837393034222c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8'),
               convert_from('\x7b2274797065223a22616e737765726564222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179222c22737461747573223a3230317d'::bytea, 'UTF8'),
               convert_from('\x7b2274797065223a22736574746c6564222c22737461747573223a22737563636565646564222c226279223a2272657175657374222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179227d'::bytea, 'UTF8')])
         WITH ORDINALITY AS e(kind, event, n)
-    ORDER BY e.n)
+    GROUP BY settled.id, (e.n - 1) / 16 ORDER BY (e.n - 1) / 16)
 SELECT h.held, s.n AS settled,
     1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
 FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h,

@@ -13,7 +13,7 @@ use chargeonce_core::{
 };
 use sqlx::{Postgres, Transaction};
 
-use super::history::Entries;
+use super::history::{Entries, insert_entries};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::{PgStore, payments, refunds, store_error};
 use crate::codec::{acquired, millis};
@@ -374,12 +374,16 @@ macro_rules! with_calls {
             "WITH u AS (",
             $update,
             " RETURNING payment_id, refund_id), \
-             h AS ( \
-                 INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-                 SELECT u.payment_id, u.refund_id, e.kind, e.event \
-                 FROM u, unnest($4::text[], $5::text[]) WITH ORDINALITY AS e(kind, event, n) \
-                 WHERE u.payment_id IS NOT NULL ORDER BY e.n) \
-             SELECT count(*) FROM u"
+             h AS (",
+            insert_entries!(
+                "u.payment_id",
+                "u.refund_id",
+                "u",
+                "$4",
+                "$5",
+                "u.payment_id IS NOT NULL"
+            ),
+            ") SELECT count(*) FROM u"
         )
     };
 }

@@ -9,7 +9,7 @@ use chargeonce_core::events::{NewEvent, PARKED_UNTIL_MS};
 use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
 use sqlx::Row;
 
-use super::history::Entries;
+use super::history::{Entries, insert_entries};
 use super::keys::finish_key;
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
@@ -93,7 +93,7 @@ pub(super) async fn finish(
     // `payments_pending` after, an index since replaced by a table), which
     // halved pgbench's payments/s here; the live-order index still leads
     // with `shop_id`.
-    let row = sqlx::query(
+    let row = sqlx::query(concat!(
         "WITH held AS MATERIALIZED ( \
              SELECT 1 FROM idempotency_keys \
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
@@ -127,19 +127,16 @@ pub(super) async fn finish(
                   FROM shops s WHERE s.id = $1) \
              FROM settled \
              RETURNING 1), \
-         history AS ( \
-             INSERT INTO payment_history (payment_id, kind, event) \
-             SELECT settled.id, e.kind, e.event \
-             FROM settled, unnest($16::text[], $17::text[]) WITH ORDINALITY \
-                 AS e(kind, event, n) \
-             ORDER BY e.n) \
+         history AS (",
+        insert_entries!("settled.id", "NULL::text", "settled", "$16", "$17", "true"),
+        ") \
          SELECT h.held, s.n AS settled, \
              1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \
          FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h, \
               (SELECT count(*) AS n FROM settled) s, \
               (SELECT count(*) AS n FROM finished) f, \
-              (SELECT count(*) AS n FROM event) e",
-    )
+              (SELECT count(*) AS n FROM event) e"
+    ))
     .bind(lease.shop_id.as_str())
     .bind(lease.key.as_str())
     .bind(lease.token.as_uuid())

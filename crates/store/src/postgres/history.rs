@@ -39,6 +39,50 @@ impl Entries {
     }
 }
 
+/// The INSERT of the history rows of one write (migration 0010): its entries
+/// in rows of up to 16, each row's `event` the JSON array of its entries'
+/// events (one entry alone: its event, as rows were before) and `kind` their
+/// kinds, comma-separated. A row's entries read back with `seq` = the row's
+/// seq (a multiple of 16) plus their place in it. One heap tuple and one
+/// index entry for the three entries of a finish, in place of three.
+///
+/// Arguments, each an SQL fragment: the payment id and refund id columns of
+/// `source` (the FROM item of the write's row, or rows), the two array
+/// parameters (`kind`s and events), and the condition on `source`.
+macro_rules! insert_entries {
+    ($payment:literal, $refund:literal, $source:literal, $kinds:literal, $events:literal,
+     $filter:literal) => {
+        concat!(
+            "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+             SELECT ",
+            $payment,
+            ", ",
+            $refund,
+            ", string_agg(e.kind, ',' ORDER BY e.n), \
+                 CASE WHEN count(*) = 1 THEN min(e.event) \
+                      ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END \
+             FROM ",
+            $source,
+            ", unnest(",
+            $kinds,
+            "::text[], ",
+            $events,
+            "::text[]) \
+                 WITH ORDINALITY AS e(kind, event, n) \
+             WHERE ",
+            $filter,
+            " \
+             GROUP BY ",
+            $payment,
+            ", ",
+            $refund,
+            ", (e.n - 1) / 16 \
+             ORDER BY (e.n - 1) / 16"
+        )
+    };
+}
+pub(super) use insert_entries;
+
 /// Writes entries about one payment (and one of its refunds) in the
 /// caller's transaction, in one statement.
 pub(super) async fn record<'e>(
@@ -50,12 +94,14 @@ pub(super) async fn record<'e>(
     if entries.kinds.is_empty() {
         return Ok(());
     }
-    sqlx::query(
-        "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-         SELECT $1, $2, e.kind, e.event \
-         FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(kind, event, n) \
-         ORDER BY e.n",
-    )
+    sqlx::query(insert_entries!(
+        "w.payment_id",
+        "w.refund_id",
+        "(SELECT $1::text AS payment_id, $2::text AS refund_id) w",
+        "$3",
+        "$4",
+        "true"
+    ))
     .bind(payment_id)
     .bind(refund_id)
     .bind(&entries.kinds)
@@ -113,7 +159,8 @@ impl TryFrom<EntryRow> for HistoryEntry {
 /// payment is that shop's. The first is the payment row's `claimed` entry
 /// (`seq` 0, before every row's identity; `claimed_by` is NULL on payments
 /// claimed before migration 0007, whose entry is a history row), in the
-/// same statement, so in the same snapshot, as the rows.
+/// same statement, so in the same snapshot, as the rows. A row of several
+/// entries (a JSON array) reads back as its entries, in order.
 pub(super) async fn payment_history(
     store: &PgStore,
     shop_id: Option<&ShopId>,
@@ -129,8 +176,13 @@ pub(super) async fn payment_history(
              WHERE id = $1 AND claimed_by IS NOT NULL \
                AND ($2::text IS NULL OR shop_id = $2) \
              UNION ALL \
-             SELECT seq, at, payment_id, refund_id, event, NULL, NULL FROM payment_history \
-             WHERE payment_id = $1 \
+             SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL \
+             FROM payment_history h CROSS JOIN LATERAL ( \
+                 SELECT x.event::text, x.n \
+                 FROM json_array_elements(h.event::json) WITH ORDINALITY AS x(event, n) \
+                 WHERE left(h.event, 1) = '[' \
+                 UNION ALL SELECT h.event, 1 WHERE left(h.event, 1) <> '[') e(event, n) \
+             WHERE h.payment_id = $1 \
                AND ($2::text IS NULL \
                     OR EXISTS (SELECT 1 FROM payments WHERE id = $1 AND shop_id = $2)) \
              ORDER BY seq",

@@ -11,7 +11,7 @@ use chargeonce_core::{
 };
 use sqlx::{PgExecutor, Postgres, Transaction};
 
-use super::history::{Entries, RepeatsRow};
+use super::history::{Entries, RepeatsRow, insert_entries};
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
@@ -150,7 +150,7 @@ pub(super) async fn finish_key<'e>(
     ttl: Duration,
     entries: &Entries,
 ) -> Result<bool, StoreError> {
-    let fenced: i64 = sqlx::query_scalar(
+    let fenced: i64 = sqlx::query_scalar(concat!(
         "WITH f AS ( \
              UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
                  response_headers = $5, response_body = $6, lease_token = NULL, \
@@ -159,13 +159,17 @@ pub(super) async fn finish_key<'e>(
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
                AND recovery_point <> 'finished' \
              RETURNING payment_id, refund_id), \
-         h AS ( \
-             INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-             SELECT f.payment_id, f.refund_id, e.kind, e.event \
-             FROM f, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, event, n) \
-             WHERE f.payment_id IS NOT NULL ORDER BY e.n) \
-         SELECT count(*) FROM f",
-    )
+         h AS (",
+        insert_entries!(
+            "f.payment_id",
+            "f.refund_id",
+            "f",
+            "$8",
+            "$9",
+            "f.payment_id IS NOT NULL"
+        ),
+        ") SELECT count(*) FROM f"
+    ))
     .bind(lease.shop_id.as_str())
     .bind(lease.key.as_str())
     .bind(lease.token.as_uuid())

@@ -341,6 +341,57 @@ async fn a_finish_writes_its_calls_answer_and_settlement(f: Fixture) {
     assert_eq!(events(&f, &payment.id).await.len(), 8);
 }
 
+/// A write of more entries than one history row holds (16 on both stores:
+/// the entries of one write share rows) reads back whole, in order, with
+/// increasing `seq`s, after and before other writes' entries.
+async fn a_long_write_reads_back_in_order(f: Fixture) {
+    let calls: Vec<AcquirerAttempt> = (0..20)
+        .map(|i| {
+            let mut call = attempt(AcquirerCall::Charge, AcquirerOutcomeKind::Unknown, None);
+            call.latency = Duration::from_millis(i);
+            call
+        })
+        .collect();
+    let (lease, payment) = f.claimed("k1", "order-1", LONG).await;
+    let stored = f
+        .store
+        .finish(
+            &lease,
+            Some((&payment, &succeeded())),
+            &response("ok"),
+            LONG.ttl,
+            &calls,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored, FinishOutcome::Stored);
+    assert!(matches!(
+        f.settle(&payment.id, &declined()).await,
+        SettleOutcome::AlreadyFinal(_)
+    ));
+    let linked_key = f.acquired("k2", "order-1", "order-1").await;
+    assert!(
+        f.finish(&linked_key.lease, None, "linked", LONG.ttl)
+            .await
+            .stored()
+    );
+
+    let mut expected = vec![claimed("k1")];
+    expected.extend(calls.iter().map(|c| c.to_event(&me())));
+    expected.extend([
+        answered("k1", 201),
+        settled_by_request("k1", PaymentStatus::Succeeded),
+        linked("k2"),
+        answered("k2", 201),
+    ]);
+    let read = entries(&f, &payment.id).await;
+    assert_eq!(
+        read.iter().map(|e| e.event.clone()).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(read.windows(2).all(|w| w[0].seq < w[1].seq), "{read:?}");
+}
+
 /// A refund's claim writes its reservation, its finish its calls, answer
 /// and end, all with the refund's id; a refused claim writes nothing.
 async fn a_refund_writes_its_reservation_calls_answer_and_end(f: Fixture) {
@@ -761,6 +812,7 @@ on_both_stores!(
     a_take_over_writes_taken_over,
     releasing_or_parking_a_lease_writes_its_calls,
     a_finish_writes_its_calls_answer_and_settlement,
+    a_long_write_reads_back_in_order,
     a_refund_writes_its_reservation_calls_answer_and_end,
     settlements_outside_the_request_name_who_settled,
     merchant_event_deliveries_are_written,
