@@ -897,3 +897,127 @@ async fn a_settle_takes_the_payment_off_the_queue_and_updates_its_row_in_place()
     };
     assert_eq!((updates, hot), (3, 2));
 }
+
+/// A store migrated from before issue 19's migrations (0008 to 0010) keeps
+/// what it held: the pending payment joins the pending queue, an order with
+/// a declined and a pending payment keeps its live one, and the history
+/// entries already stored (one a row) read back with the `seq`s they had,
+/// the new ones after them.
+#[tokio::test]
+async fn the_migrations_of_issue_19_keep_what_was_stored() {
+    use chargeonce_core::history::{HistoryEvent, SettledBy};
+
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(7, &pool)
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop-a").unwrap();
+    sqlx::query("INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'))")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let old = [
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01",
+            "k-declined",
+            "declined",
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02",
+            "k-pending",
+            "pending",
+        ),
+    ];
+    for (i, (id, k, status)) in old.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at) \
+             VALUES ($1, 'shop-a', $2, 'order-1', 1500, 'RUB', 'tok_ok', $3, \
+                 'chargeonce-' || $1, now() - interval '1 minute' + $4 * interval '1 second')",
+        )
+        .bind(id)
+        .bind(k)
+        .bind(status)
+        .bind(i as f64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let claimed = HistoryEvent::Claimed {
+        key: "k-pending".into(),
+        instance: "old:1".into(),
+    };
+    sqlx::query(
+        "INSERT INTO payment_history (payment_id, kind, event) VALUES ($1, 'claimed', $2), \
+             ($1, 'claimed', $2)",
+    )
+    .bind(old[1].0)
+    .bind(claimed.to_json())
+    .execute(&pool)
+    .await
+    .unwrap();
+    let seqs_before: Vec<i64> = sqlx::query_scalar("SELECT seq FROM payment_history ORDER BY seq")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let pending = store.pending_payments(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+        [old[1].0]
+    );
+    assert_eq!(store.counts().await.unwrap().pending_payments, 1);
+    // The order's live payment is the pending one: a new key is linked to it.
+    match store
+        .claim_payment(
+            &claim(&shop, "k-new"),
+            &new_payment(&shop, "k-new", "order-1"),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => {
+            assert_eq!(a.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+            assert_eq!(a.payment.id.to_string(), old[1].0);
+        }
+        Claim::Exists(_) => panic!("new key"),
+    }
+    let id = chargeonce_core::PaymentId::parse(old[1].0).unwrap();
+    let settled = store
+        .settle_payment(&shop, &id, &settlement(PaymentStatus::Succeeded, "ch_1"))
+        .await
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+
+    let history = store.payment_history(None, &id).await.unwrap();
+    let seqs: Vec<i64> = history.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs[..2], seqs_before[..]);
+    assert!(seqs[2] > seqs[1] && seqs[2] % 16 == 0, "{seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let events: Vec<HistoryEvent> = history.into_iter().map(|e| e.event).collect();
+    assert_eq!(events[..2], [claimed.clone(), claimed]);
+    assert!(matches!(
+        events[2..],
+        [
+            HistoryEvent::Linked { .. },
+            HistoryEvent::Settled {
+                status: PaymentStatus::Succeeded,
+                by: SettledBy::Reconciler
+            }
+        ]
+    ));
+    assert!(
+        store
+            .pending_payments(Duration::ZERO, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
