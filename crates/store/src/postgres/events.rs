@@ -16,14 +16,28 @@ use crate::codec::event_result;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// The CTE that takes the payments of a `settled` CTE (which returns
-/// `payment_columns!()`) off the pending queue, in the settle's statement
-/// (migration 0009: the queue is a table, so the settle updates the payment's
-/// row in place).
-macro_rules! dequeue {
-    () => {
-        "dequeued AS (DELETE FROM pending_payments q USING settled \
-         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id)"
+/// A settle of one pending payment: `$where` picks it (with `status =
+/// 'pending'`); `$3`, `$4`, `$5` are the settlement's status, provider id
+/// and decline code. The statement updates the row and takes the payment off
+/// the pending queue (migration 0009: the queue is a table, so the row is
+/// updated in place), and returns the settled payment's columns.
+macro_rules! settle_pending {
+    ($where:literal) => {
+        concat!(
+            "WITH settled AS ( \
+                 UPDATE payments SET status = $3, provider_payment_id = $4, \
+                     decline_code = $5, updated_at = now() \
+                 WHERE ",
+            $where,
+            " AND status = 'pending' RETURNING ",
+            payment_columns!(),
+            "), \
+             dequeued AS (DELETE FROM pending_payments q USING settled \
+                 WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
+             SELECT ",
+            payment_columns!(),
+            " FROM settled"
+        )
     };
 }
 
@@ -36,26 +50,15 @@ pub(super) async fn settle_payment(
     settlement: &Settlement,
 ) -> Result<SettleOutcome, StoreError> {
     let mut tx = store.pool.begin().await.map_err(store_error)?;
-    let row = sqlx::query_as::<_, PaymentRow>(concat!(
-        "WITH settled AS ( \
-             UPDATE payments SET status = $3, provider_payment_id = $4, decline_code = $5, \
-                 updated_at = now() \
-             WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
-        payment_columns!(),
-        "), ",
-        dequeue!(),
-        " SELECT ",
-        payment_columns!(),
-        " FROM settled"
-    ))
-    .bind(shop_id.as_str())
-    .bind(id.as_str())
-    .bind(settlement.status.as_str())
-    .bind(&settlement.provider_payment_id)
-    .bind(&settlement.decline_code)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(store_error)?;
+    let row = sqlx::query_as::<_, PaymentRow>(settle_pending!("shop_id = $1 AND id = $2"))
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
     if let Some(row) = row {
         let payment = Payment::try_from(row)?;
         let settled = HistoryEvent::Settled {
@@ -99,26 +102,16 @@ pub(super) async fn record_event(
     }
     let mut settled = None;
     if let Some(settlement) = &event.settlement {
-        settled = sqlx::query_as::<_, PaymentRow>(concat!(
-            "WITH settled AS ( \
-                 UPDATE payments SET status = $3, provider_payment_id = $4, \
-                     decline_code = $5, updated_at = now() \
-                 WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
-            payment_columns!(),
-            "), ",
-            dequeue!(),
-            " SELECT ",
-            payment_columns!(),
-            " FROM settled"
-        ))
-        .bind(event.acquirer_key.as_str())
-        .bind(event.shop_id.as_str())
-        .bind(settlement.status.as_str())
-        .bind(&settlement.provider_payment_id)
-        .bind(&settlement.decline_code)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_error)?;
+        settled =
+            sqlx::query_as::<_, PaymentRow>(settle_pending!("acquirer_key = $1 AND shop_id = $2"))
+                .bind(event.acquirer_key.as_str())
+                .bind(event.shop_id.as_str())
+                .bind(settlement.status.as_str())
+                .bind(&settlement.provider_payment_id)
+                .bind(&settlement.decline_code)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
     }
     let recorded = match settled {
         Some(row) => {
