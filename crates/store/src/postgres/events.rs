@@ -41,6 +41,26 @@ macro_rules! settle_pending {
     };
 }
 
+/// Runs one [`settle_pending!`] statement in `tx`: `picks` binds `$1` and
+/// `$2`, the settlement `$3` to `$5`. The settled payment's row, or `None`
+/// when no pending payment matched.
+async fn settle(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    sql: &'static str,
+    picks: [&str; 2],
+    settlement: &Settlement,
+) -> Result<Option<PaymentRow>, StoreError> {
+    sqlx::query_as::<_, PaymentRow>(sql)
+        .bind(picks[0])
+        .bind(picks[1])
+        .bind(settlement.status.as_str())
+        .bind(&settlement.provider_payment_id)
+        .bind(&settlement.decline_code)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(store_error)
+}
+
 /// Settles a pending payment with an answer learnt outside its request
 /// (the reconciler), with its merchant event and its history entry.
 pub(super) async fn settle_payment(
@@ -50,15 +70,13 @@ pub(super) async fn settle_payment(
     settlement: &Settlement,
 ) -> Result<SettleOutcome, StoreError> {
     let mut tx = store.pool.begin().await.map_err(store_error)?;
-    let row = sqlx::query_as::<_, PaymentRow>(settle_pending!("shop_id = $1 AND id = $2"))
-        .bind(shop_id.as_str())
-        .bind(id.as_str())
-        .bind(settlement.status.as_str())
-        .bind(&settlement.provider_payment_id)
-        .bind(&settlement.decline_code)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_error)?;
+    let row = settle(
+        &mut tx,
+        settle_pending!("shop_id = $1 AND id = $2"),
+        [shop_id.as_str(), id.as_str()],
+        settlement,
+    )
+    .await?;
     if let Some(row) = row {
         let payment = Payment::try_from(row)?;
         let settled = HistoryEvent::Settled {
@@ -102,16 +120,13 @@ pub(super) async fn record_event(
     }
     let mut settled = None;
     if let Some(settlement) = &event.settlement {
-        settled =
-            sqlx::query_as::<_, PaymentRow>(settle_pending!("acquirer_key = $1 AND shop_id = $2"))
-                .bind(event.acquirer_key.as_str())
-                .bind(event.shop_id.as_str())
-                .bind(settlement.status.as_str())
-                .bind(&settlement.provider_payment_id)
-                .bind(&settlement.decline_code)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(store_error)?;
+        settled = settle(
+            &mut tx,
+            settle_pending!("acquirer_key = $1 AND shop_id = $2"),
+            [event.acquirer_key.as_str(), event.shop_id.as_str()],
+            settlement,
+        )
+        .await?;
     }
     let recorded = match settled {
         Some(row) => {

@@ -128,9 +128,11 @@ async fn claims_write_claimed_or_linked(f: Fixture) {
 /// A take-over writes where it resumed; for a refund key, on the refunded
 /// payment with the refund's id.
 async fn a_take_over_writes_taken_over(f: Fixture) {
-    let (_, payment) = f.claimed("k1", "order-1", lease_of(100)).await;
+    // A lease long enough to be alive at the first take-over on a loaded
+    // machine (100 ms was not, once, beside a CI run).
+    let (_, payment) = f.claimed("k1", "order-1", lease_of(1000)).await;
     assert!(f.take_over("k1", "order-1").await.is_none(), "lease alive");
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(Duration::from_millis(1150)).await;
     assert!(f.take_over("k1", "another body").await.is_none());
     f.take_over("k1", "order-1").await.unwrap();
     assert_eq!(
