@@ -87,6 +87,12 @@ pub struct Truth {
     /// Each payment's history as the store recorded it, oldest first, by
     /// payment id (a payment without an entry has an empty history).
     pub histories: HashMap<String, Vec<HistoryEvent>>,
+    /// Pending payments in the whole database, counted from their rows.
+    pub pending_rows: u64,
+    /// Pending payments as the store's overview counts them: on PostgreSQL
+    /// the rows of the pending queue (`pending_payments`), which the claim
+    /// fills and every settle empties; on SQLite the partial index.
+    pub pending_counted: u64,
 }
 
 /// A definitive answer: its status and the SHA-256 of its body.
@@ -138,6 +144,17 @@ pub fn check(
         out.push(violation(
             "every-intent-definite",
             format!("refund {} of {} is still pending", r.id, r.payment_id),
+        ));
+    }
+    // The pending queue is the pending payments: a settle that left its
+    // payment queued (or a claim that queued none) shows here.
+    if truth.pending_counted != truth.pending_rows {
+        out.push(violation(
+            "pending-queue-agrees",
+            format!(
+                "the store counts {} pending payments, the rows say {}",
+                truth.pending_counted, truth.pending_rows
+            ),
         ));
     }
 
@@ -757,6 +774,16 @@ mod tests {
         truth.payments.remove(1);
         let found = invariants(&intents, &calls, &truth);
         assert!(found.contains(&"no-unknown-charge"), "{found:?}");
+    }
+
+    #[test]
+    fn a_pending_queue_that_disagrees_is_caught() {
+        let (intents, calls, mut truth) = clean();
+        truth.pending_counted = 1;
+        assert_eq!(
+            invariants(&intents, &calls, &truth),
+            vec!["pending-queue-agrees"]
+        );
     }
 
     #[test]

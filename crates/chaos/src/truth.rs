@@ -30,6 +30,10 @@ pub(crate) async fn read(
             .await?;
         let Some(last) = page.last() else { break };
         after = Some(last.id.clone());
+        truth.pending_rows += page
+            .iter()
+            .filter(|p| p.status.as_str() == "pending")
+            .count() as u64;
         truth.payments.extend(
             page.iter()
                 .filter(|p| shops.iter().any(|s| s == p.shop_id.as_str()))
@@ -44,6 +48,7 @@ pub(crate) async fn read(
                 }),
         );
     }
+    truth.pending_counted = store.counts().await?.pending_payments;
     // Each payment's history, through the store's history role (the
     // operator's read: any shop).
     for payment in &truth.payments {
