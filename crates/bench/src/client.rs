@@ -126,6 +126,13 @@ impl Target {
         self
     }
 
+    /// `request` with the `--header`s added.
+    fn with_extra_headers(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        self.headers.iter().fold(request, |request, extra| {
+            request.header(extra.name.clone(), extra.value.clone())
+        })
+    }
+
     /// The target's base URL.
     pub fn base(&self) -> &str {
         &self.base
@@ -156,9 +163,7 @@ impl Target {
             .header(AUTHORIZATION, self.auth.clone())
             .header(CONTENT_TYPE, "application/json")
             .body(body);
-        for extra in self.headers.iter() {
-            request = request.header(extra.name.clone(), extra.value.clone());
-        }
+        request = self.with_extra_headers(request);
         if let Some(key) = key {
             request = request.header(IDEMPOTENCY_KEY, key);
         }
@@ -180,11 +185,8 @@ impl Target {
     /// `GET /sim/ledger`: `Ok(None)` when the target does not expose it.
     pub async fn ledger(&self) -> Result<Option<serde_json::Value>, BenchError> {
         let url = format!("{}/sim/ledger", self.base);
-        let mut request = self.http.get(&url);
-        for extra in self.headers.iter() {
-            request = request.header(extra.name.clone(), extra.value.clone());
-        }
-        let response = request
+        let response = self
+            .with_extra_headers(self.http.get(&url))
             .send()
             .await
             .map_err(|e| BenchError::Ledger(e.to_string()))?;

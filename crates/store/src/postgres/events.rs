@@ -11,6 +11,7 @@ use chargeonce_core::{
 
 use super::history::{Entries, record};
 use super::outbox::insert_event;
+use super::reconciliation::dequeue;
 use super::{PgStore, payments, store_error};
 use crate::codec::event_result;
 use crate::columns::payment_columns;
@@ -31,10 +32,9 @@ macro_rules! settle_pending {
             $where,
             " AND status = 'pending' RETURNING ",
             payment_columns!(),
-            "), \
-             dequeued AS (DELETE FROM pending_payments q USING settled \
-                 WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
-             SELECT ",
+            "), ",
+            dequeue!(),
+            " SELECT ",
             payment_columns!(),
             " FROM settled"
         )
