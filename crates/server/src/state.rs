@@ -9,9 +9,20 @@ use tokio_util::task::TaskTracker;
 
 use crate::{Metrics, cache, limits};
 
-/// What every handler shares.
+/// What every handler shares. Cloning it is one reference count: axum
+/// clones the state for every request (its router, each `from_fn_with_state`
+/// layer and every `State` extractor), so a state of a dozen `Arc`s cost a
+/// dozen atomic increments and decrements per clone, about a tenth of a
+/// replay's CPU (`perf record` of the server during `bench replay`).
 #[derive(Clone)]
 pub struct AppState {
+    shared: Arc<Shared>,
+}
+
+/// What an [`AppState`] holds, once for all its clones (reached through
+/// `Deref`; its fields are this crate's).
+#[derive(Clone)]
+pub struct Shared {
     pub(crate) engine: Arc<Engine>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) operations: TaskTracker,
@@ -28,11 +39,19 @@ pub struct AppState {
     pub(crate) operator_secret: Option<Arc<SecretHash>>,
 }
 
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl AppState {
     /// State around an engine (its store serves the reads).
     pub fn new(engine: Arc<Engine>) -> Self {
         let store = engine.store().clone();
-        Self {
+        let shared = Shared {
             engine,
             store,
             operations: TaskTracker::new(),
@@ -47,14 +66,24 @@ impl AppState {
             waiters: Arc::new(limits::Waiters::default()),
             console: Arc::new(crate::console::ConsoleState::default()),
             operator_secret: None,
+        };
+        Self {
+            shared: Arc::new(shared),
         }
+    }
+
+    /// The shared part, to change while the state is being built: copied
+    /// first if a clone of this state already shares it (so a clone never
+    /// sees a later `with_*` call).
+    fn shared_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.shared)
     }
 
     /// How long an operator's console session lasts (default
     /// [`crate::console::DEFAULT_SESSION_TTL`]). Sessions live in this
     /// instance's memory: setting this drops the ones there are.
     pub fn with_console_session_ttl(mut self, ttl: std::time::Duration) -> Self {
-        self.console = Arc::new(crate::console::ConsoleState::new(ttl));
+        self.shared_mut().console = Arc::new(crate::console::ConsoleState::new(ttl));
         self
     }
 
@@ -62,7 +91,7 @@ impl AppState {
     /// store has none (the store's, set by `serve --operator-secret` or at
     /// the first start, comes first).
     pub fn with_operator_secret(mut self, hash: SecretHash) -> Self {
-        self.operator_secret = Some(Arc::new(hash));
+        self.shared_mut().operator_secret = Some(Arc::new(hash));
         self
     }
 
@@ -73,21 +102,21 @@ impl AppState {
 
     /// The time limits of a request (default [`limits::RequestLimits::default`]).
     pub fn with_request_limits(mut self, request_limits: limits::RequestLimits) -> Self {
-        self.request_limits = request_limits;
+        self.shared_mut().request_limits = request_limits;
         self
     }
 
     /// Each shop's request rate limit (default [`limits::RateLimit::default`];
     /// [`limits::RateLimit::OFF`] turns it off).
     pub fn with_rate_limit(mut self, limit: limits::RateLimit) -> Self {
-        self.rate_limiter = Arc::new(limits::ShopRateLimiter::new(limit));
+        self.shared_mut().rate_limiter = Arc::new(limits::ShopRateLimiter::new(limit));
         self
     }
 
     /// How many `Prefer: wait` requests may wait on this instance, in all and
     /// per shop (default [`limits::WaiterCaps::default`]).
     pub fn with_waiter_caps(mut self, caps: limits::WaiterCaps) -> Self {
-        self.waiters = Arc::new(limits::Waiters::new(caps));
+        self.shared_mut().waiters = Arc::new(limits::Waiters::new(caps));
         self
     }
 
@@ -99,13 +128,13 @@ impl AppState {
     /// Trusts a shop's secret hash read from the store for `ttl` (default
     /// [`cache::AUTH_CACHE_TTL`]; zero reads it on every request).
     pub fn with_auth_cache_ttl(mut self, ttl: std::time::Duration) -> Self {
-        self.auth_cache = Arc::new(cache::AuthCache::new(ttl));
+        self.shared_mut().auth_cache = Arc::new(cache::AuthCache::new(ttl));
         self
     }
 
     /// Limits of the cache of completed responses (zero entries turns it off).
     pub fn with_response_cache(mut self, limits: cache::ResponseCacheLimits) -> Self {
-        self.responses = Arc::new(cache::ResponseCache::new(limits));
+        self.shared_mut().responses = Arc::new(cache::ResponseCache::new(limits));
         self
     }
 
@@ -113,7 +142,7 @@ impl AppState {
     /// its outcome before answering 409 (default [`cache::FLIGHT_WAIT`]); zero
     /// turns the sharing off: every duplicate goes to the engine.
     pub fn with_flight_wait(mut self, wait: std::time::Duration) -> Self {
-        self.flight_wait = wait;
+        self.shared_mut().flight_wait = wait;
         self
     }
 
@@ -125,14 +154,14 @@ impl AppState {
     /// Serves these metrics at `/metrics` (give the engine the same object as
     /// its observer, so they count what it does).
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
-        self.metrics = metrics;
+        self.shared_mut().metrics = metrics;
         self
     }
 
     /// Accepts acquirer webhooks signed with this secret; without one,
     /// `POST /v1/webhooks/acquirer` answers 503.
     pub fn with_webhook_secret(mut self, secret: WebhookSecret) -> Self {
-        self.webhook_secret = Some(Arc::new(secret));
+        self.shared_mut().webhook_secret = Some(Arc::new(secret));
         self
     }
 
