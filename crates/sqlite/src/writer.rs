@@ -16,7 +16,9 @@ use tokio::sync::oneshot;
 
 use crate::clock::at_one_instant;
 
-use crate::{Counters, Failure, Location, OpenError, Options, Write, connect, panic_message};
+use crate::{
+    Counters, Failure, Location, OpenError, Options, WAL_SIZE_LIMIT, Write, connect, panic_message,
+};
 
 /// After a commit fails on a constraint (a deferred foreign key some write
 /// left unresolved), this many batches run one write each, so that the write
@@ -167,6 +169,10 @@ fn open(location: &Location, options: &Options) -> Result<Connection, OpenError>
                 "journal_mode is {mode}, not wal"
             ))));
         }
+        conn.pragma_update(None, "wal_autocheckpoint", options.checkpoint_pages)
+            .map_err(wrap)?;
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+            .map_err(wrap)?;
     }
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(wrap)?;

@@ -401,3 +401,37 @@ async fn a_full_queue_sheds_new_work_only() {
     let stats = db.stats();
     assert_eq!((stats.queued, stats.shed), (0, 1));
 }
+
+#[tokio::test]
+async fn the_writer_checkpoints_every_checkpoint_pages_and_bounds_the_wal_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = |db: Database| async move {
+        db.write(|conn| -> Result<_, Error> {
+            let pages: i64 = conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))?;
+            let limit: i64 = conn.pragma_query_value(None, "journal_size_limit", |r| r.get(0))?;
+            Ok(Write::Rollback((pages, limit)))
+        })
+        .await
+        .unwrap()
+    };
+    let default = Database::open(dir.path().join("a.db"), Options::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        settings(default).await,
+        (
+            i64::from(chargeonce_sqlite::DEFAULT_CHECKPOINT_PAGES),
+            chargeonce_sqlite::WAL_SIZE_LIMIT
+        )
+    );
+    let chosen = Database::open(
+        dir.path().join("b.db"),
+        Options {
+            checkpoint_pages: 500,
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(settings(chosen).await.0, 500);
+}
