@@ -183,7 +183,7 @@ pub struct Options {
     /// once, however often it changed, so checkpointing ten times less often
     /// writes the pages every payment touches (the tables' and sequential
     /// indexes' last pages) ten times less often: fresh payments on SQLite
-    /// 1.04 to 1.12 times as fast in alternated runs (docs/benchmarks.md).
+    /// 1.05 to 1.09 times as fast in three alternated sets (docs/benchmarks.md).
     /// The WAL file is then about 40 MiB, and cut back to [`WAL_SIZE_LIMIT`]
     /// after a checkpoint that left it larger (a long reader can hold a
     /// checkpoint back).

@@ -402,8 +402,50 @@ async fn a_full_queue_sheds_new_work_only() {
     assert_eq!((stats.queued, stats.shed), (0, 1));
 }
 
+/// Writes `rows` rows of 4 KiB each, one commit each, to a new file opened
+/// with `checkpoint_pages`; the sizes of the database file and of its WAL.
+async fn file_sizes_after_writes(checkpoint_pages: u32, rows: i64) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let options = Options {
+        checkpoint_pages,
+        ..Options::default()
+    };
+    let db = Database::open(&path, options).await.unwrap();
+    db.write(|conn| -> Result<_, Error> {
+        conn.execute_batch("CREATE TABLE blobs (n INTEGER PRIMARY KEY, b BLOB NOT NULL)")?;
+        Ok(Write::Commit(()))
+    })
+    .await
+    .unwrap();
+    for n in 0..rows {
+        db.write(move |conn| -> Result<_, Error> {
+            conn.execute("INSERT INTO blobs (n, b) VALUES (?1, zeroblob(4096))", [n])?;
+            Ok(Write::Commit(()))
+        })
+        .await
+        .unwrap();
+    }
+    let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
+    (size("t.db"), size("t.db-wal"))
+}
+
 #[tokio::test]
-async fn the_writer_checkpoints_every_checkpoint_pages_and_bounds_the_wal_file() {
+async fn the_wal_is_copied_back_once_it_holds_checkpoint_pages() {
+    // 200 rows of a page or more each: 400 or so pages of WAL in all.
+    let (db_never, wal_never) = file_sizes_after_writes(0, 200).await;
+    assert!(db_never < 200 * 4096, "nothing copied back: {db_never}");
+    assert!(wal_never > 200 * 4096, "all in the WAL: {wal_never}");
+    let (db_often, wal_often) = file_sizes_after_writes(20, 200).await;
+    assert!(db_often > 200 * 4096, "copied back: {db_often}");
+    assert!(
+        wal_often < wal_never / 4,
+        "the WAL reused from its start: {wal_often}"
+    );
+}
+
+#[tokio::test]
+async fn the_writer_is_set_to_checkpoint_pages_and_to_cut_the_wal_back() {
     let dir = tempfile::tempdir().unwrap();
     let settings = |db: Database| async move {
         db.write(|conn| -> Result<_, Error> {
