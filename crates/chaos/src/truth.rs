@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
-use chargeonce_core::{PaymentId, RefundId, ShopId, Store};
+use chargeonce_core::{PaymentId, PaymentStatus, RefundId, ShopId, Store};
 
 use crate::checker::{DbPayment, DbRefund, LedgerCharge, LedgerRefund};
 use crate::history::{self, CallResult};
@@ -32,7 +32,7 @@ pub(crate) async fn read(
         after = Some(last.id.clone());
         truth.pending_rows += page
             .iter()
-            .filter(|p| p.status.as_str() == "pending")
+            .filter(|p| p.status == PaymentStatus::Pending)
             .count() as u64;
         truth.payments.extend(
             page.iter()
