@@ -296,3 +296,184 @@ async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
         );
     }
 }
+
+/// Migration 0010 folds the order's two indexes into `payments_by_order`:
+/// the payments stored before it keep their orders (the declined ones move
+/// to slots of their own, the live one stays in the order's one live slot),
+/// and the rules are the old ones: one live payment per order, any number
+/// of declined ones.
+#[tokio::test]
+async fn one_index_per_order_keeps_the_orders_and_their_rule() {
+    let db = TestDb::sqlite();
+    let file = db.dir().join("chargeonce.db");
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&file)
+                .create_if_missing(true),
+        )
+        .await
+        .unwrap();
+    sqlx::migrate!("./migrations/sqlite")
+        .run_to(9, &pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let insert = "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                      currency, token, status, acquirer_key, created_at, updated_at) \
+                  VALUES (?1, 'shop', ?1, ?2, 100, 'RUB', 'tok', ?3, ?1, ?4, ?4)";
+    let payments = [
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01",
+            "order-1",
+            "declined",
+            1,
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02",
+            "order-1",
+            "declined",
+            2,
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e03",
+            "order-1",
+            "succeeded",
+            3,
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e04",
+            "order-2",
+            "pending",
+            4,
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e05",
+            "order-3",
+            "declined",
+            5,
+        ),
+    ];
+    {
+        let conn = Connection::open(&file).unwrap();
+        conn.execute(
+            "INSERT INTO shops (id, secret_sha256, created_at) VALUES ('shop', zeroblob(32), 0)",
+            [],
+        )
+        .unwrap();
+        for (id, order, status, at) in payments {
+            conn.execute(insert, params![id, order, status, at])
+                .unwrap();
+        }
+    }
+
+    // Opening the store applies 0010.
+    let store = SqliteStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop").unwrap();
+    let order = |r: &str| chargeonce_core::Reference::new(r).unwrap();
+    let ids = |payments: Vec<chargeonce_core::Payment>| {
+        payments
+            .into_iter()
+            .map(|p| p.id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store
+            .payments_by_reference(&shop, &order("order-1"))
+            .await
+            .unwrap()),
+        [
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01",
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02",
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e03"
+        ]
+    );
+    assert_eq!(
+        ids(store
+            .payments_by_reference(&shop, &order("order-2"))
+            .await
+            .unwrap()),
+        ["pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e04"]
+    );
+    store.close().await;
+
+    let conn = Connection::open(&file).unwrap();
+    let slots: Vec<(String, String)> = conn
+        .prepare("SELECT id, order_slot FROM payments ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let expected = [
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01",
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01",
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02",
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02",
+        ),
+        ("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e03", ""),
+        ("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e04", ""),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e05",
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e05",
+        ),
+    ];
+    assert_eq!(
+        slots,
+        expected.map(|(id, slot)| (id.to_owned(), slot.to_owned()))
+    );
+    // An order with a live payment takes no second one; an order whose
+    // payments were all declined takes one; declined ones have no bound.
+    let error = conn
+        .execute(
+            insert,
+            params![
+                "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e06",
+                "order-1",
+                "pending",
+                6
+            ],
+        )
+        .unwrap_err();
+    assert!(error.to_string().contains("UNIQUE"), "{error}");
+    conn.execute(
+        insert,
+        params![
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e07",
+            "order-3",
+            "pending",
+            7
+        ],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE payments SET status = 'declined', order_slot = id WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e07'",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        insert,
+        params![
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e08",
+            "order-3",
+            "pending",
+            8
+        ],
+    )
+    .unwrap();
+    // A live payment never leaves the live slot, and a declined one takes
+    // no slot but its own.
+    for refused in [
+        "UPDATE payments SET order_slot = id WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e03'",
+        "UPDATE payments SET order_slot = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02'",
+    ] {
+        let error = conn.execute(refused, []).unwrap_err();
+        assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
+    }
+}

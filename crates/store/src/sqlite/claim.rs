@@ -91,8 +91,7 @@ fn insert_payment(
                  currency, token, status, acquirer_key, created_at, updated_at, claimed_by) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ",
             now_ms!(),
-            ", ?10) ON CONFLICT (shop_id, reference) WHERE status IN ('pending', 'succeeded') \
-             DO NOTHING"
+            ", ?10) ON CONFLICT (shop_id, reference, order_slot) DO NOTHING"
         ))?
         .execute(params![
             payment.id.as_str(),
@@ -115,8 +114,7 @@ fn insert_payment(
         concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE shop_id = ?1 AND reference = ?2 \
-              AND status IN ('pending', 'succeeded')"
+            " FROM payments WHERE shop_id = ?1 AND reference = ?2 AND order_slot = ''"
         ),
         params![payment.shop_id.as_str(), payment.request.reference.as_str()],
     )?

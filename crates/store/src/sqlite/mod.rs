@@ -303,7 +303,7 @@ mod tests {
         // never a walk of the whole shop.
         let narrow = payments::ORDER_PAYMENT_LISTS
             .iter()
-            .map(|sql| (*sql, "payments_by_reference (shop_id=? AND reference=?"))
+            .map(|sql| (*sql, "payments_by_order (shop_id=? AND reference=?"))
             .chain(
                 refunds::PAYMENT_REFUND_LISTS
                     .iter()
@@ -312,6 +312,72 @@ mod tests {
         for (sql, range) in narrow {
             let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
             assert!(plan.contains(range), "{plan}");
+        }
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The root pages of the indexes the program of `sql` opens for writing
+    /// (`EXPLAIN`'s `OpenWrite` steps: p2 is the b-tree's root page).
+    fn written_roots(conn: &Connection, sql: &str) -> rusqlite::Result<Vec<i64>> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN {sql}"))?;
+        let mut rows = stmt.raw_query();
+        let mut roots = Vec::new();
+        while let Some(row) = rows.next()? {
+            if row.get::<_, String>(1)? == "OpenWrite" {
+                roots.push(row.get::<_, i64>(3)?);
+            }
+        }
+        Ok(roots)
+    }
+
+    /// Migration 0010: the settle to `succeeded` (every fresh payment's)
+    /// leaves `payments_by_order` alone, so the finish writes no random
+    /// leaf of it; a decline rewrites its entry (the order's live slot is
+    /// freed), and a claim inserts one.
+    #[tokio::test]
+    async fn only_a_decline_rewrites_the_orders_index_entry() {
+        use chargeonce_core::PaymentStatus::{Declined, Succeeded};
+        use payments::SettleBy::{AcquirerKey, Id};
+        let dir = std::env::temp_dir().join(format!("chargeonce-slots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("slots.db").display());
+        let store = SqliteStore::connect(&url, &PoolConfig::default())
+            .await
+            .unwrap();
+        let roots = store
+            .read(|conn| {
+                let root = |name: &str| -> rusqlite::Result<i64> {
+                    conn.query_row(
+                        "SELECT rootpage FROM sqlite_schema WHERE name = ?1",
+                        [name],
+                        |row| row.get(0),
+                    )
+                };
+                let (order, table) = (root("payments_by_order")?, root("payments")?);
+                let mut writes = Vec::new();
+                let settles = [
+                    (Id, Succeeded),
+                    (AcquirerKey, Succeeded),
+                    (Id, Declined),
+                    (AcquirerKey, Declined),
+                ];
+                for (by, status) in settles {
+                    let sql = payments::settle_sql(by, status);
+                    writes.push((status, written_roots(conn, sql)?));
+                }
+                Ok((order, table, writes))
+            })
+            .await
+            .unwrap();
+        let (order, table, writes) = roots;
+        for (status, written) in writes {
+            assert!(written.contains(&table), "{status:?}: {written:?}");
+            assert_eq!(
+                written.contains(&order),
+                status == Declined,
+                "{status:?} settle, roots written {written:?}, payments_by_order at {order}"
+            );
         }
         store.close().await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -4,8 +4,8 @@
 //! finish, `settle_payment` and `record_event` share.
 
 use chargeonce_core::{
-    Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, Settlement, ShopId,
-    StoreError,
+    Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, PaymentStatus, Reference,
+    Settlement, ShopId, StoreError,
 };
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
@@ -39,8 +39,8 @@ pub(super) async fn payments_by_reference(
                 concat!(
                     "SELECT ",
                     payment_columns!(),
-                    " FROM payments WHERE shop_id = ?1 AND reference = ?2 \
-                  ORDER BY created_at, id"
+                    " FROM payments INDEXED BY payments_by_order \
+                      WHERE shop_id = ?1 AND reference = ?2 ORDER BY created_at, id"
                 ),
                 params![shop_id.as_str(), reference.as_str()],
             )
@@ -74,35 +74,54 @@ pub(super) enum SettleBy {
     AcquirerKey,
 }
 
-/// The conditional update `pending` -> final and the read of the row back,
-/// for a payment named by id or by acquirer key.
-fn settle_sql(by: SettleBy) -> (&'static str, &'static str) {
+/// The conditional update `pending` -> final of the row that `?1` names
+/// (`$which`: its column), moving a declined payment out of its order's live
+/// slot (migration 0010). A success leaves `order_slot` unwritten: writing
+/// it, even to the same value, would make SQLite rewrite the payment's entry
+/// in `payments_by_order`, a random leaf page of WAL per payment.
+macro_rules! settle {
+    ($which:literal, succeeded) => {
+        settle!($which, "")
+    };
+    ($which:literal, declined) => {
+        settle!($which, "order_slot = id, ")
+    };
+    ($which:literal, $slot:literal) => {
+        concat!(
+            "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, ",
+            $slot,
+            "updated_at = ",
+            now_ms!(),
+            " WHERE ",
+            $which,
+            " = ?1 AND shop_id = ?2 AND status = 'pending'"
+        )
+    };
+}
+
+/// The settle to `status` of a payment named by id or by acquirer key
+/// (see [`settle!`]).
+pub(super) fn settle_sql(by: SettleBy, status: PaymentStatus) -> &'static str {
+    match (by, status == PaymentStatus::Declined) {
+        (SettleBy::Id, false) => settle!("id", succeeded),
+        (SettleBy::Id, true) => settle!("id", declined),
+        (SettleBy::AcquirerKey, false) => settle!("acquirer_key", succeeded),
+        (SettleBy::AcquirerKey, true) => settle!("acquirer_key", declined),
+    }
+}
+
+/// The read of a payment named by id or by acquirer key, once settled.
+fn settled_sql(by: SettleBy) -> &'static str {
     match by {
-        SettleBy::Id => (
-            concat!(
-                "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
-                     updated_at = ",
-                now_ms!(),
-                " WHERE id = ?1 AND shop_id = ?2 AND status = 'pending'"
-            ),
-            concat!(
-                "SELECT ",
-                payment_columns!(),
-                " FROM payments WHERE id = ?1 AND shop_id = ?2"
-            ),
+        SettleBy::Id => concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE id = ?1 AND shop_id = ?2"
         ),
-        SettleBy::AcquirerKey => (
-            concat!(
-                "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
-                     updated_at = ",
-                now_ms!(),
-                " WHERE acquirer_key = ?1 AND shop_id = ?2 AND status = 'pending'"
-            ),
-            concat!(
-                "SELECT ",
-                payment_columns!(),
-                " FROM payments WHERE acquirer_key = ?1 AND shop_id = ?2"
-            ),
+        SettleBy::AcquirerKey => concat!(
+            "SELECT ",
+            payment_columns!(),
+            " FROM payments WHERE acquirer_key = ?1 AND shop_id = ?2"
         ),
     }
 }
@@ -116,13 +135,15 @@ pub(super) fn settle_row(
     shop_id: &ShopId,
     settlement: &Settlement,
 ) -> Result<bool> {
-    let settled = conn.prepare_cached(settle_sql(by).0)?.execute(params![
-        which,
-        shop_id.as_str(),
-        settlement.status.as_str(),
-        settlement.provider_payment_id,
-        settlement.decline_code,
-    ])?;
+    let settled = conn
+        .prepare_cached(settle_sql(by, settlement.status))?
+        .execute(params![
+            which,
+            shop_id.as_str(),
+            settlement.status.as_str(),
+            settlement.provider_payment_id,
+            settlement.decline_code,
+        ])?;
     Ok(settled == 1)
 }
 
@@ -139,14 +160,14 @@ pub(super) fn settle_where(
         return Ok(None);
     }
     let row = conn
-        .prepare_cached(settle_sql(by).1)?
+        .prepare_cached(settled_sql(by))?
         .query_row(params![which, shop_id.as_str()], PaymentRow::from_sqlite)?;
     Ok(Some(Payment::try_from(row)?))
 }
 
 /// The part of a payment list's statement before its cursor: the shop's
 /// payments (`shop`), or one order's (`order`: `reference = ?3`, a range of
-/// `payments_by_reference`, for the look-up before paying an order), that
+/// `payments_by_order`, for the look-up before paying an order), that
 /// match the filter (`?2` status, `?3` reference, `?4` and `?5` the created
 /// range, each ignored when null).
 macro_rules! payment_list {
@@ -162,7 +183,7 @@ macro_rules! payment_list {
         concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE shop_id = ?1 AND reference = ?3",
+            " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3",
             payment_list!(filter)
         )
     };
@@ -199,7 +220,9 @@ macro_rules! payment_lists {
 pub(super) const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
 
 /// One order's payment lists (a reference given): each a range of
-/// `payments_by_reference`, which an order's few payments are sorted in.
+/// `payments_by_order`, an order's few payments sorted after the read. The
+/// index is named: the planner would rather walk the shop's newest-first
+/// index, already in the list's order, than sort a handful of rows.
 pub(super) const ORDER_PAYMENT_LISTS: [&str; 3] = payment_lists!(order);
 
 /// One page of a shop's payments, newest first by `(created_at, id)`.
