@@ -176,6 +176,14 @@ fn open(location: &Location, options: &Options) -> Result<Connection, OpenError>
     }
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(wrap)?;
+    // Each write of a batch runs in a savepoint, and a page a savepoint
+    // changes that the batch had changed before is copied to the statement
+    // journal first, to roll back to. Past 64 KiB that journal spills to a
+    // new temporary file (open, write, unlink, close), which a busy batch
+    // did several times a second. In memory it is bounded by one batch's
+    // pages, and it is never needed after a crash: the WAL is the recovery.
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(wrap)?;
     Ok(conn)
 }
 

@@ -477,3 +477,23 @@ async fn the_writer_is_set_to_checkpoint_pages_and_to_cut_the_wal_back() {
     .unwrap();
     assert_eq!(settings(chosen).await.0, 500);
 }
+
+/// The writer keeps its statement journal (the pages a batch's savepoints
+/// can roll back to) in memory: on disk it spilled to a new temporary file
+/// past 64 KiB, several times a second under load.
+#[tokio::test]
+async fn the_writer_keeps_its_statement_journal_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("a.db"), Options::default())
+        .await
+        .unwrap();
+    let temp_store = db
+        .write(|conn| -> Result<_, Error> {
+            let store: i64 = conn.pragma_query_value(None, "temp_store", |r| r.get(0))?;
+            Ok(Write::Rollback(store))
+        })
+        .await
+        .unwrap();
+    // 2 is MEMORY.
+    assert_eq!(temp_store, 2);
+}
