@@ -59,9 +59,12 @@ impl Operation {
         state
             .operations
             .spawn(
+                // The engine's future is large (8 KiB for a payment): boxed,
+                // it is written once, where the task's wrappers would each
+                // move it.
                 async move {
                     match self {
-                        Self::Pay(request) => engine.pay(claim, request).await,
+                        Self::Pay(request) => Box::pin(engine.pay(claim, request)).await,
                         Self::Refund { payment_id, amount } => {
                             let refund = NewRefund::new(
                                 claim.shop_id.clone(),
@@ -69,7 +72,7 @@ impl Operation {
                                 claim.key.clone(),
                                 amount,
                             );
-                            engine.refund(claim, refund).await
+                            Box::pin(engine.refund(claim, refund)).await
                         }
                     }
                 }
@@ -122,6 +125,19 @@ pub async fn answer(
     if let Some(outcome) = cached::answer(state, &claim) {
         return Ok(outcome_response(outcome));
     }
+    // Boxed: the steps below make a future of kilobytes, which would make
+    // every request's handler future (a cached replay's too) that much
+    // larger to move.
+    Box::pin(uncached(state, claim, operation, headers)).await
+}
+
+/// Steps 2 to 4, for a request the response cache did not answer.
+async fn uncached(
+    state: &AppState,
+    claim: ClaimRequest,
+    operation: Operation,
+    headers: &HeaderMap,
+) -> Result<Response, Problem> {
     let wait = prefer::wait_preference(headers);
     let (outcome, waited) = match wait {
         None if !state.flight_wait.is_zero() => {
