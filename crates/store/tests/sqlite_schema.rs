@@ -7,6 +7,25 @@ use chargeonce_sqlite::rusqlite::{Connection, StatementStatus, params};
 use chargeonce_store::{PoolConfig, SqliteStore};
 use chargeonce_testkit::TestDb;
 
+/// Creates `file` with the store's migrations applied up to `version`, the
+/// schema as it was then (opening the store applies the rest).
+async fn migrate_to(file: &std::path::Path, version: i64) {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(file)
+                .create_if_missing(true),
+        )
+        .await
+        .unwrap();
+    sqlx::migrate!("./migrations/sqlite")
+        .run_to(version, &pool)
+        .await
+        .unwrap();
+    pool.close().await;
+}
+
 /// SQLite settles a deferred foreign key from the parent's side too: every
 /// payment or refund inserted looks up the key rows that point at it. Without
 /// an index on the child column that is a scan of every stored key, per
@@ -145,20 +164,7 @@ async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
     let db = TestDb::sqlite();
     let file = db.dir().join("chargeonce.db");
     // The schema as migration 0005 left it, with rows in every table.
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&file)
-                .create_if_missing(true),
-        )
-        .await
-        .unwrap();
-    sqlx::migrate!("./migrations/sqlite")
-        .run_to(5, &pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    migrate_to(&file, 5).await;
     {
         let conn = Connection::open(&file).unwrap();
         conn.execute_batch(
@@ -306,20 +312,7 @@ async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
 async fn one_index_per_order_keeps_the_orders_and_their_rule() {
     let db = TestDb::sqlite();
     let file = db.dir().join("chargeonce.db");
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&file)
-                .create_if_missing(true),
-        )
-        .await
-        .unwrap();
-    sqlx::migrate!("./migrations/sqlite")
-        .run_to(9, &pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    migrate_to(&file, 9).await;
     let insert = "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                       currency, token, status, acquirer_key, created_at, updated_at) \
                   VALUES (?1, 'shop', ?1, ?2, 100, 'RUB', 'tok', ?3, ?1, ?4, ?4)";
