@@ -345,7 +345,7 @@ mod tests {
         let store = SqliteStore::connect(&url, &PoolConfig::default())
             .await
             .unwrap();
-        let roots = store
+        let (order, table, writes) = store
             .read(|conn| {
                 let root = |name: &str| -> rusqlite::Result<i64> {
                     conn.query_row(
@@ -370,7 +370,6 @@ mod tests {
             })
             .await
             .unwrap();
-        let (order, table, writes) = roots;
         for (status, written) in writes {
             assert!(written.contains(&table), "{status:?}: {written:?}");
             assert_eq!(
