@@ -279,12 +279,12 @@ mod tests {
         let statements = payments::PAYMENT_LISTS
             .iter()
             .enumerate()
-            .map(|(i, sql)| (i, *sql, "payments_by_shop_newest"))
+            .map(|(i, sql)| (i, *sql, "payments_by_shop"))
             .chain(
                 refunds::REFUND_LISTS
                     .iter()
                     .enumerate()
-                    .map(|(i, sql)| (i, *sql, "refunds_by_shop_newest")),
+                    .map(|(i, sql)| (i, *sql, "refunds_by_shop")),
             );
         for (i, sql, index) in statements {
             let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();

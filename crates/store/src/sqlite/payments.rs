@@ -216,7 +216,8 @@ macro_rules! payment_lists {
     };
 }
 
-/// A shop's payment lists: each a range of `payments_by_shop_newest`.
+/// A shop's payment lists: each a range of `payments_by_shop`, read from its end
+/// for the newest first.
 pub(super) const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
 
 /// One order's payment lists (a reference given): each a range of

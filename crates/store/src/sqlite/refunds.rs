@@ -259,7 +259,9 @@ pub(super) fn refund_in(
 
 /// The part of a refund list's statement before its cursor: the shop's
 /// refunds (`shop`; `?2` is null), or one payment's (`payment`:
-/// `payment_id = ?2`, a range of `refunds_by_payment`).
+/// `payment_id = ?2`, a range of `refunds_by_payment`). That index is named:
+/// the planner would rather walk the shop's index backwards, already in the
+/// list's order, than sort a payment's few refunds.
 macro_rules! refund_list {
     (shop) => {
         concat!(
@@ -272,7 +274,7 @@ macro_rules! refund_list {
         concat!(
             "SELECT ",
             refund_columns!(),
-            " FROM refunds WHERE payment_id = ?2 AND shop_id = ?1"
+            " FROM refunds INDEXED BY refunds_by_payment WHERE payment_id = ?2 AND shop_id = ?1"
         )
     };
 }
@@ -299,7 +301,8 @@ macro_rules! refund_lists {
     };
 }
 
-/// A shop's refund lists: each a range of `refunds_by_shop_newest`.
+/// A shop's refund lists: each a range of `refunds_by_shop`, read from its end
+/// for the newest first.
 pub(super) const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
 
 /// One payment's refund lists: each a range of `refunds_by_payment`.
