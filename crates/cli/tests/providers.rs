@@ -251,7 +251,16 @@ async fn a_503_acquirer_unavailable_says_what_will_happen_and_it_happens() {
     })
     .await;
     assert_eq!(row["payment_id"], payment_id.as_str());
-    let later = common::pay(&client, &service.base, &key, &body).await;
+    // The ledger row can be there before the completer has stored the
+    // answer: until then a retry is told 409 `request_in_progress`, retry.
+    let later = common::eventually("the completer's answer", Duration::from_secs(20), || {
+        let (client, base, key, body) = (&client, &service.base, &key, &body);
+        async move {
+            let answer = common::pay(client, base, key, body).await;
+            (answer.status != 409).then_some(answer)
+        }
+    })
+    .await;
     assert_eq!(later.status, 201, "{}", later.text());
     assert_eq!(later.payment_id(), payment_id);
     assert_eq!(net::ledger_rows(&acquirer).await.len(), 1, "charged once");
