@@ -1021,3 +1021,79 @@ async fn the_migrations_of_issue_19_keep_what_was_stored() {
             .is_empty()
     );
 }
+
+/// sqlx's pool tests each connection given back to it, a `Sync` round trip
+/// per statement. A statement that ran to its end parks its connection in
+/// the store instead (crates/store/src/postgres/connections.rs), and the
+/// next statement takes it. With one connection, the parked one then serves
+/// every kind of caller: a statement refused on a constraint, a
+/// transaction, the probe; none
+/// waits on the pool for a connection that sits parked.
+#[tokio::test]
+async fn a_parked_connection_serves_the_next_caller_of_any_kind() {
+    let pg = pg().await;
+    let one = PoolConfig {
+        max_connections: 1,
+        acquire_timeout: Duration::from_secs(2),
+        ..PoolConfig::default()
+    };
+    let store = PgStore::connect(pg._db.url(), &one).await.unwrap();
+    let fresh = |k: &str| {
+        (
+            claim(&pg.shop, k),
+            new_payment(&pg.shop, k, &format!("order-{k}")),
+        )
+    };
+    let (c, p) = fresh("k-parked-1");
+    let Claim::Acquired(a) = store.claim_payment(&c, &p, TIMING).await.unwrap() else {
+        panic!("a new key is acquired");
+    };
+    let finished = store
+        .finish(
+            &a.lease,
+            Some((
+                &a.payment,
+                &settlement(PaymentStatus::Succeeded, "ch_parked"),
+            )),
+            &response("ok"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
+    // Parked, not given back to the pool: the pool counts it as taken.
+    assert_eq!(store.pool().size(), 1);
+    assert_eq!(
+        store.pool().num_idle(),
+        0,
+        "the finish's connection is parked"
+    );
+    // A second key for the same order: the one-statement claim fails on the
+    // order's unique index (its connection parked again after the refusal),
+    // then a transaction links the order's payment. Then the probe and a new
+    // payment: all get the one connection within the acquire timeout.
+    let started = Instant::now();
+    let second = claim(&pg.shop, "k-parked-2");
+    let same_order = new_payment(&pg.shop, "k-parked-2", "order-k-parked-1");
+    let Claim::Acquired(linked) = store
+        .claim_payment(&second, &same_order, TIMING)
+        .await
+        .unwrap()
+    else {
+        panic!("a new key is acquired");
+    };
+    assert_eq!(linked.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+    assert_eq!(linked.payment.id, a.payment.id);
+    store.ping().await.unwrap();
+    let (c, p) = fresh("k-parked-3");
+    assert!(matches!(
+        store.claim_payment(&c, &p, TIMING).await.unwrap(),
+        Claim::Acquired(_)
+    ));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "nobody waited out the timeout"
+    );
+    store.close().await;
+}

@@ -105,7 +105,7 @@ async fn claim_in_one_statement(
     lease: LeaseToken,
     timing: KeyTiming,
 ) -> Result<FastClaim, StoreError> {
-    let created = sqlx::query(concat!(
+    let statement = sqlx::query(concat!(
         "WITH k AS ( \
              INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
                  recovery_point, lease_token, locked_until, payment_id, created_at, \
@@ -141,9 +141,12 @@ async fn claim_in_one_statement(
     .bind(payment.request.token.as_str())
     .bind(payment.acquirer_key.as_str())
     .bind(payment.created_at)
-    .bind(store.instance.as_ref())
-    .fetch_optional(&store.pool)
-    .await;
+    .bind(store.instance.as_ref());
+    // The hot path: its connection is parked again after it.
+    let created = store
+        .conns
+        .run(async |conn| statement.fetch_optional(conn).await)
+        .await;
     match created {
         Ok(Some(_)) => Ok(FastClaim::Created),
         Ok(None) => Ok(FastClaim::KeyExists),
@@ -169,7 +172,7 @@ async fn claim_in_transaction(
 ) -> Result<Claim, StoreError> {
     for _ in 0..CLAIM_ATTEMPTS {
         let token = LeaseToken::generate();
-        let mut tx = store.pool.begin().await.map_err(store_error)?;
+        let mut tx = store.conns.begin().await.map_err(store_error)?;
         let target = KeyTarget {
             recovery_point: RecoveryPoint::PaymentCreated,
             payment_id: &payment.id,
@@ -313,7 +316,7 @@ pub(super) async fn take_over(
     .bind(millis(lease) as f64)
     .bind(fingerprint.as_bytes().as_slice())
     .bind(store.instance.as_ref())
-    .fetch_optional(&store.pool)
+    .fetch_optional(&mut *store.conn().await?)
     .await
     .map_err(store_error)?;
     let Some(row) = row else { return Ok(None) };
@@ -448,7 +451,10 @@ async fn fenced_with_calls(
     if let Some(duration) = duration {
         query = query.bind(millis(duration) as f64);
     }
-    let done = query.fetch_one(&store.pool).await.map_err(store_error)?;
+    let done = query
+        .fetch_one(&mut *store.conn().await?)
+        .await
+        .map_err(store_error)?;
     Ok(done == 1)
 }
 
@@ -481,6 +487,9 @@ async fn fenced(
     if let Some(duration) = duration {
         query = query.bind(millis(duration) as f64);
     }
-    let done = query.execute(&store.pool).await.map_err(store_error)?;
+    let done = query
+        .execute(&mut *store.conn().await?)
+        .await
+        .map_err(store_error)?;
     Ok(done.rows_affected() == 1)
 }

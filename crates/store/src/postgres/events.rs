@@ -69,7 +69,7 @@ pub(super) async fn settle_payment(
     id: &PaymentId,
     settlement: &Settlement,
 ) -> Result<SettleOutcome, StoreError> {
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     let row = settle(
         &mut tx,
         settle_pending!("shop_id = $1 AND id = $2"),
@@ -102,7 +102,7 @@ pub(super) async fn record_event(
     store: &PgStore,
     event: &InboundEvent,
 ) -> Result<EventRecorded, StoreError> {
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     let inserted = sqlx::query(
         "INSERT INTO acquirer_events (event_id, event_type, acquirer_key, shop_id, result) \
          VALUES ($1, $2, $3, $4, 'unchanged') ON CONFLICT (event_id) DO NOTHING RETURNING 1",

@@ -33,7 +33,7 @@ pub(super) async fn record_findings(
         .map(|(i, finding)| (finding.identity(), i))
         .collect();
     order.sort();
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     let mut ids = vec![FindingId(0); found.len()];
     for (identity, i) in order {
         let finding = &found[i];
@@ -150,7 +150,7 @@ pub(super) async fn resolve_finding(
     id: FindingId,
     resolution: &Resolution,
 ) -> Result<Option<Finding>, StoreError> {
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     let moved = resolve_in(&mut tx, id, resolution).await?;
     tx.commit().await.map_err(store_error)?;
     match moved {

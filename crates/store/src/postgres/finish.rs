@@ -35,7 +35,7 @@ pub(super) async fn finish(
     let Some((payment, settlement)) = settlement else {
         // One fenced statement: it writes or it does not.
         return Ok(
-            if finish_key(&store.pool, lease, response, ttl, &entries).await? {
+            if finish_key(&mut *store.conn().await?, lease, response, ttl, &entries).await? {
                 FinishOutcome::Stored
             } else {
                 FinishOutcome::LeaseLost
@@ -94,7 +94,7 @@ pub(super) async fn finish(
     // `payments_pending` after, an index since replaced by a table), which
     // halved pgbench's payments/s here; the live-order index still leads
     // with `shop_id`.
-    let row = sqlx::query(concat!(
+    let statement = sqlx::query(concat!(
         "WITH held AS MATERIALIZED ( \
              SELECT 1 FROM idempotency_keys \
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
@@ -153,18 +153,21 @@ pub(super) async fn finish(
     .bind(event.payload.as_slice())
     .bind(PARKED_UNTIL_MS as f64)
     .bind(&entries.kinds)
-    .bind(&entries.events)
-    .fetch_one(&store.pool)
-    .await
-    .map_err(|error| match error {
-        sqlx::Error::Database(db) if db.code().as_deref() == Some("22012") => {
-            StoreError::other(format!(
-                "finish of key {}: its writes disagreed, so none was made",
-                lease.key
-            ))
-        }
-        other => store_error(other),
-    })?;
+    .bind(&entries.events);
+    // The hot path: its connection is parked again after it.
+    let row = store
+        .conns
+        .run(async |conn| statement.fetch_one(conn).await)
+        .await
+        .map_err(|error| match error {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("22012") => {
+                StoreError::other(format!(
+                    "finish of key {}: its writes disagreed, so none was made",
+                    lease.key
+                ))
+            }
+            other => store_error(other),
+        })?;
     let held: bool = row.try_get("held").map_err(store_error)?;
     let settled: i64 = row.try_get("settled").map_err(store_error)?;
     Ok(match (held, settled) {

@@ -8,7 +8,7 @@ use super::errors::store_error;
 /// Runs `SELECT 1`; an error is the store's classification of why it failed.
 pub(super) async fn ping(store: &PgStore) -> Result<(), StoreError> {
     sqlx::query("SELECT 1")
-        .execute(&store.pool)
+        .execute(&mut *store.conn().await?)
         .await
         .map_err(store_error)?;
     Ok(())

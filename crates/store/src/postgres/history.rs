@@ -323,7 +323,7 @@ pub(super) async fn add_repeats(
     .bind(kinds)
     .bind(counts)
     .bind(lasts)
-    .execute(&store.pool)
+    .execute(&mut *store.conn().await?)
     .await
     .map_err(store_error)?;
     Ok(())

@@ -251,7 +251,7 @@ macro_rules! swept_columns {
 /// into each one's payment history how often it was repeated
 /// ([`HistoryEvent::KeyExpired`]), in the same transaction.
 pub(super) async fn sweep_expired_keys(store: &PgStore, batch: u32) -> Result<u64, StoreError> {
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     let swept = sqlx::query_as::<_, SweptRow>(concat!(
         "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
              SELECT shop_id, key FROM idempotency_keys \

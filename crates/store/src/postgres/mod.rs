@@ -19,6 +19,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::PoolConfig;
 
 mod claim;
+mod connections;
 mod errors;
 mod events;
 mod findings;
@@ -33,12 +34,13 @@ mod reconciliation;
 mod refunds;
 mod shops;
 
+use connections::Connections;
 use errors::store_error;
 
 /// [`Store`](chargeonce_core::Store) on PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    conns: std::sync::Arc<Connections>,
     /// This instance's name, written as the holder of the leases it takes.
     instance: std::sync::Arc<str>,
 }
@@ -60,7 +62,7 @@ impl PgStore {
             .await
             .map_err(store_error)?;
         let store = Self {
-            pool,
+            conns: std::sync::Arc::new(Connections::new(pool, config.acquire_timeout)),
             instance: config.instance.as_str().into(),
         };
         store.migrate().await?;
@@ -71,19 +73,25 @@ impl PgStore {
     /// once: sqlx takes an advisory lock).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         sqlx::migrate!("./migrations/postgres")
-            .run(&self.pool)
+            .run(self.conns.pool())
             .await
             .map_err(|e| StoreError::other(format!("migration failed: {e}")))
     }
 
     /// The connection pool, for tests and tools.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.conns.pool()
+    }
+
+    /// A connection for one statement (or a few) that is not worth parking
+    /// again: it goes back through the pool when dropped.
+    async fn conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, StoreError> {
+        self.conns.take().await.map_err(store_error)
     }
 
     /// Closes every connection; later calls fail as `Unavailable`.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.conns.close().await;
     }
 }
 
@@ -100,8 +108,9 @@ where
     R: Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
     T: TryFrom<R, Error = StoreError>,
 {
-    query
-        .fetch_optional(&store.pool)
+    store
+        .conns
+        .run(async |conn| query.fetch_optional(conn).await)
         .await
         .map_err(store_error)?
         .map(T::try_from)
@@ -119,8 +128,9 @@ where
     R: Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
     T: TryFrom<R, Error = StoreError>,
 {
-    query
-        .fetch_all(&store.pool)
+    store
+        .conns
+        .run(async |conn| query.fetch_all(conn).await)
         .await
         .map_err(store_error)?
         .into_iter()

@@ -19,7 +19,7 @@ use crate::rows::{EventRow, PaymentRow};
 /// The operator's stored secret hash, if one was set.
 pub(super) async fn operator_secret(store: &PgStore) -> Result<Option<SecretHash>, StoreError> {
     let row = sqlx::query("SELECT secret_sha256 FROM operator_credential WHERE id = 1")
-        .fetch_optional(&store.pool)
+        .fetch_optional(&mut *store.conn().await?)
         .await
         .map_err(store_error)?;
     let Some(row) = row else { return Ok(None) };
@@ -40,7 +40,7 @@ pub(super) async fn init_operator_secret(
          ON CONFLICT (id) DO NOTHING",
     )
     .bind(hash.as_bytes().as_slice())
-    .execute(&store.pool)
+    .execute(&mut *store.conn().await?)
     .await
     .map_err(store_error)?;
     Ok(done.rows_affected() == 1)
@@ -57,7 +57,7 @@ pub(super) async fn set_operator_secret(
              created_at = now()",
     )
     .bind(hash.as_bytes().as_slice())
-    .execute(&store.pool)
+    .execute(&mut *store.conn().await?)
     .await
     .map_err(store_error)?;
     Ok(())
@@ -141,7 +141,7 @@ async fn cursor(store: &PgStore, id: &PaymentId) -> Result<(OffsetDateTime, Stri
         "SELECT created_at, id FROM payments WHERE id = $1",
     )
     .bind(id.as_str())
-    .fetch_optional(&store.pool)
+    .fetch_optional(&mut *store.conn().await?)
     .await
     .map_err(store_error)?
     .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
@@ -190,7 +190,7 @@ pub(super) async fn event_shop(
 ) -> Result<Option<ShopId>, StoreError> {
     let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM events WHERE id = $1")
         .bind(id.as_str())
-        .fetch_optional(&store.pool)
+        .fetch_optional(&mut *store.conn().await?)
         .await
         .map_err(store_error)?;
     shop.map(ShopId::new)
@@ -221,7 +221,7 @@ pub(super) async fn counts(store: &PgStore) -> Result<StoreCounts, StoreError> {
              (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
              (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)",
     )
-    .fetch_one(&store.pool)
+    .fetch_one(&mut *store.conn().await?)
     .await
     .map_err(store_error)?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);

@@ -148,7 +148,7 @@ pub(super) async fn claim_due_events(
     limit: u32,
     lease: Duration,
 ) -> Result<Vec<DueEvent>, StoreError> {
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     // SKIP LOCKED: concurrent relays claim disjoint events. An event
     // waits while an earlier one of its payment is still open (leased
     // or not), so a payment's events go out in commit order.
@@ -271,6 +271,9 @@ pub(super) async fn record_attempt(
         .bind(retry_ms as f64)
         .bind(give_up_ms as f64)
     };
-    query.execute(&store.pool).await.map_err(store_error)?;
+    query
+        .execute(&mut *store.conn().await?)
+        .await
+        .map_err(store_error)?;
     Ok(())
 }

@@ -151,7 +151,7 @@ async fn payment_cursor(
     )
     .bind(shop_id.as_str())
     .bind(id.as_str())
-    .fetch_optional(&store.pool)
+    .fetch_optional(&mut *store.conn().await?)
     .await
     .map_err(store_error)?
     .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))

@@ -35,7 +35,7 @@ pub(super) async fn claim_refund(
 ) -> Result<RefundClaim, StoreError> {
     for _ in 0..CLAIM_ATTEMPTS {
         let token = LeaseToken::generate();
-        let mut tx = store.pool.begin().await.map_err(store_error)?;
+        let mut tx = store.conns.begin().await.map_err(store_error)?;
         let target = KeyTarget {
             recovery_point: RecoveryPoint::RefundCreated,
             payment_id: &refund.payment_id,
@@ -157,7 +157,7 @@ pub(super) async fn finish_refund(
         key: lease.key.as_str().to_owned(),
         status: response.status,
     });
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
         tx.rollback().await.map_err(store_error)?;
         return Ok(FinishOutcome::LeaseLost);
@@ -334,7 +334,7 @@ async fn refund_cursor(
     .bind(shop_id.as_str())
     .bind(id.as_str())
     .bind(payment_id.map(PaymentId::as_str))
-    .fetch_optional(&store.pool)
+    .fetch_optional(&mut *store.conn().await?)
     .await
     .map_err(store_error)?
     .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))

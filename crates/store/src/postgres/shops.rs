@@ -17,7 +17,7 @@ pub(super) async fn add_shop(
     )
     .bind(shop_id.as_str())
     .bind(secret.as_bytes().as_slice())
-    .execute(&store.pool)
+    .execute(&mut *store.conn().await?)
     .await
     .map_err(store_error)?;
     if done.rows_affected() == 0 {
@@ -33,7 +33,7 @@ pub(super) async fn shop_secret(
 ) -> Result<Option<SecretHash>, StoreError> {
     let row = sqlx::query("SELECT secret_sha256 FROM shops WHERE id = $1")
         .bind(shop_id.as_str())
-        .fetch_optional(&store.pool)
+        .fetch_optional(&mut *store.conn().await?)
         .await
         .map_err(store_error)?;
     let Some(row) = row else { return Ok(None) };
@@ -49,7 +49,7 @@ pub(super) async fn set_webhook(
     shop_id: &ShopId,
     endpoint: Option<&WebhookEndpoint>,
 ) -> Result<bool, StoreError> {
-    let mut tx = store.pool.begin().await.map_err(store_error)?;
+    let mut tx = store.conns.begin().await.map_err(store_error)?;
     let done = sqlx::query("UPDATE shops SET webhook_url = $2, webhook_secret = $3 WHERE id = $1")
         .bind(shop_id.as_str())
         .bind(endpoint.map(|e| e.url.as_str()))
