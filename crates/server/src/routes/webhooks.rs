@@ -198,7 +198,14 @@ pub async fn acquirer(State(state): State<AppState>, request: Request) -> Respon
             .map(|()| signature)
     }) {
         Ok(signature) => signature,
-        Err(error) => return refused(&state, &error),
+        Err(error) => {
+            // Refused on the header alone, with no MAC computed; the body
+            // (within the size limit) is still read and dropped, so the
+            // client gets the answer instead of a connection closed while
+            // it was still sending.
+            let _ = read_body(body, &parts.headers, MAX_WEBHOOK_BODY_BYTES).await;
+            return refused(&state, &error);
+        }
     };
     let body = match read_body(body, &parts.headers, MAX_WEBHOOK_BODY_BYTES).await {
         Ok(body) => body,
