@@ -95,6 +95,10 @@ impl Connections {
     /// A connection: the one parked last, else one from the pool, whichever
     /// comes first; `PoolTimedOut` past the acquire timeout.
     pub(super) async fn take(self: &Arc<Self>) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+        // The common case under load, with no timer and no wait registered.
+        if let Some(conn) = self.unpark() {
+            return Ok(conn);
+        }
         tokio::time::timeout(self.acquire_timeout, self.wait_for_one())
             .await
             .unwrap_or(Err(sqlx::Error::PoolTimedOut))
