@@ -1097,3 +1097,78 @@ async fn a_parked_connection_serves_the_next_caller_of_any_kind() {
     );
     store.close().await;
 }
+
+/// A caller that goes away while its transaction's `BEGIN` is on the wire (a
+/// webhook whose sender hung up: hyper drops the handler) leaves no
+/// transaction open on the connection. sqlx 0.9.0 did (transact-rs/sqlx#4393,
+/// fixed in 0.9.1): the connection went back to the pool inside a
+/// transaction nothing would end, and the next statements on it, claims
+/// among them, answered as committed while they were not. A chaos run in CI
+/// (stop 29) lost two claimed payments that way and charged their orders
+/// twice.
+///
+/// The window is one round trip, and the first poll lands in it unless
+/// PostgreSQL answers `BEGIN` before that poll reads its socket; a few rounds
+/// make a pass by that luck (under the bug) practically impossible.
+#[tokio::test]
+async fn a_transaction_cancelled_at_its_begin_leaves_the_next_claim_committed() {
+    let pg = pg().await;
+    let one = PoolConfig {
+        max_connections: 1,
+        acquire_timeout: Duration::from_secs(5),
+        ..PoolConfig::default()
+    };
+    let store = PgStore::connect(pg._db.url(), &one).await.unwrap();
+    for round in 0..5 {
+        // A claim parks the one connection, so the next caller takes it at
+        // once and its first poll sends `BEGIN`.
+        let k = format!("k-cancel-{round}");
+        let (claimed, payment) = (
+            claim(&pg.shop, &k),
+            new_payment(&pg.shop, &k, &format!("order-{k}")),
+        );
+        let Claim::Acquired(acquired) = store
+            .claim_payment(&claimed, &payment, TIMING)
+            .await
+            .unwrap()
+        else {
+            panic!("a new key is acquired");
+        };
+        // Another session sees the claim: it is committed, not inside a
+        // transaction left open by the caller cancelled in the round before.
+        let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM payments WHERE id = $1")
+            .bind(acquired.payment.id.as_str())
+            .fetch_one(pg.store.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            seen, 1,
+            "round {round}: the claim is visible to another session"
+        );
+        let event = InboundEvent {
+            event_id: format!("evt_cancelled_{round}"),
+            kind: chargeonce_core::webhook::EventKind::Succeeded,
+            acquirer_key: payment.acquirer_key.clone(),
+            shop_id: pg.shop.clone(),
+            settlement: Some(settlement(PaymentStatus::Succeeded, "ch_nobody")),
+        };
+        {
+            let mut recording = std::pin::pin!(store.record_event(&event));
+            assert!(
+                futures::poll!(recording.as_mut()).is_pending(),
+                "the first poll waits for PostgreSQL"
+            );
+        }
+        // The dropped caller's connection goes back to the pool (sqlx tests
+        // it in a task of its own); the next claim is to get it from there.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while store.pool().num_idle() != 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the connection came back to the pool"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    store.close().await;
+}
