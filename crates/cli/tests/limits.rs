@@ -1,6 +1,7 @@
 //! Connection limits of the real binary: a flood of silent sockets under a
-//! low file limit does not stop the service, and a clean stop still drains
-//! the connections with a request in flight.
+//! low file limit does not stop the service, a clean stop still drains the
+//! connections with a request in flight, and the wait for a database
+//! connection is bounded by its flag.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use chargeonce_testkit::TestDb;
 use common::{Server, ServerConfig};
+use sqlx::Connection as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -139,4 +141,79 @@ async fn sigterm_drains_connections_with_a_request_in_flight() {
         .expect("the connection was drained, not cut");
     assert_eq!(answer.status, 201, "{}", answer.text());
     assert_eq!(answer.payment_status(), "succeeded");
+}
+
+/// `--database-acquire-timeout` bounds a request's wait for a pooled
+/// connection. With one connection, held by a claim that waits on the test's
+/// uncommitted row of the same key, the next payment is answered 503
+/// `store_unavailable` with `Retry-After` within the client's 3 s (the
+/// default is 5 s); once the row is rolled back, the first payment
+/// completes.
+#[tokio::test]
+async fn the_acquire_timeout_flag_bounds_the_wait_for_a_database_connection() {
+    let db = TestDb::postgres().await;
+    common::add_shop(db.url()).await;
+    let ledger = common::ledger_path(&db.dir());
+    let server = Server::start(
+        ServerConfig::new("A").args(&[
+            "--max-connections",
+            "1",
+            "--database-acquire-timeout",
+            "300ms",
+        ]),
+        db.url(),
+        &ledger,
+    )
+    .await;
+    let mut holder = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query(
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+             recovery_point, expires_at) \
+         VALUES ($1, 'k-held', $2, 'POST', '/v1/payments', 'payment_created', \
+             now() + interval '1 hour')",
+    )
+    .bind(common::SHOP)
+    .bind([0u8; 32].as_slice())
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    let client = common::client();
+    let first = tokio::spawn({
+        let (client, base) = (client.clone(), server.base.clone());
+        async move {
+            let body = common::payment_body("order-held", "tok_ok");
+            common::pay(&client, &base, "k-held", &body).await
+        }
+    });
+    // The first claim holds the one connection, waiting for the test's row.
+    common::eventually(
+        "the claim waiting on the test's row",
+        Duration::from_secs(10),
+        || async {
+            let mut watcher = sqlx::PgConnection::connect(db.url()).await.ok()?;
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO idempotency_keys%'",
+            )
+            .fetch_one(&mut watcher)
+            .await
+            .ok()?;
+            (waiting == 1).then_some(())
+        },
+    )
+    .await;
+    let body = common::payment_body("order-waits", "tok_ok");
+    let second = tokio::time::timeout(
+        Duration::from_secs(3),
+        common::pay(&client, &server.base, "k-waits", &body),
+    )
+    .await
+    .expect("answered before the client's 3 s");
+    assert_eq!(second.status, 503, "{}", second.text());
+    assert_eq!(second.json()["code"], "store_unavailable");
+    assert!(second.header("retry-after").is_some());
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 201, "{}", first.text());
 }

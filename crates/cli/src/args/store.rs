@@ -2,6 +2,7 @@
 //! store) and the pool's flags (`chargeonce serve`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_core::Store;
@@ -51,6 +52,17 @@ pub struct StoreArgs {
     /// Database connections per process.
     #[arg(long, env = "CHARGEONCE_MAX_CONNECTIONS", default_value_t = 16)]
     pub max_connections: u32,
+    /// PostgreSQL: how long a request waits for a pooled connection before
+    /// it is answered 503 `store_unavailable` (with `Retry-After`), having
+    /// done nothing. Keep it under the clients' own timeouts, so that during
+    /// a failover they get that answer rather than giving up first.
+    #[arg(
+        long,
+        env = "CHARGEONCE_DATABASE_ACQUIRE_TIMEOUT",
+        default_value = "5s",
+        value_parser = positive_duration
+    )]
+    pub database_acquire_timeout: Duration,
     /// SQLite: most writes queued for the writer thread before new work (a
     /// new key's claim) is refused with 503 `store_overloaded`; work already
     /// started is never refused. `0`: no limit.
@@ -67,6 +79,7 @@ impl StoreArgs {
     pub fn pool(&self) -> PoolConfig {
         let mut pool = PoolConfig {
             max_connections: self.max_connections,
+            acquire_timeout: self.database_acquire_timeout,
             write_queue: self.sqlite_queue,
             ..PoolConfig::default()
         };
@@ -79,5 +92,14 @@ impl StoreArgs {
     /// Opens the store with the pool's settings.
     pub async fn connect(&self) -> anyhow::Result<Arc<dyn Store>> {
         self.database.connect_with(&self.pool()).await
+    }
+}
+
+/// A duration above zero (`humantime`'s form: `500ms`, `5s`).
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Err("must be above zero".to_owned()),
+        Ok(duration) => Ok(duration),
+        Err(error) => Err(error.to_string()),
     }
 }
