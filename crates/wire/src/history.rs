@@ -206,6 +206,19 @@ pub enum HistoryEvent {
         /// How (`refunded` or `manual`).
         how: String,
     },
+    /// An entry this version cannot read, a type a newer server added among
+    /// them: kept as sent, so a client reads the rest of the history instead
+    /// of failing on it (as the Python and TypeScript SDKs do). This server
+    /// never sends it; it is not in the OpenAPI document.
+    #[serde(untagged, skip_serializing)]
+    Unknown {
+        /// Its `type`.
+        #[serde(rename = "type")]
+        kind: String,
+        /// Its other members, as sent.
+        #[serde(flatten)]
+        members: serde_json::Map<String, serde_json::Value>,
+    },
 }
 
 /// One entry of a payment's history.
