@@ -40,9 +40,18 @@ pub struct Faults {
     pub webhook_duplicate_rate: f64,
     /// Share of webhook events held back so later ones overtake them.
     pub webhook_reorder_rate: f64,
+    /// Share of webhook delivery attempts the sender hangs up on after at
+    /// most [`WEBHOOK_HANGUP_MAX`] (then retries): the receiver's handler is
+    /// cut wherever it was, as when a sender times out.
+    pub webhook_hangup_rate: f64,
     /// How long a held-back event waits, in ms.
     pub webhook_reorder_ms: u64,
 }
+
+/// The longest a sender waits before it hangs up on a delivery
+/// ([`Faults::webhook_hangup_rate`]): about as long as a receiver's handler
+/// takes, so the cut lands anywhere in it.
+pub const WEBHOOK_HANGUP_MAX: Duration = Duration::from_millis(5);
 
 impl Default for Faults {
     fn default() -> Self {
@@ -59,6 +68,7 @@ impl Default for Faults {
             hang_ms: 30_000,
             webhook_duplicate_rate: 0.0,
             webhook_reorder_rate: 0.0,
+            webhook_hangup_rate: 0.0,
             webhook_reorder_ms: 500,
         }
     }
@@ -113,6 +123,7 @@ impl Faults {
             ("hang_rate", self.hang_rate),
             ("webhook_duplicate_rate", self.webhook_duplicate_rate),
             ("webhook_reorder_rate", self.webhook_reorder_rate),
+            ("webhook_hangup_rate", self.webhook_hangup_rate),
         ] {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(FaultsError::Rate(name));

@@ -1,9 +1,11 @@
 //! Delivers the simulator's webhook events: at least once, signed, retried
 //! with backoff until a 2xx, from the outbox in the ledger (so a restarted
 //! simulator still delivers what it recorded). Asked to, it delivers some
-//! events twice, and holds some back so that later ones overtake them
+//! events twice, holds some back so that later ones overtake them, and hangs
+//! up on some attempts a few milliseconds in
 //! ([`Faults::webhook_duplicate_rate`](crate::Faults::webhook_duplicate_rate),
-//! [`Faults::webhook_reorder_rate`](crate::Faults::webhook_reorder_rate)).
+//! [`Faults::webhook_reorder_rate`](crate::Faults::webhook_reorder_rate),
+//! [`Faults::webhook_hangup_rate`](crate::Faults::webhook_hangup_rate)).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::Simulator;
 use crate::entry::now_millis;
+use crate::faults::WEBHOOK_HANGUP_MAX;
 use crate::ledger::{OutboxEvent, unix_millis};
 
 /// Where and how to deliver events.
@@ -70,6 +73,24 @@ async fn post(http: &reqwest::Client, target: &WebhookTarget, event: &OutboxEven
     }
 }
 
+/// One attempt, or one the sender hangs up on after `hangup` (a failed
+/// attempt: the event is due again later).
+async fn attempt(
+    http: &reqwest::Client,
+    target: &WebhookTarget,
+    event: &OutboxEvent,
+    hangup: Option<Duration>,
+) -> bool {
+    let Some(after) = hangup else {
+        return post(http, target, event).await;
+    };
+    // Dropping the request closes its connection: the receiver's handler is
+    // cut wherever it is, even if the answer was about to come.
+    let _ = tokio::time::timeout(after, post(http, target, event)).await;
+    tracing::debug!(event = %event.id, ?after, "hung up on a webhook delivery on purpose");
+    false
+}
+
 /// Delivers one event; `true` when a 2xx came back.
 async fn deliver(
     sim: &Simulator,
@@ -77,7 +98,11 @@ async fn deliver(
     target: &WebhookTarget,
     event: &OutboxEvent,
 ) -> bool {
-    if post(http, target, event).await {
+    let hangup = sim.roll(|f, rng| {
+        (f.webhook_hangup_rate > 0.0 && rng.random_bool(f.webhook_hangup_rate))
+            .then(|| rng.random_range(Duration::ZERO..=WEBHOOK_HANGUP_MAX))
+    });
+    if attempt(http, target, event, hangup).await {
         let twice = sim.roll(|f, rng| {
             f.webhook_duplicate_rate > 0.0 && rng.random_bool(f.webhook_duplicate_rate)
         });

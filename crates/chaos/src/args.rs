@@ -117,6 +117,11 @@ pub struct ChaosArgs {
     /// outcome overtakes them.
     #[arg(long, default_value_t = 0.1)]
     pub webhook_reorder_rate: f64,
+    /// Share of acquirer webhook deliveries hung up on within 5 ms (then
+    /// retried): instance 0's handler is cut wherever it was, a store
+    /// transaction's `BEGIN` among the places.
+    #[arg(long, default_value_t = 0.1)]
+    pub webhook_hangup_rate: f64,
 
     /// Share of intents repeated much later (after every intent was sent once).
     #[arg(long, default_value_t = 0.05)]

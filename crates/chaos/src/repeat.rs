@@ -45,8 +45,8 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
         command.push_str(" --no-webhooks");
     } else {
         command.push_str(&format!(
-            " --webhook-duplicate-rate {} --webhook-reorder-rate {}",
-            a.webhook_duplicate_rate, a.webhook_reorder_rate
+            " --webhook-duplicate-rate {} --webhook-reorder-rate {} --webhook-hangup-rate {}",
+            a.webhook_duplicate_rate, a.webhook_reorder_rate, a.webhook_hangup_rate
         ));
     }
     if let Some(sabotage) =

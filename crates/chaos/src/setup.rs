@@ -123,6 +123,8 @@ pub(crate) async fn acquirer(
             args.webhook_duplicate_rate.to_string(),
             "--webhook-reorder-rate".into(),
             args.webhook_reorder_rate.to_string(),
+            "--webhook-hangup-rate".into(),
+            args.webhook_hangup_rate.to_string(),
         ]);
     }
     let mut acquirer = Proc::new("acquirer", acquirer_port, bin, acquirer_args, work)

@@ -77,6 +77,10 @@ pub struct AcquirerArgs {
     /// Share of `payment.processing` events held back so the outcome overtakes them.
     #[arg(long, default_value_t = 0.0)]
     webhook_reorder_rate: f64,
+    /// Share of webhook delivery attempts hung up on within 5 ms (then
+    /// retried): the receiver's handler is cut wherever it was.
+    #[arg(long, default_value_t = 0.0)]
+    webhook_hangup_rate: f64,
     /// How long a held-back event waits.
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     webhook_reorder_delay: Duration,
@@ -100,6 +104,7 @@ impl AcquirerArgs {
             hang_ms: millis(self.hang),
             webhook_duplicate_rate: self.webhook_duplicate_rate,
             webhook_reorder_rate: self.webhook_reorder_rate,
+            webhook_hangup_rate: self.webhook_hangup_rate,
             webhook_reorder_ms: millis(self.webhook_reorder_delay),
         }
     }

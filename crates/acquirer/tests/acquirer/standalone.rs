@@ -427,6 +427,78 @@ async fn webhooks_are_signed_retried_and_duplicated_when_asked() {
     assert_eq!(ids.len(), 2, "a duplicate keeps its event id");
 }
 
+/// Counts the handler futures dropped before they answered.
+struct Cut(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `webhook_hangup_rate` 1.0: the sender hangs up within 5 ms, the
+/// receiver's handler is dropped where it waited (what the chaos run does to
+/// instance 0's store calls), and the event stays due. With the rate back at
+/// 0 it is delivered.
+#[tokio::test]
+async fn a_delivery_hung_up_on_cuts_the_receivers_handler_and_is_retried() {
+    let secret = WebhookSecret::new("whsec_test");
+    let cut = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let answer = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let delivered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post({
+            let (cut, answer, delivered) = (cut.clone(), answer.clone(), delivered.clone());
+            move || {
+                let (cut, answer, delivered) = (cut.clone(), answer.clone(), delivered.clone());
+                async move {
+                    if !answer.load(std::sync::atomic::Ordering::SeqCst) {
+                        // Waits far longer than the sender: only a drop ends it.
+                        let guard = Cut(cut);
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        std::mem::forget(guard);
+                    }
+                    delivered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let s = start_with(|sim| sim.with_events(true)).await;
+    s.sim
+        .set_faults(Faults {
+            webhook_hangup_rate: 1.0,
+            ..Faults::default()
+        })
+        .unwrap();
+    let deliverer = webhooks::spawn(Arc::clone(&s.sim), WebhookTarget::new(url, secret));
+    s.sim.charge(&request(tokens::OK)).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while cut.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no handler was cut");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(delivered.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(s.sim.undelivered_events().await.unwrap() > 0, "still due");
+
+    s.sim.set_faults(Faults::default()).unwrap();
+    answer.store(true, std::sync::atomic::Ordering::SeqCst);
+    while s.sim.undelivered_events().await.unwrap() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events not delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    deliverer.abort();
+    assert!(delivered.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+}
+
 fn refund_of(
     charge: &ChargeResult,
     req: &chargeonce_core::ChargeRequest,
