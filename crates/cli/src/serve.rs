@@ -95,6 +95,13 @@ pub struct ServeArgs {
     /// over TLS.
     #[arg(long, env = "CHARGEONCE_CONSOLE_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration)]
     console_session_ttl: Duration,
+    /// Console login attempts this instance takes a minute (a burst of that
+    /// many after a quiet minute); past it an attempt is answered 429 with
+    /// Retry-After before its secret is checked. While someone floods the
+    /// form the operator cannot log in on this instance either (open
+    /// sessions and the CLI still work). `0`: no limit.
+    #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_ATTEMPTS", default_value_t = chargeonce_server::console::DEFAULT_LOGIN_ATTEMPTS)]
+    console_login_attempts: u32,
     // The HTTP timeouts, the connection cap, rate limits and waiter caps.
     #[command(flatten)]
     limits: LimitsArgs,
@@ -226,7 +233,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(secret) = args.webhook_secret {
         state = state.with_webhook_secret(secret);
     }
-    state = state.with_console_session_ttl(args.console_session_ttl);
+    state = state.with_console(args.console_session_ttl, args.console_login_attempts);
     if let Some(hash) =
         ensure_operator_secret(store.as_ref(), args.operator_secret.as_ref()).await?
     {

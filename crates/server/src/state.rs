@@ -80,10 +80,16 @@ impl AppState {
     }
 
     /// How long an operator's console session lasts (default
-    /// [`crate::console::DEFAULT_SESSION_TTL`]). Sessions live in this
-    /// instance's memory: setting this drops the ones there are.
-    pub fn with_console_session_ttl(mut self, ttl: std::time::Duration) -> Self {
-        self.shared_mut().console = Arc::new(crate::console::ConsoleState::new(ttl));
+    /// [`crate::console::DEFAULT_SESSION_TTL`]) and how many console logins
+    /// this instance takes a minute (default
+    /// [`crate::console::DEFAULT_LOGIN_ATTEMPTS`]; zero: no limit).
+    /// Sessions live in this instance's memory: setting this drops the ones
+    /// there are.
+    pub fn with_console(mut self, session_ttl: std::time::Duration, login_attempts: u32) -> Self {
+        self.shared_mut().console = Arc::new(crate::console::ConsoleState::new(
+            session_ttl,
+            login_attempts,
+        ));
         self
     }
 

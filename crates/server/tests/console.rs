@@ -1,6 +1,6 @@
 //! The operator console over real HTTP, on both stores: the login (303 to
 //! it without a session, 401 for a bad secret, a strict session cookie for
-//! the good one), the security headers, the pages and their
+//! the good one, 429 past the login limit), the security headers, the pages and their
 //! `data-testid` markers, CSRF, no secret on any page, and the actions
 //! (resend an event, refund with a confirmation step) doing what the API
 //! would.
@@ -628,6 +628,41 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
     assert!(again.text.contains("already resent"), "{}", again.text);
 }
 
+/// Past the instance's login limit (three a minute here), an attempt is
+/// answered 429 with `Retry-After` before its secret is checked: even the
+/// operator secret gets no session. The shop API is not affected.
+async fn logins_past_the_limit_are_refused_before_the_secret_is_checked(backend: Backend) {
+    let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
+    let s = TestService::builder(backend)
+        .state(move |state| {
+            state
+                .with_operator_secret(hash)
+                .with_console(Duration::from_secs(3600), 3)
+        })
+        .start()
+        .await;
+    let http = client();
+    let attempt = |secret: &'static str| {
+        http.post(s.url("/console/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(&[("secret", secret)]))
+    };
+    for _ in 0..3 {
+        let refused = page_of(attempt("guess").send().await.unwrap()).await;
+        assert_eq!(refused.status, 401);
+    }
+    let limited = page_of(attempt(OPERATOR_SECRET).send().await.unwrap()).await;
+    assert_eq!(limited.status, 429, "{}", limited.text);
+    let retry_after: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert!(limited.text.contains("data-testid=\"login-limited\""));
+    assert!(limited.text.contains("data-testid=\"login-form\""));
+    assert!(limited.header("set-cookie").is_none(), "no session");
+    assert_no_secret(&limited, "the limited login");
+    let listed = send(s.get("/v1/payments")).await;
+    assert_eq!(listed.status, 200);
+}
+
 on_both_stores!(
     a_session_is_needed_and_made_only_with_the_operator_secret,
     a_form_without_the_sessions_csrf_token_is_refused,
@@ -635,4 +670,5 @@ on_both_stores!(
     a_payment_shows_its_story_oldest_first,
     a_console_refund_asks_first_and_agrees_with_the_api,
     a_console_resend_makes_an_event_due_again_once,
+    logins_past_the_limit_are_refused_before_the_secret_is_checked,
 );

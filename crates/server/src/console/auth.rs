@@ -13,6 +13,13 @@
 //!
 //! Each session has its own CSRF token, in every form as the `csrf` field;
 //! a POST without it (or with another session's) is 403.
+//!
+//! Login attempts are limited per instance ([`LoginLimiter`], `serve
+//! --console-login-attempts`, 20 a minute by default): past the limit an
+//! attempt is answered 429 with `Retry-After` before its secret is looked
+//! at, so guessing is bounded however many connections a guesser opens.
+//! The price: while someone floods the form, the operator cannot log in on
+//! that instance either (open sessions and the CLI still work).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,6 +32,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chargeonce_core::{SecretHash, ShopSecret};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rand::RngCore;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
@@ -38,6 +47,46 @@ pub const COOKIE: &str = "chargeonce_console";
 
 /// How long a refused login waits before it answers.
 const REFUSAL_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Default of `serve --console-login-attempts`: login attempts per minute
+/// on one instance.
+pub const DEFAULT_LOGIN_ATTEMPTS: u32 = 20;
+
+/// The console's login attempts on this instance: at most so many a
+/// minute, counted before the secret is checked (a burst of that many after
+/// a quiet minute).
+pub struct LoginLimiter {
+    limiter: Option<DefaultDirectRateLimiter>,
+}
+
+impl std::fmt::Debug for LoginLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginLimiter")
+            .field("on", &self.limiter.is_some())
+            .finish()
+    }
+}
+
+impl LoginLimiter {
+    /// `per_minute` attempts a minute; zero: no limit.
+    pub fn new(per_minute: u32) -> Self {
+        Self {
+            limiter: std::num::NonZeroU32::new(per_minute)
+                .map(|n| RateLimiter::direct(Quota::per_minute(n).allow_burst(n))),
+        }
+    }
+
+    /// Counts one attempt; `Err` with how long until one is allowed when
+    /// over the limit.
+    fn admit(&self) -> Result<(), Duration> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter
+            .check()
+            .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    }
+}
 
 /// How many sessions one instance keeps at most (the oldest go first).
 const MAX_SESSIONS: usize = 1024;
@@ -230,28 +279,42 @@ impl axum::extract::OptionalFromRequestParts<AppState> for Operator {
     }
 }
 
+/// Why the login form is shown again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LoginRefusal {
+    /// Not the operator secret: 401.
+    Wrong,
+    /// Over the instance's login limit: 429, again after so many seconds.
+    TooMany(u64),
+}
+
 /// The login page.
 #[derive(Template)]
 #[template(path = "console/login.html")]
 struct LoginPage {
     page: Chrome,
-    error: bool,
+    refusal: Option<LoginRefusal>,
 }
 
-fn login_form(error: bool) -> Result<Response, ConsoleError> {
+fn login_form(refusal: Option<LoginRefusal>) -> Result<Response, ConsoleError> {
     let page = LoginPage {
         page: Chrome {
             title: "Log in".to_owned(),
             ..Chrome::default()
         },
-        error,
+        refusal,
     };
-    let status = if error {
-        StatusCode::UNAUTHORIZED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, html(&page)?).into_response())
+    let body = html(&page)?;
+    Ok(match refusal {
+        None => (StatusCode::OK, body).into_response(),
+        Some(LoginRefusal::Wrong) => (StatusCode::UNAUTHORIZED, body).into_response(),
+        Some(LoginRefusal::TooMany(seconds)) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, seconds.to_string())],
+            body,
+        )
+            .into_response(),
+    })
 }
 
 /// `GET /console/login`: the form (or the console, when logged in already).
@@ -259,7 +322,7 @@ pub async fn login_page(operator: Option<Operator>) -> Result<Response, ConsoleE
     if operator.is_some() {
         return Ok(Redirect::to(super::BASE).into_response());
     }
-    login_form(false)
+    login_form(None)
 }
 
 /// The login form.
@@ -282,6 +345,12 @@ pub async fn login(
     State(state): State<AppState>,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
+    if let Err(wait) = state.console.logins.admit() {
+        tracing::warn!("console login refused: over the login limit");
+        // Whole seconds, rounded up.
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        return login_form(Some(LoginRefusal::TooMany(seconds.max(1))));
+    }
     let presented = form.secret.unwrap_or_default();
     let ok = match operator_hash(&state).await? {
         Some(hash) if !presented.is_empty() => hash.verify(&ShopSecret::from_string(presented)),
@@ -292,7 +361,7 @@ pub async fn login(
         // A little slower to refuse: guessing costs time (the secret itself
         // is long and random unless chosen, and at least 16 characters).
         tokio::time::sleep(REFUSAL_DELAY).await;
-        return login_form(true);
+        return login_form(Some(LoginRefusal::Wrong));
     }
     let id = state.console.sessions.create();
     let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/console");

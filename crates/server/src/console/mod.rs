@@ -49,7 +49,7 @@ pub mod payment;
 pub mod payments;
 pub mod shops;
 
-pub use auth::{Operator, Sessions};
+pub use auth::{DEFAULT_LOGIN_ATTEMPTS, LoginLimiter, Operator, Sessions};
 pub use overview::Samples;
 
 /// Where the console is mounted.
@@ -72,6 +72,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub struct ConsoleState {
     /// The logged-in sessions.
     pub sessions: Sessions,
+    /// The login attempts' limit.
+    pub logins: LoginLimiter,
     /// The samples behind the overview's charts.
     pub samples: Mutex<Samples>,
     /// Resend keys (`resend-<event>-<attempts>`) already acted on, so a
@@ -83,10 +85,12 @@ pub struct ConsoleState {
 const RESENDS_KEPT: usize = 4096;
 
 impl ConsoleState {
-    /// A console whose sessions last `session_ttl`.
-    pub fn new(session_ttl: Duration) -> Self {
+    /// A console whose sessions last `session_ttl`, with at most
+    /// `login_attempts` logins a minute (zero: no limit).
+    pub fn new(session_ttl: Duration, login_attempts: u32) -> Self {
         Self {
             sessions: Sessions::new(session_ttl),
+            logins: LoginLimiter::new(login_attempts),
             samples: Mutex::new(Samples::default()),
             resends: Mutex::new((HashSet::new(), VecDeque::new())),
         }
@@ -114,7 +118,7 @@ impl ConsoleState {
 
 impl Default for ConsoleState {
     fn default() -> Self {
-        Self::new(DEFAULT_SESSION_TTL)
+        Self::new(DEFAULT_SESSION_TTL, auth::DEFAULT_LOGIN_ATTEMPTS)
     }
 }
 
