@@ -133,6 +133,49 @@ async fn a_fresh_payments_history_tells_its_story_in_order(backend: Backend) {
     );
 }
 
+/// A zombie's charge is in the story. The request's lease is taken over
+/// while its charge is at the acquirer (another instance's take-over,
+/// written here as its update of the key row): its finish is fenced off and
+/// it answers 409, but the charge call it made is still in the payment's
+/// history, named after its instance, with no answer of its own.
+#[tokio::test]
+async fn the_charge_of_a_request_that_lost_its_lease_is_in_the_history() {
+    let s = TestService::start(Backend::Postgres).await;
+    let request = s.pay("k-zombie", &body("order-zombie", "1500.00", "tok_slow"));
+    // tok_slow: charged at once, answered 1.5 s later.
+    let answer = tokio::spawn(async move { send(request).await });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let charge = loop {
+        if let Some(charge) = s.sim.ledger().await.unwrap().into_iter().next() {
+            break charge;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no charge");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let taken = sqlx::query(
+        "UPDATE idempotency_keys SET lease_token = gen_random_uuid(), lease_holder = 'B' \
+         WHERE key = 'k-zombie'",
+    )
+    .execute(s.pg().unwrap().pool())
+    .await
+    .unwrap();
+    assert_eq!(taken.rows_affected(), 1);
+    answer
+        .await
+        .unwrap()
+        .assert_problem(409, "request_in_progress");
+
+    let id = charge.payment_id.as_str();
+    let history = send(s.get(&format!("/v1/payments/{id}/history")))
+        .await
+        .json();
+    assert_eq!(types(&history), ["claimed", "acquirer_call"], "{history}");
+    let call = &history["entries"][1];
+    assert_eq!(call["call"], "charge");
+    assert_eq!(call["outcome"], "succeeded");
+    assert_eq!(call["instance"], history["entries"][0]["instance"]);
+}
+
 on_both_stores!(
     a_shop_reads_only_its_own_payments_history,
     a_fresh_payments_history_tells_its_story_in_order,

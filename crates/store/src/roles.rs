@@ -82,6 +82,14 @@ macro_rules! impl_roles {
                     claim::park_lease(self, lease, hold, attempts).await
                 }
 
+                async fn record_lost_lease_calls(
+                    &self,
+                    lease: &Lease,
+                    attempts: &[AcquirerAttempt],
+                ) -> Result<(), StoreError> {
+                    claim::record_lost_lease_calls(self, lease, attempts).await
+                }
+
                 async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
                     claim::abandon_key(self, lease).await
                 }

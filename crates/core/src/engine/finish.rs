@@ -2,7 +2,8 @@
 //! records the settlement and the final response together.
 //!
 //! A finish that lost its lease wrote nothing: the new owner completes, and
-//! this request answers as a repeat would (409). A payment settled by someone
+//! this request answers as a repeat would (409); the acquirer calls it made
+//! are still recorded in the payment's history. A payment settled by someone
 //! else meanwhile (a webhook, the reconciler) is never overwritten: the
 //! answer stored is rendered from the payment as stored, which never leaves
 //! a final state. Nobody but a refund's key settles a refund, so a refund
@@ -33,7 +34,9 @@ impl Engine {
             .finish(lease, settled, &response, ttl, attempts)
             .await?;
         if finished != FinishOutcome::PaymentAlreadySettled {
-            return Ok(self.stored_or_lost(lease, finished, response));
+            return Ok(self
+                .stored_or_lost(lease, finished, response, attempts)
+                .await);
         }
         let Some((payment, _)) = settled else {
             return Err(settled_without_settlement(lease, "payment"));
@@ -57,7 +60,9 @@ impl Engine {
             .store
             .finish(lease, None, &response, ttl, attempts)
             .await?;
-        Ok(self.stored_or_in_progress(finished, response))
+        Ok(self
+            .stored_or_lost(lease, finished, response, attempts)
+            .await)
     }
 
     /// Phase 3 of a refund key (`settled`: the refund's settlement, if this
@@ -76,7 +81,9 @@ impl Engine {
             .finish_refund(lease, settlement, &response, ttl, attempts)
             .await?;
         if finished != FinishOutcome::PaymentAlreadySettled {
-            return Ok(self.stored_or_lost(lease, finished, response));
+            return Ok(self
+                .stored_or_lost(lease, finished, response, attempts)
+                .await);
         }
         let Some((refund, _)) = settled else {
             return Err(settled_without_settlement(lease, "refund"));
@@ -88,7 +95,9 @@ impl Engine {
             .store
             .finish_refund(lease, None, &response, ttl, attempts)
             .await?;
-        Ok(self.stored_or_in_progress(finished, response))
+        Ok(self
+            .stored_or_lost(lease, finished, response, attempts)
+            .await)
     }
 
     /// Stores the answer a settled payment calls for.
@@ -101,15 +110,18 @@ impl Engine {
         self.finish(lease, None, response, &[]).await
     }
 
-    /// The answer of a first finish that did not find its operation settled.
-    fn stored_or_lost(
+    /// The answer of a finish that did not find its operation settled; a
+    /// finish that lost its lease still records the calls made under it.
+    async fn stored_or_lost(
         &self,
         lease: &Lease,
         finished: FinishOutcome,
         response: StoredResponse,
+        attempts: &[AcquirerAttempt],
     ) -> Outcome {
         if finished == FinishOutcome::LeaseLost {
             tracing::warn!(key = %lease.key, "lease lost before finish; the new owner completes");
+            self.record_lost_lease_calls(lease, attempts).await;
         }
         self.stored_or_in_progress(finished, response)
     }

@@ -126,8 +126,28 @@ impl Engine {
     /// the lease runs out (and loses the calls' history entries, which a
     /// state that did not change does not need), so it is logged, not raised.
     pub(super) async fn release(&self, lease: &Lease, attempts: &[AcquirerAttempt]) {
-        if let Err(error) = self.store.release_lease(lease, attempts).await {
-            tracing::warn!(key = %lease.key, %error, "lease release failed; it will run out");
+        match self.store.release_lease(lease, attempts).await {
+            Ok(true) => {}
+            Ok(false) => self.record_lost_lease_calls(lease, attempts).await,
+            Err(error) => {
+                tracing::warn!(key = %lease.key, %error, "lease release failed; it will run out");
+            }
+        }
+    }
+
+    /// A fenced write found the lease taken over and wrote nothing: the
+    /// acquirer calls made under it still go into the history (one may have
+    /// charged). A failure loses only those entries, so it is logged.
+    pub(super) async fn record_lost_lease_calls(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) {
+        if attempts.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.record_lost_lease_calls(lease, attempts).await {
+            tracing::warn!(key = %lease.key, %error, "the calls made under a lost lease could not be recorded");
         }
     }
 
@@ -148,8 +168,12 @@ impl Engine {
             return self.config.retry_after;
         }
         let window = self.config.settle_window;
-        if let Err(error) = self.store.park_lease(lease, window, attempts).await {
-            tracing::warn!(key = %lease.key, %error, "parking the key failed; its lease covers the settle window");
+        match self.store.park_lease(lease, window, attempts).await {
+            Ok(true) => {}
+            Ok(false) => self.record_lost_lease_calls(lease, attempts).await,
+            Err(error) => {
+                tracing::warn!(key = %lease.key, %error, "parking the key failed; its lease covers the settle window");
+            }
         }
         window
     }

@@ -332,6 +332,18 @@ pub trait Keys: Send + Sync + 'static {
         attempts: &[AcquirerAttempt],
     ) -> Result<bool, StoreError>;
 
+    /// Writes the history entries of acquirer calls made under a lease that
+    /// was then lost: a fenced write (a release, a park, a finish) found it
+    /// taken over and wrote nothing. The calls happened whoever holds the
+    /// key now, and one may have charged, so the key's payment (and refund)
+    /// gets them, named after this instance. Nothing else is written, and
+    /// nothing at all when the key is gone or points at no payment.
+    async fn record_lost_lease_calls(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<(), StoreError>;
+
     /// Deletes an unfinished key that only links to its order's payment
     /// ([`RecoveryPoint::OrderAlreadyPaid`]), fenced by the lease: that
     /// payment was declined, so the order is free and the key's next request

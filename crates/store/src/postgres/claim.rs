@@ -458,6 +458,40 @@ async fn fenced_with_calls(
     Ok(done == 1)
 }
 
+/// The entries of acquirer calls made under a lease that was then lost,
+/// about the payment (and refund) the key points at now: one statement,
+/// not fenced.
+pub(super) async fn record_lost_lease_calls(
+    store: &PgStore,
+    lease: &Lease,
+    attempts: &[AcquirerAttempt],
+) -> Result<(), StoreError> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
+    sqlx::query(concat!(
+        "WITH k AS (SELECT payment_id, refund_id FROM idempotency_keys \
+                    WHERE shop_id = $1 AND key = $2) ",
+        insert_entries!(
+            "k.payment_id",
+            "k.refund_id",
+            "k",
+            "$3",
+            "$4",
+            "k.payment_id IS NOT NULL"
+        )
+    ))
+    .bind(lease.shop_id.as_str())
+    .bind(lease.key.as_str())
+    .bind(&entries.kinds)
+    .bind(&entries.events)
+    .execute(&mut *store.conn().await?)
+    .await
+    .map_err(store_error)?;
+    Ok(())
+}
+
 /// Deletes an unfinished key that only links to its order's payment.
 pub(super) async fn abandon_key(store: &PgStore, lease: &Lease) -> Result<bool, StoreError> {
     fenced(

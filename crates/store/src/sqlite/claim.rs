@@ -276,6 +276,33 @@ pub(super) async fn park_lease(
     .await
 }
 
+/// The entries of acquirer calls made under a lease that was then lost,
+/// about the payment (and refund) the key points at now; not fenced.
+pub(super) async fn record_lost_lease_calls(
+    store: &SqliteStore,
+    lease: &Lease,
+    attempts: &[AcquirerAttempt],
+) -> Result<(), StoreError> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let (shop_id, key) = (lease.shop_id.clone(), lease.key.clone());
+    let events = attempt_events(attempts, &store.instance);
+    store
+        .write(move |conn| {
+            if let Some(target) = history_of(conn, shop_id.as_str(), key.as_str())? {
+                record_all(
+                    conn,
+                    &target.payment_id,
+                    target.refund_id.as_deref(),
+                    &events,
+                )?;
+            }
+            Ok(Write::Commit(()))
+        })
+        .await
+}
+
 /// Deletes an unfinished key that only links to its order's payment.
 pub(super) async fn abandon_key(store: &SqliteStore, lease: &Lease) -> Result<bool, StoreError> {
     fenced(

@@ -236,6 +236,44 @@ async fn releasing_or_parking_a_lease_writes_its_calls(f: Fixture) {
     assert_eq!(events(&f, &payment.id).await.len(), 5);
 }
 
+/// The calls made under a lease that was then lost are written anyway, about
+/// the key's payment, when the engine asks after the fenced write wrote
+/// nothing; no lease changes. A key that is gone, or no calls: nothing.
+async fn the_calls_of_a_lost_lease_are_written_about_its_payment(f: Fixture) {
+    let (lease, payment) = f.claimed("k1", "order-1", LONG).await;
+    let charge = attempt(
+        AcquirerCall::Charge,
+        AcquirerOutcomeKind::Unknown,
+        Some("timeout"),
+    );
+    let mut stale = lease.clone();
+    stale.token = LeaseToken::generate();
+    assert!(
+        !f.store
+            .release_lease(&stale, std::slice::from_ref(&charge))
+            .await
+            .unwrap()
+    );
+    f.store
+        .record_lost_lease_calls(&stale, std::slice::from_ref(&charge))
+        .await
+        .unwrap();
+    f.store.record_lost_lease_calls(&stale, &[]).await.unwrap();
+    assert_eq!(
+        events(&f, &payment.id).await,
+        vec![claimed("k1"), charge.to_event(&me())]
+    );
+    // The lease was not touched: its holder still releases it.
+    assert!(f.store.release_lease(&lease, &[]).await.unwrap());
+    let mut gone = stale.clone();
+    gone.key = key("k-never-claimed");
+    f.store
+        .record_lost_lease_calls(&gone, std::slice::from_ref(&charge))
+        .await
+        .unwrap();
+    assert_eq!(events(&f, &payment.id).await.len(), 2);
+}
+
 /// A finish writes its calls, its answer and the settlement; a finish that
 /// lost its lease, or found the payment settled, writes nothing; a finish
 /// without a settlement writes its calls and answer.
@@ -813,6 +851,7 @@ on_both_stores!(
     claims_write_claimed_or_linked,
     a_take_over_writes_taken_over,
     releasing_or_parking_a_lease_writes_its_calls,
+    the_calls_of_a_lost_lease_are_written_about_its_payment,
     a_finish_writes_its_calls_answer_and_settlement,
     a_long_write_reads_back_in_order,
     a_refund_writes_its_reservation_calls_answer_and_end,
