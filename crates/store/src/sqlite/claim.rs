@@ -13,7 +13,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
-use super::history::{attempt_events, history_of, record, record_all};
+use super::history::{attempt_events, record, record_about_key};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::payments::payment_in;
 use super::refunds::refund_in;
@@ -290,14 +290,7 @@ pub(super) async fn record_lost_lease_calls(
     let events = attempt_events(attempts, &store.instance);
     store
         .write(move |conn| {
-            if let Some(target) = history_of(conn, shop_id.as_str(), key.as_str())? {
-                record_all(
-                    conn,
-                    &target.payment_id,
-                    target.refund_id.as_deref(),
-                    &events,
-                )?;
-            }
+            record_about_key(conn, shop_id.as_str(), key.as_str(), &events)?;
             Ok(Write::Commit(()))
         })
         .await
@@ -344,16 +337,8 @@ async fn fenced(
                 Some(duration) => stmt.execute(params![shop_id, key, token, millis(duration)])?,
                 None => stmt.execute(params![shop_id, key, token])?,
             };
-            if done == 1
-                && !attempts.is_empty()
-                && let Some(target) = history_of(conn, shop_id, key)?
-            {
-                record_all(
-                    conn,
-                    &target.payment_id,
-                    target.refund_id.as_deref(),
-                    &attempt_events(&attempts, &instance),
-                )?;
+            if done == 1 && !attempts.is_empty() {
+                record_about_key(conn, shop_id, key, &attempt_events(&attempts, &instance))?;
             }
             Ok(Write::Commit(done == 1))
         })

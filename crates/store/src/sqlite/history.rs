@@ -121,6 +121,25 @@ pub(super) fn history_of(conn: &Connection, shop_id: &str, key: &str) -> Result<
     Ok(found)
 }
 
+/// Writes `events` about what the key `key` of `shop_id` points at
+/// ([`history_of`]); nothing when it points at no payment.
+pub(super) fn record_about_key(
+    conn: &Connection,
+    shop_id: &str,
+    key: &str,
+    events: &[HistoryEvent],
+) -> Result<()> {
+    if let Some(target) = history_of(conn, shop_id, key)? {
+        record_all(
+            conn,
+            &target.payment_id,
+            target.refund_id.as_deref(),
+            events,
+        )?;
+    }
+    Ok(())
+}
+
 /// The `acquirer_call` entries of `attempts`, made by `instance`, in order.
 pub(super) fn attempt_events(attempts: &[AcquirerAttempt], instance: &str) -> Vec<HistoryEvent> {
     attempts

@@ -16,7 +16,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::history::{attempt_events, history_of, record, record_all};
+use super::history::{attempt_events, record, record_about_key};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
@@ -157,19 +157,12 @@ pub(super) async fn finish_refund(
             if !finish_key(conn, &lease, &response, ttl)? {
                 return Ok(Write::Rollback(FinishOutcome::LeaseLost));
             }
-            if let Some(target) = history_of(conn, lease.shop_id.as_str(), lease.key.as_str())? {
-                let mut events = attempt_events(&attempts, &instance);
-                events.push(HistoryEvent::Answered {
-                    key: lease.key.as_str().to_owned(),
-                    status: response.status,
-                });
-                record_all(
-                    conn,
-                    &target.payment_id,
-                    target.refund_id.as_deref(),
-                    &events,
-                )?;
-            }
+            let mut events = attempt_events(&attempts, &instance);
+            events.push(HistoryEvent::Answered {
+                key: lease.key.as_str().to_owned(),
+                status: response.status,
+            });
+            record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
             let Some((refund_id, settlement)) = settlement else {
                 return Ok(Write::Commit(FinishOutcome::Stored));
             };
