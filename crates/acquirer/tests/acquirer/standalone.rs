@@ -367,10 +367,28 @@ async fn receiver(secret: WebhookSecret, inbox: Arc<Mutex<Inbox>>) -> String {
             }
         }),
     );
+    serve_hook(app).await
+}
+
+/// Serves `app` on a free port; the URL of its `/hook`.
+async fn serve_hook(app: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     url
+}
+
+/// A simulator that records webhook events, with `faults`, delivering them
+/// to `url`.
+async fn delivering(
+    faults: Faults,
+    url: String,
+    secret: WebhookSecret,
+) -> (Standalone, tokio::task::JoinHandle<()>) {
+    let s = start_with(|sim| sim.with_events(true)).await;
+    s.sim.set_faults(faults).unwrap();
+    let deliverer = webhooks::spawn(Arc::clone(&s.sim), WebhookTarget::new(url, secret));
+    (s, deliverer)
 }
 
 #[tokio::test]
@@ -381,14 +399,11 @@ async fn webhooks_are_signed_retried_and_duplicated_when_asked() {
         ..Inbox::default()
     }));
     let url = receiver(secret.clone(), Arc::clone(&inbox)).await;
-    let s = start_with(|sim| sim.with_events(true)).await;
-    s.sim
-        .set_faults(Faults {
-            webhook_duplicate_rate: 1.0,
-            ..Faults::default()
-        })
-        .unwrap();
-    let deliverer = webhooks::spawn(Arc::clone(&s.sim), WebhookTarget::new(url, secret));
+    let duplicates = Faults {
+        webhook_duplicate_rate: 1.0,
+        ..Faults::default()
+    };
+    let (s, deliverer) = delivering(duplicates, url, secret).await;
     let paid = request_for(PaymentId::generate(), tokens::OK);
     let charged = s.sim.charge(&paid).await.unwrap();
 
@@ -465,17 +480,12 @@ async fn a_delivery_hung_up_on_cuts_the_receivers_handler_and_is_retried() {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let s = start_with(|sim| sim.with_events(true)).await;
-    s.sim
-        .set_faults(Faults {
-            webhook_hangup_rate: 1.0,
-            ..Faults::default()
-        })
-        .unwrap();
-    let deliverer = webhooks::spawn(Arc::clone(&s.sim), WebhookTarget::new(url, secret));
+    let url = serve_hook(app).await;
+    let hang_ups = Faults {
+        webhook_hangup_rate: 1.0,
+        ..Faults::default()
+    };
+    let (s, deliverer) = delivering(hang_ups, url, secret).await;
     s.sim.charge(&request(tokens::OK)).await.unwrap();
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
