@@ -370,6 +370,17 @@ async fn receiver(secret: WebhookSecret, inbox: Arc<Mutex<Inbox>>) -> String {
     serve_hook(app).await
 }
 
+/// Waits until every recorded event was delivered; panics at `deadline`.
+async fn all_delivered(s: &Standalone, deadline: tokio::time::Instant) {
+    while s.sim.undelivered_events().await.unwrap() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events not delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Serves `app` on a free port; the URL of its `/hook`.
 async fn serve_hook(app: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -407,14 +418,7 @@ async fn webhooks_are_signed_retried_and_duplicated_when_asked() {
     let paid = request_for(PaymentId::generate(), tokens::OK);
     let charged = s.sim.charge(&paid).await.unwrap();
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while s.sim.undelivered_events().await.unwrap() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "events not delivered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    all_delivered(&s, tokio::time::Instant::now() + Duration::from_secs(10)).await;
     deliverer.abort();
     let inbox = inbox.lock().unwrap();
     let kinds: Vec<EventKind> = inbox.events.iter().map(|e| e.kind).collect();
@@ -498,13 +502,7 @@ async fn a_delivery_hung_up_on_cuts_the_receivers_handler_and_is_retried() {
 
     s.sim.set_faults(Faults::default()).unwrap();
     answer.store(true, std::sync::atomic::Ordering::SeqCst);
-    while s.sim.undelivered_events().await.unwrap() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "events not delivered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    all_delivered(&s, deadline).await;
     deliverer.abort();
     assert!(delivered.load(std::sync::atomic::Ordering::SeqCst) >= 2);
 }
