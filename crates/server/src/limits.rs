@@ -228,13 +228,18 @@ impl Default for ShopRateLimiter {
 /// The answer to a shop over its rate limit, `Retry-After` in whole
 /// seconds rounded up.
 pub fn rate_limited(wait: Duration) -> Problem {
-    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     Problem::new(
         ProblemCode::RateLimited,
         "this shop sent more requests than its rate limit allows; nothing was executed. \
          Retry after Retry-After",
     )
-    .retry_after(Duration::from_secs(seconds.max(1)))
+    .retry_after(Duration::from_secs(retry_after_seconds(wait)))
+}
+
+/// A limiter's wait as `Retry-After` wants it: whole seconds, rounded up,
+/// at least 1.
+pub fn retry_after_seconds(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 /// Default of [`WaiterCaps::instance`].

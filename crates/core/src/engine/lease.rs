@@ -16,7 +16,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::Engine;
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
-use crate::{AcquirerError, Lease, Store};
+use crate::{AcquirerError, Lease, Store, StoreError};
 
 /// The acquirer calls made under one lease, in order, for the store write
 /// that ends it to record in the payment's history.
@@ -126,12 +126,30 @@ impl Engine {
     /// the lease runs out (and loses the calls' history entries, which a
     /// state that did not change does not need), so it is logged, not raised.
     pub(super) async fn release(&self, lease: &Lease, attempts: &[AcquirerAttempt]) {
-        match self.store.release_lease(lease, attempts).await {
+        let released = self.store.release_lease(lease, attempts).await;
+        self.lease_ended(
+            released,
+            lease,
+            attempts,
+            "lease release failed; it will run out",
+        )
+        .await;
+    }
+
+    /// After a fenced write that ends a lease (`ended`: whether it held):
+    /// a lost lease's calls are still recorded; a failure is logged as
+    /// `failed`, since it only delays the next retry until the lease runs out.
+    async fn lease_ended(
+        &self,
+        ended: Result<bool, StoreError>,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+        failed: &str,
+    ) {
+        match ended {
             Ok(true) => {}
             Ok(false) => self.record_lost_lease_calls(lease, attempts).await,
-            Err(error) => {
-                tracing::warn!(key = %lease.key, %error, "lease release failed; it will run out");
-            }
+            Err(error) => tracing::warn!(key = %lease.key, %error, "{failed}"),
         }
     }
 
@@ -143,9 +161,6 @@ impl Engine {
         lease: &Lease,
         attempts: &[AcquirerAttempt],
     ) {
-        if attempts.is_empty() {
-            return;
-        }
         if let Err(error) = self.store.record_lost_lease_calls(lease, attempts).await {
             tracing::warn!(key = %lease.key, %error, "the calls made under a lost lease could not be recorded");
         }
@@ -168,13 +183,9 @@ impl Engine {
             return self.config.retry_after;
         }
         let window = self.config.settle_window;
-        match self.store.park_lease(lease, window, attempts).await {
-            Ok(true) => {}
-            Ok(false) => self.record_lost_lease_calls(lease, attempts).await,
-            Err(error) => {
-                tracing::warn!(key = %lease.key, %error, "parking the key failed; its lease covers the settle window");
-            }
-        }
+        let parked = self.store.park_lease(lease, window, attempts).await;
+        let failed = "parking the key failed; its lease covers the settle window";
+        self.lease_ended(parked, lease, attempts, failed).await;
         window
     }
 }

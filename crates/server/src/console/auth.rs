@@ -347,9 +347,8 @@ pub async fn login(
 ) -> Result<Response, ConsoleError> {
     if let Err(wait) = state.console.logins.admit() {
         tracing::warn!("console login refused: over the login limit");
-        // Whole seconds, rounded up.
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        return login_form(Some(LoginRefusal::TooMany(seconds.max(1))));
+        let seconds = crate::limits::retry_after_seconds(wait);
+        return login_form(Some(LoginRefusal::TooMany(seconds)));
     }
     let presented = form.secret.unwrap_or_default();
     let ok = match operator_hash(&state).await? {
