@@ -60,8 +60,13 @@ impl Proc {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Starts it and waits until `GET /healthz` answers 200.
+    /// Starts it and waits until it says it listens on its port (its
+    /// `listening on http://127.0.0.1:PORT` line, in its log after the start)
+    /// and `GET /healthz` answers 200. The line comes first because another
+    /// process may hold the port: its `/healthz` would answer for ours,
+    /// which then dies on its bind, and the run would talk to a stranger.
     pub async fn start(&mut self, http: &reqwest::Client) -> Result<(), ChaosError> {
+        let logged_before = std::fs::metadata(&self.log).map_or(0, |m| m.len());
         let open = || {
             OpenOptions::new()
                 .create(true)
@@ -95,12 +100,13 @@ impl Proc {
                     self.log.display()
                 )));
             }
-            let ready = http
-                .get(&url)
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
+            let ready = self.said_listening(logged_before)
+                && http
+                    .get(&url)
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
             if ready {
                 return Ok(());
             }
@@ -113,6 +119,17 @@ impl Proc {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Whether the log, past its first `from` bytes, has this process's
+    /// `listening on http://127.0.0.1:PORT` line.
+    fn said_listening(&self, from: u64) -> bool {
+        let Ok(log) = std::fs::read(&self.log) else {
+            return false;
+        };
+        let start = usize::try_from(from).unwrap_or(usize::MAX).min(log.len());
+        let line = format!("listening on http://127.0.0.1:{}", self.port);
+        String::from_utf8_lossy(&log[start..]).contains(&line)
     }
 
     /// SIGKILL (what `Child::kill` sends on unix), then reap.
