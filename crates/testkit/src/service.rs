@@ -55,6 +55,7 @@ pub struct ServiceBuilder {
     webhook_secret: Option<WebhookSecret>,
     sim_routes: bool,
     routes: Vec<Routes>,
+    acquirer_ignores_keys: bool,
 }
 
 impl ServiceBuilder {
@@ -75,6 +76,7 @@ impl ServiceBuilder {
             webhook_secret: Some(WebhookSecret::new(WEBHOOK_SECRET)),
             sim_routes: false,
             routes: Vec::new(),
+            acquirer_ignores_keys: false,
         }
     }
 
@@ -99,6 +101,14 @@ impl ServiceBuilder {
     /// How long the simulator takes over `tok_slow`.
     pub fn slow(mut self, slow: Duration) -> Self {
         self.slow = slow;
+        self
+    }
+
+    /// A simulator that ignores acquirer keys (a provider without
+    /// idempotency): the engine parks a key for the settle window after an
+    /// unknown outcome instead of sending again.
+    pub fn acquirer_ignores_keys(mut self) -> Self {
+        self.acquirer_ignores_keys = true;
         self
     }
 
@@ -175,7 +185,8 @@ impl ServiceBuilder {
         let sim = Arc::new(
             Simulator::open(&db.dir().join("ledger.db"), config)
                 .await
-                .unwrap(),
+                .unwrap()
+                .with_idempotency(!self.acquirer_ignores_keys),
         );
         let metrics = Arc::new(Metrics::new());
         let engine = Arc::new(

@@ -6,7 +6,8 @@
 //! its stored answer; a live lease means someone is working on it (409); a
 //! parked key (see [`Store::park_lease`](crate::Store::park_lease)) answers
 //! with its pending payment or refund, since nobody may look at the acquirer
-//! before the parking runs out; anything else is an expired lease, taken over
+//! before the parking runs out, unless its payment was settled meanwhile:
+//! then it is taken over and its answer stored, like any other; anything else is an expired lease, taken over
 //! by compare-and-set and resumed from its recovery point, exactly as the
 //! completer does with a key nobody retries.
 
@@ -112,7 +113,8 @@ impl Engine {
 
     /// The answer for a parked key (see [`Store::park_lease`](crate::Store::park_lease)):
     /// its payment or refund is pending, and nobody may look at the acquirer
-    /// again before the parking runs out.
+    /// again before the parking runs out; a payment settled meanwhile is
+    /// the key's answer, stored first.
     async fn settling(
         &self,
         record: &KeyRecord,
@@ -138,16 +140,37 @@ impl Engine {
             .payment(&record.shop_id, payment_id)
             .await?
             .ok_or_else(missing)?;
-        if payment.status.is_final() {
-            // Settled meanwhile (a webhook, the reconciler): that is the
-            // answer. The completer stores the same bytes once the parking
-            // runs out (rendered from the same final payment).
-            return Ok(Outcome::Executed(self.render_payment(&payment)));
+        if !payment.status.is_final() {
+            return Ok(Outcome::Pending {
+                payment,
+                retry_after,
+            });
         }
-        Ok(Outcome::Pending {
-            payment,
-            retry_after,
-        })
+        // Settled meanwhile (a webhook, the reconciler): that is the answer,
+        // and it is stored before it is given. Rendered here and given
+        // unstored, it was contradicted later: the key stayed parked, the
+        // client refunded part of the payment, and the answer the completer
+        // then stored showed the refund (chaos, issue 39). The store lets a
+        // parked key go as soon as its payment is settled.
+        let taken = self
+            .take_over(&record.shop_id, &record.key, &record.fingerprint)
+            .await?;
+        let Some(acquired) = taken else {
+            self.observer.in_progress();
+            return Ok(self.in_progress());
+        };
+        if !acquired.payment.status.is_final() {
+            return Err(StoreError::corrupt(format!(
+                "parked key {} taken over while its payment is pending",
+                record.key
+            ))
+            .into());
+        }
+        tracing::info!(key = %record.key, payment = %acquired.payment.id, "parked key's payment settled meanwhile; its answer stored");
+        Ok(self
+            .resume(acquired)
+            .await?
+            .unwrap_or_else(|| self.in_progress()))
     }
 
     /// Deletes a key that only linked to a payment that was then declined.

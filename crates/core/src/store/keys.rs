@@ -295,6 +295,13 @@ pub trait Keys: Send + Sync + 'static {
     /// installs a new lease token. `None` when the key is finished, its lease is
     /// alive, someone else took it first, or it now belongs to a request with
     /// another fingerprint (it expired and was claimed anew meanwhile).
+    ///
+    /// A parked payment key (see [`Keys::park_lease`]) is taken over before
+    /// its hold has passed once its payment is no longer pending (a webhook
+    /// or the reconciler settled it): the hold only keeps anyone from looking
+    /// at the acquirer too early, and a settled payment needs no look: its
+    /// answer is stored at once, so the answer a repeat is given is the one
+    /// every later repeat replays. A parked refund key waits out its hold.
     async fn take_over(
         &self,
         shop_id: &ShopId,

@@ -280,8 +280,9 @@ async fn insert_payment(
     Ok(None)
 }
 
-/// Takes over an unfinished key whose lease expired (a compare-and-set of
-/// its lease token), and reads what it points at.
+/// Takes over an unfinished key whose lease expired, or that is parked while
+/// its payment is settled already (a compare-and-set of its lease token),
+/// and reads what it points at.
 pub(super) async fn take_over(
     store: &PgStore,
     shop_id: &ShopId,
@@ -295,12 +296,15 @@ pub(super) async fn take_over(
     // found (serde's compact form, checked by the conformance tests).
     let row = sqlx::query_as::<_, TakenKeyRow>(
         "WITH t AS ( \
-             UPDATE idempotency_keys SET lease_token = $3, lease_holder = $6, \
+             UPDATE idempotency_keys k SET lease_token = $3, lease_holder = $6, \
                  locked_until = clock_timestamp() + $4::float8 * interval '1 millisecond' \
-             WHERE shop_id = $1 AND key = $2 AND fingerprint = $5 \
-               AND recovery_point <> 'finished' \
-               AND (locked_until IS NULL OR locked_until <= now()) \
-             RETURNING payment_id, refund_id, recovery_point), \
+             WHERE k.shop_id = $1 AND k.key = $2 AND k.fingerprint = $5 \
+               AND k.recovery_point <> 'finished' \
+               AND (k.locked_until IS NULL OR k.locked_until <= now() \
+                    OR (k.lease_token IS NULL AND k.refund_id IS NULL AND EXISTS ( \
+                        SELECT 1 FROM payments p WHERE p.shop_id = k.shop_id \
+                          AND p.id = k.payment_id AND p.status <> 'pending'))) \
+             RETURNING k.payment_id, k.refund_id, k.recovery_point), \
          h AS ( \
              INSERT INTO payment_history (payment_id, refund_id, kind, event) \
              SELECT payment_id, refund_id, 'taken_over', \

@@ -133,8 +133,9 @@ fn insert_payment(
     Ok(Some((RecoveryPoint::OrderAlreadyPaid, existing)))
 }
 
-/// Takes over an unfinished key whose lease expired (a compare-and-set of
-/// its lease token), and reads what it points at.
+/// Takes over an unfinished key whose lease expired, or that is parked while
+/// its payment is settled already (a compare-and-set of its lease token),
+/// and reads what it points at.
 pub(super) async fn take_over(
     store: &SqliteStore,
     shop_id: &ShopId,
@@ -156,7 +157,9 @@ pub(super) async fn take_over(
                    AND recovery_point <> 'finished' \
                    AND (locked_until IS NULL OR locked_until <= ",
                     now_ms!(),
-                    ")"
+                    " OR (lease_token IS NULL AND refund_id IS NULL AND EXISTS ( \
+                       SELECT 1 FROM payments p WHERE p.shop_id = idempotency_keys.shop_id \
+                         AND p.id = idempotency_keys.payment_id AND p.status <> 'pending')))"
                 ))?
                 .execute(params![
                     shop_id.as_str(),

@@ -112,10 +112,52 @@ async fn a_parked_key_is_held_by_nobody_until_its_hold_passes(f: Fixture) {
     assert!(f.take_over("k1", "order-1").await.is_some());
 }
 
+/// A parked payment key whose payment was settled meanwhile (a webhook, the
+/// reconciler) is taken over at once, so the answer its next repeat is given
+/// is stored before it is given; while the payment is pending, and for a
+/// parked refund key (whose refund only its key settles), the hold stands.
+async fn a_parked_key_whose_payment_settled_is_taken_over_at_once(f: Fixture) {
+    let (lease, payment) = f.claimed("k1", "order-1", LONG).await;
+    let hold = Duration::from_secs(60);
+    assert!(f.store.park_lease(&lease, hold, &[]).await.unwrap());
+    assert!(
+        f.take_over("k1", "order-1").await.is_none(),
+        "pending: parked"
+    );
+    assert!(matches!(
+        f.settle(&payment.id, &succeeded()).await,
+        chargeonce_core::SettleOutcome::Settled(_)
+    ));
+    let taken = f.take_over("k1", "order-1").await.expect("settled: free");
+    assert_eq!(taken.payment.status, PaymentStatus::Succeeded);
+    assert_eq!(taken.recovery_point, RecoveryPoint::PaymentCreated);
+    assert!(f.record("k1").await.lease_active, "held by its taker");
+    assert!(f.take_over("k1", "order-1").await.is_none(), "one owner");
+    assert!(
+        f.finish(&taken.lease, None, "answer", LONG.ttl)
+            .await
+            .stored()
+    );
+    assert_eq!(f.record("k1").await.response.unwrap().body, b"answer");
+
+    // A parked refund key of that (succeeded) payment keeps its hold.
+    let refund = f.refund_acquired(&payment.id, "r1", Some("5.00")).await;
+    assert!(f.store.park_lease(&refund.lease, hold, &[]).await.unwrap());
+    assert!(
+        f.store
+            .take_over(&f.shop, &key("r1"), &fp("r1", "refund"), LONG.lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "a parked refund waits out its hold"
+    );
+}
+
 on_both_stores!(
     fixture =>
     a_taken_over_lease_is_fenced_off,
     release_and_renew_follow_the_token,
     a_take_over_needs_the_same_fingerprint,
     a_parked_key_is_held_by_nobody_until_its_hold_passes,
+    a_parked_key_whose_payment_settled_is_taken_over_at_once,
 );
