@@ -9,6 +9,7 @@ use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, PaymentStatus};
 use serde::Serialize;
 
+use crate::evidence;
 use crate::history::{CallKind, CallRecord, CallResult, Shown};
 use crate::workload::Intent;
 
@@ -105,10 +106,26 @@ pub struct Violation {
     pub invariant: &'static str,
     /// What exactly.
     pub detail: String,
+    /// What explains it, a line each ([`crate::evidence`]): the answers and
+    /// the calls concerned, the payment as the database holds it, its
+    /// charges in the ledger and its history.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
 }
 
 fn violation(invariant: &'static str, detail: String) -> Violation {
-    Violation { invariant, detail }
+    Violation {
+        invariant,
+        detail,
+        evidence: Vec::new(),
+    }
+}
+
+/// Gives the violations pushed since `from` this evidence (where they have none yet).
+fn explain(out: &mut [Violation], from: usize, evidence: impl Fn() -> Vec<String>) {
+    for v in out.iter_mut().skip(from).filter(|v| v.evidence.is_empty()) {
+        v.evidence = evidence();
+    }
 }
 
 /// Checks every invariant; returns the violations (none: the run is clean).
@@ -132,13 +149,16 @@ pub fn check(
 
     // Every intent definite: no payment left pending.
     for p in truth.payments.iter().filter(|p| p.status == "pending") {
-        out.push(violation(
-            "every-intent-definite",
-            format!(
-                "payment {} ({}/{}) is still pending",
-                p.id, p.shop_id, p.reference
-            ),
-        ));
+        out.push(Violation {
+            evidence: evidence::payment_story(truth, &p.id),
+            ..violation(
+                "every-intent-definite",
+                format!(
+                    "payment {} ({}/{}) is still pending",
+                    p.id, p.shop_id, p.reference
+                ),
+            )
+        });
     }
     for r in truth.refunds.iter().filter(|r| r.status == "pending") {
         out.push(violation(
@@ -160,6 +180,7 @@ pub fn check(
 
     // Exactly one ledger charge per succeeded payment, none per declined one.
     for p in &truth.payments {
+        let from = out.len();
         let charges = succeeded_charges
             .get(p.id.as_str())
             .map_or(&[][..], Vec::as_slice);
@@ -206,9 +227,11 @@ pub fn check(
             )),
             _ => {}
         }
+        explain(&mut out, from, || evidence::payment_story(truth, &p.id));
     }
     // Every succeeded charge is one of our payments, of the same shop.
     for c in truth.charges.iter().filter(|c| c.succeeded) {
+        let from = out.len();
         match payments.get(c.payment_id.as_str()) {
             None => out.push(violation(
                 "no-unknown-charge",
@@ -223,6 +246,9 @@ pub fn check(
             )),
             _ => {}
         }
+        explain(&mut out, from, || {
+            evidence::order_story(truth, &c.shop_id, &c.reference)
+        });
     }
 
     // At most one successful charge per order (shop, reference).
@@ -231,20 +257,26 @@ pub fn check(
         *per_order.entry((&c.shop_id, &c.reference)).or_default() += 1;
     }
     for ((shop, reference), n) in per_order.into_iter().filter(|(_, n)| *n > 1) {
-        out.push(violation(
-            "one-charge-per-order",
-            format!("order {shop}/{reference} was charged {n} times"),
-        ));
+        out.push(Violation {
+            evidence: evidence::order_story(truth, shop, reference),
+            ..violation(
+                "one-charge-per-order",
+                format!("order {shop}/{reference} was charged {n} times"),
+            )
+        });
     }
     let mut paid_orders: HashMap<(&str, &str), usize> = HashMap::new();
     for p in truth.payments.iter().filter(|p| p.status == "succeeded") {
         *paid_orders.entry((&p.shop_id, &p.reference)).or_default() += 1;
     }
     for ((shop, reference), n) in paid_orders.into_iter().filter(|(_, n)| *n > 1) {
-        out.push(violation(
-            "one-charge-per-order",
-            format!("order {shop}/{reference} has {n} succeeded payments"),
-        ));
+        out.push(Violation {
+            evidence: evidence::order_story(truth, shop, reference),
+            ..violation(
+                "one-charge-per-order",
+                format!("order {shop}/{reference} has {n} succeeded payments"),
+            )
+        });
     }
 
     // Money: the ledger's total equals the succeeded payments'; refunds too.
@@ -271,6 +303,7 @@ pub fn check(
         *refunded_per_charge.entry(r.charge_id.as_str()).or_default() += i128::from(r.amount_minor);
     }
     for p in &truth.payments {
+        let from = out.len();
         let at_acquirer = p
             .provider_payment_id
             .as_deref()
@@ -295,6 +328,7 @@ pub fn check(
                 ),
             ));
         }
+        explain(&mut out, from, || evidence::payment_story(truth, &p.id));
     }
 
     // Every final payment's history tells how it ended, once.
@@ -303,17 +337,22 @@ pub fn check(
             .histories
             .get(p.id.as_str())
             .map_or(&[][..], Vec::as_slice);
+        let from = out.len();
         check_settlement(&mut out, p, events);
+        explain(&mut out, from, || evidence::payment_story(truth, &p.id));
     }
 
     // Every answer a client saw agrees with the database, and with its shop.
     let by_index: HashMap<usize, &Intent> = intents.iter().map(|i| (i.index, i)).collect();
     let refunds: HashMap<&str, &DbRefund> =
         truth.refunds.iter().map(|r| (r.id.as_str(), r)).collect();
+    let origin = evidence::origin(calls);
     for call in calls {
         let Some(intent) = by_index.get(&call.intent) else {
             continue;
         };
+        let from = out.len();
+        let story = || call_evidence(truth, origin, call);
         let shop = shop_of(intent);
         let what = || {
             format!(
@@ -346,6 +385,7 @@ pub fn check(
                             shown.status
                         ),
                     ));
+                    explain(&mut out, from, story);
                     continue;
                 }
                 let expected = if matches!(call.result, CallResult::Paid(_)) {
@@ -452,10 +492,11 @@ pub fn check(
                 format!("{}: {message}", what()),
             )),
         }
+        explain(&mut out, from, story);
     }
 
     // Every replay byte-identical to the first definitive answer of its key.
-    let mut answers: BTreeMap<(usize, String), HashSet<Definitive>> = BTreeMap::new();
+    let mut answers: BTreeMap<(usize, String), Vec<(Definitive, &CallRecord)>> = BTreeMap::new();
     for call in calls {
         let key = match call.kind {
             k if k.is_payment() => "pay".to_owned(),
@@ -466,19 +507,78 @@ pub fn check(
             answers
                 .entry((call.intent, key))
                 .or_default()
-                .insert(answer);
+                .push((answer, call));
         }
     }
-    for ((intent, key), set) in answers.into_iter().filter(|(_, s)| s.len() > 1) {
-        out.push(violation(
-            "replays-identical",
-            format!(
-                "intent {intent} key {key}: {} different definitive answers",
-                set.len()
-            ),
-        ));
+    for ((intent, key), given) in answers {
+        let distinct: HashSet<Definitive> = given.iter().map(|(answer, _)| *answer).collect();
+        if distinct.len() > 1 {
+            out.push(Violation {
+                evidence: replay_evidence(truth, origin, &given),
+                ..violation(
+                    "replays-identical",
+                    format!(
+                        "intent {intent} key {key}: {} different definitive answers",
+                        distinct.len()
+                    ),
+                )
+            });
+        }
     }
     out
+}
+
+/// The definitive answers one key was given, in the order they came: the
+/// first of each kind whole (who gave it, when, its body), then what the
+/// others differ in from the first, and the story of the payment concerned.
+fn replay_evidence(
+    truth: &Truth,
+    origin: Option<std::time::Instant>,
+    given: &[(Definitive, &CallRecord)],
+) -> Vec<String> {
+    let mut given: Vec<&(Definitive, &CallRecord)> = given.iter().collect();
+    given.sort_by_key(|(_, call)| call.attempts.last().map(|a| a.sent_at));
+    let mut lines = Vec::new();
+    let mut seen: Vec<(Definitive, Option<serde_json::Value>)> = Vec::new();
+    for (answer, call) in given {
+        if seen.iter().any(|(a, _)| a == answer) {
+            continue;
+        }
+        let label = format!("answer {}", seen.len() + 1);
+        let (line, body) = evidence::answer_line(origin, call, &label);
+        lines.push(line);
+        if let (Some((_, Some(first))), Some(body)) = (seen.first(), &body) {
+            for difference in evidence::differences(first, body) {
+                lines.push(format!("  differs from answer 1 in {difference}"));
+            }
+        }
+        seen.push((*answer, body));
+    }
+    if let Some(payment) = seen
+        .iter()
+        .find_map(|(_, body)| body.as_ref().and_then(evidence::payment_named))
+    {
+        lines.extend(evidence::payment_story(truth, &payment));
+    }
+    lines
+}
+
+/// A call's attempts and the story of the payment its answer named.
+fn call_evidence(
+    truth: &Truth,
+    origin: Option<std::time::Instant>,
+    call: &CallRecord,
+) -> Vec<String> {
+    let mut lines = evidence::call_story(origin, call);
+    let payment = match &call.result {
+        CallResult::Paid(shown) | CallResult::Declined(shown) => Some(&shown.id),
+        CallResult::Refunded(shown) | CallResult::RefundFailed(shown) => Some(&shown.parent),
+        _ => None,
+    };
+    if let Some(payment) = payment {
+        lines.extend(evidence::payment_story(truth, payment));
+    }
+    lines
 }
 
 /// `history-has-one-settlement`: a succeeded payment's history settles it
@@ -649,6 +749,7 @@ mod tests {
             failure: None,
             replayed: false,
             body_sha256: Some([body; 32]),
+            body: None,
             took: Duration::from_millis(5),
             sent_at: std::time::Instant::now(),
         }
@@ -810,6 +911,54 @@ mod tests {
         );
     }
 
+    /// A replays-identical violation names both answers (status, call,
+    /// instance, time, body), what the second differs in, and the story of
+    /// the payment: the report alone explains it.
+    #[test]
+    fn a_replay_with_other_bytes_names_both_answers() {
+        let (intents, mut calls, mut truth) = clean();
+        truth.histories.insert("pay_0".into(), paid_history());
+        let body = |refunded: &str| -> Option<std::sync::Arc<[u8]>> {
+            let json = serde_json::json!({"id": "pay_0", "status": "succeeded",
+                "amount_refunded": {"value": refunded, "currency": "RUB"}});
+            Some(serde_json::to_vec(&json).unwrap().into())
+        };
+        calls[0].attempts[0].body = body("0.00");
+        let mut later = answer(201, 9);
+        later.body = body("5.00");
+        later.replayed = true;
+        later.sent_at = calls[0].attempts[0].sent_at + Duration::from_secs(2);
+        calls[1].instance = 2;
+        calls[1].attempts = vec![answer(503, 0), later];
+        let found = check(&intents, &shops(), &calls, &truth);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let evidence = found[0].evidence.join("\n");
+        assert!(
+            evidence.contains(
+                "answer 1: 201 to the Pay call's attempt 1 of 1 via instance 0, sent +0.000s"
+            ),
+            "{evidence}"
+        );
+        assert!(
+            evidence.contains("answer 2: 201 to the DoubleClick call's attempt 2 of 2 via instance 2, sent +2.000s (took 5 ms), replayed"),
+            "{evidence}"
+        );
+        assert!(
+            evidence
+                .contains("differs from answer 1 in amount_refunded.value: \"0.00\" -> \"5.00\""),
+            "{evidence}"
+        );
+        assert!(
+            evidence.contains("payment pay_0 (shop_a/order-0)"),
+            "{evidence}"
+        );
+        assert!(evidence.contains("ledger charge ch_0"), "{evidence}");
+        assert!(
+            evidence.contains("history 3: {\"type\":\"settled\""),
+            "{evidence}"
+        );
+    }
+
     #[test]
     fn another_shops_answer_is_caught() {
         let (intents, mut calls, truth) = clean();
@@ -848,6 +997,7 @@ mod tests {
             failure: Some(chargeonce_client::FailureKind::Lost),
             replayed: false,
             body_sha256: None,
+            body: None,
             took: Duration::from_secs(3),
             sent_at: std::time::Instant::now(),
         }];

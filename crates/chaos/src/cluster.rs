@@ -143,6 +143,23 @@ fn run(mut command: Command, what: &str) -> Result<(), ChaosError> {
     }
 }
 
+/// What the private cluster's log says of each message, so that the run
+/// can tell what the service caused ([`crate::pglog`]): the SQLSTATE and
+/// the application (`chargeonce` for the service's connections), and the
+/// statement behind every warning and error.
+const LOG_SETTINGS: &str = "\n# chargeonce chaos: what the run reads in the server log\n\
+log_line_prefix = '%m [%p] %e %a: '\n\
+log_min_error_statement = warning\n";
+
+fn append_settings(conf: &Path) -> Result<(), ChaosError> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(conf)
+        .and_then(|mut file| file.write_all(LOG_SETTINGS.as_bytes()))
+        .map_err(|e| ChaosError::Setup(format!("writing {}: {e}", conf.display())))
+}
+
 /// Where `initdb` and `pg_ctl` live: the newest `/usr/lib/postgresql/*/bin`,
 /// else the `PATH`.
 fn bindir() -> Option<PathBuf> {
@@ -214,6 +231,7 @@ impl Postgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         run(initdb, "initdb")?;
+        append_settings(&data.join("postgresql.conf"))?;
         let private = Private {
             bindir,
             log: data.join("server.log"),
@@ -229,6 +247,15 @@ impl Postgres {
             url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
             kind: Kind::Private(private),
         })
+    }
+
+    /// The server log of a private cluster, which the run reads afterwards
+    /// ([`crate::pglog`]); `None` for an external or HA database.
+    pub fn log(&self) -> Option<&Path> {
+        match &self.kind {
+            Kind::Private(private) => Some(&private.log),
+            Kind::Ha(_) | Kind::External { .. } => None,
+        }
     }
 
     /// Starts deploy/ha/cluster under `work` (etcd, three PostgreSQL nodes

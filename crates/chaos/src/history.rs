@@ -1,6 +1,7 @@
 //! What the clients saw, recorded the way Jepsen records operations: every
 //! call and every attempt, each ending ok, failed, or unknown.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chargeonce_client::{Attempt, AttemptAnswer, FailureKind};
@@ -96,6 +97,9 @@ pub struct AttemptRecord {
     pub replayed: bool,
     /// SHA-256 of the answer's body.
     pub body_sha256: Option<[u8; 32]>,
+    /// The body itself, for an answer that may be definitive (not a 202,
+    /// a 409, a 429 or a 5xx): a report names what two answers differ in.
+    pub body: Option<Arc<[u8]>>,
     /// How long it took.
     pub took: Duration,
     /// When it was sent (so the report can tell which attempts a failover
@@ -112,11 +116,17 @@ impl AttemptRecord {
             } => (Some(*status), None, *replayed),
             AttemptAnswer::Failed { kind, .. } => (None, Some(*kind), false),
         };
+        let kept = status.is_some_and(|s| !matches!(s, 202 | 409 | 429 | 500..));
         Self {
             status,
             failure,
             replayed,
             body_sha256: attempt.body.as_ref().map(|b| Sha256::digest(b).into()),
+            body: attempt
+                .body
+                .as_ref()
+                .filter(|_| kept)
+                .map(|b| Arc::from(b.as_ref())),
             took: attempt.took,
             sent_at: attempt.sent_at,
         }

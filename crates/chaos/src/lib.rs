@@ -26,8 +26,10 @@
 pub mod args;
 pub mod checker;
 pub mod cluster;
+pub mod evidence;
 pub mod history;
 pub mod nemesis;
+pub mod pglog;
 pub mod procs;
 pub mod proxy;
 pub mod report;
@@ -267,14 +269,19 @@ async fn run_in(
         violations.push(Violation {
             invariant: "faults-injected-as-planned",
             detail: error.clone(),
+            evidence: Vec::new(),
         });
     }
+    // PostgreSQL's log, read once the instances are gone.
+    let (postgres_log, quiet) = pglog::judge_file(postgres.log());
+    violations.extend(quiet);
     let figures = HistoryFigures::of(&history);
     let failovers = FailoverFigures::of(&log, &history);
     if figures.outcomes.get("paid").copied().unwrap_or(0) == 0 && args.intents > 0 {
         violations.push(Violation {
             invariant: "faults-injected-as-planned",
             detail: "no payment succeeded at all: the run proves nothing".into(),
+            evidence: Vec::new(),
         });
     }
     let books = truth::books(&truth);
@@ -295,6 +302,7 @@ async fn run_in(
         proxy: stats.snapshot(),
         nemesis: log,
         failovers,
+        postgres_log,
         fenced_finishes: count_in_logs(
             work,
             "instance-",

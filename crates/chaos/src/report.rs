@@ -12,6 +12,7 @@ use crate::args::Sabotage;
 use crate::checker::Violation;
 use crate::history::{AttemptRecord, CallKind, CallRecord};
 use crate::nemesis::NemesisLog;
+use crate::pglog::LogFigures;
 
 /// Percentiles of `samples` (the load generator's HDR histogram).
 fn latency(samples: impl Iterator<Item = Duration>) -> LatencySummary {
@@ -133,6 +134,9 @@ pub struct Report {
     pub nemesis: NemesisLog,
     /// Each leader failover: its outage and the requests that failed in it.
     pub failovers: Vec<FailoverFigures>,
+    /// PostgreSQL's warnings and errors that the service caused, from the
+    /// run's own cluster's log ([`crate::pglog`]).
+    pub postgres_log: LogFigures,
     /// Writes fenced off (an instance that lost its lease, frozen or slow,
     /// tried to write its result): counted from the instances' logs.
     pub fenced_finishes: usize,
@@ -224,6 +228,23 @@ impl HistoryFigures {
 }
 
 impl Report {
+    /// What PostgreSQL's log said, in a line.
+    fn postgres_log_line(&self) -> String {
+        let log = &self.postgres_log;
+        if !log.read {
+            return "not read (only the run's own cluster's log is at hand)".to_owned();
+        }
+        let mut line = format!(
+            "{} warnings or errors caused by the service ({} allowed)",
+            log.total(),
+            log.allowed
+        );
+        for (message, count) in &log.by_message {
+            let _ = write!(line, "; {count} x {message}");
+        }
+        line
+    }
+
     /// The report as text.
     pub fn text(&self) -> String {
         let mut s = String::new();
@@ -303,6 +324,7 @@ impl Report {
             "  fencing: {} writes of instances that had lost their lease were fenced off",
             self.fenced_finishes
         );
+        let _ = writeln!(s, "  postgres log: {}", self.postgres_log_line());
         let _ = writeln!(
             s,
             "  latency per call p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; per attempt p50 {:.1} ms, p99 {:.1} ms",
@@ -354,6 +376,9 @@ impl Report {
             }
             for v in self.violations.iter().take(20) {
                 let _ = writeln!(s, "  - [{}] {}", v.invariant, v.detail);
+                for line in &v.evidence {
+                    let _ = writeln!(s, "      {line}");
+                }
             }
         }
         let _ = writeln!(s, "repeat with: {}", self.repeat);
@@ -376,6 +401,7 @@ mod tests {
                 .then_some(chargeonce_client::FailureKind::Lost),
             replayed: false,
             body_sha256: None,
+            body: None,
             took: Duration::from_millis(took_ms),
             sent_at,
         }

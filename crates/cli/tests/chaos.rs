@@ -59,6 +59,16 @@ async fn a_small_run_under_every_fault_passes() {
     assert!(report["proxy"]["answers_dropped"].as_u64().unwrap() > 0);
     assert!(report["outcomes"]["paid"].as_u64().unwrap() > 100);
     assert_eq!(report["books"]["payments_pending"], 0);
+    // PostgreSQL's own log was read, and the service made it say nothing.
+    assert_eq!(
+        report["postgres_log"]["read"], true,
+        "{}",
+        report["postgres_log"]
+    );
+    assert!(
+        stdout.contains("postgres log: 0 warnings or errors"),
+        "{stdout}"
+    );
 }
 
 /// An acquirer that ignores keys, and a service told so: lost answers,

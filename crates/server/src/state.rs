@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chargeonce_core::webhook::WebhookSecret;
-use chargeonce_core::{Engine, SecretHash, Store};
+use chargeonce_core::{Engine, SecretHash, Store, StoreError};
 use tokio_util::task::TaskTracker;
 
 use crate::{Metrics, cache, limits};
@@ -186,5 +186,24 @@ impl AppState {
     /// `wait()` for them, so no payment is left half-way by a clean stop.
     pub fn operations(&self) -> &TaskTracker {
         &self.operations
+    }
+
+    /// Runs a store write that a handler would otherwise run inline in a
+    /// task of its own ([`AppState::operations`]), so a client that hangs
+    /// up cannot cut it halfway. A PostgreSQL transaction cut after its
+    /// `COMMIT` was sent is committed, yet sqlx, not knowing it, sends a
+    /// `ROLLBACK` after it, which PostgreSQL answers with "there is no
+    /// transaction in progress" (the warnings of issue 39, from acquirer
+    /// webhooks hung up on); cut before, it is rolled back, and the work is
+    /// lost for a reason that is not the client's.
+    pub(crate) async fn detached<T: Send + 'static>(
+        &self,
+        write: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.operations.spawn(write).await.unwrap_or_else(|e| {
+            Err(StoreError::other(format!(
+                "the store write's task failed: {e}"
+            )))
+        })
     }
 }

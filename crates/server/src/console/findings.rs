@@ -160,7 +160,10 @@ async fn resolve_once(
         by: OPERATOR.to_owned(),
         note: note.to_owned(),
     };
-    let after = state.store.resolve_finding(id, &resolution).await?;
+    let store = state.store.clone();
+    let after = state
+        .detached(async move { store.resolve_finding(id, &resolution).await })
+        .await?;
     Ok(after.map(|f| (f, true)))
 }
 

@@ -250,7 +250,10 @@ pub async fn acquirer(State(state): State<AppState>, request: Request) -> Respon
         // Recorded without its settlement: a repeat is a duplicate.
         inbound.settlement = None;
     }
-    let recorded = match state.store.record_event(&inbound).await {
+    let store = state.store.clone();
+    let event_in = inbound.clone();
+    let recorded = state.detached(async move { store.record_event(&event_in).await });
+    let recorded = match recorded.await {
         Ok(recorded) => recorded,
         Err(error) => {
             state.metrics().store_error_webhook();
