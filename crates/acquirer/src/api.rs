@@ -42,7 +42,10 @@ use serde_json::json;
 
 use crate::entry::now_millis;
 use crate::faults::{LostAnswer, Mishap};
-use crate::{ChargeStatus, Faults, KEY_REUSED, LOST_ANSWER, LedgerEntry, RefundError, Simulator};
+use crate::{
+    ChargeStatus, Faults, IN_FLIGHT_DUPLICATE, KEY_REUSED, LOST_ANSWER, LedgerEntry, RefundError,
+    Simulator,
+};
 
 /// The header that carries the caller's key on `POST /v1/charges`.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -225,6 +228,13 @@ async fn create_charge(
         Err(AcquirerError::Unknown(reason)) if reason == LOST_ANSWER => {
             return lose(LostAnswer::GatewayTimeout, hang).await;
         }
+        Err(
+            AcquirerError::Unknown(reason)
+            | AcquirerError::Rejected(reason)
+            | AcquirerError::NotSent(reason),
+        ) if reason.starts_with(IN_FLIGHT_DUPLICATE) => {
+            return in_flight_answer(sim.faults().in_flight_duplicate, &reason);
+        }
         Err(AcquirerError::Unknown(reason)) => {
             problem(StatusCode::INTERNAL_SERVER_ERROR, "acquirer_error", reason)
         }
@@ -238,6 +248,20 @@ async fn create_charge(
     match mishap {
         Mishap::LostAfterCommit(how) => lose(how, hang).await,
         _ => answer,
+    }
+}
+
+/// The answer to a duplicate of a request in flight, as the fault says
+/// (`Wait` only if the fault changed meanwhile: 409, still unknown).
+fn in_flight_answer(mode: crate::InFlightDuplicate, detail: &str) -> Response {
+    match mode.answer() {
+        Some((status, body)) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response(),
+        None => problem(StatusCode::CONFLICT, "request_in_progress", detail),
     }
 }
 
@@ -400,23 +424,25 @@ async fn refund(
         None => format!("refund-{id}"),
     };
     let lose_first = body.token.as_deref() == Some(crate::tokens::TIMEOUT);
-    let late = body.token.as_deref() == Some(crate::tokens::LATE);
+    let in_flight = match sim.in_flight_entry(&key) {
+        Ok(guard) => guard,
+        Err(mode) => return in_flight_answer(mode, "a refund with this key is in progress"),
+    };
+    let delay = sim.refund_delay(body.token.as_deref());
     let work = {
         let (sim, reference) = (Arc::clone(&sim), body.reference.clone());
-        let delay = if late {
-            sim.config().slow
-        } else {
-            Duration::ZERO
-        };
         async move {
             tokio::time::sleep(delay).await;
-            sim.refund_part(&id, &key, body.amount_minor, reference.as_deref())
-                .await
+            let answer = sim
+                .refund_part(&id, &key, body.amount_minor, reference.as_deref())
+                .await;
+            drop(in_flight);
+            answer
         }
     };
     // A late refund is made in a task of its own: it happens even when the
     // caller stops waiting, as at a provider still processing it.
-    let answer = if late {
+    let answer = if !delay.is_zero() {
         match tokio::spawn(work).await {
             Ok(answer) => answer,
             Err(error) => {

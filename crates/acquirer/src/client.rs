@@ -3,9 +3,20 @@
 //!
 //! Every outcome is classified, and nothing uncertain is ever read as a failure:
 //!
+//! Every provider answer is mapped to done, refused or unknown here, in one
+//! place (a test per row below). Providers answer a duplicate of a request
+//! they are still processing in their own ways (BlueSnap and PPRO 409,
+//! Primer 400 `TransactionRequestIdempotencyKeyAlreadyExists`, PicPay 208,
+//! generic gateways 422 "request in progress"): each is unknown, never a
+//! refusal. A refusal the adapter cannot tell from a real one is still
+//! judged by the engine's resend rule (a refusal of a resend proves nothing
+//! while an earlier attempt's outcome is unknown).
+//!
 //! | what happened | classified as |
 //! |---|---|
-//! | 200 with a charge | definite: [`ChargeResult::Succeeded`] or [`ChargeResult::Declined`] |
+//! | 2xx with the charge asked for (200, 201, 208) | done: [`ChargeResult::Succeeded`] or [`ChargeResult::Declined`] |
+//! | 2xx without a charge, or with another one (208 "already reported" with an empty body, a 202) | [`AcquirerError::Unknown`] |
+//! | 400 or 422 whose code or message says the request is a duplicate, in progress or its key already used (`in_progress`, `in progress`, `duplicate`, `already_exists`, `AlreadyExists`, `idempotency`) | [`AcquirerError::Unknown`], logged |
 //! | connection refused, connect timeout, DNS failure | [`AcquirerError::NotSent`]: safe to send again |
 //! | 429 (refused before any work) | [`AcquirerError::NotSent`] |
 //! | request timeout, connection reset, broken or unreadable answer | [`AcquirerError::Unknown`] |
@@ -183,17 +194,34 @@ pub fn classify_status(status: StatusCode, body: &str) -> AcquirerError {
     if status.is_server_error() {
         return AcquirerError::Unknown(format!("acquirer answered {status}"));
     }
-    let code = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v["code"].as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let parsed = serde_json::from_str::<serde_json::Value>(body).ok();
+    let member = |name: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v[name].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let code = member("code");
     if code == KEY_REUSED {
         tracing::error!(%status, "the acquirer says our key was used with other parameters");
         return AcquirerError::Unknown(format!(
             "{KEY_REUSED}: the acquirer key was first used with other parameters"
         ));
     }
+    let said = [
+        code.as_str(),
+        &member("message"),
+        &member("detail"),
+        &member("title"),
+    ]
+    .join(" ");
     match client_error_kind(status) {
+        ClientError4xx::Refused if says_duplicate(&said) => {
+            tracing::warn!(%status, code, "the acquirer says our request is a duplicate or in progress");
+            AcquirerError::Unknown(format!(
+                "acquirer answered {status} {code}: a duplicate or a request in progress"
+            ))
+        }
         ClientError4xx::Refused => {
             tracing::error!(%status, code, "the acquirer refused our request for good");
             AcquirerError::Rejected(format!("acquirer refused the request: {status} {code}"))
@@ -211,6 +239,24 @@ pub fn classify_status(status: StatusCode, body: &str) -> AcquirerError {
             AcquirerError::Unknown(format!("acquirer answered {status} {code}"))
         }
     }
+}
+
+/// Whether a refusal's words say it is of a duplicate: a request in
+/// progress, or a key already used (the first may have executed).
+fn says_duplicate(said: &str) -> bool {
+    let said = said.to_ascii_lowercase();
+    [
+        "in_progress",
+        "in progress",
+        "inprogress",
+        "duplicate",
+        "already_exists",
+        "alreadyexists",
+        "already exists",
+        "idempotency",
+    ]
+    .iter()
+    .any(|word| said.contains(word))
 }
 
 /// What a 4xx (other than 429 and a reused key) says about our request.
@@ -494,5 +540,34 @@ mod tests {
         }
         let reused = format!(r#"{{"code":"{KEY_REUSED}"}}"#);
         assert_eq!(kind(422, &reused), "unknown", "a reused key proves nothing");
+    }
+
+    /// Providers' answers to a duplicate of a request still in progress:
+    /// none is a refusal.
+    #[test]
+    fn a_duplicate_in_progress_is_unknown_however_a_provider_says_it() {
+        // BlueSnap, PPRO.
+        assert_eq!(kind(409, r#"{"code":"request_in_progress"}"#), "unknown");
+        // Primer.
+        assert_eq!(
+            kind(
+                400,
+                r#"{"error":{"errorId":"x"},"code":"TransactionRequestIdempotencyKeyAlreadyExists"}"#
+            ),
+            "unknown"
+        );
+        // A generic gateway, in its message.
+        assert_eq!(
+            kind(
+                422,
+                r#"{"code":"unprocessable","message":"Request in progress"}"#
+            ),
+            "unknown"
+        );
+        assert_eq!(kind(400, r#"{"detail":"duplicate request"}"#), "unknown");
+        // A refusal that says nothing of the kind stays a refusal (the
+        // engine's resend rule judges it).
+        assert_eq!(kind(422, r#"{"code":"unprocessable_entity"}"#), "rejected");
+        assert_eq!(kind(400, "not json"), "rejected");
     }
 }

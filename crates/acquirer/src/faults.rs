@@ -7,6 +7,8 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub use crate::simulator::InFlightDuplicate;
+
 /// Rates are probabilities in `[0, 1]`, drawn independently for every request
 /// (first executions and repeats alike, as a real network loses any answer).
 /// All zero by default: a well-behaved acquirer.
@@ -46,6 +48,15 @@ pub struct Faults {
     pub webhook_hangup_rate: f64,
     /// How long a held-back event waits, in ms.
     pub webhook_reorder_ms: u64,
+    /// Share of charges recorded only after [`Faults::late_ms`], whoever
+    /// still waits for the answer (as `tok_late` is): the key is in flight
+    /// meanwhile, and a duplicate is answered as `in_flight_duplicate` says.
+    pub late_rate: f64,
+    /// How long a late charge takes to be recorded, in ms.
+    pub late_ms: u64,
+    /// How a charge whose key is still being processed is answered (see
+    /// [`InFlightDuplicate`]; an idempotent acquirer only).
+    pub in_flight_duplicate: InFlightDuplicate,
 }
 
 /// The longest a sender waits before it hangs up on a delivery
@@ -70,6 +81,9 @@ impl Default for Faults {
             webhook_reorder_rate: 0.0,
             webhook_hangup_rate: 0.0,
             webhook_reorder_ms: 500,
+            late_rate: 0.0,
+            late_ms: 3000,
+            in_flight_duplicate: InFlightDuplicate::Wait,
         }
     }
 }
@@ -124,6 +138,7 @@ impl Faults {
             ("webhook_duplicate_rate", self.webhook_duplicate_rate),
             ("webhook_reorder_rate", self.webhook_reorder_rate),
             ("webhook_hangup_rate", self.webhook_hangup_rate),
+            ("late_rate", self.late_rate),
         ] {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(FaultsError::Rate(name));
@@ -169,6 +184,16 @@ impl Faults {
             return Mishap::LostAfterCommit(how);
         }
         Mishap::None
+    }
+
+    /// How long this charge takes to be recorded: [`Faults::late_ms`] at the
+    /// late rate, else nothing.
+    pub fn record_delay(&self, rng: &mut impl Rng) -> Duration {
+        if self.late_rate > 0.0 && rng.random_bool(self.late_rate) {
+            Duration::from_millis(self.late_ms)
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// Whether this charge is declined by the decline rate.

@@ -81,7 +81,8 @@ pub use faults::{Faults, FaultsError};
 pub use http::router;
 pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
-    Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
-    REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundError,
-    RefundRecord, Simulator, SimulatorConfig, UNKNOWN_TOKEN, tokens,
+    Behaviour, CARD_DECLINED, DO_NOT_HONOR, IN_FLIGHT_DUPLICATE, INSUFFICIENT_FUNDS,
+    InFlightDuplicate, KEY_REUSED, LOST_ANSWER, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE,
+    REFUND_NO_SUCH_CHARGE, RefundError, RefundRecord, Simulator, SimulatorConfig, UNKNOWN_TOKEN,
+    tokens,
 };

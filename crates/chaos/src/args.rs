@@ -184,9 +184,23 @@ pub struct ChaosArgs {
     /// stay clean.
     #[arg(long)]
     pub acquirer_without_keys: bool,
-    /// With `--acquirer-without-keys`: the instances' `--acquirer-settle-window`.
+    /// The instances' `--acquirer-settle-window`: how long after an unknown
+    /// outcome at an acquirer without keys, or a refused resend at any
+    /// acquirer, nobody looks the attempt up.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub settle_window: Duration,
+    /// Share of the acquirer's charges (and refunds) recorded 3 s late,
+    /// whoever still waits (`chargeonce acquirer --late-rate`): longer than
+    /// the instances' acquirer timeout, so their retries meet the first
+    /// attempt in flight.
+    #[arg(long, default_value_t = 0.02)]
+    pub acquirer_late_rate: f64,
+    /// How the acquirer answers a duplicate of a request in flight
+    /// (`wait`, `409`, `422`, `400`, `208`; see `chargeonce acquirer
+    /// --in-flight-duplicate`). Several, comma-separated, take turns for 5 s
+    /// each through the run, starting with the first.
+    #[arg(long, value_delimiter = ',', default_value = "wait")]
+    pub in_flight_duplicate: Vec<chargeonce_acquirer::InFlightDuplicate>,
 }
 
 impl ChaosArgs {

@@ -213,6 +213,13 @@ async fn run_in(
     };
 
     let started = Instant::now();
+    let duplicates = (args.in_flight_duplicate.len() > 1).then(|| {
+        tokio::spawn(nemesis::rotate_in_flight_duplicates(
+            http.clone(),
+            acquirer.base(),
+            args.in_flight_duplicate.clone(),
+        ))
+    });
     let nemesis = tokio::spawn(nemesis::run(
         plan,
         instances.clone(),
@@ -228,6 +235,9 @@ async fn run_in(
         .map_err(|e| ChaosError::Setup(format!("the nemesis failed: {e}")))?;
     let run_seconds = started.elapsed().as_secs_f64();
     ticker.abort();
+    if let Some(duplicates) = duplicates {
+        duplicates.abort();
+    }
     bar.finish_and_clear();
 
     // Heal, and let the service's own workers settle everything.

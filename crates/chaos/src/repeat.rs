@@ -59,6 +59,21 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
             " --acquirer-without-keys --settle-window {}",
             humantime::format_duration(a.settle_window)
         ));
+    } else {
+        command.push_str(&format!(
+            " --settle-window {}",
+            humantime::format_duration(a.settle_window)
+        ));
     }
+    let modes: Vec<String> = a
+        .in_flight_duplicate
+        .iter()
+        .map(|mode| mode.to_string())
+        .collect();
+    command.push_str(&format!(
+        " --acquirer-late-rate {} --in-flight-duplicate {}",
+        a.acquirer_late_rate,
+        modes.join(",")
+    ));
     command
 }

@@ -103,6 +103,18 @@ pub(crate) async fn acquirer(
     if args.sabotage == Sabotage::AcquirerSkipsKeyCheck || args.acquirer_without_keys {
         acquirer_args.push("--no-idempotency".into());
     }
+    acquirer_args.extend([
+        "--late-rate".into(),
+        args.acquirer_late_rate.to_string(),
+        "--late-latency".into(),
+        "3s".into(),
+        "--in-flight-duplicate".into(),
+        args.in_flight_duplicate
+            .first()
+            .copied()
+            .unwrap_or_default()
+            .to_string(),
+    ]);
     // Instance ports first: the acquirer sends its webhooks to instance 0.
     let instances_n = args.instances.max(1);
     let instance_ports = (0..instances_n)
@@ -191,12 +203,12 @@ pub(crate) async fn instances(
             serve.push("--no-reconciler".into());
         }
         if args.acquirer_without_keys {
-            serve.extend([
-                "--acquirer-no-idempotency".into(),
-                "--acquirer-settle-window".into(),
-                humantime::format_duration(args.settle_window).to_string(),
-            ]);
+            serve.push("--acquirer-no-idempotency".into());
         }
+        serve.extend([
+            "--acquirer-settle-window".into(),
+            humantime::format_duration(args.settle_window).to_string(),
+        ]);
         let mut proc = Proc::new(&format!("instance-{i}"), port, bin, serve, work)
             .env("CHARGEONCE_WEBHOOK_SECRET", webhook_secret);
         proc.start(http).await?;

@@ -58,6 +58,19 @@ pub struct AcquirerArgs {
     /// definite refusal: the service declines the payment, `acquirer_rejected`).
     #[arg(long, default_value_t = 0.0)]
     reject_rate: f64,
+    /// Share of charges recorded late (after --late-latency), whoever still
+    /// waits: a duplicate meanwhile is one of a charge in flight.
+    #[arg(long, default_value_t = 0.0)]
+    late_rate: f64,
+    /// How long a late charge takes to be recorded.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    late_latency: Duration,
+    /// How a duplicate of a charge still in flight is answered, as real
+    /// providers do: `wait` (run it; the first to record wins), `409`
+    /// (`request_in_progress`), `422` (a bare refusal), `400` (Primer's
+    /// `TransactionRequestIdempotencyKeyAlreadyExists`) or `208` (empty).
+    #[arg(long, default_value = "wait")]
+    in_flight_duplicate: chargeonce_acquirer::InFlightDuplicate,
     /// Share of requests that hang, recording nothing, until the client gives up.
     #[arg(long, default_value_t = 0.0)]
     hang_rate: f64,
@@ -106,6 +119,9 @@ impl AcquirerArgs {
             webhook_reorder_rate: self.webhook_reorder_rate,
             webhook_hangup_rate: self.webhook_hangup_rate,
             webhook_reorder_ms: millis(self.webhook_reorder_delay),
+            late_rate: self.late_rate,
+            late_ms: millis(self.late_latency),
+            in_flight_duplicate: self.in_flight_duplicate,
         }
     }
 }

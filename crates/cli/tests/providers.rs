@@ -187,7 +187,7 @@ async fn a_charge_refused_for_good_ends_declined_and_frees_the_order() {
         .await
         .unwrap();
     assert!(
-        metrics.contains("chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"declined\"} 1"),
+        metrics.contains("chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"refused\"} 1"),
         "one call, never re-sent: {metrics}"
     );
 
@@ -267,9 +267,10 @@ async fn a_503_acquirer_unavailable_says_what_will_happen_and_it_happens() {
 }
 
 /// A refusal of a *resent* request proves nothing about the attempt
-/// resumed: a charge whose answer was lost, then refused when sent again
-/// (and its look-up refused too), stays pending, never a decline that frees
-/// the order; once the acquirer answers again, it is the first charge. A
+/// resumed (the resend rule): a charge whose answer was lost, then refused
+/// when sent again (and its look-up refused too), stays pending, never a
+/// decline that frees the order, and nobody looks again before the settle
+/// window has passed; then the look-up finds the first charge. A
 /// refund refused when sent again is looked up and found, never a failure
 /// that frees its reservation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -281,7 +282,14 @@ async fn a_refused_resend_is_never_taken_for_a_decline_or_a_failed_refund() {
         "S",
         db.url(),
         &acquirer.base,
-        &["--no-completer", "--no-reconciler"],
+        &[
+            "--no-completer",
+            "--no-reconciler",
+            "--acquirer-timeout",
+            "1s",
+            "--acquirer-settle-window",
+            "2s",
+        ],
     )
     .await;
     let client = common::client();
@@ -295,7 +303,16 @@ async fn a_refused_resend_is_never_taken_for_a_decline_or_a_failed_refund() {
     assert_eq!(refused.status, 202, "not a decline: {}", refused.text());
     assert_eq!(refused.json()["status"], "pending");
     net::set_faults(&acquirer, json!({})).await;
-    let paid = common::pay(&client, &service.base, &key, &body).await;
+    let parked = common::pay(&client, &service.base, &key, &body).await;
+    assert_eq!(
+        parked.status,
+        202,
+        "parked for the window: {}",
+        parked.text()
+    );
+    let paid =
+        common::pay_until_definite(&client, &service.base, &key, &body, Duration::from_secs(15))
+            .await;
     assert_eq!(paid.status, 201, "{}", paid.text());
     let rows = net::ledger_rows(&acquirer).await;
     assert_eq!(rows.len(), 1, "{rows:#?}");

@@ -33,8 +33,13 @@ impl AcquirerCall {
 pub enum AcquirerOutcomeKind {
     /// Charged (or, for a look-up, a charge was found).
     Succeeded,
-    /// Declined.
+    /// Declined: the acquirer's definite answer (a card declined; for a
+    /// refund, refused by the acquirer's rules).
     Declined,
+    /// The request itself refused (a 4xx such as 400, 402 or 422): nothing
+    /// was executed by this request. From a first send it is definite; from
+    /// a resend it proves nothing until confirmed (the engine's resend rule).
+    Refused,
     /// A look-up found nothing.
     NotFound,
     /// No definite answer: timeout, reset, 5xx, lost answer.
@@ -44,11 +49,13 @@ pub enum AcquirerOutcomeKind {
 }
 
 impl AcquirerOutcomeKind {
-    /// A stable label (`succeeded`, `declined`, `not_found`, `unknown`, `not_sent`).
+    /// A stable label (`succeeded`, `declined`, `refused`, `not_found`,
+    /// `unknown`, `not_sent`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Succeeded => "succeeded",
             Self::Declined => "declined",
+            Self::Refused => "refused",
             Self::NotFound => "not_found",
             Self::Unknown => "unknown",
             Self::NotSent => "not_sent",

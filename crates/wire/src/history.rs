@@ -38,8 +38,12 @@ pub enum HistoryAcquirerCall {
 pub enum HistoryCallOutcome {
     /// Charged (or, for a look-up, a charge was found; for a refund, refunded).
     Succeeded,
-    /// Declined (or refused).
+    /// Declined: the acquirer's answer (a card declined, a refund refused
+    /// by its rules).
     Declined,
+    /// The request itself refused (a 4xx): definite from a first send; from
+    /// a resend, confirmed only by a look-up after the settle window.
+    Refused,
     /// A look-up found nothing.
     NotFound,
     /// No definite answer: a timeout, a reset, a 5xx, a lost answer.

@@ -148,8 +148,8 @@ export const IDEMPOTENCY_KEY_FIELDS: FieldTable<IdempotencyKeyInfo> = {
 
 /** Which acquirer call a history entry is about. */
 export type HistoryAcquirerCall = "charge" | "lookup" | "refund";
-/** How an acquirer call ended (`unknown`: no definite answer; `not_sent`: certainly never reached the acquirer). */
-export type HistoryCallOutcome = "succeeded" | "declined" | "not_found" | "unknown" | "not_sent";
+/** How an acquirer call ended (`refused`: the request itself refused, a 4xx; `unknown`: no definite answer; `not_sent`: certainly never reached the acquirer). */
+export type HistoryCallOutcome = "succeeded" | "declined" | "refused" | "not_found" | "unknown" | "not_sent";
 /** Who settled a payment. */
 export type HistorySettledBy = "request" | "webhook" | "reconciler";
 /** How far a key's operation got. */

@@ -12,33 +12,100 @@ use chargeonce_core::{
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{Behaviour, DO_NOT_HONOR, KEY_REUSED, LOST_ANSWER, RefundRecord, Simulator};
+use super::{
+    Behaviour, DO_NOT_HONOR, IN_FLIGHT_DUPLICATE, InFlightDuplicate, InFlightGuard, KEY_REUSED,
+    LOST_ANSWER, RefundRecord, Simulator,
+};
 use super::{refund_of, refund_settlement};
 use crate::entry::now_millis;
 use crate::{LedgerEntry, SimulatorError};
 
 impl Simulator {
-    /// How long the acquirer takes before it records what `behaviour` does.
-    fn delay_of(&self, behaviour: Behaviour) -> Duration {
-        match behaviour {
-            Behaviour::Late => self.config.slow,
-            _ => Duration::ZERO,
+    /// Marks a request's key (a charge's or a refund's) in flight until it
+    /// is recorded. A duplicate of a key in flight is answered as the fault
+    /// says ([`InFlightDuplicate`]), or, with `wait`, runs as a request of
+    /// its own (whichever records first, the other answers with its
+    /// result). An acquirer without idempotency does not tell duplicates.
+    fn enter_in_flight(
+        &self,
+        key: &AcquirerKey,
+        payment_id: &PaymentId,
+    ) -> Result<Option<InFlightGuard>, AcquirerError> {
+        match self.in_flight_entry(key.as_str()) {
+            Ok(guard) => Ok(guard),
+            Err(mode) => {
+                let answer = mode.error().unwrap_or_else(|| {
+                    AcquirerError::Unknown(format!("{IN_FLIGHT_DUPLICATE}: in progress"))
+                });
+                tracing::info!(%payment_id, ?answer, "a duplicate of a request in flight, answered as the fault says");
+                Err(answer)
+            }
         }
     }
 
-    /// Runs the acquirer's side of a request. A late one runs in a task of
-    /// its own, so it completes even when the caller stops waiting.
+    /// [`Simulator::enter_in_flight`] for the HTTP API: `Err` is how the
+    /// fault says a duplicate is answered.
+    pub(crate) fn in_flight_entry(
+        &self,
+        key: &str,
+    ) -> Result<Option<InFlightGuard>, InFlightDuplicate> {
+        if !self.idempotent {
+            return Ok(None);
+        }
+        let guard = self.in_flight.enter(key);
+        if guard.is_some() {
+            return Ok(guard);
+        }
+        match self.faults().in_flight_duplicate {
+            InFlightDuplicate::Wait => Ok(None),
+            mode => Err(mode),
+        }
+    }
+
+    /// How long a refund of `token` takes to be recorded (the HTTP API's
+    /// refunds): `tok_late`'s slow time, or the late-record fault's.
+    pub(crate) fn refund_delay(&self, token: Option<&str>) -> Duration {
+        if token == Some(crate::tokens::LATE) {
+            self.config.slow
+        } else {
+            self.roll(|f, rng| f.record_delay(rng))
+        }
+    }
+
+    /// How long the acquirer takes before it records what `behaviour` does:
+    /// `tok_late`'s slow time, the late-record fault's time
+    /// ([`Faults::late_rate`](crate::Faults::late_rate)), or nothing.
+    fn delay_of(&self, behaviour: Behaviour) -> Duration {
+        match behaviour {
+            Behaviour::Late => self.config.slow,
+            _ => self.roll(|f, rng| f.record_delay(rng)),
+        }
+    }
+
+    /// Runs the acquirer's side of a request. A late one (`delay` above
+    /// zero) runs in a task of its own, so it completes even when the caller
+    /// stops waiting.
     async fn at_acquirer<T: Send + 'static>(
         &self,
-        behaviour: Behaviour,
+        delay: Duration,
         work: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, AcquirerError> {
-        if behaviour != Behaviour::Late {
+        if delay.is_zero() {
             return Ok(work.await);
         }
         tokio::spawn(work)
             .await
             .map_err(|e| AcquirerError::Unknown(format!("acquirer task failed: {e}")))
+    }
+
+    /// Whether the request's key has a charge recorded already. Read before
+    /// anything is written: a failed read means nothing was done.
+    async fn recorded(&self, request: &ChargeRequest) -> Result<bool, AcquirerError> {
+        self.ledger
+            .find(request.acquirer_key.as_str())
+            .await
+            .map(|found| found.is_some())
+            .map_err(|e| AcquirerError::NotSent(format!("acquirer ledger unavailable: {e}")))
     }
 
     /// The stored answer for a key that another execution recorded first.
@@ -104,6 +171,12 @@ fn write_failed(error: SimulatorError) -> AcquirerError {
 #[async_trait]
 impl Acquirer for Simulator {
     async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
+        let in_flight = self.enter_in_flight(&request.acquirer_key, &request.payment_id)?;
+        if in_flight.is_some() && self.recorded(request).await? {
+            // A key already recorded is answered at once, however slow its
+            // first execution was.
+            return self.replay(request).await;
+        }
         let mut behaviour = Behaviour::of(&request.token);
         if behaviour == Behaviour::Succeed && self.roll(|f, rng| f.declines(rng)) {
             behaviour = Behaviour::Decline(DO_NOT_HONOR);
@@ -122,17 +195,20 @@ impl Acquirer for Simulator {
             refunded_minor: 0,
         };
         let events = self.events_for(&entry);
+        let delay = self.delay_of(behaviour);
         let insert = {
             let (ledger, entry, deduplicated) =
                 (self.ledger.clone(), entry.clone(), self.idempotent);
-            let delay = self.delay_of(behaviour);
             async move {
                 tokio::time::sleep(delay).await;
-                ledger.insert(&entry, deduplicated, &events).await
+                let inserted = ledger.insert(&entry, deduplicated, &events).await;
+                // Recorded (or given up): no longer in flight.
+                drop(in_flight);
+                inserted
             }
         };
         if !self
-            .at_acquirer(behaviour, insert)
+            .at_acquirer(delay, insert)
             .await?
             .map_err(write_failed)?
         {
@@ -194,23 +270,27 @@ impl Acquirer for Simulator {
         &self,
         request: &RefundRequest,
     ) -> Result<RefundSettlement, AcquirerError> {
+        let in_flight = self.enter_in_flight(&request.acquirer_key, &request.payment_id)?;
         let behaviour = Behaviour::of(&request.token);
+        let delay = self.delay_of(behaviour);
         let refund = {
             let this = self.refunder(self.idempotent);
             let request = request.clone();
-            let delay = self.delay_of(behaviour);
             async move {
                 tokio::time::sleep(delay).await;
-                this.refund(
-                    &request.charge_id,
-                    request.acquirer_key.as_str(),
-                    Some(request.amount.minor_units()),
-                    Some(request.refund_id.as_str()),
-                )
-                .await
+                let answer = this
+                    .refund(
+                        &request.charge_id,
+                        request.acquirer_key.as_str(),
+                        Some(request.amount.minor_units()),
+                        Some(request.refund_id.as_str()),
+                    )
+                    .await;
+                drop(in_flight);
+                answer
             }
         };
-        let answer = self.at_acquirer(behaviour, refund).await?;
+        let answer = self.at_acquirer(delay, refund).await?;
         refund_settlement(answer, behaviour == Behaviour::LoseAnswer)
     }
 

@@ -7,6 +7,7 @@
 mod acquirer;
 mod behaviour;
 mod events;
+mod in_flight;
 mod refunds;
 
 use std::path::Path;
@@ -26,6 +27,8 @@ pub use behaviour::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
     UNKNOWN_TOKEN, tokens,
 };
+pub use in_flight::{IN_FLIGHT_DUPLICATE, InFlightDuplicate};
+pub(crate) use in_flight::{InFlight, InFlightGuard};
 pub use refunds::{
     REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundError, RefundRecord,
 };
@@ -57,6 +60,8 @@ pub struct Simulator {
     events: bool,
     faults: RwLock<Faults>,
     rng: Mutex<StdRng>,
+    /// The keys whose first charge request has not recorded yet.
+    in_flight: InFlight,
 }
 
 impl Simulator {
@@ -86,6 +91,7 @@ impl Simulator {
             events: false,
             faults: RwLock::new(Faults::default()),
             rng: Mutex::new(StdRng::from_os_rng()),
+            in_flight: InFlight::default(),
         }
     }
 

@@ -6,4 +6,5 @@ mod behaviour;
 mod common;
 mod concurrency;
 mod http;
+mod providers;
 mod standalone;

@@ -80,7 +80,7 @@ impl Engine {
             Ok(answer) => (outcome_kind(answer), None),
             Err(AcquirerError::Unknown(reason)) => (AcquirerOutcomeKind::Unknown, Some(reason)),
             Err(AcquirerError::NotSent(reason)) => (AcquirerOutcomeKind::NotSent, Some(reason)),
-            Err(AcquirerError::Rejected(reason)) => (AcquirerOutcomeKind::Declined, Some(reason)),
+            Err(AcquirerError::Rejected(reason)) => (AcquirerOutcomeKind::Refused, Some(reason)),
         };
         let latency = started.elapsed();
         self.observer.acquirer_call(call, kind, latency);
@@ -182,6 +182,13 @@ impl Engine {
             self.release(lease, attempts).await;
             return self.config.retry_after;
         }
+        self.park(lease, attempts).await
+    }
+
+    /// Parks the key for the settle window, recording the calls made under
+    /// its lease: nobody may look at the acquirer again before an attempt
+    /// still in flight could appear. Returns when to try again.
+    pub(super) async fn park(&self, lease: &Lease, attempts: &[AcquirerAttempt]) -> Duration {
         let window = self.config.settle_window;
         let parked = self.store.park_lease(lease, window, attempts).await;
         let failed = "parking the key failed; its lease covers the settle window";

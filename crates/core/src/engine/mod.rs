@@ -13,6 +13,8 @@
 //! - `send`: phase 2, written once for charges and refunds: look the attempt
 //!   up before sending it again where the acquirer ignores keys, confirm a
 //!   refusal of a resent attempt, and turn the answer into an outcome;
+//! - `resend`: the resend rule's judgement (a refusal of a resend proves
+//!   nothing while an earlier attempt's outcome is unknown);
 //! - `lease`: holding the key's lease around an acquirer call (heartbeat,
 //!   timeout), releasing it or parking the key afterwards;
 //! - `finish`: phase 3, the fenced finish, and the answer rendered from a
@@ -34,6 +36,7 @@ pub mod outcome;
 mod pay;
 mod refund;
 pub mod repeats;
+mod resend;
 mod send;
 pub mod tally;
 

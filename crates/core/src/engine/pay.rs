@@ -17,7 +17,8 @@ use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{
     Acquired, Acquirer, AcquirerError, ChargeRequest, ChargeResult, Claim, ClaimRequest, Lease,
-    NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Settlement, StoreError,
+    NewPayment, Payment, PaymentId, PaymentRequest, PaymentStatus, RecoveryPoint, Settlement,
+    ShopId, StoreError,
 };
 
 impl Engine {
@@ -140,6 +141,10 @@ impl Operation for Charge {
 
     fn acquirer_key(&self) -> &str {
         self.request.acquirer_key.as_str()
+    }
+
+    fn payment(&self) -> (&ShopId, &PaymentId) {
+        (&self.request.shop_id, &self.request.payment_id)
     }
 
     async fn send(&self, acquirer: &dyn Acquirer) -> Result<ChargeResult, AcquirerError> {

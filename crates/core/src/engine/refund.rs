@@ -14,8 +14,8 @@ use crate::acquirer::{REFUND_EXCEEDS_CHARGE, REJECTED};
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{
-    Acquirer, AcquirerError, ClaimRequest, Lease, NewRefund, Payment, Refund, RefundClaim,
-    RefundRequest, RefundSettlement, StoreError,
+    Acquirer, AcquirerError, ClaimRequest, Lease, NewRefund, Payment, PaymentId, Refund,
+    RefundClaim, RefundRequest, RefundSettlement, ShopId, StoreError,
 };
 
 impl Engine {
@@ -110,6 +110,10 @@ impl Operation for Refunding {
 
     fn acquirer_key(&self) -> &str {
         self.request.acquirer_key.as_str()
+    }
+
+    fn payment(&self) -> (&ShopId, &PaymentId) {
+        (&self.request.shop_id, &self.request.payment_id)
     }
 
     async fn send(&self, acquirer: &dyn Acquirer) -> Result<RefundSettlement, AcquirerError> {

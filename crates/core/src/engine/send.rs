@@ -12,11 +12,13 @@
 //!   execute it twice: a resumed attempt is first looked up by our reference
 //!   (the key was parked for the settle window after that attempt, so what it
 //!   did has had time to appear), and sent only if nothing is found.
-//! - **a refusal of a resumed attempt is not believed at once.** A first send
-//!   proves it: nothing was sent before. A resend does not: the attempt
-//!   resumed may have executed, and the refusal may be of the repeat only. It
-//!   counts only when the acquirer has nothing under our reference; otherwise
-//!   what was found is the answer, and a failed look-up leaves it unknown.
+//! - **a refusal of a resumed attempt is not believed at once** (the resend
+//!   rule, [`super::resend`]). A first send proves it: nothing was sent
+//!   before. A resend does not: the attempt resumed may have executed, or
+//!   still be running, and the refusal may be of the repeat only. What a
+//!   look-up finds at once is the answer; if it finds nothing, the key is
+//!   parked for the settle window, and only a look-up after it that still
+//!   finds nothing confirms the refusal (nothing is sent again meanwhile).
 //! - **a look-up's own refusal proves nothing** about the attempt looked for:
 //!   unknown.
 //! - the answer then ends as a settlement (phase 3), "not sent" (the lease is
@@ -24,10 +26,10 @@
 //!   `Engine::after_unknown`).
 
 use super::lease::Trail;
-use super::{Engine, EngineError, Holder, Outcome};
+use super::{Engine, EngineError, Holder, Outcome, resend};
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
-use crate::{Acquirer, AcquirerError, Lease};
+use crate::{Acquirer, AcquirerError, Lease, PaymentId, ShopId};
 
 /// One attempt to send an operation to the acquirer: what differs between a
 /// charge and a refund.
@@ -43,6 +45,8 @@ pub(super) trait Operation: Send + Sync + Sized {
 
     /// The acquirer key every attempt of this operation is sent with.
     fn acquirer_key(&self) -> &str;
+    /// The payment whose history records this operation's calls.
+    fn payment(&self) -> (&ShopId, &PaymentId);
     /// Sends the operation.
     fn send(
         &self,
@@ -103,14 +107,21 @@ impl Engine {
         holder: Holder,
     ) -> Result<Outcome, EngineError> {
         let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
+        let confirming = holder == Holder::Resumer && self.refusal_awaits(&op).await?;
         let trail = Trail::default();
-        let answer = if resend {
+        let answer = if confirming {
+            self.look_up_to_confirm(&op, lease, &trail).await
+        } else if resend {
             self.look_up_else_send(&op, lease, &trail).await
         } else {
             self.send_holding_lease(&op, lease, &trail).await
         };
         let settlement = match answer {
             Ok(answer) => Ok(O::settlement(answer)),
+            Err(AcquirerError::Rejected(reason)) if confirming => {
+                op.log_refused(lease, holder, &reason);
+                Ok(O::rejected())
+            }
             Err(AcquirerError::Rejected(reason)) => {
                 self.confirm_rejection(&op, lease, holder, reason, &trail)
                     .await
@@ -138,8 +149,42 @@ impl Engine {
         }
     }
 
-    /// A refusal for good: believed at once from a first send; from a
-    /// resend, only when the acquirer holds nothing under our reference.
+    /// Whether the operation's last send, by an earlier holder, was refused
+    /// and awaits its confirmation ([`super::resend`]): read from the
+    /// payment's history, where the release or parking that ended that
+    /// holder's lease wrote its calls.
+    async fn refusal_awaits<O: Operation>(&self, op: &O) -> Result<bool, EngineError> {
+        let (shop, payment) = op.payment();
+        let history = self.store.payment_history(Some(shop), payment).await?;
+        let calls = resend::calls_of(&history, op.acquirer_key());
+        Ok(resend::last_send_refused(calls, O::CALL))
+    }
+
+    /// The settle window has passed since a refused resend: the operation
+    /// is looked up, and nothing is sent. Found: the answer. Nothing: the
+    /// refusal is confirmed (a [`AcquirerError::Rejected`]).
+    async fn look_up_to_confirm<O: Operation>(
+        &self,
+        op: &O,
+        lease: &Lease,
+        trail: &Trail,
+    ) -> Result<O::Answer, AcquirerError> {
+        match self.look_up_holding_lease(op, lease, trail).await? {
+            Some(found) => {
+                op.log_found(lease, &found);
+                Ok(found)
+            }
+            None => Err(AcquirerError::Rejected(format!(
+                "{} was refused, and nothing was found under its reference after the settle window",
+                O::RESUMED
+            ))),
+        }
+    }
+
+    /// A refusal for good: believed at once from a first send. From a
+    /// resend, what a look-up finds at once is the answer; nothing found
+    /// leaves it unknown, to be confirmed after the settle window (see
+    /// `Engine::conclude`, which parks the key).
     async fn confirm_rejection<O: Operation>(
         &self,
         op: &O,
@@ -154,7 +199,11 @@ impl Engine {
         }
         match self.look_up_holding_lease(op, lease, trail).await {
             Ok(Some(found)) => Ok(O::settlement(found)),
-            Ok(None) => Ok(O::rejected()),
+            Ok(None) => Err(AcquirerError::Unknown(format!(
+                "{} was refused ({reason}) and nothing was found yet: an earlier attempt may still land; \
+                 confirmed only by a look-up after the settle window",
+                O::RESUMED
+            ))),
             Err(error) => Err(AcquirerError::Unknown(format!(
                 "{} was refused ({reason}) and the look-up failed: {error}",
                 O::RESUMED
@@ -191,7 +240,14 @@ impl Engine {
             // A rejection was confirmed (a settlement) or made unknown above.
             Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
                 op.log_unknown(lease, &reason);
-                let retry_after = self.after_unknown(lease, attempts).await;
+                let calls = attempts.iter().map(|a| (a.call, a.outcome));
+                let retry_after = if resend::last_send_refused(calls, O::CALL) {
+                    // A refused resend: nobody looks again before the
+                    // window has passed, whatever the acquirer's mode.
+                    self.park(lease, attempts).await
+                } else {
+                    self.after_unknown(lease, attempts).await
+                };
                 Ok(op.pending(retry_after))
             }
         }

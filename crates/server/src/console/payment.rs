@@ -146,6 +146,13 @@ pub fn sentence(entry: &HistoryEntry, next: Option<&HistoryEntry>) -> String {
                         .map(|r| format!(": {r}"))
                         .unwrap_or_default()
                 ),
+                (_, AcquirerOutcomeKind::Refused) => format!(
+                    "the request refused{} (answered in {latency_ms} ms)",
+                    reason
+                        .as_ref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
                 (_, AcquirerOutcomeKind::NotFound) => {
                     format!("the acquirer has no such charge (answered in {latency_ms} ms)")
                 }

@@ -164,6 +164,7 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
             outcome: match outcome {
                 AcquirerOutcomeKind::Succeeded => wire::HistoryCallOutcome::Succeeded,
                 AcquirerOutcomeKind::Declined => wire::HistoryCallOutcome::Declined,
+                AcquirerOutcomeKind::Refused => wire::HistoryCallOutcome::Refused,
                 AcquirerOutcomeKind::NotFound => wire::HistoryCallOutcome::NotFound,
                 AcquirerOutcomeKind::Unknown => wire::HistoryCallOutcome::Unknown,
                 AcquirerOutcomeKind::NotSent => wire::HistoryCallOutcome::NotSent,

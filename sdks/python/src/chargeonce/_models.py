@@ -277,6 +277,7 @@ class HistoryCallOutcome(str, Enum):
 
     SUCCEEDED = "succeeded"
     DECLINED = "declined"
+    REFUSED = "refused"
     NOT_FOUND = "not_found"
     UNKNOWN = "unknown"
     NOT_SENT = "not_sent"
