@@ -49,6 +49,7 @@ scenarios! {
     s09_budget_exhausted => "09_budget_exhausted.json",
     s10_pay_order => "10_pay_order.json",
     s11_orders_are_separate => "11_orders_are_separate.json",
+    s12_order_already_paid => "12_order_already_paid.json",
 }
 
 fn scenario_dir() -> PathBuf {
@@ -296,8 +297,12 @@ struct Raised {
 impl Raised {
     fn of(error: &Error) -> Self {
         Self {
-            code: error.problem().map(|p| p.code.as_str().to_owned()),
-            status: error.problem().map(|p| p.status),
+            code: error.code().map(|code| code.as_str().to_owned()),
+            status: error.problem().map(|p| p.status).or(matches!(
+                error,
+                Error::OrderAlreadyPaid { .. }
+            )
+            .then_some(409)),
             key_reused: matches!(error, Error::KeyReused { .. }),
             text: error.to_string(),
         }

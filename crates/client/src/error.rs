@@ -20,6 +20,29 @@ pub enum Error {
         /// Attempts made.
         attempts: u32,
     },
+    /// The order already has a payment (succeeded, or pending) for another
+    /// amount or currency: the server's `409 order_already_paid`, or an
+    /// answer (or, for [`Client::pay_order`](crate::Client::pay_order), a
+    /// look-up) whose payment is not the one asked for. Nothing was charged
+    /// for this request. Never "paid": the cart and the payment disagree,
+    /// and a person must look (refund the other payment, or charge the
+    /// difference under a new order). Never retried.
+    #[error(
+        "order {} already has a {} payment {} of {} {}: not the one asked for",
+        payment.reference,
+        payment.status.as_str(),
+        payment.id,
+        payment.amount.to_decimal_string(),
+        payment.amount.currency().code()
+    )]
+    OrderAlreadyPaid {
+        /// The order's payment.
+        payment: Box<crate::Payment>,
+        /// The server's problem document, when the server said so.
+        problem: Option<Box<Problem>>,
+        /// Attempts made (`0`: found by `pay_order`'s look-up).
+        attempts: u32,
+    },
     /// The request was refused before anything executed (400, 401, 404, 405,
     /// 413, 415, 422): fix it; retrying the same bytes would get the same answer.
     ///
@@ -64,7 +87,19 @@ impl Error {
     pub fn problem(&self) -> Option<&Problem> {
         match self {
             Self::KeyReused { problem, .. } | Self::Rejected { problem, .. } => Some(problem),
+            Self::OrderAlreadyPaid { problem, .. } => problem.as_deref(),
             _ => None,
+        }
+    }
+
+    /// The error's stable code: its problem's, or `order_already_paid` for
+    /// [`Error::OrderAlreadyPaid`] however it was found.
+    pub fn code(&self) -> Option<crate::problem::Code> {
+        match self {
+            Self::OrderAlreadyPaid { .. } => Some(crate::problem::Code::Known(
+                crate::ProblemCode::OrderAlreadyPaid,
+            )),
+            _ => self.problem().map(|p| p.code.clone()),
         }
     }
 
@@ -72,6 +107,7 @@ impl Error {
     pub fn attempts(&self) -> u32 {
         match self {
             Self::KeyReused { attempts, .. }
+            | Self::OrderAlreadyPaid { attempts, .. }
             | Self::Rejected { attempts, .. }
             | Self::Unexpected { attempts, .. }
             | Self::Unavailable { attempts, .. } => *attempts,

@@ -33,6 +33,12 @@ pub struct CreatePayment {
 }
 
 impl CreatePayment {
+    /// Whether `payment` is this request's: the same order, amount and
+    /// currency. Only then is it paid (or declined) for this request.
+    pub fn is_answered_by(&self, payment: &Payment) -> bool {
+        payment.reference == self.reference && payment.amount == self.amount
+    }
+
     /// A payment request.
     pub fn new(amount: Money, reference: impl Into<String>, token: impl Into<String>) -> Self {
         Self {

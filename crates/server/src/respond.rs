@@ -34,6 +34,20 @@ pub fn outcome_response(outcome: Outcome) -> Response {
             }
             response
         }
+        Outcome::OrderPaidOtherwise { payment } => Problem::new(
+            ProblemCode::OrderAlreadyPaid,
+            format!(
+                "order {} already has a {} payment of {} {} under another key; nothing was \
+                 charged. The request asks for another amount: do not ship it as paid, and do \
+                 not retry it as is",
+                payment.reference.as_str(),
+                payment.status.as_str(),
+                payment.amount.to_decimal_string(),
+                payment.amount.currency().code()
+            ),
+        )
+        .with("payment", render::to_value(&render::payment(&payment)))
+        .into_response(),
         Outcome::InProgress { retry_after } => Problem::new(
             ProblemCode::RequestInProgress,
             "the first request with this key is still running; retry with the same key",

@@ -201,6 +201,80 @@ async fn a_new_key_for_a_paid_order_returns_the_payment(backend: Backend) {
     assert!(replay.replayed());
 }
 
+/// Key 1 pays 10.00 for an order; key 2 asks 25.00 for the same order. It
+/// is not paid: 409 `order_already_paid` with the 10.00 payment, nothing
+/// charged and nothing stored against key 2 (it answers the same again). So
+/// a shop never ships a 25.00 cart charged 10.00 (issue 31).
+async fn a_new_key_for_a_paid_order_with_another_amount_is_409(backend: Backend) {
+    let s = TestService::start(backend).await;
+    let first = send(s.pay("k1", &body("order-9", "10.00", "tok_ok"))).await;
+    assert_eq!(first.status, 201);
+    for _ in 0..2 {
+        let other = send(s.pay("k2", &body("order-9", "25.00", "tok_ok"))).await;
+        assert_eq!(
+            other.status,
+            409,
+            "{}",
+            String::from_utf8_lossy(&other.bytes)
+        );
+        assert!(!other.replayed(), "nothing stored against the key");
+        let problem = other.json();
+        assert_eq!(problem["code"], "order_already_paid");
+        assert_eq!(problem["payment"]["id"], first.json()["id"]);
+        assert_eq!(problem["payment"]["amount"]["value"], "10.00");
+        assert_eq!(
+            other.headers["content-type"], "application/problem+json",
+            "a problem document"
+        );
+    }
+    let key = s
+        .store
+        .key(
+            &ShopId::new(common::SHOP).unwrap(),
+            &chargeonce_core::IdempotencyKey::new("k2").unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(key.is_none(), "no key row left: {key:?}");
+    // Another currency is another amount too.
+    let usd = json!({"amount": {"value": "10.00", "currency": "USD"}, "reference": "order-9",
+                     "payment_method": {"token": "tok_ok"}});
+    let other = send(s.pay("k3", &usd)).await;
+    assert_eq!(other.status, 409);
+    assert_eq!(s.charges("order-9").await.len(), 1, "charged once");
+}
+
+/// An order whose payment is still pending, asked for another amount under
+/// another key: 409, nothing stored; once that payment is declined the
+/// order is free, and the same request pays with its own attempt.
+async fn an_order_pending_with_another_amount_is_409_until_it_is_free(backend: Backend) {
+    let s = TestService::start(backend).await;
+    let first = send(s.pay("k1", &body("order-1", "10.00", "tok_timeout"))).await;
+    assert_eq!(first.status, 202);
+    let theirs = first.json()["id"].as_str().unwrap().to_owned();
+    let mine = body("order-1", "25.00", "tok_ok");
+    let refused = send(s.pay("k2", &mine)).await;
+    assert_eq!(refused.status, 409);
+    assert_eq!(refused.json()["code"], "order_already_paid");
+    assert_eq!(refused.json()["payment"]["status"], "pending");
+    s.store
+        .settle_payment(
+            &ShopId::new(common::SHOP).unwrap(),
+            &PaymentId::parse(&theirs).unwrap(),
+            &Settlement {
+                status: PaymentStatus::Declined,
+                provider_payment_id: Some("ch_elsewhere".into()),
+                decline_code: Some("card_declined".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let own = send(s.pay("k2", &mine)).await;
+    assert_eq!(own.status, 201, "{}", String::from_utf8_lossy(&own.bytes));
+    assert_eq!(own.json()["amount"]["value"], "25.00");
+    assert_ne!(own.json()["id"], theirs.as_str());
+}
+
 async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backend) {
     let s = TestService::start(backend).await;
     let b = body("order-1", "1500.00", "tok_slow");
@@ -590,6 +664,8 @@ on_both_stores!(
     a_decline_is_definite_and_replayed,
     a_lost_acquirer_answer_is_202_then_resolved_by_retry,
     a_new_key_for_a_paid_order_returns_the_payment,
+    a_new_key_for_a_paid_order_with_another_amount_is_409,
+    an_order_pending_with_another_amount_is_409_until_it_is_free,
     a_new_key_for_an_order_in_flight_is_202_until_it_settles,
     a_key_linked_to_a_payment_that_declines_gets_its_own_attempt,
     an_acquirer_slower_than_its_timeout_is_pending_then_resolved,

@@ -45,6 +45,11 @@ pub enum ProblemCode {
     /// 409: another request with this key is still running. Retry with the
     /// same key after `Retry-After`, or ask to wait with `Prefer: wait=N`.
     RequestInProgress,
+    /// 409: the order (`reference`) already has a live payment (succeeded,
+    /// or pending) for another amount or currency, made under another key.
+    /// Nothing was charged; the problem carries that `payment`. The cart
+    /// and the payment disagree: a person must look, never a retry.
+    OrderAlreadyPaid,
     /// 413: the body is larger than the limit. Nothing was executed.
     PayloadTooLarge,
     /// 415: the body is not `application/json`. Nothing was executed.
@@ -137,6 +142,7 @@ impl ProblemCode {
         Self::NotFound,
         Self::MethodNotAllowed,
         Self::RequestInProgress,
+        Self::OrderAlreadyPaid,
         Self::PayloadTooLarge,
         Self::UnsupportedMediaType,
         Self::IdempotencyKeyReused,
@@ -179,6 +185,7 @@ impl ProblemCode {
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestInProgress => "request_in_progress",
+            Self::OrderAlreadyPaid => "order_already_paid",
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
@@ -224,7 +231,7 @@ impl ProblemCode {
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,
-            Self::RequestInProgress | Self::PaymentNotYetRefundable => 409,
+            Self::RequestInProgress | Self::OrderAlreadyPaid | Self::PaymentNotYetRefundable => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::IdempotencyKeyReused
@@ -261,6 +268,7 @@ impl ProblemCode {
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
             Self::RequestInProgress => "A request with this key is still in progress",
+            Self::OrderAlreadyPaid => "The order is already paid with another amount",
             Self::PayloadTooLarge => "The body is too large",
             Self::UnsupportedMediaType => "The body must be application/json",
             Self::IdempotencyKeyReused => "This Idempotency-Key was used for a different request",

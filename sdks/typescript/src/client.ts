@@ -30,8 +30,9 @@ import {
   type PayResult,
   type RefundOutcome,
   type RefundResult,
+  answersRequest,
 } from "./outcome.js";
-import { ProblemError, UnavailableError, UnexpectedAnswerError } from "./problem.js";
+import { OrderAlreadyPaidError, ProblemError, UnavailableError, UnexpectedAnswerError } from "./problem.js";
 import { DEFAULT_RETRY_POLICY, delayMs, preferSeconds, transient, type RetryPolicy } from "./retry.js";
 
 /** Paging of a list: at most one of `startingAfter` and `endingBefore`. */
@@ -135,6 +136,11 @@ export class Client {
       judgePayment,
       (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", paymentId: id }),
     );
+    if ((outcome.kind === "paid" || outcome.kind === "declined") && !answersRequest(outcome.payment, request)) {
+      // An answer about another payment of the order (a server older than
+      // `order_already_paid`, or something in between): never "paid" for this request.
+      throw OrderAlreadyPaidError.of(outcome.payment, attempts.length);
+    }
     return { outcome, key: value, attempts, foundBeforePaying: false, replayed: lastReplayed(attempts) };
   }
 
@@ -149,6 +155,7 @@ export class Client {
     const existing = await this.paymentsFor(request.reference);
     const paid = existing.find((p) => p.status === "succeeded");
     if (paid !== undefined) {
+      if (!answersRequest(paid, request)) throw OrderAlreadyPaidError.of(paid, 0);
       return { outcome: { kind: "paid", payment: paid }, key: value, attempts: [], foundBeforePaying: true, replayed: false };
     }
     return this.pay(value, request);

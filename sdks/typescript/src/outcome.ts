@@ -7,6 +7,7 @@ import { asPayment, asRefund, type Payment, type PaymentStatus, type Refund } fr
 import {
   ChargeonceError,
   KeyReusedError,
+  OrderAlreadyPaidError,
   parseProblem,
   ProblemError,
   UnexpectedAnswerError,
@@ -169,7 +170,28 @@ export function judgePayment(answer: Answer, attempts: number, nowMs: number = D
     }
     return { seen, step: unexpected(answer, attempts), namedId };
   }
+  if (status === 409 && problem !== null && problem.code === "order_already_paid" && problem.payment !== null) {
+    return { seen, step: { kind: "fail", error: new OrderAlreadyPaidError(problem, problem.payment, attempts) }, namedId };
+  }
   return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+/** Two decimal strings of the same amount (`"10.00"` and `"10.0"`), compared without floats. */
+function sameDecimal(a: string, b: string): boolean {
+  const norm = (v: string): string => {
+    const [whole = "", fraction = ""] = v.trim().split(".");
+    return `${whole.replace(/^0+(?=\d)/, "")}.${fraction.replace(/0+$/, "")}`;
+  };
+  return norm(a) === norm(b);
+}
+
+/** Whether `payment` is the request's: the same order, amount and currency. Only then is it paid for this request. */
+export function answersRequest(payment: Payment, request: { amount: { value: string; currency: string }; reference: string }): boolean {
+  return (
+    payment.reference === request.reference &&
+    payment.amount.currency === request.amount.currency &&
+    sameDecimal(payment.amount.value, request.amount.value)
+  );
 }
 
 /** Decides what an answer of `POST /v1/payments/{id}/refunds` means. */

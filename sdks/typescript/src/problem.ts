@@ -16,6 +16,7 @@ export const PROBLEM_CODES = [
   "not_found",
   "method_not_allowed",
   "request_in_progress",
+  "order_already_paid",
   "payload_too_large",
   "unsupported_media_type",
   "idempotency_key_reused",
@@ -153,6 +154,41 @@ export class KeyReusedError extends ProblemError {
       attempts,
       `the idempotency key was first used for a different request (a client bug; nothing was executed): ${problem.detail}`,
     );
+  }
+}
+
+/**
+ * `409 order_already_paid`: the order already has a payment (succeeded, or
+ * pending) for another amount or currency, so nothing was charged for this
+ * request. Also thrown when an answer (or `payOrder`'s look-up) names a
+ * payment that is not the one asked for. Never "paid": the cart and the
+ * payment disagree, and a person must look. Never retried.
+ */
+export class OrderAlreadyPaidError extends ProblemError {
+  override name = "OrderAlreadyPaidError";
+  /** The order's payment. */
+  readonly payment: Payment;
+  constructor(problem: Problem, payment: Payment, attempts: number) {
+    super(problem, attempts, `order ${payment.reference} already has a ${payment.status} payment ${payment.id} of ${payment.amount.value} ${payment.amount.currency}: not the one asked for`);
+    this.payment = payment;
+  }
+
+  /** Found by the client itself: an answer, or a look-up, about another payment of the order. */
+  static of(payment: Payment, attempts: number): OrderAlreadyPaidError {
+    const problem: Problem = {
+      code: "order_already_paid",
+      known: true,
+      status: 409,
+      type: "urn:chargeonce:problem:order_already_paid",
+      title: "The order is already paid with another amount",
+      detail: `order ${payment.reference} has a ${payment.status} payment ${payment.id} of ${payment.amount.value} ${payment.amount.currency}`,
+      requestId: null,
+      payment,
+      refund: null,
+      field: null,
+      raw: {},
+    };
+    return new OrderAlreadyPaidError(problem, payment, attempts);
   }
 }
 

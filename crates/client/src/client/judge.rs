@@ -64,6 +64,16 @@ pub(super) fn judge_payment(
         *payment_id = Some(id);
     }
     let step = match (status, problem) {
+        (409, Some(problem)) if problem.code == ProblemCode::OrderAlreadyPaid => {
+            match problem.payment.clone() {
+                Some(payment) => Step::Fail(Error::OrderAlreadyPaid {
+                    payment: Box::new(payment),
+                    problem: Some(Box::new(problem)),
+                    attempts,
+                }),
+                None => unexpected(answer, attempts),
+            }
+        }
         (402, Some(problem)) if problem.code == ProblemCode::PaymentDeclined => {
             match problem.payment {
                 Some(payment) => Step::Done(Outcome::Declined(payment)),

@@ -79,6 +79,16 @@ impl Client {
                 |payment_id| Outcome::Uncertain { payment_id },
             )
             .await?;
+        if let Some(payment) = outcome.payment().filter(|p| !request.is_answered_by(p)) {
+            // An answer about another payment of the order (a server older
+            // than `order_already_paid`, or something in between): never
+            // "paid" for this request.
+            return Err(Error::OrderAlreadyPaid {
+                payment: Box::new(payment.clone()),
+                problem: None,
+                attempts: u32::try_from(attempts.len()).unwrap_or(u32::MAX),
+            });
+        }
         Ok(PayResult {
             outcome,
             key: key.clone(),
@@ -242,6 +252,13 @@ impl Client {
             .into_iter()
             .find(|p| p.status == PaymentStatus::Succeeded)
         {
+            if !request.is_answered_by(&paid) {
+                return Err(Error::OrderAlreadyPaid {
+                    payment: Box::new(paid),
+                    problem: None,
+                    attempts: 0,
+                });
+            }
             return Ok(PayResult {
                 outcome: Outcome::Paid(paid),
                 key: key.clone(),

@@ -16,8 +16,8 @@ use std::time::Duration;
 use super::repeats::RepeatSource;
 use super::{Engine, EngineError, Holder, Outcome};
 use crate::{
-    Acquired, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, Lease, PaymentStatus,
-    RecoveryPoint, ShopId, StalledKey, StoreError,
+    Acquired, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, Lease, PaymentRequest,
+    PaymentStatus, RecoveryPoint, ShopId, StalledKey, StoreError,
 };
 
 impl Engine {
@@ -40,16 +40,19 @@ impl Engine {
         };
         tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "completer took over a stalled key");
         // A freed order: its client's next request gets an attempt of its own.
-        self.resume(acquired).await
+        self.resume(acquired, None).await
     }
 
     /// Decides what a request gets when its key already exists; `None` when
     /// the key only linked to its order's payment, which was declined: it
     /// was deleted, and the request claims the order afresh.
+    /// `requested`: the payment the request asks for (`None` for a refund
+    /// key's request).
     pub(super) async fn on_existing(
         &self,
         claim: &ClaimRequest,
         record: KeyRecord,
+        requested: Option<&PaymentRequest>,
     ) -> Result<Option<Outcome>, EngineError> {
         self.repeat_policy().note(
             self.observer.as_ref(),
@@ -85,7 +88,7 @@ impl Engine {
             return Ok(Some(self.in_progress()));
         };
         tracing::info!(key = %acquired.lease.key, payment = %acquired.payment.id, "expired lease taken over");
-        self.resume(acquired).await
+        self.resume(acquired, requested).await
     }
 
     /// Takes a key's expired lease over (compare-and-set: `None` when
@@ -102,11 +105,24 @@ impl Engine {
 
     /// Resumes a key just taken over, or frees its order (`None`) when the
     /// key only linked to its order's payment and that payment was declined.
-    async fn resume(&self, acquired: Acquired) -> Result<Option<Outcome>, EngineError> {
+    /// A linked key is judged against `requested`, the payment its request
+    /// asks for; the completer has none, and leaves a linked key to its
+    /// client's next request (deleted: nothing was charged under it).
+    async fn resume(
+        &self,
+        acquired: Acquired,
+        requested: Option<&PaymentRequest>,
+    ) -> Result<Option<Outcome>, EngineError> {
         self.observer.taken_over();
-        if links_declined_order(&acquired) {
+        let linked = acquired.recovery_point == RecoveryPoint::OrderAlreadyPaid;
+        if links_declined_order(&acquired) || (linked && requested.is_none()) {
             self.abandon(&acquired.lease).await?;
             return Ok(None);
+        }
+        if let Some(requested) = requested
+            && let Some(outcome) = self.paid_otherwise(&acquired, requested).await?
+        {
+            return Ok(Some(outcome));
         }
         self.drive(acquired, Holder::Resumer).await.map(Some)
     }
@@ -168,13 +184,13 @@ impl Engine {
         }
         tracing::info!(key = %record.key, payment = %acquired.payment.id, "parked key's payment settled meanwhile; its answer stored");
         Ok(self
-            .resume(acquired)
+            .resume(acquired, None)
             .await?
             .unwrap_or_else(|| self.in_progress()))
     }
 
     /// Deletes a key that only linked to a payment that was then declined.
-    async fn abandon(&self, lease: &Lease) -> Result<(), EngineError> {
+    pub(super) async fn abandon(&self, lease: &Lease) -> Result<(), EngineError> {
         if self.store.abandon_key(lease).await? {
             tracing::info!(key = %lease.key, "the order's linked payment was declined; the key claims the order afresh");
         }

@@ -47,6 +47,14 @@ pub enum Outcome {
         /// When to try again.
         retry_after: Duration,
     },
+    /// The order already has a live payment (succeeded or pending) for
+    /// another amount or currency, under another key: nothing was charged,
+    /// and nothing is stored against this key (a retry judges afresh: the
+    /// order is free again if that payment ends declined).
+    OrderPaidOtherwise {
+        /// The order's payment.
+        payment: Payment,
+    },
     /// Another request holds the key's lease right now.
     InProgress {
         /// When to try again.

@@ -52,16 +52,44 @@ impl Engine {
                 Claim::Acquired(acquired) => {
                     tracing::debug!(key = %acquired.lease.key, payment = %acquired.payment.id, "key claimed");
                     self.observer.claimed();
+                    if let Some(outcome) = self.paid_otherwise(&acquired, &new.request).await? {
+                        return Ok(outcome);
+                    }
                     return self.drive(acquired, Holder::Claimant).await;
                 }
                 Claim::Exists(record) => {
-                    if let Some(outcome) = self.on_existing(&claim, record).await? {
+                    if let Some(outcome) =
+                        self.on_existing(&claim, record, Some(&new.request)).await?
+                    {
                         return Ok(outcome);
                     }
                 }
             }
         }
         Ok(self.in_progress())
+    }
+
+    /// A key linked to its order's live payment of another amount or
+    /// currency: the order is paid (or being paid) otherwise, and this
+    /// request is not that payment. The key is deleted (it charges nothing,
+    /// and its next request judges afresh) and the request answered 409
+    /// `order_already_paid`, never "paid" with the other amount.
+    pub(super) async fn paid_otherwise(
+        &self,
+        acquired: &Acquired,
+        requested: &PaymentRequest,
+    ) -> Result<Option<Outcome>, EngineError> {
+        let payment = &acquired.payment;
+        if acquired.recovery_point != RecoveryPoint::OrderAlreadyPaid
+            || payment.amount == requested.amount
+        {
+            return Ok(None);
+        }
+        tracing::info!(key = %acquired.lease.key, payment = %payment.id, "the order already has a payment of another amount; nothing charged");
+        self.abandon(&acquired.lease).await?;
+        Ok(Some(Outcome::OrderPaidOtherwise {
+            payment: payment.clone(),
+        }))
     }
 
     /// Phases 2 and 3, from the recovery point phase 1 (or a take-over) left.

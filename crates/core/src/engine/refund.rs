@@ -51,7 +51,7 @@ impl Engine {
             // `None`: only payment keys link to an order's payment, so this
             // does not happen; answered as a key in use.
             RefundClaim::Exists(record) => Ok(self
-                .on_existing(&claim, record)
+                .on_existing(&claim, record, None)
                 .await?
                 .unwrap_or_else(|| self.in_progress())),
             RefundClaim::Refused(reason) => Ok(Outcome::RefundRefused(reason)),

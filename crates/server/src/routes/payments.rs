@@ -86,7 +86,7 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
             example = json!({"type": "urn:chargeonce:problem:payment_declined", "title": "The payment was declined", "status": 402,
                 "detail": "the acquirer declined the payment: insufficient_funds", "code": "payment_declined", "decline_code": "insufficient_funds"})),
         (status = 408, description = "`body_timeout`: the body did not arrive in time; the connection is closed. Nothing was executed."),
-        (status = 409, description = "`request_in_progress`: the key's first request is still running; retry with the same key after `Retry-After`, or send `Prefer: wait=N`."),
+        (status = 409, description = "`request_in_progress`: the key's first request is still running; retry with the same key after `Retry-After`, or send `Prefer: wait=N`. `order_already_paid`: the order (`reference`) already has a live payment (succeeded or pending) for another amount or currency under another key; nothing was charged and nothing is stored against this key; the problem carries that `payment`."),
         (status = 413, description = "`payload_too_large`: the body is over 64 KiB."),
         (status = 415, description = "`unsupported_media_type`: the body is not `application/json`."),
         (status = 422, description = "`idempotency_key_reused`: the key was first used for another request (never retry it as is); `invalid_request` (`field` names the member), `invalid_amount`, `unsupported_currency`: the body is not a valid payment. Nothing was executed.",

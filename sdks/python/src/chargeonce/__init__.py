@@ -5,7 +5,15 @@ sends the same key and the same body bytes; a payment ends :class:`Paid`,
 :class:`Declined` or :class:`Uncertain` (never "try again with a new key").
 """
 from ._client import AsyncClient, Client, payment_body, refund_body
-from ._errors import ChargeonceError, ConfigError, KeyReused, ProblemError, Unavailable, UnexpectedAnswer
+from ._errors import (
+    ChargeonceError,
+    ConfigError,
+    KeyReused,
+    OrderAlreadyPaid,
+    ProblemError,
+    Unavailable,
+    UnexpectedAnswer,
+)
 from ._keys import IdempotencyKey, InvalidKey
 from ._models import (
     AcquirerCallEntry,
@@ -61,7 +69,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Amount", "AsyncClient", "Attempt", "ChargeonceError", "Client", "ConfigError", "Declined",
-    "IdempotencyKey", "IdempotencyKeyInfo", "InvalidKey", "KeyReused", "Outcome", "Page", "Paid",
+    "IdempotencyKey", "IdempotencyKeyInfo", "InvalidKey", "KeyReused", "OrderAlreadyPaid", "Outcome", "Page", "Paid",
     "PayResult", "Payment", "PaymentStatus", "Problem", "ProblemCode", "ProblemError", "Refund",
     "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
     "Unavailable", "Uncertain", "UnexpectedAnswer", "is_transient", "parse_retry_after",

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ._errors import ConfigError, UnexpectedAnswer
+from ._errors import ConfigError, OrderAlreadyPaid, UnexpectedAnswer
 from ._judge import (
     Answer,
     Done,
@@ -21,6 +21,7 @@ from ._judge import (
     KeyedCall,
     ReadCall,
     Sleep,
+    answers_request,
     judge_payment,
     judge_refund,
     uncertain_payment,
@@ -28,7 +29,7 @@ from ._judge import (
 )
 from ._keys import IdempotencyKey, KeyLike, as_key
 from ._models import Amount, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
-from ._outcome import CONNECT, LOST, TIMEOUT, Paid, PayResult, RefundResult
+from ._outcome import CONNECT, LOST, TIMEOUT, Declined, Paid, PayResult, RefundResult
 from ._retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -48,6 +49,18 @@ def refund_body(amount: Optional[Amount]) -> bytes:
 
 def _dump(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _paid_for(result: PayResult, amount: Amount, reference: str) -> PayResult:
+    """``result``, unless its payment is not the one asked for (another order,
+    amount or currency: a server older than ``order_already_paid``, or the
+    order's payment found by ``pay_order``): then :class:`OrderAlreadyPaid`,
+    never "paid"."""
+    outcome = result.outcome
+    payment = outcome.payment if isinstance(outcome, (Paid, Declined)) else None
+    if payment is not None and not answers_request(payment, amount, reference):
+        raise OrderAlreadyPaid.of(payment, len(result.attempts))
+    return result
 
 
 def _segment(value: str) -> str:
@@ -186,7 +199,7 @@ class Client(_Base):
         key = as_key(key)
         call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
         outcome = self._run(self._url("v1/payments"), key, call)
-        return PayResult(outcome=outcome, key=key, attempts=call.attempts)
+        return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
 
     def refund(self, payment_id: str, key: KeyLike, amount: Optional[Amount] = None) -> RefundResult:
         """``POST /v1/payments/{id}/refunds`` under the refund's own key
@@ -203,7 +216,7 @@ class Client(_Base):
         key = as_key(key)
         for payment in self.payments_for(reference):
             if payment.status == "succeeded":
-                return PayResult(Paid(payment), key, [], found_before_paying=True)
+                return _paid_for(PayResult(Paid(payment), key, [], found_before_paying=True), amount, reference)
         return self.pay(key, amount, reference, token)
 
     def _run(self, url: str, key: IdempotencyKey, call: KeyedCall[T]) -> T:
@@ -369,7 +382,7 @@ class AsyncClient(_Base):
         key = as_key(key)
         call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
         outcome = await self._run(self._url("v1/payments"), key, call)
-        return PayResult(outcome=outcome, key=key, attempts=call.attempts)
+        return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
 
     async def refund(self, payment_id: str, key: KeyLike, amount: Optional[Amount] = None) -> RefundResult:
         key = as_key(key)
@@ -381,7 +394,7 @@ class AsyncClient(_Base):
         key = as_key(key)
         for payment in await self.payments_for(reference):
             if payment.status == "succeeded":
-                return PayResult(Paid(payment), key, [], found_before_paying=True)
+                return _paid_for(PayResult(Paid(payment), key, [], found_before_paying=True), amount, reference)
         return await self.pay(key, amount, reference, token)
 
     async def _run(self, url: str, key: IdempotencyKey, call: KeyedCall[T]) -> T:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._models import Code, Problem
+from ._models import Code, Payment, Problem, ProblemCode
 
 
 class ChargeonceError(Exception):
@@ -46,6 +46,37 @@ class ProblemError(ChargeonceError):
 class KeyReused(ProblemError):
     """422 ``idempotency_key_reused``: the key was first used for another request.
     A client bug; nothing was executed. Never retried."""
+
+
+class OrderAlreadyPaid(ProblemError):
+    """409 ``order_already_paid``: the order already has a payment (succeeded, or
+    pending) for another amount or currency, so nothing was charged for this
+    request. Also raised when an answer (or :meth:`Client.pay_order`'s look-up)
+    names a payment that is not the one asked for. Never "paid": the cart and
+    the payment disagree, and a person must look. Never retried."""
+
+    @classmethod
+    def of(cls, payment: Payment, attempts: int) -> "OrderAlreadyPaid":
+        """Found by the client itself: an answer, or a look-up, whose payment is
+        another amount, currency or order than the request's."""
+        problem = Problem(
+            type="urn:chargeonce:problem:order_already_paid",
+            title="The order is already paid with another amount",
+            status=409,
+            detail=(
+                f"order {payment.reference} has a {payment.status} payment {payment.id} of "
+                f"{payment.amount.value} {payment.amount.currency}: not the one asked for"
+            ),
+            code=ProblemCode.ORDER_ALREADY_PAID,
+            request_id=None,
+            raw={"payment": payment.raw},
+        )
+        return cls(problem, attempts)
+
+    @property
+    def payment(self) -> Optional[Payment]:
+        """The order's payment."""
+        return self.problem.payment
 
 
 class UnexpectedAnswer(ChargeonceError):

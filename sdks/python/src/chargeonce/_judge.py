@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar, Union
 
-from ._errors import ChargeonceError, KeyReused, ProblemError, Unavailable, UnexpectedAnswer
-from ._models import Payment, Problem, ProblemCode, Refund
+from ._errors import ChargeonceError, KeyReused, OrderAlreadyPaid, ProblemError, Unavailable, UnexpectedAnswer
+from ._models import Amount, Payment, Problem, ProblemCode, Refund
 from ._outcome import (
     CONNECT,
     Attempt,
@@ -150,7 +150,19 @@ def judge_payment(answer: Answer, number: int, took: float) -> Tuple[Attempt, St
         if named is not None:
             return seen, Done(Declined(named)), named_id
         return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
+    if status == 409 and problem is not None and problem.code == ProblemCode.ORDER_ALREADY_PAID:
+        return seen, Fail(OrderAlreadyPaid(problem, number)), named_id
     return seen, not_definite(answer, problem, number), named_id
+
+
+def answers_request(payment: Payment, amount: Amount, reference: str) -> bool:
+    """Whether ``payment`` is the request's: the same order, amount and currency
+    (amounts compared as decimals). Only then is it paid for this request."""
+    return (
+        payment.reference == reference
+        and payment.amount.currency == amount.currency
+        and payment.amount.decimal == amount.decimal
+    )
 
 
 def judge_refund(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:

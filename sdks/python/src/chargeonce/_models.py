@@ -70,6 +70,7 @@ class ProblemCode(str, Enum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     REQUEST_IN_PROGRESS = "request_in_progress"
+    ORDER_ALREADY_PAID = "order_already_paid"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
