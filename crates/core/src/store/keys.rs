@@ -310,11 +310,14 @@ pub trait Keys: Send + Sync + 'static {
         lease: Duration,
     ) -> Result<Option<Acquired>, StoreError>;
 
-    /// Extends a lease held with this token. `false` if it was taken over.
+    /// Extends a lease held with this token. `false` if it was taken over,
+    /// released or parked.
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError>;
 
     /// Ends a lease early (the outcome is unknown and the next retry should
-    /// resume at once). `false` if it was taken over.
+    /// resume at once). `false` if it was taken over. The token is cleared,
+    /// so a renew already on its way (a heartbeat cut off mid-flight) that
+    /// commits after the release cannot revive the lease.
     ///
     /// `attempts` are the acquirer calls made under this lease (their
     /// history entries are written in the same statement).

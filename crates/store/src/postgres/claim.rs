@@ -401,7 +401,7 @@ pub(super) async fn release_lease(
     fenced_with_calls(
         store,
         with_calls!(
-            "UPDATE idempotency_keys SET locked_until = now() \
+            "UPDATE idempotency_keys SET lease_token = NULL, locked_until = now() \
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
                AND recovery_point <> 'finished'"
         ),

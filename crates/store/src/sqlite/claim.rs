@@ -245,7 +245,7 @@ pub(super) async fn release_lease(
     fenced(
         store,
         concat!(
-            "UPDATE idempotency_keys SET locked_until = ",
+            "UPDATE idempotency_keys SET lease_token = NULL, locked_until = ",
             now_ms!(),
             " WHERE shop_id = ?1 AND key = ?2 AND lease_token = ?3 \
                AND recovery_point <> 'finished'"

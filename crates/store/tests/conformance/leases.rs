@@ -53,6 +53,18 @@ async fn release_and_renew_follow_the_token(f: Fixture) {
     assert!(f.take_over("k1", "order-1").await.is_none());
     assert!(f.store.release_lease(&lease, &[]).await.unwrap());
     assert!(!f.record("k1").await.lease_active);
+    // A renew sent before the release that commits after it (a heartbeat
+    // cut off mid-flight) cannot revive the lease: the release clears the
+    // token, so the key is free at once, not 409 for another lease.
+    assert!(
+        !f.store
+            .renew_lease(&lease, Duration::from_secs(30))
+            .await
+            .unwrap(),
+        "released: the token no longer holds"
+    );
+    assert!(!f.record("k1").await.lease_active);
+    assert_eq!(f.record("k1").await.settling, None, "released, not parked");
     assert!(f.take_over("k1", "order-1").await.is_some());
 }
 
