@@ -250,9 +250,17 @@ export function classifyFailure(error: unknown): { failure: FailureKind; message
   if (name === "TimeoutError" || name === "AbortError" || chain.some((e) => errorField(e, "name") === "TimeoutError")) {
     return { failure: "timeout", message };
   }
-  const codes = chain.map((e) => errorField(e, "code")).filter((c): c is string => typeof c === "string");
-  const connect = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT", "EADDRNOTAVAIL"];
-  if (codes.some((c) => connect.includes(c))) return { failure: "connect", message };
+  // Only a failure of the connect itself proves the request was never sent.
+  // A route lost (EHOSTUNREACH, ENETUNREACH) can also hit a pooled socket
+  // after the POST was written: never sent only when the connect failed.
+  const connectOnly = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT", "EADDRNOTAVAIL"];
+  const routeLost = ["EHOSTUNREACH", "ENETUNREACH"];
+  const neverSent = chain.some((e) => {
+    const code = errorField(e, "code");
+    if (typeof code !== "string") return false;
+    return connectOnly.includes(code) || (routeLost.includes(code) && errorField(e, "syscall") === "connect");
+  });
+  if (neverSent) return { failure: "connect", message };
   return { failure: "lost", message };
 }
 

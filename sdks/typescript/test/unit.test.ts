@@ -237,6 +237,14 @@ test("transport failures are classified", () => {
   assert.equal(classifyFailure(reset).failure, "lost");
   const timeout = new DOMException("The operation was aborted due to timeout", "TimeoutError");
   assert.equal(classifyFailure(timeout).failure, "timeout");
+  // A lost route is "never sent" only when the connect failed; on a pooled
+  // socket the POST may have been written already.
+  const unreachable = (syscall: string) =>
+    Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error(`${syscall} EHOSTUNREACH`), { code: "EHOSTUNREACH", syscall }) });
+  assert.equal(classifyFailure(unreachable("connect")).failure, "connect");
+  assert.equal(classifyFailure(unreachable("write")).failure, "lost");
+  const netDown = Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error("read ENETUNREACH"), { code: "ENETUNREACH", syscall: "read" }) });
+  assert.equal(classifyFailure(netDown).failure, "lost");
 });
 
 test("bodies: money as decimal strings, serialised once", () => {
