@@ -63,11 +63,19 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         Outcome::AcquirerUnavailable {
             payment,
             retry_after,
-        } => Problem::new(ProblemCode::AcquirerUnavailable, NOT_SENT_YET)
-            .with("payment", render::to_value(&render::payment(&payment)))
-            .with("will_be_sent", true.into())
-            .retry_after(retry_after)
-            .into_response(),
+            resumed,
+        } => Problem::new(
+            ProblemCode::AcquirerUnavailable,
+            if resumed {
+                RESUMED_NOT_SENT
+            } else {
+                NOT_SENT_YET
+            },
+        )
+        .with("payment", render::to_value(&render::payment(&payment)))
+        .with("will_be_sent", true.into())
+        .retry_after(retry_after)
+        .into_response(),
         Outcome::RefundPending {
             refund,
             retry_after,
@@ -75,11 +83,19 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         Outcome::RefundAcquirerUnavailable {
             refund,
             retry_after,
-        } => Problem::new(ProblemCode::AcquirerUnavailable, REFUND_NOT_SENT_YET)
-            .with("refund", render::to_value(&render::refund(&refund)))
-            .with("will_be_sent", true.into())
-            .retry_after(retry_after)
-            .into_response(),
+            resumed,
+        } => Problem::new(
+            ProblemCode::AcquirerUnavailable,
+            if resumed {
+                REFUND_RESUMED_NOT_SENT
+            } else {
+                REFUND_NOT_SENT_YET
+            },
+        )
+        .with("refund", render::to_value(&render::refund(&refund)))
+        .with("will_be_sent", true.into())
+        .retry_after(retry_after)
+        .into_response(),
         Outcome::RefundRefused(reason) => refund_refused(reason).into_response(),
     }
 }
@@ -92,6 +108,24 @@ const NOT_SENT_YET: &str = "the acquirer could not be reached, so nothing has be
      The payment stays pending and will be sent: when you retry with the same key, or else by \
      chargeonce itself shortly. Retry with the same key to learn the outcome; do not pay the \
      order again under a new key";
+
+/// What a 503 `acquirer_unavailable` says of a resumed attempt (a retry or
+/// a take-over): this attempt sent nothing, but an earlier one may have
+/// reached the acquirer, and may have charged (issue 31: a support agent
+/// read "nothing has been sent yet" and told the customer "not charged"
+/// while the first attempt had charged).
+const RESUMED_NOT_SENT: &str = "the acquirer could not be reached, so this attempt sent \
+     nothing. An earlier attempt of this payment may have reached it, and may have charged: its \
+     outcome is not known yet. The payment stays pending and will be resolved: when you retry \
+     with the same key, or else by chargeonce itself shortly. Retry with the same key to learn \
+     the outcome; do not pay the order again under a new key";
+
+/// The refund's version of [`RESUMED_NOT_SENT`].
+const REFUND_RESUMED_NOT_SENT: &str = "the acquirer could not be reached, so this attempt sent \
+     nothing. An earlier attempt of this refund may have reached it: its outcome is not known \
+     yet. The refund stays pending (its amount reserved) and will be resolved: when you retry \
+     with the same key, or else by chargeonce itself shortly. Retry with the same key to learn \
+     the outcome";
 
 /// The refund's version of [`NOT_SENT_YET`].
 const REFUND_NOT_SENT_YET: &str = "the acquirer could not be reached, so nothing has been sent \

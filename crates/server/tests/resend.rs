@@ -141,4 +141,41 @@ async fn an_empty_208(backend: Backend) {
     .await;
 }
 
-on_both_stores!(a_bare_422, a_409, primers_400, an_empty_208);
+/// A resumed attempt that cannot reach the acquirer says so, and that an
+/// earlier attempt may have charged: never "nothing has been sent yet"
+/// (issue 31: the first attempt's charge was recorded, its answer lost).
+async fn a_resumed_attempt_that_reaches_nothing_says_an_earlier_one_may_have_charged(
+    backend: Backend,
+) {
+    let s = TestService::start(backend).await;
+    let order = body("order-lost", "15.00", "tok_timeout");
+    let lost = send(s.pay("lost-1", &order)).await;
+    assert_eq!(lost.status, 202, "the first answer is lost");
+    assert_eq!(s.charges("order-lost").await.len(), 1, "but it charged");
+    // The acquirer is gone now: the retry reaches nothing.
+    s.sim.close().await;
+    let retry = send(s.pay("lost-1", &order)).await;
+    assert_eq!(
+        retry.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&retry.bytes)
+    );
+    let problem = retry.json();
+    assert_eq!(problem["code"], "acquirer_unavailable");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        !detail.contains("nothing has been sent yet"),
+        "the first attempt did reach it: {detail}"
+    );
+    assert!(detail.contains("may have charged"), "{detail}");
+    assert!(detail.contains("this attempt sent nothing"), "{detail}");
+}
+
+on_both_stores!(
+    a_bare_422,
+    a_409,
+    primers_400,
+    an_empty_208,
+    a_resumed_attempt_that_reaches_nothing_says_an_earlier_one_may_have_charged,
+);

@@ -77,6 +77,9 @@ pub enum Outcome {
         refund: Refund,
         /// When to try again.
         retry_after: Duration,
+        /// This attempt resumed the refund (a retry or take-over): an earlier
+        /// attempt may have reached the acquirer, and its outcome is unknown.
+        resumed: bool,
     },
     /// The refund was refused before anything executed; nothing is stored
     /// against the key.
@@ -88,6 +91,10 @@ pub enum Outcome {
         payment: Payment,
         /// When to try again.
         retry_after: Duration,
+        /// This attempt resumed the payment (a retry or take-over): an
+        /// earlier attempt may have reached the acquirer and charged, and
+        /// its outcome is unknown.
+        resumed: bool,
     },
 }
 

@@ -255,10 +255,11 @@ impl Operation for Charge {
             .await
     }
 
-    fn unavailable(self, retry_after: Duration) -> Outcome {
+    fn unavailable(self, retry_after: Duration, resumed: bool) -> Outcome {
         Outcome::AcquirerUnavailable {
             payment: self.payment,
             retry_after,
+            resumed,
         }
     }
 

@@ -217,10 +217,11 @@ impl Operation for Refunding {
             .await
     }
 
-    fn unavailable(self, retry_after: Duration) -> Outcome {
+    fn unavailable(self, retry_after: Duration, resumed: bool) -> Outcome {
         Outcome::RefundAcquirerUnavailable {
             refund: self.refund,
             retry_after,
+            resumed,
         }
     }
 

@@ -92,8 +92,9 @@ pub(super) trait Operation: Send + Sync + Sized {
         settlement: Self::Settlement,
         attempts: &[AcquirerAttempt],
     ) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
-    /// The outcome when nothing reached the acquirer.
-    fn unavailable(self, retry_after: std::time::Duration) -> Outcome;
+    /// The outcome when this attempt reached nothing (`resumed`: an earlier
+    /// attempt may have reached the acquirer).
+    fn unavailable(self, retry_after: std::time::Duration, resumed: bool) -> Outcome;
     /// The outcome when the answer is not known.
     fn pending(self, retry_after: std::time::Duration) -> Outcome;
 }
@@ -129,7 +130,8 @@ impl Engine {
             Err(error) => Err(error),
         };
         let judged = settlement.and_then(|settlement| O::judge(settlement, resend));
-        self.conclude(op, lease, judged, &trail.take()).await
+        self.conclude(op, lease, holder, judged, &trail.take())
+            .await
     }
 
     /// A resumed attempt to an acquirer that ignores keys: sent only if the
@@ -219,6 +221,7 @@ impl Engine {
         &self,
         op: O,
         lease: &Lease,
+        holder: Holder,
         judged: Result<O::Settlement, AcquirerError>,
         attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
@@ -235,7 +238,8 @@ impl Engine {
             Err(AcquirerError::NotSent(reason)) => {
                 op.log_not_sent(lease, &reason);
                 self.release(lease, attempts).await;
-                Ok(op.unavailable(self.config.retry_after))
+                let resumed = holder == Holder::Resumer;
+                Ok(op.unavailable(self.config.retry_after, resumed))
             }
             // A rejection was confirmed (a settlement) or made unknown above.
             Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
