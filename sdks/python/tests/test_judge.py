@@ -105,6 +105,27 @@ def test_the_budget_ends_in_uncertain_with_the_named_payment() -> None:
     assert len(c.attempts) == 3
 
 
+def test_a_deadline_ends_the_call_uncertain_sooner_than_the_budget() -> None:
+    clock = Clock()
+    c = call(RetryPolicy(budget=60, base_delay=0.5, max_delay=0.5), clock)
+    c.end_by(1.2)
+    assert c.plan()[0] <= 1.2, "an attempt never outlives the deadline"
+    decisions: List[object] = []
+    while True:
+        d = c.on_failure("timeout", "x", 0.01)
+        decisions.append(d)
+        if not isinstance(d, Sleep):
+            break
+        clock.now += d.seconds
+    # Sent, no answer: the charge may have happened. Uncertain, never an error.
+    assert decisions[-1] == Done(Uncertain(None))
+    assert clock.now <= 1.2
+    assert len(c.attempts) == 3
+    c = call(RetryPolicy(budget=2), Clock())
+    c.end_by(None)
+    assert c.deadline == 2, "no deadline: the budget"
+
+
 def test_max_attempts() -> None:
     c = call(RetryPolicy(max_attempts=2))
     assert isinstance(c.on_failure("lost", "x", 0), Sleep)

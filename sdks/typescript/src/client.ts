@@ -73,6 +73,34 @@ function keyValue(key: KeyLike): string {
 }
 
 /** A client of one chargeonce service, as one shop. The secret is never shown. */
+/** Options of one payment call. */
+export interface PayOptions {
+  /**
+   * Ends the call when aborted (a deadline: `AbortSignal.timeout(ms)`, or the
+   * caller's own): it resolves `{kind: "uncertain"}` if no definite answer came,
+   * never rejects. Bound a payment with it, never with `Promise.race` or an
+   * outer cancellation: an attempt may have been sent, and only "uncertain"
+   * says so.
+   */
+  signal?: AbortSignal;
+}
+
+/** `sleeping`, or less when `signal` aborts first. */
+async function untilAborted(sleeping: Promise<void>, signal?: AbortSignal): Promise<void> {
+  if (signal === undefined) return sleeping;
+  if (signal.aborted) return;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<void>((resolve) => {
+    onAbort = () => resolve();
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    await Promise.race([sleeping, aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+  }
+}
+
 export class Client {
   readonly policy: RetryPolicy;
   readonly #base: string;
@@ -105,9 +133,10 @@ export class Client {
     return url;
   }
 
-  /** Sends one request with its own timeout and reads its whole answer. */
-  async #send(url: URL, init: RequestInit, timeoutMs: number): Promise<Answer> {
-    const signal = AbortSignal.timeout(Math.max(1, Math.floor(timeoutMs)));
+  /** Sends one request with its own timeout (and the caller's `outer` signal) and reads its whole answer. */
+  async #send(url: URL, init: RequestInit, timeoutMs: number, outer?: AbortSignal): Promise<Answer> {
+    const timeout = AbortSignal.timeout(Math.max(1, Math.floor(timeoutMs)));
+    const signal = outer === undefined ? timeout : AbortSignal.any([timeout, outer]);
     // Never follow a redirect: it would turn a POST into a GET without its
     // body, or carry the credentials elsewhere.
     const response = await this.#fetch(url, { ...init, signal, redirect: "manual" });
@@ -125,7 +154,7 @@ export class Client {
    * Never throws for an unknown outcome: that is `{kind: "uncertain"}`.
    * Throws {@link KeyReusedError} (never retried) and {@link ProblemError}.
    */
-  async pay(key: KeyLike, request: CreatePayment): Promise<PayResult> {
+  async pay(key: KeyLike, request: CreatePayment, options: PayOptions = {}): Promise<PayResult> {
     const value = keyValue(key);
     const body = paymentBody(request); // serialised once
     const { outcome, attempts } = await this.#postIdempotent<PayOutcome>(
@@ -135,6 +164,7 @@ export class Client {
       true,
       judgePayment,
       (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", paymentId: id }),
+      options.signal,
     );
     if ((outcome.kind === "paid" || outcome.kind === "declined") && !answersRequest(outcome.payment, request)) {
       // An answer about another payment of the order (a server older than
@@ -150,7 +180,7 @@ export class Client {
    * protects the order even after its key expired on the server). Otherwise
    * {@link Client.pay}. When the look-up fails, nothing is sent and it throws.
    */
-  async payOrder(key: KeyLike, request: CreatePayment): Promise<PayResult> {
+  async payOrder(key: KeyLike, request: CreatePayment, options: PayOptions = {}): Promise<PayResult> {
     const value = keyValue(key);
     const existing = await this.paymentsFor(request.reference);
     const paid = existing.find((p) => p.status === "succeeded");
@@ -158,7 +188,7 @@ export class Client {
       if (!answersRequest(paid, request)) throw OrderAlreadyPaidError.of(paid, 0);
       return { outcome: { kind: "paid", payment: paid }, key: value, attempts: [], foundBeforePaying: true, replayed: false };
     }
-    return this.pay(value, request);
+    return this.pay(value, request, options);
   }
 
   /**
@@ -186,6 +216,7 @@ export class Client {
     prefer: boolean,
     judge: (answer: Answer, attempts: number, nowMs: number) => Judgement<O>,
     uncertain: (id: string | null) => O,
+    signal?: AbortSignal,
   ): Promise<{ outcome: O; attempts: Attempt[] }> {
     const policy = this.policy;
     const deadline = this.#now() + policy.budgetMs;
@@ -195,6 +226,9 @@ export class Client {
     // from then on a refusal proves nothing, and the result is uncertain.
     let maybeExecuted = false;
     for (;;) {
+      // The caller gave up: whatever was sent may have executed. Uncertain,
+      // never an error that reads as "not charged".
+      if (signal?.aborted) return { outcome: uncertain(namedId), attempts };
       const number = attempts.length + 1;
       const timeout = Math.min(policy.attemptTimeoutMs, Math.max(deadline - this.#now(), 1));
       const headers: Record<string, string> = {
@@ -211,7 +245,7 @@ export class Client {
       let done: { outcome: O } | null = null;
       let failure: Error | null = null;
       try {
-        const answer = await this.#send(url, { method: "POST", headers, body }, timeout);
+        const answer = await this.#send(url, { method: "POST", headers, body }, timeout, signal);
         const judged = judge(answer, number, this.#now());
         seen = judged.seen;
         raw = answer.body;
@@ -243,7 +277,7 @@ export class Client {
       }
       attempt.retryInMs = delay;
       attempts.push(attempt);
-      await this.#sleep(delay);
+      await untilAborted(this.#sleep(delay), signal);
     }
   }
 

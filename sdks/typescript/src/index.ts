@@ -20,5 +20,5 @@ export {
 export * from "./model.js";
 export * from "./problem.js";
 export * from "./outcome.js";
-export { Client, listPairs, paymentPairs, type ClientOptions, type ListParams, type PaymentListParams } from "./client.js";
+export { Client, listPairs, paymentPairs, type ClientOptions, type ListParams, type PayOptions, type PaymentListParams } from "./client.js";
 export * from "./webhook.js";

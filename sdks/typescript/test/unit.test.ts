@@ -294,6 +294,28 @@ test("webhook signatures: the server's scheme", () => {
 });
 
 // The retry loop with a fake fetch: same key, same bytes, Retry-After honoured, budget ends in uncertain.
+test("an aborted payment call ends uncertain, never in an error", async () => {
+  // The server hangs: every attempt ends only when its signal aborts.
+  let sent = 0;
+  const hanging = ((_url: unknown, init?: RequestInit) => {
+    sent += 1;
+    return new Promise<Response>((_resolve, reject) => {
+      init?.signal?.addEventListener("abort", () => reject(init.signal?.reason ?? new DOMException("aborted", "AbortError")), { once: true });
+    });
+  }) as typeof fetch;
+  const client = new Client("http://example.invalid", "demo", "sk", { fetch: hanging });
+  const request = { amount: amount("1500.00", "RUB"), reference: "order-abort", token: "tok_ok" };
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 50);
+  const result = await client.pay(IdempotencyKey.forOperation("order-abort", "pay"), request, { signal: controller.signal });
+  assert.equal(result.outcome.kind, "uncertain", "the attempt may have been sent");
+  assert.equal(sent, 1);
+  // A deadline is a signal too; one already aborted sends nothing and is still uncertain.
+  const late = await client.pay(IdempotencyKey.forOperation("order-abort", "pay"), request, { signal: AbortSignal.abort() });
+  assert.equal(late.outcome.kind, "uncertain");
+  assert.equal(sent, 1, "nothing sent once aborted");
+});
+
 test("retry loop: same key and bytes, Retry-After, uncertain at the end of the budget", async () => {
   const seen: Array<{ key: string | null; body: string; prefer: string | null }> = [];
   let clock = 0;

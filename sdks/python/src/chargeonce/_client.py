@@ -191,13 +191,20 @@ class Client(_Base):
 
     # -- keyed POSTs -------------------------------------------------------
 
-    def pay(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+    def pay(
+        self, key: KeyLike, amount: Amount, reference: str, token: str, *, deadline: Optional[float] = None
+    ) -> PayResult:
         """``POST /v1/payments`` under ``key``, retried (same key, same body bytes)
         until a definite answer or the end of the budget: :class:`Paid`,
         :class:`Declined`, or :class:`Uncertain` when the budget ran out.
-        Raises :class:`KeyReused` (never retried) and :class:`ProblemError`."""
+        ``deadline`` (seconds from now) ends the call sooner, as :class:`Uncertain`
+        when no definite answer came by then: bound a payment with it, never
+        with an outer cancellation, whose exception says nothing of the charge.
+        Raises :class:`KeyReused` (never retried), :class:`OrderAlreadyPaid` and
+        :class:`ProblemError`."""
         key = as_key(key)
         call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
+        call.end_by(deadline)
         outcome = self._run(self._url("v1/payments"), key, call)
         return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
 
@@ -378,9 +385,16 @@ class AsyncClient(_Base):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def pay(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+    async def pay(
+        self, key: KeyLike, amount: Amount, reference: str, token: str, *, deadline: Optional[float] = None
+    ) -> PayResult:
+        """As :meth:`Client.pay`. Bound it with ``deadline``, not ``asyncio.wait_for``:
+        a cancellation raises ``CancelledError`` (or ``TimeoutError``) while an
+        attempt may have been sent, which says nothing of the charge; the
+        deadline ends the call as :class:`Uncertain`."""
         key = as_key(key)
         call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
+        call.end_by(deadline)
         outcome = await self._run(self._url("v1/payments"), key, call)
         return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
 

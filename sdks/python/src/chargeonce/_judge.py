@@ -242,6 +242,13 @@ class KeyedCall(Generic[O]):
         # from then on a refusal proves nothing; the result is uncertain.
         self.maybe_executed = False
 
+    def end_by(self, seconds: Optional[float]) -> None:
+        """Ends the call within ``seconds`` from now (sooner than the budget, if
+        so): a call out of time ends :class:`~chargeonce.Uncertain` when no
+        definite answer came, like one out of budget."""
+        if seconds is not None:
+            self.deadline = min(self.deadline, self.clock() + max(seconds, 0.0))
+
     @property
     def number(self) -> int:
         return len(self.attempts) + 1
