@@ -172,11 +172,6 @@ fn write_failed(error: SimulatorError) -> AcquirerError {
 impl Acquirer for Simulator {
     async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
         let in_flight = self.enter_in_flight(&request.acquirer_key, &request.payment_id)?;
-        if in_flight.is_some() && self.recorded(request).await? {
-            // A key already recorded is answered at once, however slow its
-            // first execution was.
-            return self.replay(request).await;
-        }
         let mut behaviour = Behaviour::of(&request.token);
         if behaviour == Behaviour::Succeed && self.roll(|f, rng| f.declines(rng)) {
             behaviour = Behaviour::Decline(DO_NOT_HONOR);
@@ -196,6 +191,11 @@ impl Acquirer for Simulator {
         };
         let events = self.events_for(&entry);
         let delay = self.delay_of(behaviour);
+        if !delay.is_zero() && in_flight.is_some() && self.recorded(request).await? {
+            // A key already recorded is answered at once, however slow its
+            // first execution was (a charge without delay finds it on insert).
+            return self.replay(request).await;
+        }
         let insert = {
             let (ledger, entry, deduplicated) =
                 (self.ledger.clone(), entry.clone(), self.idempotent);
