@@ -524,5 +524,12 @@ mod tests {
         );
         assert!(plan.steps.windows(2).all(|w| w[0].0 <= w[1].0));
         assert!(plan.steps.iter().all(|(at, _)| (0.05..0.95).contains(at)));
+        assert!(
+            plan.steps
+                .iter()
+                .filter(|(_, a)| matches!(a, crate::nemesis::Action::CommitWindowKill(_)))
+                .all(|(at, _)| *at < 0.5),
+            "a commit-window kill comes while intents are still being charged"
+        );
     }
 }
