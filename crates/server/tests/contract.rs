@@ -257,18 +257,7 @@ async fn an_order_pending_with_another_amount_is_409_until_it_is_free(backend: B
     assert_eq!(refused.status, 409);
     assert_eq!(refused.json()["code"], "order_already_paid");
     assert_eq!(refused.json()["payment"]["status"], "pending");
-    s.store
-        .settle_payment(
-            &ShopId::new(common::SHOP).unwrap(),
-            &PaymentId::parse(&theirs).unwrap(),
-            &Settlement {
-                status: PaymentStatus::Declined,
-                provider_payment_id: Some("ch_elsewhere".into()),
-                decline_code: Some("card_declined".into()),
-            },
-        )
-        .await
-        .unwrap();
+    decline_elsewhere(&s, &theirs).await;
     let own = send(s.pay("k2", &mine)).await;
     assert_eq!(own.status, 201, "{}", String::from_utf8_lossy(&own.bytes));
     assert_eq!(own.json()["amount"]["value"], "25.00");
@@ -303,6 +292,24 @@ async fn a_new_key_for_an_order_in_flight_is_202_until_it_settles(backend: Backe
     assert_eq!(s.charges("order-1").await.len(), 1);
 }
 
+/// Declines the payment `id` (as a webhook or the reconciler would settle it).
+async fn decline_elsewhere(s: &TestService, id: &str) {
+    let settled = s
+        .store
+        .settle_payment(
+            &ShopId::new(common::SHOP).unwrap(),
+            &PaymentId::parse(id).unwrap(),
+            &Settlement {
+                status: PaymentStatus::Declined,
+                provider_payment_id: Some("ch_elsewhere".into()),
+                decline_code: Some("card_declined".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+}
+
 /// A key that found its order's payment pending links to it (202). When that
 /// payment is then declined, the order is free again: the key's next request
 /// gets an attempt of its own, with its own card, never the other payment's
@@ -318,20 +325,7 @@ async fn a_key_linked_to_a_payment_that_declines_gets_its_own_attempt(backend: B
     assert_eq!(linked.json()["id"], theirs.as_str());
     // The first payment is declined (as a webhook or the reconciler would
     // settle it).
-    let settled = s
-        .store
-        .settle_payment(
-            &ShopId::new(common::SHOP).unwrap(),
-            &PaymentId::parse(&theirs).unwrap(),
-            &Settlement {
-                status: PaymentStatus::Declined,
-                provider_payment_id: Some("ch_elsewhere".into()),
-                decline_code: Some("card_declined".into()),
-            },
-        )
-        .await
-        .unwrap();
-    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+    decline_elsewhere(&s, &theirs).await;
     let own = send(s.pay("k2", &mine)).await;
     assert_eq!(own.status, 201, "{}", String::from_utf8_lossy(&own.bytes));
     assert_ne!(own.json()["id"], theirs.as_str(), "a payment of its own");

@@ -142,13 +142,25 @@ impl Engine {
         lease: &Lease,
         trail: &Trail,
     ) -> Result<O::Answer, AcquirerError> {
-        match self.look_up_holding_lease(op, lease, trail).await? {
-            Some(found) => {
-                op.log_found(lease, &found);
-                Ok(found)
-            }
+        match self.found(op, lease, trail).await? {
+            Some(found) => Ok(found),
             None => self.send_holding_lease(op, lease, trail).await,
         }
+    }
+
+    /// Looks the operation up, holding the lease; logs what it finds (which
+    /// is then the answer, not sent again).
+    async fn found<O: Operation>(
+        &self,
+        op: &O,
+        lease: &Lease,
+        trail: &Trail,
+    ) -> Result<Option<O::Answer>, AcquirerError> {
+        let found = self.look_up_holding_lease(op, lease, trail).await?;
+        if let Some(found) = &found {
+            op.log_found(lease, found);
+        }
+        Ok(found)
     }
 
     /// Whether the operation's last send, by an earlier holder, was refused
@@ -171,16 +183,12 @@ impl Engine {
         lease: &Lease,
         trail: &Trail,
     ) -> Result<O::Answer, AcquirerError> {
-        match self.look_up_holding_lease(op, lease, trail).await? {
-            Some(found) => {
-                op.log_found(lease, &found);
-                Ok(found)
-            }
-            None => Err(AcquirerError::Rejected(format!(
+        self.found(op, lease, trail).await?.ok_or_else(|| {
+            AcquirerError::Rejected(format!(
                 "{} was refused, and nothing was found under its reference after the settle window",
                 O::RESUMED
-            ))),
-        }
+            ))
+        })
     }
 
     /// A refusal for good: believed at once from a first send. From a
