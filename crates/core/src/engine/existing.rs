@@ -7,9 +7,10 @@
 //! parked key (see [`Store::park_lease`](crate::Store::park_lease)) answers
 //! with its pending payment or refund, since nobody may look at the acquirer
 //! before the parking runs out, unless its payment was settled meanwhile:
-//! then it is taken over and its answer stored, like any other; anything else is an expired lease, taken over
-//! by compare-and-set and resumed from its recovery point, exactly as the
-//! completer does with a key nobody retries.
+//! then it is taken over and its answer stored, like any other; anything
+//! else is an expired lease, taken over by compare-and-set and resumed from
+//! its recovery point, exactly as the completer does with a key nobody
+//! retries.
 
 use std::time::Duration;
 
@@ -189,10 +190,13 @@ impl Engine {
             .unwrap_or_else(|| self.in_progress()))
     }
 
-    /// Deletes a key that only linked to a payment that was then declined.
+    /// Deletes a key that only linked to its order's payment (declined
+    /// since, of another amount, or met by the completer, which has no
+    /// request to judge it by): it charged nothing, and its next request
+    /// claims the order afresh.
     pub(super) async fn abandon(&self, lease: &Lease) -> Result<(), EngineError> {
         if self.store.abandon_key(lease).await? {
-            tracing::info!(key = %lease.key, "the order's linked payment was declined; the key claims the order afresh");
+            tracing::info!(key = %lease.key, "a key that only linked to its order's payment was deleted; its next request claims the order afresh");
         }
         Ok(())
     }
