@@ -49,7 +49,9 @@ impl Simulator {
         &self,
         key: &str,
     ) -> Result<Option<InFlightGuard>, InFlightDuplicate> {
-        if !self.idempotent {
+        // Without idempotency nothing tells a duplicate; with `wait` (the
+        // default) a duplicate runs as its own request: no bookkeeping.
+        if !self.idempotent || self.in_flight_duplicates() == InFlightDuplicate::Wait {
             return Ok(None);
         }
         let guard = self.in_flight.enter(key);
@@ -78,6 +80,8 @@ impl Simulator {
     fn delay_of(&self, behaviour: Behaviour) -> Duration {
         match behaviour {
             Behaviour::Late => self.config.slow,
+            // The common case draws nothing: no clone of the faults, no rng lock.
+            _ if !self.late_records() => Duration::ZERO,
             _ => self.roll(|f, rng| f.record_delay(rng)),
         }
     }
@@ -191,7 +195,7 @@ impl Acquirer for Simulator {
         };
         let events = self.events_for(&entry);
         let delay = self.delay_of(behaviour);
-        if !delay.is_zero() && in_flight.is_some() && self.recorded(request).await? {
+        if !delay.is_zero() && self.idempotent && self.recorded(request).await? {
             // A key already recorded is answered at once, however slow its
             // first execution was (a charge without delay finds it on insert).
             return self.replay(request).await;

@@ -137,6 +137,25 @@ impl Simulator {
         Ok(())
     }
 
+    /// Whether charges may be recorded late (the late-record fault is on),
+    /// read without cloning the faults.
+    pub(crate) fn late_records(&self) -> bool {
+        self.faults
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .late_rate
+            > 0.0
+    }
+
+    /// How duplicates of a request in flight are answered, read without
+    /// cloning the faults.
+    pub(crate) fn in_flight_duplicates(&self) -> InFlightDuplicate {
+        self.faults
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .in_flight_duplicate
+    }
+
     /// Draws from the fault generator.
     pub fn roll<T>(&self, draw: impl FnOnce(&Faults, &mut StdRng) -> T) -> T {
         let faults = self.faults();
