@@ -132,6 +132,12 @@ pub struct ChaosArgs {
     /// Share of paid intents refunded (a partial refund, sometimes two at once).
     #[arg(long, default_value_t = 0.1)]
     pub refund_rate: f64,
+    /// Share of intents whose payment is canceled while it runs (a cancel
+    /// sent under its own key a moment after the payment): the customer
+    /// must end up holding no charge for a canceled payment, and a cancel
+    /// of a payment already final must be refused.
+    #[arg(long, default_value_t = 0.03)]
+    pub cancel_rate: f64,
     /// Share of intents paid with a card that is declined.
     #[arg(long, default_value_t = 0.1)]
     pub decline_rate: f64,

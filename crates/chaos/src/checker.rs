@@ -251,9 +251,19 @@ pub fn check(
         });
     }
 
+    // A canceled payment's charges (landed after its cancel) must all be
+    // given back: checked below; they count for no order and no total.
+    let canceled: HashSet<&str> = truth
+        .payments
+        .iter()
+        .filter(|p| p.status == "canceled")
+        .map(|p| p.id.as_str())
+        .collect();
+    let kept = |c: &&LedgerCharge| c.succeeded && !canceled.contains(c.payment_id.as_str());
+
     // At most one successful charge per order (shop, reference).
     let mut per_order: HashMap<(&str, &str), usize> = HashMap::new();
-    for c in truth.charges.iter().filter(|c| c.succeeded) {
+    for c in truth.charges.iter().filter(kept) {
         *per_order.entry((&c.shop_id, &c.reference)).or_default() += 1;
     }
     for ((shop, reference), n) in per_order.into_iter().filter(|(_, n)| *n > 1) {
@@ -283,7 +293,7 @@ pub fn check(
     let ledger_total: i128 = truth
         .charges
         .iter()
-        .filter(|c| c.succeeded)
+        .filter(kept)
         .map(|c| i128::from(c.amount_minor))
         .sum();
     let paid_total: i128 = truth
@@ -301,6 +311,30 @@ pub fn check(
     let mut refunded_per_charge: HashMap<&str, i128> = HashMap::new();
     for r in &truth.ledger_refunds {
         *refunded_per_charge.entry(r.charge_id.as_str()).or_default() += i128::from(r.amount_minor);
+    }
+    // The customer holds nothing for a canceled payment: every charge that
+    // landed for it anyway was refunded in full (by the reconciler).
+    for c in truth
+        .charges
+        .iter()
+        .filter(|c| c.succeeded && canceled.contains(c.payment_id.as_str()))
+    {
+        let given_back = refunded_per_charge.get(c.id.as_str()).copied().unwrap_or(0);
+        if given_back < i128::from(c.amount_minor) {
+            out.push(Violation {
+                evidence: evidence::payment_story(truth, &c.payment_id),
+                ..violation(
+                    "canceled-holds-nothing",
+                    format!(
+                        "payment {} is canceled, but its charge {} of {} holds {} (refunded {given_back})",
+                        c.payment_id,
+                        c.id,
+                        c.amount_minor,
+                        i128::from(c.amount_minor) - given_back
+                    ),
+                )
+            });
+        }
     }
     for p in &truth.payments {
         let from = out.len();
@@ -374,7 +408,7 @@ pub fn check(
             }
         };
         match &call.result {
-            CallResult::Paid(shown) | CallResult::Declined(shown) => {
+            CallResult::Paid(shown) | CallResult::Declined(shown) | CallResult::Canceled(shown) => {
                 check_shown(&mut out, shown);
                 if call.kind == CallKind::ChangedBody {
                     out.push(violation(
@@ -388,10 +422,10 @@ pub fn check(
                     explain(&mut out, from, story);
                     continue;
                 }
-                let expected = if matches!(call.result, CallResult::Paid(_)) {
-                    "succeeded"
-                } else {
-                    "declined"
+                let expected = match call.result {
+                    CallResult::Paid(_) => "succeeded",
+                    CallResult::Canceled(_) => "canceled",
+                    _ => "declined",
                 };
                 match payments.get(shown.id.as_str()) {
                     None => out.push(violation(
@@ -443,6 +477,31 @@ pub fn check(
                     }
                 }
             }
+            CallResult::CancelEnded(shown) => {
+                check_shown(&mut out, shown);
+                match payments.get(shown.id.as_str()) {
+                    Some(p) if p.status == shown.status && p.shop_id == shop => {}
+                    Some(p) => out.push(violation(
+                        "answers-agree-with-database",
+                        format!(
+                            "{}: a cancel ended with {} {}, the database says {} ({})",
+                            what(),
+                            p.id,
+                            shown.status,
+                            p.status,
+                            p.shop_id
+                        ),
+                    )),
+                    None => out.push(violation(
+                        "answers-agree-with-database",
+                        format!(
+                            "{}: a cancel answered with payment {} that the database does not hold",
+                            what(),
+                            shown.id
+                        ),
+                    )),
+                }
+            }
             CallResult::Refunded(shown) | CallResult::RefundFailed(shown) => {
                 check_shown(&mut out, shown);
                 let expected = if matches!(call.result, CallResult::Refunded(_)) {
@@ -477,6 +536,8 @@ pub fn check(
                     CallKind::ChangedBody => code == "idempotency_key_reused",
                     // Two refunds at once may together exceed the payment.
                     CallKind::Refund(_) => code == "refund_exceeds_amount",
+                    // The payment ended before the cancel came.
+                    CallKind::Cancel => code == "payment_not_cancelable",
                     _ => false,
                 };
                 if !expected {
@@ -501,6 +562,7 @@ pub fn check(
         let key = match call.kind {
             k if k.is_payment() => "pay".to_owned(),
             CallKind::Refund(n) => format!("refund-{n}"),
+            CallKind::Cancel => "cancel".to_owned(),
             _ => continue,
         };
         if let Some(answer) = call.definitive() {
@@ -571,7 +633,9 @@ fn call_evidence(
 ) -> Vec<String> {
     let mut lines = evidence::call_story(origin, call);
     let payment = match &call.result {
-        CallResult::Paid(shown) | CallResult::Declined(shown) => Some(&shown.id),
+        CallResult::Paid(shown) | CallResult::Declined(shown) | CallResult::Canceled(shown) => {
+            Some(&shown.id)
+        }
         CallResult::Refunded(shown) | CallResult::RefundFailed(shown) => Some(&shown.parent),
         _ => None,
     };
@@ -603,6 +667,7 @@ fn check_settlement(out: &mut Vec<Violation>, p: &DbPayment, events: &[HistoryEv
     };
     let succeeded = events.iter().filter(|e| e.settled_succeeded()).count();
     let declined = settled(PaymentStatus::Declined);
+    let canceled = settled(PaymentStatus::Canceled);
     let mut broken = |what: String| {
         out.push(violation(
             "history-has-one-settlement",
@@ -627,6 +692,12 @@ fn check_settlement(out: &mut Vec<Violation>, p: &DbPayment, events: &[HistoryEv
                     "its history has {refused} charge(s) the acquirer declined"
                 ));
             }
+        }
+        "canceled" if canceled != 1 || succeeded > 0 || declined > 0 => {
+            broken(format!(
+                "its history settles it {canceled} time(s) canceled, {succeeded} succeeded, \
+                 {declined} declined"
+            ));
         }
         "declined" => {
             if declined != 1 {
@@ -834,6 +905,46 @@ mod tests {
     fn a_clean_history_passes() {
         let (intents, calls, truth) = clean();
         assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
+    }
+
+    /// Intent 1's payment canceled (its history says so), its charge landed
+    /// anyway: refunded in full it passes, holding money it is caught; a
+    /// cancel that says otherwise than the database is caught.
+    #[test]
+    fn a_canceled_payment_holding_money_is_caught() {
+        let (intents, mut calls, mut truth) = clean();
+        calls.pop();
+        truth.payments[1].status = "canceled".into();
+        truth.payments[1].provider_payment_id = None;
+        truth.histories.insert(
+            truth.payments[1].id.clone(),
+            vec![
+                HistoryEvent::Claimed {
+                    key: "k".into(),
+                    instance: "a:1".into(),
+                },
+                settled(PaymentStatus::Canceled),
+            ],
+        );
+        let found = invariants(&intents, &calls, &truth);
+        assert_eq!(found, vec!["canceled-holds-nothing"], "{found:?}");
+
+        truth.ledger_refunds.push(LedgerRefund {
+            charge_id: truth.charges[1].id.clone(),
+            amount_minor: truth.charges[1].amount_minor,
+        });
+        assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
+
+        let mut told = shown(&truth.payments[1]);
+        told.status = "succeeded".into();
+        calls.push(call(
+            &intents[1],
+            CallKind::Cancel,
+            CallResult::CancelEnded(told),
+            vec![answer(200, 3)],
+        ));
+        let found = invariants(&intents, &calls, &truth);
+        assert!(found.contains(&"answers-agree-with-database"), "{found:?}");
     }
 
     #[test]

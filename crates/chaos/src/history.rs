@@ -22,6 +22,8 @@ pub enum CallKind {
     ChangedBody,
     /// A refund of the intent's payment under its own key (`refund-1`, `refund-2`).
     Refund(u8),
+    /// A cancel of the intent's payment under its own key (`cancel`).
+    Cancel,
 }
 
 impl CallKind {
@@ -54,10 +56,16 @@ pub enum CallResult {
     Paid(Shown),
     /// Definite: declined.
     Declined(Shown),
+    /// Definite: canceled, nothing taken (the completer gave up on it, or a
+    /// cancel ended it).
+    Canceled(Shown),
     /// Definite: refunded.
     Refunded(Shown),
     /// Definite: the acquirer refused the refund.
     RefundFailed(Shown),
+    /// Definite: a cancel ended, with the payment as it ended (`canceled`,
+    /// `declined`, or `succeeded` and refunded).
+    CancelEnded(Shown),
     /// Unknown: the budget ran out; either outcome is possible.
     Uncertain,
     /// Refused before anything executed (or after, if an earlier attempt may
@@ -79,8 +87,11 @@ impl CallResult {
     /// `ok`, `fail` or `info` (unknown), as Jepsen calls them.
     pub fn verdict(&self) -> &'static str {
         match self {
-            Self::Paid(_) | Self::Refunded(_) => "ok",
-            Self::Declined(_) | Self::RefundFailed(_) | Self::Refused { .. } => "fail",
+            Self::Paid(_) | Self::Refunded(_) | Self::CancelEnded(_) => "ok",
+            Self::Declined(_)
+            | Self::Canceled(_)
+            | Self::RefundFailed(_)
+            | Self::Refused { .. } => "fail",
             Self::Uncertain | Self::Error { .. } => "info",
         }
     }
@@ -185,6 +196,8 @@ impl CallRecord {
         match self.result {
             CallResult::Paid(_)
             | CallResult::Declined(_)
+            | CallResult::Canceled(_)
+            | CallResult::CancelEnded(_)
             | CallResult::Refunded(_)
             | CallResult::RefundFailed(_) => {
                 let last = self.attempts.last()?;

@@ -265,6 +265,12 @@ async fn run_in(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    if args.cancel_rate > 0.0 {
+        // A charge that lands after its payment's cancel is refunded by the
+        // reconciler (instance 0, every 2 s): two passes after the last
+        // payment settled, before the truth is read.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
     let settle_seconds = settling.elapsed().as_secs_f64();
 
     // Stop everything, then read the truth.

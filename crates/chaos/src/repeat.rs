@@ -71,7 +71,8 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
         .map(|mode| mode.to_string())
         .collect();
     command.push_str(&format!(
-        " --acquirer-late-rate {} --in-flight-duplicate {}",
+        " --cancel-rate {} --acquirer-late-rate {} --in-flight-duplicate {}",
+        a.cancel_rate,
         a.acquirer_late_rate,
         modes.join(",")
     ));

@@ -200,7 +200,7 @@ impl HistoryFigures {
                 .or_insert(0) += 1;
             let repeat = match call.kind {
                 CallKind::Pay => !seen_pay.insert(call.intent),
-                CallKind::Refund(_) => false,
+                CallKind::Refund(_) | CallKind::Cancel => false,
                 _ => true,
             };
             duplicates_sent += usize::from(repeat);

@@ -54,6 +54,8 @@ pub struct Intent {
     pub changed_body: bool,
     /// Refunded once paid.
     pub refund: Option<RefundPlan>,
+    /// Canceled a moment after it is sent.
+    pub cancel: bool,
 }
 
 /// SplitMix64: a seed per intent, so an intent's choices do not depend on
@@ -93,6 +95,9 @@ impl Intent {
                 second_minor,
             }
         });
+        // Drawn last: the earlier draws (and so every run before the
+        // flag) stay as they were for a seed.
+        let cancel = rng.random_bool(args.cancel_rate.clamp(0.0, 1.0));
         Ok(Self {
             index,
             shop,
@@ -104,6 +109,7 @@ impl Intent {
             late_retry,
             changed_body,
             refund,
+            cancel,
         })
     }
 
@@ -224,6 +230,7 @@ async fn pay_call(
             match &paid.outcome {
                 Outcome::Paid(p) => CallResult::Paid(shown_payment(p)),
                 Outcome::Declined(p) => CallResult::Declined(shown_payment(p)),
+                Outcome::Canceled(p) => CallResult::Canceled(shown_payment(p)),
                 Outcome::Uncertain { .. } => CallResult::Uncertain,
             },
         ),
@@ -332,8 +339,74 @@ async fn refund_until_known(
     )
 }
 
-/// Everything an intent does, in order: pay (maybe twice at once), repeat
-/// with a changed body, refund.
+/// One cancel call through `instance`.
+async fn cancel_call(
+    clients: &Clients,
+    intent: &Intent,
+    payment_id: &str,
+    key: &IdempotencyKey,
+    instance: usize,
+) -> CallRecord {
+    let started = Instant::now();
+    let client = clients.get(intent.shop, instance);
+    let (attempts, result) = match client.cancel(payment_id, key).await {
+        Ok(done) => (
+            done.attempts.iter().map(AttemptRecord::of).collect(),
+            match done.outcome.payment() {
+                Some(p) => CallResult::CancelEnded(shown_payment(p)),
+                None => CallResult::Uncertain,
+            },
+        ),
+        Err(error) => (Vec::new(), refused(&error)),
+    };
+    CallRecord {
+        intent: intent.index,
+        kind: CallKind::Cancel,
+        instance,
+        attempts,
+        result,
+        took: started.elapsed(),
+    }
+}
+
+/// A cancel of the intent's payment a moment after it was sent: the
+/// payment is found by its order (the intent's own amount), then canceled
+/// under the key `cancel`, repeated while uncertain. No call when the
+/// payment never showed up.
+async fn cancel_soon(
+    clients: &Clients,
+    intent: &Intent,
+    delay: Duration,
+    instance: usize,
+) -> Result<Vec<CallRecord>, ChaosError> {
+    let key = IdempotencyKey::for_operation(&intent.reference, "cancel")
+        .map_err(|e| ChaosError::Setup(format!("cancel key: {e}")))?;
+    tokio::time::sleep(delay).await;
+    let client = clients.get(intent.shop, instance);
+    let mut payment_id = None;
+    for _ in 0..20 {
+        if let Ok(payments) = client.payments_for(&intent.reference).await {
+            payment_id = payments
+                .into_iter()
+                .find(|p| p.amount.minor_units() == intent.amount_minor)
+                .map(|p| p.id);
+        }
+        if payment_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let Some(payment_id) = payment_id else {
+        return Ok(Vec::new());
+    };
+    Ok(until_known(clients.instances(), instance, |instance| {
+        cancel_call(clients, intent, &payment_id, &key, instance)
+    })
+    .await)
+}
+
+/// Everything an intent does, in order: pay (maybe twice at once, maybe
+/// canceled meanwhile), repeat with a changed body, refund.
 pub async fn run_intent(
     clients: &Clients,
     intent: &Intent,
@@ -343,15 +416,36 @@ pub async fn run_intent(
     let instances = clients.instances();
     let request = intent.request()?;
     let first = rng.random_range(0..instances);
-    let mut calls = if intent.double_click {
-        let second = (first + 1 + rng.random_range(0..instances.max(2) - 1)) % instances;
-        let (a, b) = tokio::join!(
-            pay_until_known(clients, intent, CallKind::Pay, first, &request),
-            pay_until_known(clients, intent, CallKind::DoubleClick, second, &request),
-        );
-        a.into_iter().chain(b).collect()
+    // Drawn only for a cancel: other intents draw as they always did.
+    let (cancel_delay, cancel_instance) = if intent.cancel {
+        (
+            Duration::from_millis(rng.random_range(0..400)),
+            rng.random_range(0..instances),
+        )
     } else {
-        pay_until_known(clients, intent, CallKind::Pay, first, &request).await
+        (Duration::ZERO, 0)
+    };
+    let paying = async {
+        if intent.double_click {
+            let second = (first + 1 + rng.random_range(0..instances.max(2) - 1)) % instances;
+            let (a, b) = tokio::join!(
+                pay_until_known(clients, intent, CallKind::Pay, first, &request),
+                pay_until_known(clients, intent, CallKind::DoubleClick, second, &request),
+            );
+            a.into_iter().chain(b).collect::<Vec<_>>()
+        } else {
+            pay_until_known(clients, intent, CallKind::Pay, first, &request).await
+        }
+    };
+    let mut calls = if intent.cancel {
+        let (mut paid, canceled) = tokio::join!(
+            paying,
+            cancel_soon(clients, intent, cancel_delay, cancel_instance)
+        );
+        paid.extend(canceled?);
+        paid
+    } else {
+        paying.await
     };
     if intent.changed_body {
         let changed = CreatePayment::new(

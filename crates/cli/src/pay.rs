@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_client::{
-    Attempt, Client, CreatePayment, Error, IdempotencyKey, Money, Outcome, PayResult, Payment,
-    RetryPolicy,
+    Attempt, CancelOutcome, Client, CreatePayment, Error, IdempotencyKey, Money, Outcome,
+    PayResult, Payment, RetryPolicy,
 };
 use clap::{Args, Subcommand};
 
@@ -86,6 +86,21 @@ pub enum PaymentCommand {
         #[command(flatten)]
         connect: ConnectArgs,
     },
+    /// Cancel a pending payment: its charge is looked up once the settle
+    /// window has passed and never sent again; found, it is refunded in
+    /// full. Waits (retrying with the same key) until the cancel ends or
+    /// the budget does. Exit 0 when the customer holds no charge, 2 when a
+    /// charge is kept, 3 when not known yet.
+    Cancel {
+        /// The payment id (`pay_...`).
+        id: String,
+        /// The cancel's idempotency key (default: `cancel-<payment id>`;
+        /// the same key on every run resumes the same cancel).
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
 }
 
 /// One line about a payment.
@@ -135,6 +150,10 @@ fn print_result(result: &PayResult) {
         }
         Outcome::Paid(payment) => println!("paid: {}", describe(payment)),
         Outcome::Declined(payment) => println!("declined: {}", describe(payment)),
+        Outcome::Canceled(payment) => println!(
+            "canceled (nothing taken; the order may be paid again under a new key): {}",
+            describe(payment)
+        ),
         Outcome::Uncertain { payment_id } => {
             let id = payment_id.as_deref().unwrap_or("not known");
             println!("UNCERTAIN: no definite answer within the budget (payment: {id}).");
@@ -197,7 +216,7 @@ pub async fn pay(args: PayArgs) -> anyhow::Result<()> {
     print_result(&result);
     let code = match result.outcome {
         Outcome::Paid(_) => 0,
-        Outcome::Declined(_) => EXIT_DECLINED,
+        Outcome::Declined(_) | Outcome::Canceled(_) => EXIT_DECLINED,
         Outcome::Uncertain { .. } => EXIT_UNCERTAIN,
     };
     if code != 0 {
@@ -218,5 +237,56 @@ pub async fn payment(command: PaymentCommand) -> anyhow::Result<()> {
             println!("attempts: {attempts}");
             Ok(())
         }
+        PaymentCommand::Cancel {
+            id,
+            idempotency_key,
+            connect,
+        } => cancel(&id, idempotency_key, &connect).await,
     }
+}
+
+/// `chargeonce payment cancel`.
+async fn cancel(id: &str, key: Option<String>, connect: &ConnectArgs) -> anyhow::Result<()> {
+    let key = IdempotencyKey::new(key.unwrap_or_else(|| format!("cancel-{id}")))
+        .context("--idempotency-key")?;
+    let client = connect.client()?;
+    println!("canceling {id} with key {}", key.as_str());
+    let result = client.cancel(id, &key).await?;
+    for attempt in &result.attempts {
+        println!("  {}", describe_attempt(attempt));
+    }
+    let code = match &result.outcome {
+        CancelOutcome::Canceled(p) => {
+            println!("canceled: nothing taken: {}", describe(p));
+            0
+        }
+        CancelOutcome::Refunded(p) => {
+            println!("the charge was found and refunded in full: {}", describe(p));
+            0
+        }
+        CancelOutcome::Declined(p) => {
+            println!("declined by the acquirer: nothing taken: {}", describe(p));
+            0
+        }
+        CancelOutcome::Charged(p) => {
+            println!(
+                "the charge was found and is KEPT ({} minor units refunded): {}",
+                p.refunded_minor,
+                describe(p)
+            );
+            EXIT_DECLINED
+        }
+        CancelOutcome::Uncertain { .. } => {
+            println!(
+                "not ended yet (the charge is looked up once the settle window has passed); \
+                 run the same command again, the service also ends it on its own"
+            );
+            EXIT_UNCERTAIN
+        }
+    };
+    if code != 0 {
+        std::io::stdout().flush().ok();
+        std::process::exit(code);
+    }
+    Ok(())
 }

@@ -15,8 +15,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chargeonce_client::{
-    Attempt, AttemptAnswer, Client, CreatePayment, CreateRefund, Error, IdempotencyKey, ListParams,
-    Money, Outcome, PaymentListParams, RefundOutcome, RetryPolicy,
+    Attempt, AttemptAnswer, CancelOutcome, Client, CreatePayment, CreateRefund, Error,
+    IdempotencyKey, ListParams, Money, Outcome, PaymentListParams, RefundOutcome, RetryPolicy,
 };
 use serde_json::{Map, Value};
 
@@ -116,6 +116,7 @@ fn step_members(what: &str) -> Option<&'static [&'static str]> {
     Some(match what {
         "pay" | "pay_order" | "raw_pay" => &["order", "amount", "token", "operation"],
         "refund" => &["order", "operation", "payment_of", "amount"],
+        "cancel" => &["order", "operation", "payment_of"],
         "get_key" => &["order", "operation"],
         "list_payments" => &["order", "limit"],
         "list_refunds" => &["payment_of", "limit"],
@@ -406,6 +407,7 @@ impl Run {
                         done.outcome = Some(match &result.outcome {
                             Outcome::Paid(_) => "paid",
                             Outcome::Declined(_) => "declined",
+                            Outcome::Canceled(_) => "canceled",
                             Outcome::Uncertain { .. } => "uncertain",
                         });
                         if let Outcome::Uncertain { payment_id } = &result.outcome {
@@ -452,6 +454,36 @@ impl Run {
                             }
                             RefundOutcome::Uncertain { refund_id } => {
                                 done.uncertain_id = refund_id.clone();
+                            }
+                        }
+                        done.attempt_count = Some(result.attempts.len());
+                        done.attempts = result.attempts;
+                    }
+                    Err(error) => {
+                        done.attempt_count = Some(error.attempts() as usize);
+                        done.error = Some(Raised::of(&error));
+                    }
+                }
+            }
+            "cancel" => {
+                let payment_id = self.payment_of(step);
+                let key = self.key(text(step, "order"), text(step, "operation"));
+                match self.client.cancel(&payment_id, &key).await {
+                    Ok(result) => {
+                        done.outcome = Some(match &result.outcome {
+                            CancelOutcome::Canceled(_) => "canceled",
+                            CancelOutcome::Refunded(_) => "refunded",
+                            CancelOutcome::Charged(_) => "charged",
+                            CancelOutcome::Declined(_) => "declined",
+                            CancelOutcome::Uncertain { .. } => "uncertain",
+                        });
+                        match &result.outcome {
+                            CancelOutcome::Uncertain { payment_id } => {
+                                done.uncertain_id = payment_id.clone();
+                            }
+                            definite => {
+                                done.payment_id = definite.payment().map(|p| p.id.clone());
+                                done.resource = resource_of(&result.attempts, "payment");
                             }
                         }
                         done.attempt_count = Some(result.attempts.len());

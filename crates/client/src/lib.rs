@@ -85,7 +85,8 @@ pub use model::{
     CreatePayment, CreateRefund, Ledger, LedgerCharge, LedgerTotal, Payment, PaymentList, Refund,
 };
 pub use outcome::{
-    Attempt, AttemptAnswer, FailureKind, Outcome, PayResult, RefundOutcome, RefundResult,
+    Attempt, AttemptAnswer, CancelOutcome, CancelResult, FailureKind, Outcome, PayResult,
+    RefundOutcome, RefundResult,
 };
 pub use problem::{Code, Problem, ProblemCode};
 pub use retry::{RetryPolicy, parse_retry_after};

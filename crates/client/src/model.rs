@@ -1,6 +1,6 @@
 //! The API's requests and resources, typed.
 
-use chargeonce_core::{Money, PaymentStatus};
+use chargeonce_core::{Money, MoneyError, PaymentStatus};
 use chargeonce_wire as wire;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -75,6 +75,15 @@ fn money(amount: &wire::Amount) -> Result<Money, String> {
     Money::parse_lenient(&amount.value, &amount.currency).map_err(|e| e.to_string())
 }
 
+/// An amount that may be zero, in minor units (`"0.00"` is 0).
+fn minor_or_zero(amount: &wire::Amount) -> Result<i64, String> {
+    match Money::parse_lenient(&amount.value, &amount.currency) {
+        Ok(money) => Ok(money.minor_units()),
+        Err(MoneyError::NotPositive) => Ok(0),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
 /// A payment, as the API shows it (read from a [`wire::Payment`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "wire::Payment")]
@@ -83,7 +92,7 @@ pub struct Payment {
     pub id: String,
     /// The owning shop.
     pub shop_id: String,
-    /// `pending`, `succeeded` or `declined`.
+    /// `pending`, `succeeded`, `declined` or `canceled`.
     pub status: PaymentStatus,
     /// How much.
     pub amount: Money,
@@ -95,6 +104,9 @@ pub struct Payment {
     pub decline_code: Option<String>,
     /// When it was created.
     pub created_at: OffsetDateTime,
+    /// How much of it refunds gave back, in minor units of its currency
+    /// (0 until a refund succeeds).
+    pub refunded_minor: i64,
 }
 
 impl TryFrom<wire::Payment> for Payment {
@@ -106,8 +118,10 @@ impl TryFrom<wire::Payment> for Payment {
                 wire::PaymentStatus::Pending => PaymentStatus::Pending,
                 wire::PaymentStatus::Succeeded => PaymentStatus::Succeeded,
                 wire::PaymentStatus::Declined => PaymentStatus::Declined,
+                wire::PaymentStatus::Canceled => PaymentStatus::Canceled,
             },
             amount: money(&payment.amount)?,
+            refunded_minor: minor_or_zero(&payment.amount_refunded)?,
             created_at: OffsetDateTime::parse(&payment.created_at, &Rfc3339)
                 .map_err(|e| format!("created_at: {e}"))?,
             id: payment.id,

@@ -16,6 +16,10 @@ pub enum Outcome {
     Paid(Payment),
     /// Declined by the acquirer: definite, nothing charged.
     Declined(Payment),
+    /// Canceled before any charge was found (a cancel of the payment, or the
+    /// service gave up on it): definite, nothing taken. Its order may be
+    /// paid again under a new key.
+    Canceled(Payment),
     /// The budget ran out before a definite answer. The payment may or may not
     /// have been charged: the acquirer may have charged and the answer been
     /// lost. **Do not pay again with a new key.** Retry later with the same key
@@ -32,7 +36,7 @@ impl Outcome {
     /// The payment, when the outcome is definite.
     pub fn payment(&self) -> Option<&Payment> {
         match self {
-            Self::Paid(p) | Self::Declined(p) => Some(p),
+            Self::Paid(p) | Self::Declined(p) | Self::Canceled(p) => Some(p),
             Self::Uncertain { .. } => None,
         }
     }
@@ -202,6 +206,52 @@ pub enum RefundOutcome {
         /// The refund, when an answer named it (`202` pending).
         refund_id: Option<String>,
     },
+}
+
+/// Where a payment stands after a cancel call: each definite outcome says
+/// whether the customer was charged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    /// Canceled: no charge was found after the settle window, nothing was
+    /// taken (a charge that lands later is refunded by the service).
+    Canceled(Payment),
+    /// The charge was found: the payment is kept `succeeded` and was
+    /// refunded in full.
+    Refunded(Payment),
+    /// The charge was found and kept, but not refunded in full (the refund
+    /// was refused by the acquirer, or part of it was refunded already):
+    /// the customer holds a charge of `amount - refunded_minor`.
+    Charged(Payment),
+    /// The acquirer had declined the charge: nothing taken.
+    Declined(Payment),
+    /// The budget ran out while the cancel was still running (the charge is
+    /// looked up only once the settle window has passed): retry later with
+    /// the same key; the service ends it on its own too.
+    Uncertain {
+        /// The payment, when an answer named it.
+        payment_id: Option<String>,
+    },
+}
+
+impl CancelOutcome {
+    /// The payment, when the outcome is definite.
+    pub fn payment(&self) -> Option<&Payment> {
+        match self {
+            Self::Canceled(p) | Self::Refunded(p) | Self::Charged(p) | Self::Declined(p) => Some(p),
+            Self::Uncertain { .. } => None,
+        }
+    }
+}
+
+/// The result of a cancel call: the outcome, its key, and every attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelResult {
+    /// Where the payment stands.
+    pub outcome: CancelOutcome,
+    /// The key every attempt carried.
+    pub key: IdempotencyKey,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
 }
 
 /// The result of a refund call: the outcome, its key, and every attempt.

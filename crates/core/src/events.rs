@@ -77,6 +77,8 @@ pub enum EventType {
     PaymentSucceeded,
     /// A payment was declined.
     PaymentDeclined,
+    /// A pending payment was canceled (nothing charged).
+    PaymentCanceled,
     /// A refund gave money back.
     RefundSucceeded,
     /// The acquirer refused a refund.
@@ -89,6 +91,7 @@ impl EventType {
         match self {
             Self::PaymentSucceeded => "payment.succeeded",
             Self::PaymentDeclined => "payment.declined",
+            Self::PaymentCanceled => "payment.canceled",
             Self::RefundSucceeded => "refund.succeeded",
             Self::RefundFailed => "refund.failed",
         }
@@ -99,6 +102,7 @@ impl EventType {
         match s {
             "payment.succeeded" => Some(Self::PaymentSucceeded),
             "payment.declined" => Some(Self::PaymentDeclined),
+            "payment.canceled" => Some(Self::PaymentCanceled),
             "refund.succeeded" => Some(Self::RefundSucceeded),
             "refund.failed" => Some(Self::RefundFailed),
             _ => None,
@@ -195,6 +199,7 @@ impl NewEvent {
         let event_type = match payment.status {
             PaymentStatus::Succeeded => EventType::PaymentSucceeded,
             PaymentStatus::Declined => EventType::PaymentDeclined,
+            PaymentStatus::Canceled => EventType::PaymentCanceled,
             PaymentStatus::Pending => return None,
         };
         let id = EventId::generate();
@@ -490,6 +495,7 @@ mod tests {
         for t in [
             EventType::PaymentSucceeded,
             EventType::PaymentDeclined,
+            EventType::PaymentCanceled,
             EventType::RefundSucceeded,
             EventType::RefundFailed,
         ] {

@@ -112,6 +112,17 @@ pub enum HistoryEvent {
         /// The HTTP status stored.
         status: u16,
     },
+    /// The payment is to be canceled: from now on whoever drives its key
+    /// only looks its charge up (after the settle window), and never sends
+    /// it again.
+    CancelRequested {
+        /// The cancel request's idempotency key; `None` when the completer
+        /// gave up on the payment (it stayed pending past its give-up time).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// The instance that recorded it.
+        instance: String,
+    },
     /// The payment left `pending` for a final state.
     Settled {
         /// Its final status.
@@ -196,6 +207,7 @@ impl HistoryEvent {
             Self::TakenOver { .. } => "taken_over",
             Self::AcquirerCall { .. } => "acquirer_call",
             Self::Answered { .. } => "answered",
+            Self::CancelRequested { .. } => "cancel_requested",
             Self::Settled { .. } => "settled",
             Self::WebhookReceived { .. } => "webhook_received",
             Self::RefundReserved { .. } => "refund_reserved",

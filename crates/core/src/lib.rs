@@ -51,7 +51,9 @@ pub use acquirer::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund, ChargeRequest,
     ChargeResult, LedgerCursor, RefundRequest,
 };
-pub use engine::{ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered};
+pub use engine::{
+    ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered, cancel_refund_key,
+};
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, KeyError};
 pub use money::{Currency, Money, MoneyError};
@@ -63,8 +65,9 @@ pub use payment::{
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, BoxError, Claim, ClaimRequest, Cursor, EventRecorded, FinishOutcome, Health,
-    InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys, Lease, LeaseToken, MAX_PAGE_LIMIT,
-    Outbox, Page, PageLimit, PageRequest, PaymentFilter, Payments, Reconciliation, RecoveryPoint,
-    RefundClaim, Refunds, SettleOutcome, Shops, StalledKey, Store, StoreError, StoredResponse,
+    Acquired, BoxError, CancelClaim, Claim, ClaimRequest, Cursor, EventRecorded, FinishOutcome,
+    Health, InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys, Lease, LeaseToken,
+    MAX_PAGE_LIMIT, Outbox, Page, PageLimit, PageRequest, PaymentFilter, Payments, Reconciliation,
+    RecoveryPoint, RefundClaim, Refunds, SettleOutcome, Shops, StalledKey, Store, StoreError,
+    StoredResponse,
 };

@@ -145,15 +145,21 @@ pub enum PaymentStatus {
     Succeeded,
     /// Refused by the acquirer: definite, and never charged.
     Declined,
+    /// Canceled while pending: a look-up after the settle window found no
+    /// charge, so the customer was not charged (a charge that lands later
+    /// is refunded by the reconciler). Final; its order is free again.
+    Canceled,
 }
 
 impl PaymentStatus {
-    /// The status as stored and shown (`pending`, `succeeded`, `declined`).
+    /// The status as stored and shown (`pending`, `succeeded`, `declined`,
+    /// `canceled`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Succeeded => "succeeded",
             Self::Declined => "declined",
+            Self::Canceled => "canceled",
         }
     }
 
@@ -163,6 +169,7 @@ impl PaymentStatus {
             "pending" => Some(Self::Pending),
             "succeeded" => Some(Self::Succeeded),
             "declined" => Some(Self::Declined),
+            "canceled" => Some(Self::Canceled),
             _ => None,
         }
     }
@@ -170,6 +177,12 @@ impl PaymentStatus {
     /// Whether the status can no longer change.
     pub fn is_final(&self) -> bool {
         !matches!(self, Self::Pending)
+    }
+
+    /// Whether a payment in this status no longer holds its order: nothing
+    /// was charged (declined, canceled), so the order may be paid again.
+    pub fn frees_order(&self) -> bool {
+        matches!(self, Self::Declined | Self::Canceled)
     }
 }
 
@@ -300,6 +313,16 @@ impl Settlement {
             status: PaymentStatus::Declined,
             provider_payment_id: None,
             decline_code: Some(crate::acquirer::REJECTED.to_owned()),
+        }
+    }
+
+    /// A pending payment canceled: the acquirer holds no charge for it
+    /// after the settle window.
+    pub fn canceled() -> Self {
+        Self {
+            status: PaymentStatus::Canceled,
+            provider_payment_id: None,
+            decline_code: None,
         }
     }
 }

@@ -66,6 +66,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
             routes::refunds::of_payment,
             routes::refunds::create
         ))
+        .routes(routes!(routes::cancel::create))
         .routes(routes!(routes::refunds::list))
         .routes(routes!(routes::refunds::get))
         .routes(routes!(routes::keys::get))

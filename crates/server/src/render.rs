@@ -50,6 +50,7 @@ pub fn payment(payment: &Payment) -> wire::Payment {
             PaymentStatus::Pending => wire::PaymentStatus::Pending,
             PaymentStatus::Succeeded => wire::PaymentStatus::Succeeded,
             PaymentStatus::Declined => wire::PaymentStatus::Declined,
+            PaymentStatus::Canceled => wire::PaymentStatus::Canceled,
         },
         amount: amount(payment.amount),
         reference: payment.reference.as_str().to_owned(),
@@ -105,6 +106,7 @@ pub fn key(info: &KeyInfo) -> wire::IdempotencyKey {
             RecoveryPoint::PaymentCreated => wire::KeyRecoveryPoint::PaymentCreated,
             RecoveryPoint::OrderAlreadyPaid => wire::KeyRecoveryPoint::OrderAlreadyPaid,
             RecoveryPoint::RefundCreated => wire::KeyRecoveryPoint::RefundCreated,
+            RecoveryPoint::CancelRequested => wire::KeyRecoveryPoint::CancelRequested,
             RecoveryPoint::Finished => wire::KeyRecoveryPoint::Finished,
         },
         request: wire::KeyRequest {
@@ -217,6 +219,45 @@ impl Render for HttpRender {
                     body: problem.to_body(),
                 }
             }
+            Rendered::Canceled(payment) => Self::payment_problem(
+                ProblemCode::PaymentCanceled,
+                "the payment was canceled before any charge was found: nothing was taken. \
+                 Its order may be paid again under a new key",
+                payment,
+            ),
+            Rendered::CancelAnswered(payment) => Self::payment(StatusCode::OK, payment),
+            Rendered::NotCancelable(payment) => Self::payment_problem(
+                ProblemCode::PaymentNotCancelable,
+                format!(
+                    "the payment was already {} when the cancel came; {}",
+                    payment.status.as_str(),
+                    if payment.status == PaymentStatus::Succeeded {
+                        "refund it instead"
+                    } else {
+                        "nothing was taken"
+                    }
+                ),
+                payment,
+            ),
+        }
+    }
+}
+
+impl HttpRender {
+    /// A stored problem about a payment, which it carries.
+    fn payment_problem(
+        code: ProblemCode,
+        detail: impl Into<String>,
+        payment: &Payment,
+    ) -> StoredResponse {
+        let problem = Problem::new(code, detail).with("payment", to_value(&self::payment(payment)));
+        StoredResponse {
+            status: code.status(),
+            headers: vec![
+                ("content-type".into(), PROBLEM_JSON.into()),
+                ("location".into(), payment_location(payment)),
+            ],
+            body: problem.to_body(),
         }
     }
 }

@@ -34,6 +34,26 @@ pub fn outcome_response(outcome: Outcome) -> Response {
             }
             response
         }
+        Outcome::CancelPending {
+            payment,
+            retry_after,
+        } => {
+            let mut response = (
+                StatusCode::ACCEPTED,
+                [(header::CONTENT_TYPE, "application/json")],
+                render::to_bytes(&render::payment(&payment)),
+            )
+                .into_response();
+            let headers = response.headers_mut();
+            headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
+            if let Ok(location) = HeaderValue::try_from(payment_location(&payment)) {
+                headers.insert(header::LOCATION, location);
+            }
+            response
+        }
+        Outcome::NoSuchPayment => {
+            Problem::new(ProblemCode::NotFound, "no such payment for this shop").into_response()
+        }
         Outcome::OrderPaidOtherwise { payment } => Problem::new(
             ProblemCode::OrderAlreadyPaid,
             format!(

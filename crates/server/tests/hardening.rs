@@ -26,6 +26,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/payments", &["GET", "POST"]),
     ("/v1/payments/{id}", &["GET"]),
     ("/v1/payments/{id}/history", &["GET"]),
+    ("/v1/payments/{id}/cancel", &["POST"]),
     ("/v1/payments/{id}/refunds", &["GET", "POST"]),
     ("/v1/refunds", &["GET"]),
     ("/v1/refunds/{id}", &["GET"]),

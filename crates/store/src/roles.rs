@@ -6,7 +6,7 @@
 //! not compile.
 
 /// Implements every role trait for `$store` by calling the function of the
-/// same name in the concern module of the invoking driver (`claim`, `keys`,
+/// same name in the concern module of the invoking driver (`cancel`, `claim`, `keys`,
 /// `finish`, `refunds`, `payments`, `reconciliation`, `events`, `outbox`,
 /// `shops`, `health`, `history`, `findings`, `operations`), each taking the
 /// store first.
@@ -28,10 +28,10 @@ macro_rules! impl_roles {
                 Reconciliation, Refunds, ShopSummary, Shops, StoreCounts,
             };
             use chargeonce_core::{
-                Acquired, AcquirerKey, Claim, ClaimRequest, EventRecorded, Fingerprint,
-                FinishOutcome, IdempotencyKey, InboundEvent, KeyInfo, KeyRecord, KeyTiming, Lease,
-                NewPayment, NewRefund, Page, PageRequest, Payment, PaymentFilter, PaymentId,
-                Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
+                Acquired, AcquirerKey, CancelClaim, Claim, ClaimRequest, EventRecorded,
+                Fingerprint, FinishOutcome, IdempotencyKey, InboundEvent, KeyInfo, KeyRecord,
+                KeyTiming, Lease, NewPayment, NewRefund, Page, PageRequest, Payment, PaymentFilter,
+                PaymentId, Reference, Refund, RefundClaim, RefundId, RefundSettlement, SecretHash,
                 SettleOutcome, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
             };
             use time::OffsetDateTime;
@@ -92,6 +92,24 @@ macro_rules! impl_roles {
 
                 async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
                     claim::abandon_key(self, lease).await
+                }
+
+                async fn claim_cancel(
+                    &self,
+                    claim: &ClaimRequest,
+                    payment_id: &PaymentId,
+                    timing: KeyTiming,
+                ) -> Result<CancelClaim, StoreError> {
+                    cancel::claim_cancel(self, claim, payment_id, timing).await
+                }
+
+                async fn request_cancel(
+                    &self,
+                    shop_id: &ShopId,
+                    payment_id: &PaymentId,
+                    key: Option<&IdempotencyKey>,
+                ) -> Result<Option<Payment>, StoreError> {
+                    cancel::request_cancel(self, shop_id, payment_id, key).await
                 }
 
                 async fn finish(

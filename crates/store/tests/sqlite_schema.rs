@@ -470,3 +470,90 @@ async fn one_index_per_order_keeps_the_orders_and_their_rule() {
         assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
     }
 }
+
+/// Migration 0012 rebuilds payments, keys and events for cancel: every row
+/// survives, a payment may now be `canceled` (leaving its order's live slot
+/// for its own id, so the order can be paid again), a key may be a cancel's
+/// (`cancel_requested`), an event may be `payment.canceled`, what was refused
+/// still is, and event numbers keep growing past a deleted one.
+#[tokio::test]
+async fn the_cancel_rebuild_keeps_every_row_and_admits_canceled() {
+    let db = TestDb::sqlite();
+    let file = db.dir().join("chargeonce.db");
+    migrate_to(&file, 11).await;
+    {
+        let conn = Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "INSERT INTO shops (id, secret_sha256, created_at) VALUES ('shop', zeroblob(32), 0);
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+                 token, status, acquirer_key, created_at, updated_at, claimed_by)
+             VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', 'shop', 'k1', 'order-1', 1000, 'RUB',
+                 'tok_ok', 'pending', 'acq-1', 10, 11, 'a:1');
+             INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point,
+                 payment_id, created_at, expires_at, replays, lease_holder)
+             VALUES ('shop', 'k1', zeroblob(32), 'POST', '/v1/payments', 'payment_created',
+                 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', 10, 99, 2, 'a:1');
+             INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at,
+                 due_since, next_attempt_at)
+             VALUES ('evt_1', 'shop', 'payment.declined', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', x'7b7d', 11, 11, 11),
+                    ('evt_2', 'shop', 'payment.declined', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', x'7b7d', 12, 12, 12);
+             DELETE FROM events WHERE id = 'evt_2';",
+        )
+        .unwrap();
+    }
+    // Opening the store applies 0012.
+    let store = SqliteStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop").unwrap();
+    let key = store
+        .key(&shop, &chargeonce_core::IdempotencyKey::new("k1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(key.replays, 2);
+    store.close().await;
+
+    let conn = Connection::open(&file).unwrap();
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let violations: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(violations, 0);
+    for accepted in [
+        "UPDATE payments SET status = 'canceled', order_slot = id \
+         WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80'",
+        // The order is free again: a new live payment takes its slot.
+        "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency, \
+             token, status, acquirer_key, created_at, updated_at) \
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e81', 'shop', 'k2', 'order-1', 1000, 'RUB', \
+             'tok_ok', 'pending', 'acq-2', 20, 20)",
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point, \
+             payment_id, created_at, expires_at) \
+         VALUES ('shop', 'c1', zeroblob(32), 'POST', '/v1/payments/x/cancel', 'cancel_requested', \
+             'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', 21, 99)",
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at, \
+             due_since, next_attempt_at) \
+         VALUES ('evt_3', 'shop', 'payment.canceled', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', x'7b7d', 22, 22, 22)",
+    ] {
+        assert_eq!(conn.execute(accepted, []).unwrap(), 1, "{accepted}");
+    }
+    let seq: i64 = conn
+        .query_row("SELECT seq FROM events WHERE id = 'evt_3'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(seq, 3, "the deleted event's number is not reused");
+    for refused in [
+        "UPDATE payments SET status = 'refunded' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e81'",
+        // A live payment may not leave its order's slot.
+        "UPDATE payments SET order_slot = id WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e81'",
+        "UPDATE idempotency_keys SET recovery_point = 'done' WHERE key = 'k1'",
+        "UPDATE events SET event_type = 'payment.refunded' WHERE id = 'evt_1'",
+    ] {
+        let error = conn.execute(refused, []).unwrap_err();
+        assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
+    }
+}

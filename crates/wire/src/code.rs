@@ -50,6 +50,16 @@ pub enum ProblemCode {
     /// Nothing was charged; the problem carries that `payment`. The cart
     /// and the payment disagree: a person must look, never a retry.
     OrderAlreadyPaid,
+    /// 409: the payment this key created was canceled before any charge was
+    /// found (`POST /v1/payments/{id}/cancel`, or the service gave up on
+    /// it): nothing was taken. A stored answer, replayed to every retry;
+    /// the problem carries the `payment`. Its order may be paid again
+    /// under a new key.
+    PaymentCanceled,
+    /// 409: the payment was final before the cancel came (succeeded: refund
+    /// it instead; declined: nothing was taken). A stored answer; the
+    /// problem carries the `payment`.
+    PaymentNotCancelable,
     /// 413: the body is larger than the limit. Nothing was executed.
     PayloadTooLarge,
     /// 415: the body is not `application/json`. Nothing was executed.
@@ -143,6 +153,8 @@ impl ProblemCode {
         Self::MethodNotAllowed,
         Self::RequestInProgress,
         Self::OrderAlreadyPaid,
+        Self::PaymentCanceled,
+        Self::PaymentNotCancelable,
         Self::PayloadTooLarge,
         Self::UnsupportedMediaType,
         Self::IdempotencyKeyReused,
@@ -186,6 +198,8 @@ impl ProblemCode {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestInProgress => "request_in_progress",
             Self::OrderAlreadyPaid => "order_already_paid",
+            Self::PaymentCanceled => "payment_canceled",
+            Self::PaymentNotCancelable => "payment_not_cancelable",
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
@@ -231,7 +245,11 @@ impl ProblemCode {
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,
-            Self::RequestInProgress | Self::OrderAlreadyPaid | Self::PaymentNotYetRefundable => 409,
+            Self::RequestInProgress
+            | Self::OrderAlreadyPaid
+            | Self::PaymentCanceled
+            | Self::PaymentNotCancelable
+            | Self::PaymentNotYetRefundable => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::IdempotencyKeyReused
@@ -269,6 +287,8 @@ impl ProblemCode {
             Self::MethodNotAllowed => "Method not allowed",
             Self::RequestInProgress => "A request with this key is still in progress",
             Self::OrderAlreadyPaid => "The order is already paid with another amount",
+            Self::PaymentCanceled => "The payment was canceled",
+            Self::PaymentNotCancelable => "The payment is final and cannot be canceled",
             Self::PayloadTooLarge => "The body is too large",
             Self::UnsupportedMediaType => "The body must be application/json",
             Self::IdempotencyKeyReused => "This Idempotency-Key was used for a different request",

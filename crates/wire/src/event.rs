@@ -23,6 +23,9 @@ pub enum EventType {
     /// `payment.declined`: a payment was declined.
     #[serde(rename = "payment.declined")]
     PaymentDeclined,
+    /// `payment.canceled`: a pending payment was canceled (nothing taken).
+    #[serde(rename = "payment.canceled")]
+    PaymentCanceled,
     /// `refund.succeeded`: a refund gave the money back.
     #[serde(rename = "refund.succeeded")]
     RefundSucceeded,

@@ -130,6 +130,16 @@ pub enum HistoryEvent {
         /// The HTTP status stored.
         status: u16,
     },
+    /// The payment is to be canceled: its charge is only looked up from now
+    /// on (after the settle window), never sent again.
+    CancelRequested {
+        /// The cancel request's idempotency key; absent when the service
+        /// gave up on a payment pending too long.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// The instance that recorded it.
+        instance: String,
+    },
     /// The payment left `pending` for a final state.
     Settled {
         /// Its final status.

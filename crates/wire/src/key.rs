@@ -40,6 +40,9 @@ pub enum KeyRecoveryPoint {
     /// The refund row and its reservation exist; the acquirer's refund call
     /// is next.
     RefundCreated,
+    /// A cancel key: the cancel is recorded on its payment; the payment's
+    /// end (and the refund of a charge found) is next.
+    CancelRequested,
     /// The answer is stored.
     Finished,
 }

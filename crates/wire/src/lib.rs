@@ -56,4 +56,4 @@ pub use list::{List, ListObject};
 pub use payment::{Payment, PaymentObject, PaymentRefundStatus, PaymentStatus};
 pub use problem::{PROBLEM_JSON, PROBLEM_TYPE_PREFIX, Problem};
 pub use refund::{Refund, RefundObject, RefundStatus};
-pub use request::{CreatePayment, CreateRefund, PaymentMethod};
+pub use request::{CancelPayment, CreatePayment, CreateRefund, PaymentMethod};

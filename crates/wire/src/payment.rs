@@ -26,6 +26,11 @@ pub enum PaymentStatus {
     Succeeded,
     /// The acquirer declined it (`decline_code` says why).
     Declined,
+    /// Canceled while pending (`POST /v1/payments/{id}/cancel`, or the
+    /// service gave up on it): the acquirer held no charge for it after the
+    /// settle window, so nothing was taken. A charge that lands later is
+    /// refunded by the reconciler. Its order may be paid again.
+    Canceled,
 }
 
 /// How much of a payment refunds gave back.

@@ -72,3 +72,12 @@ pub struct CreateRefund {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<Amount>,
 }
+
+/// The body of `POST /v1/payments/{id}/cancel`: an empty object (the
+/// payment is named by the path). Kept an object so that options can be
+/// added later without breaking clients.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({})))]
+pub struct CancelPayment {}

@@ -27,6 +27,10 @@ pub struct CompleterConfig {
     pub batch: u32,
     /// Keys driven at once.
     pub concurrency: usize,
+    /// A payment still pending this long after its creation is given up
+    /// on: canceled ([`Engine::complete_or_give_up`]), its charge looked up
+    /// and never sent again, so every payment ends.
+    pub give_up_after: Duration,
 }
 
 impl Default for CompleterConfig {
@@ -36,9 +40,15 @@ impl Default for CompleterConfig {
             idle: Duration::from_secs(10),
             batch: 100,
             concurrency: 8,
+            give_up_after: DEFAULT_GIVE_UP_AFTER,
         }
     }
 }
+
+/// The default [`CompleterConfig::give_up_after`]: one hour. Far longer
+/// than any acquirer answer takes; short enough that no order stays locked
+/// by a payment nobody can end for a day.
+pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(60 * 60);
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,14 +65,15 @@ pub struct CompleterPass {
     pub failed: usize,
 }
 
-async fn complete_one(engine: &Engine, key: &StalledKey) -> CompleterResult {
-    match engine.complete(key).await {
+async fn complete_one(engine: &Engine, key: &StalledKey, give_up: Duration) -> CompleterResult {
+    match engine.complete_or_give_up(key, give_up).await {
         Ok(Some(Outcome::Executed(_))) => CompleterResult::Finished,
         Ok(Some(
             Outcome::Pending { .. }
             | Outcome::AcquirerUnavailable { .. }
             | Outcome::RefundPending { .. }
-            | Outcome::RefundAcquirerUnavailable { .. },
+            | Outcome::RefundAcquirerUnavailable { .. }
+            | Outcome::CancelPending { .. },
         )) => CompleterResult::StillPending,
         Ok(Some(_) | None) => CompleterResult::Skipped,
         Err(error) => {
@@ -87,7 +98,7 @@ pub async fn complete_once(
     };
     let runs: Vec<_> = stalled
         .iter()
-        .map(|key| complete_one(engine, key))
+        .map(|key| complete_one(engine, key, config.give_up_after))
         .collect();
     let results: Vec<CompleterResult> = futures::stream::iter(runs)
         .buffer_unordered(config.concurrency.max(1))

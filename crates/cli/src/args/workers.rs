@@ -28,6 +28,12 @@ pub struct WorkersArgs {
     /// completer drives it (a client retry usually comes first).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub completer_idle: Duration,
+    /// A payment still pending this long after its creation is given up on
+    /// by the completer: canceled, its charge looked up (after the settle
+    /// window) and never sent again; a charge found is refunded in full.
+    /// So no payment stays pending, and no order locked, for ever.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub completer_give_up: Duration,
     /// Do not run the completer on this instance.
     #[arg(long)]
     pub no_completer: bool,
@@ -91,6 +97,7 @@ impl WorkersArgs {
         CompleterConfig {
             interval: self.completer_interval,
             idle: self.completer_idle,
+            give_up_after: self.completer_give_up,
             ..CompleterConfig::default()
         }
     }

@@ -6,7 +6,7 @@ use chargeonce_core::PaymentStatus;
 use serde::Deserialize;
 
 use super::answer::{Answer, transient};
-use crate::outcome::{AttemptAnswer, Outcome, RefundOutcome};
+use crate::outcome::{AttemptAnswer, CancelOutcome, Outcome, RefundOutcome};
 use crate::{Error, Payment, Problem, ProblemCode, Refund};
 
 /// Reads one answer of a keyed POST: what the attempt saw and what to do
@@ -74,11 +74,69 @@ pub(super) fn judge_payment(
                 None => unexpected(answer, attempts),
             }
         }
+        (409, Some(problem)) if problem.code == ProblemCode::PaymentCanceled => {
+            match problem.payment {
+                Some(payment) => Step::Done(Outcome::Canceled(payment)),
+                None => unexpected(answer, attempts),
+            }
+        }
         (402, Some(problem)) if problem.code == ProblemCode::PaymentDeclined => {
             match problem.payment {
                 Some(payment) => Step::Done(Outcome::Declined(payment)),
                 None => unexpected(answer, attempts),
             }
+        }
+        (_, problem) => not_definite(answer, problem, attempts),
+    };
+    (seen, step)
+}
+
+/// Decides what a cancel answer means: a 200 ends it (the payment says
+/// how), a 202 is retried, `payment_not_cancelable` is a refusal.
+pub(super) fn judge_cancel(
+    answer: &Answer,
+    attempts: u32,
+    payment_id: &mut Option<String>,
+) -> (AttemptAnswer, Step<CancelOutcome>) {
+    let status = answer.status;
+    if matches!(status, 200..=202) {
+        let payment: Option<Payment> = serde_json::from_slice(&answer.body).ok();
+        let seen = answer.seen(payment.as_ref(), None);
+        let step = match payment {
+            Some(payment) if status == 200 => {
+                *payment_id = Some(payment.id.clone());
+                match payment.status {
+                    PaymentStatus::Canceled => Step::Done(CancelOutcome::Canceled(payment)),
+                    PaymentStatus::Declined => Step::Done(CancelOutcome::Declined(payment)),
+                    PaymentStatus::Succeeded
+                        if payment.refunded_minor >= payment.amount.minor_units() =>
+                    {
+                        Step::Done(CancelOutcome::Refunded(payment))
+                    }
+                    PaymentStatus::Succeeded => Step::Done(CancelOutcome::Charged(payment)),
+                    PaymentStatus::Pending => Step::Retry(answer.retry_after()),
+                }
+            }
+            Some(payment) => {
+                *payment_id = Some(payment.id.clone());
+                Step::Retry(answer.retry_after())
+            }
+            None => Step::Retry(answer.retry_after()),
+        };
+        return (seen, step);
+    }
+    let problem = answer.problem();
+    let seen = answer.seen(
+        problem.as_ref().and_then(|p| p.payment.as_ref()),
+        problem.as_ref(),
+    );
+    let step = match (status, problem) {
+        // A stored refusal: the payment was final before the cancel came.
+        (409, Some(problem)) if problem.code == ProblemCode::PaymentNotCancelable => {
+            Step::Fail(Error::Rejected {
+                problem: Box::new(problem),
+                attempts,
+            })
         }
         (_, problem) => not_definite(answer, problem, attempts),
     };

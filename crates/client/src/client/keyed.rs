@@ -7,10 +7,11 @@ use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
 
 use super::answer::{failure, send};
-use super::judge::{Judge, Step, judge_payment, judge_refund};
+use super::judge::{Judge, Step, judge_cancel, judge_payment, judge_refund};
 use super::{Client, IDEMPOTENCY_KEY, PREFER};
 use crate::outcome::{
-    Attempt, AttemptAnswer, FailureKind, Outcome, PayResult, RefundOutcome, RefundResult,
+    Attempt, AttemptAnswer, CancelOutcome, CancelResult, FailureKind, Outcome, PayResult,
+    RefundOutcome, RefundResult,
 };
 use crate::{CreatePayment, CreateRefund, Error};
 
@@ -130,6 +131,45 @@ impl Client {
             })
             .await?;
         Ok(RefundResult {
+            outcome,
+            key: key.clone(),
+            attempts,
+        })
+    }
+
+    /// `POST /v1/payments/{payment_id}/cancel` under `key` (the cancel's own
+    /// key), retried with the same key while the answer is `202` (the
+    /// service looks the charge up only once the settle window has passed
+    /// since it was last sent), until the cancel ends or the budget does.
+    ///
+    /// Definite: [`CancelOutcome::Canceled`] (nothing taken),
+    /// [`CancelOutcome::Refunded`] (the charge was found and refunded in
+    /// full), [`CancelOutcome::Charged`], [`CancelOutcome::Declined`]. A
+    /// payment already final when the cancel came is a refusal
+    /// ([`Error::Rejected`] with `payment_not_cancelable`): refund it instead.
+    ///
+    /// The key should name the intent:
+    /// `IdempotencyKey::for_operation("order-123", "cancel")`.
+    pub async fn cancel(
+        &self,
+        payment_id: &str,
+        key: &IdempotencyKey,
+    ) -> Result<CancelResult, Error> {
+        let mut url = self.url("v1/payments/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(payment_id).push("cancel");
+        }
+        let (outcome, attempts) = self
+            .post_idempotent(
+                url,
+                key,
+                b"{}".to_vec(),
+                false,
+                judge_cancel,
+                |payment_id| CancelOutcome::Uncertain { payment_id },
+            )
+            .await?;
+        Ok(CancelResult {
             outcome,
             key: key.clone(),
             attempts,

@@ -18,7 +18,7 @@ use super::repeats::RepeatSource;
 use super::{Engine, EngineError, Holder, Outcome};
 use crate::{
     Acquired, ClaimRequest, Fingerprint, IdempotencyKey, KeyRecord, Lease, PaymentRequest,
-    PaymentStatus, RecoveryPoint, ShopId, StalledKey, StoreError,
+    RecoveryPoint, ShopId, StalledKey, StoreError,
 };
 
 impl Engine {
@@ -207,5 +207,5 @@ impl Engine {
 /// of its own rather than the other payment's decline.
 fn links_declined_order(acquired: &Acquired) -> bool {
     acquired.recovery_point == RecoveryPoint::OrderAlreadyPaid
-        && acquired.payment.status == PaymentStatus::Declined
+        && acquired.payment.status.frees_order()
 }

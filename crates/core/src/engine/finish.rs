@@ -138,6 +138,7 @@ impl Engine {
     pub(super) fn render_payment(&self, payment: &Payment) -> StoredResponse {
         match payment.status {
             PaymentStatus::Declined => self.render.render(Rendered::Declined(payment)),
+            PaymentStatus::Canceled => self.render.render(Rendered::Canceled(payment)),
             _ => self.render.render(Rendered::Charged(payment)),
         }
     }

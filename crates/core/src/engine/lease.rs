@@ -188,6 +188,14 @@ impl Engine {
     /// Parks the key for the settle window, recording the calls made under
     /// its lease: nobody may look at the acquirer again before an attempt
     /// still in flight could appear. Returns when to try again.
+    /// Parks the key for `hold` (no calls to record): nobody may take it
+    /// over before then.
+    pub(super) async fn park_for(&self, lease: &Lease, hold: Duration) {
+        let parked = self.store.park_lease(lease, hold, &[]).await;
+        let failed = "parking the key failed; its lease runs out";
+        self.lease_ended(parked, lease, &[], failed).await;
+    }
+
     pub(super) async fn park(&self, lease: &Lease, attempts: &[AcquirerAttempt]) -> Duration {
         let window = self.config.settle_window;
         let parked = self.store.park_lease(lease, window, attempts).await;

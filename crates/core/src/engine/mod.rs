@@ -6,6 +6,8 @@
 //! - [`config`]: the settings and the checks that they can work together;
 //! - [`outcome`]: what a request gets ([`Outcome`]) and the final answers a
 //!   [`Render`] turns into stored bytes;
+//! - `cancel`: ending a pending payment without charging the customer (a
+//!   cancel request, and the completer's give-up);
 //! - `pay` and `refund`: the two operations, from the claim (phase 1) to
 //!   the call the acquirer needs;
 //! - `existing`: what a request gets when its key exists already (replay,
@@ -28,6 +30,7 @@ use std::sync::Arc;
 use crate::observe::{NoObserver, Observer};
 use crate::{Acquirer, Store};
 
+mod cancel;
 pub mod config;
 mod existing;
 mod finish;
@@ -40,6 +43,7 @@ mod resend;
 mod send;
 pub mod tally;
 
+pub use cancel::cancel_refund_key;
 pub use config::{ConfigError, DEFAULT_SETTLE_WINDOW, EngineConfig};
 pub use outcome::{EngineError, Outcome, Render, Rendered};
 pub use repeats::{RepeatPolicy, RepeatSource};

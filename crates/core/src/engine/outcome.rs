@@ -22,6 +22,15 @@ pub enum Rendered<'a> {
     /// The acquirer definitively refused this key's refund; its reservation
     /// was given back.
     RefundFailed(&'a Refund),
+    /// This key's payment was canceled before any charge was found (the
+    /// payment key's answer: nothing charged).
+    Canceled(&'a Payment),
+    /// A cancel key's answer: the payment as the cancel ended it
+    /// (`canceled`, `declined`, or `succeeded` and refunded).
+    CancelAnswered(&'a Payment),
+    /// A cancel key's answer when the payment was final before the cancel
+    /// came (succeeded or declined): nothing to cancel.
+    NotCancelable(&'a Payment),
 }
 
 /// Turns a final answer into the response stored against the key and replayed
@@ -84,6 +93,17 @@ pub enum Outcome {
     /// The refund was refused before anything executed; nothing is stored
     /// against the key.
     RefundRefused(RefundRefusal),
+    /// A cancel not finished yet: the payment is still pending (its charge
+    /// is looked up once the settle window has passed) or the refund of a
+    /// charge found is. Nothing is stored; a retry with the same key resumes.
+    CancelPending {
+        /// The payment as it stands.
+        payment: Payment,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The shop has no such payment; nothing was written.
+    NoSuchPayment,
     /// The acquirer could not be reached and certainly got nothing; the payment
     /// stays pending and a retry with the same key sends it.
     AcquirerUnavailable {

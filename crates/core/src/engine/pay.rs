@@ -133,22 +133,35 @@ impl Engine {
                 // Settled meanwhile (a webhook, the reconciler): answer from it.
                 self.finish_from_stored(&lease, payment).await
             }
+            RecoveryPoint::PaymentCreated if holder == Holder::Resumer => {
+                // A cancel recorded: the charge is only looked up, never sent.
+                let history = self
+                    .store
+                    .payment_history(Some(&payment.shop_id), &payment.id)
+                    .await?;
+                if super::cancel::cancel_requested(&history) {
+                    return self.conclude_canceled(payment, &lease, &history).await;
+                }
+                let charge = Charge::of(payment);
+                self.send_and_finish(charge, &lease, holder).await
+            }
             RecoveryPoint::PaymentCreated => {
                 let charge = Charge::of(payment);
                 self.send_and_finish(charge, &lease, holder).await
             }
+            RecoveryPoint::CancelRequested => self.drive_cancel(lease, payment).await,
         }
     }
 }
 
 /// The charge of a pending payment.
-struct Charge {
+pub(super) struct Charge {
     payment: Payment,
     request: ChargeRequest,
 }
 
 impl Charge {
-    fn of(payment: Payment) -> Self {
+    pub(super) fn of(payment: Payment) -> Self {
         let request = ChargeRequest {
             acquirer_key: payment.acquirer_key.clone(),
             shop_id: payment.shop_id.clone(),

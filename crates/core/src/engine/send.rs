@@ -150,7 +150,7 @@ impl Engine {
 
     /// Looks the operation up, holding the lease; logs what it finds (which
     /// is then the answer, not sent again).
-    async fn found<O: Operation>(
+    pub(super) async fn found<O: Operation>(
         &self,
         op: &O,
         lease: &Lease,
@@ -225,7 +225,7 @@ impl Engine {
     /// reached nothing (the lease released: the next retry sends it), or an
     /// unknown answer (see `Engine::after_unknown`). Each ends with the
     /// store write that records the calls made (`attempts`).
-    async fn conclude<O: Operation>(
+    pub(super) async fn conclude<O: Operation>(
         &self,
         op: O,
         lease: &Lease,

@@ -62,6 +62,11 @@ pub enum RecoveryPoint {
     /// reservation of its amount on the payment exist. Resume at the
     /// acquirer's refund call.
     RefundCreated,
+    /// A cancel key's claim committed: the key names the payment to cancel,
+    /// and the cancellation is recorded in the payment's history. Resume by
+    /// driving the payment's own key to an end (looking the charge up,
+    /// never sending it), then answer with the payment.
+    CancelRequested,
     /// Phase 3 committed: the response is stored and is the answer forever.
     Finished,
 }
@@ -73,6 +78,7 @@ impl RecoveryPoint {
             Self::PaymentCreated => "payment_created",
             Self::OrderAlreadyPaid => "order_already_paid",
             Self::RefundCreated => "refund_created",
+            Self::CancelRequested => "cancel_requested",
             Self::Finished => "finished",
         }
     }
@@ -83,6 +89,7 @@ impl RecoveryPoint {
             "payment_created" => Some(Self::PaymentCreated),
             "order_already_paid" => Some(Self::OrderAlreadyPaid),
             "refund_created" => Some(Self::RefundCreated),
+            "cancel_requested" => Some(Self::CancelRequested),
             "finished" => Some(Self::Finished),
             _ => None,
         }
@@ -249,6 +256,19 @@ pub enum Claim {
     Exists(KeyRecord),
 }
 
+/// The result of a cancel key's claim.
+#[derive(Debug, Clone)]
+pub enum CancelClaim {
+    /// The key was new: its row is committed (recovery point
+    /// [`RecoveryPoint::CancelRequested`], naming the payment), the payment's
+    /// history records the request, and this caller holds the lease.
+    Acquired(Acquired),
+    /// The key exists; nothing was written.
+    Exists(KeyRecord),
+    /// The shop has no such payment; nothing was written.
+    NoPayment,
+}
+
 /// How phase 3 ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishOutcome {
@@ -290,6 +310,31 @@ pub trait Keys: Send + Sync + 'static {
         payment: &NewPayment,
         timing: KeyTiming,
     ) -> Result<Claim, StoreError>;
+
+    /// A cancel key's claim, one transaction: inserts the key row (naming
+    /// the payment, [`RecoveryPoint::CancelRequested`], with a fresh lease)
+    /// and, when the payment is pending, records
+    /// [`HistoryEvent::CancelRequested`](crate::history::HistoryEvent::CancelRequested)
+    /// in its history; or, when the key exists and is not an expired
+    /// finished key, writes nothing and returns it.
+    async fn claim_cancel(
+        &self,
+        claim: &ClaimRequest,
+        payment_id: &PaymentId,
+        timing: KeyTiming,
+    ) -> Result<CancelClaim, StoreError>;
+
+    /// Records in a pending payment's history that it is to be canceled
+    /// (`key`: the cancel key; `None`: the completer gave up on it), unless
+    /// it is recorded already. From then on whoever drives the payment's
+    /// key only looks its charge up. Returns the payment as it stands
+    /// (`None`: no such payment).
+    async fn request_cancel(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Option<Payment>, StoreError>;
 
     /// Takes over an unfinished key whose lease expired: a compare-and-set that
     /// installs a new lease token. `None` when the key is finished, its lease is

@@ -32,8 +32,8 @@ pub use error::{BoxError, StoreError};
 pub use findings::Findings;
 pub use history::{History, KeyRepeats};
 pub use keys::{
-    Acquired, Claim, ClaimRequest, FinishOutcome, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys,
-    Lease, LeaseToken, RecoveryPoint, StalledKey, StoredResponse,
+    Acquired, CancelClaim, Claim, ClaimRequest, FinishOutcome, KeyInfo, KeyLease, KeyRecord,
+    KeyTiming, Keys, Lease, LeaseToken, RecoveryPoint, StalledKey, StoredResponse,
 };
 pub use operations::{Operations, ShopSummary, StoreCounts};
 pub use outbox::Outbox;

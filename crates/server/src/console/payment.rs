@@ -173,6 +173,16 @@ pub fn sentence(entry: &HistoryEntry, next: Option<&HistoryEntry>) -> String {
         HistoryEvent::Answered { key, status } => {
             format!("Answered {status}{} (key {key})", answered_words(*status))
         }
+        HistoryEvent::CancelRequested { key, instance } => match key {
+            Some(key) => format!(
+                "Cancel requested by key {key} (instance {instance}): the charge is only looked \
+                 up from now on, after the settle window, never sent again"
+            ),
+            None => format!(
+                "Given up on by the completer (instance {instance}): pending past its give-up \
+                 time, so it is canceled — the charge is only looked up, never sent again"
+            ),
+        },
         HistoryEvent::Settled { status, by } => {
             let by = match by {
                 SettledBy::Request { key } => format!("by the request (key {key})"),

@@ -46,6 +46,11 @@ pub enum Operation {
         /// How much.
         amount: Option<Money>,
     },
+    /// A cancel of a pending payment.
+    Cancel {
+        /// The payment to cancel.
+        payment_id: PaymentId,
+    },
 }
 
 impl Operation {
@@ -74,6 +79,9 @@ impl Operation {
                             );
                             Box::pin(engine.refund(claim, refund)).await
                         }
+                        Self::Cancel { payment_id } => {
+                            Box::pin(engine.cancel(claim, payment_id)).await
+                        }
                     }
                 }
                 .instrument(span),
@@ -91,6 +99,7 @@ impl Operation {
         match self {
             Self::Pay(_) => "payment",
             Self::Refund { .. } => "refund",
+            Self::Cancel { .. } => "cancel",
         }
     }
 }

@@ -74,6 +74,7 @@ pub fn event_view(event: &Event) -> wire::Event {
         event_type: match event.event_type {
             EventType::PaymentSucceeded => wire::EventType::PaymentSucceeded,
             EventType::PaymentDeclined => wire::EventType::PaymentDeclined,
+            EventType::PaymentCanceled => wire::EventType::PaymentCanceled,
             EventType::RefundSucceeded => wire::EventType::RefundSucceeded,
             EventType::RefundFailed => wire::EventType::RefundFailed,
         },

@@ -107,6 +107,7 @@ fn payment_status(status: PaymentStatus) -> wire::PaymentStatus {
         PaymentStatus::Pending => wire::PaymentStatus::Pending,
         PaymentStatus::Succeeded => wire::PaymentStatus::Succeeded,
         PaymentStatus::Declined => wire::PaymentStatus::Declined,
+        PaymentStatus::Canceled => wire::PaymentStatus::Canceled,
     }
 }
 
@@ -115,6 +116,7 @@ fn recovery_point(point: RecoveryPoint) -> wire::KeyRecoveryPoint {
         RecoveryPoint::PaymentCreated => wire::KeyRecoveryPoint::PaymentCreated,
         RecoveryPoint::OrderAlreadyPaid => wire::KeyRecoveryPoint::OrderAlreadyPaid,
         RecoveryPoint::RefundCreated => wire::KeyRecoveryPoint::RefundCreated,
+        RecoveryPoint::CancelRequested => wire::KeyRecoveryPoint::CancelRequested,
         RecoveryPoint::Finished => wire::KeyRecoveryPoint::Finished,
     }
 }
@@ -175,6 +177,9 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
             reason: None,
         },
         HistoryEvent::Answered { key, status } => wire::HistoryEvent::Answered { key, status },
+        HistoryEvent::CancelRequested { key, instance } => {
+            wire::HistoryEvent::CancelRequested { key, instance }
+        }
         HistoryEvent::Settled { status, by } => {
             let (by, key, event_id) = match by {
                 SettledBy::Request { key } => (wire::HistorySettledBy::Request, Some(key), None),

@@ -1,6 +1,7 @@
 //! The API's routes.
 
 mod amount;
+pub mod cancel;
 pub mod events;
 pub mod health;
 pub mod history;

@@ -18,6 +18,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::PoolConfig;
 
+mod cancel;
 mod claim;
 mod connections;
 mod errors;

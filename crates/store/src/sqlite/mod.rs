@@ -39,6 +39,7 @@ use time::OffsetDateTime;
 use crate::PoolConfig;
 use crate::rows::FromSqliteRow;
 
+mod cancel;
 mod claim;
 mod errors;
 mod events;

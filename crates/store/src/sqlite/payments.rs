@@ -102,7 +102,7 @@ macro_rules! settle {
 /// The settle to `status` of a payment named by id or by acquirer key
 /// (see [`settle!`]).
 pub(super) fn settle_sql(by: SettleBy, status: PaymentStatus) -> &'static str {
-    match (by, status == PaymentStatus::Declined) {
+    match (by, status.frees_order()) {
         (SettleBy::Id, false) => settle!("id", succeeded),
         (SettleBy::Id, true) => settle!("id", declined),
         (SettleBy::AcquirerKey, false) => settle!("acquirer_key", succeeded),

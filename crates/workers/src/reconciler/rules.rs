@@ -77,6 +77,7 @@ pub(super) fn agrees(payment: &Payment, charge: &AcquirerCharge) -> bool {
     (match payment.status {
         PaymentStatus::Succeeded => charge.outcome.is_succeeded(),
         PaymentStatus::Declined => !charge.outcome.is_succeeded(),
+        PaymentStatus::Canceled => !charge.holds_money(),
         PaymentStatus::Pending => true,
     }) && payment.amount == charge.amount
 }
@@ -112,7 +113,38 @@ pub(super) fn mismatch(payment: &Payment, charge: &AcquirerCharge) -> NewFinding
 /// refused without recording an attempt (declined `acquirer_rejected`, no
 /// charge id), which it rightly does not know.
 pub(super) fn has_attempt(payment: &Payment) -> bool {
-    payment.status != PaymentStatus::Declined || payment.provider_payment_id.is_some()
+    // A canceled payment names no charge: a look-up found none.
+    !payment.status.frees_order() || payment.provider_payment_id.is_some()
+}
+
+/// A charge that landed for a payment we canceled (a look-up after the
+/// settle window found none, and the merchant was told nothing was
+/// taken), with the charges refunded because of it.
+pub(super) fn charge_after_cancel(
+    payment: &Payment,
+    charge: &AcquirerCharge,
+    refunded: Vec<String>,
+) -> NewFinding {
+    NewFinding {
+        kind: FindingKind::Mismatch,
+        shop_id: payment.shop_id.clone(),
+        reference: payment.reference.clone(),
+        payment_id: Some(payment.id.clone()),
+        charge_ids: vec![charge.id().to_owned()],
+        amount: Some(charge.amount),
+        detail: format!(
+            "payment canceled, but charge {} of {} {} landed after it{}",
+            charge.id(),
+            charge.amount.to_decimal_string(),
+            charge.amount.currency(),
+            if refunded.is_empty() {
+                "; its refund failed and is tried again"
+            } else {
+                ": refunded in full"
+            }
+        ),
+        refunded,
+    }
 }
 
 /// A final payment the acquirer does not know.
@@ -226,6 +258,9 @@ pub(super) enum ChargeVerdict {
     OrphanUnlessGrouped,
     /// The charge our payment names disagrees with it.
     Mismatch(NewFinding),
+    /// Money held for a payment we canceled: it landed after the cancel's
+    /// look-up, and is refunded.
+    AfterCancel,
     /// Nothing to find: a pending payment's charge (in flight), a declined
     /// extra attempt, or an extra charge counted as a duplicate.
     Nothing,
@@ -235,6 +270,9 @@ pub(super) enum ChargeVerdict {
 pub(super) fn check_charge(charge: &AcquirerCharge, payment: Option<&Payment>) -> ChargeVerdict {
     match payment {
         None if charge.holds_money() => ChargeVerdict::OrphanUnlessGrouped,
+        Some(payment) if payment.status == PaymentStatus::Canceled && charge.holds_money() => {
+            ChargeVerdict::AfterCancel
+        }
         Some(payment)
             if payment.provider_payment_id.as_deref() == Some(charge.id())
                 && !agrees(payment, charge) =>
@@ -310,6 +348,29 @@ mod tests {
     }
 
     #[test]
+    fn a_charge_that_holds_money_for_a_canceled_payment_is_refunded() {
+        let late = charge("ch_1", 1, true, 0);
+        let canceled = payment_for(&late, PaymentStatus::Canceled, false);
+        assert_eq!(
+            check_charge(&late, Some(&canceled)),
+            ChargeVerdict::AfterCancel
+        );
+        assert!(
+            !has_attempt(&canceled),
+            "a canceled payment names no charge"
+        );
+        // Given back already: nothing to do.
+        let given_back = charge("ch_2", 1, true, 1000);
+        assert_eq!(
+            check_charge(&given_back, Some(&canceled)),
+            ChargeVerdict::Nothing
+        );
+        let finding = charge_after_cancel(&canceled, &late, vec!["ch_1".into()]);
+        assert_eq!(finding.refunded, vec!["ch_1".to_owned()]);
+        assert_eq!(finding.payment_id, Some(canceled.id.clone()));
+    }
+
+    #[test]
     fn agreement_is_status_and_amount() {
         let c = charge("ch_1", 1, true, 0);
         assert!(agrees(&payment_for(&c, PaymentStatus::Succeeded, true), &c));
@@ -319,6 +380,10 @@ mod tests {
         assert!(agrees(
             &payment_for(&declined, PaymentStatus::Declined, true),
             &declined
+        ));
+        assert!(!agrees(
+            &payment_for(&c, PaymentStatus::Canceled, false),
+            &c
         ));
         let mut other = payment_for(&c, PaymentStatus::Succeeded, true);
         other.amount = Money::parse("11.00", "RUB").unwrap();

@@ -34,7 +34,9 @@ use time::OffsetDateTime;
 
 use super::Pass;
 use crate::reconciler::ReconcileError;
-use crate::reconciler::rules::{ChargeVerdict, check_charge, named_in, needs_group, orphan};
+use crate::reconciler::rules::{
+    ChargeVerdict, charge_after_cancel, check_charge, named_in, needs_group, orphan,
+};
 use crate::reconciler::slicing::after;
 
 /// The charges of one slice (in ledger order), indexed, and our payment of
@@ -273,10 +275,39 @@ impl Pass<'_> {
                     }
                 }
                 ChargeVerdict::Mismatch(finding) => self.find(finding).await,
+                ChargeVerdict::AfterCancel => {
+                    if let Some(payment) = payment {
+                        self.refund_after_cancel(charge, payment).await;
+                    }
+                }
                 ChargeVerdict::Nothing => {}
             }
         }
         Ok(())
+    }
+
+    /// Refunds a charge that landed for a payment we canceled, always (the
+    /// merchant was told nothing was taken), and records it: a finding
+    /// resolved as refunded, in the payment's history. A refund that fails
+    /// leaves the finding open; the order is judged again next pass.
+    async fn refund_after_cancel(&mut self, charge: &AcquirerCharge, payment: &Payment) {
+        let refunded = match self.reconciler.ledger.refund(charge.id()).await {
+            Ok(done) => {
+                tracing::warn!(payment = %payment.id, charge = charge.id(), refund = %done.id, "a charge landed after its payment was canceled; refunded");
+                vec![charge.id().to_owned()]
+            }
+            Err(error) => {
+                self.error(format!(
+                    "refund of {} after cancel of {}: {error}",
+                    charge.id(),
+                    payment.id
+                ));
+                self.revisit_later(&payment.shop_id, &payment.reference);
+                Vec::new()
+            }
+        };
+        self.find(charge_after_cancel(payment, charge, refunded))
+            .await;
     }
 
     /// Remembers the orders of a slice's succeeded charges for the slices
