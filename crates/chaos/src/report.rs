@@ -92,6 +92,8 @@ pub struct Books {
     pub payments_succeeded: usize,
     /// Payments declined.
     pub payments_declined: usize,
+    /// Payments canceled (nothing taken).
+    pub payments_canceled: usize,
     /// Payments still pending (must be 0).
     pub payments_pending: usize,
     /// Charge attempts in the ledger.
@@ -337,9 +339,10 @@ impl Report {
         let b = &self.books;
         let _ = writeln!(
             s,
-            "  books: payments {} succeeded, {} declined, {} pending; ledger {} charges ({} succeeded), {} refunds, {} minor units moved",
+            "  books: payments {} succeeded, {} declined, {} canceled, {} pending; ledger {} charges ({} succeeded), {} refunds, {} minor units moved",
             b.payments_succeeded,
             b.payments_declined,
+            b.payments_canceled,
             b.payments_pending,
             b.ledger_charges,
             b.ledger_succeeded,

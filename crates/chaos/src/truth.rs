@@ -127,6 +127,11 @@ pub(crate) fn books(truth: &Truth) -> Books {
             .iter()
             .filter(|p| p.status == "declined")
             .count(),
+        payments_canceled: truth
+            .payments
+            .iter()
+            .filter(|p| p.status == "canceled")
+            .count(),
         payments_pending: truth
             .payments
             .iter()

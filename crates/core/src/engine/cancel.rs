@@ -162,21 +162,21 @@ impl Engine {
         lease: Lease,
         payment: Payment,
     ) -> Result<Outcome, EngineError> {
-        // A retry after a crash between the claim and now: the request is
-        // recorded again if it was not (it is only ever recorded once).
         let mut payment = payment;
         let mut hint = None;
+        let mut history = self.history_of(&payment).await?;
         if payment.status == PaymentStatus::Pending {
-            self.store
-                .request_cancel(&payment.shop_id, &payment.id, Some(&lease.key))
-                .await?;
+            if !cancel_requested(&history) {
+                // The claim wrote it with the key row, so it is there; the
+                // guard only keeps the rule true whatever wrote the key.
+                self.store
+                    .request_cancel(&payment.shop_id, &payment.id, Some(&lease.key))
+                    .await?;
+            }
             hint = self.drive_payment_key(&payment).await?;
             payment = self.reread(&payment).await?;
+            history = self.history_of(&payment).await?;
         }
-        let history = self
-            .store
-            .payment_history(Some(&payment.shop_id), &payment.id)
-            .await?;
         match step(&payment, cancel_requested(&history)) {
             Step::DrivePayment => self.cancel_later(&lease, payment, hint).await,
             Step::NotCancelable => {
@@ -278,6 +278,13 @@ impl Engine {
             }
             _ => false,
         })
+    }
+
+    async fn history_of(&self, payment: &Payment) -> Result<Vec<HistoryEntry>, EngineError> {
+        Ok(self
+            .store
+            .payment_history(Some(&payment.shop_id), &payment.id)
+            .await?)
     }
 
     async fn reread(&self, payment: &Payment) -> Result<Payment, EngineError> {
