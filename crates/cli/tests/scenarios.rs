@@ -50,6 +50,7 @@ scenarios! {
     s10_pay_order => "10_pay_order.json",
     s11_orders_are_separate => "11_orders_are_separate.json",
     s12_order_already_paid => "12_order_already_paid.json",
+    s13_cancel => "13_cancel.json",
 }
 
 fn scenario_dir() -> PathBuf {

@@ -11,8 +11,9 @@ from typing import Any, Dict, List, Optional
 import httpx
 
 from chargeonce import (
-    Amount, AsyncClient, ChargeonceError, Client, Declined, IdempotencyKey, KeyReused, Paid,
-    ProblemError, RefundFailed, Refunded, RefundUncertain, RetryPolicy, Uncertain, payment_body,
+    Amount, AsyncClient, CancelCanceled, CancelCharged, CancelDeclined, CancelRefunded, CancelUncertain,
+    Canceled, ChargeonceError, Client, Declined, IdempotencyKey, KeyReused, Paid, ProblemError,
+    RefundFailed, Refunded, RefundUncertain, RetryPolicy, Uncertain, payment_body,
 )
 
 from harness import SECRET, SHOP, FaultProxy, Recorded
@@ -176,7 +177,7 @@ class Run:
                 ref = self.reference(step["order"])
                 res = await self.call(do, self.key(step["order"], step.get("operation", "pay")), amount, ref, step["token"])
                 r.update(outcome=res.outcome, attempts=res.attempts, found=res.found_before_paying)
-                if isinstance(res.outcome, (Paid, Declined)):
+                if isinstance(res.outcome, (Paid, Declined, Canceled)):
                     r["payment_id"] = res.outcome.payment.id
                     r["resource"] = res.outcome.payment.raw
             elif do == "refund":
@@ -186,6 +187,13 @@ class Run:
                 if isinstance(res.outcome, (Refunded, RefundFailed)):
                     r["refund_id"] = res.outcome.refund.id
                     r["resource"] = res.outcome.refund.raw
+            elif do == "cancel":
+                payment_id = self.results[step["payment_of"]]["payment_id"]
+                res = await self.call("cancel", payment_id, self.key(step["order"], step["operation"]))
+                r.update(outcome=res.outcome, attempts=res.attempts)
+                if res.payment is not None:
+                    r["payment_id"] = res.payment.id
+                    r["resource"] = res.payment.raw
             elif do == "raw_pay":
                 ref = self.reference(step["order"])
                 key = self.key(step["order"], step.get("operation", "pay"))
@@ -251,8 +259,10 @@ class Run:
                 if member in e and r.get(member) != e[member]:
                     self.fail(where, member, f"expected {e[member]!r}, got {r.get(member)!r}")
         if "outcome" in e:
-            names = {Paid: "paid", Declined: "declined", Uncertain: "uncertain", Refunded: "refunded",
-                     RefundFailed: "refund_failed", RefundUncertain: "uncertain"}
+            names = {Paid: "paid", Declined: "declined", Canceled: "canceled", Uncertain: "uncertain",
+                     Refunded: "refunded", RefundFailed: "refund_failed", RefundUncertain: "uncertain",
+                     CancelCanceled: "canceled", CancelRefunded: "refunded", CancelCharged: "charged",
+                     CancelDeclined: "declined", CancelUncertain: "uncertain"}
             got = names.get(type(r.get("outcome")))
             if got != e["outcome"]:
                 self.fail(where, "outcome", f"expected {e['outcome']}, got {r.get('outcome')!r}")

@@ -17,6 +17,7 @@ from chargeonce import (
     Amount,
     AnsweredEntry,
     AsyncClient,
+    CancelRequestedEntry,
     ClaimedEntry,
     Client,
     EventAttemptEntry,
@@ -85,6 +86,7 @@ ONE_OF_EACH = [
     {"type": "key_expired", "key": "o-pay", "replays": TALLY, "conflicts": NONE, "mismatches": TALLY},
     {"type": "finding", "finding_id": 7, "kind": "duplicate_charge"},
     {"type": "finding_resolved", "finding_id": 7, "how": "refunded"},
+    {"type": "cancel_requested", "key": "o-cancel", "instance": "i1"},
 ]
 
 
@@ -100,9 +102,9 @@ def history_json(entries: List[dict]) -> dict:
 def test_every_entry_type_is_parsed_into_its_class() -> None:
     history = PaymentHistory.from_json(history_json(ONE_OF_EACH))
     assert [type(e) for e in history.entries] == [
-        ClaimedEntry, LinkedEntry, TakenOverEntry, AcquirerCallEntry, AnsweredEntry, SettledEntry,
-        WebhookReceivedEntry, RefundReservedEntry, RefundEndedEntry, EventAttemptEntry, EventResentEntry,
-        KeyExpiredEntry, FindingEntry, FindingResolvedEntry,
+        ClaimedEntry, LinkedEntry, TakenOverEntry, AcquirerCallEntry, AnsweredEntry,
+        SettledEntry, WebhookReceivedEntry, RefundReservedEntry, RefundEndedEntry, EventAttemptEntry, EventResentEntry,
+        KeyExpiredEntry, FindingEntry, FindingResolvedEntry, CancelRequestedEntry,
     ]
     assert {e.type for e in history.entries} == set(HISTORY_ENTRY_TYPES)
     assert [e.seq for e in history.entries] == list(range(len(ONE_OF_EACH)))

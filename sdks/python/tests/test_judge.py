@@ -167,3 +167,39 @@ def test_pages_walk_in_the_direction_they_started() -> None:
     assert newest_first.next_params({"ending_before": "p7"}) == {"ending_before": "p9", "starting_after": None}
     done = Page(object="list", data=[Item("p1")], has_more=False)
     assert done.next_params({"limit": 2}) is None
+
+
+def test_a_canceled_payment_is_its_own_outcome_never_paid() -> None:
+    from chargeonce import Canceled
+
+    canceled = {**PAYMENT, "status": "canceled", "provider_payment_id": None}
+    seen, step, named = judge_payment(problem(409, "payment_canceled", payment=canceled), 1, 0.0)
+    assert isinstance(step, Done) and isinstance(step.value, Canceled)
+    assert step.value.payment.status == "canceled" and named == "pay_1"
+
+
+def test_a_cancel_ends_by_the_payment_it_answers_with() -> None:
+    from chargeonce import CancelCanceled, CancelCharged, CancelDeclined, CancelRefunded
+    from chargeonce._judge import judge_cancel
+
+    refunded = {**PAYMENT, "amount_refunded": {"value": "15.00", "currency": "RUB"}, "refund_status": "refunded"}
+    partly = {**PAYMENT, "amount_refunded": {"value": "5.00", "currency": "RUB"}}
+    cases = [
+        ({**PAYMENT, "status": "canceled"}, CancelCanceled),
+        ({**PAYMENT, "status": "declined"}, CancelDeclined),
+        (refunded, CancelRefunded),
+        (partly, CancelCharged),
+    ]
+    for payment, expected in cases:
+        _, step, _ = judge_cancel(ok(200, payment), 1, 0.0)
+        assert isinstance(step, Done) and isinstance(step.value, expected), (payment, step)
+    # 202: not ended (the charge is looked up after the settle window); asked again.
+    _, step, named = judge_cancel(ok(202, {**PAYMENT, "status": "pending"}, **{"retry-after": "2"}), 1, 0.0)
+    assert not isinstance(step, Done) and named == "pay_1"
+    # A payment final before the cancel: a stored refusal, never retried.
+    _, step, _ = judge_cancel(problem(409, "payment_not_cancelable", payment=PAYMENT), 1, 0.0)
+    assert isinstance(step, Fail) and isinstance(step.error, ProblemError)
+    assert step.error.code == ProblemCode.PAYMENT_NOT_CANCELABLE
+    # 409 in progress is retried as for every keyed POST.
+    _, step, _ = judge_cancel(problem(409, "request_in_progress"), 1, 0.0)
+    assert not isinstance(step, (Done, Fail))

@@ -19,6 +19,7 @@ import {
 import {
   classifyFailure,
   judgePayment,
+  judgeCancel,
   judgeRefund,
   problemOf,
   retryAfterOf,
@@ -28,6 +29,8 @@ import {
   type Judgement,
   type PayOutcome,
   type PayResult,
+  type CancelOutcome,
+  type CancelResult,
   type RefundOutcome,
   type RefundResult,
   answersRequest,
@@ -166,7 +169,7 @@ export class Client {
       (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", paymentId: id }),
       options.signal,
     );
-    if ((outcome.kind === "paid" || outcome.kind === "declined") && !answersRequest(outcome.payment, request)) {
+    if (outcome.kind !== "uncertain" && !answersRequest(outcome.payment, request)) {
       // An answer about another payment of the order (a server older than
       // `order_already_paid`, or something in between): never "paid" for this request.
       throw OrderAlreadyPaidError.of(outcome.payment, attempts.length);
@@ -205,6 +208,29 @@ export class Client {
       false,
       judgeRefund,
       (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", refundId: id }),
+    );
+    return { outcome, key: value, attempts };
+  }
+
+  /**
+   * `POST /v1/payments/{id}/cancel` under the cancel's own key
+   * (`forOperation(order, "cancel")`), retried with the same key while the
+   * answer is 202 (the charge is looked up only once the settle window has
+   * passed) until the cancel ends or the budget (or `signal`) does:
+   * `canceled` (nothing taken), `refunded` (found and refunded in full),
+   * `charged`, `declined`, or `uncertain`. A payment already final when the
+   * cancel came throws {@link ProblemError} `payment_not_cancelable`.
+   */
+  async cancel(paymentId: string, key: KeyLike, options: PayOptions = {}): Promise<CancelResult> {
+    const value = keyValue(key);
+    const { outcome, attempts } = await this.#postIdempotent<CancelOutcome>(
+      this.#url(`v1/payments/${encodeURIComponent(paymentId)}/cancel`),
+      value,
+      "{}",
+      false,
+      judgeCancel,
+      (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", paymentId: id }),
+      options.signal,
     );
     return { outcome, key: value, attempts };
   }

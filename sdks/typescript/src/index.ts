@@ -3,7 +3,8 @@
  *
  * - The key comes from the intent: `IdempotencyKey.forOperation(order, "pay")`.
  * - Retries only with the same key and the same body bytes.
- * - An honest outcome: `paid`, `declined`, or `uncertain` (never pay again under a new key).
+ * - An honest outcome: `paid`, `declined`, `canceled`, or `uncertain` (never pay again under a new key);
+ *   `cancel` ends a pending payment without charging the customer.
  */
 export { IdempotencyKey, KeyError, encodeKeyPart, type KeyErrorKind } from "./key.js";
 export {

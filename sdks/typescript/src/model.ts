@@ -28,7 +28,8 @@ export function amount(value: string, currency: string): Amount {
   return { value, currency };
 }
 
-export type PaymentStatus = "pending" | "succeeded" | "declined";
+/** `canceled`: canceled while pending (a cancel, or the service gave up on it): nothing taken, the order free again. */
+export type PaymentStatus = "pending" | "succeeded" | "declined" | "canceled";
 export type PaymentRefundStatus = "none" | "partially_refunded" | "refunded";
 export type RefundStatus = "pending" | "succeeded" | "failed";
 
@@ -153,7 +154,7 @@ export type HistoryCallOutcome = "succeeded" | "declined" | "refused" | "not_fou
 /** Who settled a payment. */
 export type HistorySettledBy = "request" | "webhook" | "reconciler";
 /** How far a key's operation got. */
-export type KeyRecoveryPoint = "payment_created" | "order_already_paid" | "refund_created" | "finished";
+export type KeyRecoveryPoint = "payment_created" | "order_already_paid" | "refund_created" | "cancel_requested" | "finished";
 
 /** How often one kind of repeat of a key reached the service, and when last (RFC 3339, null if none). */
 export interface HistoryTally {
@@ -226,6 +227,12 @@ export interface AnsweredEntry extends HistoryEntryBase {
   key: string;
   status: number;
 }
+/** The payment is to be canceled: its charge is only looked up from now on, never sent again (`key`: the cancel's; absent when the service gave up on it). */
+export interface CancelRequestedEntry extends HistoryEntryBase {
+  type: "cancel_requested";
+  key?: string | null | undefined;
+  instance: string;
+}
 /** The payment left `pending` for its final `status`: by a request (`key`), an acquirer webhook (`event_id`) or the reconciler. */
 export interface SettledEntry extends HistoryEntryBase {
   type: "settled";
@@ -294,6 +301,7 @@ export type KnownHistoryEntry =
   | TakenOverEntry
   | AcquirerCallEntry
   | AnsweredEntry
+  | CancelRequestedEntry
   | SettledEntry
   | WebhookReceivedEntry
   | RefundReservedEntry
@@ -334,6 +342,7 @@ export const HISTORY_ENTRY_TABLES: { readonly [T in HistoryEntryType]: FieldTabl
     reason: "optional",
   },
   answered: { ...ENTRY_BASE, type: "required", key: "required", status: "required" },
+  cancel_requested: { ...ENTRY_BASE, type: "required", key: "optional", instance: "required" },
   settled: { ...ENTRY_BASE, type: "required", status: "required", by: "required", key: "optional", event_id: "optional" },
   webhook_received: { ...ENTRY_BASE, type: "required", event_id: "required", kind: "required" },
   refund_reserved: { ...ENTRY_BASE, type: "required", key: "required", amount: "required", instance: "required" },
@@ -463,7 +472,7 @@ export function asPayment(value: unknown): Payment | null {
   const ok =
     typeof value["id"] === "string" &&
     typeof value["status"] === "string" &&
-    ["pending", "succeeded", "declined"].includes(value["status"]) &&
+    ["pending", "succeeded", "declined", "canceled"].includes(value["status"]) &&
     isAmount(value["amount"]) &&
     typeof value["reference"] === "string";
   return ok ? (value as unknown as Payment) : null;

@@ -22,6 +22,8 @@ export type PayOutcome =
   | { kind: "paid"; payment: Payment }
   /** Declined by the acquirer: definite, nothing charged. */
   | { kind: "declined"; payment: Payment }
+  /** Canceled before any charge was found (a cancel, or the service gave up on it): definite, nothing taken; the order may be paid again under a new key. */
+  | { kind: "canceled"; payment: Payment }
   /**
    * The budget ran out before a definite answer: maybe charged. **Do not pay
    * again with a new key.** Retry later with the same key, or look it up.
@@ -34,6 +36,19 @@ export type RefundOutcome =
   /** The acquirer refused: definite, nothing given back; refund again under a new refund key. */
   | { kind: "failed"; refund: Refund }
   | { kind: "uncertain"; refundId?: string };
+
+/** Where a payment stands after a cancel call: whether the customer holds a charge. */
+export type CancelOutcome =
+  /** No charge was found after the settle window: nothing taken (a charge that lands later is refunded by the service). */
+  | { kind: "canceled"; payment: Payment }
+  /** The charge was found: kept `succeeded` and refunded in full. */
+  | { kind: "refunded"; payment: Payment }
+  /** The charge was found and kept, not refunded in full (the refund was refused, or part was refunded already). */
+  | { kind: "charged"; payment: Payment }
+  /** The acquirer had declined the charge: nothing taken. */
+  | { kind: "declined"; payment: Payment }
+  /** The budget ran out while the cancel still ran: retry later with the same key (the service ends it on its own too). */
+  | { kind: "uncertain"; paymentId?: string };
 
 /** Why an attempt got no answer. */
 export type FailureKind =
@@ -83,6 +98,12 @@ export interface PayResult {
   foundBeforePaying: boolean;
   /** The last attempt's answer was a replay of the key's first answer. */
   replayed: boolean;
+}
+
+export interface CancelResult {
+  outcome: CancelOutcome;
+  key: string;
+  attempts: Attempt[];
 }
 
 export interface RefundResult {
@@ -172,6 +193,52 @@ export function judgePayment(answer: Answer, attempts: number, nowMs: number = D
   }
   if (status === 409 && problem !== null && problem.code === "order_already_paid" && problem.payment !== null) {
     return { seen, step: { kind: "fail", error: new OrderAlreadyPaidError(problem, problem.payment, attempts) }, namedId };
+  }
+  if (status === 409 && problem !== null && problem.code === "payment_canceled") {
+    if (problem.payment !== null) {
+      return { seen, step: { kind: "done", outcome: { kind: "canceled", payment: problem.payment } }, namedId };
+    }
+    return { seen, step: unexpected(answer, attempts), namedId };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+/** What a cancel's 200 says, by the payment it ended with; `null` for a payment still pending. */
+function cancelEnded(payment: Payment): CancelOutcome | null {
+  switch (payment.status) {
+    case "canceled":
+      return { kind: "canceled", payment };
+    case "declined":
+      return { kind: "declined", payment };
+    case "succeeded":
+      return sameDecimal(payment.amount_refunded.value, payment.amount.value)
+        ? { kind: "refunded", payment }
+        : { kind: "charged", payment };
+    default:
+      return null;
+  }
+}
+
+/**
+ * Decides what an answer of `POST /v1/payments/{id}/cancel` means: a 200 ends
+ * it (the payment says how), a 202 is asked again, `payment_not_cancelable`
+ * (409, stored) is a refusal.
+ */
+export function judgeCancel(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<CancelOutcome> {
+  const { status } = answer;
+  if (status >= 200 && status <= 202) {
+    const payment = asPayment(parseJson(answer.body));
+    const seen = seenOf(answer, payment, null);
+    if (payment === null) return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    const ended = status === 200 ? cancelEnded(payment) : null;
+    if (ended !== null) return { seen, step: { kind: "done", outcome: ended }, namedId: payment.id };
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: payment.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, problem?.payment ?? null, problem);
+  const namedId = problem?.payment?.id ?? null;
+  if (status === 409 && problem !== null && problem.code === "payment_not_cancelable") {
+    return { seen, step: { kind: "fail", error: new ProblemError(problem, attempts) }, namedId };
   }
   return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
 }

@@ -17,6 +17,8 @@ export const PROBLEM_CODES = [
   "method_not_allowed",
   "request_in_progress",
   "order_already_paid",
+  "payment_canceled",
+  "payment_not_cancelable",
   "payload_too_large",
   "unsupported_media_type",
   "idempotency_key_reused",

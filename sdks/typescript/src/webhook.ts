@@ -123,7 +123,7 @@ export function verifyWebhook(
 /** A merchant event, as the shop receives it. */
 export interface MerchantEvent {
   id: string;
-  type: "payment.succeeded" | "payment.declined" | "refund.succeeded" | "refund.failed" | (string & {});
+  type: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | (string & {});
   created: number;
   data: Record<string, unknown>;
 }

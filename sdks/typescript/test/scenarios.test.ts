@@ -186,6 +186,26 @@ for (const file of files) {
             return { error };
           }
         }
+        case "cancel": {
+          const key = keyOf(step, "");
+          const payment = paymentOf(step.payment_of);
+          try {
+            const r = await client.cancel(payment.id, key);
+            const ended = r.outcome.kind === "uncertain" ? null : r.outcome.payment;
+            const last = r.attempts.at(-1)?.answer;
+            return {
+              outcome: r.outcome.kind,
+              attempts: r.attempts,
+              replayed: last?.kind === "http" && last.replayed,
+              payment: ended,
+              paymentId: ended?.id ?? null,
+              uncertainId: r.outcome.kind === "uncertain" ? (r.outcome.paymentId ?? null) : null,
+              resource: ended,
+            };
+          } catch (error) {
+            return { error };
+          }
+        }
         case "raw_pay": {
           const key = keyOf(step, "pay");
           const body = JSON.stringify({

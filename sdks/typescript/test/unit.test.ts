@@ -12,6 +12,7 @@ import {
   transient,
   judgePayment,
   judgeRefund,
+  judgeCancel,
   parseProblem,
   KeyReusedError,
   ProblemError,
@@ -408,4 +409,32 @@ test("a refusal after an attempt that may have executed is uncertain, never an e
   const r = await client.pay("o-pay", { amount: amount("1.00", "RUB"), reference: "o", token: "tok_ok" });
   assert.deepEqual(r.outcome, { kind: "uncertain" });
   assert.equal(r.attempts.length, 2);
+});
+
+test("a canceled payment is its own pay outcome, never paid", () => {
+  const canceled = judgePayment(json(409, problem(409, "payment_canceled", { payment: payment("canceled") })), 1);
+  assert.ok(canceled.step.kind === "done" && canceled.step.outcome.kind === "canceled");
+  assert.equal(canceled.namedId, "pay_1");
+});
+
+test("cancel answers end by the payment they carry", () => {
+  const refunded = { ...payment("succeeded"), amount_refunded: { value: "1500.00", currency: "RUB" }, refund_status: "refunded" };
+  const partly = { ...payment("succeeded"), amount_refunded: { value: "500.00", currency: "RUB" } };
+  for (const [body, kind] of [
+    [payment("canceled"), "canceled"],
+    [payment("declined"), "declined"],
+    [refunded, "refunded"],
+    [partly, "charged"],
+  ] as const) {
+    const judged = judgeCancel(json(200, body), 1);
+    assert.ok(judged.step.kind === "done" && judged.step.outcome.kind === kind, kind);
+  }
+  // 202: not ended yet (the charge is looked up after the settle window); asked again.
+  assert.deepEqual(judgeCancel(json(202, payment("pending"), { "retry-after": "2" }), 1, 0).step, { kind: "retry", retryAfterMs: 2000 });
+  // A payment final before the cancel: a stored refusal, never retried.
+  const refused = judgeCancel(json(409, problem(409, "payment_not_cancelable", { payment: payment("succeeded") })), 1);
+  assert.ok(refused.step.kind === "fail" && refused.step.error instanceof ProblemError);
+  assert.equal(refused.step.kind === "fail" && refused.step.error instanceof ProblemError && refused.step.error.code, "payment_not_cancelable");
+  // 409 in progress is retried as for every keyed POST.
+  assert.equal(judgeCancel(json(409, problem(409, "request_in_progress")), 1).step.kind, "retry");
 });

@@ -2,7 +2,8 @@
 
 Keys come from the intent (:meth:`IdempotencyKey.for_operation`); every retry
 sends the same key and the same body bytes; a payment ends :class:`Paid`,
-:class:`Declined` or :class:`Uncertain` (never "try again with a new key").
+:class:`Declined`, :class:`Canceled` or :class:`Uncertain` (never "try again with a
+new key"); a pending payment is canceled with ``cancel``.
 """
 from ._client import AsyncClient, Client, payment_body, refund_body
 from ._errors import (
@@ -19,6 +20,7 @@ from ._models import (
     AcquirerCallEntry,
     Amount,
     AnsweredEntry,
+    CancelRequestedEntry,
     ClaimedEntry,
     EventAttemptEntry,
     EventResentEntry,
@@ -51,6 +53,14 @@ from ._models import (
 )
 from ._outcome import (
     Attempt,
+    CancelCanceled,
+    CancelCharged,
+    CancelDeclined,
+    CancelOutcome,
+    CancelRefunded,
+    CancelResult,
+    CancelUncertain,
+    Canceled,
     Declined,
     Outcome,
     Paid,
@@ -68,14 +78,15 @@ from . import webhooks
 __version__ = "0.1.0"
 
 __all__ = [
-    "Amount", "AsyncClient", "Attempt", "ChargeonceError", "Client", "ConfigError", "Declined",
+    "Amount", "AsyncClient", "Attempt", "CancelCanceled", "CancelCharged", "CancelDeclined",
+    "CancelOutcome", "CancelRefunded", "CancelResult", "CancelUncertain", "Canceled", "ChargeonceError", "Client", "ConfigError", "Declined",
     "IdempotencyKey", "IdempotencyKeyInfo", "InvalidKey", "KeyReused", "OrderAlreadyPaid", "Outcome", "Page", "Paid",
     "PayResult", "Payment", "PaymentStatus", "Problem", "ProblemCode", "ProblemError", "Refund",
     "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
     "Unavailable", "Uncertain", "UnexpectedAnswer", "is_transient", "parse_retry_after",
     "payment_body", "refund_body", "webhooks",
     # A payment's history (GET /v1/payments/{id}/history).
-    "AcquirerCallEntry", "AnsweredEntry", "ClaimedEntry", "EventAttemptEntry", "EventResentEntry",
+    "AcquirerCallEntry", "AnsweredEntry", "CancelRequestedEntry", "ClaimedEntry", "EventAttemptEntry", "EventResentEntry",
     "FindingEntry", "FindingResolvedEntry", "HISTORY_ENTRY_TYPES", "HistoryAcquirerCall",
     "HistoryCallOutcome", "HistoryEntry", "HistoryEntryBase", "HistoryKey", "HistorySettledBy",
     "HistoryTally", "KeyExpiredEntry", "LinkedEntry", "PaymentHistory", "RefundEndedEntry",

@@ -22,14 +22,16 @@ from ._judge import (
     ReadCall,
     Sleep,
     answers_request,
+    judge_cancel,
     judge_payment,
     judge_refund,
+    uncertain_cancel,
     uncertain_payment,
     uncertain_refund,
 )
 from ._keys import IdempotencyKey, KeyLike, as_key
 from ._models import Amount, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
-from ._outcome import CONNECT, LOST, TIMEOUT, Declined, Paid, PayResult, RefundResult
+from ._outcome import CONNECT, LOST, TIMEOUT, CancelResult, Canceled, Declined, Paid, PayResult, RefundResult
 from ._retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -47,6 +49,10 @@ def refund_body(amount: Optional[Amount]) -> bytes:
     return _dump({"amount": amount.to_json()} if amount is not None else {})
 
 
+#: The ``POST /v1/payments/{id}/cancel`` body.
+CANCEL_BODY = b"{}"
+
+
 def _dump(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -57,7 +63,7 @@ def _paid_for(result: PayResult, amount: Amount, reference: str) -> PayResult:
     order's payment found by ``pay_order``): then :class:`OrderAlreadyPaid`,
     never "paid"."""
     outcome = result.outcome
-    payment = outcome.payment if isinstance(outcome, (Paid, Declined)) else None
+    payment = outcome.payment if isinstance(outcome, (Paid, Declined, Canceled)) else None
     if payment is not None and not answers_request(payment, amount, reference):
         raise OrderAlreadyPaid.of(payment, len(result.attempts))
     return result
@@ -215,6 +221,21 @@ class Client(_Base):
         call = KeyedCall(self.policy, judge_refund, uncertain_refund, refund_body(amount), False)
         outcome = self._run(self._url(f"v1/payments/{_segment(payment_id)}/refunds"), key, call)
         return RefundResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    def cancel(self, payment_id: str, key: KeyLike, *, deadline: Optional[float] = None) -> CancelResult:
+        """``POST /v1/payments/{id}/cancel`` under the cancel's own key
+        (``for_operation(order, "cancel")``), retried with the same key while the
+        answer is 202 (the charge is looked up only once the settle window has
+        passed): :class:`CancelCanceled` (nothing taken), :class:`CancelRefunded`
+        (the charge was found and refunded in full), :class:`CancelCharged`,
+        :class:`CancelDeclined`, or :class:`CancelUncertain` when the budget (or
+        ``deadline``) ran out first. A payment already final when the cancel came
+        raises :class:`ProblemError` ``payment_not_cancelable``."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_cancel, uncertain_cancel, CANCEL_BODY, False)
+        call.end_by(deadline)
+        outcome = self._run(self._url(f"v1/payments/{_segment(payment_id)}/cancel"), key, call)
+        return CancelResult(outcome=outcome, key=key, attempts=call.attempts)
 
     def pay_order(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
         """Looks the order up first (``GET /v1/payments?reference=``): an order that
@@ -403,6 +424,14 @@ class AsyncClient(_Base):
         call = KeyedCall(self.policy, judge_refund, uncertain_refund, refund_body(amount), False)
         outcome = await self._run(self._url(f"v1/payments/{_segment(payment_id)}/refunds"), key, call)
         return RefundResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    async def cancel(self, payment_id: str, key: KeyLike, *, deadline: Optional[float] = None) -> CancelResult:
+        """As :meth:`Client.cancel`."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_cancel, uncertain_cancel, CANCEL_BODY, False)
+        call.end_by(deadline)
+        outcome = await self._run(self._url(f"v1/payments/{_segment(payment_id)}/cancel"), key, call)
+        return CancelResult(outcome=outcome, key=key, attempts=call.attempts)
 
     async def pay_order(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
         key = as_key(key)

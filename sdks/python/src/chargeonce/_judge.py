@@ -18,6 +18,12 @@ from ._models import Amount, Payment, Problem, ProblemCode, Refund
 from ._outcome import (
     CONNECT,
     Attempt,
+    CancelCanceled,
+    CancelCharged,
+    CancelDeclined,
+    CancelRefunded,
+    CancelUncertain,
+    Canceled,
     Declined,
     Paid,
     RefundFailed,
@@ -152,6 +158,46 @@ def judge_payment(answer: Answer, number: int, took: float) -> Tuple[Attempt, St
         return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
     if status == 409 and problem is not None and problem.code == ProblemCode.ORDER_ALREADY_PAID:
         return seen, Fail(OrderAlreadyPaid(problem, number)), named_id
+    if status == 409 and problem is not None and problem.code == ProblemCode.PAYMENT_CANCELED:
+        if named is not None:
+            return seen, Done(Canceled(named)), named_id
+        return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
+    return seen, not_definite(answer, problem, number), named_id
+
+
+def _cancel_ended(payment: Payment) -> Any:
+    """What a cancel's 200 says, by the payment it ended with; ``None`` for a
+    payment still pending (not ended: ask again)."""
+    if payment.status == "canceled":
+        return CancelCanceled(payment)
+    if payment.status == "declined":
+        return CancelDeclined(payment)
+    if payment.status == "succeeded":
+        refunded = payment.amount_refunded.decimal >= payment.amount.decimal
+        return CancelRefunded(payment) if refunded else CancelCharged(payment)
+    return None
+
+
+def judge_cancel(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:
+    """Reads one answer of ``POST /v1/payments/{id}/cancel``: a 200 ends it (the
+    payment says how), a 202 is asked again, ``payment_not_cancelable`` (409,
+    stored) is a :class:`ProblemError`."""
+    status = answer.status
+    if 200 <= status <= 202:
+        payment = _payment(answer.json())
+        seen = _seen(answer, number, took, None, payment.status if payment else None)
+        if payment is None:
+            return seen, Retry(answer.retry_after()), None
+        ended = _cancel_ended(payment) if status == 200 else None
+        if ended is not None:
+            return seen, Done(ended), payment.id
+        return seen, Retry(answer.retry_after()), payment.id
+    problem = answer.problem()
+    named = problem.payment if problem else None
+    seen = _seen(answer, number, took, problem, named.status if named else None)
+    named_id = named.id if named else None
+    if status == 409 and problem is not None and problem.code == ProblemCode.PAYMENT_NOT_CANCELABLE:
+        return seen, Fail(ProblemError(problem, number)), named_id
     return seen, not_definite(answer, problem, number), named_id
 
 
@@ -355,3 +401,7 @@ def uncertain_payment(payment_id: Optional[str]) -> Uncertain:
 
 def uncertain_refund(refund_id: Optional[str]) -> RefundUncertain:
     return RefundUncertain(refund_id)
+
+
+def uncertain_cancel(payment_id: Optional[str]) -> CancelUncertain:
+    return CancelUncertain(payment_id)

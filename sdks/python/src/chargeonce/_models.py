@@ -53,6 +53,9 @@ class PaymentStatus(str, Enum):
     PENDING = "pending"
     SUCCEEDED = "succeeded"
     DECLINED = "declined"
+    #: Canceled while pending (``POST /v1/payments/{id}/cancel``, or the service
+    #: gave up on it): nothing was taken, and its order may be paid again.
+    CANCELED = "canceled"
 
 
 class ProblemCode(str, Enum):
@@ -71,6 +74,8 @@ class ProblemCode(str, Enum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     REQUEST_IN_PROGRESS = "request_in_progress"
     ORDER_ALREADY_PAID = "order_already_paid"
+    PAYMENT_CANCELED = "payment_canceled"
+    PAYMENT_NOT_CANCELABLE = "payment_not_cancelable"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
@@ -444,6 +449,21 @@ class AnsweredEntry(HistoryEntryBase):
 
 
 @dataclass(frozen=True)
+class CancelRequestedEntry(HistoryEntryBase):
+    """The payment is to be canceled: its charge is only looked up from now
+    on (after the settle window), never sent again. ``key`` is the cancel's
+    idempotency key; ``None`` when the service gave up on a payment pending
+    too long."""
+
+    key: Optional[str]
+    instance: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CancelRequestedEntry":
+        return cls(**cls._base(data), key=_opt(data, "key"), instance=str(data["instance"]))
+
+
+@dataclass(frozen=True)
 class SettledEntry(HistoryEntryBase):
     """The payment left ``pending`` for its final ``status``; ``by`` (a
     :class:`HistorySettledBy`) says who: a request (``key``), an acquirer
@@ -602,6 +622,7 @@ HistoryEntry = Union[
     TakenOverEntry,
     AcquirerCallEntry,
     AnsweredEntry,
+    CancelRequestedEntry,
     SettledEntry,
     WebhookReceivedEntry,
     RefundReservedEntry,
@@ -621,6 +642,7 @@ HISTORY_ENTRY_TYPES: Mapping[str, Type[HistoryEntryBase]] = {
     "taken_over": TakenOverEntry,
     "acquirer_call": AcquirerCallEntry,
     "answered": AnsweredEntry,
+    "cancel_requested": CancelRequestedEntry,
     "settled": SettledEntry,
     "webhook_received": WebhookReceivedEntry,
     "refund_reserved": RefundReservedEntry,

@@ -23,6 +23,15 @@ class Declined:
 
 
 @dataclass(frozen=True)
+class Canceled:
+    """The payment was canceled before any charge was found (a cancel of it, or
+    the service gave up on it): definite, nothing taken. The order may be paid
+    again under a new key."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
 class Uncertain:
     """The budget ran out before a definite answer: the payment may have been
     charged. **Do not pay again with a new key**: retry later with the same key,
@@ -31,7 +40,7 @@ class Uncertain:
     payment_id: Optional[str] = None
 
 
-Outcome = Union[Paid, Declined, Uncertain]
+Outcome = Union[Paid, Declined, Canceled, Uncertain]
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,51 @@ class RefundUncertain:
 
 
 RefundOutcome = Union[Refunded, RefundFailed, RefundUncertain]
+
+
+@dataclass(frozen=True)
+class CancelCanceled:
+    """The cancel ended the payment ``canceled``: no charge was found after the
+    settle window, nothing was taken (a charge that lands later is refunded by
+    the service)."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
+class CancelRefunded:
+    """The charge was found: the payment is kept ``succeeded`` and was refunded
+    in full."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
+class CancelCharged:
+    """The charge was found and kept, but not refunded in full (the acquirer
+    refused the refund, or part was refunded already): the customer holds
+    ``amount - amount_refunded``."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
+class CancelDeclined:
+    """The acquirer had declined the charge: nothing taken."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
+class CancelUncertain:
+    """The budget ran out while the cancel still ran (the charge is looked up
+    only once the settle window has passed): retry later with the same key;
+    the service ends it on its own too."""
+
+    payment_id: Optional[str] = None
+
+
+CancelOutcome = Union[CancelCanceled, CancelRefunded, CancelCharged, CancelDeclined, CancelUncertain]
 
 #: Why an attempt got no HTTP answer.
 CONNECT = "connect"  # not sent: always safe to retry
@@ -104,7 +158,22 @@ class PayResult:
 
     @property
     def payment(self) -> Optional[Payment]:
-        return self.outcome.payment if isinstance(self.outcome, (Paid, Declined)) else None
+        return self.outcome.payment if isinstance(self.outcome, (Paid, Declined, Canceled)) else None
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    outcome: CancelOutcome
+    key: IdempotencyKey
+    attempts: List[Attempt]
+
+    @property
+    def replayed(self) -> bool:
+        return bool(self.attempts) and self.attempts[-1].replayed
+
+    @property
+    def payment(self) -> Optional[Payment]:
+        return None if isinstance(self.outcome, CancelUncertain) else self.outcome.payment
 
 
 @dataclass(frozen=True)
