@@ -663,7 +663,96 @@ async fn logins_past_the_limit_are_refused_before_the_secret_is_checked(backend:
     assert_eq!(listed.status, 200);
 }
 
+/// A console cancel of a pending payment (its answer lost: `tok_timeout`
+/// charged it): a confirmation first, then the cancel through the engine
+/// (202 while the settle window runs), the same key twice cancels once, and
+/// the payment ends kept and refunded in full; a succeeded payment has no
+/// cancel form.
+async fn a_console_cancel_asks_first_and_ends_the_payment(backend: Backend) {
+    let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
+    let s = TestService::builder(backend)
+        .state(move |state| state.with_operator_secret(hash))
+        .engine(|config| chargeonce_core::EngineConfig {
+            acquirer_timeout: std::time::Duration::from_millis(300),
+            settle_window: std::time::Duration::from_millis(1500),
+            ..config
+        })
+        .start()
+        .await;
+    s.store
+        .set_operator_secret(&ShopSecret::new(OPERATOR_SECRET).unwrap().hash())
+        .await
+        .unwrap();
+    let first = send(s.pay("order-c-pay", &body("order-c", "1500.00", "tok_timeout"))).await;
+    assert_eq!(first.status, 202, "the answer was lost: pending");
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    let console = Console::login(&s).await;
+    let page = console.page(&format!("/console/payments/{id}")).await;
+    assert!(page.text.contains("data-testid=\"cancel-form\""));
+    assert!(!page.text.contains("data-testid=\"refund-form\""));
+    let action = format!("/console/payments/{id}/cancel");
+    let key = field_in_form(&page.text, &action, "key");
+    assert!(key.starts_with(&format!("console-cancel-{id}-")), "{key}");
+
+    // Without confirm=yes: a confirmation page, nothing recorded.
+    let ask = console
+        .post(&action, &[("csrf", &console.csrf), ("key", &key)])
+        .await;
+    assert_eq!(ask.status, 200, "{}", ask.text);
+    assert!(ask.text.contains("data-testid=\"confirm-cancel\""));
+    let history = send(s.get(&format!("/v1/payments/{id}/history")))
+        .await
+        .json();
+    assert!(!history.to_string().contains("cancel_requested"));
+
+    let form = [
+        ("csrf", console.csrf.as_str()),
+        ("key", key.as_str()),
+        ("confirm", "yes"),
+    ];
+    let done = console.post(&action, &form).await;
+    assert_eq!(done.status, 303, "{}", done.text);
+    let after = console.page(&format!("/console/payments/{id}")).await;
+    assert!(after.text.contains("data-testid=\"flash\""));
+    assert!(after.text.contains("cancel recorded"), "{}", after.text);
+    // Confirming again (a double click, later) until it ends: one refund.
+    let mut status = String::new();
+    for _ in 0..40 {
+        assert_eq!(console.post(&action, &form).await.status, 303);
+        status = send(s.get(&format!("/v1/payments/{id}"))).await.json()["refund_status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if status == "refunded" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(status, "refunded", "found and refunded in full");
+    let ended = console.page(&format!("/console/payments/{id}")).await;
+    assert!(
+        ended.text.contains("the charge was found"),
+        "{}",
+        ended.text
+    );
+    assert!(!ended.text.contains("data-testid=\"cancel-form\""));
+    let listed = send(s.get(&format!("/v1/payments/{id}/refunds"))).await;
+    assert_eq!(listed.json()["data"].as_array().unwrap().len(), 1);
+    // The shop's API request with the same key is a replay of it.
+    let api = send(
+        s.http
+            .post(s.url(&format!("/v1/payments/{id}/cancel")))
+            .basic_auth(SHOP, Some(SECRET))
+            .header("idempotency-key", &key)
+            .json(&serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(api.status, 200, "{}", String::from_utf8_lossy(&api.bytes));
+    assert!(api.replayed());
+}
+
 on_both_stores!(
+    a_console_cancel_asks_first_and_ends_the_payment,
     a_session_is_needed_and_made_only_with_the_operator_secret,
     a_form_without_the_sessions_csrf_token_is_refused,
     the_pages_render_their_markers_and_no_secret,

@@ -467,6 +467,30 @@ describe("the operator console, with the seed incident", () => {
     await shot("shops");
   });
 
+  it("10b. a pending payment canceled: asked in the page and on a confirmation, then recorded", async () => {
+    const key = `${ORDER}-cancel-me-pay`;
+    const pending = await api(world, "POST", "/v1/payments", {
+      key,
+      body: { amount: AMOUNT, reference: `${ORDER}-cancel-me`, payment_method: { token: "tok_timeout" } },
+    });
+    assert.equal(pending.status, 202, `the answer was lost: pending (${pending.text})`);
+    const id = pending.json.id;
+    await open(`/console/payments/${id}`);
+    const form = page.locator("form[data-testid=cancel-form]");
+    assert.equal(await form.count(), 1, "a pending payment has the cancel form");
+    assert.equal(await page.locator("form[data-testid=refund-form]").count(), 0, "and no refund form");
+    // The button's confirm() (accepted above), then the confirmation page.
+    await Promise.all([page.waitForURL((u) => u.pathname === `/console/payments/${id}/cancel`), form.locator("button[type=submit]").click()]);
+    const confirm = page.locator("button[data-testid=confirm-cancel]");
+    await confirm.waitFor();
+    await remember();
+    await shot("confirm-cancel");
+    const flash = await submitAction(confirm);
+    assert.match(flash, /cancel recorded|canceled|charge was found/, flash);
+    const types = (await timeline()).map((e) => e.type);
+    assert.ok(types.includes("cancel_requested"), `a cancel_requested entry: ${types.join(", ")}`);
+  });
+
   it("11. no page showed a secret, ran into a script error, or fetched anything from elsewhere", () => {
     assert.ok(seenHtml.size >= 8, `pages seen: ${[...seenHtml.keys()].join(" ")}`);
     for (const [url, html] of seenHtml) {

@@ -9,6 +9,7 @@
 //!   instance's counters behind its charts;
 //! - [`payments`], [`payment`]: the list and one payment (its refunds,
 //!   timeline, keys' repeats, merchant events, and the refund form);
+//! - [`cancel`]: the cancel of a pending payment, with its confirmation;
 //! - [`keys`], [`findings`], [`events`], [`shops`]: the other pages.
 //!
 //! Everything it serves is inside the binary: askama templates
@@ -41,6 +42,7 @@ use time::macros::format_description;
 use crate::AppState;
 
 pub mod auth;
+pub mod cancel;
 pub mod events;
 pub mod findings;
 pub mod keys;
@@ -135,6 +137,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/console/payments", get(payments::page))
         .route("/console/payments/{id}", get(payment::page))
         .route("/console/payments/{id}/refund", post(payment::refund))
+        .route("/console/payments/{id}/cancel", post(cancel::cancel))
         .route("/console/events", get(events::page))
         .route("/console/events/{id}/resend", post(events::resend))
         .route("/console/keys", get(keys::page))

@@ -1,7 +1,8 @@
 //! `GET /console/payments/{id}`: one payment of any shop, its refunds, its
 //! history told as a timeline (oldest first, one sentence an entry), the
 //! repeats of its keys, its merchant events with their deliveries and a
-//! resend button, and a refund form; `POST /console/payments/{id}/refund`.
+//! resend button, a refund form, and a cancel form for a pending payment
+//! (`console::cancel`); `POST /console/payments/{id}/refund`.
 //!
 //! A console refund goes through the engine exactly as the shop's
 //! `POST /v1/payments/{id}/refunds` would: the same path, the same body
@@ -436,6 +437,8 @@ struct PaymentPage {
     events: Vec<EventRow>,
     refund_key: String,
     refundable: bool,
+    cancel_key: String,
+    cancelable: bool,
     back: String,
 }
 
@@ -444,7 +447,7 @@ fn not_found() -> ConsoleError {
 }
 
 /// The payment of a path id, any shop's.
-async fn payment_of(state: &AppState, id: &str) -> Result<Payment, ConsoleError> {
+pub(super) async fn payment_of(state: &AppState, id: &str) -> Result<Payment, ConsoleError> {
     let id = PaymentId::parse(id).map_err(|_| not_found())?;
     state.store.any_payment(&id).await?.ok_or_else(not_found)
 }
@@ -504,6 +507,8 @@ pub async fn page(
         keys: key_views(&payment, &entries, &repeats),
         events: events.iter().map(EventRow::of).collect(),
         refund_key: refund_key(&payment.id),
+        cancel_key: super::cancel::cancel_key(&payment.id),
+        cancelable: payment.status == chargeonce_core::PaymentStatus::Pending,
         refundable: payment.status == chargeonce_core::PaymentStatus::Succeeded
             && payment.refunded_minor < payment.amount.minor_units(),
         back: format!("/console/payments/{}", payment.id),
@@ -533,7 +538,7 @@ struct ConfirmPage {
 }
 
 /// The detail of a problem answer (or its status, when it has none).
-async fn answer_words(response: Response) -> (u16, String) {
+pub(super) async fn answer_words(response: Response) -> (u16, String) {
     let status = response.status().as_u16();
     let body = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
@@ -841,6 +846,8 @@ mod tests {
             events: vec![],
             refund_key: refund_key(&payment.id),
             refundable: true,
+            cancel_key: super::super::cancel::cancel_key(&payment.id),
+            cancelable: false,
             back: "/console/payments/x".into(),
         };
         let html = page.render().unwrap();
