@@ -17,24 +17,13 @@ pub fn outcome_response(outcome: Outcome) -> Response {
     match outcome {
         Outcome::Executed(stored) => stored_response(stored, false),
         Outcome::Replayed(stored) => stored_response(stored, true),
+        // A payment without a definite answer yet, or a cancel not ended:
+        // 202 with the payment as it stands.
         Outcome::Pending {
             payment,
             retry_after,
-        } => {
-            let mut response = (
-                StatusCode::ACCEPTED,
-                [(header::CONTENT_TYPE, "application/json")],
-                render::to_bytes(&render::payment(&payment)),
-            )
-                .into_response();
-            let headers = response.headers_mut();
-            headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
-            if let Ok(location) = HeaderValue::try_from(payment_location(&payment)) {
-                headers.insert(header::LOCATION, location);
-            }
-            response
         }
-        Outcome::CancelPending {
+        | Outcome::CancelPending {
             payment,
             retry_after,
         } => {

@@ -12,18 +12,17 @@
 use askama::Template;
 use axum::Form;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use chargeonce_core::{IdempotencyKey, PaymentId};
 use rand::RngCore;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::payment::{answer_words, payment_of};
+use super::payment::{payment_of, through_engine};
 use super::{Chrome, ConsoleError, Operator, html, money};
 use crate::AppState;
 use crate::extract::PathId;
-use crate::pipeline::{self, Operation};
+use crate::pipeline::Operation;
 
 /// A fresh cancel key for the form.
 pub fn cancel_key(payment: &PaymentId) -> String {
@@ -107,35 +106,22 @@ pub async fn cancel(
             key: key.as_str().to_owned(),
         });
     }
-    // The request a shop would send for this cancel, so the fingerprint is
-    // the one its API request with this key would have.
+    // The request a shop would send for this cancel.
     let path = format!("/v1/payments/{}/cancel", payment.id);
-    let claim = match pipeline::claim(payment.shop_id.clone(), key.clone(), &path, &json!({})) {
-        Ok(claim) => claim,
-        Err(problem) => {
-            let (_, detail) = answer_words(problem.into_response()).await;
-            return flash(format!("not canceled: {detail}"));
-        }
-    };
     let operation = Operation::Cancel {
         payment_id: payment.id.clone(),
     };
-    let answer = match pipeline::answer(&state, claim, operation, &HeaderMap::new()).await {
-        Ok(response) => response,
-        Err(problem) => problem.into_response(),
-    };
-    let replayed = answer
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true");
-    let status = answer.status().as_u16();
-    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20)
-        .await
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let detail = body["detail"].as_str().unwrap_or_default();
+    let answered = through_engine(&state, &payment, &key, &path, &json!({}), operation).await;
+    let status = answered.status;
     tracing::info!(payment = %payment.id, key = key.as_str(), status, "console cancel");
-    flash(outcome_words(status, replayed, &body, detail, key.as_str()))
+    let detail = answered.detail();
+    flash(outcome_words(
+        status,
+        answered.replayed,
+        &answered.body,
+        &detail,
+        key.as_str(),
+    ))
 }
 
 #[cfg(test)]

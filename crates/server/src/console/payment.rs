@@ -537,23 +537,59 @@ struct ConfirmPage {
     amount: String,
 }
 
-/// The detail of a problem answer (or its status, when it has none).
-pub(super) async fn answer_words(response: Response) -> (u16, String) {
+/// The engine's answer to a console action, read whole.
+pub(super) struct Answered {
+    /// Its HTTP status.
+    pub(super) status: u16,
+    /// A replay of the key's first answer.
+    pub(super) replayed: bool,
+    /// Its JSON body (`Null` when it has none).
+    pub(super) body: Value,
+}
+
+impl Answered {
+    /// The detail of a problem answer (or the resource's status).
+    pub(super) fn detail(&self) -> String {
+        self.body["detail"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| self.body["status"].as_str().map(|s| format!("it is {s}")))
+            .unwrap_or_default()
+    }
+}
+
+/// Runs a console action through the same pipeline as the shop's API
+/// request with this key, path and body would (so the same fingerprint:
+/// a later API request with the key agrees with it); a claim refused
+/// answers its problem.
+pub(super) async fn through_engine(
+    state: &AppState,
+    payment: &Payment,
+    key: &IdempotencyKey,
+    path: &str,
+    body: &Value,
+    operation: Operation,
+) -> Answered {
+    let response = match pipeline::claim(payment.shop_id.clone(), key.clone(), path, body) {
+        Ok(claim) => match pipeline::answer(state, claim, operation, &HeaderMap::new()).await {
+            Ok(response) => response,
+            Err(problem) => problem.into_response(),
+        },
+        Err(problem) => problem.into_response(),
+    };
+    let replayed = response
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true");
     let status = response.status().as_u16();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
         .unwrap_or_default();
-    let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let detail = value["detail"]
-        .as_str()
-        .map(str::to_owned)
-        .or_else(|| {
-            value["status"]
-                .as_str()
-                .map(|s| format!("the refund is {s}"))
-        })
-        .unwrap_or_default();
-    (status, detail)
+    Answered {
+        status,
+        replayed,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
 }
 
 /// `POST /console/payments/{id}/refund`: without `confirm=yes`, the
@@ -608,26 +644,12 @@ pub async fn refund(
         None => json!({}),
     };
     let path = format!("/v1/payments/{}/refunds", payment.id);
-    let claim = match pipeline::claim(payment.shop_id.clone(), key.clone(), &path, &body) {
-        Ok(claim) => claim,
-        Err(problem) => {
-            let (_, detail) = answer_words(problem.into_response()).await;
-            return flash(format!("not refunded: {detail}"));
-        }
-    };
     let operation = Operation::Refund {
         payment_id: payment.id.clone(),
         amount,
     };
-    let answer = match pipeline::answer(&state, claim, operation, &HeaderMap::new()).await {
-        Ok(response) => response,
-        Err(problem) => problem.into_response(),
-    };
-    let replayed = answer
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true");
-    let (status, detail) = answer_words(answer).await;
+    let answered = through_engine(&state, &payment, &key, &path, &body, operation).await;
+    let (status, replayed, detail) = (answered.status, answered.replayed, answered.detail());
     tracing::info!(payment = %payment.id, key = key.as_str(), status, "console refund");
     let message = match status {
         201 if replayed => format!("already refunded under key {} (201)", key.as_str()),
