@@ -509,6 +509,10 @@ async fn a_console_refund_asks_first_and_agrees_with_the_api(backend: Backend) {
     let key = field_in_form(&page.text, &action, "key");
     assert!(key.starts_with(&format!("console-refund-{id}-")), "{key}");
     assert!(page.text.contains("data-confirm="), "a confirm() in JS too");
+    assert!(
+        !page.text.contains("data-testid=\"cancel-form\""),
+        "a succeeded payment has no cancel form"
+    );
 
     // Without confirm=yes: a confirmation page, nothing refunded.
     let ask = console

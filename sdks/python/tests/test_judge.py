@@ -4,7 +4,9 @@ from typing import List
 
 import pytest
 
-from chargeonce import Declined, KeyReused, Paid, ProblemCode, ProblemError, RefundFailed, RetryPolicy, Uncertain
+from chargeonce import (
+    Declined, KeyReused, Paid, PaymentNotCancelable, ProblemCode, ProblemError, RefundFailed, RetryPolicy, Uncertain,
+)
 from chargeonce._judge import Answer, Done, Fail, KeyedCall, Sleep, judge_payment, judge_refund, uncertain_payment, uncertain_refund
 from chargeonce._client import payment_body
 from chargeonce import Amount
@@ -198,8 +200,49 @@ def test_a_cancel_ends_by_the_payment_it_answers_with() -> None:
     assert not isinstance(step, Done) and named == "pay_1"
     # A payment final before the cancel: a stored refusal, never retried.
     _, step, _ = judge_cancel(problem(409, "payment_not_cancelable", payment=PAYMENT), 1, 0.0)
-    assert isinstance(step, Fail) and isinstance(step.error, ProblemError)
-    assert step.error.code == ProblemCode.PAYMENT_NOT_CANCELABLE
+    assert isinstance(step, Fail) and isinstance(step.error, PaymentNotCancelable)
+    assert isinstance(step.error, ProblemError) and step.error.code == ProblemCode.PAYMENT_NOT_CANCELABLE
+    assert step.error.payment is not None and step.error.payment.status == "succeeded"
     # 409 in progress is retried as for every keyed POST.
     _, step, _ = judge_cancel(problem(409, "request_in_progress"), 1, 0.0)
+    assert not isinstance(step, (Done, Fail))
+
+
+def test_a_canceled_payment_is_parsed() -> None:
+    from chargeonce import Canceled, IdempotencyKey, PaymentStatus, PayResult, Payment
+
+    payment = Payment.from_json({**PAYMENT, "status": "canceled", "provider_payment_id": None})
+    assert PaymentStatus(payment.status) is PaymentStatus.CANCELED
+    assert payment.provider_payment_id is None and payment.refund_status == "none"
+    result = PayResult(Canceled(payment), IdempotencyKey("o-pay"), [])
+    assert result.payment is payment
+
+
+def test_a_cancel_not_ended_by_the_budget_is_uncertain_with_its_payment() -> None:
+    from chargeonce import CancelResult, CancelUncertain, IdempotencyKey
+    from chargeonce._judge import judge_cancel, uncertain_cancel
+
+    clock = Clock()
+    c = KeyedCall(RetryPolicy(budget=5.0), judge_cancel, uncertain_cancel, b"{}", False, clock=clock, rng=lambda lo, hi: 0.0)
+    assert c.plan()[1] == {}  # no Prefer on a cancel
+    pending = {**PAYMENT, "status": "pending", "provider_payment_id": None}
+    decision = c.on_answer(ok(202, pending, **{"retry-after": "2"}), 0.01)
+    assert isinstance(decision, Sleep) and decision.seconds == 2.0  # never sooner than Retry-After
+    clock.now += 2.0
+    decision = c.on_answer(ok(202, pending, **{"retry-after": "2"}), 0.01)
+    assert isinstance(decision, Sleep)
+    clock.now += 2.0
+    # The next wait would end past the budget: uncertain, naming the payment.
+    decision = c.on_answer(ok(202, pending, **{"retry-after": "2"}), 0.01)
+    assert isinstance(decision, Done) and decision.value == CancelUncertain("pay_1")
+    result = CancelResult(decision.value, IdempotencyKey("o-cancel"), c.attempts)
+    assert result.payment is None and len(result.attempts) == 3
+    assert [a.status for a in result.attempts] == [202, 202, 202]
+
+
+def test_a_refund_still_pending_is_not_the_end_of_a_cancel() -> None:
+    from chargeonce._judge import judge_cancel
+
+    refunding = {**PAYMENT, "refund_status": "none"}
+    _, step, _ = judge_cancel(ok(202, refunding, **{"retry-after": "1"}), 1, 0.0)
     assert not isinstance(step, (Done, Fail))

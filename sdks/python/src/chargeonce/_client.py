@@ -230,7 +230,8 @@ class Client(_Base):
         (the charge was found and refunded in full), :class:`CancelCharged`,
         :class:`CancelDeclined`, or :class:`CancelUncertain` when the budget (or
         ``deadline``) ran out first. A payment already final when the cancel came
-        raises :class:`ProblemError` ``payment_not_cancelable``."""
+        raises :class:`PaymentNotCancelable` (a :class:`ProblemError`, 409
+        ``payment_not_cancelable``) with that ``payment``."""
         key = as_key(key)
         call = KeyedCall(self.policy, judge_cancel, uncertain_cancel, CANCEL_BODY, False)
         call.end_by(deadline)

@@ -79,6 +79,18 @@ class OrderAlreadyPaid(ProblemError):
         return self.problem.payment
 
 
+class PaymentNotCancelable(ProblemError):
+    """409 ``payment_not_cancelable``: the payment was already final (succeeded or
+    declined) when the cancel came, so the cancel changed nothing. Its
+    ``payment`` says which: succeeded, refund it instead; declined, nothing was
+    taken. A stored answer (replayed to the same key); never retried."""
+
+    @property
+    def payment(self) -> Optional[Payment]:
+        """The payment, as it was when the cancel came."""
+        return self.problem.payment
+
+
 class UnexpectedAnswer(ChargeonceError):
     """An answer that is neither the resource nor its problem document."""
 

@@ -13,7 +13,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar, Union
 
-from ._errors import ChargeonceError, KeyReused, OrderAlreadyPaid, ProblemError, Unavailable, UnexpectedAnswer
+from ._errors import (
+    ChargeonceError,
+    KeyReused,
+    OrderAlreadyPaid,
+    PaymentNotCancelable,
+    ProblemError,
+    Unavailable,
+    UnexpectedAnswer,
+)
 from ._models import Amount, Payment, Problem, ProblemCode, Refund
 from ._outcome import (
     CONNECT,
@@ -181,7 +189,7 @@ def _cancel_ended(payment: Payment) -> Any:
 def judge_cancel(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:
     """Reads one answer of ``POST /v1/payments/{id}/cancel``: a 200 ends it (the
     payment says how), a 202 is asked again, ``payment_not_cancelable`` (409,
-    stored) is a :class:`ProblemError`."""
+    stored) is :class:`PaymentNotCancelable`."""
     status = answer.status
     if 200 <= status <= 202:
         payment = _payment(answer.json())
@@ -197,7 +205,7 @@ def judge_cancel(answer: Answer, number: int, took: float) -> Tuple[Attempt, Ste
     seen = _seen(answer, number, took, problem, named.status if named else None)
     named_id = named.id if named else None
     if status == 409 and problem is not None and problem.code == ProblemCode.PAYMENT_NOT_CANCELABLE:
-        return seen, Fail(ProblemError(problem, number)), named_id
+        return seen, Fail(PaymentNotCancelable(problem, number)), named_id
     return seen, not_definite(answer, problem, number), named_id
 
 
