@@ -52,6 +52,9 @@ export async function payWithSdk(orderId: string) {
       return { outcome: "paid", paymentId: result.outcome.payment.id, foundBeforePaying: result.foundBeforePaying, attempts: result.attempts.length };
     case "declined":
       return { outcome: "declined", declineCode: result.outcome.payment.decline_code ?? null };
+    case "canceled":
+      // Canceled (by a cancel, or the service gave up on it): nothing taken.
+      return { outcome: "canceled", paymentId: result.outcome.payment.id };
     case "uncertain":
       // Maybe charged. Never pay again under a new key: retry later with this one.
       return { outcome: "uncertain", paymentId: result.outcome.paymentId ?? null };

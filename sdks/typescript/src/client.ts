@@ -14,6 +14,7 @@ import {
   type List,
   type Payment,
   type PaymentHistory,
+  type PaymentStatus,
   type Refund,
 } from "./model.js";
 import {
@@ -35,7 +36,14 @@ import {
   type RefundResult,
   answersRequest,
 } from "./outcome.js";
-import { OrderAlreadyPaidError, ProblemError, UnavailableError, UnexpectedAnswerError } from "./problem.js";
+import {
+  OrderAlreadyPaidError,
+  ProblemError,
+  UnavailableError,
+  UnexpectedAnswerError,
+  type KeyReusedError,
+  type PaymentNotCancelableError,
+} from "./problem.js";
 import { DEFAULT_RETRY_POLICY, delayMs, preferSeconds, transient, type RetryPolicy } from "./retry.js";
 
 /** Paging of a list: at most one of `startingAfter` and `endingBefore`. */
@@ -50,7 +58,7 @@ export interface ListParams {
 
 /** Paging and filters of `GET /v1/payments`. */
 export interface PaymentListParams extends ListParams {
-  status?: "pending" | "succeeded" | "declined";
+  status?: PaymentStatus;
   reference?: string;
   createdGte?: string;
   createdLt?: string;
@@ -75,8 +83,7 @@ function keyValue(key: KeyLike): string {
   return typeof key === "string" ? IdempotencyKey.of(key).value : key.value;
 }
 
-/** A client of one chargeonce service, as one shop. The secret is never shown. */
-/** Options of one payment call. */
+/** Options of one payment (or cancel) call. */
 export interface PayOptions {
   /**
    * Ends the call when aborted (a deadline: `AbortSignal.timeout(ms)`, or the
@@ -87,6 +94,9 @@ export interface PayOptions {
    */
   signal?: AbortSignal;
 }
+
+/** Options of one cancel call: like a payment's, `signal` ends it as `{kind: "uncertain"}`, never an error. */
+export type CancelOptions = PayOptions;
 
 /** `sleeping`, or less when `signal` aborts first. */
 async function untilAborted(sleeping: Promise<void>, signal?: AbortSignal): Promise<void> {
@@ -104,6 +114,7 @@ async function untilAborted(sleeping: Promise<void>, signal?: AbortSignal): Prom
   }
 }
 
+/** A client of one chargeonce service, as one shop. The secret is never shown. */
 export class Client {
   readonly policy: RetryPolicy;
   readonly #base: string;
@@ -153,8 +164,10 @@ export class Client {
 
   /**
    * `POST /v1/payments` under `key`, retried until a definite answer or the
-   * end of the budget, always with the same key and the same body bytes.
-   * Never throws for an unknown outcome: that is `{kind: "uncertain"}`.
+   * end of the budget, always with the same key and the same body bytes:
+   * `paid`, `declined`, `canceled` (409 `payment_canceled`: the payment was
+   * canceled, nothing taken; the order may be paid again under a new key), or
+   * `uncertain`. Never throws for an unknown outcome: that is `{kind: "uncertain"}`.
    * Throws {@link KeyReusedError} (never retried) and {@link ProblemError}.
    */
   async pay(key: KeyLike, request: CreatePayment, options: PayOptions = {}): Promise<PayResult> {
@@ -181,7 +194,10 @@ export class Client {
    * Looks the order up first (`GET /v1/payments?reference=`): when it already
    * has a succeeded payment, that is the answer and nothing is sent (this
    * protects the order even after its key expired on the server). Otherwise
-   * {@link Client.pay}. When the look-up fails, nothing is sent and it throws.
+   * {@link Client.pay}. Only a succeeded payment counts: a `canceled` one took
+   * nothing and freed the order (its own key answers `{kind: "canceled"}`;
+   * pay the order again under a new key), and a pending or declined one is
+   * the server's to judge. When the look-up fails, nothing is sent and it throws.
    */
   async payOrder(key: KeyLike, request: CreatePayment, options: PayOptions = {}): Promise<PayResult> {
     const value = keyValue(key);
@@ -218,10 +234,14 @@ export class Client {
    * answer is 202 (the charge is looked up only once the settle window has
    * passed) until the cancel ends or the budget (or `signal`) does:
    * `canceled` (nothing taken), `refunded` (found and refunded in full),
-   * `charged`, `declined`, or `uncertain`. A payment already final when the
-   * cancel came throws {@link ProblemError} `payment_not_cancelable`.
+   * `charged` (found, its refund refused), `declined`, or `uncertain` (never
+   * an error: call again later with the same key). A payment already final
+   * when the cancel came throws {@link PaymentNotCancelableError} (409
+   * `payment_not_cancelable`, carrying the payment); other refusals are
+   * {@link ProblemError} (`not_found`, `invalid_request`) and
+   * {@link KeyReusedError}.
    */
-  async cancel(paymentId: string, key: KeyLike, options: PayOptions = {}): Promise<CancelResult> {
+  async cancel(paymentId: string, key: KeyLike, options: CancelOptions = {}): Promise<CancelResult> {
     const value = keyValue(key);
     const { outcome, attempts } = await this.#postIdempotent<CancelOutcome>(
       this.#url(`v1/payments/${encodeURIComponent(paymentId)}/cancel`),

@@ -21,5 +21,5 @@ export {
 export * from "./model.js";
 export * from "./problem.js";
 export * from "./outcome.js";
-export { Client, listPairs, paymentPairs, type ClientOptions, type ListParams, type PayOptions, type PaymentListParams } from "./client.js";
+export { Client, listPairs, paymentPairs, type ClientOptions, type ListParams, type PayOptions, type CancelOptions, type PaymentListParams } from "./client.js";
 export * from "./webhook.js";

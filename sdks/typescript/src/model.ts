@@ -28,10 +28,16 @@ export function amount(value: string, currency: string): Amount {
   return { value, currency };
 }
 
-/** `canceled`: canceled while pending (a cancel, or the service gave up on it): nothing taken, the order free again. */
-export type PaymentStatus = "pending" | "succeeded" | "declined" | "canceled";
-export type PaymentRefundStatus = "none" | "partially_refunded" | "refunded";
-export type RefundStatus = "pending" | "succeeded" | "failed";
+/**
+ * Every payment status: `canceled` is a payment canceled while pending (a
+ * cancel, or the service gave up on it): nothing taken, the order free again.
+ */
+export const PAYMENT_STATUSES = ["pending", "succeeded", "declined", "canceled"] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
+export const PAYMENT_REFUND_STATUSES = ["none", "partially_refunded", "refunded"] as const;
+export type PaymentRefundStatus = (typeof PAYMENT_REFUND_STATUSES)[number];
+export const REFUND_STATUSES = ["pending", "succeeded", "failed"] as const;
+export type RefundStatus = (typeof REFUND_STATUSES)[number];
 
 /** A payment, as the API shows it. */
 export interface Payment {
@@ -148,13 +154,17 @@ export const IDEMPOTENCY_KEY_FIELDS: FieldTable<IdempotencyKeyInfo> = {
 };
 
 /** Which acquirer call a history entry is about. */
-export type HistoryAcquirerCall = "charge" | "lookup" | "refund";
+export const HISTORY_ACQUIRER_CALLS = ["charge", "lookup", "refund"] as const;
+export type HistoryAcquirerCall = (typeof HISTORY_ACQUIRER_CALLS)[number];
 /** How an acquirer call ended (`refused`: the request itself refused, a 4xx; `unknown`: no definite answer; `not_sent`: certainly never reached the acquirer). */
-export type HistoryCallOutcome = "succeeded" | "declined" | "refused" | "not_found" | "unknown" | "not_sent";
+export const HISTORY_CALL_OUTCOMES = ["succeeded", "declined", "refused", "not_found", "unknown", "not_sent"] as const;
+export type HistoryCallOutcome = (typeof HISTORY_CALL_OUTCOMES)[number];
 /** Who settled a payment. */
-export type HistorySettledBy = "request" | "webhook" | "reconciler";
-/** How far a key's operation got. */
-export type KeyRecoveryPoint = "payment_created" | "order_already_paid" | "refund_created" | "cancel_requested" | "finished";
+export const HISTORY_SETTLED_BY = ["request", "webhook", "reconciler"] as const;
+export type HistorySettledBy = (typeof HISTORY_SETTLED_BY)[number];
+/** How far a key's operation got (`cancel_requested`: a cancel's key, its cancel written to the payment's history). */
+export const KEY_RECOVERY_POINTS = ["payment_created", "order_already_paid", "refund_created", "cancel_requested", "finished"] as const;
+export type KeyRecoveryPoint = (typeof KEY_RECOVERY_POINTS)[number];
 
 /** How often one kind of repeat of a key reached the service, and when last (RFC 3339, null if none). */
 export interface HistoryTally {
@@ -422,6 +432,21 @@ export const SCHEMA_TABLES: Readonly<Record<string, Readonly<Record<string, Pres
   HistoryTally: HISTORY_TALLY_FIELDS,
 };
 
+/**
+ * The closed enumerations of the model, by the name of their component schema
+ * in `docs/openapi.json`; a test compares each with the schema's `enum`
+ * (`ProblemCode` and `EventType` are in `problem.ts` and `webhook.ts`).
+ */
+export const SCHEMA_ENUMS: Readonly<Record<string, readonly string[]>> = {
+  PaymentStatus: PAYMENT_STATUSES,
+  PaymentRefundStatus: PAYMENT_REFUND_STATUSES,
+  RefundStatus: REFUND_STATUSES,
+  HistoryAcquirerCall: HISTORY_ACQUIRER_CALLS,
+  HistoryCallOutcome: HISTORY_CALL_OUTCOMES,
+  HistorySettledBy: HISTORY_SETTLED_BY,
+  KeyRecoveryPoint: KEY_RECOVERY_POINTS,
+};
+
 /** The body of `POST /v1/payments`. */
 export interface CreatePayment {
   amount: Amount;
@@ -472,7 +497,7 @@ export function asPayment(value: unknown): Payment | null {
   const ok =
     typeof value["id"] === "string" &&
     typeof value["status"] === "string" &&
-    ["pending", "succeeded", "declined", "canceled"].includes(value["status"]) &&
+    (PAYMENT_STATUSES as readonly string[]).includes(value["status"]) &&
     isAmount(value["amount"]) &&
     typeof value["reference"] === "string";
   return ok ? (value as unknown as Payment) : null;

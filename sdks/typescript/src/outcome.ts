@@ -9,6 +9,7 @@ import {
   KeyReusedError,
   OrderAlreadyPaidError,
   parseProblem,
+  PaymentNotCancelableError,
   ProblemError,
   UnexpectedAnswerError,
   type Problem,
@@ -16,7 +17,7 @@ import {
 } from "./problem.js";
 import { parseRetryAfter, transient } from "./retry.js";
 
-/** Where a payment stands after a call: the only three answers a payment client may give. */
+/** Where a payment stands after a call: the only four answers a payment client may give. */
 export type PayOutcome =
   /** Charged (by this call, an earlier attempt of the same intent, or earlier for the same order). */
   | { kind: "paid"; payment: Payment }
@@ -43,7 +44,7 @@ export type CancelOutcome =
   | { kind: "canceled"; payment: Payment }
   /** The charge was found: kept `succeeded` and refunded in full. */
   | { kind: "refunded"; payment: Payment }
-  /** The charge was found and kept, not refunded in full (the refund was refused, or part was refunded already). */
+  /** The charge was found and kept, but not refunded in full: the acquirer refused the refund. The customer holds a charge: a person must look. */
   | { kind: "charged"; payment: Payment }
   /** The acquirer had declined the charge: nothing taken. */
   | { kind: "declined"; payment: Payment }
@@ -221,8 +222,9 @@ function cancelEnded(payment: Payment): CancelOutcome | null {
 
 /**
  * Decides what an answer of `POST /v1/payments/{id}/cancel` means: a 200 ends
- * it (the payment says how), a 202 is asked again, `payment_not_cancelable`
- * (409, stored) is a refusal.
+ * it (the payment says how), a 202 is asked again (with the same key, after
+ * `Retry-After`), `payment_not_cancelable` (409, stored) is a
+ * {@link PaymentNotCancelableError}.
  */
 export function judgeCancel(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<CancelOutcome> {
   const { status } = answer;
@@ -238,7 +240,7 @@ export function judgeCancel(answer: Answer, attempts: number, nowMs: number = Da
   const seen = seenOf(answer, problem?.payment ?? null, problem);
   const namedId = problem?.payment?.id ?? null;
   if (status === 409 && problem !== null && problem.code === "payment_not_cancelable") {
-    return { seen, step: { kind: "fail", error: new ProblemError(problem, attempts) }, namedId };
+    return { seen, step: { kind: "fail", error: new PaymentNotCancelableError(problem, attempts) }, namedId };
   }
   return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
 }

@@ -66,7 +66,7 @@ export interface Problem {
   detail: string;
   /** The answer's `request_id` member, or its `Request-Id` header. */
   requestId: string | null;
-  /** `payment_declined` and `acquirer_unavailable` carry the payment. */
+  /** `payment_declined`, `acquirer_unavailable`, `order_already_paid`, `payment_canceled` and `payment_not_cancelable` carry the payment. */
   payment: Payment | null;
   /** `refund_failed` carries the refund. */
   refund: Refund | null;
@@ -191,6 +191,29 @@ export class OrderAlreadyPaidError extends ProblemError {
       raw: {},
     };
     return new OrderAlreadyPaidError(problem, payment, attempts);
+  }
+}
+
+/**
+ * `409 payment_not_cancelable`: the payment was already final when the cancel
+ * came, so the cancel changed nothing. `payment` says which: `succeeded` (the
+ * customer was charged: refund it instead) or `declined` (nothing was taken).
+ * A stored answer (the same key replays it); never retried.
+ */
+export class PaymentNotCancelableError extends ProblemError {
+  override name = "PaymentNotCancelableError";
+  /** The payment as it was when the cancel came (`null` only if the answer lacked it). */
+  readonly payment: Payment | null;
+  constructor(problem: Problem, attempts: number) {
+    const p = problem.payment;
+    super(
+      problem,
+      attempts,
+      p === null
+        ? `409 payment_not_cancelable: the payment was already final: ${problem.detail}`
+        : `payment ${p.id} was already ${p.status} when the cancel came: not cancelable${p.status === "succeeded" ? " (refund it instead)" : ""}`,
+    );
+    this.payment = p;
   }
 }
 

@@ -120,10 +120,19 @@ export function verifyWebhook(
   if (!matched) throw new SignatureError("mismatch", "the signature does not match");
 }
 
+/**
+ * The merchant event types this client knows (`payment.canceled`: a pending
+ * payment was canceled, nothing taken). A newer server may send others.
+ */
+export const MERCHANT_EVENT_TYPES = ["payment.succeeded", "payment.declined", "payment.canceled", "refund.succeeded", "refund.failed"] as const;
+export type KnownMerchantEventType = (typeof MERCHANT_EVENT_TYPES)[number];
+/** A known event type, or any other string (a newer server's): autocompletes, never narrows away. */
+export type MerchantEventType = KnownMerchantEventType | (string & {});
+
 /** A merchant event, as the shop receives it. */
 export interface MerchantEvent {
   id: string;
-  type: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | (string & {});
+  type: MerchantEventType;
   created: number;
   data: Record<string, unknown>;
 }

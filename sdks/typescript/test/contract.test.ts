@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { HISTORY_ENTRY_TABLES, HISTORY_ENTRY_TYPES, SCHEMA_TABLES } from "../src/index.js";
+import { HISTORY_ENTRY_TABLES, HISTORY_ENTRY_TYPES, MERCHANT_EVENT_TYPES, PROBLEM_CODES, SCHEMA_ENUMS, SCHEMA_TABLES } from "../src/index.js";
 import { REPO_DIR } from "./paths.js";
 
 const SPEC = resolve(REPO_DIR, "docs", "openapi.json");
@@ -15,6 +15,7 @@ interface Schema {
   required?: string[];
   allOf?: Array<Schema & { $ref?: string }>;
   oneOf?: Schema[];
+  enum?: string[];
 }
 
 test("the model interfaces have the fields of docs/openapi.json", (t) => {
@@ -93,4 +94,25 @@ test("the history entry tables are the HistoryEntry variants of docs/openapi.jso
   }
   assert.deepEqual([...HISTORY_ENTRY_TYPES].sort(), seen.sort(), "the client's entry types are the spec's");
   t.diagnostic(`entry types compared: ${seen.join(", ")}`);
+});
+
+// Each closed enumeration of the client (a payment's `status`, a key's
+// recovery point, the problem codes, the event types, ...) must list exactly
+// the values of the spec's enum schema: a value the server sends that the
+// client lacks (`canceled`) would be refused or misread.
+test("the client's enumerations are the enum schemas of docs/openapi.json", (t) => {
+  if (!existsSync(SPEC)) {
+    t.skip(`no ${SPEC}`);
+    return;
+  }
+  const spec = JSON.parse(readFileSync(SPEC, "utf8")) as { components?: { schemas?: Record<string, Schema> } };
+  const schemas = spec.components?.schemas ?? {};
+  const enums: Record<string, readonly string[]> = { ...SCHEMA_ENUMS, ProblemCode: PROBLEM_CODES, EventType: MERCHANT_EVENT_TYPES };
+  for (const [name, ours] of Object.entries(enums)) {
+    const values = schemas[name]?.enum;
+    assert.ok(values !== undefined, `the spec has no enum schema ${name}`);
+    assert.deepEqual([...ours].sort(), [...values].sort(), `${name}: the client's values differ from the spec's enum`);
+    assert.equal(new Set(ours).size, ours.length, `${name}: a value listed twice`);
+  }
+  t.diagnostic(`enums compared: ${Object.keys(enums).join(", ")}`);
 });

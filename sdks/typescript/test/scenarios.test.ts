@@ -14,6 +14,7 @@ import {
   Client,
   IdempotencyKey,
   KeyReusedError,
+  PaymentNotCancelableError,
   ProblemError,
   ChargeonceError,
   type Amount,
@@ -268,6 +269,12 @@ for (const file of files) {
         assert.ok(error instanceof ProblemError, `${where("error_code")}: expected ${String(expect["error_code"])}, got ${r.outcome}`);
         assert.equal(error.code, expect["error_code"], where("error_code"));
         if (expect["error_code"] === "idempotency_key_reused") assert.ok(error instanceof KeyReusedError, where("error_code: KeyReusedError"));
+        if (expect["error_code"] === "payment_not_cancelable") {
+          // Its own error, carrying the payment the cancel was about (already final).
+          assert.ok(error instanceof PaymentNotCancelableError, where("error_code: PaymentNotCancelableError"));
+          assert.ok(error.payment !== null && error.payment.status !== "pending", where("error_code: the payment, final"));
+          if (step.payment_of !== undefined) assert.equal(error.payment.id, paymentOf(step.payment_of).id, where("error_code: the payment"));
+        }
         if ("status" in expect) assert.equal(error.status, expect["status"], where("status"));
         if ("attempts" in expect) assert.equal(error.attempts, expect["attempts"], where("attempts"));
         return;
