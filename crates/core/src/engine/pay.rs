@@ -143,11 +143,12 @@ impl Engine {
                     return self.conclude_canceled(payment, &lease, &history).await;
                 }
                 let charge = Charge::of(payment);
-                self.send_and_finish(charge, &lease, holder).await
+                self.send_and_finish(charge, &lease, holder, Some(&history))
+                    .await
             }
             RecoveryPoint::PaymentCreated => {
                 let charge = Charge::of(payment);
-                self.send_and_finish(charge, &lease, holder).await
+                self.send_and_finish(charge, &lease, holder, None).await
             }
             RecoveryPoint::CancelRequested => self.drive_cancel(lease, payment).await,
         }

@@ -71,7 +71,7 @@ impl Engine {
             return self.finish_refund(&lease, None, response, &[]).await;
         }
         let refunding = Refunding::of(&payment, refund)?;
-        self.send_and_finish(refunding, &lease, holder).await
+        self.send_and_finish(refunding, &lease, holder, None).await
     }
 }
 

@@ -27,7 +27,7 @@
 
 use super::lease::Trail;
 use super::{Engine, EngineError, Holder, Outcome, resend};
-use crate::history::AcquirerAttempt;
+use crate::history::{AcquirerAttempt, HistoryEntry};
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{Acquirer, AcquirerError, Lease, PaymentId, ShopId};
 
@@ -101,14 +101,17 @@ pub(super) trait Operation: Send + Sync + Sized {
 
 impl Engine {
     /// Phases 2 and 3 of an operation whose lease this caller holds.
+    /// `history`: the payment's history when the caller read it already
+    /// (a resumed charge, for its cancel check), so it is not read twice.
     pub(super) async fn send_and_finish<O: Operation>(
         &self,
         op: O,
         lease: &Lease,
         holder: Holder,
+        history: Option<&[HistoryEntry]>,
     ) -> Result<Outcome, EngineError> {
         let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
-        let confirming = holder == Holder::Resumer && self.refusal_awaits(&op).await?;
+        let confirming = holder == Holder::Resumer && self.refusal_awaits(&op, history).await?;
         let trail = Trail::default();
         let answer = if confirming {
             self.look_up_to_confirm(&op, lease, &trail).await
@@ -167,10 +170,21 @@ impl Engine {
     /// and awaits its confirmation ([`super::resend`]): read from the
     /// payment's history, where the release or parking that ended that
     /// holder's lease wrote its calls.
-    async fn refusal_awaits<O: Operation>(&self, op: &O) -> Result<bool, EngineError> {
-        let (shop, payment) = op.payment();
-        let history = self.store.payment_history(Some(shop), payment).await?;
-        let calls = resend::calls_of(&history, op.acquirer_key());
+    async fn refusal_awaits<O: Operation>(
+        &self,
+        op: &O,
+        known: Option<&[HistoryEntry]>,
+    ) -> Result<bool, EngineError> {
+        let read;
+        let history = match known {
+            Some(history) => history,
+            None => {
+                let (shop, payment) = op.payment();
+                read = self.store.payment_history(Some(shop), payment).await?;
+                &read[..]
+            }
+        };
+        let calls = resend::calls_of(history, op.acquirer_key());
         Ok(resend::last_send_refused(calls, O::CALL))
     }
 
