@@ -43,6 +43,8 @@
 //! match &result.outcome {
 //!     Outcome::Paid(payment) => println!("paid: {}", payment.id),
 //!     Outcome::Declined(payment) => println!("declined: {:?}", payment.decline_code),
+//!     // Canceled before any charge landed: the order is free to pay again.
+//!     Outcome::Canceled(payment) => println!("canceled: {}", payment.id),
 //!     Outcome::Uncertain { payment_id } => {
 //!         // Maybe charged. Never pay again under a new key: retry later
 //!         // with the same key, or look the order up.
