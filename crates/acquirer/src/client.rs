@@ -58,7 +58,7 @@ pub enum ClientError {
 }
 
 /// Timeouts and mode of the adapter.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HttpAcquirerConfig {
     /// The longest a TCP connect may take; past it nothing was sent.
     pub connect_timeout: Duration,
@@ -67,6 +67,74 @@ pub struct HttpAcquirerConfig {
     /// Whether the acquirer deduplicates on the key we send (see
     /// [`Acquirer::is_idempotent`]).
     pub idempotent: bool,
+    /// HTTP Basic credentials sent with every request (else those in the
+    /// URL's userinfo, if any).
+    pub credentials: Option<AcquirerCredentials>,
+}
+
+/// HTTP Basic credentials for the acquirer (`serve --acquirer-credentials
+/// user:password`). Never printed: `Debug` shows the user only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AcquirerCredentials {
+    user: String,
+    password: String,
+}
+
+impl AcquirerCredentials {
+    /// Credentials of `user` with `password`.
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        Self {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+
+    /// `user:password` (the password may hold `:`); `None` without a `:`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (user, password) = text.split_once(':')?;
+        Some(Self::new(user, password))
+    }
+
+    /// The `Authorization` header's value, marked sensitive (hyper never
+    /// logs it, and HTTP/2 never indexes it).
+    fn header(&self) -> Option<reqwest::header::HeaderValue> {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", self.user, self.password));
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+}
+
+impl std::fmt::Debug for AcquirerCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcquirerCredentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Takes the userinfo out of `url` (so no error message, which names the
+/// URL, can carry it), as credentials.
+fn take_userinfo(url: &mut Url) -> Option<AcquirerCredentials> {
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let credentials = AcquirerCredentials::new(
+        percent_decode(url.username()),
+        percent_decode(url.password().unwrap_or_default()),
+    );
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Some(credentials)
+}
+
+/// `%XX` escapes of a URL's userinfo, decoded (lossily for bad UTF-8).
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 impl Default for HttpAcquirerConfig {
@@ -75,6 +143,7 @@ impl Default for HttpAcquirerConfig {
             connect_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(10),
             idempotent: true,
+            credentials: None,
         }
     }
 }
@@ -288,11 +357,17 @@ impl HttpAcquirer {
         } else {
             format!("{base_url}/")
         };
-        let base = Url::parse(&with_slash).map_err(|e| ClientError::Url {
-            url: base_url.to_owned(),
+        let mut base = Url::parse(&with_slash).map_err(|e| ClientError::Url {
+            url: crate::redact_url(base_url),
             reason: e.to_string(),
         })?;
+        let in_url = take_userinfo(&mut base);
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(value) = config.credentials.or(in_url).and_then(|c| c.header()) {
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .pool_idle_timeout(Duration::from_secs(30))
@@ -511,6 +586,33 @@ impl AcquirerLedger for HttpAcquirer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_leave_the_url_and_are_never_printed() {
+        let acquirer = HttpAcquirer::new(
+            "http://merchant:p%40ss-w0rd@127.0.0.1:1/base",
+            HttpAcquirerConfig::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(acquirer.base.as_str(), "http://127.0.0.1:1/base/");
+        let shown = format!("{acquirer:?}");
+        assert!(
+            !shown.contains("p@ss-w0rd") && !shown.contains("p%40ss"),
+            "{shown}"
+        );
+        let basic = AcquirerCredentials::new("merchant", "p@ss-w0rd");
+        let header = basic.header().unwrap_or_else(|| panic!("a header"));
+        assert!(header.is_sensitive());
+        // base64("merchant:p@ss-w0rd")
+        assert_eq!(header.to_str().ok(), Some("Basic bWVyY2hhbnQ6cEBzcy13MHJk"));
+        assert!(!shown.contains("bWVyY2hhbnQ6cEBzcy13MHJk"), "{shown}");
+        assert!(!format!("{basic:?}").contains("p@ss"));
+        assert_eq!(
+            AcquirerCredentials::parse("u:with:colons"),
+            Some(AcquirerCredentials::new("u", "with:colons"))
+        );
+        assert_eq!(AcquirerCredentials::parse("no-colon"), None);
+    }
 
     fn kind(status: u16, body: &str) -> &'static str {
         match classify_status(

@@ -69,16 +69,18 @@ mod error;
 pub mod faults;
 mod http;
 mod ledger;
+mod redact;
 mod report;
 mod simulator;
 pub mod webhooks;
 
 pub use api::api_router;
-pub use client::{ClientError, HttpAcquirer, HttpAcquirerConfig};
+pub use client::{AcquirerCredentials, ClientError, HttpAcquirer, HttpAcquirerConfig};
 pub use entry::{ChargeStatus, LedgerEntry};
 pub use error::SimulatorError;
 pub use faults::{Faults, FaultsError};
 pub use http::router;
+pub use redact::redact_url;
 pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, IN_FLIGHT_DUPLICATE, INSUFFICIENT_FUNDS,

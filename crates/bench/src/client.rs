@@ -61,6 +61,8 @@ pub struct Target {
     http: reqwest::Client,
     payments: String,
     base: String,
+    /// Where `/sim/ledger` is (the operator listener), if anywhere.
+    ledger_base: Option<String>,
     auth: HeaderValue,
     headers: Arc<[ExtraHeader]>,
     replayed: HeaderName,
@@ -107,10 +109,18 @@ impl Target {
             http,
             payments: format!("{base}/v1/payments"),
             base,
+            ledger_base: None,
             auth,
             headers: Arc::from(Vec::new()),
             replayed: HeaderName::from_static(REPLAYED),
         })
+    }
+
+    /// Reads the acquirer ledger from `GET {base}/sim/ledger` (the
+    /// service's operator listener); `None`: no ledger.
+    pub fn with_ledger_base(mut self, base: Option<&str>) -> Self {
+        self.ledger_base = base.map(|b| b.trim_end_matches('/').to_owned());
+        self
     }
 
     /// Sends these headers on every request as well (`--header`).
@@ -182,9 +192,13 @@ impl Target {
         })
     }
 
-    /// `GET /sim/ledger`: `Ok(None)` when the target does not expose it.
+    /// `GET /sim/ledger` of the ledger base ([`Self::with_ledger_base`]):
+    /// `Ok(None)` without one, or when it does not expose it.
     pub async fn ledger(&self) -> Result<Option<serde_json::Value>, BenchError> {
-        let url = format!("{}/sim/ledger", self.base);
+        let Some(base) = &self.ledger_base else {
+            return Ok(None);
+        };
+        let url = format!("{base}/sim/ledger");
         let response = self
             .with_extra_headers(self.http.get(&url))
             .send()

@@ -102,6 +102,11 @@ pub struct BenchArgs {
     /// Skip comparing with the acquirer ledger (`GET /sim/ledger`).
     #[arg(long)]
     pub no_ledger_check: bool,
+    /// Where the acquirer ledger is read (`GET {URL}/sim/ledger`): the
+    /// service's operator listener (`serve --operator-listen`). Without it,
+    /// no ledger check.
+    #[arg(long, env = "CHARGEONCE_BENCH_OPERATOR_URL")]
+    pub operator_url: Option<String>,
     /// A header sent on every request, as `'name: value'` (repeatable), e.g.
     /// the session cookie another idempotency layer needs
     /// (`bench/peers`). Not `authorization`, `content-type` or
@@ -266,7 +271,8 @@ pub async fn main(args: BenchArgs) -> Result<Report, BenchError> {
     };
     let target = Target::new(&args.target, &args.shop, args.secret.expose(), connections)?
         .with_headers(args.headers.clone())
-        .with_replayed_header(args.replayed_header.clone());
+        .with_replayed_header(args.replayed_header.clone())
+        .with_ledger_base(args.operator_url.as_deref());
     let config = Config {
         scenario: args.scenario,
         connections,

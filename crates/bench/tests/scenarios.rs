@@ -34,7 +34,9 @@ fn config(scenario: Scenario, connections: usize) -> Config {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn storm_executes_each_key_once() {
     let service = start().await;
-    let target = Target::new(&service.base, SHOP, SECRET, 50).unwrap();
+    let target = Target::new(&service.base, SHOP, SECRET, 50)
+        .unwrap()
+        .with_ledger_base(Some(&service.operator_base));
     let report = chargeonce_bench::run(&target, &config(Scenario::Storm, 50))
         .await
         .unwrap();
@@ -53,7 +55,9 @@ async fn storm_executes_each_key_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mixed_replays_and_refuses_mismatches() {
     let service = start().await;
-    let target = Target::new(&service.base, SHOP, SECRET, 8).unwrap();
+    let target = Target::new(&service.base, SHOP, SECRET, 8)
+        .unwrap()
+        .with_ledger_base(Some(&service.operator_base));
     let report = chargeonce_bench::run(&target, &config(Scenario::Mixed, 8))
         .await
         .unwrap();
@@ -72,7 +76,9 @@ async fn mixed_replays_and_refuses_mismatches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ceiling_and_replay_pass() {
     let service = start().await;
-    let target = Target::new(&service.base, SHOP, SECRET, 4).unwrap();
+    let target = Target::new(&service.base, SHOP, SECRET, 4)
+        .unwrap()
+        .with_ledger_base(Some(&service.operator_base));
     for scenario in [Scenario::Ceiling, Scenario::Noop, Scenario::Replay] {
         let mut config = config(scenario, 4);
         config.duration = Duration::from_millis(500);

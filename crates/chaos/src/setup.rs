@@ -177,6 +177,10 @@ pub(crate) async fn instances(
         let mut serve = strings(&["serve", "--listen"]);
         serve.push(format!("127.0.0.1:{port}"));
         serve.extend([
+            // Chaos reads its truth from the store and the ledger files,
+            // not from an operator listener.
+            "--operator-listen".into(),
+            "off".into(),
             "--database-url".into(),
             database_url.to_owned(),
             "--acquirer-url".into(),

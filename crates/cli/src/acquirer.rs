@@ -152,7 +152,9 @@ pub async fn run(args: AcquirerArgs) -> anyhow::Result<()> {
         "chargeonce acquirer listening on http://{local} (ledger: {}, idempotency: {}, webhooks: {})",
         args.database.display(),
         if args.no_idempotency { "off" } else { "on" },
-        args.webhook_url.as_deref().unwrap_or("off"),
+        args.webhook_url
+            .as_deref()
+            .map_or_else(|| "off".to_owned(), chargeonce_acquirer::redact_url),
     );
     let app = chargeonce_acquirer::api_router(sim.clone());
     let served = axum::serve(listener, app)

@@ -54,8 +54,23 @@ impl Drop for Scratch {
     }
 }
 
-/// Starts the embedded service and returns its base URL and the shop's secret.
-async fn start_service(scratch: &Scratch) -> anyhow::Result<(String, String)> {
+/// The embedded service: its base URL, its operator listener's URL (the
+/// simulator's ledger is there) and the shop's secret.
+struct Service {
+    base: String,
+    operator: String,
+    secret: String,
+}
+
+/// A free port of 127.0.0.1.
+fn free_port() -> anyhow::Result<std::net::SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .context("finding a free port")
+}
+
+/// Starts the embedded service.
+async fn start_service(scratch: &Scratch) -> anyhow::Result<Service> {
     let database_url = format!("sqlite://{}", scratch.0.join("chargeonce.db").display());
     let ledger = scratch.0.join("acquirer-ledger.db");
 
@@ -70,15 +85,17 @@ async fn start_service(scratch: &Scratch) -> anyhow::Result<(String, String)> {
         .context("adding the demo shop")?;
     store.close().await;
 
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .context("finding a free port")?;
+    let addr = free_port()?;
     let listen = addr.to_string();
+    let operator_addr = free_port()?;
+    let operator = operator_addr.to_string();
     let ledger = ledger.display().to_string();
     let embedded = Embedded::try_parse_from([
         "chargeonce-demo",
         "--listen",
         listen.as_str(),
+        "--operator-listen",
+        operator.as_str(),
         "--database-url",
         database_url.as_str(),
         "--sim-ledger",
@@ -106,7 +123,11 @@ async fn start_service(scratch: &Scratch) -> anyhow::Result<(String, String)> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok((format!("http://{addr}"), secret.expose().to_owned()))
+    Ok(Service {
+        base: format!("http://{addr}"),
+        operator: format!("http://{operator_addr}"),
+        secret: secret.expose().to_owned(),
+    })
 }
 
 /// One line of a timeline.
@@ -164,7 +185,11 @@ pub async fn run() -> anyhow::Result<()> {
         "Starting an embedded service: SQLite in {}, the in-process acquirer simulator.",
         scratch.0.display()
     );
-    let (base, secret) = start_service(&scratch).await?;
+    let Service {
+        base,
+        operator,
+        secret,
+    } = start_service(&scratch).await?;
     println!(
         "The simulated bank charges at once but answers after 2 s; chargeonce waits for it 1 s \
          (--acquirer-timeout). Keys are kept 2 s (--key-ttl; 24 h by default)."
@@ -230,7 +255,7 @@ pub async fn run() -> anyhow::Result<()> {
         first.attempt_count(),
         second.attempt_count()
     );
-    let ledger = client.acquirer_ledger().await?;
+    let ledger = client.acquirer_ledger(&operator).await?;
     println!(
         "   The bank's ledger so far: {} charge(s) for {ORDER}.",
         ledger
@@ -279,7 +304,7 @@ pub async fn run() -> anyhow::Result<()> {
 
     println!();
     println!("6. The acquirer's ledger, the ground truth of what moved (GET /sim/ledger):");
-    let ledger = client.acquirer_ledger().await?;
+    let ledger = client.acquirer_ledger(&operator).await?;
     for charge in &ledger.charges {
         println!(
             "   {}  {}  {} {}  {}  payment {}",

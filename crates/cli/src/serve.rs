@@ -10,6 +10,7 @@ use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
 use chargeonce_server::conn::{FD_RESERVE, serve_with};
+use chargeonce_server::console::{ConsoleSettings, LoginLimits};
 use chargeonce_server::{AppState, HttpRender};
 use clap::Args;
 
@@ -31,9 +32,16 @@ const DEMO_SHOP: &str = "demo";
     "`sqlite://PATH` (embedded, one process) or `postgres://...` (many instances)"
 )))]
 pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    /// Address to listen on for the shop API, its docs and health checks
+    /// (port 0 picks a free port; the chosen address is printed).
     #[arg(long, env = "CHARGEONCE_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Address of the operator listener: the console, `/metrics` and the
+    /// embedded simulator's `/sim` routes, never served on `--listen`. Keep
+    /// it on loopback or a private network; `off` serves none of them.
+    /// Port 0 picks a free port (printed: `operator listening on ...`).
+    #[arg(long, env = "CHARGEONCE_OPERATOR_LISTEN", default_value = "127.0.0.1:8081", value_parser = parse_operator_listen)]
+    operator_listen: OperatorListen,
     // --database-url (its help worded above), --max-connections, --sqlite-queue.
     #[command(flatten)]
     store: StoreArgs,
@@ -90,24 +98,54 @@ pub struct ServeArgs {
     /// How long an operator's console session lasts. Sessions live in this
     /// instance's memory: they are per instance (log in on each behind a
     /// load balancer) and end at a restart. The cookie is HttpOnly,
-    /// SameSite=Strict, Path=/console, and not marked Secure (whether the
-    /// browser reached us over TLS is not knowable here): serve the console
-    /// over TLS.
+    /// SameSite=Strict, Path=/console, and Secure unless the operator
+    /// listener is a loopback address (elsewhere, serve it over TLS).
     #[arg(long, env = "CHARGEONCE_CONSOLE_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration)]
     console_session_ttl: Duration,
-    /// Console login attempts this instance takes a minute (a burst of that
-    /// many after a quiet minute); past it an attempt is answered 429 with
-    /// Retry-After before its secret is checked. While someone floods the
-    /// form the operator cannot log in on this instance either (open
-    /// sessions and the CLI still work). `0`: no limit.
+    /// Console login attempts one client address may make a minute (a
+    /// burst of that many after a quiet minute; an IPv4 address or an IPv6
+    /// /64); past it an attempt is answered 429 with Retry-After before its
+    /// secret is checked. `0`: no limit.
     #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_ATTEMPTS", default_value_t = chargeonce_server::console::DEFAULT_LOGIN_ATTEMPTS)]
     console_login_attempts: u32,
+    /// Console login attempts a minute from all addresses together, except
+    /// `--console-trusted-networks` and browsers with a valid session (so a
+    /// flood from elsewhere cannot lock the operator out). `0`: no limit.
+    #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_CEILING", default_value_t = chargeonce_server::console::DEFAULT_LOGIN_CEILING)]
+    console_login_ceiling: u32,
+    /// The operator's own networks (comma-separated CIDRs, e.g.
+    /// `10.8.0.0/16,127.0.0.1/32`): their login attempts are not counted
+    /// against `--console-login-ceiling` (the per-address limit still applies).
+    #[arg(
+        long,
+        env = "CHARGEONCE_CONSOLE_TRUSTED_NETWORKS",
+        value_delimiter = ','
+    )]
+    console_trusted_networks: Vec<ipnet::IpNet>,
     // The HTTP timeouts, the connection cap, rate limits and waiter caps.
     #[command(flatten)]
     limits: LimitsArgs,
     // --log-format.
     #[command(flatten)]
     logs: LogArgs,
+}
+
+/// `--operator-listen`: an address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorListen {
+    /// No operator listener: no console, no `/metrics`, no `/sim`.
+    Off,
+    /// Listen there.
+    At(SocketAddr),
+}
+
+fn parse_operator_listen(text: &str) -> Result<OperatorListen, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(OperatorListen::Off);
+    }
+    text.parse()
+        .map(OperatorListen::At)
+        .map_err(|e| format!("expected an address (127.0.0.1:8081) or `off`: {e}"))
 }
 
 impl ServeArgs {
@@ -233,7 +271,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(secret) = args.webhook_secret {
         state = state.with_webhook_secret(secret);
     }
-    state = state.with_console(args.console_session_ttl, args.console_login_attempts);
+    let operator_listener = match args.operator_listen {
+        OperatorListen::Off => None,
+        OperatorListen::At(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --operator-listen {addr}"))?,
+        ),
+    };
+    let operator_addr = operator_listener
+        .as_ref()
+        .map(tokio::net::TcpListener::local_addr)
+        .transpose()?;
+    state = state
+        .with_operator_listen(operator_addr)
+        .with_auth_limits(args.limits.auth_limits())
+        .with_console(ConsoleSettings {
+            session_ttl: args.console_session_ttl,
+            logins: LoginLimits {
+                per_client: args.console_login_attempts,
+                ceiling: args.console_login_ceiling,
+                trusted: args.console_trusted_networks.clone(),
+            },
+            secure_cookie: operator_addr.is_some_and(|a| !a.ip().is_loopback()),
+        });
     if let Some(hash) =
         ensure_operator_secret(store.as_ref(), args.operator_secret.as_ref()).await?
     {
@@ -244,10 +305,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let ceiling = args
         .bench_ceiling
         .then(|| chargeonce_server::bench_ceiling::router(state.clone()));
+    let operator_app = operator_listener.is_some().then(|| {
+        let sim = match upstream.sim_router() {
+            Some(sim) => axum::Router::new().nest_service("/sim", sim),
+            None => axum::Router::new(),
+        };
+        chargeonce_server::operator_router(state.clone(), sim)
+    });
+    #[allow(
+        unused_mut,
+        reason = "the bench routes are merged only with their feature"
+    )]
     let mut app = chargeonce_server::router(state);
-    if let Some(sim) = upstream.sim_router() {
-        app = app.nest("/sim", sim);
-    }
     #[cfg(feature = "bench-routes")]
     if let Some(ceiling) = ceiling {
         app = app.merge(ceiling);
@@ -260,11 +329,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.store.database.is_embedded() && !args.no_demo_shop {
         ensure_demo_shop(store.as_ref(), local).await?;
     }
+    // The operator's line first: who waits for the listening line has both.
+    // (Worded so that "listening on http://" names the public listener only.)
+    match operator_addr {
+        Some(addr) => println!(
+            "operator listener at http://{addr} (the console at /console, /metrics{})",
+            if upstream.sim_router().is_some() {
+                ", /sim"
+            } else {
+                ""
+            }
+        ),
+        None => println!("operator listener off (no console, no /metrics)"),
+    }
     println!(
         "chargeonce listening on http://{local} (store: {}, {})",
         args.store.database.scheme(),
         upstream.describe(&args.upstream.sim_ledger)
     );
+
     // One descriptor per client connection; the rest stays for the database
     // pool (and its replacements), the SQLite files, the acquirer and logs.
     let reserve = FD_RESERVE + 2 * u64::from(args.store.max_connections);
@@ -277,7 +360,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
              (ulimit -n)"
         );
     }
-    let served = serve_with(listener, app, limits, shutdown_signal()).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let signal = stop.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        signal.cancel();
+    });
+    let public = serve_with(listener, app, limits, stop.clone().cancelled_owned());
+    let operator = async {
+        match (operator_listener, operator_app) {
+            (Some(listener), Some(app)) => {
+                serve_with(listener, app, limits, stop.clone().cancelled_owned()).await
+            }
+            _ => Ok(()),
+        }
+    };
+    let (served, operator_served) = tokio::join!(public, operator);
+    let served = served.and(operator_served);
     workers.stop().await;
     operations.close();
     if tokio::time::timeout(args.shutdown_grace, operations.wait())

@@ -38,6 +38,7 @@ impl Upstream {
                         connect_timeout: args.acquirer_connect_timeout,
                         request_timeout,
                         idempotent: !args.acquirer_no_idempotency,
+                        credentials: args.acquirer_credentials.clone(),
                     },
                 )
                 .context("--acquirer-url")?;
@@ -84,7 +85,8 @@ impl Upstream {
                 "acquirer: in-process simulator, ledger: {}",
                 sim_ledger.display()
             ),
-            Self::Remote(_, url) => format!("acquirer: {url}"),
+            // The URL may carry credentials or tokens: never printed whole.
+            Self::Remote(_, url) => format!("acquirer: {}", chargeonce_acquirer::redact_url(url)),
         }
     }
 }

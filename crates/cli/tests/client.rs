@@ -191,7 +191,7 @@ async fn pay_and_payment_get_from_the_command_line() {
     .await;
     assert_eq!(out.status.code(), Some(1));
 
-    let ledger = common::ledger(&common::client(), base).await;
+    let ledger = common::ledger(&common::client(), &server.operator).await;
     assert_eq!(common::charges_for(&ledger, "order-cli-1").len(), 1);
     assert_eq!(common::charges_for(&ledger, "order-cli-3").len(), 1);
 }

@@ -66,7 +66,7 @@ async fn b_finishes_the_payment(
     let payment = retry.json();
     assert_eq!(payment["reference"], reference);
 
-    let ledger = common::ledger(&client, &b.base).await;
+    let ledger = common::ledger(&client, &b.operator).await;
     assert_eq!(
         common::charges(&ledger).len(),
         1,
@@ -103,7 +103,7 @@ async fn killed_between_phases() {
         tokio::spawn(async move { common::try_pay(&client, &base, &key, &body).await })
     };
     let charge = common::eventually("the charge in the ledger", Duration::from_secs(10), || {
-        let (client, base) = (client.clone(), b.base.clone());
+        let (client, base) = (client.clone(), b.operator.clone());
         async move { common::charges_for(&common::ledger(&client, &base).await, reference).pop() }
     })
     .await;
@@ -178,7 +178,7 @@ async fn killed_before_the_acquirer_recorded_the_charge() {
         "A must be stuck in the acquirer call"
     );
     assert!(
-        common::charges(&common::ledger(&client, &b.base).await).is_empty(),
+        common::charges(&common::ledger(&client, &b.operator).await).is_empty(),
         "nothing may be charged yet"
     );
 
@@ -195,7 +195,7 @@ async fn killed_before_the_acquirer_recorded_the_charge() {
         "A's client must lose its connection, got {lost:?}"
     );
     assert!(
-        common::charges(&common::ledger(&client, &b.base).await).is_empty(),
+        common::charges(&common::ledger(&client, &b.operator).await).is_empty(),
         "A died before charging"
     );
 

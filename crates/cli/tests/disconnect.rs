@@ -69,7 +69,7 @@ async fn client_hangs_up() {
     let again = common::pay(&client, &server.base, &key, &body).await;
     again.assert_replay_of(&retry);
 
-    let ledger = common::ledger(&client, &server.base).await;
+    let ledger = common::ledger(&client, &server.operator).await;
     assert_eq!(
         common::charges(&ledger).len(),
         1,

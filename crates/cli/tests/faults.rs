@@ -281,23 +281,23 @@ async fn thousands_of_payments_through_a_hostile_acquirer_are_charged_exactly_on
     assert_eq!(report["charges_compared"], payments);
 
     let unknown = metric(
-        &service.base,
+        &service.operator,
         "chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"unknown\"}",
     )
     .await;
     let completed = metric(
-        &service.base,
+        &service.operator,
         "chargeonce_completer_runs_total{result=\"finished\"}",
     )
     .await;
-    let resolved = metric(&service.base, "chargeonce_reconciler_resolved_total").await;
+    let resolved = metric(&service.operator, "chargeonce_reconciler_resolved_total").await;
     let webhooks = metric(
-        &service.base,
+        &service.operator,
         "chargeonce_webhooks_total{result=\"applied\"}",
     )
     .await;
     let duplicates = metric(
-        &service.base,
+        &service.operator,
         "chargeonce_webhooks_total{result=\"duplicate\"}",
     )
     .await;

@@ -217,3 +217,129 @@ async fn the_acquire_timeout_flag_bounds_the_wait_for_a_database_connection() {
     let first = first.await.unwrap();
     assert_eq!(first.status, 201, "{}", first.text());
 }
+
+/// The measure: `ulimit -n 256` (so about 128 client connections),
+/// 300 silent sockets and 75 half-sent heads held open, the header timeout
+/// at a minute so it frees nothing. A new client's payment is answered
+/// anyway, because idle connections make room for it (the least recently
+/// active first), and the sockets so closed see EOF long before the header
+/// timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_and_half_sent_connections_make_room_for_a_new_client() {
+    let db = TestDb::sqlite();
+    common::add_shop(db.url()).await;
+    let ledger = common::ledger_path(&db.dir());
+    let config = ServerConfig::new("R").nofile(256).args(&[
+        "--header-timeout",
+        "60s",
+        "--idle-timeout",
+        "60s",
+    ]);
+    let server = Server::start(config, db.url(), &ledger).await;
+
+    let mut held = Vec::new();
+    for i in 0..375 {
+        let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
+        if i >= 300 {
+            stream
+                .write_all(b"POST /v1/payments HTTP/1.1\r\nHost: x\r\nContent-")
+                .await
+                .unwrap();
+        }
+        held.push(stream);
+    }
+
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let key = common::new_key("room");
+    let body = common::payment_body("order-room-1", "tok_ok");
+    let started = Instant::now();
+    let paid = common::pay(&client, &server.base, &key, &body).await;
+    let took = started.elapsed();
+    assert_eq!(paid.status, 201, "{}", paid.text());
+    eprintln!("payment answered after {took:?} with 375 sockets held");
+    assert!(
+        took < Duration::from_secs(30),
+        "answered only after {took:?}: the header timeout (60 s) cannot have freed anything"
+    );
+
+    // Every held socket accepted before the payment's was closed to make
+    // room, except those still under the cap: at least 375 - 128.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let closed = futures::future::join_all(held.into_iter().map(|s| eof_by(s, deadline))).await;
+    let closed = closed.iter().flatten().count();
+    eprintln!("{closed} of 375 held sockets closed by the server");
+    assert!(
+        closed >= 375 - 128,
+        "only {closed} held sockets were closed"
+    );
+}
+
+/// One client address holds at most its share (`--max-connections-per-client
+/// 10`): its 20 idle keep-alive connections are cut to 10 (the oldest
+/// closed), its payment still goes through on a new connection, and another
+/// address is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_address_holds_at_most_its_share() {
+    let db = TestDb::sqlite();
+    common::add_shop(db.url()).await;
+    let ledger = common::ledger_path(&db.dir());
+    let config = ServerConfig::new("S").args(&["--max-connections-per-client", "10"]);
+    let server = Server::start(config, db.url(), &ledger).await;
+    let port = addr(&server)
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u16>()
+        .unwrap();
+
+    let connect_from = |ip: [u8; 4]| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind((std::net::Ipv4Addr::from(ip), 0).into())
+            .unwrap();
+        let mut stream = socket
+            .connect((std::net::Ipv4Addr::LOCALHOST, port).into())
+            .await
+            .unwrap();
+        // One request each, so it is an idle keep-alive connection after.
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        stream
+    };
+    let other = connect_from([127, 0, 0, 2]).await;
+    let mut mine = Vec::new();
+    for _ in 0..20 {
+        mine.push(connect_from([127, 0, 0, 1]).await);
+    }
+    let client = reqwest::Client::new();
+    let paid = common::pay(
+        &client,
+        &server.base,
+        &common::new_key("share"),
+        &common::payment_body("order-share", "tok_ok"),
+    )
+    .await;
+    assert_eq!(paid.status, 201, "{}", paid.text());
+
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let closed = futures::future::join_all(mine.into_iter().map(|s| eof_by(s, deadline))).await;
+    let first_ten = closed[..10].iter().filter(|c| c.is_some()).count();
+    assert!(first_ten >= 10, "the oldest ten were closed: {closed:?}");
+    assert!(
+        closed[11..].iter().any(Option::is_none),
+        "some of the newest stay open (within the share)"
+    );
+    let other_closed = eof_by(other, Instant::now() + Duration::from_millis(300)).await;
+    assert!(
+        other_closed.is_none(),
+        "another address's connection is untouched"
+    );
+}

@@ -36,7 +36,8 @@ async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
     common::add_shop(&url).await;
     let mut child = Command::new(common::bin())
         .arg("serve")
-        .args(["--listen", "127.0.0.1:0", "--database-url", &url])
+        .args(["--listen", "127.0.0.1:0", "--operator-listen", "off"])
+        .args(["--database-url", &url])
         .arg("--sim-ledger")
         .arg(common::ledger_path(dir.path()))
         .args(["--no-demo-shop", "--log-format", "json"])
@@ -109,4 +110,81 @@ async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
     assert_eq!(span["request_id"], "cli-log-1");
     assert_eq!(span["method"], "POST");
     assert_eq!(span["path"], "/v1/payments");
+}
+
+/// Credentials for the acquirer never reach the output: the userinfo of
+/// `--acquirer-url` and its query are redacted on the listening line, and
+/// `--acquirer-credentials` is printed nowhere, also with debug logs on.
+#[tokio::test]
+async fn acquirer_credentials_are_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("creds.db").display());
+    common::add_shop(&url).await;
+    let mut child = Command::new(common::bin())
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--operator-listen", "off"])
+        .args(["--database-url", &url, "--no-demo-shop"])
+        .args([
+            "--acquirer-url",
+            "http://acq-user:url-pa55word@127.0.0.1:9/v1?token=query-t0ken",
+        ])
+        .args(["--acquirer-credentials", "flag-user:flag-pa55word"])
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let server = Killed(child);
+    let (tx, lines) = mpsc::channel::<String>();
+    let err_tx = tx.clone();
+    let readers = [
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = err_tx.send(line);
+            }
+        }),
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        }),
+    ];
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no listening line: {seen:?}"));
+        seen.push(line.clone());
+        if let Some((_, rest)) = line.split_once("listening on http://") {
+            break rest.split_whitespace().next().unwrap_or("").to_owned();
+        }
+    };
+    // A payment makes the service call the (absent) acquirer: its errors
+    // are logged too.
+    let answer = common::client()
+        .post(format!("http://{addr}/v1/payments"))
+        .basic_auth(common::SHOP, Some(common::SECRET))
+        .header("idempotency-key", "creds-1")
+        .header("content-type", "application/json")
+        .body(common::payment_body("order-creds", "tok_ok"))
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().as_u16() >= 400, "no acquirer there");
+    // Killed: both pipes end, and every line is in.
+    drop(server);
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    seen.extend(lines.try_iter());
+    let all = seen.join("\n");
+    assert!(all.contains("acquirer: http://127.0.0.1:9/v1?…"), "{all}");
+    for secret in ["url-pa55word", "flag-pa55word", "query-t0ken", "acq-user:"] {
+        assert!(!all.contains(secret), "`{secret}` was printed:\n{all}");
+    }
 }

@@ -99,7 +99,7 @@ async fn the_completer_finishes_a_payment_after_the_service_is_killed() {
     assert_eq!(answer.status, 201, "{}", answer.text());
     assert!(answer.is_replay());
     assert_eq!(answer.json()["provider_payment_id"], charge["id"]);
-    let metrics = reqwest::get(second.url("/metrics"))
+    let metrics = reqwest::get(second.operator_url("/metrics"))
         .await
         .unwrap()
         .text()
@@ -170,7 +170,7 @@ async fn without_acquirer_idempotency_a_retry_looks_up_before_sending_again() {
     let rows = net::ledger_rows(&acquirer).await;
     assert_eq!(rows.len(), 1, "not sent again: {rows:#?}");
     assert_eq!(retry.json()["provider_payment_id"], rows[0]["id"]);
-    let metrics = reqwest::get(service.url("/metrics"))
+    let metrics = reqwest::get(service.operator_url("/metrics"))
         .await
         .unwrap()
         .text()
@@ -312,7 +312,7 @@ async fn acquirer_webhooks_settle_lost_answers() {
         .await;
     }
     let metrics = common::eventually("every delivery", Duration::from_secs(15), || {
-        let url = service.url("/metrics");
+        let url = service.operator_url("/metrics");
         async move {
             let text = reqwest::get(url).await.unwrap().text().await.unwrap();
             // 5 charges x 2 events x 2 deliveries.

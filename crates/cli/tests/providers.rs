@@ -180,7 +180,7 @@ async fn a_charge_refused_for_good_ends_declined_and_frees_the_order() {
 
     // The completer finds nothing to resend: a rejected payment is final.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let metrics = reqwest::get(service.url("/metrics"))
+    let metrics = reqwest::get(service.operator_url("/metrics"))
         .await
         .unwrap()
         .text()

@@ -164,7 +164,7 @@ async fn race_one_key(token: &str, sim_slow: &'static str, spread: Duration) -> 
     }
 
     // Exactly one charge moved money, and it is this payment's.
-    let ledger = common::ledger(&client, &a.base).await;
+    let ledger = common::ledger(&client, &a.operator).await;
     assert_eq!(
         common::charges(&ledger).len(),
         1,
@@ -173,7 +173,7 @@ async fn race_one_key(token: &str, sim_slow: &'static str, spread: Duration) -> 
     common::assert_one_charge_of(&ledger, reference, &payment);
     // Both processes see the same ledger.
     assert_eq!(
-        common::ledger(&client, &b.base).await["charges"],
+        common::ledger(&client, &b.operator).await["charges"],
         ledger["charges"]
     );
 
@@ -254,7 +254,7 @@ async fn race_two_processes_twenty_keys() {
         tallies.entry(k).or_default().add(answer, sent, at);
     }
 
-    let ledger = common::ledger(&client, &a.base).await;
+    let ledger = common::ledger(&client, &a.operator).await;
     assert_eq!(
         common::charges(&ledger).len(),
         20,
@@ -343,7 +343,7 @@ async fn slow_acquirer_outlives_the_lease_without_a_take_over() {
         .await
         .assert_replay_of(&first);
 
-    let ledger = common::ledger(&client, &b.base).await;
+    let ledger = common::ledger(&client, &b.operator).await;
     assert_eq!(common::charges(&ledger).len(), 1, "{ledger:#}");
     common::assert_one_charge_of(&ledger, reference, &first.json());
 }

@@ -255,6 +255,7 @@ async fn start_server(dir: &Path, args: &[String]) -> Process {
         .arg("--sim-ledger")
         .arg(dir.join("sim.db"))
         .args(["--listen", "127.0.0.1:0"])
+        .args(["--operator-listen", "127.0.0.1:0"])
         .args(["--sim-slow", "2s"])
         .args(["--rate-limit", "0"])
         .arg("--no-demo-shop")
@@ -315,6 +316,8 @@ struct Run {
     file: &'static str,
     spec: Value,
     server: String,
+    /// The server's operator listener (its `/sim/ledger`).
+    operator: String,
     client: Client,
     run_id: String,
     orders: Mutex<BTreeSet<String>>,
@@ -878,7 +881,7 @@ impl Run {
 
     async fn check_ledger(&self) {
         let ledger: Value = common::client()
-            .get(format!("{}/sim/ledger", self.server))
+            .get(format!("{}/sim/ledger", self.operator))
             .send()
             .await
             .expect("GET /sim/ledger")
@@ -958,6 +961,7 @@ async fn run_file(file: &'static str) {
         file,
         spec: spec.clone(),
         server: server.base.clone(),
+        operator: server.operator.clone(),
         // Replaced below, once the proxy (whose rules need the run's keys) is up.
         client: Client::new(&server.base, SHOP, SECRET).expect("a client"),
         run_id,

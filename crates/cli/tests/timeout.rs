@@ -43,7 +43,7 @@ async fn timeout_after_commit_is_resolved_by_retry() {
     assert_eq!(status, "pending");
 
     // The acquirer did charge.
-    let charges = common::charges(&common::ledger(&client, &server.base).await);
+    let charges = common::charges(&common::ledger(&client, &server.operator).await);
     assert_eq!(charges.len(), 1, "{charges:#?}");
     assert_eq!(charges[0]["payment_id"], id.as_str());
 
@@ -53,7 +53,7 @@ async fn timeout_after_commit_is_resolved_by_retry() {
     assert_eq!(retry.payment_status(), "succeeded", "{}", retry.text());
     assert_eq!(retry.payment_id(), id, "the same payment, not a new one");
 
-    let ledger = common::ledger(&client, &server.base).await;
+    let ledger = common::ledger(&client, &server.operator).await;
     assert_eq!(
         common::charges(&ledger).len(),
         1,

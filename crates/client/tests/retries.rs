@@ -73,7 +73,11 @@ async fn lost_answers_are_retried_with_the_same_key(backend: Backend) {
     assert!(result.replayed());
     assert_eq!(paid(&result).status, PaymentStatus::Succeeded);
     assert_eq!(server.charges_for(&order).await, 1, "one charge per intent");
-    let ledger = server.client().acquirer_ledger().await.unwrap();
+    let ledger = server
+        .client()
+        .acquirer_ledger(&server.operator_base)
+        .await
+        .unwrap();
     assert_eq!(ledger.charges.len(), 1);
     assert_eq!(ledger.charges[0].payment_id, paid(&result).id);
 }

@@ -28,15 +28,18 @@ use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub mod auth_limits;
 #[cfg(feature = "bench-routes")]
 pub mod bench_ceiling;
 pub mod cache;
 pub mod conn;
 pub mod console;
 pub mod extract;
+pub mod home;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod operator;
 pub mod pipeline;
 pub mod prefer;
 pub mod problem;
@@ -74,23 +77,39 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::events::get))
         .routes(routes!(routes::events::resend))
         .routes(routes!(routes::webhooks::acquirer))
-        .routes(routes!(routes::metrics::metrics))
         .routes(routes!(routes::health::healthz))
         .routes(routes!(routes::health::readyz))
 }
 
-/// The v1 API ([`api_routes`]), its OpenAPI document at
-/// [`openapi::SPEC_PATH`] and its reference page at [`openapi::DOCS_PATH`],
-/// health checks, the operator console under `/console` ([`console`]), and
-/// problem+json for unknown routes.
+/// The public listener's router: the v1 API ([`api_routes`]), its OpenAPI
+/// document at [`openapi::SPEC_PATH`] and its reference page at
+/// [`openapi::DOCS_PATH`], health checks, a landing page at `/`
+/// ([`home`]), and problem+json for unknown routes. The operator's side
+/// (the console, `/metrics`) is not here: it is [`operator_router`]'s, on a
+/// listener of its own.
 pub fn router(state: AppState) -> Router {
     let (api, mut spec) = api_routes().split_for_parts();
     openapi::finish(&mut spec);
-    api.merge(openapi::spec_router(openapi::to_json(&spec)))
+    let public = api
+        .merge(openapi::spec_router(openapi::to_json(&spec)))
         .merge(openapi::docs_router())
-        // The operator console: not in the shop API's document, but inside
-        // the same layers (request id, limits, problems for errors).
-        .merge(console::router(&state))
+        .merge(home::router());
+    with_layers(public, state)
+}
+
+/// The operator listener's router ([`operator`]): the console under
+/// `/console`, `/metrics`, the health checks, and `extra` (the embedded
+/// simulator's `/sim` routes, say), inside the same layers as the API.
+pub fn operator_router(state: AppState, extra: Router<AppState>) -> Router {
+    let routes = operator::routes(&state).merge(extra);
+    with_layers(routes, state)
+}
+
+/// The layers every listener's answers pass: the request limits, panics
+/// answered as problems, problem+json for every error the HTTP stack makes
+/// on its own, the trace span, and the request id (outermost).
+fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
+    routes
         .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             Problem::new(

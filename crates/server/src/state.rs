@@ -29,6 +29,7 @@ pub struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) webhook_secret: Option<Arc<WebhookSecret>>,
     pub(crate) auth_cache: Arc<cache::AuthCache>,
+    pub(crate) auth_limits: Arc<crate::auth_limits::AuthLimits>,
     pub(crate) responses: Arc<cache::ResponseCache>,
     pub(crate) flights: Arc<cache::Flights>,
     pub(crate) flight_wait: std::time::Duration,
@@ -37,6 +38,8 @@ pub struct Shared {
     pub(crate) waiters: Arc<limits::Waiters>,
     pub(crate) console: Arc<crate::console::ConsoleState>,
     pub(crate) operator_secret: Option<Arc<SecretHash>>,
+    /// Where the operator listener is, for the landing page (`None`: off).
+    pub(crate) operator_listen: Option<std::net::SocketAddr>,
 }
 
 impl std::ops::Deref for AppState {
@@ -58,6 +61,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             webhook_secret: None,
             auth_cache: Arc::new(cache::AuthCache::default()),
+            auth_limits: Arc::new(crate::auth_limits::AuthLimits::default()),
             responses: Arc::new(cache::ResponseCache::default()),
             flights: Arc::new(cache::Flights::default()),
             flight_wait: cache::FLIGHT_WAIT,
@@ -66,6 +70,7 @@ impl AppState {
             waiters: Arc::new(limits::Waiters::default()),
             console: Arc::new(crate::console::ConsoleState::default()),
             operator_secret: None,
+            operator_listen: None,
         };
         Self {
             shared: Arc::new(shared),
@@ -79,17 +84,12 @@ impl AppState {
         Arc::make_mut(&mut self.shared)
     }
 
-    /// How long an operator's console session lasts (default
-    /// [`crate::console::DEFAULT_SESSION_TTL`]) and how many console logins
-    /// this instance takes a minute (default
-    /// [`crate::console::DEFAULT_LOGIN_ATTEMPTS`]; zero: no limit).
+    /// How the console runs: its sessions' lifetime, its login limits and
+    /// its cookie (default [`crate::console::ConsoleSettings::default`]).
     /// Sessions live in this instance's memory: setting this drops the ones
     /// there are.
-    pub fn with_console(mut self, session_ttl: std::time::Duration, login_attempts: u32) -> Self {
-        self.shared_mut().console = Arc::new(crate::console::ConsoleState::new(
-            session_ttl,
-            login_attempts,
-        ));
+    pub fn with_console(mut self, settings: crate::console::ConsoleSettings) -> Self {
+        self.shared_mut().console = Arc::new(crate::console::ConsoleState::new(settings));
         self
     }
 
@@ -98,6 +98,20 @@ impl AppState {
     /// the first start, comes first).
     pub fn with_operator_secret(mut self, hash: SecretHash) -> Self {
         self.shared_mut().operator_secret = Some(Arc::new(hash));
+        self
+    }
+
+    /// The limits on work before a shop is authenticated
+    /// ([`crate::auth_limits`]).
+    pub fn with_auth_limits(mut self, settings: crate::auth_limits::AuthLimitSettings) -> Self {
+        self.shared_mut().auth_limits = Arc::new(crate::auth_limits::AuthLimits::new(settings));
+        self
+    }
+
+    /// Where the operator listener is (the landing page names it when it is
+    /// a loopback address).
+    pub fn with_operator_listen(mut self, addr: Option<std::net::SocketAddr>) -> Self {
+        self.shared_mut().operator_listen = addr;
         self
     }
 

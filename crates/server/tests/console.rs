@@ -14,6 +14,7 @@ use std::time::Duration;
 use chargeonce_core::events::{EventId, WebhookEndpoint};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret};
+use chargeonce_server::console::{ConsoleSettings, LoginLimits};
 use chargeonce_testkit::{TestMerchant, on_both_stores};
 use chargeonce_workers::relay::{self, RelayConfig};
 use common::{Backend, OTHER_SECRET, SECRET, SHOP, TestService, WEBHOOK_SECRET, body, send};
@@ -144,7 +145,7 @@ impl Console {
     async fn login(s: &TestService) -> Self {
         let http = client();
         let answer = http
-            .post(s.url("/console/login"))
+            .post(s.operator_url("/console/login"))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(form_body(&[("secret", OPERATOR_SECRET)]))
             .send()
@@ -155,7 +156,7 @@ impl Console {
         let set = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
         let cookie = set.split(';').next().unwrap().to_owned();
         let mut console = Self {
-            base: s.base.clone(),
+            base: s.operator_base.clone(),
             http,
             cookie,
             csrf: String::new(),
@@ -232,16 +233,16 @@ async fn a_session_is_needed_and_made_only_with_the_operator_secret(backend: Bac
         "/console/findings",
         "/console/shops",
     ] {
-        let page = page_of(http.get(s.url(path)).send().await.unwrap()).await;
+        let page = page_of(http.get(s.operator_url(path)).send().await.unwrap()).await;
         assert_eq!(page.status, 303, "{path}");
         assert_eq!(page.header("location"), Some("/console/login"), "{path}");
         assert_console_headers(&page, path);
     }
-    let api = send(http.get(s.url("/console/api/overview"))).await;
+    let api = send(http.get(s.operator_url("/console/api/overview"))).await;
     api.assert_problem(401, "unauthorized");
     // A stale cookie is no session.
     let stale = page_of(
-        http.get(s.url("/console"))
+        http.get(s.operator_url("/console"))
             .header("cookie", format!("chargeonce_console={}", "0".repeat(64)))
             .send()
             .await
@@ -250,7 +251,13 @@ async fn a_session_is_needed_and_made_only_with_the_operator_secret(backend: Bac
     .await;
     assert_eq!(stale.status, 303);
 
-    let form = page_of(http.get(s.url("/console/login")).send().await.unwrap()).await;
+    let form = page_of(
+        http.get(s.operator_url("/console/login"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(form.status, 200);
     assert!(form.text.contains("data-testid=\"login-form\""));
     assert!(form.text.contains("name=\"secret\""));
@@ -260,7 +267,7 @@ async fn a_session_is_needed_and_made_only_with_the_operator_secret(backend: Bac
     // A shop's secret is not the operator's, nor is a guess.
     for wrong in [SECRET, "guess", ""] {
         let refused = page_of(
-            http.post(s.url("/console/login"))
+            http.post(s.operator_url("/console/login"))
                 .header("content-type", "application/x-www-form-urlencoded")
                 .body(form_body(&[("secret", wrong)]))
                 .send()
@@ -276,7 +283,7 @@ async fn a_session_is_needed_and_made_only_with_the_operator_secret(backend: Bac
     }
 
     let answer = http
-        .post(s.url("/console/login"))
+        .post(s.operator_url("/console/login"))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(form_body(&[("secret", OPERATOR_SECRET)]))
         .send()
@@ -632,8 +639,8 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
     assert!(again.text.contains("already resent"), "{}", again.text);
 }
 
-/// Past the instance's login limit (three a minute here), an attempt is
-/// answered 429 with `Retry-After` before its secret is checked: even the
+/// Past an address's login limit (three a minute here), an attempt from it
+/// is answered 429 with `Retry-After` before its secret is checked: even the
 /// operator secret gets no session. The shop API is not affected.
 async fn logins_past_the_limit_are_refused_before_the_secret_is_checked(backend: Backend) {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
@@ -641,13 +648,20 @@ async fn logins_past_the_limit_are_refused_before_the_secret_is_checked(backend:
         .state(move |state| {
             state
                 .with_operator_secret(hash)
-                .with_console(Duration::from_secs(3600), 3)
+                .with_console(ConsoleSettings {
+                    session_ttl: Duration::from_secs(3600),
+                    logins: LoginLimits {
+                        per_client: 3,
+                        ..LoginLimits::standard()
+                    },
+                    secure_cookie: false,
+                })
         })
         .start()
         .await;
     let http = client();
     let attempt = |secret: &'static str| {
-        http.post(s.url("/console/login"))
+        http.post(s.operator_url("/console/login"))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(form_body(&[("secret", secret)]))
     };
@@ -755,7 +769,90 @@ async fn a_console_cancel_asks_first_and_ends_the_payment(backend: Backend) {
     assert!(api.replayed());
 }
 
+/// A client bound to one loopback address (Linux answers on all of
+/// 127.0.0.0/8): a stranger and the operator on one host, apart.
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
+async fn login_from(s: &TestService, http: &reqwest::Client, secret: &str) -> Page {
+    let answer = http
+        .post(s.operator_url("/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("secret", secret)]))
+        .send()
+        .await
+        .unwrap();
+    page_of(answer).await
+}
+
+/// 30 wrong logins from one address spend that address's budget only: the
+/// operator, from another address, logs in.
+async fn a_guesser_cannot_lock_the_operator_out(backend: Backend) {
+    let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
+    let s = TestService::builder(backend)
+        .state(move |state| state.with_operator_secret(hash))
+        .start()
+        .await;
+    let stranger = client_from("127.0.0.1");
+    let guesses = (0..30).map(|_| login_from(&s, &stranger, "not-the-secret-at-all"));
+    let answers = futures::future::join_all(guesses).await;
+    let limited = answers.iter().filter(|p| p.status == 429).count();
+    let refused = answers.iter().filter(|p| p.status == 401).count();
+    assert_eq!(
+        (refused, limited),
+        (20, 10),
+        "the default budget (20 a minute) then 429"
+    );
+    let operator = client_from("127.0.0.2");
+    let login = login_from(&s, &operator, OPERATOR_SECRET).await;
+    assert_eq!(login.status, 303, "{}", login.text);
+    assert!(login.header("set-cookie").is_some(), "a session");
+}
+
+/// The global ceiling bounds guessing from many addresses; the operator's
+/// trusted network is not counted against it.
+async fn the_ceiling_spares_trusted_networks(backend: Backend) {
+    let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
+    let s = TestService::builder(backend)
+        .state(move |state| {
+            state
+                .with_operator_secret(hash)
+                .with_console(ConsoleSettings {
+                    logins: LoginLimits {
+                        per_client: 100,
+                        ceiling: 4,
+                        trusted: vec!["127.0.0.9/32".parse().unwrap()],
+                    },
+                    ..ConsoleSettings::default()
+                })
+        })
+        .start()
+        .await;
+    for ip in ["127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"] {
+        let refused = login_from(&s, &client_from(ip), "wrong-wrong-wrong").await;
+        assert_eq!(refused.status, 401, "{ip}");
+    }
+    let over = login_from(&s, &client_from("127.0.0.7"), OPERATOR_SECRET).await;
+    assert_eq!(
+        over.status, 429,
+        "past the ceiling, from an untrusted address"
+    );
+    let trusted = login_from(&s, &client_from("127.0.0.9"), OPERATOR_SECRET).await;
+    assert_eq!(
+        trusted.status, 303,
+        "the trusted network logs in: {}",
+        trusted.text
+    );
+}
+
 on_both_stores!(
+    a_guesser_cannot_lock_the_operator_out,
+    the_ceiling_spares_trusted_networks,
     a_console_cancel_asks_first_and_ends_the_payment,
     a_session_is_needed_and_made_only_with_the_operator_secret,
     a_form_without_the_sessions_csrf_token_is_refused,

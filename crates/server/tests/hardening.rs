@@ -35,7 +35,6 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/events/{id}", &["GET"]),
     ("/v1/events/{id}/resend", &["POST"]),
     ("/v1/webhooks/acquirer", &["POST"]),
-    ("/metrics", &["GET"]),
     ("/healthz", &["GET"]),
     ("/readyz", &["GET"]),
 ];

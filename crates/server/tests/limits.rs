@@ -15,6 +15,7 @@ use chargeonce_server::limits::{RateLimit, RequestLimits, WaiterCaps};
 use chargeonce_testkit::on_both_stores;
 use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, SECRET, SHOP, TestService};
 use common::{body, send};
+use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -82,7 +83,7 @@ fn assert_retry_after(answer: &Answer) {
 }
 
 async fn metrics(server: &TestService) -> String {
-    let answer = send(server.http.get(server.url("/metrics"))).await;
+    let answer = send(server.http.get(server.operator_url("/metrics"))).await;
     String::from_utf8(answer.bytes).unwrap()
 }
 
@@ -427,7 +428,123 @@ async fn a_slow_request_answers_503_and_its_payment_still_finishes(backend: Back
     );
 }
 
+/// An HTTP client whose connections come from one loopback address (Linux
+/// answers on all of 127.0.0.0/8): two clients of one host, apart.
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// The measure, on PostgreSQL: 5 000 requests with random shop ids
+/// from one address are answered 401 within its failure budget (60), then
+/// 429 `rate_limited` with Retry-After, while a real shop from another
+/// address (and from the flooding address too: its hash is cached) keeps
+/// paying, with no 503.
+async fn a_flood_of_unknown_shops_is_bounded_per_address(backend: Backend) {
+    let server = TestService::start(backend).await;
+    let flooder = client_from("127.0.0.3");
+    let flood = futures::stream::iter(0..5_000)
+        .map(|i| {
+            let request = flooder
+                .get(server.url("/v1/payments"))
+                .basic_auth(format!("nobody-{i}"), Some("sk_guess_0123456789"));
+            send(request)
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<Answer>>();
+    let shop = client_from("127.0.0.4");
+    let payments = async {
+        let mut answers = Vec::new();
+        for i in 0..40 {
+            let order = format!("order-flood-{i}");
+            let request = shop
+                .post(server.url("/v1/payments"))
+                .basic_auth(SHOP, Some(SECRET))
+                .header("idempotency-key", format!("{order}-pay"))
+                .json(&body(&order, "10.00", "tok_ok"));
+            answers.push(send(request).await);
+        }
+        answers
+    };
+    let (flood, payments) = tokio::join!(flood, payments);
+    let unauthorized = flood.iter().filter(|a| a.status == 401).count();
+    let limited: Vec<&Answer> = flood.iter().filter(|a| a.status == 429).collect();
+    assert_eq!(
+        unauthorized + limited.len(),
+        5_000,
+        "only 401 and 429 (no 503, no 500)"
+    );
+    assert!(
+        unauthorized <= 70,
+        "the budget (60 a minute) and little more: {unauthorized}"
+    );
+    for answer in limited.iter().take(5) {
+        answer.assert_problem(429, "rate_limited");
+        assert_retry_after(answer);
+    }
+    for answer in &payments {
+        assert_eq!(
+            answer.status,
+            201,
+            "the real shop pays on: {}",
+            String::from_utf8_lossy(&answer.bytes)
+        );
+    }
+    // The flooding address still reaches a shop this instance knows.
+    let own = send(
+        flooder
+            .get(server.url("/v1/payments?reference=order-flood-1"))
+            .basic_auth(SHOP, Some(SECRET)),
+    )
+    .await;
+    assert_eq!(own.status, 200, "{}", String::from_utf8_lossy(&own.bytes));
+}
+
+/// Store look-ups of shop ids never seen have a global ceiling (3 a second
+/// here): past it a never-seen id is answered 429 from any address, while
+/// shops this instance has seen and ids already looked up (remembered as
+/// unknown) cost no look-up.
+async fn lookups_of_unseen_shops_have_a_ceiling(backend: Backend) {
+    let server = TestService::builder(backend)
+        .state(|state| {
+            state.with_auth_limits(chargeonce_server::auth_limits::AuthLimitSettings {
+                failures_per_minute: 0,
+                unseen_lookups_per_second: 3,
+            })
+        })
+        .start()
+        .await;
+    let ask = |shop: String| {
+        send(
+            server
+                .http
+                .get(server.url("/v1/refunds"))
+                .basic_auth(shop, Some("sk_guess_0123456789")),
+        )
+    };
+    // The real shop's first request is a look-up too (one of the three).
+    assert_eq!(send(server.get("/v1/refunds")).await.status, 200);
+    for i in 0..2 {
+        ask(format!("unseen-{i}"))
+            .await
+            .assert_problem(401, "unauthorized");
+    }
+    ask("unseen-2".to_owned())
+        .await
+        .assert_problem(429, "rate_limited");
+    // Remembered as unknown: no look-up, a plain 401.
+    ask("unseen-0".to_owned())
+        .await
+        .assert_problem(401, "unauthorized");
+    // A shop this instance has seen never counts against the ceiling.
+    assert_eq!(send(server.get("/v1/refunds")).await.status, 200);
+}
+
 on_both_stores!(
+    a_flood_of_unknown_shops_is_bounded_per_address,
+    lookups_of_unseen_shops_have_a_ceiling,
     waiters_over_the_caps_get_409_at_once,
     a_slow_request_answers_503_and_its_payment_still_finishes,
 );

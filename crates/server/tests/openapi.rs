@@ -232,7 +232,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("/v1/webhooks/acquirer", "post"),
     ("/healthz", "get"),
     ("/readyz", "get"),
-    ("/metrics", "get"),
 ];
 
 #[test]

@@ -1,6 +1,7 @@
 //! The service in one process, as the tests run it: a store on a fresh
 //! database, the in-process acquirer simulator, the engine, the server's
-//! router on a free port of `127.0.0.1`, and two shops with known secrets.
+//! public router and its operator router each on a free port of
+//! `127.0.0.1`, and two shops with known secrets.
 //! Dropping the [`TestService`] stops the server and removes the database.
 
 use std::net::SocketAddr;
@@ -137,8 +138,9 @@ impl ServiceBuilder {
         self
     }
 
-    /// Serves the simulator's own API (its ledger, its faults) under `/sim`,
-    /// as `chargeonce serve` does with the in-process simulator.
+    /// Serves the simulator's own API (its ledger, its faults) under `/sim`
+    /// on the operator listener, as `chargeonce serve` does with the
+    /// in-process simulator.
     pub fn sim_routes(mut self) -> Self {
         self.sim_routes = true;
         self
@@ -204,26 +206,41 @@ impl ServiceBuilder {
             state = state.with_webhook_secret(secret);
         }
         let state = (self.state)(state);
+        let operator_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let operator_addr = operator_listener.local_addr().unwrap();
+        let state = state.with_operator_listen(Some(operator_addr));
         let mut app = chargeonce_server::router(state.clone());
-        if self.sim_routes {
-            app = app.nest("/sim", chargeonce_acquirer::router(sim.clone()));
-        }
         for routes in self.routes {
             app = app.merge(routes(state.clone()));
         }
+        let extra = if self.sim_routes {
+            axum::Router::new().nest_service("/sim", chargeonce_acquirer::router(sim.clone()))
+        } else {
+            axum::Router::new()
+        };
+        let operator_app = chargeonce_server::operator_router(state.clone(), extra);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let limits = self.connection.unwrap_or_else(|| {
             ConnectionLimits::default().fit_fd_limit(chargeonce_server::conn::FD_RESERVE)
         });
         let server = tokio::spawn(async move {
-            chargeonce_server::conn::serve_with(listener, app, limits, std::future::pending())
-                .await
-                .unwrap();
+            let public =
+                chargeonce_server::conn::serve_with(listener, app, limits, std::future::pending());
+            let operator = chargeonce_server::conn::serve_with(
+                operator_listener,
+                operator_app,
+                limits,
+                std::future::pending(),
+            );
+            let (public, operator) = tokio::join!(public, operator);
+            public.unwrap();
+            operator.unwrap();
         });
         TestService {
             addr,
             base: format!("http://{addr}"),
+            operator_base: format!("http://{operator_addr}"),
             http: reqwest::Client::new(),
             store,
             sim,
@@ -249,6 +266,9 @@ pub struct TestService {
     pub addr: SocketAddr,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    /// The operator listener (the console, `/metrics`, `/sim`):
+    /// `http://127.0.0.1:PORT`.
+    pub operator_base: String,
     /// An HTTP client for the tests' requests.
     pub http: reqwest::Client,
     /// The store the engine and the routes use.
@@ -280,6 +300,12 @@ impl TestService {
     /// The URL of `path` on this service.
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
+    }
+
+    /// The URL of `path` on the operator listener (the console, `/metrics`,
+    /// the simulator's `/sim`).
+    pub fn operator_url(&self, path: &str) -> String {
+        format!("{}{}", self.operator_base, path)
     }
 
     /// A `POST /v1/payments` as [`SHOP`] with a key and a JSON body.

@@ -54,9 +54,11 @@ class Server:
         self.log = open(os.path.join(self.dir, "server.log"), "w+")
         self.proc = subprocess.Popen(
             [bin_, "serve", "--database-url", db, "--sim-ledger", f"{self.dir}/sim.sqlite",
-             "--listen", "127.0.0.1:0", *BASE_ARGS, *(extra_args or [])],
+             "--listen", "127.0.0.1:0", "--operator-listen", "127.0.0.1:0",
+             *BASE_ARGS, *(extra_args or [])],
             stdout=subprocess.PIPE, stderr=self.log, text=True,
         )
+        self.operator_url = ""
         self.url = self._wait_for_url()
         # The rest of stdout must not fill the pipe.
         threading.Thread(target=self._drain, daemon=True).start()
@@ -70,6 +72,11 @@ class Server:
                 if self.proc.poll() is not None:
                     self.log.seek(0)
                     raise RuntimeError(f"chargeonce serve exited: {self.log.read()[-2000:]}")
+                continue
+            # The operator listener's line comes first (the console, /metrics, /sim).
+            operator = re.search(r"operator listener at (http://\S+)", line)
+            if operator:
+                self.operator_url = operator.group(1)
                 continue
             match = re.search(r"listening on (http://\S+)", line)
             if match:

@@ -71,9 +71,10 @@ def check_recorded(requests: List[Recorded]) -> Optional[str]:
 
 
 class Run:
-    def __init__(self, spec: Dict[str, Any], server_url: str, flavour: str) -> None:
+    def __init__(self, spec: Dict[str, Any], server_url: str, flavour: str, operator_url: str) -> None:
         self.spec = spec
         self.server_url = server_url
+        self.operator_url = operator_url
         self.flavour = flavour
         self.run_id = f"{spec['name']}-{flavour}-{uuid.uuid4().hex[:8]}".replace("_", "-")
         self.results: Dict[str, Dict[str, Any]] = {}
@@ -298,7 +299,7 @@ class Run:
 
     async def check_ledger(self) -> None:
         async with httpx.AsyncClient() as http:
-            ledger = (await http.get(f"{self.server_url}/sim/ledger")).json()
+            ledger = (await http.get(f"{self.operator_url}/sim/ledger")).json()
         counts: Dict[str, int] = {}
         for charge in ledger["charges"]:
             if charge["status"] == "succeeded":
@@ -312,8 +313,8 @@ class Run:
                 self.fail("ledger", order, "charged more than once")
 
 
-def run_scenario(spec: Dict[str, Any], server_url: str, flavour: str) -> None:
-    asyncio.run(Run(spec, server_url, flavour).run())
+def run_scenario(spec: Dict[str, Any], server_url: str, flavour: str, operator_url: str) -> None:
+    asyncio.run(Run(spec, server_url, flavour, operator_url).run())
 
 
 def load(path: Path) -> Dict[str, Any]:

@@ -18,5 +18,5 @@ def test_the_seed_article_example_runs(server) -> None:
     assert lines[0].startswith("article: 201 pay_")
     assert "replayed=true" in lines[1]
     assert lines[2].startswith("sdk: paid pay_") and "1500.00 RUB" in lines[2]
-    ledger = __import__("httpx").get(f"{server.url}/sim/ledger").json()
+    ledger = __import__("httpx").get(f"{server.operator_url}/sim/ledger").json()
     assert sum(1 for c in ledger["charges"] if c["reference"] == order and c["status"] == "succeeded") == 1

@@ -36,4 +36,4 @@ def no_losses(spec: dict) -> None:
 )
 def test_a_wrong_expectation_fails(server, name: str, change, member: str) -> None:
     with pytest.raises(ScenarioFailure, match=member):
-        run_scenario(mutated(name, change), server.url, "async")
+        run_scenario(mutated(name, change), server.url, "async", server.operator_url)

@@ -14,7 +14,7 @@ def test_scenario(path: Path, flavour: str, servers) -> None:
     spec = load(path)
     assert spec["name"] == path.stem.split("_", 1)[1], "name must match the file name"
     server = servers.get(tuple(spec.get("server", {}).get("args", [])))
-    run_scenario(spec, server.url, flavour)
+    run_scenario(spec, server.url, flavour, server.operator_url)
 
 
 def test_there_are_scenarios() -> None:

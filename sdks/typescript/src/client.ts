@@ -422,9 +422,13 @@ export class Client {
     return this.#read(this.#url(`v1/idempotency-keys/${encodeURIComponent(keyValue(key))}`));
   }
 
-  /** `GET /sim/ledger`: the embedded simulator's ledger (a test tool, not the v1 API). */
-  acquirerLedger(): Promise<Ledger> {
-    return this.#read(this.#url("sim/ledger"), false);
+  /**
+   * `GET /sim/ledger` on the service's operator listener (`operatorUrl`, e.g.
+   * `http://127.0.0.1:8081`; never on the public one): the embedded
+   * simulator's ledger (a test tool, not the v1 API).
+   */
+  acquirerLedger(operatorUrl: string): Promise<Ledger> {
+    return this.#read(new URL("sim/ledger", operatorUrl.replace(/\/*$/, "/")), false);
   }
 }
 

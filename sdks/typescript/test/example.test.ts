@@ -59,7 +59,7 @@ test("examples/typescript/checkout.ts compiles and pays once", { timeout: 120_00
     assert.equal(again?.["fetch"]?.["status"], 201);
     assert.equal(again?.["fetch"]?.["replayed"], true, "the same key: the first answer, replayed");
     assert.equal(sdkAgain?.["sdk"]?.["paymentId"], sdk?.["sdk"]?.["paymentId"]);
-    const ledger = (await (await fetch(new URL("/sim/ledger", server.url))).json()) as Ledger;
+    const ledger = (await (await fetch(new URL("/sim/ledger", server.operatorUrl))).json()) as Ledger;
     assert.equal(ledger.charges.filter((c) => c.reference === order && c.status === "succeeded").length, 1);
   } finally {
     await server.stop();

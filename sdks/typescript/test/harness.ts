@@ -13,6 +13,8 @@ export const SECRET = "sk_ts_0123456789abcdef0123";
 
 export interface Server {
   url: string;
+  /** The operator listener (the console, `/metrics`, the simulator's `/sim`). */
+  operatorUrl: string;
   dir: string;
   stop(): Promise<void>;
 }
@@ -47,6 +49,7 @@ export async function startServer(
       "--database-url", db,
       "--sim-ledger", join(dir, "sim.db"),
       "--listen", "127.0.0.1:0",
+      "--operator-listen", "127.0.0.1:0",
       "--sim-slow", "2s",
       "--rate-limit", "0",
       "--no-demo-shop",
@@ -59,11 +62,15 @@ export async function startServer(
     log += chunk.toString();
     if (log.length > 100_000) log = log.slice(-50_000);
   });
+  let operatorUrl = "";
   const url = await new Promise<string>((resolve, reject) => {
     let out = "";
     const timer = setTimeout(() => reject(new Error(`chargeonce serve did not start:\n${out}\n${log}`)), 15_000);
     child.stdout?.on("data", (chunk: Buffer) => {
       out += chunk.toString();
+      // The operator listener's line comes first (the console, /metrics, /sim).
+      const operator = /operator listener at (http:\/\/[^\s]+)/.exec(out);
+      if (operator?.[1]) operatorUrl = operator[1];
       const m = /chargeonce listening on (http:\/\/[^\s]+)/.exec(out);
       if (m?.[1]) {
         clearTimeout(timer);
@@ -78,6 +85,7 @@ export async function startServer(
   child.stdout?.resume();
   return {
     url,
+    operatorUrl,
     dir,
     async stop() {
       if (child.exitCode === null) {

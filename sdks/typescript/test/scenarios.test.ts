@@ -357,7 +357,7 @@ for (const file of files) {
           check(step, String(i), r);
         }
       }
-      const ledger = (await (await fetch(new URL("/sim/ledger", server.url))).json()) as Ledger;
+      const ledger = (await (await fetch(new URL("/sim/ledger", server.operatorUrl))).json()) as Ledger;
       for (const order of orders) {
         const succeeded = ledger.charges.filter((c) => c.reference === reference(order) && c.status === "succeeded").length;
         const want = scenario.ledger.succeeded_charges[order];

@@ -79,7 +79,7 @@ async function remember() {
  * @param {string} path
  */
 async function open(path) {
-  const res = await page.goto(`${world.url}${path}`);
+  const res = await page.goto(`${world.operatorUrl}${path}`);
   assert.ok(res !== null, `no answer to ${path}`);
   assert.equal(res.status(), 200, `GET ${path} -> ${res.status()} (${page.url()})`);
   await page.locator("nav[data-testid=nav]").waitFor();
@@ -117,7 +117,7 @@ async function repeatCount(key, kind) {
  * @param {import("playwright-core").Locator} button
  */
 async function submitAction(button) {
-  const posted = page.waitForResponse((r) => r.request().method() === "POST" && r.url().startsWith(`${world.url}/console`));
+  const posted = page.waitForResponse((r) => r.request().method() === "POST" && r.url().startsWith(`${world.operatorUrl}/console`));
   await button.click();
   const res = await posted;
   assert.equal(res.status(), 303, `the action's POST ${res.url()} -> ${res.status()}, not a 303 back to the page`);
@@ -153,7 +153,8 @@ describe("the operator console, with the seed incident", () => {
     page.on("pageerror", (error) => pageErrors.push(`${page.url()}: ${error.message}`));
     page.on("dialog", (dialog) => void dialog.accept());
     page.on("request", (req) => {
-      if (!req.url().startsWith(world.url) && !req.url().startsWith("data:") && !req.url().startsWith("about:")) {
+      const own = req.url().startsWith(world.operatorUrl) || req.url().startsWith(world.url);
+      if (!own && !req.url().startsWith("data:") && !req.url().startsWith("about:")) {
         foreignRequests.push(req.url());
       }
     });
@@ -242,11 +243,11 @@ describe("the operator console, with the seed incident", () => {
 
   it("2. login: a page without a session redirects to the form; a wrong secret is refused; the operator secret opens the console", async () => {
     assert.ok(world.hasConsole, "this chargeonce has no console (`serve --operator-secret` is unknown)");
-    const unauth = await fetch(`${world.url}/console/api/overview`);
+    const unauth = await fetch(`${world.operatorUrl}/console/api/overview`);
     assert.equal(unauth.status, 401, "the console's JSON without a session");
     assert.match(unauth.headers.get("content-type") ?? "", /application\/problem\+json/);
 
-    await page.goto(`${world.url}/console`);
+    await page.goto(`${world.operatorUrl}/console`);
     assert.equal(new URL(page.url()).pathname, "/console/login", "redirected to the login form");
     const form = page.locator("form[data-testid=login-form]");
     await form.waitFor();
@@ -269,7 +270,7 @@ describe("the operator console, with the seed incident", () => {
       page.locator("form[data-testid=login-form] button[type=submit]").click(),
     ]);
     await page.locator("[data-testid=overview]").waitFor();
-    const cookies = await page.context().cookies(world.url + "/console");
+    const cookies = await page.context().cookies(world.operatorUrl + "/console");
     const session = cookies.find((c) => c.httpOnly);
     assert.ok(session !== undefined, `an HttpOnly session cookie: ${JSON.stringify(cookies.map((c) => c.name))}`);
     assert.equal(session.sameSite, "Strict");
@@ -489,6 +490,36 @@ describe("the operator console, with the seed incident", () => {
     assert.match(flash, /cancel recorded|canceled|charge was found/, flash);
     const types = (await timeline()).map((e) => e.type);
     assert.ok(types.includes("cancel_requested"), `a cancel_requested entry: ${types.join(", ")}`);
+  });
+
+  it("10c. the public port keeps the operator's side off it; /docs renders under its CSP; / names the API", async () => {
+    for (const path of ["/console", "/console/login", "/metrics", "/sim/ledger"]) {
+      const res = await fetch(`${world.url}${path}`, { redirect: "manual" });
+      assert.equal(res.status, 404, `GET ${path} on the public port -> ${res.status}`);
+      const res2 = await fetch(`${world.operatorUrl}${path}`, { redirect: "manual" });
+      assert.ok([200, 303].includes(res2.status), `GET ${path} on the operator port -> ${res2.status}`);
+    }
+    const docs = await fetch(`${world.url}/docs/`);
+    assert.equal(docs.status, 200);
+    assert.match(docs.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/);
+    assert.equal(docs.headers.get("x-frame-options"), "DENY");
+    /** @type {string[]} */
+    const violations = [];
+    const onConsole = (/** @type {import("playwright-core").ConsoleMessage} */ m) => {
+      if (m.type() === "error") violations.push(m.text());
+    };
+    page.on("console", onConsole);
+    await page.goto(`${world.url}/docs/`);
+    await page.locator(".swagger-ui .information-container .title").first().waitFor();
+    await page.locator(".opblock").first().waitFor();
+    page.off("console", onConsole);
+    assert.deepEqual(violations, [], "Swagger UI runs under its CSP without a refusal");
+    await shot("docs");
+    const home = await page.goto(`${world.url}/`);
+    assert.ok(home !== null);
+    assert.equal(home.status(), 200);
+    assert.match(await page.locator("body").innerText(), /Idempotency-Key/);
+    assert.ok(await page.locator("a[href='/docs/']").count() === 1, "the landing page links the docs");
   });
 
   it("11. no page showed a secret, ran into a script error, or fetched anything from elsewhere", () => {

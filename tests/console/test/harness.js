@@ -198,7 +198,7 @@ export async function until(check, what, { ms = 30_000, every = 200 } = {}) {
 /**
  * The world: the service and what it needs.
  * @typedef {{
- *   url: string, dir: string, db: string, ledger: string,
+ *   url: string, operatorUrl: string, dir: string, db: string, ledger: string,
  *   shop: string, shopSecret: string, webhookSecret: string, operatorSecret: string,
  *   keyTtlMs: number, receiver: Receiver, server: Process, hasConsole: boolean,
  *   stop: () => Promise<void>}} World
@@ -230,6 +230,8 @@ export async function startWorld() {
     "--database-url", db,
     "--sim-ledger", ledger,
     "--listen", "127.0.0.1:0",
+    // The console, /metrics and /sim are served here only.
+    "--operator-listen", "127.0.0.1:0",
     "--no-demo-shop",
     "--rate-limit", "0",
     "--key-ttl", `${keyTtlMs}ms`,
@@ -241,8 +243,12 @@ export async function startWorld() {
   ];
   if (hasConsole) args.push("--operator-secret", operatorSecret);
   const server = await startProcess(args, /chargeonce listening on (http:\/\/[^\s]+)/);
+  // Printed before the listening line, so it is in the output already.
+  const operator = /operator listener at (http:\/\/[^\s]+)/.exec(server.output());
+  if (operator?.[1] === undefined) throw new Error(`no operator listener line:\n${server.output()}`);
   return {
     url: server.url,
+    operatorUrl: operator[1],
     dir,
     db,
     ledger,
@@ -308,7 +314,7 @@ export async function api(world, method, path, { body, key } = {}) {
  * @returns {Promise<{charges: any[]}>}
  */
 export async function ledger(world) {
-  const res = await fetch(`${world.url}/sim/ledger`);
+  const res = await fetch(`${world.operatorUrl}/sim/ledger`);
   if (res.status !== 200) throw new Error(`GET /sim/ledger: ${res.status}`);
   return /** @type {any} */ (await res.json());
 }

@@ -65,6 +65,7 @@ fn adapter(base: &str, timeout: Duration) -> HttpAcquirer {
             connect_timeout: Duration::from_millis(500),
             request_timeout: timeout,
             idempotent: true,
+            credentials: None,
         },
     )
     .unwrap()

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use chargeonce_server::auth_limits::AuthLimitSettings;
 use chargeonce_server::conn::ConnectionLimits;
 use chargeonce_server::limits::{RateLimit, RequestLimits, WaiterCaps};
 use clap::Args;
@@ -35,6 +36,23 @@ pub struct LimitsArgs {
     /// the cap, new connections wait in the listen backlog.
     #[arg(long, env = "CHARGEONCE_MAX_CLIENT_CONNECTIONS", default_value_t = chargeonce_server::conn::MAX_CONNECTIONS)]
     pub max_client_connections: usize,
+    /// Most connections open at once from one client address (an IPv4
+    /// address or an IPv6 /64). A new connection over it closes that
+    /// client's least recently active idle connection (or, when all of them
+    /// serve requests, is closed itself).
+    #[arg(long, env = "CHARGEONCE_MAX_CONNECTIONS_PER_CLIENT", default_value_t = chargeonce_server::conn::MAX_CONNECTIONS_PER_CLIENT)]
+    pub max_connections_per_client: usize,
+    /// Failed shop authentications one client address may cause a minute
+    /// (at once after a quiet minute); past it, 429 `rate_limited` before
+    /// the store is asked about any shop not in this instance's cache.
+    /// `0`: no limit.
+    #[arg(long, env = "CHARGEONCE_AUTH_FAILURES_PER_CLIENT", default_value_t = chargeonce_server::auth_limits::AUTH_FAILURES_PER_MINUTE)]
+    pub auth_failures_per_client: u32,
+    /// Store look-ups per second (and at once) of shop ids this instance
+    /// has never seen, from all clients; past it, 429 `rate_limited`. `0`:
+    /// no limit.
+    #[arg(long, env = "CHARGEONCE_UNSEEN_SHOP_LOOKUPS", default_value_t = chargeonce_server::auth_limits::UNSEEN_LOOKUPS_PER_SECOND)]
+    pub unseen_shop_lookups: u32,
     /// Requests per second each shop may send, sustained (past it and the
     /// burst: 429 `rate_limited` with Retry-After). `0`: no limit.
     #[arg(long, env = "CHARGEONCE_RATE_LIMIT", default_value_t = chargeonce_server::limits::RATE_LIMIT)]
@@ -84,6 +102,15 @@ impl LimitsArgs {
             header_timeout: self.header_timeout,
             idle_timeout: self.idle_timeout,
             max_connections: self.max_client_connections.max(1),
+            max_connections_per_client: self.max_connections_per_client.max(1),
+        }
+    }
+
+    /// The limits on work before a shop is authenticated.
+    pub fn auth_limits(&self) -> AuthLimitSettings {
+        AuthLimitSettings {
+            failures_per_minute: self.auth_failures_per_client,
+            unseen_lookups_per_second: self.unseen_shop_lookups,
         }
     }
 }

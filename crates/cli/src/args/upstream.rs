@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use clap::Args;
 
+/// `--acquirer-credentials`: `user:password` (the error never repeats it).
+fn parse_credentials(text: &str) -> Result<chargeonce_acquirer::AcquirerCredentials, String> {
+    chargeonce_acquirer::AcquirerCredentials::parse(text)
+        .ok_or_else(|| "expected user:password".to_owned())
+}
+
 /// How to reach the acquirer.
 #[derive(Debug, Clone, Args)]
 pub struct UpstreamArgs {
@@ -15,6 +21,11 @@ pub struct UpstreamArgs {
     /// `http://127.0.0.1:9000`). Without it, the in-process simulator is used.
     #[arg(long, env = "CHARGEONCE_ACQUIRER_URL")]
     pub acquirer_url: Option<String>,
+    /// HTTP Basic credentials for the acquirer, `user:password`, sent with
+    /// every request (they replace any in `--acquirer-url`, whose userinfo
+    /// is otherwise taken as the credentials). Never logged or printed.
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_CREDENTIALS", hide_env_values = true, value_parser = parse_credentials)]
+    pub acquirer_credentials: Option<chargeonce_acquirer::AcquirerCredentials>,
     /// The in-process acquirer simulator's ledger (an SQLite file). Server
     /// processes given the same path share one ledger, as they would one acquirer.
     #[arg(

@@ -22,6 +22,9 @@ pub const SECRET: &str = "sk_e2e_0123456789abcdef";
 /// What precedes the address in the line `chargeonce serve` (or
 /// `chargeonce acquirer`) prints once it listens.
 const LISTENING: &str = "listening on http://";
+/// The line `chargeonce serve` prints for its operator listener (before the
+/// listening line).
+const OPERATOR: &str = "operator listener at http://";
 
 /// How long a process may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -113,6 +116,8 @@ pub struct Process {
     child: Option<Child>,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    /// The operator listener (`serve` only; empty otherwise).
+    pub operator: String,
     pub name: &'static str,
 }
 
@@ -138,6 +143,7 @@ impl Process {
         command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
+            .args(["--operator-listen", "127.0.0.1:0"])
             .args(["--database-url", database_url])
             .arg("--sim-ledger")
             .arg(ledger)
@@ -166,6 +172,7 @@ impl Process {
         let mut process = Self {
             child: Some(child),
             base: String::new(),
+            operator: String::new(),
             name,
         };
 
@@ -176,23 +183,32 @@ impl Process {
                 eprintln!("[{name}] {line}");
             }
         });
-        let (tx, rx) = tokio::sync::oneshot::channel::<SocketAddr>();
+        let (tx, rx) = tokio::sync::oneshot::channel::<(SocketAddr, Option<SocketAddr>)>();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
+            let mut operator = None;
+            let address = |rest: &str| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .parse::<SocketAddr>()
+                    .ok()
+            };
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("[{name} stdout] {line}");
-                if let Some((_, rest)) = line.split_once(LISTENING) {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    if let (Ok(addr), Some(tx)) = (addr.parse::<SocketAddr>(), tx.take()) {
-                        let _ = tx.send(addr);
-                    }
+                if let Some((_, rest)) = line.split_once(OPERATOR) {
+                    operator = address(rest);
+                } else if let Some((_, rest)) = line.split_once(LISTENING)
+                    && let (Some(addr), Some(tx)) = (address(rest), tx.take())
+                {
+                    let _ = tx.send((addr, operator));
                 }
             }
         });
 
-        let addr = match tokio::time::timeout(START_TIMEOUT, rx).await {
-            Ok(Ok(addr)) => addr,
+        let (addr, operator) = match tokio::time::timeout(START_TIMEOUT, rx).await {
+            Ok(Ok(addrs)) => addrs,
             Ok(Err(_)) => {
                 let status = process.child.as_mut().and_then(|c| c.wait().ok());
                 panic!("{name} exited before listening (status {status:?})");
@@ -201,6 +217,7 @@ impl Process {
         };
         assert_ne!(addr.port(), 0, "{name} must print the port it chose");
         process.base = format!("http://{addr}");
+        process.operator = operator.map(|a| format!("http://{a}")).unwrap_or_default();
         process
     }
 
@@ -233,6 +250,16 @@ impl Process {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// `path` on the operator listener (the console, `/metrics`, `/sim`).
+    pub fn operator_url(&self, path: &str) -> String {
+        assert!(
+            !self.operator.is_empty(),
+            "{} has no operator listener",
+            self.name
+        );
+        format!("{}{path}", self.operator)
     }
 }
 

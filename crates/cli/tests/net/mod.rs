@@ -50,6 +50,8 @@ pub async fn service(
         "serve",
         "--listen",
         "127.0.0.1:0",
+        "--operator-listen",
+        "127.0.0.1:0",
         "--database-url",
         database_url,
         "--acquirer-url",

@@ -43,11 +43,16 @@ impl Client {
     /// # let sim = Arc::new(chargeonce_acquirer::Simulator::in_memory(Default::default()).await?);
     /// # let render = Arc::new(chargeonce_server::HttpRender);
     /// # let engine = Arc::new(chargeonce_core::Engine::new(store, sim.clone(), render, Default::default())?);
-    /// # let app = chargeonce_server::router(chargeonce_server::AppState::new(engine))
-    /// #     .nest("/sim", chargeonce_acquirer::router(sim));
+    /// # let state = chargeonce_server::AppState::new(engine);
+    /// # let app = chargeonce_server::router(state.clone());
+    /// # let sim_routes = axum::Router::new().nest_service("/sim", chargeonce_acquirer::router(sim));
+    /// # let operator = chargeonce_server::operator_router(state, sim_routes);
     /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     /// # let base_url = format!("http://{}", listener.local_addr()?);
+    /// # let operator_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let operator_url = format!("http://{}", operator_listener.local_addr()?);
     /// # tokio::spawn(chargeonce_server::serve(listener, app, std::future::pending()));
+    /// # tokio::spawn(chargeonce_server::serve(operator_listener, operator, std::future::pending()));
     /// let client = Client::new(&base_url, "demo", "sk_demo_0123456789abcdef")?;
     /// let key = IdempotencyKey::for_operation("order-123", "pay")?;
     /// let request = CreatePayment::new(Money::parse("1500.00", "RUB")?, "order-123", "tok_ok");
@@ -59,7 +64,7 @@ impl Client {
     /// assert!(matches!(first.outcome, Outcome::Paid(_)));
     /// assert!(again.replayed(), "answered from the first request; nothing charged twice");
     /// assert_eq!(first.outcome, again.outcome);
-    /// assert_eq!(client.acquirer_ledger().await?.charges.len(), 1);
+    /// assert_eq!(client.acquirer_ledger(&operator_url).await?.charges.len(), 1);
     /// # Ok(())
     /// # }
     /// ```

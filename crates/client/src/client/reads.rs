@@ -53,10 +53,16 @@ impl Client {
         Ok(payments)
     }
 
-    /// `GET /sim/ledger`: the embedded acquirer simulator's ledger (a test
-    /// tool, not part of the v1 API): the ground truth of what was charged.
-    pub async fn acquirer_ledger(&self) -> Result<Ledger, Error> {
-        Ok(self.read(self.url("sim/ledger"), false).await?.0)
+    /// `GET /sim/ledger` on the service's operator listener
+    /// (`operator_url`, e.g. `http://127.0.0.1:8081`): the embedded acquirer
+    /// simulator's ledger (a test tool, not part of the v1 API, never on the
+    /// public listener): the ground truth of what was charged.
+    pub async fn acquirer_ledger(&self, operator_url: &str) -> Result<Ledger, Error> {
+        let with_slash = format!("{}/", operator_url.trim_end_matches('/'));
+        let url = Url::parse(&with_slash)
+            .and_then(|base| base.join("sim/ledger"))
+            .map_err(|e| Error::Config(format!("the operator URL `{operator_url}`: {e}")))?;
+        Ok(self.read(url, false).await?.0)
     }
 
     /// `GET /readyz`, once, without retries: `true` when the service and its

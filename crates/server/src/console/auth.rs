@@ -7,39 +7,46 @@
 //! `Path=/console`), kept in this instance's memory until it expires
 //! (`serve --console-session-ttl`, 12 h by default) or the operator logs
 //! out. Sessions are per instance: behind a load balancer, log in on each
-//! (or pin the console to one). The cookie is not marked `Secure`, because
-//! whether the browser reached us over TLS (through a proxy) is not
-//! knowable here: serve the console over TLS and let the proxy add it.
+//! (or pin the console to one). The cookie is marked `Secure` unless the
+//! operator listener is a loopback address (a browser on the same host,
+//! over plain HTTP): anywhere else the console must be reached over TLS
+//! (a proxy in front), and the browser must never send the cookie in clear.
 //!
 //! Each session has its own CSRF token, in every form as the `csrf` field;
 //! a POST without it (or with another session's) is 403.
 //!
-//! Login attempts are limited per instance ([`LoginLimiter`], `serve
-//! --console-login-attempts`, 20 a minute by default): past the limit an
-//! attempt is answered 429 with `Retry-After` before its secret is looked
-//! at, so guessing is bounded however many connections a guesser opens.
-//! The price: while someone floods the form, the operator cannot log in on
-//! that instance either (open sessions and the CLI still work).
+//! Login attempts are limited ([`LoginLimiter`]) twice, each answered 429
+//! with `Retry-After` before the secret is looked at:
+//! - **per client address** (`serve --console-login-attempts`, 20 a minute
+//!   by default; an IPv4 address or an IPv6 /64), so a guesser spends only
+//!   its own budget and an operator elsewhere still logs in;
+//! - **a global ceiling** (`--console-login-ceiling`, 200 a minute), so
+//!   guessing from many addresses stays bounded too. Attempts from the
+//!   operator's own networks (`--console-trusted-networks`) and from a
+//!   browser that holds a valid session are not counted against it: a
+//!   flood from elsewhere cannot lock the operator out.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use askama::Template;
 use axum::Form;
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chargeonce_core::{SecretHash, ShopSecret};
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use rand::RngCore;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use super::{Chrome, ConsoleError, html};
 use crate::AppState;
+use crate::conn::ClientKey;
 use crate::problem::{Problem, ProblemCode};
 
 /// The session cookie's name.
@@ -49,42 +56,92 @@ pub const COOKIE: &str = "chargeonce_console";
 const REFUSAL_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Default of `serve --console-login-attempts`: login attempts per minute
-/// on one instance.
+/// from one client address.
 pub const DEFAULT_LOGIN_ATTEMPTS: u32 = 20;
 
-/// The console's login attempts on this instance: at most so many a
-/// minute, counted before the secret is checked (a burst of that many after
-/// a quiet minute).
+/// Default of `serve --console-login-ceiling`: login attempts per minute on
+/// one instance from all untrusted addresses together.
+pub const DEFAULT_LOGIN_CEILING: u32 = 200;
+
+/// The most client addresses the limiter tracks before it drops stale ones.
+const LOGIN_CLIENTS_KEPT: usize = 10_000;
+
+/// How login attempts are limited ([`LoginLimiter`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoginLimits {
+    /// Attempts a minute from one client address (a burst of that many
+    /// after a quiet minute); zero: no limit.
+    pub per_client: u32,
+    /// Attempts a minute from untrusted addresses together; zero: no limit.
+    pub ceiling: u32,
+    /// Networks whose attempts the ceiling does not count.
+    pub trusted: Vec<ipnet::IpNet>,
+}
+
+impl LoginLimits {
+    /// The defaults: [`DEFAULT_LOGIN_ATTEMPTS`] per address,
+    /// [`DEFAULT_LOGIN_CEILING`] in all, no trusted network.
+    pub fn standard() -> Self {
+        Self {
+            per_client: DEFAULT_LOGIN_ATTEMPTS,
+            ceiling: DEFAULT_LOGIN_CEILING,
+            trusted: Vec::new(),
+        }
+    }
+}
+
+/// The console's login attempts on this instance, counted before the
+/// secret is checked: per client address, and under a global ceiling that
+/// trusted networks and valid sessions bypass.
 pub struct LoginLimiter {
-    limiter: Option<DefaultDirectRateLimiter>,
+    per_client: Option<DefaultKeyedRateLimiter<ClientKey>>,
+    ceiling: Option<DefaultDirectRateLimiter>,
+    trusted: Vec<ipnet::IpNet>,
 }
 
 impl std::fmt::Debug for LoginLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoginLimiter")
-            .field("on", &self.limiter.is_some())
+            .field("per_client", &self.per_client.is_some())
+            .field("ceiling", &self.ceiling.is_some())
+            .field("trusted", &self.trusted)
             .finish()
     }
 }
 
+fn per_minute(n: u32) -> Option<Quota> {
+    std::num::NonZeroU32::new(n).map(|n| Quota::per_minute(n).allow_burst(n))
+}
+
+fn wait_from(not_until: governor::NotUntil<<DefaultClock as Clock>::Instant>) -> Duration {
+    not_until.wait_time_from(DefaultClock::default().now())
+}
+
 impl LoginLimiter {
-    /// `per_minute` attempts a minute; zero: no limit.
-    pub fn new(per_minute: u32) -> Self {
+    /// A limiter for `limits`.
+    pub fn new(limits: LoginLimits) -> Self {
         Self {
-            limiter: std::num::NonZeroU32::new(per_minute)
-                .map(|n| RateLimiter::direct(Quota::per_minute(n).allow_burst(n))),
+            per_client: per_minute(limits.per_client).map(RateLimiter::keyed),
+            ceiling: per_minute(limits.ceiling).map(RateLimiter::direct),
+            trusted: limits.trusted,
         }
     }
 
-    /// Counts one attempt; `Err` with how long until one is allowed when
-    /// over the limit.
-    fn admit(&self) -> Result<(), Duration> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(());
-        };
-        limiter
-            .check()
-            .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    /// Counts one attempt from `ip` (`has_session`: the browser holds a
+    /// valid session); `Err` with how long until one is allowed when over a
+    /// limit.
+    fn admit(&self, ip: IpAddr, has_session: bool) -> Result<(), Duration> {
+        if let Some(limiter) = &self.per_client {
+            if limiter.len() > LOGIN_CLIENTS_KEPT {
+                limiter.retain_recent();
+            }
+            limiter.check_key(&ClientKey::of(ip)).map_err(wait_from)?;
+        }
+        let trusted = has_session || self.trusted.iter().any(|net| net.contains(&ip));
+        match &self.ceiling {
+            Some(ceiling) if !trusted => ceiling.check().map_err(wait_from),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -343,9 +400,12 @@ async fn operator_hash(state: &AppState) -> Result<Option<SecretHash>, ConsoleEr
 /// and the form again.
 pub async fn login(
     State(state): State<AppState>,
+    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    operator: Option<Operator>,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(wait) = state.console.logins.admit() {
+    let ip = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.0.ip());
+    if let Err(wait) = state.console.logins.admit(ip, operator.is_some()) {
         tracing::warn!("console login refused: over the login limit");
         let seconds = crate::limits::retry_after_seconds(wait);
         return login_form(Some(LoginRefusal::TooMany(seconds)));
@@ -363,7 +423,12 @@ pub async fn login(
         return login_form(Some(LoginRefusal::Wrong));
     }
     let id = state.console.sessions.create();
-    let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/console");
+    let secure = if state.console.secure_cookie {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/console{secure}");
     let mut response = Redirect::to(super::BASE).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
@@ -387,12 +452,14 @@ pub async fn logout(
     operator.check_csrf(form.csrf.as_deref())?;
     state.console.sessions.remove(&operator.session);
     let mut response = Redirect::to("/console/login").into_response();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static(
-            "chargeonce_console=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0",
-        ),
-    );
+    let cleared = if state.console.secure_cookie {
+        "chargeonce_console=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0; Secure"
+    } else {
+        "chargeonce_console=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0"
+    };
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, HeaderValue::from_static(cleared));
     Ok(response)
 }
 

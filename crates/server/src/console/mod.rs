@@ -51,7 +51,9 @@ pub mod payment;
 pub mod payments;
 pub mod shops;
 
-pub use auth::{DEFAULT_LOGIN_ATTEMPTS, LoginLimiter, Operator, Sessions};
+pub use auth::{
+    DEFAULT_LOGIN_ATTEMPTS, DEFAULT_LOGIN_CEILING, LoginLimiter, LoginLimits, Operator, Sessions,
+};
 pub use overview::Samples;
 
 /// Where the console is mounted.
@@ -67,6 +69,30 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
      img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
      base-uri 'none'";
 
+/// How the console runs (`serve --console-*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSettings {
+    /// How long a session lasts.
+    pub session_ttl: Duration,
+    /// How login attempts are limited.
+    pub logins: LoginLimits,
+    /// Whether the session cookie is marked `Secure` (`serve` marks it
+    /// unless the operator listener is a loopback address).
+    pub secure_cookie: bool,
+}
+
+impl Default for ConsoleSettings {
+    /// [`DEFAULT_SESSION_TTL`], [`LoginLimits::standard`], no `Secure`
+    /// (a test's loopback listener).
+    fn default() -> Self {
+        Self {
+            session_ttl: DEFAULT_SESSION_TTL,
+            logins: LoginLimits::standard(),
+            secure_cookie: false,
+        }
+    }
+}
+
 /// What the console keeps on this instance: the sessions (per instance: a
 /// session made on one instance is unknown to the others, log in on each),
 /// the samples of the counters, and the resends already done.
@@ -74,8 +100,10 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub struct ConsoleState {
     /// The logged-in sessions.
     pub sessions: Sessions,
-    /// The login attempts' limit.
+    /// The login attempts' limits.
     pub logins: LoginLimiter,
+    /// Whether the session cookie is marked `Secure`.
+    pub secure_cookie: bool,
     /// The samples behind the overview's charts.
     pub samples: Mutex<Samples>,
     /// Resend keys (`resend-<event>-<attempts>`) already acted on, so a
@@ -87,12 +115,12 @@ pub struct ConsoleState {
 const RESENDS_KEPT: usize = 4096;
 
 impl ConsoleState {
-    /// A console whose sessions last `session_ttl`, with at most
-    /// `login_attempts` logins a minute (zero: no limit).
-    pub fn new(session_ttl: Duration, login_attempts: u32) -> Self {
+    /// A console as `settings` say.
+    pub fn new(settings: ConsoleSettings) -> Self {
         Self {
-            sessions: Sessions::new(session_ttl),
-            logins: LoginLimiter::new(login_attempts),
+            sessions: Sessions::new(settings.session_ttl),
+            logins: LoginLimiter::new(settings.logins),
+            secure_cookie: settings.secure_cookie,
             samples: Mutex::new(Samples::default()),
             resends: Mutex::new((HashSet::new(), VecDeque::new())),
         }
@@ -120,7 +148,7 @@ impl ConsoleState {
 
 impl Default for ConsoleState {
     fn default() -> Self {
-        Self::new(DEFAULT_SESSION_TTL, auth::DEFAULT_LOGIN_ATTEMPTS)
+        Self::new(ConsoleSettings::default())
     }
 }
 

@@ -1,7 +1,11 @@
 //! HTTP Basic auth of a shop: `shop_id:secret_key`, then the shop's rate
-//! limit (see [`crate::limits::ShopRateLimiter`]).
+//! limit (see [`crate::limits::ShopRateLimiter`]). Before the store is asked
+//! about a shop, the limits on unauthenticated work apply
+//! ([`crate::auth_limits`]).
 
-use axum::extract::FromRequestParts;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::Engine as _;
@@ -9,6 +13,8 @@ use base64::engine::general_purpose::STANDARD;
 use chargeonce_core::{SecretHash, ShopId, ShopSecret};
 
 use crate::AppState;
+use crate::auth_limits::too_many_failures;
+use crate::conn::ClientKey;
 use crate::problem::{Problem, ProblemCode};
 use crate::respond::store_problem;
 
@@ -58,19 +64,65 @@ fn admit(state: &AppState, shop: ShopId) -> Result<AuthenticatedShop, Problem> {
     }
 }
 
+/// The client address a request came from (its connection's peer; a
+/// request served without a connection, in a test, counts as 0.0.0.0).
+pub fn client_key(parts: &Parts) -> ClientKey {
+    let ip = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
+    ClientKey::of(ip)
+}
+
+/// A failed authentication: 401, or 429 once the client is past its budget.
+fn refused(state: &AppState, client: ClientKey) -> Problem {
+    match state.auth_limits.failed(client) {
+        Some(wait) => too_many_failures(wait),
+        None => unauthorized("unknown shop or wrong secret key"),
+    }
+}
+
 impl FromRequestParts<AppState> for AuthenticatedShop {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
-        let (shop, secret) = credentials(parts)?;
+        let client = client_key(parts);
+        let (shop, secret) = match credentials(parts) {
+            Ok(credentials) => credentials,
+            Err(problem) => {
+                return Err(state
+                    .auth_limits
+                    .blocked(client)
+                    .map_or(problem, too_many_failures));
+            }
+        };
         // A hash read in the last few seconds is trusted (see `crate::cache`);
-        // the presented secret is still hashed and compared every time.
+        // the presented secret is still hashed and compared every time, which
+        // costs no I/O: even a client past its failure budget gets this far.
         if let Some(hash) = state.auth_cache.get(&shop) {
             return if hash.verify(&secret) {
                 admit(state, shop)
             } else {
-                Err(unauthorized("unknown shop or wrong secret key"))
+                Err(refused(state, client))
             };
+        }
+        // Past here a request may cost a store read.
+        if let Some(wait) = state.auth_limits.blocked(client) {
+            return Err(too_many_failures(wait));
+        }
+        if state.auth_limits.is_known_unknown(&shop) {
+            // The same comparison a cached shop costs, so timing does not
+            // tell which shop ids exist.
+            if let Some(dummy) = SecretHash::from_bytes(&[0; 32]) {
+                let _ = dummy.verify(&secret);
+            }
+            return Err(refused(state, client));
+        }
+        if !state.auth_cache.seen(&shop) {
+            state
+                .auth_limits
+                .unseen_lookup()
+                .map_err(too_many_failures)?;
         }
         let stored = state
             .store
@@ -88,11 +140,13 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         let verified = hash.verify(&secret);
         if known {
             state.auth_cache.insert(shop.clone(), hash);
+        } else {
+            state.auth_limits.remember_unknown(shop.clone());
         }
         if verified && known {
             admit(state, shop)
         } else {
-            Err(unauthorized("unknown shop or wrong secret key"))
+            Err(refused(state, client))
         }
     }
 }

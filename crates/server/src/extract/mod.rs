@@ -9,7 +9,7 @@ mod idempotency_key;
 mod path;
 mod query;
 
-pub use auth::AuthenticatedShop;
+pub use auth::{AuthenticatedShop, client_key};
 pub use body::{JsonBody, MAX_BODY_BYTES, check_declared_length, parse_strict_json, read_body};
 pub use idempotency_key::IdempotencyKeyHeader;
 pub use path::PathId;

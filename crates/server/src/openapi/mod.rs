@@ -74,7 +74,7 @@ pub const IDEMPOTENCY_KEY_DESCRIPTION: &str = "The key of the business operation
         (name = "idempotency-keys", description = "What the service knows of a key: state, first request, repeats, lease holder."),
         (name = "events", description = "The shop's merchant events and their delivery log."),
         (name = "webhooks", description = "Events from the acquirer, signed (`Chargeonce-Signature`)."),
-        (name = "operations", description = "Health, readiness and metrics, for operators; no authentication."),
+        (name = "operations", description = "Health and readiness, for load balancers and operators; no authentication. (Metrics and the console are on the operator listener, not in this document.)"),
     ),
     components(schemas(
         chargeonce_wire::Problem,
@@ -355,4 +355,29 @@ pub fn docs_router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .try_it_out_enabled(true)
         .persist_authorization(false);
     Router::from(utoipa_swagger_ui::SwaggerUi::new(DOCS_PATH).config(config))
+        .layer(axum::middleware::map_response(docs_headers))
+}
+
+/// The Content-Security-Policy of `/docs`: Swagger UI's own scripts and
+/// styles from this origin (its React sets inline `style` attributes, and
+/// its icons are `data:` images), requests only to this origin (the
+/// document and "try it out"), no frames.
+pub const DOCS_CSP: &str = "default-src 'none'; script-src 'self';      style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self';      connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// `/docs` answers cannot be framed, and run only the page's own scripts.
+async fn docs_headers(mut response: axum::response::Response) -> axum::response::Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        axum::http::HeaderValue::from_static(DOCS_CSP),
+    );
+    headers.insert(
+        header::X_FRAME_OPTIONS,
+        axum::http::HeaderValue::from_static("DENY"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    response
 }

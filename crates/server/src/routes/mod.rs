@@ -7,7 +7,6 @@ pub mod health;
 pub mod history;
 pub mod keys;
 pub mod lists;
-pub mod metrics;
 pub mod payments;
 pub mod refunds;
 pub mod webhooks;

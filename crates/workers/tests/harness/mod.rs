@@ -92,7 +92,7 @@ impl Harness {
 
     pub async fn metrics_text(&self) -> String {
         self.http
-            .get(self.url("/metrics"))
+            .get(self.operator_url("/metrics"))
             .send()
             .await
             .unwrap()

@@ -372,9 +372,13 @@ class Client(_Base):
         """``GET /v1/idempotency-keys/{key}``: what the service knows of one key."""
         return _parsed(self._get(f"v1/idempotency-keys/{_segment(as_key(key).value)}"), IdempotencyKeyInfo.from_json)
 
-    def acquirer_ledger(self) -> Any:
-        """``GET /sim/ledger`` of the embedded simulator (a test tool), as JSON."""
-        return self._get("sim/ledger").json()
+    def acquirer_ledger(self, operator_url: str) -> Any:
+        """``GET /sim/ledger`` on the service's operator listener (``operator_url``,
+        e.g. ``http://127.0.0.1:8081``; never on the public one): the embedded
+        simulator's ledger (a test tool), as JSON. No credentials are sent."""
+        response = self._http.get(operator_url.rstrip("/") + "/sim/ledger", timeout=self.policy.attempt_timeout)
+        response.raise_for_status()
+        return response.json()
 
 
 class AsyncClient(_Base):
@@ -552,5 +556,7 @@ class AsyncClient(_Base):
             await self._get(f"v1/idempotency-keys/{_segment(as_key(key).value)}"), IdempotencyKeyInfo.from_json
         )
 
-    async def acquirer_ledger(self) -> Any:
-        return (await self._get("sim/ledger")).json()
+    async def acquirer_ledger(self, operator_url: str) -> Any:
+        response = await self._http.get(operator_url.rstrip("/") + "/sim/ledger", timeout=self.policy.attempt_timeout)
+        response.raise_for_status()
+        return response.json()

@@ -10,11 +10,22 @@
 //! - **Idle timeout**: a kept-alive connection with no request for this long
 //!   is closed.
 //! - **Connection cap**: at most this many connections are open at once
-//!   (each holds a permit of a semaphore); at the cap the server stops
-//!   accepting until one closes, and new connections wait in the kernel's
-//!   backlog. [`ConnectionLimits::fit_fd_limit`] lowers the cap to what the
-//!   process's file limit allows, keeping head-room for the database and the
-//!   acquirer.
+//!   (each holds a permit of a semaphore). [`ConnectionLimits::fit_fd_limit`]
+//!   lowers the cap to what the process's file limit allows, keeping
+//!   head-room for the database and the acquirer.
+//! - **A share per client**: at most
+//!   [`ConnectionLimits::max_connections_per_client`] connections from one
+//!   client address (an IPv4 address, or an IPv6 /64: one host's share).
+//! - **Idle connections make room** (nginx's reuse of idle keep-alive
+//!   connections is the model): a new connection over either cap closes
+//!   the least recently active connection that is not serving a request
+//!   (an idle keep-alive one, or one that has not sent a whole head yet),
+//!   among the client's own for its share, among all for the global cap. So
+//!   sockets held open and silent cannot keep a new client waiting: only
+//!   requests being served hold their slots. When every slot serves a
+//!   request, a new connection over the global cap waits in the kernel's
+//!   backlog until one ends, and one over its client's share is closed at
+//!   once.
 //! - `accept` failing for want of descriptors (`EMFILE`, `ENFILE`) or memory
 //!   backs off, 100 ms doubling to 1 s, instead of spinning; the first failure
 //!   of a streak is logged, and the end of the streak.
@@ -26,27 +37,37 @@
 //! ends. While a request runs, neither applies; the request's own limits
 //! (body deadline, request timeout) are the router's (see [`crate::limits`]).
 //!
+//! Every request carries its peer's address as axum's
+//! [`ConnectInfo`]`<SocketAddr>` (the limits on unauthenticated work and on
+//! console logins count per client address).
+//!
 //! On shutdown the listener is closed first (nothing more is accepted), then
 //! every connection is shut down gracefully through hyper: idle ones close at
 //! once, the others after the response of the request in flight. `serve_with`
 //! returns once every connection is closed.
 
+mod activity;
+mod registry;
+
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+
+use activity::{Activity, RequestGuard, Watched};
+pub use registry::ClientKey;
+use registry::{Registration, Registry};
 use tower::ServiceExt;
 
 /// Default of [`ConnectionLimits::header_timeout`].
@@ -57,6 +78,10 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Default of [`ConnectionLimits::max_connections`].
 pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// Default of [`ConnectionLimits::max_connections_per_client`]: room for a
+/// merchant's pools behind one NAT address, a tenth of the default cap.
+pub const MAX_CONNECTIONS_PER_CLIENT: usize = 1_000;
 
 /// File descriptors kept free for everything but client connections when
 /// nothing better is known: the store's and the simulator's files, the
@@ -80,6 +105,9 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// The most connections open at once (at least 1).
     pub max_connections: usize,
+    /// The most connections open at once from one client address (an IPv4
+    /// address or an IPv6 /64; at least 1).
+    pub max_connections_per_client: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -88,6 +116,7 @@ impl Default for ConnectionLimits {
             header_timeout: HEADER_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            max_connections_per_client: MAX_CONNECTIONS_PER_CLIENT,
         }
     }
 }
@@ -136,28 +165,24 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let registry = Arc::new(Registry::default());
     let graceful = GracefulShutdown::new();
     let mut exhausted = Exhaustion::default();
     tokio::pin!(shutdown);
     loop {
-        // At the cap, wait for a connection to close before accepting again.
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
                 exhausted.recovered();
-                stream
+                accepted
             }
             Err(error) if out_of_resources(&error) => {
+                // Descriptors ran out below the cap: an idle connection
+                // gives its own back.
+                registry.make_room(None);
                 let pause = exhausted.failed(&error);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
@@ -171,19 +196,60 @@ pub async fn serve_with(
                 continue;
             }
         };
+        let client = ClientKey::of(peer.ip());
+        if !fits_share(&registry, client, &limits) {
+            tracing::debug!(%peer, "closing a connection over its client's share, all busy");
+            continue;
+        }
+        let permit = tokio::select! {
+            permit = slot(&permits, &registry) => match permit {
+                Some(permit) => permit,
+                None => break,
+            },
+            () = &mut shutdown => break,
+        };
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
+        let activity = Arc::new(Activity::new());
+        let close = Arc::new(Notify::new());
+        let registration = registry.register(client, activity.clone(), close.clone());
+        let connection = Connection {
+            stream,
+            peer,
+            activity,
+            close,
+        };
         let watcher = graceful.watcher();
         let router = router.clone();
         tokio::spawn(async move {
-            serve_connection(stream, router, limits, watcher).await;
-            drop(permit);
+            serve_connection(connection, router, limits, watcher).await;
+            drop::<(Registration, OwnedSemaphorePermit)>((registration, permit));
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Whether a new connection of `client` fits its share, once the client's
+/// least recently active idle connection (if it is at its share) is closed.
+fn fits_share(registry: &Registry, client: ClientKey, limits: &ConnectionLimits) -> bool {
+    registry.share(client) < limits.max_connections_per_client.max(1)
+        || registry.make_room(Some(client))
+}
+
+/// A slot under the global cap: at once when one is free; else an idle
+/// connection is closed to free one, or, when every connection serves a
+/// request, the next to end frees it. `None` when the semaphore is closed.
+async fn slot(permits: &Arc<Semaphore>, registry: &Registry) -> Option<OwnedSemaphorePermit> {
+    if let Ok(permit) = permits.clone().try_acquire_owned() {
+        return Some(permit);
+    }
+    if !registry.make_room(None) {
+        tracing::debug!("every connection serves a request: waiting for one to end");
+    }
+    permits.clone().acquire_owned().await.ok()
 }
 
 /// Whether `accept` failed for want of descriptors or memory: retrying at
@@ -235,15 +301,30 @@ impl Exhaustion {
     }
 }
 
-/// One connection: hyper's HTTP/1 connection, closed by the watchdog when
-/// its header or idle timeout passes, shut down gracefully with the server.
-async fn serve_connection(
+/// An accepted connection and what its watchdog and the registry share.
+struct Connection {
     stream: TcpStream,
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+    /// Notified when the connection is chosen to make room.
+    close: Arc<Notify>,
+}
+
+/// One connection: hyper's HTTP/1 connection, closed by the watchdog when
+/// its header or idle timeout passes or when it is chosen to make room,
+/// shut down gracefully with the server.
+async fn serve_connection(
+    connection: Connection,
     router: Router,
     limits: ConnectionLimits,
     watcher: hyper_util::server::graceful::Watcher,
 ) {
-    let activity = Arc::new(Activity::new());
+    let Connection {
+        stream,
+        peer,
+        activity,
+        close,
+    } = connection;
     let io = TokioIo::new(Watched {
         inner: stream,
         activity: activity.clone(),
@@ -252,8 +333,10 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let request_guard = RequestGuard::begin(service_activity.clone());
         let router = router.clone();
+        let mut request = request.map(Body::new);
+        request.extensions_mut().insert(ConnectInfo(peer));
         async move {
-            let response = router.oneshot(request.map(Body::new)).await;
+            let response = router.oneshot(request).await;
             drop(request_guard);
             response
         }
@@ -274,6 +357,14 @@ async fn serve_connection(
                 }
                 return;
             }
+            () = close.notified() => {
+                // Chosen while it served no request; one may have begun
+                // since (its head arrived): then it stays.
+                if activity.idle_since().is_some() {
+                    tracing::debug!(%peer, "closing an idle connection to make room");
+                    return;
+                }
+            }
             () = tokio::time::sleep_until(wake) => {
                 if activity.deadline(&limits).is_some_and(|at| at <= Instant::now()) {
                     tracing::debug!("closing a connection past its header or idle timeout");
@@ -293,143 +384,6 @@ fn recheck(limits: &ConnectionLimits) -> Duration {
         .unwrap_or(Duration::from_secs(60))
 }
 
-/// What a connection is doing, for its watchdog.
-#[derive(Debug)]
-struct Activity {
-    state: Mutex<ActivityState>,
-}
-
-#[derive(Debug)]
-struct ActivityState {
-    /// Requests handed to the service and not answered yet.
-    in_flight: usize,
-    /// When the first byte of a head arrived, while no request ran.
-    head_since: Option<Instant>,
-    /// When the connection started, or its last request ended.
-    idle_since: Instant,
-    /// Whether a request has ended on this connection.
-    served: bool,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Self {
-            state: Mutex::new(ActivityState {
-                in_flight: 0,
-                head_since: None,
-                idle_since: Instant::now(),
-                served: false,
-            }),
-        }
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut ActivityState) -> T) -> T {
-        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Bytes arrived: between requests, a head has started.
-    fn read(&self) {
-        self.with(|s| {
-            if s.in_flight == 0 && s.head_since.is_none() {
-                s.head_since = Some(Instant::now());
-            }
-        });
-    }
-
-    /// When the connection is to be closed, if nothing changes; `None`
-    /// while a request runs.
-    fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
-        let after = |since: Instant, limit: Duration| (!limit.is_zero()).then(|| since + limit);
-        self.with(|s| {
-            if s.in_flight > 0 {
-                None
-            } else if let Some(since) = s.head_since {
-                after(since, limits.header_timeout)
-            } else if !s.served {
-                // A new connection owes its first head within the header timeout.
-                after(s.idle_since, limits.header_timeout)
-            } else {
-                after(s.idle_since, limits.idle_timeout)
-            }
-        })
-    }
-}
-
-/// A request being served; dropping it (answered, or the connection gone)
-/// starts the connection's idle time.
-struct RequestGuard(Arc<Activity>);
-
-impl RequestGuard {
-    fn begin(activity: Arc<Activity>) -> Self {
-        activity.with(|s| {
-            s.in_flight += 1;
-            s.head_since = None;
-        });
-        Self(activity)
-    }
-}
-
-impl Drop for RequestGuard {
-    fn drop(&mut self) {
-        self.0.with(|s| {
-            s.in_flight = s.in_flight.saturating_sub(1);
-            s.served = true;
-            s.idle_since = Instant::now();
-        });
-    }
-}
-
-/// A socket that tells its connection's [`Activity`] when bytes arrive.
-struct Watched {
-    inner: TcpStream,
-    activity: Arc<Activity>,
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.read();
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,46 +399,5 @@ mod tests {
             "half of a small limit"
         );
         assert_eq!(limits.fit(0, 128).max_connections, 1);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn deadlines_follow_the_connection() {
-        let limits = ConnectionLimits {
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 1,
-        };
-        let activity = Arc::new(Activity::new());
-        let start = Instant::now();
-        assert_eq!(
-            activity.deadline(&limits),
-            Some(start + limits.header_timeout)
-        );
-        let guard = RequestGuard::begin(activity.clone());
-        assert_eq!(
-            activity.deadline(&limits),
-            None,
-            "no deadline while serving"
-        );
-        activity.read();
-        assert_eq!(
-            activity.deadline(&limits),
-            None,
-            "body bytes are not a head"
-        );
-        tokio::time::advance(Duration::from_secs(5)).await;
-        drop(guard);
-        let ended = Instant::now();
-        assert_eq!(
-            activity.deadline(&limits),
-            Some(ended + limits.idle_timeout)
-        );
-        tokio::time::advance(Duration::from_secs(1)).await;
-        activity.read();
-        assert_eq!(
-            activity.deadline(&limits),
-            Some(Instant::now() + limits.header_timeout),
-            "a head started: the header timeout counts"
-        );
     }
 }
