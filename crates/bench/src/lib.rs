@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 pub mod client;
+pub mod flood;
 pub mod histogram;
 pub mod report;
 pub mod scenario;
@@ -102,6 +103,16 @@ pub struct BenchArgs {
     /// Skip comparing with the acquirer ledger (`GET /sim/ledger`).
     #[arg(long)]
     pub no_ledger_check: bool,
+    /// Also flood the target with this many concurrent unauthenticated
+    /// requests (random shop ids) while the scenario runs, to see what an
+    /// attack costs a real shop (its figures above) and how the flood is
+    /// answered (the report's `flood`). `0`: no flood.
+    #[arg(long, default_value_t = 0)]
+    pub flood: usize,
+    /// The local address the flood comes from (e.g. `127.0.0.2`, so the
+    /// service counts it as another client than the measured shop).
+    #[arg(long)]
+    pub flood_from: Option<std::net::IpAddr>,
     /// Where the acquirer ledger is read (`GET {URL}/sim/ledger`): the
     /// service's operator listener (`serve --operator-listen`). Without it,
     /// no ledger check.
@@ -133,6 +144,8 @@ pub struct Config {
     pub ledger_check: bool,
     /// Draw a progress bar on a terminal.
     pub progress: bool,
+    /// An unauthenticated flood beside the scenario.
+    pub flood: Option<flood::FloodConfig>,
 }
 
 /// Completed keys each replay worker starts from.
@@ -193,6 +206,10 @@ pub async fn run(target: &Target, config: &Config) -> Result<Report, BenchError>
             }
         })
     };
+    let flooding = match config.flood {
+        Some(flood) => Some(flood::start(target.base(), flood, deadline)?),
+        None => None,
+    };
     let (tally, elapsed) = if config.scenario == Scenario::Storm {
         let started = Instant::now();
         let deadline = started + config.duration;
@@ -251,6 +268,10 @@ pub async fn run(target: &Target, config: &Config) -> Result<Report, BenchError>
         None
     };
     let storm = (config.scenario == Scenario::Storm).then_some(config.connections);
+    let flood = match flooding {
+        Some(task) => Some(task.await.unwrap_or_default()),
+        None => None,
+    };
     Ok(Report::new(
         config.scenario.name(),
         target.base(),
@@ -259,7 +280,8 @@ pub async fn run(target: &Target, config: &Config) -> Result<Report, BenchError>
         &tally,
         ledger,
         storm,
-    ))
+    )
+    .with_flood(flood))
 }
 
 /// `chargeonce bench`: runs, prints the text report, writes the JSON one if
@@ -279,6 +301,10 @@ pub async fn main(args: BenchArgs) -> Result<Report, BenchError> {
         duration: args.duration,
         ledger_check: !args.no_ledger_check,
         progress: !args.no_progress,
+        flood: (args.flood > 0).then_some(flood::FloodConfig {
+            connections: args.flood,
+            from: args.flood_from,
+        }),
     };
     let report = run(&target, &config).await?;
     match &args.json {

@@ -159,6 +159,9 @@ pub struct Report {
     pub storm: Option<StormReport>,
     /// The ledger check (when the target exposes `GET /sim/ledger`).
     pub ledger: Option<LedgerReport>,
+    /// The unauthenticated flood beside the scenario (`--flood`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flood: Option<crate::flood::FloodReport>,
     /// Broken rules, counted.
     pub violations: u64,
     /// The first broken rules, described.
@@ -218,10 +221,21 @@ impl Report {
             server_errors: tally.server_errors,
             storm,
             ledger,
+            flood: None,
             violations: tally.violations,
             violation_samples: tally.violation_samples.clone(),
             passed,
         }
+    }
+
+    /// Adds the flood's report: a flood answered 5xx (or not at all) fails
+    /// the run, as the scenario's own would.
+    pub fn with_flood(mut self, flood: Option<crate::flood::FloodReport>) -> Self {
+        if flood.as_ref().is_some_and(|f| f.failures > 0) {
+            self.passed = false;
+        }
+        self.flood = flood;
+        self
     }
 
     /// The JSON form (one object, pretty-printed).
@@ -269,6 +283,20 @@ impl Report {
             self.replayed,
             self.transport_errors
         );
+        if let Some(flood) = &self.flood {
+            let statuses: Vec<String> = flood
+                .statuses
+                .iter()
+                .map(|(status, count)| format!("{status}: {count}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  flood       {} unauthenticated requests beside it  ({}; failures: {})",
+                flood.requests,
+                statuses.join(", "),
+                flood.failures
+            );
+        }
         if let Some(storm) = &self.storm {
             let _ = writeln!(
                 out,

@@ -28,6 +28,7 @@ fn config(scenario: Scenario, connections: usize) -> Config {
         duration: Duration::from_millis(1500),
         ledger_check: true,
         progress: false,
+        flood: None,
     }
 }
 

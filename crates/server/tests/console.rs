@@ -295,6 +295,10 @@ async fn a_session_is_needed_and_made_only_with_the_operator_secret(backend: Bac
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
+    assert!(
+        !cookie.contains("Secure"),
+        "a loopback operator listener: plain HTTP from this host works: {cookie}"
+    );
     let id = cookie
         .split(';')
         .next()
@@ -850,7 +854,123 @@ async fn the_ceiling_spares_trusted_networks(backend: Backend) {
     );
 }
 
+/// The public listener serves none of the operator's side (404 problems),
+/// and its landing page names the API (JSON, or HTML for a browser) and
+/// where the console is; the operator listener serves the console,
+/// `/metrics` and health.
+async fn the_public_listener_keeps_the_operators_side_off(backend: Backend) {
+    let s = TestService::builder(backend).sim_routes().start().await;
+    let http = client();
+    for path in [
+        "/console",
+        "/console/login",
+        "/console/assets/console.js",
+        "/metrics",
+        "/sim/ledger",
+    ] {
+        let public = page_of(http.get(s.url(path)).send().await.unwrap()).await;
+        assert_eq!(public.status, 404, "{path} on the public listener");
+        assert!(
+            public
+                .header("content-type")
+                .unwrap()
+                .starts_with("application/problem+json")
+        );
+        let operator = page_of(http.get(s.operator_url(path)).send().await.unwrap()).await;
+        assert!(
+            [200, 303].contains(&operator.status),
+            "{path} on the operator listener: {}",
+            operator.status
+        );
+    }
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            page_of(http.get(s.url(path)).send().await.unwrap())
+                .await
+                .status,
+            200
+        );
+        assert_eq!(
+            page_of(http.get(s.operator_url(path)).send().await.unwrap())
+                .await
+                .status,
+            200
+        );
+    }
+    for path in ["/v1/payments", "/docs/"] {
+        let on_operator = page_of(http.get(s.operator_url(path)).send().await.unwrap()).await;
+        assert_eq!(
+            on_operator.status, 404,
+            "{path} is not on the operator listener"
+        );
+    }
+    let json: Value = http
+        .get(s.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["docs"], "/docs");
+    assert_eq!(json["openapi"], "/v1/openapi.json");
+    assert!(
+        json["console"].as_str().unwrap().contains(&s.operator_base),
+        "a loopback console is named: {json}"
+    );
+    let html = page_of(
+        http.get(s.url("/"))
+            .header("accept", "text/html,application/xhtml+xml")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(html.status, 200);
+    assert!(
+        html.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(html.text.contains("href=\"/docs/\""), "{}", html.text);
+    assert!(
+        html.header("content-security-policy")
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+    let docs = page_of(http.get(s.url("/docs/")).send().await.unwrap()).await;
+    assert!(
+        docs.header("content-security-policy")
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+    assert_eq!(docs.header("x-frame-options"), Some("DENY"));
+}
+
+/// Off loopback the session cookie is `Secure`, so a browser never sends it
+/// in clear.
+async fn the_session_cookie_is_secure_off_loopback(backend: Backend) {
+    let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
+    let s = TestService::builder(backend)
+        .state(move |state| {
+            state
+                .with_operator_secret(hash)
+                .with_console(ConsoleSettings {
+                    secure_cookie: true,
+                    ..ConsoleSettings::default()
+                })
+        })
+        .start()
+        .await;
+    let login = login_from(&s, &client(), OPERATOR_SECRET).await;
+    assert_eq!(login.status, 303);
+    let cookie = login.header("set-cookie").unwrap();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+}
+
 on_both_stores!(
+    the_public_listener_keeps_the_operators_side_off,
+    the_session_cookie_is_secure_off_loopback,
     a_guesser_cannot_lock_the_operator_out,
     the_ceiling_spares_trusted_networks,
     a_console_cancel_asks_first_and_ends_the_payment,
