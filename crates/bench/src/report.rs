@@ -170,6 +170,18 @@ pub struct Report {
     pub passed: bool,
 }
 
+/// Answers by status as `201: 10, 409: 2`, or `none`.
+fn by_status(statuses: &BTreeMap<String, u64>) -> String {
+    if statuses.is_empty() {
+        return "none".to_owned();
+    }
+    let parts: Vec<String> = statuses
+        .iter()
+        .map(|(status, count)| format!("{status}: {count}"))
+        .collect();
+    parts.join(", ")
+}
+
 /// `count / seconds`, 0 when no time passed.
 pub fn per_second(count: u64, elapsed: Duration) -> f64 {
     let seconds = elapsed.as_secs_f64();
@@ -267,33 +279,19 @@ impl Report {
             "  latency ms  p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}  (mean {:.2})",
             l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms, l.mean_ms
         );
-        let statuses: Vec<String> = self
-            .statuses
-            .iter()
-            .map(|(status, count)| format!("{status}: {count}"))
-            .collect();
         let _ = writeln!(
             out,
             "  answers     {}  (replayed: {}, no answer: {})",
-            if statuses.is_empty() {
-                "none".to_owned()
-            } else {
-                statuses.join(", ")
-            },
+            by_status(&self.statuses),
             self.replayed,
             self.transport_errors
         );
         if let Some(flood) = &self.flood {
-            let statuses: Vec<String> = flood
-                .statuses
-                .iter()
-                .map(|(status, count)| format!("{status}: {count}"))
-                .collect();
             let _ = writeln!(
                 out,
                 "  flood       {} unauthenticated requests beside it  ({}; failures: {})",
                 flood.requests,
-                statuses.join(", "),
+                by_status(&flood.statuses),
                 flood.failures
             );
         }

@@ -22,6 +22,20 @@ impl Drop for Killed {
     }
 }
 
+/// Sends every line `from` gives to `to`, until either ends.
+fn forward(
+    from: impl std::io::Read + Send + 'static,
+    to: mpsc::Sender<String>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if to.send(line).is_err() {
+                break;
+            }
+        }
+    })
+}
+
 /// Whether a JSON log line is inside the span of the request with this id.
 fn in_request(line: &Value, id: &str) -> bool {
     line["spans"]
@@ -51,13 +65,7 @@ async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
     let stderr = child.stderr.take().unwrap();
     let _server = Killed(child);
     let (lines_tx, lines) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    forward(stderr, lines_tx);
     let (addr_tx, addr) = mpsc::channel::<String>();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -140,18 +148,7 @@ async fn acquirer_credentials_are_never_printed() {
     let server = Killed(child);
     let (tx, lines) = mpsc::channel::<String>();
     let err_tx = tx.clone();
-    let readers = [
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = err_tx.send(line);
-            }
-        }),
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        }),
-    ];
+    let readers = [forward(stderr, err_tx), forward(stdout, tx)];
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     let addr = loop {

@@ -144,16 +144,10 @@ fn assert_no_secret(page: &Page, what: &str) {
 impl Console {
     async fn login(s: &TestService) -> Self {
         let http = client();
-        let answer = http
-            .post(s.operator_url("/console/login"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form_body(&[("secret", OPERATOR_SECRET)]))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 303);
-        assert_eq!(answer.headers()["location"], "/console");
-        let set = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
+        let answer = login_from(s, &http, OPERATOR_SECRET).await;
+        assert_eq!(answer.status, 303);
+        assert_eq!(answer.header("location"), Some("/console"));
+        let set = answer.header("set-cookie").unwrap().to_owned();
         let cookie = set.split(';').next().unwrap().to_owned();
         let mut console = Self {
             base: s.operator_base.clone(),
