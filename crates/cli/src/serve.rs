@@ -286,6 +286,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     state = state
         .with_operator_listen(operator_addr)
         .with_auth_limits(args.limits.auth_limits())
+        .with_trusted_proxies(args.limits.trusted_proxies.clone())
         .with_console(ConsoleSettings {
             session_ttl: args.console_session_ttl,
             logins: LoginLimits {

@@ -32,6 +32,7 @@ pub mod auth_limits;
 #[cfg(feature = "bench-routes")]
 pub mod bench_ceiling;
 pub mod cache;
+pub mod client_addr;
 pub mod conn;
 pub mod console;
 pub mod extract;

@@ -40,6 +40,8 @@ pub struct Shared {
     pub(crate) operator_secret: Option<Arc<SecretHash>>,
     /// Where the operator listener is, for the landing page (`None`: off).
     pub(crate) operator_listen: Option<std::net::SocketAddr>,
+    /// Proxies whose `X-Forwarded-For` names the client ([`crate::client_addr`]).
+    pub(crate) trusted_proxies: Arc<[ipnet::IpNet]>,
 }
 
 impl std::ops::Deref for AppState {
@@ -71,6 +73,7 @@ impl AppState {
             console: Arc::new(crate::console::ConsoleState::default()),
             operator_secret: None,
             operator_listen: None,
+            trusted_proxies: Arc::from(Vec::new()),
         };
         Self {
             shared: Arc::new(shared),
@@ -105,6 +108,13 @@ impl AppState {
     /// ([`crate::auth_limits`]).
     pub fn with_auth_limits(mut self, settings: crate::auth_limits::AuthLimitSettings) -> Self {
         self.shared_mut().auth_limits = Arc::new(crate::auth_limits::AuthLimits::new(settings));
+        self
+    }
+
+    /// The proxies (load balancers) whose `X-Forwarded-For` names the
+    /// client for the per-address limits ([`crate::client_addr`]).
+    pub fn with_trusted_proxies(mut self, proxies: Vec<ipnet::IpNet>) -> Self {
+        self.shared_mut().trusted_proxies = Arc::from(proxies);
         self
     }
 

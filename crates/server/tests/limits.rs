@@ -542,7 +542,55 @@ async fn lookups_of_unseen_shops_have_a_ceiling(backend: Backend) {
     assert_eq!(send(server.get("/v1/refunds")).await.status, 200);
 }
 
+/// Behind a trusted proxy the failure budget is the forwarded client's:
+/// one client past its budget gets 429, another behind the same proxy
+/// still gets its 401s. From an untrusted peer the header changes nothing
+/// (a guesser cannot dodge its budget by inventing addresses).
+async fn behind_a_trusted_proxy_the_budget_is_the_forwarded_clients(backend: Backend) {
+    let server = TestService::builder(backend)
+        .state(|state| {
+            state
+                .with_auth_limits(chargeonce_server::auth_limits::AuthLimitSettings {
+                    failures_per_minute: 3,
+                    unseen_lookups_per_second: 0,
+                })
+                .with_trusted_proxies(vec!["127.0.0.5/32".parse().unwrap()])
+        })
+        .start()
+        .await;
+    let guess = |http: &reqwest::Client, forwarded: &str, i: u32| {
+        send(
+            http.get(server.url("/v1/refunds"))
+                .basic_auth(format!("nobody-{i}"), Some("sk_guess_0123456789"))
+                .header("x-forwarded-for", forwarded),
+        )
+    };
+    let proxy = client_from("127.0.0.5");
+    for i in 0..3 {
+        guess(&proxy, "198.51.100.1", i)
+            .await
+            .assert_problem(401, "unauthorized");
+    }
+    guess(&proxy, "198.51.100.1", 3)
+        .await
+        .assert_problem(429, "rate_limited");
+    guess(&proxy, "198.51.100.2", 4)
+        .await
+        .assert_problem(401, "unauthorized");
+
+    let stranger = client_from("127.0.0.6");
+    for i in 0..3 {
+        guess(&stranger, &format!("203.0.113.{i}"), 10 + i)
+            .await
+            .assert_problem(401, "unauthorized");
+    }
+    guess(&stranger, "203.0.113.99", 20)
+        .await
+        .assert_problem(429, "rate_limited");
+}
+
 on_both_stores!(
+    behind_a_trusted_proxy_the_budget_is_the_forwarded_clients,
     a_flood_of_unknown_shops_is_bounded_per_address,
     lookups_of_unseen_shops_have_a_ceiling,
     waiters_over_the_caps_get_409_at_once,

@@ -53,6 +53,14 @@ pub struct LimitsArgs {
     /// no limit.
     #[arg(long, env = "CHARGEONCE_UNSEEN_SHOP_LOOKUPS", default_value_t = chargeonce_server::auth_limits::UNSEEN_LOOKUPS_PER_SECOND)]
     pub unseen_shop_lookups: u32,
+    /// Proxies in front of this service (comma-separated CIDRs, e.g. the
+    /// load balancers' `10.0.0.0/24`): for a request from one of them, the
+    /// per-address limits (failed authentications, console logins) count the
+    /// client named in `X-Forwarded-For` (the first hop from the right that
+    /// is not a trusted proxy). Without it the header is ignored. The
+    /// per-client connection share always counts the TCP peer.
+    #[arg(long, env = "CHARGEONCE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Requests per second each shop may send, sustained (past it and the
     /// burst: 429 `rate_limited` with Retry-After). `0`: no limit.
     #[arg(long, env = "CHARGEONCE_RATE_LIMIT", default_value_t = chargeonce_server::limits::RATE_LIMIT)]

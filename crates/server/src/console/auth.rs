@@ -27,13 +27,13 @@
 //!   flood from elsewhere cannot lock the operator out.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use askama::Template;
 use axum::Form;
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -382,6 +382,23 @@ pub async fn login_page(operator: Option<Operator>) -> Result<Response, ConsoleE
     login_form(None)
 }
 
+/// The client a login attempt comes from ([`crate::client_addr`]).
+pub struct ClientIp(IpAddr);
+
+impl FromRequestParts<AppState> for ClientIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self(crate::client_addr::client_ip(
+            parts,
+            &state.trusted_proxies,
+        )))
+    }
+}
+
 /// The login form.
 #[derive(Deserialize)]
 pub struct LoginForm {
@@ -400,11 +417,11 @@ async fn operator_hash(state: &AppState) -> Result<Option<SecretHash>, ConsoleEr
 /// and the form again.
 pub async fn login(
     State(state): State<AppState>,
-    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    client: ClientIp,
     operator: Option<Operator>,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
-    let ip = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.0.ip());
+    let ip = client.0;
     if let Err(wait) = state.console.logins.admit(ip, operator.is_some()) {
         tracing::warn!("console login refused: over the login limit");
         let seconds = crate::limits::retry_after_seconds(wait);

@@ -3,9 +3,7 @@
 //! about a shop, the limits on unauthenticated work apply
 //! ([`crate::auth_limits`]).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::Engine as _;
@@ -64,14 +62,10 @@ fn admit(state: &AppState, shop: ShopId) -> Result<AuthenticatedShop, Problem> {
     }
 }
 
-/// The client address a request came from (its connection's peer; a
-/// request served without a connection, in a test, counts as 0.0.0.0).
-pub fn client_key(parts: &Parts) -> ClientKey {
-    let ip = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip());
-    ClientKey::of(ip)
+/// The client a request came from ([`crate::client_addr`]), as the limits
+/// count it.
+pub fn client_key(parts: &Parts, state: &AppState) -> ClientKey {
+    ClientKey::of(crate::client_addr::client_ip(parts, &state.trusted_proxies))
 }
 
 /// A failed authentication: 401, or 429 once the client is past its budget.
@@ -86,7 +80,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
-        let client = client_key(parts);
+        let client = client_key(parts, state);
         let (shop, secret) = match credentials(parts) {
             Ok(credentials) => credentials,
             Err(problem) => {
