@@ -48,10 +48,12 @@ pub struct ReconcileArgs {
 /// Runs one pass, prints its report; `Ok(true)` when clean.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
     let store = args.store.connect().await?;
+    // A pass only looks charges up and refunds; the simulator's `tok_slow`
+    // delay (a charge's) never applies, so its default stands.
     let upstream = Upstream::connect(
         &args.upstream,
         args.acquirer_timeout,
-        Duration::from_secs(3),
+        chargeonce_acquirer::SimulatorConfig::default().slow,
     )
     .await?;
     let reconciler = Reconciler {
