@@ -9,7 +9,7 @@ use anyhow::Context;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
-use chargeonce_server::conn::{FD_RESERVE, serve_with};
+use chargeonce_server::conn::{CloseObserver, FD_RESERVE, serve_observed};
 use chargeonce_server::console::{ConsoleSettings, LoginLimits};
 use chargeonce_server::{AppState, HttpRender};
 use clap::Args;
@@ -247,6 +247,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_observer(metrics.clone()),
     );
     let workers = Workers::start(&engine, &upstream, metrics.clone(), &args.workers)?;
+    let metrics_for_conn = metrics.clone();
     let mut state = AppState::new(engine)
         .with_metrics(metrics)
         .with_auth_cache_ttl(args.auth_cache_ttl)
@@ -367,11 +368,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal().await;
         signal.cancel();
     });
-    let public = serve_with(listener, app, limits, stop.clone().cancelled_owned());
+    let closed: CloseObserver = {
+        let metrics = metrics_for_conn.clone();
+        Arc::new(move |reason| metrics.connection_closed(reason))
+    };
+    let public = serve_observed(
+        listener,
+        app,
+        limits,
+        closed.clone(),
+        stop.clone().cancelled_owned(),
+    );
     let operator = async {
         match (operator_listener, operator_app) {
             (Some(listener), Some(app)) => {
-                serve_with(listener, app, limits, stop.clone().cancelled_owned()).await
+                let stopped = stop.clone().cancelled_owned();
+                serve_observed(listener, app, limits, closed.clone(), stopped).await
             }
             _ => Ok(()),
         }

@@ -275,6 +275,23 @@ async fn idle_and_half_sent_connections_make_room_for_a_new_client() {
         closed >= 375 - 128,
         "only {closed} held sockets were closed"
     );
+    let made_room = closed_for(&server, "make_room").await;
+    assert!(made_room >= 375 - 128, "counted in the metric: {made_room}");
+}
+
+/// `chargeonce_connections_closed_total{reason}` on the operator listener.
+async fn closed_for(server: &Server, reason: &str) -> u64 {
+    let text = reqwest::get(server.operator_url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("chargeonce_connections_closed_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// One client address holds at most its share (`--max-connections-per-client
@@ -342,4 +359,5 @@ async fn one_address_holds_at_most_its_share() {
         other_closed.is_none(),
         "another address's connection is untouched"
     );
+    assert!(closed_for(&server, "client_share").await >= 10);
 }

@@ -16,7 +16,9 @@
 //!   instance, in all and per shop; a request over a cap does not wait and
 //!   gets the plain `409 request_in_progress`.
 //!
-//! Every refusal is counted in `chargeonce_refusals_total{reason}`.
+//! Every refusal is counted in `chargeonce_refusals_total{reason}` (429s
+//! where they are decided, by their reason: `rate_limited`, `auth_failures`,
+//! `unseen_lookups`, `console_logins`).
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -124,8 +126,9 @@ pub async fn middleware(State(state): State<AppState>, request: Request, next: N
     };
     if let Some(code) = response.extensions().get::<ProblemCode>() {
         match code {
-            ProblemCode::RateLimited
-            | ProblemCode::BodyTimeout
+            // 429s are counted where they are decided, each by its reason
+            // (a shop's rate, a client's failure budget, the unseen ceiling).
+            ProblemCode::BodyTimeout
             | ProblemCode::RequestTimeout
             | ProblemCode::StoreOverloaded => state.metrics.refused(code.as_str()),
             _ => {}

@@ -21,7 +21,8 @@
 //! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
 //! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`) |
-//! | `chargeonce_refusals_total` | `reason` | requests refused by a limit: `rate_limited`, `body_timeout`, `request_timeout`, `store_overloaded`, `waiters_instance`, `waiters_shop` (see [`crate::limits`]) |
+//! | `chargeonce_refusals_total` | `reason` | requests refused by a limit: `rate_limited` (a shop's rate), `auth_failures` (a client address past its failure budget), `unseen_lookups` (the ceiling on look-ups of unseen shops), `console_logins`, `body_timeout`, `request_timeout`, `store_overloaded`, `waiters_instance`, `waiters_shop` (see [`crate::limits`], [`crate::auth_limits`]) |
+//! | `chargeonce_connections_closed_total` | `reason` | client connections the server closed: `make_room` (idle, for a new connection at the cap), `client_share` (idle, for the same client at its share), `share_busy` (a new one over its client's share, all busy), `header_timeout`, `idle_timeout` (see [`crate::conn`]) |
 
 use std::time::Duration;
 
@@ -77,6 +78,7 @@ pub struct Metrics {
     webhooks: Family<Labels, Counter>,
     event_deliveries: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
+    connections_closed: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -105,6 +107,7 @@ impl Metrics {
         let webhooks = Family::<Labels, Counter>::default();
         let event_deliveries = Family::<Labels, Counter>::default();
         let refusals = Family::<Labels, Counter>::default();
+        let connections_closed = Family::<Labels, Counter>::default();
         registry.register("claims", "New idempotency keys claimed", claims.clone());
         registry.register("replays", "Stored answers replayed", replays.clone());
         registry.register(
@@ -165,6 +168,11 @@ impl Metrics {
             "Requests refused by a limit, by reason",
             refusals.clone(),
         );
+        registry.register(
+            "connections_closed",
+            "Client connections the server closed, by reason",
+            connections_closed.clone(),
+        );
         Self {
             registry,
             claims,
@@ -183,6 +191,7 @@ impl Metrics {
             webhooks,
             event_deliveries,
             refusals,
+            connections_closed,
         }
     }
 
@@ -190,6 +199,13 @@ impl Metrics {
     /// `waiters_instance` / `waiters_shop`).
     pub fn refused(&self, reason: &'static str) {
         self.refusals.get_or_create(&vec![("reason", reason)]).inc();
+    }
+
+    /// Counts a client connection the server closed.
+    pub fn connection_closed(&self, reason: crate::conn::CloseReason) {
+        self.connections_closed
+            .get_or_create(&vec![("reason", reason.as_str())])
+            .inc();
     }
 
     /// Counts one acquirer webhook by its result (`applied`, `duplicate`,

@@ -159,6 +159,13 @@ async fn silent_and_idle_connections_are_closed() {
         closed >= Duration::from_millis(1200) && closed < Duration::from_millis(3500),
         "closed after {closed:?}, idle timeout 1.5 s"
     );
+    let text = metrics(&server).await;
+    for line in [
+        "chargeonce_connections_closed_total{reason=\"header_timeout\"} 2",
+        "chargeonce_connections_closed_total{reason=\"idle_timeout\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
 }
 
 /// A body that trickles in slower than the body deadline gets 408

@@ -224,13 +224,23 @@ impl ServiceBuilder {
         let limits = self.connection.unwrap_or_else(|| {
             ConnectionLimits::default().fit_fd_limit(chargeonce_server::conn::FD_RESERVE)
         });
+        let closed: chargeonce_server::conn::CloseObserver = {
+            let metrics = metrics.clone();
+            Arc::new(move |reason| metrics.connection_closed(reason))
+        };
         let server = tokio::spawn(async move {
-            let public =
-                chargeonce_server::conn::serve_with(listener, app, limits, std::future::pending());
-            let operator = chargeonce_server::conn::serve_with(
+            let public = chargeonce_server::conn::serve_observed(
+                listener,
+                app,
+                limits,
+                closed.clone(),
+                std::future::pending(),
+            );
+            let operator = chargeonce_server::conn::serve_observed(
                 operator_listener,
                 operator_app,
                 limits,
+                closed,
                 std::future::pending(),
             );
             let (public, operator) = tokio::join!(public, operator);

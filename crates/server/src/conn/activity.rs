@@ -63,6 +63,18 @@ impl Activity {
         self.with(|s| (s.in_flight == 0).then_some(s.idle_since))
     }
 
+    /// Which timeout a connection past its deadline met: the header timeout
+    /// while it owes a head, the idle timeout between requests.
+    pub(crate) fn timeout_reason(&self) -> super::CloseReason {
+        self.with(|s| {
+            if s.head_since.is_some() || !s.served {
+                super::CloseReason::HeaderTimeout
+            } else {
+                super::CloseReason::IdleTimeout
+            }
+        })
+    }
+
     /// When the connection is to be closed, if nothing changes; `None`
     /// while a request runs.
     pub(crate) fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {

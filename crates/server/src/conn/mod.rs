@@ -155,6 +155,40 @@ impl ConnectionLimits {
     }
 }
 
+/// Why the server closed a client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Idle (or not yet a whole head): closed for a new connection at the
+    /// global cap.
+    MakeRoom,
+    /// Idle: closed for a new connection of the same client at its share.
+    ClientShare,
+    /// A new connection over its client's share while all of them serve
+    /// requests: closed at once.
+    ShareBusy,
+    /// No whole request head within the header timeout.
+    HeaderTimeout,
+    /// Kept alive with no request for the idle timeout.
+    IdleTimeout,
+}
+
+impl CloseReason {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MakeRoom => "make_room",
+            Self::ClientShare => "client_share",
+            Self::ShareBusy => "share_busy",
+            Self::HeaderTimeout => "header_timeout",
+            Self::IdleTimeout => "idle_timeout",
+        }
+    }
+}
+
+/// Told when the server closes a client connection (the service counts it
+/// in a metric).
+pub type CloseObserver = Arc<dyn Fn(CloseReason) + Send + Sync>;
+
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves,
 /// then stops accepting, shuts every connection down gracefully and returns
 /// once they are all closed.
@@ -162,6 +196,17 @@ pub async fn serve_with(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_observed(listener, router, limits, Arc::new(|_| {}), shutdown).await
+}
+
+/// [`serve_with`], telling `closed` of every connection the server closes.
+pub async fn serve_observed(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    closed: CloseObserver,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -182,7 +227,9 @@ pub async fn serve_with(
             Err(error) if out_of_resources(&error) => {
                 // Descriptors ran out below the cap: an idle connection
                 // gives its own back.
-                registry.make_room(None);
+                if registry.make_room(None) {
+                    closed(CloseReason::MakeRoom);
+                }
                 let pause = exhausted.failed(&error);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
@@ -197,12 +244,13 @@ pub async fn serve_with(
             }
         };
         let client = ClientKey::of(peer.ip());
-        if !fits_share(&registry, client, &limits) {
+        if !fits_share(&registry, client, &limits, &closed) {
             tracing::debug!(%peer, "closing a connection over its client's share, all busy");
+            closed(CloseReason::ShareBusy);
             continue;
         }
         let permit = tokio::select! {
-            permit = slot(&permits, &registry) => match permit {
+            permit = slot(&permits, &registry, &closed) => match permit {
                 Some(permit) => permit,
                 None => break,
             },
@@ -222,8 +270,11 @@ pub async fn serve_with(
         };
         let watcher = graceful.watcher();
         let router = router.clone();
+        let observer = closed.clone();
         tokio::spawn(async move {
-            serve_connection(connection, router, limits, watcher).await;
+            if let Some(reason) = serve_connection(connection, router, limits, watcher).await {
+                observer(reason);
+            }
             drop::<(Registration, OwnedSemaphorePermit)>((registration, permit));
         });
     }
@@ -234,19 +285,36 @@ pub async fn serve_with(
 
 /// Whether a new connection of `client` fits its share, once the client's
 /// least recently active idle connection (if it is at its share) is closed.
-fn fits_share(registry: &Registry, client: ClientKey, limits: &ConnectionLimits) -> bool {
-    registry.share(client) < limits.max_connections_per_client.max(1)
-        || registry.make_room(Some(client))
+fn fits_share(
+    registry: &Registry,
+    client: ClientKey,
+    limits: &ConnectionLimits,
+    closed: &CloseObserver,
+) -> bool {
+    if registry.share(client) < limits.max_connections_per_client.max(1) {
+        return true;
+    }
+    let made = registry.make_room(Some(client));
+    if made {
+        closed(CloseReason::ClientShare);
+    }
+    made
 }
 
 /// A slot under the global cap: at once when one is free; else an idle
 /// connection is closed to free one, or, when every connection serves a
 /// request, the next to end frees it. `None` when the semaphore is closed.
-async fn slot(permits: &Arc<Semaphore>, registry: &Registry) -> Option<OwnedSemaphorePermit> {
+async fn slot(
+    permits: &Arc<Semaphore>,
+    registry: &Registry,
+    closed: &CloseObserver,
+) -> Option<OwnedSemaphorePermit> {
     if let Ok(permit) = permits.clone().try_acquire_owned() {
         return Some(permit);
     }
-    if !registry.make_room(None) {
+    if registry.make_room(None) {
+        closed(CloseReason::MakeRoom);
+    } else {
         tracing::debug!("every connection serves a request: waiting for one to end");
     }
     permits.clone().acquire_owned().await.ok()
@@ -312,13 +380,15 @@ struct Connection {
 
 /// One connection: hyper's HTTP/1 connection, closed by the watchdog when
 /// its header or idle timeout passes or when it is chosen to make room,
-/// shut down gracefully with the server.
+/// shut down gracefully with the server. Returns why the watchdog closed it
+/// (`None`: it ended on its own, or was chosen to make room, which the
+/// chooser counts).
 async fn serve_connection(
     connection: Connection,
     router: Router,
     limits: ConnectionLimits,
     watcher: hyper_util::server::graceful::Watcher,
-) {
+) -> Option<CloseReason> {
     let Connection {
         stream,
         peer,
@@ -355,20 +425,20 @@ async fn serve_connection(
                 if let Err(error) = served {
                     tracing::debug!(%error, "connection ended with an error");
                 }
-                return;
+                return None;
             }
             () = close.notified() => {
                 // Chosen while it served no request; one may have begun
                 // since (its head arrived): then it stays.
                 if activity.idle_since().is_some() {
                     tracing::debug!(%peer, "closing an idle connection to make room");
-                    return;
+                    return None;
                 }
             }
             () = tokio::time::sleep_until(wake) => {
                 if activity.deadline(&limits).is_some_and(|at| at <= Instant::now()) {
                     tracing::debug!("closing a connection past its header or idle timeout");
-                    return;
+                    return Some(activity.timeout_reason());
                 }
             }
         }

@@ -424,6 +424,7 @@ pub async fn login(
     let ip = client.0;
     if let Err(wait) = state.console.logins.admit(ip, operator.is_some()) {
         tracing::warn!("console login refused: over the login limit");
+        state.metrics.refused("console_logins");
         let seconds = crate::limits::retry_after_seconds(wait);
         return login_form(Some(LoginRefusal::TooMany(seconds)));
     }

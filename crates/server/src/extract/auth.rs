@@ -58,7 +58,10 @@ fn credentials(parts: &Parts) -> Result<(ShopId, ShopSecret), Problem> {
 fn admit(state: &AppState, shop: ShopId) -> Result<AuthenticatedShop, Problem> {
     match state.rate_limiter.check(&shop) {
         Ok(()) => Ok(AuthenticatedShop(shop)),
-        Err(wait) => Err(crate::limits::rate_limited(wait)),
+        Err(wait) => {
+            state.metrics.refused("rate_limited");
+            Err(crate::limits::rate_limited(wait))
+        }
     }
 }
 
@@ -71,9 +74,15 @@ pub fn client_key(parts: &Parts, state: &AppState) -> ClientKey {
 /// A failed authentication: 401, or 429 once the client is past its budget.
 fn refused(state: &AppState, client: ClientKey) -> Problem {
     match state.auth_limits.failed(client) {
-        Some(wait) => too_many_failures(wait),
+        Some(wait) => over_budget(state, wait),
         None => unauthorized("unknown shop or wrong secret key"),
     }
+}
+
+/// The 429 of a client past its failure budget, counted.
+fn over_budget(state: &AppState, wait: std::time::Duration) -> Problem {
+    state.metrics.refused("auth_failures");
+    too_many_failures(wait)
 }
 
 impl FromRequestParts<AppState> for AuthenticatedShop {
@@ -84,10 +93,10 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         let (shop, secret) = match credentials(parts) {
             Ok(credentials) => credentials,
             Err(problem) => {
-                return Err(state
-                    .auth_limits
-                    .blocked(client)
-                    .map_or(problem, too_many_failures));
+                return Err(match state.auth_limits.blocked(client) {
+                    Some(wait) => over_budget(state, wait),
+                    None => problem,
+                });
             }
         };
         // A hash read in the last few seconds is trusted (see `crate::cache`);
@@ -102,7 +111,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         }
         // Past here a request may cost a store read.
         if let Some(wait) = state.auth_limits.blocked(client) {
-            return Err(too_many_failures(wait));
+            return Err(over_budget(state, wait));
         }
         if state.auth_limits.is_known_unknown(&shop) {
             // The same comparison a cached shop costs, so timing does not
@@ -113,10 +122,10 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
             return Err(refused(state, client));
         }
         if !state.auth_cache.seen(&shop) {
-            state
-                .auth_limits
-                .unseen_lookup()
-                .map_err(too_many_failures)?;
+            state.auth_limits.unseen_lookup().map_err(|wait| {
+                state.metrics.refused("unseen_lookups");
+                too_many_failures(wait)
+            })?;
         }
         let stored = state
             .store
