@@ -302,6 +302,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     {
         state = state.with_operator_secret(hash);
     }
+    // Every shop that exists is known: a flood of unknown ids after a
+    // restart cannot make a real shop's first request meet the ceiling on
+    // look-ups of unseen shops.
+    let shops = store.shops().await.context("reading the shops")?;
+    state
+        .auth_limits()
+        .know(shops.into_iter().map(|shop| shop.shop_id));
     let operations = state.operations().clone();
     #[cfg(feature = "bench-routes")]
     let ceiling = args

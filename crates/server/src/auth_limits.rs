@@ -16,12 +16,14 @@
 //!   same NAT address as a guesser keeps working.
 //! - **Store look-ups of shop ids never seen** have a global ceiling
 //!   ([`AuthLimitSettings::unseen_lookups_per_second`]): past it, `429
-//!   rate_limited` too. A shop this instance has seen before (in its auth
-//!   cache, fresh or stale) never counts against it.
+//!   rate_limited` too. A shop this instance knows never counts against it:
+//!   `chargeonce serve` loads every shop id at start ([`AuthLimits::know`],
+//!   up to [`KNOWN_SHOPS_KEPT`]), and a look-up that finds a shop adds it.
+//!   So after a restart a flood cannot delay a real shop's first request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use chargeonce_core::ShopId;
@@ -36,6 +38,10 @@ pub const UNKNOWN_SHOP_TTL: Duration = Duration::from_secs(5);
 
 /// The most unknown shop ids remembered (then the set starts again).
 const UNKNOWN_SHOPS_KEPT: usize = 10_000;
+
+/// The most shop ids remembered as known (past it, new ones are not added:
+/// they count against the unseen ceiling until cached).
+pub const KNOWN_SHOPS_KEPT: usize = 200_000;
 
 /// The most client addresses tracked before the stale ones are dropped.
 const CLIENTS_KEPT: usize = 10_000;
@@ -74,6 +80,7 @@ pub struct AuthLimits {
     blocked: Mutex<HashMap<ClientKey, Instant>>,
     unseen: Option<DefaultDirectRateLimiter>,
     unknown: Mutex<HashMap<ShopId, Instant>>,
+    known: RwLock<HashSet<ShopId>>,
 }
 
 impl std::fmt::Debug for AuthLimits {
@@ -107,6 +114,7 @@ impl AuthLimits {
             blocked: Mutex::new(HashMap::new()),
             unseen,
             unknown: Mutex::new(HashMap::new()),
+            known: RwLock::new(HashSet::new()),
         }
     }
 
@@ -159,6 +167,26 @@ impl AuthLimits {
             }
         }
         unknown.insert(shop, Instant::now());
+    }
+
+    /// Remembers shops as known (the store has them): their look-ups never
+    /// count against the unseen ceiling. Bounded by [`KNOWN_SHOPS_KEPT`].
+    pub fn know(&self, shops: impl IntoIterator<Item = ShopId>) {
+        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
+        for shop in shops {
+            if known.len() >= KNOWN_SHOPS_KEPT {
+                break;
+            }
+            known.insert(shop);
+        }
+    }
+
+    /// Whether `shop` is known to exist.
+    pub fn is_known(&self, shop: &ShopId) -> bool {
+        self.known
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(shop)
     }
 
     /// Takes one look-up of a shop id never seen; `Err` with the wait past

@@ -73,12 +73,6 @@ impl AuthCache {
         (stored_at.elapsed() < self.ttl).then(|| hash.clone())
     }
 
-    /// Whether this cache holds `shop`, fresh or stale: the shop was known
-    /// to this instance a while ago.
-    pub fn seen(&self, shop: &ShopId) -> bool {
-        lock(&self.shops).contains_key(shop)
-    }
-
     /// Remembers a hash just read from the store.
     pub fn insert(&self, shop: ShopId, hash: SecretHash) {
         if self.ttl.is_zero() {

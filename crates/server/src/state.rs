@@ -104,6 +104,12 @@ impl AppState {
         self
     }
 
+    /// This instance's limits on work before a shop is authenticated (to
+    /// tell them the shops that exist, [`crate::auth_limits::AuthLimits::know`]).
+    pub fn auth_limits(&self) -> &crate::auth_limits::AuthLimits {
+        &self.auth_limits
+    }
+
     /// The limits on work before a shop is authenticated
     /// ([`crate::auth_limits`]).
     pub fn with_auth_limits(mut self, settings: crate::auth_limits::AuthLimitSettings) -> Self {

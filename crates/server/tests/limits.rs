@@ -531,7 +531,20 @@ async fn lookups_of_unseen_shops_have_a_ceiling(backend: Backend) {
                 .basic_auth(shop, Some("sk_guess_0123456789")),
         )
     };
-    // The real shop's first request is a look-up too (one of the three).
+    // A shop the instance was told of at start costs no share of the ceiling.
+    server
+        .state
+        .auth_limits()
+        .know([ShopId::new(OTHER_SHOP).unwrap()]);
+    let other = send(
+        server
+            .http
+            .get(server.url("/v1/refunds"))
+            .basic_auth(OTHER_SHOP, Some(OTHER_SECRET)),
+    )
+    .await;
+    assert_eq!(other.status, 200);
+    // A shop it was not told of: its first request is a look-up (one of three).
     assert_eq!(send(server.get("/v1/refunds")).await.status, 200);
     for i in 0..2 {
         ask(format!("unseen-{i}"))

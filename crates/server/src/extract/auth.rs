@@ -121,7 +121,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
             }
             return Err(refused(state, client));
         }
-        if !state.auth_cache.seen(&shop) {
+        if !state.auth_limits.is_known(&shop) {
             state.auth_limits.unseen_lookup().map_err(|wait| {
                 state.metrics.refused("unseen_lookups");
                 too_many_failures(wait)
@@ -142,6 +142,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         };
         let verified = hash.verify(&secret);
         if known {
+            state.auth_limits.know([shop.clone()]);
             state.auth_cache.insert(shop.clone(), hash);
         } else {
             state.auth_limits.remember_unknown(shop.clone());
