@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use chargeonce_console::{Console, ConsoleSettings, LoginLimits};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
 use chargeonce_server::conn::{CloseObserver, FD_RESERVE, serve_observed};
-use chargeonce_server::console::{ConsoleSettings, LoginLimits};
 use chargeonce_server::{AppState, HttpRender};
 use clap::Args;
 
@@ -106,12 +106,12 @@ pub struct ServeArgs {
     /// burst of that many after a quiet minute; an IPv4 address or an IPv6
     /// /64); past it an attempt is answered 429 with Retry-After before its
     /// secret is checked. `0`: no limit.
-    #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_ATTEMPTS", default_value_t = chargeonce_server::console::DEFAULT_LOGIN_ATTEMPTS)]
+    #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_ATTEMPTS", default_value_t = chargeonce_console::DEFAULT_LOGIN_ATTEMPTS)]
     console_login_attempts: u32,
     /// Console login attempts a minute from all addresses together, except
     /// `--console-trusted-networks` and browsers with a valid session (so a
     /// flood from elsewhere cannot lock the operator out). `0`: no limit.
-    #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_CEILING", default_value_t = chargeonce_server::console::DEFAULT_LOGIN_CEILING)]
+    #[arg(long, env = "CHARGEONCE_CONSOLE_LOGIN_CEILING", default_value_t = chargeonce_console::DEFAULT_LOGIN_CEILING)]
     console_login_ceiling: u32,
     /// The operator's own networks (comma-separated CIDRs, e.g.
     /// `10.8.0.0/16,127.0.0.1/32`): their login attempts are not counted
@@ -196,7 +196,7 @@ async fn ensure_operator_secret(
     if store.operator_secret().await?.is_some() {
         return Ok(None);
     }
-    let secret = chargeonce_server::console::auth::generate_operator_secret();
+    let secret = chargeonce_console::auth::generate_operator_secret();
     if store.init_operator_secret(&secret.hash()).await? {
         // Shown once, like the demo shop's credentials: only the hash is kept.
         println!("operator secret: {}", secret.expose());
@@ -287,21 +287,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     state = state
         .with_operator_listen(operator_addr)
         .with_auth_limits(args.limits.auth_limits())
-        .with_trusted_proxies(args.limits.trusted_proxies.clone())
-        .with_console(ConsoleSettings {
-            session_ttl: args.console_session_ttl,
-            logins: LoginLimits {
-                per_client: args.console_login_attempts,
-                ceiling: args.console_login_ceiling,
-                trusted: args.console_trusted_networks.clone(),
-            },
-            secure_cookie: operator_addr.is_some_and(|a| !a.ip().is_loopback()),
-        });
-    if let Some(hash) =
-        ensure_operator_secret(store.as_ref(), args.operator_secret.as_ref()).await?
-    {
-        state = state.with_operator_secret(hash);
-    }
+        .with_trusted_proxies(args.limits.trusted_proxies.clone());
+    let console = ConsoleSettings {
+        session_ttl: args.console_session_ttl,
+        logins: LoginLimits {
+            per_client: args.console_login_attempts,
+            ceiling: args.console_login_ceiling,
+            trusted: args.console_trusted_networks.clone(),
+        },
+        secure_cookie: operator_addr.is_some_and(|a| !a.ip().is_loopback()),
+        operator_secret: ensure_operator_secret(store.as_ref(), args.operator_secret.as_ref())
+            .await?,
+    };
     // Every shop that exists is known: a flood of unknown ids after a
     // restart cannot make a real shop's first request meet the ceiling on
     // look-ups of unseen shops.
@@ -319,7 +316,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(sim) => axum::Router::new().nest_service("/sim", sim),
             None => axum::Router::new(),
         };
-        chargeonce_server::operator_router(state.clone(), sim)
+        let console = chargeonce_console::router(Console::new(state.clone(), console));
+        chargeonce_server::operator_router(state.clone(), console.merge(sim))
     });
     #[allow(
         unused_mut,

@@ -34,7 +34,7 @@ pub mod bench_ceiling;
 pub mod cache;
 pub mod client_addr;
 pub mod conn;
-pub mod console;
+
 pub mod extract;
 pub mod home;
 pub mod limits;
@@ -98,11 +98,11 @@ pub fn router(state: AppState) -> Router {
     with_layers(public, state)
 }
 
-/// The operator listener's router ([`operator`]): the console under
-/// `/console`, `/metrics`, the health checks, and `extra` (the embedded
-/// simulator's `/sim` routes, say), inside the same layers as the API.
+/// The operator listener's router ([`operator`]): `/metrics`, the health
+/// checks, and `extra` (the console, the embedded simulator's `/sim`
+/// routes), inside the same layers as the API.
 pub fn operator_router(state: AppState, extra: Router<AppState>) -> Router {
-    let routes = operator::routes(&state).merge(extra);
+    let routes = operator::routes().merge(extra);
     with_layers(routes, state)
 }
 

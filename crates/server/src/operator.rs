@@ -1,9 +1,9 @@
 //! The operator's side, served on a listener of its own (`chargeonce serve
 //! --operator-listen`, loopback by default) and never on the shop API's:
-//! the console under `/console` ([`crate::console`]), `GET /metrics`
-//! (Prometheus text: business volumes are not for the public), and the
-//! health checks (so a probe can watch either listener). The embedded
-//! simulator's `/sim` routes are merged here by the binary.
+//! `GET /metrics` (Prometheus text: business volumes are not for the
+//! public) and the health checks (so a probe can watch either listener).
+//! The binary merges in the operator console (`chargeonce-console`, under
+//! `/console`) and the embedded simulator's `/sim` routes.
 //!
 //! Keeping it apart means a script bug on the public origin (`/docs`, say)
 //! cannot run in the console's origin, and a firewall rule (or the loopback
@@ -21,10 +21,10 @@ use crate::routes::health;
 /// Where the metrics are served on the operator listener.
 pub const METRICS_PATH: &str = "/metrics";
 
-/// The operator listener's routes, before the shared layers
+/// The operator listener's own routes, before the shared layers
 /// ([`crate::operator_router`] adds them).
-pub fn routes(state: &AppState) -> Router<AppState> {
-    crate::console::router(state)
+pub fn routes() -> Router<AppState> {
+    Router::new()
         .route(METRICS_PATH, get(metrics))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chargeonce_core::webhook::WebhookSecret;
-use chargeonce_core::{Engine, SecretHash, Store, StoreError};
+use chargeonce_core::{Engine, Store, StoreError};
 use tokio_util::task::TaskTracker;
 
 use crate::{Metrics, cache, limits};
@@ -36,8 +36,6 @@ pub struct Shared {
     pub(crate) request_limits: limits::RequestLimits,
     pub(crate) rate_limiter: Arc<limits::ShopRateLimiter>,
     pub(crate) waiters: Arc<limits::Waiters>,
-    pub(crate) console: Arc<crate::console::ConsoleState>,
-    pub(crate) operator_secret: Option<Arc<SecretHash>>,
     /// Where the operator listener is, for the landing page (`None`: off).
     pub(crate) operator_listen: Option<std::net::SocketAddr>,
     /// Proxies whose `X-Forwarded-For` names the client ([`crate::client_addr`]).
@@ -70,8 +68,6 @@ impl AppState {
             request_limits: limits::RequestLimits::default(),
             rate_limiter: Arc::new(limits::ShopRateLimiter::default()),
             waiters: Arc::new(limits::Waiters::default()),
-            console: Arc::new(crate::console::ConsoleState::default()),
-            operator_secret: None,
             operator_listen: None,
             trusted_proxies: Arc::from(Vec::new()),
         };
@@ -87,21 +83,25 @@ impl AppState {
         Arc::make_mut(&mut self.shared)
     }
 
-    /// How the console runs: its sessions' lifetime, its login limits and
-    /// its cookie (default [`crate::console::ConsoleSettings::default`]).
-    /// Sessions live in this instance's memory: setting this drops the ones
-    /// there are.
-    pub fn with_console(mut self, settings: crate::console::ConsoleSettings) -> Self {
-        self.shared_mut().console = Arc::new(crate::console::ConsoleState::new(settings));
-        self
+    /// The metrics, shared (for a task that holds them weakly).
+    pub fn shared_metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
-    /// The operator secret's hash to check console logins against while the
-    /// store has none (the store's, set by `serve --operator-secret` or at
-    /// the first start, comes first).
-    pub fn with_operator_secret(mut self, hash: SecretHash) -> Self {
-        self.shared_mut().operator_secret = Some(Arc::new(hash));
-        self
+    /// The store behind the reads (the engine's).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The engine behind the routes.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The proxies whose `X-Forwarded-For` names the client
+    /// ([`crate::client_addr`]).
+    pub fn trusted_proxies(&self) -> &[ipnet::IpNet] {
+        &self.trusted_proxies
     }
 
     /// This instance's limits on work before a shop is authenticated (to
@@ -129,11 +129,6 @@ impl AppState {
     pub fn with_operator_listen(mut self, addr: Option<std::net::SocketAddr>) -> Self {
         self.shared_mut().operator_listen = addr;
         self
-    }
-
-    /// The console's sessions and samples on this instance.
-    pub fn console(&self) -> &crate::console::ConsoleState {
-        &self.console
     }
 
     /// The time limits of a request (default [`limits::RequestLimits::default`]).
@@ -226,7 +221,7 @@ impl AppState {
     /// transaction in progress" (the warnings of issue 39, from acquirer
     /// webhooks hung up on); cut before, it is rolled back, and the work is
     /// lost for a reason that is not the client's.
-    pub(crate) async fn detached<T: Send + 'static>(
+    pub async fn detached<T: Send + 'static>(
         &self,
         write: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> Result<T, StoreError> {

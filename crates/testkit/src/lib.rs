@@ -25,11 +25,13 @@
 //! # fn main() {}
 //! ```
 
+pub mod answer;
 pub mod backend;
 pub mod db;
 pub mod merchant;
 pub mod service;
 
+pub use answer::{Answer, send};
 pub use backend::Backend;
 pub use db::{TestDb, admin_url};
 pub use merchant::{Received, Reply, TestMerchant};

@@ -1,7 +1,7 @@
 //! The service in one process, as the tests run it: a store on a fresh
 //! database, the in-process acquirer simulator, the engine, the server's
-//! public router and its operator router each on a free port of
-//! `127.0.0.1`, and two shops with known secrets.
+//! public router and its operator router (with the console) each on a free
+//! port of `127.0.0.1`, and two shops with known secrets.
 //! Dropping the [`TestService`] stops the server and removes the database.
 
 use std::net::SocketAddr;
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chargeonce_acquirer::{LedgerEntry, Simulator, SimulatorConfig};
+use chargeonce_console::{Console, ConsoleSettings};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
 use chargeonce_server::conn::ConnectionLimits;
@@ -57,6 +58,7 @@ pub struct ServiceBuilder {
     sim_routes: bool,
     routes: Vec<Routes>,
     acquirer_ignores_keys: bool,
+    console: ConsoleSettings,
 }
 
 impl ServiceBuilder {
@@ -78,6 +80,7 @@ impl ServiceBuilder {
             sim_routes: false,
             routes: Vec::new(),
             acquirer_ignores_keys: false,
+            console: ConsoleSettings::default(),
         }
     }
 
@@ -123,6 +126,13 @@ impl ServiceBuilder {
     pub fn state(mut self, tweak: impl FnOnce(AppState) -> AppState + Send + 'static) -> Self {
         let earlier = self.state;
         self.state = Box::new(move |state| tweak(earlier(state)));
+        self
+    }
+
+    /// Changes the operator console's settings (its login limits, its
+    /// cookie, the operator secret it checks while the store has none).
+    pub fn console(mut self, tune: impl FnOnce(ConsoleSettings) -> ConsoleSettings) -> Self {
+        self.console = tune(self.console);
         self
     }
 
@@ -218,7 +228,8 @@ impl ServiceBuilder {
         } else {
             axum::Router::new()
         };
-        let operator_app = chargeonce_server::operator_router(state.clone(), extra);
+        let console = chargeonce_console::router(Console::new(state.clone(), self.console));
+        let operator_app = chargeonce_server::operator_router(state.clone(), console.merge(extra));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let limits = self.connection.unwrap_or_else(|| {

@@ -4,7 +4,6 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use chargeonce_core::IdempotencyKey;
 
-use crate::AppState;
 use crate::problem::{Problem, ProblemCode};
 
 /// The header's name.
@@ -15,10 +14,10 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 #[derive(Debug, Clone)]
 pub struct IdempotencyKeyHeader(pub IdempotencyKey);
 
-impl FromRequestParts<AppState> for IdempotencyKeyHeader {
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
     type Rejection = Problem;
 
-    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Problem> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
         let mut values = parts.headers.get_all(IDEMPOTENCY_KEY).iter();
         let Some(value) = values.next() else {
             return Err(Problem::new(

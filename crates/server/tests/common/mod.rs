@@ -17,60 +17,7 @@ pub fn raw_auth() -> String {
     format!("Authorization: Basic {credentials}\r\n")
 }
 
-/// Status, headers and the raw body bytes of an answer.
-pub struct Answer {
-    pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
-    pub bytes: Vec<u8>,
-}
-
-impl Answer {
-    pub async fn of(response: reqwest::Response) -> Self {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.unwrap().to_vec();
-        Self {
-            status,
-            headers,
-            bytes,
-        }
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.bytes).unwrap()
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    pub fn replayed(&self) -> bool {
-        self.header("idempotent-replayed") == Some("true")
-    }
-
-    /// Asserts a problem+json answer with this status and code.
-    pub fn assert_problem(&self, status: u16, code: &str) {
-        assert_eq!(
-            self.status,
-            status,
-            "body: {}",
-            String::from_utf8_lossy(&self.bytes)
-        );
-        assert_eq!(
-            self.header("content-type"),
-            Some("application/problem+json")
-        );
-        let problem = self.json();
-        assert_eq!(problem["code"], code, "{problem}");
-        assert_eq!(problem["status"], status);
-        assert!(problem["title"].is_string() && problem["detail"].is_string());
-        assert_eq!(problem["type"], format!("urn:chargeonce:problem:{code}"));
-    }
-}
-
-pub async fn send(request: reqwest::RequestBuilder) -> Answer {
-    Answer::of(request.send().await.unwrap()).await
-}
+pub use chargeonce_testkit::{Answer, send};
 
 /// Sends raw bytes over TCP and returns the status line's code (for headers
 /// no HTTP client would send).

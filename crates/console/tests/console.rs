@@ -11,10 +11,10 @@ mod common;
 
 use std::time::Duration;
 
+use chargeonce_console::{ConsoleSettings, LoginLimits};
 use chargeonce_core::events::{EventId, WebhookEndpoint};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret};
-use chargeonce_server::console::{ConsoleSettings, LoginLimits};
 use chargeonce_testkit::{TestMerchant, on_both_stores};
 use chargeonce_workers::relay::{self, RelayConfig};
 use common::{Backend, OTHER_SECRET, SECRET, SHOP, TestService, WEBHOOK_SECRET, body, send};
@@ -37,7 +37,10 @@ const SECRETS: &[&str] = &[
 async fn service(backend: Backend) -> TestService {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
     let s = TestService::builder(backend)
-        .state(move |state| state.with_operator_secret(hash))
+        .console(move |c| ConsoleSettings {
+            operator_secret: Some(hash),
+            ..c
+        })
         .start()
         .await;
     s.store
@@ -643,17 +646,14 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
 async fn logins_past_the_limit_are_refused_before_the_secret_is_checked(backend: Backend) {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
     let s = TestService::builder(backend)
-        .state(move |state| {
-            state
-                .with_operator_secret(hash)
-                .with_console(ConsoleSettings {
-                    session_ttl: Duration::from_secs(3600),
-                    logins: LoginLimits {
-                        per_client: 3,
-                        ..LoginLimits::standard()
-                    },
-                    secure_cookie: false,
-                })
+        .console(move |c| ConsoleSettings {
+            session_ttl: Duration::from_secs(3600),
+            logins: LoginLimits {
+                per_client: 3,
+                ..LoginLimits::standard()
+            },
+            operator_secret: Some(hash),
+            ..c
         })
         .start()
         .await;
@@ -687,7 +687,10 @@ async fn logins_past_the_limit_are_refused_before_the_secret_is_checked(backend:
 async fn a_console_cancel_asks_first_and_ends_the_payment(backend: Backend) {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
     let s = TestService::builder(backend)
-        .state(move |state| state.with_operator_secret(hash))
+        .console(move |c| ConsoleSettings {
+            operator_secret: Some(hash),
+            ..c
+        })
         .engine(|config| chargeonce_core::EngineConfig {
             acquirer_timeout: std::time::Duration::from_millis(300),
             settle_window: std::time::Duration::from_millis(1500),
@@ -793,7 +796,10 @@ async fn login_from(s: &TestService, http: &reqwest::Client, secret: &str) -> Pa
 async fn a_guesser_cannot_lock_the_operator_out(backend: Backend) {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
     let s = TestService::builder(backend)
-        .state(move |state| state.with_operator_secret(hash))
+        .console(move |c| ConsoleSettings {
+            operator_secret: Some(hash),
+            ..c
+        })
         .start()
         .await;
     let stranger = client_from("127.0.0.1");
@@ -817,17 +823,14 @@ async fn a_guesser_cannot_lock_the_operator_out(backend: Backend) {
 async fn the_ceiling_spares_trusted_networks(backend: Backend) {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
     let s = TestService::builder(backend)
-        .state(move |state| {
-            state
-                .with_operator_secret(hash)
-                .with_console(ConsoleSettings {
-                    logins: LoginLimits {
-                        per_client: 100,
-                        ceiling: 4,
-                        trusted: vec!["127.0.0.9/32".parse().unwrap()],
-                    },
-                    ..ConsoleSettings::default()
-                })
+        .console(move |c| ConsoleSettings {
+            logins: LoginLimits {
+                per_client: 100,
+                ceiling: 4,
+                trusted: vec!["127.0.0.9/32".parse().unwrap()],
+            },
+            operator_secret: Some(hash),
+            ..c
         })
         .start()
         .await;
@@ -946,13 +949,10 @@ async fn the_public_listener_keeps_the_operators_side_off(backend: Backend) {
 async fn the_session_cookie_is_secure_off_loopback(backend: Backend) {
     let hash = ShopSecret::new(OPERATOR_SECRET).unwrap().hash();
     let s = TestService::builder(backend)
-        .state(move |state| {
-            state
-                .with_operator_secret(hash)
-                .with_console(ConsoleSettings {
-                    secure_cookie: true,
-                    ..ConsoleSettings::default()
-                })
+        .console(move |c| ConsoleSettings {
+            secure_cookie: true,
+            operator_secret: Some(hash),
+            ..c
         })
         .start()
         .await;

@@ -18,8 +18,8 @@ use serde::Deserialize;
 
 use super::payment::EventRow;
 use super::{Chrome, ConsoleError, Operator, back_to, given, html};
-use crate::AppState;
-use crate::extract::PathId;
+use crate::Console;
+use chargeonce_server::extract::PathId;
 
 /// Events listed per shop.
 const PER_SHOP: u32 = 50;
@@ -43,12 +43,12 @@ struct EventsPage {
 
 /// `GET /console/events`: one shop's recent events, or every shop's.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     Query(query): Query<EventsQuery>,
 ) -> Result<Response, ConsoleError> {
     let shops: Vec<ShopId> = state
-        .store
+        .store()
         .shops()
         .await?
         .into_iter()
@@ -67,7 +67,7 @@ pub async fn page(
             starting_after: None,
             event_type: None,
         };
-        events.extend(state.store.events(shop, &query).await?);
+        events.extend(state.store().events(shop, &query).await?);
     }
     events.sort_by_key(|e| std::cmp::Reverse(e.created_at_ms));
     events.truncate(PER_SHOP as usize * 2);
@@ -97,7 +97,7 @@ pub struct ResendForm {
 /// `POST /console/events/{id}/resend`: makes the event due again (once per
 /// key), then 303 back.
 pub async fn resend(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     PathId(id): PathId,
     Form(form): Form<ResendForm>,
@@ -106,8 +106,12 @@ pub async fn resend(
     let back = back_to(form.back.as_deref(), "/console/events");
     let not_found = || ConsoleError::NotFound("no such event".to_owned());
     let id = EventId::parse(&id).map_err(|_| not_found())?;
-    let shop = state.store.event_shop(&id).await?.ok_or_else(not_found)?;
-    let event = state.store.event(&shop, &id).await?.ok_or_else(not_found)?;
+    let shop = state.store().event_shop(&id).await?.ok_or_else(not_found)?;
+    let event = state
+        .store()
+        .event(&shop, &id)
+        .await?
+        .ok_or_else(not_found)?;
     let current = format!("resend-{}-{}", event.id, event.delivery.attempts);
     let key = form.key.unwrap_or_default();
     let message = if key != current {
@@ -120,7 +124,7 @@ pub async fn resend(
         format!("event {id} was already resent (its delivery is due again)")
     } else {
         state
-            .store
+            .store()
             .resend_event(&shop, &id)
             .await?
             .ok_or_else(not_found)?;

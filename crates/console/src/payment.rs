@@ -28,10 +28,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Chrome, ConsoleError, Operator, html, money, when, when_ms};
-use crate::AppState;
-use crate::extract::PathId;
-use crate::pipeline::{self, Operation};
-use crate::routes::history;
+use crate::Console;
+use chargeonce_server::extract::PathId;
+use chargeonce_server::pipeline::{self, Operation};
+use chargeonce_server::routes::history;
 
 /// One line of the timeline.
 pub struct TimelineEntry {
@@ -447,9 +447,9 @@ fn not_found() -> ConsoleError {
 }
 
 /// The payment of a path id, any shop's.
-pub(super) async fn payment_of(state: &AppState, id: &str) -> Result<Payment, ConsoleError> {
+pub(super) async fn payment_of(state: &Console, id: &str) -> Result<Payment, ConsoleError> {
     let id = PaymentId::parse(id).map_err(|_| not_found())?;
-    state.store.any_payment(&id).await?.ok_or_else(not_found)
+    state.store().any_payment(&id).await?.ok_or_else(not_found)
 }
 
 /// A fresh refund key for the form.
@@ -461,13 +461,13 @@ fn refund_key(payment: &PaymentId) -> String {
 
 /// `GET /console/payments/{id}`.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     PathId(id): PathId,
 ) -> Result<Response, ConsoleError> {
     let payment = payment_of(&state, &id).await?;
     let refunds = state
-        .store
+        .store()
         .list_refunds(
             &payment.shop_id,
             Some(&payment.id),
@@ -477,9 +477,9 @@ pub async fn page(
             },
         )
         .await?;
-    let (entries, repeats) = history::read(state.store.as_ref(), None, &payment).await?;
-    let events = state.store.payment_events(&payment.id).await?;
-    let refunded = crate::render::amount_minor(payment.refunded_minor, payment.amount);
+    let (entries, repeats) = history::read(state.store().as_ref(), None, &payment).await?;
+    let events = state.store().payment_events(&payment.id).await?;
+    let refunded = chargeonce_server::render::amount_minor(payment.refunded_minor, payment.amount);
     html(&PaymentPage {
         page: Chrome::new(&operator, format!("Payment {}", payment.id), "payments"),
         id: payment.id.as_str().to_owned(),
@@ -563,7 +563,7 @@ impl Answered {
 /// a later API request with the key agrees with it); a claim refused
 /// answers its problem.
 pub(super) async fn through_engine(
-    state: &AppState,
+    state: &Console,
     payment: &Payment,
     key: &IdempotencyKey,
     path: &str,
@@ -596,7 +596,7 @@ pub(super) async fn through_engine(
 /// confirmation page; with it, the refund through the engine, then 303 back
 /// to the payment with what happened.
 pub async fn refund(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     PathId(id): PathId,
     Form(form): Form<RefundForm>,

@@ -45,9 +45,9 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use super::{Chrome, ConsoleError, html};
-use crate::AppState;
-use crate::conn::ClientKey;
-use crate::problem::{Problem, ProblemCode};
+use crate::Console;
+use chargeonce_server::conn::ClientKey;
+use chargeonce_server::problem::{Problem, ProblemCode};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "chargeonce_console";
@@ -314,10 +314,10 @@ impl IntoResponse for NoSession {
     }
 }
 
-impl FromRequestParts<AppState> for Operator {
+impl FromRequestParts<Console> for Operator {
     type Rejection = NoSession;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, NoSession> {
+    async fn from_request_parts(parts: &mut Parts, state: &Console) -> Result<Self, NoSession> {
         let api = parts.uri.path().starts_with("/console/api/");
         session_cookie(&parts.headers)
             .and_then(|id| state.console.sessions.operator(&id))
@@ -325,12 +325,12 @@ impl FromRequestParts<AppState> for Operator {
     }
 }
 
-impl axum::extract::OptionalFromRequestParts<AppState> for Operator {
+impl axum::extract::OptionalFromRequestParts<Console> for Operator {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &AppState,
+        state: &Console,
     ) -> Result<Option<Self>, Self::Rejection> {
         Ok(session_cookie(&parts.headers).and_then(|id| state.console.sessions.operator(&id)))
     }
@@ -382,19 +382,19 @@ pub async fn login_page(operator: Option<Operator>) -> Result<Response, ConsoleE
     login_form(None)
 }
 
-/// The client a login attempt comes from ([`crate::client_addr`]).
+/// The client a login attempt comes from ([`chargeonce_server::client_addr`]).
 pub struct ClientIp(IpAddr);
 
-impl FromRequestParts<AppState> for ClientIp {
+impl FromRequestParts<Console> for ClientIp {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &AppState,
+        state: &Console,
     ) -> Result<Self, Self::Rejection> {
-        Ok(Self(crate::client_addr::client_ip(
+        Ok(Self(chargeonce_server::client_addr::client_ip(
             parts,
-            &state.trusted_proxies,
+            state.trusted_proxies(),
         )))
     }
 }
@@ -407,16 +407,16 @@ pub struct LoginForm {
 
 /// The operator secret to check a login against: the store's (set by
 /// `serve --operator-secret` or generated at the first start), else the
-/// one this instance was given ([`AppState::with_operator_secret`]).
-async fn operator_hash(state: &AppState) -> Result<Option<SecretHash>, ConsoleError> {
-    let stored = state.store.operator_secret().await?;
-    Ok(stored.or_else(|| state.operator_secret.as_deref().cloned()))
+/// one this instance was given ([`ConsoleSettings::operator_secret`](crate::ConsoleSettings::operator_secret)).
+async fn operator_hash(state: &Console) -> Result<Option<SecretHash>, ConsoleError> {
+    let stored = state.store().operator_secret().await?;
+    Ok(stored.or_else(|| state.console.operator_secret.clone()))
 }
 
 /// `POST /console/login`: a session cookie and 303 to the console, or 401
 /// and the form again.
 pub async fn login(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     client: ClientIp,
     operator: Option<Operator>,
     Form(form): Form<LoginForm>,
@@ -424,8 +424,8 @@ pub async fn login(
     let ip = client.0;
     if let Err(wait) = state.console.logins.admit(ip, operator.is_some()) {
         tracing::warn!("console login refused: over the login limit");
-        state.metrics.refused("console_logins");
-        let seconds = crate::limits::retry_after_seconds(wait);
+        state.metrics().refused("console_logins");
+        let seconds = chargeonce_server::limits::retry_after_seconds(wait);
         return login_form(Some(LoginRefusal::TooMany(seconds)));
     }
     let presented = form.secret.unwrap_or_default();
@@ -463,7 +463,7 @@ pub struct CsrfForm {
 
 /// `POST /console/logout`: ends the session, clears the cookie.
 pub async fn logout(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     Form(form): Form<CsrfForm>,
 ) -> Result<Response, ConsoleError> {

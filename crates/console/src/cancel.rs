@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 
 use super::payment::{payment_of, through_engine};
 use super::{Chrome, ConsoleError, Operator, html, money};
-use crate::AppState;
-use crate::extract::PathId;
-use crate::pipeline::Operation;
+use crate::Console;
+use chargeonce_server::extract::PathId;
+use chargeonce_server::pipeline::Operation;
 
 /// A fresh cancel key for the form.
 pub fn cancel_key(payment: &PaymentId) -> String {
@@ -80,7 +80,7 @@ fn outcome_words(status: u16, replayed: bool, body: &Value, detail: &str, key: &
 /// confirmation page; with it, the cancel through the engine, then 303 back
 /// to the payment with what happened.
 pub async fn cancel(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     PathId(id): PathId,
     Form(form): Form<CancelForm>,

@@ -1,3 +1,5 @@
+//! # chargeonce-console
+//!
 //! The operator console: server-rendered pages under `/console` for the
 //! people who run chargeonce (not the shops): every shop's payments, a
 //! payment's history as a timeline, keys, findings, merchant events,
@@ -21,11 +23,11 @@
 //! and card tokens are not rendered, the operator secret is only compared.
 //!
 //! The console's routes are not part of the shop API's OpenAPI document:
-//! [`router`] is merged next to [`crate::api_routes`]'s router, inside the
+//! [`router`] is merged next to [`chargeonce_server::api_routes`]'s router, inside the
 //! same request-id and limits layers.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use askama::Template;
@@ -35,11 +37,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use chargeonce_core::{Money, StoreError};
+use chargeonce_core::{Money, SecretHash, StoreError};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
-use crate::AppState;
+use chargeonce_server::AppState;
 
 pub mod auth;
 pub mod cancel;
@@ -79,6 +81,10 @@ pub struct ConsoleSettings {
     /// Whether the session cookie is marked `Secure` (`serve` marks it
     /// unless the operator listener is a loopback address).
     pub secure_cookie: bool,
+    /// The operator secret's hash to check logins against while the store
+    /// has none (the store's, set by `serve --operator-secret` or at the
+    /// first start, comes first).
+    pub operator_secret: Option<SecretHash>,
 }
 
 impl Default for ConsoleSettings {
@@ -89,6 +95,7 @@ impl Default for ConsoleSettings {
             session_ttl: DEFAULT_SESSION_TTL,
             logins: LoginLimits::standard(),
             secure_cookie: false,
+            operator_secret: None,
         }
     }
 }
@@ -104,6 +111,8 @@ pub struct ConsoleState {
     pub logins: LoginLimiter,
     /// Whether the session cookie is marked `Secure`.
     pub secure_cookie: bool,
+    /// The operator secret given to this instance (the store's comes first).
+    pub operator_secret: Option<SecretHash>,
     /// The samples behind the overview's charts.
     pub samples: Mutex<Samples>,
     /// Resend keys (`resend-<event>-<attempts>`) already acted on, so a
@@ -121,6 +130,7 @@ impl ConsoleState {
             sessions: Sessions::new(settings.session_ttl),
             logins: LoginLimiter::new(settings.logins),
             secure_cookie: settings.secure_cookie,
+            operator_secret: settings.operator_secret,
             samples: Mutex::new(Samples::default()),
             resends: Mutex::new((HashSet::new(), VecDeque::new())),
         }
@@ -152,11 +162,39 @@ impl Default for ConsoleState {
     }
 }
 
+/// What every console handler has: the server's state (its store, engine,
+/// metrics) and the console's own ([`ConsoleState`]).
+#[derive(Clone)]
+pub struct Console {
+    app: AppState,
+    /// The console's sessions, limits and samples on this instance.
+    pub console: Arc<ConsoleState>,
+}
+
+impl std::ops::Deref for Console {
+    type Target = AppState;
+
+    fn deref(&self) -> &AppState {
+        &self.app
+    }
+}
+
+impl Console {
+    /// The console over `app`, as `settings` say.
+    pub fn new(app: AppState, settings: ConsoleSettings) -> Self {
+        Self {
+            app,
+            console: Arc::new(ConsoleState::new(settings)),
+        }
+    }
+}
+
 /// The console's routes (HTML pages, their forms, the operator JSON and the
-/// assets), with the security headers on every answer. Starts the sampler
-/// of the overview's charts when called inside a Tokio runtime.
-pub fn router(state: &AppState) -> Router<AppState> {
-    overview::start_sampler(state);
+/// assets) over `console`, with the security headers on every answer, ready
+/// to merge into the operator listener's router. Starts the sampler of the
+/// overview's charts when called inside a Tokio runtime.
+pub fn router(console: Console) -> Router<AppState> {
+    overview::start_sampler(&console);
     Router::new()
         .route("/console", get(overview::page))
         .route("/console/", get(|| async { Redirect::to(BASE) }))
@@ -181,6 +219,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/console/assets/console.css", get(css))
         .route("/console/assets/console.js", get(js))
         .layer(axum::middleware::from_fn(security_headers))
+        .with_state(console)
 }
 
 /// Adds the console's headers to every answer of its routes.
@@ -207,7 +246,7 @@ async fn security_headers(request: Request, next: Next) -> Response {
 async fn css() -> Response {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
-        include_str!("../../assets/console/console.css"),
+        include_str!("../assets/console/console.css"),
     )
         .into_response()
 }
@@ -215,7 +254,7 @@ async fn css() -> Response {
 async fn js() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        include_str!("../../assets/console/console.js"),
+        include_str!("../assets/console/console.js"),
     )
         .into_response()
 }

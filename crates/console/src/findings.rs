@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
 use super::{Chrome, ConsoleError, Operator, html, money, when};
-use crate::AppState;
-use crate::extract::PathId;
-use crate::problem::{Problem, ProblemCode};
-use crate::respond::store_problem;
+use crate::Console;
+use chargeonce_server::extract::PathId;
+use chargeonce_server::problem::{Problem, ProblemCode};
+use chargeonce_server::respond::store_problem;
 
 /// Findings listed at most.
 const LIMIT: u32 = 200;
@@ -121,12 +121,12 @@ struct FindingsPage {
 
 /// `GET /console/findings`.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     Query(query): Query<FindingsQuery>,
 ) -> Result<Response, ConsoleError> {
     let (query, name) = query_of(query.state.as_deref());
-    let findings = state.store.findings(&query).await?;
+    let findings = state.store().findings(&query).await?;
     html(&FindingsPage {
         page: Chrome::new(&operator, "Findings", "findings"),
         state: name,
@@ -145,12 +145,12 @@ pub struct ResolveForm {
 /// true)` when this call resolved it, `(finding, false)` when it was
 /// resolved already.
 async fn resolve_once(
-    state: &AppState,
+    state: &Console,
     id: i64,
     note: &str,
 ) -> Result<Option<(Finding, bool)>, chargeonce_core::StoreError> {
     let id = FindingId(id);
-    let Some(before) = state.store.finding(id).await? else {
+    let Some(before) = state.store().finding(id).await? else {
         return Ok(None);
     };
     if before.resolved.is_some() {
@@ -160,7 +160,7 @@ async fn resolve_once(
         by: OPERATOR.to_owned(),
         note: note.to_owned(),
     };
-    let store = state.store.clone();
+    let store = state.store().clone();
     let after = state
         .detached(async move { store.resolve_finding(id, &resolution).await })
         .await?;
@@ -173,7 +173,7 @@ fn finding_id(id: &str) -> Option<i64> {
 
 /// `POST /console/findings/{id}/resolve`.
 pub async fn resolve(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     PathId(id): PathId,
     Form(form): Form<ResolveForm>,
@@ -206,7 +206,7 @@ pub fn finding_json(finding: &Finding) -> Value {
         "reference": finding.reference.as_str(),
         "payment_id": finding.payment_id.as_ref().map(|p| p.as_str()),
         "charge_ids": finding.charge_ids,
-        "amount": finding.amount.map(crate::render::amount),
+        "amount": finding.amount.map(chargeonce_server::render::amount),
         "detail": finding.detail,
         "first_seen": time(finding.first_seen),
         "last_seen": time(finding.last_seen),
@@ -223,12 +223,16 @@ pub fn finding_json(finding: &Finding) -> Value {
 
 /// `GET /console/api/findings?state=`.
 pub async fn json(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     _operator: Operator,
     Query(query): Query<FindingsQuery>,
 ) -> Result<Response, Problem> {
     let (query, _) = query_of(query.state.as_deref());
-    let findings = state.store.findings(&query).await.map_err(store_problem)?;
+    let findings = state
+        .store()
+        .findings(&query)
+        .await
+        .map_err(store_problem)?;
     let data: Vec<Value> = findings.iter().map(finding_json).collect();
     Ok(Json(json!({"data": data})).into_response())
 }
@@ -243,7 +247,7 @@ pub struct ResolveBody {
 /// `POST /console/api/findings/{id}/resolve`: 200 with the finding
 /// (`"changed": false` when it was resolved already).
 pub async fn resolve_json(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     _operator: Operator,
     PathId(id): PathId,
     body: Result<Json<ResolveBody>, axum::extract::rejection::JsonRejection>,

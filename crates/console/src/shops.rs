@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::{Chrome, ConsoleError, Operator, html, when};
-use crate::AppState;
+use crate::Console;
 
 /// A shop's row.
 pub struct ShopRow {
@@ -28,11 +28,11 @@ struct ShopsPage {
 
 /// `GET /console/shops`.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
 ) -> Result<Response, ConsoleError> {
     let shops = state
-        .store
+        .store()
         .shops()
         .await?
         .into_iter()

@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::{Chrome, ConsoleError, Operator, encode, given, html, money, when};
-use crate::AppState;
+use crate::Console;
 
 /// Payments per page.
 const PER_PAGE: u32 = 25;
@@ -52,7 +52,8 @@ pub struct Row {
 
 impl Row {
     fn of(payment: &Payment) -> Self {
-        let refunded = crate::render::amount_minor(payment.refunded_minor, payment.amount);
+        let refunded =
+            chargeonce_server::render::amount_minor(payment.refunded_minor, payment.amount);
         Self {
             id: payment.id.as_str().to_owned(),
             shop: payment.shop_id.as_str().to_owned(),
@@ -100,7 +101,7 @@ fn time_filter(
 
 /// `GET /console/payments`.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     Query(query): Query<PaymentsQuery>,
 ) -> Result<Response, ConsoleError> {
@@ -147,7 +148,7 @@ pub async fn page(
         cursor,
     };
     let listed = state
-        .store
+        .store()
         .all_payments(shop.as_ref(), &filter, &request)
         .await?;
     let rows: Vec<Row> = listed.items.iter().map(Row::of).collect();

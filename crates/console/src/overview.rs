@@ -23,8 +23,10 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::{Chrome, ConsoleError, ConsoleState, Operator, html};
-use crate::metrics::Counters;
-use crate::{AppState, Metrics};
+use chargeonce_server::Metrics;
+use chargeonce_server::metrics::Counters;
+
+use crate::Console;
 
 /// How often the sampler reads.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -130,13 +132,13 @@ async fn sample(console: &ConsoleState, metrics: &Metrics, store: &dyn Store) {
 /// Starts the sampler (when inside a Tokio runtime). It holds only weak
 /// references, so it stops once the server's state is gone (and never keeps
 /// a store's connections open).
-pub fn start_sampler(state: &AppState) {
+pub fn start_sampler(state: &Console) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let console: Weak<ConsoleState> = Arc::downgrade(&state.console);
-    let metrics: Weak<Metrics> = Arc::downgrade(&state.metrics);
-    let store: Weak<dyn Store> = Arc::downgrade(&state.store);
+    let metrics: Weak<Metrics> = Arc::downgrade(state.shared_metrics());
+    let store: Weak<dyn Store> = Arc::downgrade(state.store());
     runtime.spawn(async move {
         let mut ticks = tokio::time::interval(SAMPLE_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -203,12 +205,12 @@ struct OverviewPage {
 
 /// `GET /console`.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
 ) -> Result<Response, ConsoleError> {
     // The page shows even when the store does not answer (then without
     // its counts): it is where an operator looks when things go wrong.
-    let counts = match state.store.counts().await {
+    let counts = match state.store().counts().await {
         Ok(counts) => Some(counts),
         Err(error) => {
             tracing::warn!(%error, "console overview: the store's counts");
@@ -262,8 +264,8 @@ pub fn overview_json(samples: &Samples, counts: Option<StoreCounts>) -> Value {
 }
 
 /// `GET /console/api/overview`.
-pub async fn json(State(state): State<AppState>, _operator: Operator) -> Response {
-    let counts = state.store.counts().await.ok();
+pub async fn json(State(state): State<Console>, _operator: Operator) -> Response {
+    let counts = state.store().counts().await.ok();
     let samples = state
         .console
         .samples

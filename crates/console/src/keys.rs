@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::payment::TallyView;
 use super::{Chrome, ConsoleError, Operator, given, html};
-use crate::AppState;
+use crate::Console;
 
 /// The look-up.
 #[derive(Debug, Default, Deserialize)]
@@ -73,12 +73,12 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, Strin
 
 /// `GET /console/keys`.
 pub async fn page(
-    State(state): State<AppState>,
+    State(state): State<Console>,
     operator: Operator,
     Query(query): Query<KeysQuery>,
 ) -> Result<Response, ConsoleError> {
     let shops = state
-        .store
+        .store()
         .shops()
         .await?
         .into_iter()
@@ -87,9 +87,10 @@ pub async fn page(
     let (mut found, mut error) = (None, None);
     if let (Some(shop), Some(key)) = (given(&query.shop), given(&query.key)) {
         match (ShopId::new(shop), IdempotencyKey::new(key)) {
-            (Ok(shop), Ok(key)) => match state.store.key_info(&shop, &key).await? {
+            (Ok(shop), Ok(key)) => match state.store().key_info(&shop, &key).await? {
                 Some(info) => {
-                    let view = serde_json::to_value(crate::render::key(&info)).unwrap_or_default();
+                    let view = serde_json::to_value(chargeonce_server::render::key(&info))
+                        .unwrap_or_default();
                     let mut fields = Vec::new();
                     flatten("", &view, &mut fields);
                     found = Some(KeyFound {
