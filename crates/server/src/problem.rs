@@ -125,13 +125,25 @@ pub(crate) fn retry_after_value(after: Duration) -> HeaderValue {
     HeaderValue::from(after.as_secs().max(1))
 }
 
+impl Problem {
+    /// The body of this problem about to be answered: its document with the
+    /// current request's id as `request_id` ([`crate::request_id::current`]);
+    /// without one outside a request.
+    fn body_for_this_request(&self) -> Vec<u8> {
+        match crate::request_id::current() {
+            Some(id) => self.clone().with_request_id(id.as_str()).to_body(),
+            None => self.to_body(),
+        }
+    }
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut response = (
             self.status,
             [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
             // With the id of the request it answers (see `crate::request_id`).
-            crate::request_id::problem_body(&self),
+            self.body_for_this_request(),
         )
             .into_response();
         if let Some(after) = self.retry_after {

@@ -85,8 +85,9 @@ pub fn refund(refund: &Refund) -> wire::Refund {
     }
 }
 
-/// A time as RFC 3339 (UTC, as the store keeps it).
-fn rfc3339(at: OffsetDateTime) -> String {
+/// A time as RFC 3339 (UTC, as the store keeps it): every time the API
+/// answers is written by this.
+pub fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }
 

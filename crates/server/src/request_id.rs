@@ -38,8 +38,6 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Span;
 
-use crate::problem::Problem;
-
 /// The header, in requests and answers.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
 
@@ -110,16 +108,6 @@ tokio::task_local! {
 /// tasks the request spawned).
 pub fn current() -> Option<RequestId> {
     CURRENT.try_with(Clone::clone).ok()
-}
-
-/// The body of a problem about to be answered (by `Problem::into_response`):
-/// its document with the current request's id as `request_id`; without one
-/// outside a request.
-pub(crate) fn problem_body(problem: &Problem) -> Vec<u8> {
-    match current() {
-        Some(id) => problem.clone().with_request_id(id.as_str()).to_body(),
-        None => problem.to_body(),
-    }
 }
 
 /// The layer (`axum::middleware::from_fn`): chooses the request's id
@@ -247,8 +235,11 @@ mod tests {
                 }),
             )
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
-                Problem::new(crate::problem::ProblemCode::InternalError, "internal error")
-                    .into_response()
+                crate::problem::Problem::new(
+                    crate::problem::ProblemCode::InternalError,
+                    "internal error",
+                )
+                .into_response()
             }))
             .layer(axum::middleware::from_fn(middleware));
         let request = axum::http::Request::get("/boom")

@@ -12,8 +12,6 @@ use chargeonce_core::{
     PaymentStatus, RecoveryPoint, RefundStatus, ShopId, Store,
 };
 use chargeonce_wire as wire;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, PathId};
@@ -90,15 +88,10 @@ pub async fn read(
     Ok((entries, repeats))
 }
 
-/// A time as RFC 3339.
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&Rfc3339).unwrap_or_default()
-}
-
 fn tally(tally: &Tally) -> wire::HistoryTally {
     wire::HistoryTally {
         count: tally.count,
-        last_at: tally.last_at.map(rfc3339),
+        last_at: tally.last_at.map(crate::render::rfc3339),
     }
 }
 
@@ -274,7 +267,7 @@ pub fn view(
             .iter()
             .map(|entry| wire::HistoryEntry {
                 seq: entry.seq,
-                at: rfc3339(entry.at),
+                at: crate::render::rfc3339(entry.at),
                 refund_id: entry.refund_id.as_ref().map(|id| id.as_str().to_owned()),
                 event: event_view(&entry.event),
             })
