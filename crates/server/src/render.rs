@@ -130,8 +130,10 @@ pub fn key(info: &KeyInfo) -> wire::IdempotencyKey {
     }
 }
 
-/// As a JSON value, its members sorted by name: how resources embedded in
-/// problems and lists, and those of the `GET`s, have always been sent.
+/// As a JSON value, its members sorted by name: a resource embedded in a
+/// problem document (an extension member). Resources answered on their own
+/// (a `GET`, a list, a `POST`'s stored answer) are serialised from their
+/// wire type, in declaration order.
 pub fn to_value(resource: &impl Serialize) -> Value {
     serde_json::to_value(resource).unwrap_or_default()
 }

@@ -46,6 +46,14 @@ async fn first_request_is_201_and_a_repeat_is_a_byte_identical_replay(backend: B
         assert_eq!(again.header("content-type"), Some("application/json"));
     }
     assert_eq!(s.charges("order-1").await.len(), 1);
+    // The resource read back is the same bytes too: members in one order.
+    let read = send(s.get(&location)).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(
+        String::from_utf8_lossy(&read.bytes),
+        String::from_utf8_lossy(&first.bytes),
+        "GET answers the payment as its POST did"
+    );
 }
 
 async fn a_reserialised_body_is_the_same_request(backend: Backend) {

@@ -16,7 +16,6 @@ use time::format_description::well_known::Rfc3339;
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, PathId, StrictQuery};
 use crate::problem::{Problem, ProblemCode};
-use crate::render;
 use crate::respond::store_problem;
 
 /// Events per page unless `limit` says otherwise.
@@ -149,7 +148,7 @@ pub async fn list(
     let has_more = events.len() > limit as usize;
     events.truncate(limit as usize);
     let list = wire::List::page(events.iter().map(event_view).collect(), has_more);
-    Ok(Json(render::to_value(&list)).into_response())
+    Ok(Json(list).into_response())
 }
 
 /// One event of the authenticated shop, with its delivery log.
@@ -178,7 +177,7 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok(Json(render::to_value(&event_view(&event))).into_response())
+    Ok(Json(event_view(&event)).into_response())
 }
 
 /// Makes an event due again now (a delivered or given-up one too): the relay
@@ -218,9 +217,5 @@ pub async fn resend(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok((
-        axum::http::StatusCode::ACCEPTED,
-        Json(render::to_value(&event_view(&event))),
-    )
-        .into_response())
+    Ok((axum::http::StatusCode::ACCEPTED, Json(event_view(&event))).into_response())
 }

@@ -16,7 +16,6 @@ use chargeonce_wire as wire;
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, PathId};
 use crate::problem::Problem;
-use crate::render;
 use crate::respond::store_problem;
 use crate::routes::payments::not_found;
 
@@ -50,7 +49,7 @@ pub async fn get(
     let (entries, keys) = read(state.store.as_ref(), Some(&shop_id), &payment)
         .await
         .map_err(store_problem)?;
-    Ok(Json(render::to_value(&view(&payment, &entries, &keys))).into_response())
+    Ok(Json(view(&payment, &entries, &keys)).into_response())
 }
 
 /// The keys a payment's history names (its first key first, then in the

@@ -49,5 +49,5 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok(Json(render::to_value(&render::key(&info))).into_response())
+    Ok(Json(render::key(&info)).into_response())
 }

@@ -11,7 +11,6 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::extract::StrictQuery;
 use crate::problem::{Problem, ProblemCode};
-use crate::render;
 use crate::respond::store_problem;
 
 /// `400 invalid_parameter`.
@@ -93,11 +92,9 @@ pub fn list_problem(error: StoreError) -> Problem {
     }
 }
 
-/// The answer: one page in the list envelope ([`chargeonce_wire::List`],
-/// its members sorted by name like every `GET`).
+/// The answer: one page in the list envelope ([`chargeonce_wire::List`]),
+/// its members in declaration order like every answer (a `GET` of a
+/// resource and the `POST` that made it answer the same bytes).
 pub fn list_response<T: Serialize>(data: Vec<T>, has_more: bool) -> Response {
-    Json(render::to_value(&chargeonce_wire::List::page(
-        data, has_more,
-    )))
-    .into_response()
+    Json(chargeonce_wire::List::page(data, has_more)).into_response()
 }

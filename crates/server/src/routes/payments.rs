@@ -140,7 +140,7 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
-    Ok(Json(render::to_value(&render::payment(&payment))).into_response())
+    Ok(Json(render::payment(&payment)).into_response())
 }
 
 /// The query of `GET /v1/payments`: paging and filters, nothing else (the

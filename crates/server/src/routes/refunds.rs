@@ -119,7 +119,7 @@ pub async fn get(
         .await
         .map_err(store_problem)?
         .ok_or_else(refund_not_found)?;
-    Ok(Json(render::to_value(&render::refund(&refund))).into_response())
+    Ok(Json(render::refund(&refund)).into_response())
 }
 
 /// The query of the refund lists: paging, nothing else (the spec's
