@@ -38,6 +38,7 @@ pub mod events;
 pub mod findings;
 pub mod fingerprint;
 pub mod history;
+mod id;
 pub mod key;
 pub mod money;
 pub mod observe;

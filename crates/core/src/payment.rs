@@ -3,7 +3,6 @@
 use std::fmt;
 
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 use crate::{IdempotencyKey, Money, ShopId};
 
@@ -24,39 +23,11 @@ pub enum ValidationError {
     RefundId(String),
 }
 
-/// Our id of a payment: `pay_` followed by a UUIDv7 (time-ordered).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PaymentId(String);
-
-impl PaymentId {
-    const PREFIX: &'static str = "pay_";
-
-    /// A new, time-ordered id.
-    pub fn generate() -> Self {
-        Self(format!("{}{}", Self::PREFIX, Uuid::now_v7().simple()))
-    }
-
-    /// Checks an id given by a client or read back from a store.
-    pub fn parse(id: &str) -> Result<Self, ValidationError> {
-        let bad = || ValidationError::PaymentId(id.chars().take(64).collect());
-        let hex = id.strip_prefix(Self::PREFIX).ok_or_else(bad)?;
-        if hex.len() != 32 || Uuid::try_parse(hex).is_err() {
-            return Err(bad());
-        }
-        Ok(Self(id.to_owned()))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for PaymentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::id::prefixed_id!(
+    /// Our id of a payment: `pay_` followed by a UUIDv7 (time-ordered).
+    PaymentId,
+    "pay_"
+);
 
 /// The key we send to the acquirer for one payment. It is fixed when the payment
 /// row is created (phase 1), so every retry, take-over or completer run sends

@@ -5,52 +5,21 @@
 //! keys can never together exceed the captured amount. A refund the acquirer
 //! definitively refuses gives its reservation back.
 
-use std::fmt;
-
 use time::OffsetDateTime;
-use uuid::Uuid;
 
-use crate::{
-    AcquirerKey, IdempotencyKey, Money, Payment, PaymentId, PaymentStatus, ShopId, ValidationError,
-};
+use crate::{AcquirerKey, IdempotencyKey, Money, Payment, PaymentId, PaymentStatus, ShopId};
 
-/// Our id of a refund: `re_` followed by a UUIDv7 (time-ordered).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RefundId(String);
+crate::id::prefixed_id!(
+    /// Our id of a refund: `re_` followed by a UUIDv7 (time-ordered).
+    RefundId,
+    "re_"
+);
 
 impl RefundId {
-    const PREFIX: &'static str = "re_";
-
-    /// A new, time-ordered id.
-    pub fn generate() -> Self {
-        Self(format!("{}{}", Self::PREFIX, Uuid::now_v7().simple()))
-    }
-
-    /// Checks an id given by a client or read back from a store.
-    pub fn parse(id: &str) -> Result<Self, ValidationError> {
-        let bad = || ValidationError::RefundId(id.chars().take(64).collect());
-        let hex = id.strip_prefix(Self::PREFIX).ok_or_else(bad)?;
-        if hex.len() != 32 || Uuid::try_parse(hex).is_err() {
-            return Err(bad());
-        }
-        Ok(Self(id.to_owned()))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// The acquirer key of this refund: derived from its id, never random,
     /// so every retry, take-over or completer run sends the same one.
     pub fn acquirer_key(&self) -> AcquirerKey {
         AcquirerKey::from_stored(format!("chargeonce-{}", self.0))
-    }
-}
-
-impl fmt::Display for RefundId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
