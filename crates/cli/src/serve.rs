@@ -10,7 +10,7 @@ use chargeonce_console::{Console, ConsoleSettings, LoginLimits};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
-use chargeonce_server::conn::{CloseObserver, FD_RESERVE, serve_observed};
+use chargeonce_server::conn::{FD_RESERVE, serve_observed};
 use chargeonce_server::{AppState, HttpRender};
 use clap::Args;
 
@@ -247,7 +247,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_observer(metrics.clone()),
     );
     let workers = Workers::start(&engine, &upstream, metrics.clone(), &args.workers)?;
-    let metrics_for_conn = metrics.clone();
+    let closed = chargeonce_server::Metrics::close_observer(&metrics);
     let mut state = AppState::new(engine)
         .with_metrics(metrics)
         .with_auth_cache_ttl(args.auth_cache_ttl)
@@ -373,10 +373,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal().await;
         signal.cancel();
     });
-    let closed: CloseObserver = {
-        let metrics = metrics_for_conn.clone();
-        Arc::new(move |reason| metrics.connection_closed(reason))
-    };
     let public = serve_observed(
         listener,
         app,

@@ -15,7 +15,7 @@ use chargeonce_console::{ConsoleSettings, LoginLimits};
 use chargeonce_core::events::{EventId, WebhookEndpoint};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret};
-use chargeonce_testkit::{TestMerchant, on_both_stores};
+use chargeonce_testkit::{TestMerchant, client_from, on_both_stores};
 use chargeonce_workers::relay::{self, RelayConfig};
 use common::{Backend, OTHER_SECRET, SECRET, SHOP, TestService, WEBHOOK_SECRET, body, send};
 use serde_json::Value;
@@ -768,16 +768,6 @@ async fn a_console_cancel_asks_first_and_ends_the_payment(backend: Backend) {
     .await;
     assert_eq!(api.status, 200, "{}", String::from_utf8_lossy(&api.bytes));
     assert!(api.replayed());
-}
-
-/// A client bound to one loopback address (Linux answers on all of
-/// 127.0.0.0/8): a stranger and the operator on one host, apart.
-fn client_from(ip: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
-        .build()
-        .unwrap()
 }
 
 async fn login_from(s: &TestService, http: &reqwest::Client, secret: &str) -> Page {

@@ -201,6 +201,13 @@ impl Metrics {
         self.refusals.get_or_create(&vec![("reason", reason)]).inc();
     }
 
+    /// The observer that counts the connections a listener closes, for
+    /// [`crate::conn::serve_observed`].
+    pub fn close_observer(metrics: &std::sync::Arc<Self>) -> crate::conn::CloseObserver {
+        let metrics = metrics.clone();
+        std::sync::Arc::new(move |reason| metrics.connection_closed(reason))
+    }
+
     /// Counts a client connection the server closed.
     pub fn connection_closed(&self, reason: crate::conn::CloseReason) {
         self.connections_closed

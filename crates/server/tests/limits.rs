@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use chargeonce_core::{IdempotencyKey, RecoveryPoint, ShopId};
 use chargeonce_server::conn::ConnectionLimits;
 use chargeonce_server::limits::{RateLimit, RequestLimits, WaiterCaps};
-use chargeonce_testkit::on_both_stores;
+use chargeonce_testkit::{client_from, on_both_stores};
 use common::{Answer, Backend, OTHER_SECRET, OTHER_SHOP, SECRET, SHOP, TestService};
 use common::{body, send};
 use futures::StreamExt;
@@ -433,15 +433,6 @@ async fn a_slow_request_answers_503_and_its_payment_still_finishes(backend: Back
             .await
             .contains("reason=\"request_timeout\"")
     );
-}
-
-/// An HTTP client whose connections come from one loopback address (Linux
-/// answers on all of 127.0.0.0/8): two clients of one host, apart.
-fn client_from(ip: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
-        .build()
-        .unwrap()
 }
 
 /// The measure, on PostgreSQL: 5 000 requests with random shop ids

@@ -71,6 +71,20 @@ impl Answer {
     }
 }
 
+/// An HTTP client whose connections come from `ip`, a loopback address
+/// (Linux answers on all of 127.0.0.0/8): two clients of one host, apart,
+/// for the limits counted per client address. It follows no redirect.
+///
+/// # Panics
+/// When `ip` is not an address.
+pub fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
 /// Sends `request` and reads its answer whole.
 ///
 /// # Panics

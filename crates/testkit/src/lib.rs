@@ -31,7 +31,7 @@ pub mod db;
 pub mod merchant;
 pub mod service;
 
-pub use answer::{Answer, send};
+pub use answer::{Answer, client_from, send};
 pub use backend::Backend;
 pub use db::{TestDb, admin_url};
 pub use merchant::{Received, Reply, TestMerchant};

@@ -235,10 +235,7 @@ impl ServiceBuilder {
         let limits = self.connection.unwrap_or_else(|| {
             ConnectionLimits::default().fit_fd_limit(chargeonce_server::conn::FD_RESERVE)
         });
-        let closed: chargeonce_server::conn::CloseObserver = {
-            let metrics = metrics.clone();
-            Arc::new(move |reason| metrics.connection_closed(reason))
-        };
+        let closed = Metrics::close_observer(&metrics);
         let server = tokio::spawn(async move {
             let public = chargeonce_server::conn::serve_observed(
                 listener,

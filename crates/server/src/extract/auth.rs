@@ -71,6 +71,12 @@ pub fn client_key(parts: &Parts, state: &AppState) -> ClientKey {
     ClientKey::of(crate::client_addr::client_ip(parts, &state.trusted_proxies))
 }
 
+/// The hash an unknown shop's secret is compared with: unknown shops cost
+/// the same comparison as known ones, so timing does not tell which exist.
+fn no_shop_hash(secret: &ShopSecret) -> SecretHash {
+    SecretHash::from_bytes(&[0; 32]).unwrap_or_else(|| secret.hash())
+}
+
 /// A failed authentication: 401, or 429 once the client is past its budget.
 fn refused(state: &AppState, client: ClientKey) -> Problem {
     match state.auth_limits.failed(client) {
@@ -116,9 +122,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         if state.auth_limits.is_known_unknown(&shop) {
             // The same comparison a cached shop costs, so timing does not
             // tell which shop ids exist.
-            if let Some(dummy) = SecretHash::from_bytes(&[0; 32]) {
-                let _ = dummy.verify(&secret);
-            }
+            let _ = no_shop_hash(&secret).verify(&secret);
             return Err(refused(state, client));
         }
         if !state.auth_limits.is_known(&shop) {
@@ -135,10 +139,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         // Unknown shops cost the same comparison as known ones.
         let (hash, known) = match stored {
             Some(hash) => (hash, true),
-            None => (
-                SecretHash::from_bytes(&[0; 32]).unwrap_or_else(|| secret.hash()),
-                false,
-            ),
+            None => (no_shop_hash(&secret), false),
         };
         let verified = hash.verify(&secret);
         if known {
