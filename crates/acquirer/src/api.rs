@@ -47,8 +47,7 @@ use crate::{
     Simulator,
 };
 
-/// The header that carries the caller's key on `POST /v1/charges`.
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub use chargeonce_connector::protocol::IDEMPOTENCY_KEY;
 
 /// The standalone acquirer's routes (see the [module docs](self)).
 pub fn api_router(sim: Arc<Simulator>) -> Router {

@@ -1,6 +1,6 @@
 //! # chargeonce-acquirer
 //!
-//! The acquirer side of chargeonce: an in-process **simulator** of the bank that
+//! The acquirer simulator of chargeonce: an in-process **simulator** of the bank that
 //! really moves money. Its ledger (a SQLite file of its own) is the ground truth
 //! of "how much money moved": the service's own tables say what it *believes*,
 //! the ledger says what *happened*.
@@ -31,8 +31,10 @@
 //! [`Faults`] (latency, declines, 5xx, hangs, answers lost after commit) while
 //! it runs; [`webhooks::spawn`] delivers signed `payment.*` events at least
 //! once. It can run without idempotency ([`Simulator::with_idempotency`]),
-//! like some real providers. The service talks to it through [`HttpAcquirer`],
-//! which classifies every outcome as definite, unknown, or never sent.
+//! like some real providers. The service talks to it through the
+//! `chargeonce-connector` crate's `HttpAcquirer`, which classifies every
+//! outcome as definite, unknown, or never sent; this crate serves that
+//! crate's protocol and is never part of a production call path.
 //!
 //! ```
 //! use chargeonce_acquirer::{Simulator, SimulatorConfig};
@@ -63,24 +65,20 @@
 //! ```
 
 pub mod api;
-pub mod client;
 mod entry;
 mod error;
 pub mod faults;
 mod http;
 mod ledger;
-mod redact;
 mod report;
 mod simulator;
 pub mod webhooks;
 
 pub use api::api_router;
-pub use client::{AcquirerCredentials, ClientError, HttpAcquirer, HttpAcquirerConfig};
 pub use entry::{ChargeStatus, LedgerEntry};
 pub use error::SimulatorError;
 pub use faults::{Faults, FaultsError};
 pub use http::router;
-pub use redact::redact_url;
 pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, IN_FLIGHT_DUPLICATE, INSUFFICIENT_FUNDS,

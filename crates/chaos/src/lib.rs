@@ -65,10 +65,10 @@ pub enum ChaosError {
     #[error("chaos setup: {0}")]
     Setup(String),
     /// The store of the run failed.
-    #[error("chaos store: {0}")]
+    #[error("chaos store")]
     Store(#[from] chargeonce_core::StoreError),
     /// Reading the acquirer's ledger failed.
-    #[error("chaos ledger: {0}")]
+    #[error("chaos ledger")]
     Ledger(#[from] chargeonce_acquirer::SimulatorError),
 }
 

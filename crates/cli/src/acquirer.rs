@@ -154,7 +154,7 @@ pub async fn run(args: AcquirerArgs) -> anyhow::Result<()> {
         if args.no_idempotency { "off" } else { "on" },
         args.webhook_url
             .as_deref()
-            .map_or_else(|| "off".to_owned(), chargeonce_acquirer::redact_url),
+            .map_or_else(|| "off".to_owned(), chargeonce_connector::redact_url),
     );
     let app = chargeonce_acquirer::api_router(sim.clone());
     let served = axum::serve(listener, app)

@@ -37,9 +37,6 @@ pub struct ReconcileArgs {
     /// Refund duplicate charges at the acquirer (keeping the one our payment names).
     #[arg(long)]
     refund_duplicates: bool,
-    /// The longest one acquirer request may take.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    acquirer_timeout: Duration,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -48,14 +45,7 @@ pub struct ReconcileArgs {
 /// Runs one pass, prints its report; `Ok(true)` when clean.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
     let store = args.store.connect().await?;
-    // A pass only looks charges up and refunds; the simulator's `tok_slow`
-    // delay (a charge's) never applies, so its default stands.
-    let upstream = Upstream::connect(
-        &args.upstream,
-        args.acquirer_timeout,
-        chargeonce_acquirer::SimulatorConfig::default().slow,
-    )
-    .await?;
+    let upstream = Upstream::connect(&args.upstream).await?;
     let reconciler = Reconciler {
         store,
         acquirer: upstream.acquirer(),

@@ -45,9 +45,6 @@ pub struct ServeArgs {
     // --database-url (its help worded above), --max-connections, --sqlite-queue.
     #[command(flatten)]
     store: StoreArgs,
-    /// How long the simulator's `tok_slow` takes to answer.
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
-    sim_slow: Duration,
     // --lease, --acquirer-timeout, --key-ttl, --repeat-warning.
     #[command(flatten)]
     engine: EngineArgs,
@@ -232,10 +229,9 @@ pub async fn shutdown_signal() {
 /// Serves until a shutdown signal.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = args.store.connect().await?;
-    let upstream =
-        Upstream::connect(&args.upstream, args.engine.acquirer_timeout, args.sim_slow).await?;
+    let upstream = Upstream::connect(&args.upstream).await?;
     let metrics = Arc::new(chargeonce_server::Metrics::new());
-    let config = args.engine.config(args.upstream.acquirer_settle_window);
+    let config = args.engine.config(&args.upstream);
     let engine = Arc::new(
         Engine::new(
             store.clone(),
@@ -260,11 +256,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_rate_limit(args.limits.rate_limit())
         .with_waiter_caps(args.limits.waiter_caps());
     if !args.limits.request_timeout.is_zero()
-        && args.limits.request_timeout <= args.engine.acquirer_timeout
+        && args.limits.request_timeout <= args.upstream.acquirer_timeout
     {
         tracing::warn!(
             request_timeout = ?args.limits.request_timeout,
-            acquirer_timeout = ?args.engine.acquirer_timeout,
+            acquirer_timeout = ?args.upstream.acquirer_timeout,
             "--request-timeout is not above --acquirer-timeout: slow payments will answer \
              503 request_timeout (they still finish, and a retry gets their answer)"
         );
@@ -306,7 +302,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     state
         .auth_limits()
         .know(shops.into_iter().map(|shop| shop.shop_id));
-    let operations = state.operations().clone();
+    let engine_tasks = state.engine_tasks().clone();
     #[cfg(feature = "bench-routes")]
     let ceiling = args
         .bench_ceiling
@@ -392,13 +388,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (served, operator_served) = tokio::join!(public, operator);
     let served = served.and(operator_served);
     workers.stop().await;
-    operations.close();
-    if tokio::time::timeout(args.shutdown_grace, operations.wait())
+    engine_tasks.close();
+    if tokio::time::timeout(args.shutdown_grace, engine_tasks.wait())
         .await
         .is_err()
     {
         tracing::warn!(
-            left = operations.len(),
+            left = engine_tasks.len(),
             "payments still in flight at shutdown; their keys resume after the lease"
         );
     }

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
-use chargeonce_acquirer::{HttpAcquirer, HttpAcquirerConfig, Simulator, SimulatorConfig};
+use chargeonce_acquirer::{Simulator, SimulatorConfig};
+use chargeonce_connector::{HttpAcquirer, HttpAcquirerConfig};
 use chargeonce_core::{Acquirer, AcquirerLedger};
 
 use crate::args::upstream::UpstreamArgs;
@@ -23,20 +23,15 @@ pub enum Upstream {
 
 impl Upstream {
     /// Connects to `--acquirer-url`, or opens the in-process simulator's
-    /// ledger (`--sim-ledger`). `request_timeout` bounds one acquirer request;
-    /// `sim_slow` is how long the simulator's `tok_slow` takes.
-    pub async fn connect(
-        args: &UpstreamArgs,
-        request_timeout: Duration,
-        sim_slow: Duration,
-    ) -> anyhow::Result<Self> {
+    /// ledger (`--sim-ledger`, its `tok_slow` as long as `--sim-slow`).
+    pub async fn connect(args: &UpstreamArgs) -> anyhow::Result<Self> {
         match &args.acquirer_url {
             Some(url) => {
                 let acquirer = HttpAcquirer::new(
                     url,
                     HttpAcquirerConfig {
                         connect_timeout: args.acquirer_connect_timeout,
-                        request_timeout,
+                        request_timeout: args.acquirer_timeout,
                         idempotent: !args.acquirer_no_idempotency,
                         credentials: args.acquirer_credentials.clone(),
                     },
@@ -45,10 +40,15 @@ impl Upstream {
                 Ok(Self::Remote(Arc::new(acquirer), url.clone()))
             }
             None => {
-                let sim = Simulator::open(&args.sim_ledger, SimulatorConfig { slow: sim_slow })
-                    .await
-                    .context("opening the simulator ledger")?
-                    .with_idempotency(!args.acquirer_no_idempotency);
+                let sim = Simulator::open(
+                    &args.sim_ledger,
+                    SimulatorConfig {
+                        slow: args.sim_slow,
+                    },
+                )
+                .await
+                .context("opening the simulator ledger")?
+                .with_idempotency(!args.acquirer_no_idempotency);
                 Ok(Self::Embedded(Arc::new(sim)))
             }
         }
@@ -86,7 +86,7 @@ impl Upstream {
                 sim_ledger.display()
             ),
             // The URL may carry credentials or tokens: never printed whole.
-            Self::Remote(_, url) => format!("acquirer: {}", chargeonce_acquirer::redact_url(url)),
+            Self::Remote(_, url) => format!("acquirer: {}", chargeonce_connector::redact_url(url)),
         }
     }
 }

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_core::{Engine, Observer};
+use chargeonce_workers::completer::Completer;
 use chargeonce_workers::reconciler::Reconciler;
+use chargeonce_workers::relay::Relay;
+use chargeonce_workers::sweeper::Sweeper;
 use chargeonce_workers::tally::{TallyFlusher, TallyFlusherHandle};
-use chargeonce_workers::{completer, relay, sweeper};
 use tokio::task::JoinHandle;
 
 use crate::args::workers::WorkersArgs;
@@ -40,7 +42,7 @@ impl Workers {
     ) -> anyhow::Result<Self> {
         let mut handles = Vec::new();
         if !args.no_completer {
-            handles.push(completer::spawn(engine.clone(), args.completer()));
+            handles.push(Completer::new(engine.clone()).spawn(args.completer()));
         }
         if !args.no_reconciler {
             let reconciler = Reconciler {
@@ -52,19 +54,21 @@ impl Workers {
             handles.push(reconciler.spawn(args.reconciler()));
         }
         if !args.no_relay {
-            handles.push(
-                relay::spawn_observed(engine.store().clone(), args.relay(), observer.clone())
-                    .context("starting the relay")?,
-            );
+            let relay = Relay::new(engine.store().clone(), args.relay())
+                .context("starting the relay")?
+                .with_observer(observer.clone());
+            handles.push(relay.spawn());
         }
-        let flusher = args
-            .tally_flusher()
-            .map(|config| TallyFlusher::observed(engine.clone(), observer.clone()).spawn(config));
-        handles.push(sweeper::spawn_observed(
-            engine.store().clone(),
-            args.sweeper(),
-            observer,
-        ));
+        let flusher = args.tally_flusher().map(|config| {
+            TallyFlusher::new(engine.clone())
+                .with_observer(observer.clone())
+                .spawn(config)
+        });
+        handles.push(
+            Sweeper::new(engine.store().clone())
+                .with_observer(observer)
+                .spawn(args.sweeper()),
+        );
         Ok(Self { handles, flusher })
     }
 

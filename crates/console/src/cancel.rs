@@ -22,7 +22,7 @@ use super::payment::{payment_of, through_engine};
 use super::{Chrome, ConsoleError, Operator, html, money};
 use crate::Console;
 use chargeonce_server::extract::PathId;
-use chargeonce_server::pipeline::Operation;
+use chargeonce_server::pipeline::Command;
 
 /// A fresh cancel key for the form.
 pub fn cancel_key(payment: &PaymentId) -> String {
@@ -108,10 +108,10 @@ pub async fn cancel(
     }
     // The request a shop would send for this cancel.
     let path = format!("/v1/payments/{}/cancel", payment.id);
-    let operation = Operation::Cancel {
+    let command = Command::Cancel {
         payment_id: payment.id.clone(),
     };
-    let answered = through_engine(&state, &payment, &key, &path, &json!({}), operation).await;
+    let answered = through_engine(&state, &payment, &key, &path, &json!({}), command).await;
     let status = answered.status;
     tracing::info!(payment = %payment.id, key = key.as_str(), status, "console cancel");
     let detail = answered.detail();

@@ -37,7 +37,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use chargeonce_core::{Money, SecretHash, StoreError};
+use chargeonce_core::{Chain, Money, SecretHash, StoreError};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
@@ -294,10 +294,10 @@ impl Chrome {
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {
     /// The store failed.
-    #[error("the store failed: {0}")]
+    #[error("the store failed")]
     Store(#[from] StoreError),
     /// A template failed to render (a bug of ours).
-    #[error("a page failed to render: {0}")]
+    #[error("a page failed to render")]
     Render(#[from] askama::Error),
     /// Nothing with that id.
     #[error("{0}")]
@@ -329,7 +329,7 @@ impl IntoResponse for ConsoleError {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
         };
         if status.is_server_error() {
-            tracing::warn!(error = %self, "console page failed");
+            tracing::warn!(error = %Chain(&self), "console page failed");
         }
         let message = match &self {
             // Never a store's or a template's inner error text on a page.

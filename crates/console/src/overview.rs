@@ -17,8 +17,8 @@ use askama::Template;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use chargeonce_core::Store;
 use chargeonce_core::store::StoreCounts;
+use chargeonce_core::{Chain, Store};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -213,7 +213,7 @@ pub async fn page(
     let counts = match state.store().counts().await {
         Ok(counts) => Some(counts),
         Err(error) => {
-            tracing::warn!(%error, "console overview: the store's counts");
+            tracing::warn!(error = %Chain(&error), "console overview: the store's counts");
             None
         }
     };

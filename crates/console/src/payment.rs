@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::{Chrome, ConsoleError, Operator, html, money, when, when_ms};
 use crate::Console;
 use chargeonce_server::extract::PathId;
-use chargeonce_server::pipeline::{self, Operation};
+use chargeonce_server::pipeline::{self, Command};
 use chargeonce_server::routes::history;
 
 /// One line of the timeline.
@@ -568,10 +568,10 @@ pub(super) async fn through_engine(
     key: &IdempotencyKey,
     path: &str,
     body: &Value,
-    operation: Operation,
+    command: Command,
 ) -> Answered {
     let response = match pipeline::claim(payment.shop_id.clone(), key.clone(), path, body) {
-        Ok(claim) => match pipeline::answer(state, claim, operation, &HeaderMap::new()).await {
+        Ok(claim) => match pipeline::answer(state, claim, command, &HeaderMap::new()).await {
             Ok(response) => response,
             Err(problem) => problem.into_response(),
         },
@@ -644,11 +644,11 @@ pub async fn refund(
         None => json!({}),
     };
     let path = format!("/v1/payments/{}/refunds", payment.id);
-    let operation = Operation::Refund {
+    let command = Command::Refund {
         payment_id: payment.id.clone(),
         amount,
     };
-    let answered = through_engine(&state, &payment, &key, &path, &body, operation).await;
+    let answered = through_engine(&state, &payment, &key, &path, &body, command).await;
     let (status, replayed, detail) = (answered.status, answered.replayed, answered.detail());
     tracing::info!(payment = %payment.id, key = key.as_str(), status, "console refund");
     let message = match status {

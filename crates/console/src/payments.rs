@@ -1,6 +1,6 @@
 //! `GET /console/payments`: every shop's payments (or one shop's), newest
 //! first, filtered by status, order reference and creation time, a page at
-//! a time, as [`Operations::all_payments`](chargeonce_core::store::Operations::all_payments)
+//! a time, as [`Operator::all_payments`](chargeonce_core::store::Operator::all_payments)
 //! pages them.
 
 use askama::Template;

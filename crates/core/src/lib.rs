@@ -33,6 +33,7 @@
 //! ```
 
 pub mod acquirer;
+mod chain;
 pub mod engine;
 pub mod events;
 pub mod findings;
@@ -52,6 +53,7 @@ pub use acquirer::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund, ChargeRequest,
     ChargeResult, LedgerCursor, RefundRequest,
 };
+pub use chain::Chain;
 pub use engine::{
     ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered, cancel_refund_key,
 };

@@ -7,7 +7,7 @@
 //!   [`RequestLimits::request_timeout`], plus N seconds for `Prefer: wait=N`
 //!   (else `503 request_timeout` with `Retry-After`). Cutting a handler never
 //!   cuts a payment: engine operations run in tasks of their own
-//!   ([`crate::AppState::operations`]), which finish and store their answer
+//!   ([`crate::AppState::engine_tasks`]), which finish and store their answer
 //!   for the retry.
 //! - [`ShopRateLimiter`]: requests per second per authenticated shop (GCRA,
 //!   [`governor`]), checked right after the shop's credentials; over it,

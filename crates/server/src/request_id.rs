@@ -27,7 +27,7 @@
 //! - **Logs.** [`make_span`] is the `TraceLayer`'s span: `request_id`, the
 //!   method and the path (never the query, the headers or the body). The
 //!   engine task a request spawns is instrumented with the request's span
-//!   ([`crate::pipeline::Operation::run`]).
+//!   ([`crate::pipeline::Command::run`]).
 
 use std::borrow::Cow;
 use std::fmt;

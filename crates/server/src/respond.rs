@@ -3,7 +3,7 @@
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{
-    EngineError, Outcome, PaymentStatus, Refund, RefundRefusal, StoreError, StoredResponse,
+    Chain, EngineError, Outcome, PaymentStatus, Refund, RefundRefusal, StoreError, StoredResponse,
 };
 
 use crate::problem::{Problem, ProblemCode, retry_after_value};
@@ -213,7 +213,7 @@ fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
 pub fn store_problem(error: StoreError) -> Problem {
     match error {
         StoreError::Unavailable { source: reason } => {
-            tracing::warn!(%reason, "store unavailable");
+            tracing::warn!(reason = %Chain(reason.as_ref()), "store unavailable");
             Problem::new(
                 ProblemCode::StoreUnavailable,
                 "the database could not be reached, so this request may or may not have been \
@@ -232,7 +232,7 @@ pub fn store_problem(error: StoreError) -> Problem {
             .retry_after(std::time::Duration::from_secs(1))
         }
         other => {
-            tracing::error!(error = %other, "store error");
+            tracing::error!(error = %Chain(&other), "store error");
             Problem::new(ProblemCode::InternalError, "internal error")
         }
     }

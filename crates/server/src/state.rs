@@ -25,7 +25,7 @@ pub struct AppState {
 pub struct Shared {
     pub(crate) engine: Arc<Engine>,
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) operations: TaskTracker,
+    pub(crate) engine_tasks: TaskTracker,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) webhook_secret: Option<Arc<WebhookSecret>>,
     pub(crate) auth_cache: Arc<cache::AuthCache>,
@@ -57,7 +57,7 @@ impl AppState {
         let shared = Shared {
             engine,
             store,
-            operations: TaskTracker::new(),
+            engine_tasks: TaskTracker::new(),
             metrics: Arc::new(Metrics::new()),
             webhook_secret: None,
             auth_cache: Arc::new(cache::AuthCache::default()),
@@ -206,15 +206,15 @@ impl AppState {
         self.webhook_secret.as_deref()
     }
 
-    /// The engine operations started by requests. They outlive their request
+    /// The engine commands started by requests. They outlive their request
     /// (a client that hangs up does not cut them); on shutdown, `close()` it and
     /// `wait()` for them, so no payment is left half-way by a clean stop.
-    pub fn operations(&self) -> &TaskTracker {
-        &self.operations
+    pub fn engine_tasks(&self) -> &TaskTracker {
+        &self.engine_tasks
     }
 
     /// Runs a store write that a handler would otherwise run inline in a
-    /// task of its own ([`AppState::operations`]), so a client that hangs
+    /// task of its own ([`AppState::engine_tasks`]), so a client that hangs
     /// up cannot cut it halfway. A PostgreSQL transaction cut after its
     /// `COMMIT` was sent is committed, yet sqlx, not knowing it, sends a
     /// `ROLLBACK` after it, which PostgreSQL answers with "there is no
@@ -225,7 +225,7 @@ impl AppState {
         &self,
         write: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.operations.spawn(write).await.unwrap_or_else(|e| {
+        self.engine_tasks.spawn(write).await.unwrap_or_else(|e| {
             Err(StoreError::other(format!(
                 "the store write's task failed: {e}"
             )))

@@ -8,7 +8,7 @@
 /// Implements every role trait for `$store` by calling the function of the
 /// same name in the concern module of the invoking driver (`cancel`, `claim`, `keys`,
 /// `finish`, `refunds`, `payments`, `reconciliation`, `events`, `outbox`,
-/// `shops`, `health`, `history`, `findings`, `operations`), each taking the
+/// `shops`, `health`, `history`, `findings`, `operator`), each taking the
 /// store first.
 macro_rules! impl_roles {
     ($store:ty) => {
@@ -24,7 +24,7 @@ macro_rules! impl_roles {
             };
             use chargeonce_core::history::{AcquirerAttempt, HistoryEntry, RepeatTally};
             use chargeonce_core::store::{
-                Findings, Health, History, KeyRepeats, Keys, Operations, Outbox, Payments,
+                Findings, Health, History, KeyRepeats, Keys, Operator, Outbox, Payments,
                 Reconciliation, Refunds, ShopSummary, Shops, StoreCounts,
             };
             use chargeonce_core::{
@@ -390,20 +390,20 @@ macro_rules! impl_roles {
             }
 
             #[async_trait]
-            impl Operations for $store {
+            impl Operator for $store {
                 async fn operator_secret(&self) -> Result<Option<SecretHash>, StoreError> {
-                    operations::operator_secret(self).await
+                    operator::operator_secret(self).await
                 }
 
                 async fn init_operator_secret(
                     &self,
                     hash: &SecretHash,
                 ) -> Result<bool, StoreError> {
-                    operations::init_operator_secret(self, hash).await
+                    operator::init_operator_secret(self, hash).await
                 }
 
                 async fn set_operator_secret(&self, hash: &SecretHash) -> Result<(), StoreError> {
-                    operations::set_operator_secret(self, hash).await
+                    operator::set_operator_secret(self, hash).await
                 }
 
                 async fn all_payments(
@@ -412,27 +412,27 @@ macro_rules! impl_roles {
                     filter: &PaymentFilter,
                     page: &PageRequest<PaymentId>,
                 ) -> Result<Page<Payment>, StoreError> {
-                    operations::all_payments(self, shop_id, filter, page).await
+                    operator::all_payments(self, shop_id, filter, page).await
                 }
 
                 async fn any_payment(&self, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
-                    operations::any_payment(self, id).await
+                    operator::any_payment(self, id).await
                 }
 
                 async fn payment_events(&self, id: &PaymentId) -> Result<Vec<Event>, StoreError> {
-                    operations::payment_events(self, id).await
+                    operator::payment_events(self, id).await
                 }
 
                 async fn event_shop(&self, id: &EventId) -> Result<Option<ShopId>, StoreError> {
-                    operations::event_shop(self, id).await
+                    operator::event_shop(self, id).await
                 }
 
                 async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError> {
-                    operations::shops(self).await
+                    operator::shops(self).await
                 }
 
                 async fn counts(&self) -> Result<StoreCounts, StoreError> {
-                    operations::counts(self).await
+                    operator::counts(self).await
                 }
             }
         };

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_core::{CompleterResult, Engine, Outcome, StalledKey, StoreError};
+use chargeonce_core::{Chain, CompleterResult, Engine, Outcome, StalledKey, StoreError};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
 
@@ -77,7 +77,7 @@ async fn complete_one(engine: &Engine, key: &StalledKey, give_up: Duration) -> C
         )) => CompleterResult::StillPending,
         Ok(Some(_) | None) => CompleterResult::Skipped,
         Err(error) => {
-            tracing::warn!(shop = %key.shop_id, key = %key.key, %error, "completer could not drive a key");
+            tracing::warn!(shop = %key.shop_id, key = %key.key, error = %Chain(&error), "completer could not drive a key");
             CompleterResult::Failed
         }
     }
@@ -116,26 +116,41 @@ pub async fn complete_once(
     Ok(pass)
 }
 
-/// Starts the completer on the current runtime; abort the handle to stop it.
-pub fn spawn(engine: Arc<Engine>, config: CompleterConfig) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            match complete_once(&engine, &config).await {
-                Ok(pass) if pass.found > 0 => tracing::info!(
-                    found = pass.found,
-                    finished = pass.finished,
-                    still_pending = pass.still_pending,
-                    skipped = pass.skipped,
-                    failed = pass.failed,
-                    "completer pass"
-                ),
-                Ok(_) => {}
-                Err(error) => {
-                    engine.observer().store_error("completer");
-                    tracing::warn!(%error, "completer pass failed; will retry");
+/// The completer as a background task: [`Completer::spawn`] runs
+/// [`complete_once`] every [`CompleterConfig::interval`]. It reports to the
+/// engine's observer.
+pub struct Completer {
+    engine: Arc<Engine>,
+}
+
+impl Completer {
+    /// A completer over `engine` (its store, acquirer and observer).
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+
+    /// Starts the completer on the current runtime; abort the handle to stop it.
+    pub fn spawn(self, config: CompleterConfig) -> JoinHandle<()> {
+        let engine = self.engine;
+        tokio::spawn(async move {
+            loop {
+                match complete_once(&engine, &config).await {
+                    Ok(pass) if pass.found > 0 => tracing::info!(
+                        found = pass.found,
+                        finished = pass.finished,
+                        still_pending = pass.still_pending,
+                        skipped = pass.skipped,
+                        failed = pass.failed,
+                        "completer pass"
+                    ),
+                    Ok(_) => {}
+                    Err(error) => {
+                        engine.observer().store_error("completer");
+                        tracing::warn!(error = %Chain(&error), "completer pass failed; will retry");
+                    }
                 }
+                tokio::time::sleep(config.interval).await;
             }
-            tokio::time::sleep(config.interval).await;
-        }
-    })
+        })
+    }
 }

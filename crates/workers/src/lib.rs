@@ -16,6 +16,13 @@
 //!   passed;
 //! - [`tally`] adds the repeats an instance answered from its caches to
 //!   their keys' counts in the store.
+//!
+//! Every worker starts the same way: a value built with what it works on
+//! (`new`, or the [`reconciler::Reconciler`]'s fields), told where to report
+//! (`with_observer`, metrics), and started with `spawn`, which gives the
+//! task's handle (the flusher's handle flushes once more when stopped). Each
+//! also has a one-pass function (`complete_once`, `reconcile_once`,
+//! `run_once`, `sweep_once`, `flush_once`) for tests and the CLI.
 
 pub mod completer;
 pub mod reconciler;

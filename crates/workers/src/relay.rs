@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use chargeonce_core::events::{AttemptOutcome, DueEvent};
 use chargeonce_core::webhook::{SIGNATURE_HEADER, sign};
-use chargeonce_core::{NoObserver, Observer, Outbox, StoreError};
+use chargeonce_core::{Chain, NoObserver, Observer, Outbox, StoreError};
 use futures::StreamExt;
 use rand::Rng;
 use time::OffsetDateTime;
@@ -171,7 +171,7 @@ impl Relay {
                     // The lease runs out and the event is claimed again.
                     pass.failed += 1;
                     self.observer.store_error("relay");
-                    tracing::warn!(%error, "recording a delivery attempt failed");
+                    tracing::warn!(error = %Chain(&error), "recording a delivery attempt failed");
                 }
             }
         }
@@ -225,34 +225,27 @@ impl Relay {
     }
 }
 
-/// Starts the relay on the current runtime; abort the handle to stop it. An
-/// event it was delivering when stopped stays in the outbox and is sent again
-/// once its lease is over.
-pub fn spawn(store: Arc<dyn Outbox>, config: RelayConfig) -> Result<JoinHandle<()>, RelayError> {
-    spawn_observed(store, config, Arc::new(NoObserver))
-}
-
-/// [`spawn`], reporting attempts and failures to an observer (metrics).
-pub fn spawn_observed(
-    store: Arc<dyn Outbox>,
-    config: RelayConfig,
-    observer: Arc<dyn Observer>,
-) -> Result<JoinHandle<()>, RelayError> {
-    let relay = Relay::new(store, config)?.with_observer(observer.clone());
-    Ok(tokio::spawn(async move {
-        loop {
-            match relay.run_once().await {
-                // A full batch: more may be due at once.
-                Ok(pass) if pass.claimed >= config.batch as usize => continue,
-                Ok(_) => {}
-                Err(error) => {
-                    observer.store_error("relay");
-                    tracing::warn!(%error, "relay pass failed; will retry");
+impl Relay {
+    /// Starts the relay on the current runtime; abort the handle to stop it.
+    /// An event it was delivering when stopped stays in the outbox and is
+    /// sent again once its lease is over. Its settings are the ones it was
+    /// built with ([`Relay::new`] builds its HTTP client from them).
+    pub fn spawn(self) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                match self.run_once().await {
+                    // A full batch: more may be due at once.
+                    Ok(pass) if pass.claimed >= self.config.batch as usize => continue,
+                    Ok(_) => {}
+                    Err(error) => {
+                        self.observer.store_error("relay");
+                        tracing::warn!(error = %Chain(&error), "relay pass failed; will retry");
+                    }
                 }
+                tokio::time::sleep(self.config.interval).await;
             }
-            tokio::time::sleep(config.interval).await;
-        }
-    }))
+        })
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_core::{Keys, NoObserver, Observer};
+use chargeonce_core::{Chain, Keys, NoObserver, Observer};
 use tokio::task::JoinHandle;
 
 /// Sweeper settings.
@@ -41,31 +41,46 @@ pub async fn sweep_once(store: &dyn Keys, batch: u32) -> Result<u64, chargeonce_
     }
 }
 
-/// Starts the sweeper on the current runtime; abort the handle to stop it.
-pub fn spawn(store: Arc<dyn Keys>, config: SweeperConfig) -> JoinHandle<()> {
-    spawn_observed(store, config, Arc::new(NoObserver))
+/// The sweeper as a background task: [`Sweeper::spawn`] runs
+/// [`sweep_once`] every [`SweeperConfig::interval`].
+pub struct Sweeper {
+    store: Arc<dyn Keys>,
+    observer: Arc<dyn Observer>,
 }
 
-/// [`spawn`], reporting deletions and failures to an observer (metrics).
-pub fn spawn_observed(
-    store: Arc<dyn Keys>,
-    config: SweeperConfig,
-    observer: Arc<dyn Observer>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            match sweep_once(store.as_ref(), config.batch).await {
-                Ok(0) => {}
-                Ok(deleted) => {
-                    observer.swept(deleted);
-                    tracing::info!(deleted, "expired idempotency keys swept");
-                }
-                Err(error) => {
-                    observer.store_error("sweeper");
-                    tracing::warn!(%error, "key sweep failed; will retry");
-                }
-            }
-            tokio::time::sleep(config.interval).await;
+impl Sweeper {
+    /// A sweeper of `store`'s expired keys.
+    pub fn new(store: Arc<dyn Keys>) -> Self {
+        Self {
+            store,
+            observer: Arc::new(NoObserver),
         }
-    })
+    }
+
+    /// Reports deletions and store failures to an observer (metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Starts the sweeper on the current runtime; abort the handle to stop it.
+    pub fn spawn(self, config: SweeperConfig) -> JoinHandle<()> {
+        let Self { store, observer } = self;
+        tokio::spawn(async move {
+            loop {
+                match sweep_once(store.as_ref(), config.batch).await {
+                    Ok(0) => {}
+                    Ok(deleted) => {
+                        observer.swept(deleted);
+                        tracing::info!(deleted, "expired idempotency keys swept");
+                    }
+                    Err(error) => {
+                        observer.store_error("sweeper");
+                        tracing::warn!(error = %Chain(&error), "key sweep failed; will retry");
+                    }
+                }
+                tokio::time::sleep(config.interval).await;
+            }
+        })
+    }
 }

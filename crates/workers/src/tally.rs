@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_core::{Engine, NoObserver, Observer, StoreError};
+use chargeonce_core::{Chain, Engine, NoObserver, Observer, StoreError};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -44,16 +44,17 @@ pub struct TallyFlusher {
 impl TallyFlusher {
     /// A flusher of `engine`'s tallies into its store.
     pub fn new(engine: Arc<Engine>) -> Self {
-        Self::observed(engine, Arc::new(NoObserver))
-    }
-
-    /// [`TallyFlusher::new`], reporting store failures to an observer (metrics).
-    pub fn observed(engine: Arc<Engine>, observer: Arc<dyn Observer>) -> Self {
         Self {
             engine,
-            observer,
+            observer: Arc::new(NoObserver),
             dropped_seen: 0,
         }
+    }
+
+    /// Reports store failures to an observer (metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// One flush: takes the tallies and adds them to the store in one
@@ -89,7 +90,7 @@ impl TallyFlusher {
             Ok(written) => tracing::debug!(written, "cached repeats added to the keys' counts"),
             Err(error) => {
                 self.observer.store_error("tally_flusher");
-                tracing::warn!(%error, "cached repeats could not be added to the keys' counts; will retry");
+                tracing::warn!(error = %Chain(&error), "cached repeats could not be added to the keys' counts; will retry");
             }
         }
     }

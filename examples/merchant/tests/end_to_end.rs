@@ -11,7 +11,7 @@ use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_example_merchant::{Merchant, router};
 use chargeonce_testkit::{Backend, SECRET, SHOP, TestService, body};
-use chargeonce_workers::relay::{self, RelayConfig};
+use chargeonce_workers::relay::{Relay, RelayConfig};
 use serde_json::Value;
 
 async fn serve(app: axum::Router) -> String {
@@ -49,7 +49,7 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
     };
     assert!(store.set_webhook(&shop, Some(&endpoint)).await.unwrap());
 
-    let relay = relay::spawn(
+    let relay = Relay::new(
         store.clone(),
         RelayConfig {
             interval: Duration::from_millis(20),
@@ -57,7 +57,8 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
             ..RelayConfig::default()
         },
     )
-    .unwrap();
+    .unwrap()
+    .spawn();
 
     let paid = service
         .pay("order-1-pay", &body("order-1", "1500.00", "tok_ok"))

@@ -15,11 +15,10 @@ pub const CARD_DECLINED: &str = "card_declined";
 pub const INSUFFICIENT_FUNDS: &str = "insufficient_funds";
 
 /// What the simulator says when an acquirer key is reused with other
-/// parameters (amount, currency, shop, reference or payment id), as a real
-/// provider's idempotency error. The attempt is NOT recorded, and the answer is
-/// [`AcquirerError::Unknown`], never a decline: the key's first charge may well
-/// have moved money, so nothing definite may be concluded from the refusal.
-pub const KEY_REUSED: &str = "idempotency_key_reused";
+/// parameters, as a real provider's idempotency error (the protocol's code,
+/// [`chargeonce_connector::protocol::KEY_REUSED`]). The attempt is NOT
+/// recorded.
+pub use chargeonce_connector::protocol::KEY_REUSED;
 
 /// Decline code of a token the simulator does not know (a typo such as
 /// `tok_declinde` must not charge the card: a test meant to see a decline

@@ -87,7 +87,7 @@ impl InFlightDuplicate {
     }
 
     /// What the service's adapter makes of that answer
-    /// ([`crate::client::classify_status`], and a 2xx without a charge is
+    /// ([`chargeonce_connector::client::classify_status`], and a 2xx without a charge is
     /// unknown): the in-process simulator answers the engine with it, so
     /// both ways of running the simulator agree.
     pub fn error(self) -> Option<AcquirerError> {
@@ -95,7 +95,7 @@ impl InFlightDuplicate {
         let seen = if status.is_success() {
             AcquirerError::Unknown(format!("acquirer answered {status} without a charge"))
         } else {
-            crate::client::classify_status(status, &body.to_string())
+            chargeonce_connector::client::classify_status(status, &body.to_string())
         };
         let tagged = |reason: String| format!("{IN_FLIGHT_DUPLICATE}: {reason}");
         Some(match seen {

@@ -185,12 +185,9 @@ pub(crate) fn refund_settlement(
     }
 }
 
-/// Refusal code: the refunded charge does not exist.
-pub const REFUND_NO_SUCH_CHARGE: &str = "no_such_charge";
-/// Refusal code: the refunded charge was declined.
-pub const REFUND_CHARGE_DECLINED: &str = "charge_declined";
-/// Refusal code: the refund exceeds what is left of the charge.
-pub const REFUND_EXCEEDS_CHARGE: &str = chargeonce_core::acquirer::REFUND_EXCEEDS_CHARGE;
+pub use chargeonce_connector::protocol::{
+    REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE,
+};
 
 /// The core's view of a refund record.
 pub(crate) fn refund_of(record: RefundRecord) -> Result<AcquirerRefund, AcquirerError> {

@@ -6,5 +6,4 @@ mod behaviour;
 mod common;
 mod concurrency;
 mod http;
-mod providers;
 mod standalone;

@@ -7,10 +7,8 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use chargeonce_acquirer::webhooks::{self, WebhookTarget};
-use chargeonce_acquirer::{
-    DO_NOT_HONOR, Faults, HttpAcquirer, HttpAcquirerConfig, KEY_REUSED, Simulator, api_router,
-    tokens,
-};
+use chargeonce_acquirer::{DO_NOT_HONOR, Faults, KEY_REUSED, Simulator, api_router, tokens};
+use chargeonce_connector::{HttpAcquirer, HttpAcquirerConfig};
 use chargeonce_core::acquirer::look_up;
 use chargeonce_core::webhook::{
     AcquirerEvent, EventKind, SIGNATURE_HEADER, TOLERANCE, WebhookSecret, verify,

@@ -1,11 +1,13 @@
 //! The engine's timings: the lease on a running key, how long finished keys
-//! are replayed, the acquirer call's timeout, and the repeat warning
-//! (`chargeonce serve`).
+//! are replayed, and the repeat warning (`chargeonce serve`). The acquirer
+//! call's timeout is the upstream's (`args/upstream.rs`).
 
 use std::time::Duration;
 
 use chargeonce_core::{EngineConfig, KeyTiming};
 use clap::Args;
+
+use super::upstream::UpstreamArgs;
 
 /// How the engine times keys and acquirer calls.
 #[derive(Debug, Clone, Args)]
@@ -14,10 +16,6 @@ pub struct EngineArgs {
     /// A crashed instance's key can be taken over once it runs out.
     #[arg(long, env = "CHARGEONCE_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub lease: Duration,
-    /// The longest an acquirer call may take before its outcome counts as
-    /// unknown (202 pending; a retry with the same key resolves it).
-    #[arg(long, env = "CHARGEONCE_ACQUIRER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub acquirer_timeout: Duration,
     /// How long finished keys are kept and replayed (the published retention).
     #[arg(long, env = "CHARGEONCE_KEY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     pub key_ttl: Duration,
@@ -28,17 +26,18 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    /// The engine's settings, with the acquirer's settle window
-    /// (`--acquirer-settle-window`).
-    pub fn config(&self, settle_window: Duration) -> EngineConfig {
+    /// The engine's settings, with the acquirer's call timeout and settle
+    /// window (`--acquirer-timeout`, `--acquirer-settle-window`: the
+    /// upstream's flags).
+    pub fn config(&self, upstream: &UpstreamArgs) -> EngineConfig {
         EngineConfig {
             timing: KeyTiming {
                 lease: self.lease,
                 ttl: self.key_ttl,
             },
-            acquirer_timeout: self.acquirer_timeout,
+            acquirer_timeout: upstream.acquirer_timeout,
             repeat_warning: self.repeat_warning,
-            settle_window,
+            settle_window: upstream.acquirer_settle_window,
             ..EngineConfig::default()
         }
     }

@@ -1,7 +1,7 @@
 //! Which acquirer the service talks to, and how: the in-process simulator
-//! (its ledger) or an acquirer over HTTP (`--acquirer-url`), the connect
-//! timeout, and whether the acquirer is idempotent. Shared by `chargeonce
-//! serve` and `chargeonce reconcile`.
+//! (its ledger) or an acquirer over HTTP (`--acquirer-url`), its timeouts,
+//! and whether the acquirer is idempotent. Shared by `chargeonce serve` and
+//! `chargeonce reconcile`, so each flag is declared once.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,8 +9,8 @@ use std::time::Duration;
 use clap::Args;
 
 /// `--acquirer-credentials`: `user:password` (the error never repeats it).
-fn parse_credentials(text: &str) -> Result<chargeonce_acquirer::AcquirerCredentials, String> {
-    chargeonce_acquirer::AcquirerCredentials::parse(text)
+fn parse_credentials(text: &str) -> Result<chargeonce_connector::AcquirerCredentials, String> {
+    chargeonce_connector::AcquirerCredentials::parse(text)
         .ok_or_else(|| "expected user:password".to_owned())
 }
 
@@ -25,7 +25,7 @@ pub struct UpstreamArgs {
     /// every request (they replace any in `--acquirer-url`, whose userinfo
     /// is otherwise taken as the credentials). Never logged or printed.
     #[arg(long, env = "CHARGEONCE_ACQUIRER_CREDENTIALS", hide_env_values = true, value_parser = parse_credentials)]
-    pub acquirer_credentials: Option<chargeonce_acquirer::AcquirerCredentials>,
+    pub acquirer_credentials: Option<chargeonce_connector::AcquirerCredentials>,
     /// The in-process acquirer simulator's ledger (an SQLite file). Server
     /// processes given the same path share one ledger, as they would one acquirer.
     #[arg(
@@ -38,6 +38,13 @@ pub struct UpstreamArgs {
     /// was sent: 503 acquirer_unavailable, safe to retry).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub acquirer_connect_timeout: Duration,
+    /// The longest an acquirer call may take before its outcome counts as
+    /// unknown (202 pending; a retry with the same key resolves it).
+    #[arg(long, env = "CHARGEONCE_ACQUIRER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub acquirer_timeout: Duration,
+    /// How long the in-process simulator's `tok_slow` takes to answer.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub sim_slow: Duration,
     /// The acquirer ignores idempotency keys (like some real providers): a
     /// take-over, retry or completer run looks the charge (or refund) up by
     /// our reference before sending it again, and only once

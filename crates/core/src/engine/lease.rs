@@ -16,7 +16,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::Engine;
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
-use crate::{AcquirerError, Lease, Store, StoreError};
+use crate::{AcquirerError, Chain, Lease, Store, StoreError};
 
 /// The acquirer calls made under one lease, in order, for the store write
 /// that ends it to record in the payment's history.
@@ -149,7 +149,7 @@ impl Engine {
         match ended {
             Ok(true) => {}
             Ok(false) => self.record_lost_lease_calls(lease, attempts).await,
-            Err(error) => tracing::warn!(key = %lease.key, %error, "{failed}"),
+            Err(error) => tracing::warn!(key = %lease.key, error = %Chain(&error), "{failed}"),
         }
     }
 
@@ -162,7 +162,7 @@ impl Engine {
         attempts: &[AcquirerAttempt],
     ) {
         if let Err(error) = self.store.record_lost_lease_calls(lease, attempts).await {
-            tracing::warn!(key = %lease.key, %error, "the calls made under a lost lease could not be recorded");
+            tracing::warn!(key = %lease.key, error = %Chain(&error), "the calls made under a lost lease could not be recorded");
         }
     }
 
@@ -218,7 +218,9 @@ async fn renew_lease(store: Arc<dyn Store>, lease: Lease, duration: Duration) {
                 tracing::warn!(key = %lease.key, "lease taken over during the acquirer call; our finish will be fenced off");
                 return;
             }
-            Err(error) => tracing::warn!(key = %lease.key, %error, "lease renewal failed"),
+            Err(error) => {
+                tracing::warn!(key = %lease.key, error = %Chain(&error), "lease renewal failed")
+            }
         }
     }
 }

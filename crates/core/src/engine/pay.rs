@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::send::{Operation, rejected_look_up};
+use super::send::{Movement, rejected_look_up};
 use super::{Engine, EngineError, Holder, Outcome, Rendered};
 use crate::acquirer::look_up;
 use crate::history::AcquirerAttempt;
@@ -175,7 +175,7 @@ impl Charge {
     }
 }
 
-impl Operation for Charge {
+impl Movement for Charge {
     type Answer = ChargeResult;
     type Settlement = Settlement;
     const CALL: AcquirerCall = AcquirerCall::Charge;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::send::{Operation, rejected_look_up};
+use super::send::{Movement, rejected_look_up};
 use super::{Engine, EngineError, Holder, Outcome};
 use crate::acquirer::{REFUND_EXCEEDS_CHARGE, REJECTED};
 use crate::history::AcquirerAttempt;
@@ -102,7 +102,7 @@ impl Refunding {
     }
 }
 
-impl Operation for Refunding {
+impl Movement for Refunding {
     type Answer = RefundSettlement;
     type Settlement = RefundSettlement;
     const CALL: AcquirerCall = AcquirerCall::Refund;

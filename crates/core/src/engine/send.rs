@@ -1,8 +1,8 @@
 //! Phase 2, written once for charges and refunds: the acquirer call, and
 //! what its answer means.
 //!
-//! An [`Operation`] is one attempt to send (a charge of a payment, or a
-//! refund), and knows only what differs between the two: the calls, how an
+//! A [`Movement`] is one movement of money sent to the acquirer (a charge
+//! of a payment, or a refund), and knows only what differs between the two: the calls, how an
 //! answer settles the payment or refund, its log lines and its outcomes.
 //! The judgement is here, the same for both:
 //!
@@ -31,9 +31,9 @@ use crate::history::{AcquirerAttempt, HistoryEntry};
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{Acquirer, AcquirerError, Lease, PaymentId, ShopId};
 
-/// One attempt to send an operation to the acquirer: what differs between a
+/// One movement of money sent to the acquirer: what differs between a
 /// charge and a refund.
-pub(super) trait Operation: Send + Sync + Sized {
+pub(super) trait Movement: Send + Sync + Sized {
     /// A definite answer of the acquirer (of a send, or found by a look-up).
     type Answer: Send;
     /// What the answer records on the payment or refund.
@@ -43,11 +43,11 @@ pub(super) trait Operation: Send + Sync + Sized {
     /// How a resumed attempt is named in an error ("a resent charge").
     const RESUMED: &'static str;
 
-    /// The acquirer key every attempt of this operation is sent with.
+    /// The acquirer key every attempt of this movement is sent with.
     fn acquirer_key(&self) -> &str;
-    /// The payment whose history records this operation's calls.
+    /// The payment whose history records this movement's calls.
     fn payment(&self) -> (&ShopId, &PaymentId);
-    /// Sends the operation.
+    /// Sends the movement.
     fn send(
         &self,
         acquirer: &dyn Acquirer,
@@ -64,7 +64,7 @@ pub(super) trait Operation: Send + Sync + Sized {
     fn settlement(answer: Self::Answer) -> Self::Settlement;
     /// What a refusal for good records.
     fn rejected() -> Self::Settlement;
-    /// A last look at a settlement, for what only this operation knows to
+    /// A last look at a settlement, for what only this movement knows to
     /// be ambiguous (`resend`: the attempt resumed may have executed, and
     /// nothing was found under its reference).
     fn judge(
@@ -100,10 +100,10 @@ pub(super) trait Operation: Send + Sync + Sized {
 }
 
 impl Engine {
-    /// Phases 2 and 3 of an operation whose lease this caller holds.
+    /// Phases 2 and 3 of a movement whose lease this caller holds.
     /// `history`: the payment's history when the caller read it already
     /// (a resumed charge, for its cancel check), so it is not read twice.
-    pub(super) async fn send_and_finish<O: Operation>(
+    pub(super) async fn send_and_finish<O: Movement>(
         &self,
         op: O,
         lease: &Lease,
@@ -139,7 +139,7 @@ impl Engine {
 
     /// A resumed attempt to an acquirer that ignores keys: sent only if the
     /// acquirer has nothing under our reference.
-    async fn look_up_else_send<O: Operation>(
+    async fn look_up_else_send<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,
@@ -151,9 +151,9 @@ impl Engine {
         }
     }
 
-    /// Looks the operation up, holding the lease; logs what it finds (which
+    /// Looks the movement up, holding the lease; logs what it finds (which
     /// is then the answer, not sent again).
-    pub(super) async fn found<O: Operation>(
+    pub(super) async fn found<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,
@@ -166,11 +166,11 @@ impl Engine {
         Ok(found)
     }
 
-    /// Whether the operation's last send, by an earlier holder, was refused
+    /// Whether the movement's last send, by an earlier holder, was refused
     /// and awaits its confirmation ([`super::resend`]): read from the
     /// payment's history, where the release or parking that ended that
     /// holder's lease wrote its calls.
-    async fn refusal_awaits<O: Operation>(
+    async fn refusal_awaits<O: Movement>(
         &self,
         op: &O,
         known: Option<&[HistoryEntry]>,
@@ -188,10 +188,10 @@ impl Engine {
         Ok(resend::last_send_refused(calls, O::CALL))
     }
 
-    /// The settle window has passed since a refused resend: the operation
+    /// The settle window has passed since a refused resend: the movement
     /// is looked up, and nothing is sent. Found: the answer. Nothing: the
     /// refusal is confirmed (a [`AcquirerError::Rejected`]).
-    async fn look_up_to_confirm<O: Operation>(
+    async fn look_up_to_confirm<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,
@@ -209,7 +209,7 @@ impl Engine {
     /// resend, what a look-up finds at once is the answer; nothing found
     /// leaves it unknown, to be confirmed after the settle window (see
     /// `Engine::conclude`, which parks the key).
-    async fn confirm_rejection<O: Operation>(
+    async fn confirm_rejection<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,
@@ -239,7 +239,7 @@ impl Engine {
     /// reached nothing (the lease released: the next retry sends it), or an
     /// unknown answer (see `Engine::after_unknown`). Each ends with the
     /// store write that records the calls made (`attempts`).
-    pub(super) async fn conclude<O: Operation>(
+    pub(super) async fn conclude<O: Movement>(
         &self,
         op: O,
         lease: &Lease,
@@ -280,7 +280,7 @@ impl Engine {
     }
 
     /// Sends, holding the lease.
-    async fn send_holding_lease<O: Operation>(
+    async fn send_holding_lease<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,
@@ -292,7 +292,7 @@ impl Engine {
     }
 
     /// Looks up, holding the lease.
-    async fn look_up_holding_lease<O: Operation>(
+    async fn look_up_holding_lease<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,

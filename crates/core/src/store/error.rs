@@ -6,13 +6,14 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Why a store call failed.
 ///
 /// The variants that come from the database keep the driver's error as
-/// their [`source`](std::error::Error::source); their messages include it
-/// too, so a log line of the error alone says what happened.
+/// their [`source`](std::error::Error::source); their messages say only
+/// their own part, so a printed chain names the driver's error once (log
+/// one with [`Chain`](crate::Chain)).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database could not be reached or did not answer in time. Nothing may
     /// be executed on the strength of a call that failed this way.
-    #[error("store unavailable: {source}")]
+    #[error("store unavailable")]
     Unavailable {
         /// What the driver said.
         source: BoxError,
@@ -20,7 +21,7 @@ pub enum StoreError {
     /// The store is too busy to take new work now (its queue is full); the
     /// call did nothing. Only calls that start work (a claim, a take-over)
     /// are refused this way; retry later.
-    #[error("store overloaded: {source}")]
+    #[error("store overloaded")]
     Overloaded {
         /// What the store's queue said.
         source: BoxError,
@@ -42,7 +43,7 @@ pub enum StoreError {
     #[error("unknown cursor `{0}`")]
     UnknownCursor(String),
     /// Any other database error.
-    #[error("store error: {0}")]
+    #[error("store error")]
     Other(#[source] BoxError),
 }
 

@@ -6,7 +6,7 @@
 //! worker can ask for only the role it uses (the relay an
 //! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`],
 //! [`Payments`], [`Reconciliation`], [`Outbox`], [`Shops`], [`Health`],
-//! [`History`], [`Findings`] and [`Operations`].
+//! [`History`], [`Findings`] and [`Operator`].
 //! [`Store`] is all of them, implemented for every type that implements
 //! them, so `Arc<dyn Store>` upcasts to any one.
 //!
@@ -20,7 +20,7 @@ mod error;
 mod findings;
 mod history;
 mod keys;
-mod operations;
+mod operator;
 mod outbox;
 mod page;
 mod payments;
@@ -35,7 +35,7 @@ pub use keys::{
     Acquired, CancelClaim, Claim, ClaimRequest, FinishOutcome, KeyInfo, KeyLease, KeyRecord,
     KeyTiming, Keys, Lease, LeaseToken, RecoveryPoint, StalledKey, StoredResponse,
 };
-pub use operations::{Operations, ShopSummary, StoreCounts};
+pub use operator::{Operator, ShopSummary, StoreCounts};
 pub use outbox::Outbox;
 pub use page::{Cursor, MAX_PAGE_LIMIT, Page, PageLimit, PageRequest};
 pub use payments::{PaymentFilter, Payments};
@@ -47,7 +47,7 @@ pub use shops::Shops;
 /// or generic store.
 pub mod prelude {
     pub use super::{
-        Findings, Health, History, Keys, Operations, Outbox, Payments, Reconciliation, Refunds,
+        Findings, Health, History, Keys, Operator, Outbox, Payments, Reconciliation, Refunds,
         Shops, Store,
     };
 }
@@ -63,16 +63,7 @@ pub trait Health: Send + Sync + 'static {
 /// atomic; leases and expiry are judged by the store's clock, never the
 /// caller's.
 pub trait Store:
-    Keys
-    + Refunds
-    + Payments
-    + Reconciliation
-    + Outbox
-    + Shops
-    + Health
-    + History
-    + Findings
-    + Operations
+    Keys + Refunds + Payments + Reconciliation + Outbox + Shops + Health + History + Findings + Operator
 {
 }
 
@@ -86,6 +77,6 @@ impl<T> Store for T where
         + Health
         + History
         + Findings
-        + Operations
+        + Operator
 {
 }

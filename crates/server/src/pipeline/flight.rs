@@ -8,7 +8,7 @@
 
 use chargeonce_core::{ClaimRequest, Outcome};
 
-use super::{Operation, cached, run_and_remember};
+use super::{Command, cached, run_and_remember};
 use crate::AppState;
 use crate::cache::{Arrival, Seat};
 use crate::problem::Problem;
@@ -17,24 +17,24 @@ use crate::problem::Problem;
 pub async fn share(
     state: &AppState,
     claim: ClaimRequest,
-    operation: Operation,
+    command: Command,
 ) -> Result<Outcome, Problem> {
     let seat = state
         .flights
         .join(&claim.shop_id, &claim.key, claim.fingerprint);
     let follower = match seat {
         Seat::Leader(leader) => {
-            let result = run_and_remember(state, claim, operation, None).await;
+            let result = run_and_remember(state, claim, command, None).await;
             leader.land(result.as_ref().ok().map(|(outcome, _)| outcome.clone()));
             return result.map(|(outcome, _)| outcome);
         }
         Seat::Follower(follower) => follower,
-        Seat::Alone => return alone(state, claim, operation).await,
+        Seat::Alone => return alone(state, claim, command).await,
     };
     match follower.arrive(state.flight_wait).await {
         Arrival::Outcome(outcome) => Ok(cached::shared(state, &claim, *outcome)),
         Arrival::StillRunning => Ok(state.engine.repeat_in_progress(&claim.shop_id, &claim.key)),
-        Arrival::Alone => alone(state, claim, operation).await,
+        Arrival::Alone => alone(state, claim, command).await,
     }
 }
 
@@ -42,7 +42,7 @@ pub async fn share(
 async fn alone(
     state: &AppState,
     claim: ClaimRequest,
-    operation: Operation,
+    command: Command,
 ) -> Result<Outcome, Problem> {
-    Ok(run_and_remember(state, claim, operation, None).await?.0)
+    Ok(run_and_remember(state, claim, command, None).await?.0)
 }

@@ -9,8 +9,8 @@
 //!    this instance share one trip through the engine;
 //! 3. [`wait`] (with `Prefer: wait=N`): a repeat that finds its key's first
 //!    request running waits for its result instead of a 409;
-//! 4. the engine, in a task of its own ([`Operation::run`]): a client that
-//!    hangs up does not cut the operation, and the shutdown waits for it.
+//! 4. the engine, in a task of its own ([`Command::run`]): a client that
+//!    hangs up does not cut the command, and the shutdown waits for it.
 //!
 //! An answer this request executed is then remembered in the response cache
 //! (step 1 of the next repeat). None of these steps changes what the engine
@@ -36,7 +36,7 @@ pub mod wait;
 
 /// What a request asks the engine for.
 #[derive(Debug, Clone)]
-pub enum Operation {
+pub enum Command {
     /// A payment.
     Pay(PaymentRequest),
     /// A refund of (part of) a payment; `None` refunds what is left.
@@ -53,7 +53,7 @@ pub enum Operation {
     },
 }
 
-impl Operation {
+impl Command {
     /// Runs the engine once, in a task the shutdown waits for, in the
     /// request's span.
     pub async fn run(self, state: &AppState, claim: ClaimRequest) -> Result<Outcome, Problem> {
@@ -62,7 +62,7 @@ impl Operation {
         // The engine's log lines stay in the request's span (its request_id).
         let span = tracing::Span::current();
         state
-            .operations
+            .engine_tasks
             .spawn(
                 // The engine's future is large (8 KiB for a payment): boxed,
                 // it is written once, where the task's wrappers would each
@@ -94,7 +94,7 @@ impl Operation {
             .map_err(engine_problem)
     }
 
-    /// What the operation is called in logs.
+    /// What the command is called in logs.
     fn name(&self) -> &'static str {
         match self {
             Self::Pay(_) => "payment",
@@ -128,7 +128,7 @@ pub fn claim(
 pub async fn answer(
     state: &AppState,
     claim: ClaimRequest,
-    operation: Operation,
+    command: Command,
     headers: &HeaderMap,
 ) -> Result<Response, Problem> {
     if let Some(outcome) = cached::answer(state, &claim) {
@@ -137,22 +137,22 @@ pub async fn answer(
     // Boxed: the steps below make a future of kilobytes, which would make
     // every request's handler future (a cached replay's too) that much
     // larger to move.
-    Box::pin(uncached(state, claim, operation, headers)).await
+    Box::pin(uncached(state, claim, command, headers)).await
 }
 
 /// Steps 2 to 4, for a request the response cache did not answer.
 async fn uncached(
     state: &AppState,
     claim: ClaimRequest,
-    operation: Operation,
+    command: Command,
     headers: &HeaderMap,
 ) -> Result<Response, Problem> {
     let wait = prefer::wait_preference(headers);
     let (outcome, waited) = match wait {
         None if !state.flight_wait.is_zero() => {
-            (flight::share(state, claim, operation).await?, false)
+            (flight::share(state, claim, command).await?, false)
         }
-        _ => run_and_remember(state, claim, operation, wait).await?,
+        _ => run_and_remember(state, claim, command, wait).await?,
     };
     let mut response = outcome_response(outcome);
     if let (true, Some(wait)) = (waited, wait) {
@@ -168,11 +168,11 @@ async fn uncached(
 async fn run_and_remember(
     state: &AppState,
     claim: ClaimRequest,
-    operation: Operation,
+    command: Command,
     wait: Option<std::time::Duration>,
 ) -> Result<(Outcome, bool), Problem> {
     let (shop, key, fingerprint) = (claim.shop_id.clone(), claim.key.clone(), claim.fingerprint);
-    let (outcome, waited) = wait::run(state, claim, operation, wait).await?;
+    let (outcome, waited) = wait::run(state, claim, command, wait).await?;
     if let Outcome::Executed(response) = &outcome {
         cached::remember(state, &shop, &key, fingerprint, response);
     }

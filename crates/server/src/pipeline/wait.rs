@@ -20,10 +20,10 @@
 
 use std::time::Duration;
 
-use chargeonce_core::{ClaimRequest, Outcome, RecoveryPoint};
+use chargeonce_core::{Chain, ClaimRequest, Outcome, RecoveryPoint};
 use tokio::time::Instant;
 
-use super::Operation;
+use super::Command;
 use crate::AppState;
 use crate::problem::Problem;
 
@@ -39,7 +39,7 @@ const MAX_POLL_INTERVAL: Duration = Duration::from_millis(500);
 pub async fn run(
     state: &AppState,
     claim: ClaimRequest,
-    operation: Operation,
+    command: Command,
     wait: Option<Duration>,
 ) -> Result<(Outcome, bool), Problem> {
     let deadline = wait.map(|wait| Instant::now() + wait);
@@ -47,7 +47,7 @@ pub async fn run(
     // Held while this request waits; freed however the wait ends.
     let mut slot = None;
     loop {
-        let outcome = operation.clone().run(state, claim.clone()).await?;
+        let outcome = command.clone().run(state, claim.clone()).await?;
         let Some(deadline) = deadline else {
             return Ok((outcome, waited));
         };
@@ -77,8 +77,8 @@ pub async fn run(
 /// error also returns `true`: the engine's next answer reports it properly.
 ///
 /// The pause between reads starts at [`POLL_INTERVAL`] and doubles up to
-/// [`MAX_POLL_INTERVAL`], so many waiting duplicates of a long operation do
-/// not take the connections the operation itself needs.
+/// [`MAX_POLL_INTERVAL`], so many waiting duplicates of a long command do
+/// not take the connections the command itself needs.
 async fn key_changed_by(state: &AppState, claim: &ClaimRequest, deadline: Instant) -> bool {
     let mut pause = POLL_INTERVAL;
     loop {
@@ -93,7 +93,7 @@ async fn key_changed_by(state: &AppState, claim: &ClaimRequest, deadline: Instan
                 if record.recovery_point != RecoveryPoint::Finished && record.lease_active => {}
             Ok(_) => return true,
             Err(error) => {
-                tracing::warn!(key = %claim.key, %error, "reading the key while waiting failed");
+                tracing::warn!(key = %claim.key, error = %Chain(&error), "reading the key while waiting failed");
                 return true;
             }
         }

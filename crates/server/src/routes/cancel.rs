@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId};
-use crate::pipeline::{self, Operation};
+use crate::pipeline::{self, Command};
 use crate::problem::{Problem, ProblemCode};
 
 /// Cancels a pending payment under its own idempotency key, or answers as
@@ -72,5 +72,5 @@ pub async fn create(
     CancelPayment::deserialize(&body)
         .map_err(|e| Problem::new(ProblemCode::InvalidRequest, e.to_string()))?;
     let claim = pipeline::claim(shop_id, key, uri.path(), &body)?;
-    pipeline::answer(&state, claim, Operation::Cancel { payment_id }, &headers).await
+    pipeline::answer(&state, claim, Command::Cancel { payment_id }, &headers).await
 }

@@ -18,7 +18,7 @@ use super::lists::{
 };
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId, StrictQuery};
-use crate::pipeline::{self, Operation};
+use crate::pipeline::{self, Command};
 use crate::problem::{Problem, ProblemCode};
 use crate::render;
 use crate::respond::store_problem;
@@ -91,7 +91,7 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
         (status = 415, description = "`unsupported_media_type`: the body is not `application/json`."),
         (status = 422, description = "`idempotency_key_reused`: the key was first used for another request (never retry it as is); `invalid_request` (`field` names the member), `invalid_amount`, `unsupported_currency`: the body is not a valid payment. Nothing was executed.",
             example = json!({"type": "urn:chargeonce:problem:idempotency_key_reused", "title": "This Idempotency-Key was used for a different request", "status": 422,
-                "detail": "this key was first used with another method, path or body; nothing was executed. Use a new key for a new operation", "code": "idempotency_key_reused"})),
+                "detail": "this key was first used with another method, path or body; nothing was executed. Use a new key for a new command", "code": "idempotency_key_reused"})),
         (status = 503, description = "`acquirer_unavailable`: nothing was sent yet; the payment stays pending and will be sent (retry with the same key; `payment` and `will_be_sent` members); `store_unavailable`, `store_overloaded`, `request_timeout`: retry with the same key after `Retry-After`."),
     ),
 )]
@@ -105,7 +105,7 @@ pub async fn create(
 ) -> Result<Response, Problem> {
     let request = payment_request(&body)?;
     let claim = pipeline::claim(shop_id, key, uri.path(), &body)?;
-    pipeline::answer(&state, claim, Operation::Pay(request), &headers).await
+    pipeline::answer(&state, claim, Command::Pay(request), &headers).await
 }
 
 /// The answer for a payment the shop does not have (or an id that is no

@@ -14,7 +14,7 @@ use super::amount;
 use super::lists::{list_problem, list_query, list_response, page_request};
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId, StrictQuery};
-use crate::pipeline::{self, Operation};
+use crate::pipeline::{self, Command};
 use crate::problem::{Problem, ProblemCode};
 use crate::render;
 use crate::respond::store_problem;
@@ -89,8 +89,8 @@ pub async fn create(
     let payment_id = PaymentId::parse(&id).map_err(|_| payment_not_found())?;
     let amount = refund_amount(&body)?;
     let claim = pipeline::claim(shop_id, key, uri.path(), &body)?;
-    let operation = Operation::Refund { payment_id, amount };
-    pipeline::answer(&state, claim, operation, &headers).await
+    let command = Command::Refund { payment_id, amount };
+    pipeline::answer(&state, claim, command, &headers).await
 }
 
 /// One refund of the authenticated shop.

@@ -28,7 +28,7 @@ mod finish;
 mod health;
 mod history;
 mod keys;
-mod operations;
+mod operator;
 mod outbox;
 mod payments;
 mod reconciliation;

@@ -64,7 +64,9 @@ use std::sync::Arc;
 
 use chargeonce_core::acquirer::look_up;
 use chargeonce_core::findings::NewFinding;
-use chargeonce_core::{Acquirer, AcquirerLedger, Observer, SettleOutcome, Store, StoreError};
+use chargeonce_core::{
+    Acquirer, AcquirerLedger, Chain, Observer, SettleOutcome, Store, StoreError,
+};
 use time::OffsetDateTime;
 
 pub use config::ReconcilerConfig;
@@ -224,7 +226,7 @@ impl Reconciler {
         }
         if let Err(error) = self.store.record_findings(&found).await {
             self.observer.store_error("reconciler_findings");
-            tracing::warn!(%error, findings = found.len(), "reconciler findings could not be recorded");
+            tracing::warn!(error = %Chain(&error), findings = found.len(), "reconciler findings could not be recorded");
             report.push_error(
                 config.max_findings,
                 format!("recording {} findings: {error}", found.len()),

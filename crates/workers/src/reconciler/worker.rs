@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use chargeonce_core::Chain;
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 
@@ -27,7 +28,7 @@ impl Reconciler {
                     Ok(report) => log_pass(&report, started.elapsed()),
                     Err(error) => {
                         self.observer.store_error("reconciler");
-                        tracing::warn!(%error, "reconciler pass failed; will retry");
+                        tracing::warn!(error = %Chain(&error), "reconciler pass failed; will retry");
                     }
                 }
                 tokio::time::sleep(config.interval).await;

@@ -7,7 +7,7 @@ use reqwest::Url;
 /// not parse as a URL is not printed at all.
 ///
 /// ```
-/// use chargeonce_acquirer::redact_url;
+/// use chargeonce_connector::redact_url;
 /// assert_eq!(
 ///     redact_url("https://merchant:s3cret@acq.example/v1?token=abc"),
 ///     "https://acq.example/v1?…"

@@ -3,18 +3,34 @@
 //! still processing: each answer is done, refused or unknown, a row each
 //! (the table in `client.rs`).
 
+#![allow(clippy::unwrap_used)]
+
 use axum::http::StatusCode;
-use chargeonce_acquirer::{HttpAcquirer, HttpAcquirerConfig, tokens};
-use chargeonce_core::{Acquirer, AcquirerError, ChargeRequest, ChargeResult};
+use chargeonce_connector::{HttpAcquirer, HttpAcquirerConfig};
+use chargeonce_core::{
+    Acquirer, AcquirerError, AcquirerKey, CardToken, ChargeRequest, ChargeResult, Money, PaymentId,
+    Reference, ShopId,
+};
 use serde_json::{Value, json};
 
-use crate::common::request;
+/// A charge of 1500.00 RUB for a new payment of `demo-shop`.
+fn request() -> ChargeRequest {
+    let payment_id = PaymentId::generate();
+    ChargeRequest {
+        acquirer_key: AcquirerKey::for_payment(&payment_id),
+        shop_id: ShopId::new("demo-shop").unwrap(),
+        reference: Reference::new(format!("order-{}", payment_id.as_str())).unwrap(),
+        payment_id,
+        amount: Money::parse("1500.00", "RUB").unwrap(),
+        token: CardToken::new("tok_ok").unwrap(),
+    }
+}
 
 /// What the adapter makes of a front that answers every charge with
 /// `status` and `body` (`None`: the charge asked for, as the simulator
 /// writes it).
 async fn classified(status: u16, body: Option<Value>) -> &'static str {
-    let charge = request(tokens::OK);
+    let charge = request();
     let answer = body.unwrap_or_else(|| charge_json(&charge));
     let app = axum::Router::new().route(
         "/v1/charges",

@@ -1,4 +1,4 @@
-//! The operations role: what the operator console reads across shops, and
+//! The operator role: what the operator console reads across shops, and
 //! the operator's credential.
 
 use async_trait::async_trait;
@@ -32,7 +32,7 @@ pub struct StoreCounts {
 
 /// The console's reads across shops, and the operator's credential.
 #[async_trait]
-pub trait Operations: Send + Sync + 'static {
+pub trait Operator: Send + Sync + 'static {
     /// The operator's stored secret hash, if one was set.
     async fn operator_secret(&self) -> Result<Option<SecretHash>, StoreError>;
 

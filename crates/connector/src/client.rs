@@ -1,5 +1,5 @@
-//! [`HttpAcquirer`]: the service's acquirer over the network (the standalone
-//! simulator's API, see [`crate::api`]).
+//! [`HttpAcquirer`]: the service's acquirer over the network (the API of
+//! [`crate::protocol`], which the standalone simulator serves).
 //!
 //! Every outcome is classified, and nothing uncertain is ever read as a failure:
 //!
@@ -38,8 +38,10 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::api::IDEMPOTENCY_KEY;
-use crate::{KEY_REUSED, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE};
+use crate::protocol::{
+    IDEMPOTENCY_KEY, KEY_REUSED, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE,
+    REFUND_NO_SUCH_CHARGE,
+};
 
 /// Why the adapter could not be built.
 #[derive(Debug, thiserror::Error)]
