@@ -40,3 +40,27 @@ pub enum SimulatorError {
         reason: String,
     },
 }
+
+/// Why the simulator refused a refund (the ledger's answer, as the
+/// simulator gives it).
+#[derive(Debug, thiserror::Error)]
+pub enum RefundError {
+    /// No such charge.
+    #[error("no charge `{0}`")]
+    NoSuchCharge(String),
+    /// The charge was declined: no money to give back.
+    #[error("charge `{0}` was declined; nothing to refund")]
+    Declined(String),
+    /// The refund would give back more than what is left of the charge.
+    #[error("refund exceeds what is left of charge `{0}`")]
+    ExceedsCharge(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] SimulatorError),
+}
+
+impl From<chargeonce_sqlite::Failure> for RefundError {
+    fn from(failure: chargeonce_sqlite::Failure) -> Self {
+        Self::Ledger(SimulatorError::Unavailable(failure))
+    }
+}

@@ -76,13 +76,12 @@ pub mod webhooks;
 
 pub use api::api_router;
 pub use entry::{ChargeStatus, LedgerEntry};
-pub use error::SimulatorError;
+pub use error::{RefundError, SimulatorError};
 pub use faults::{Faults, FaultsError};
 pub use http::router;
 pub use report::{CurrencyTotal, LedgerReport};
 pub use simulator::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, IN_FLIGHT_DUPLICATE, INSUFFICIENT_FUNDS,
     InFlightDuplicate, KEY_REUSED, LOST_ANSWER, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE,
-    REFUND_NO_SUCH_CHARGE, RefundError, RefundRecord, Simulator, SimulatorConfig, UNKNOWN_TOKEN,
-    tokens,
+    REFUND_NO_SUCH_CHARGE, RefundRecord, Simulator, SimulatorConfig, UNKNOWN_TOKEN, tokens,
 };

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::ChaosError;
+use crate::error::ChaosError;
 
 /// The PostgreSQL of a run.
 #[derive(Debug)]

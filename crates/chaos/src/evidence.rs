@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::checker::Truth;
 use crate::history::{AttemptRecord, CallRecord};
+use crate::truth::Truth;
 
 /// At most this many history entries of one payment are quoted.
 const HISTORY_LINES: usize = 40;

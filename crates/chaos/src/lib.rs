@@ -26,6 +26,7 @@
 pub mod args;
 pub mod checker;
 pub mod cluster;
+pub mod error;
 pub mod evidence;
 pub mod history;
 pub mod nemesis;
@@ -38,7 +39,7 @@ pub mod workload;
 
 mod repeat;
 mod setup;
-mod truth;
+pub mod truth;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,28 +50,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 
 pub use args::{ChaosArgs, Sabotage};
-pub use checker::{Truth, Violation, check};
+pub use checker::{Violation, check};
+pub use error::ChaosError;
 pub use report::Report;
+pub use truth::Truth;
 
 use crate::nemesis::Plan;
 use crate::proxy::FaultProxy;
 use crate::report::{FailoverFigures, HistoryFigures};
 use crate::workload::{Clients, Intent, Work};
-
-/// Why a run could not be carried out (distinct from violations, which a
-/// finished run reports).
-#[derive(Debug, thiserror::Error)]
-pub enum ChaosError {
-    /// Starting or driving a part of the run failed.
-    #[error("chaos setup: {0}")]
-    Setup(String),
-    /// The store of the run failed.
-    #[error("chaos store")]
-    Store(#[from] chargeonce_core::StoreError),
-    /// Reading the acquirer's ledger failed.
-    #[error("chaos ledger")]
-    Ledger(#[from] chargeonce_acquirer::SimulatorError),
-}
 
 /// How long a call to the acquirer's admin API may take.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);

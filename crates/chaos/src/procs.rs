@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::ChaosError;
+use crate::error::ChaosError;
 
 /// A port free right now (bound, then released).
 pub fn free_port() -> Result<u16, ChaosError> {

@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::ChaosError;
+use crate::error::ChaosError;
 
 /// How often each fault strikes a client connection.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,6 @@
 //! The command that repeats a run: its seed and every flag that shapes it.
 
-use crate::{ChaosArgs, Sabotage};
+use crate::args::{ChaosArgs, Sabotage};
 
 /// `chargeonce chaos ...` with the seed and flags of this run.
 pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {

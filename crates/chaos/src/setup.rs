@@ -7,12 +7,14 @@ use std::sync::Arc;
 use chargeonce_core::{ShopId, ShopSecret, Store};
 use tokio::sync::{Mutex, mpsc};
 
+use crate::args::{ChaosArgs, Sabotage};
 use crate::cluster::{HaOptions, Postgres};
+use crate::error::ChaosError;
 use crate::nemesis::Instances;
 use crate::procs::{Proc, free_port};
 use crate::proxy::{FaultProxy, FaultRates, ProxyStats};
 use crate::tap::{CommitSeen, Tap};
-use crate::{ChaosArgs, ChaosError, Sabotage, workload};
+use crate::workload;
 
 /// The PostgreSQL of the run: external (`--database-url`), a
 /// high-availability cluster (`--pg-ha`), or a private one.

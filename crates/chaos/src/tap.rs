@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::ChaosError;
+use crate::error::ChaosError;
 
 /// An armed tap saw the acquirer's answer to a charge of `instance`: kill it,
 /// then answer `done`.

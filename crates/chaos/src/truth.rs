@@ -1,16 +1,101 @@
-//! Reading the truth after the run: the database's payments, their
-//! histories and refunds, and the acquirer's ledger, and the books they add
-//! up to.
+//! The truth after the run: what the database holds (payments, their
+//! histories, refunds) and what the acquirer's ledger says moved, as plain
+//! values the checker judges ([`Truth`]); reading it ([`read`]), and the
+//! books it adds up to.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
+use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{PaymentId, PaymentStatus, RefundId, ShopId, Store};
 
-use crate::checker::{DbPayment, DbRefund, LedgerCharge, LedgerRefund};
+use crate::error::ChaosError;
 use crate::history::{self, CallResult};
 use crate::report::Books;
-use crate::{ChaosError, Truth};
+
+/// A payment as the database holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbPayment {
+    /// `pay_...`.
+    pub id: String,
+    /// Its shop.
+    pub shop_id: String,
+    /// Its order.
+    pub reference: String,
+    /// In minor units.
+    pub amount_minor: i64,
+    /// `pending`, `succeeded`, `declined`.
+    pub status: String,
+    /// The acquirer's charge id, once known.
+    pub provider_payment_id: Option<String>,
+    /// What succeeded refunds gave back.
+    pub refunded_minor: i64,
+}
+
+/// A refund as the database holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbRefund {
+    /// `re_...`.
+    pub id: String,
+    /// Its shop.
+    pub shop_id: String,
+    /// The refunded payment.
+    pub payment_id: String,
+    /// `pending`, `succeeded`, `failed`.
+    pub status: String,
+    /// In minor units.
+    pub amount_minor: i64,
+}
+
+/// A charge attempt in the acquirer's ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerCharge {
+    /// `ch_...`.
+    pub id: String,
+    /// The shop it was made for.
+    pub shop_id: String,
+    /// Our payment id it carried.
+    pub payment_id: String,
+    /// The order.
+    pub reference: String,
+    /// In minor units.
+    pub amount_minor: i64,
+    /// Whether money moved.
+    pub succeeded: bool,
+}
+
+/// A refund in the acquirer's ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerRefund {
+    /// The refunded charge.
+    pub charge_id: String,
+    /// In minor units.
+    pub amount_minor: i64,
+}
+
+/// Where things stand once everything settled.
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    /// Every payment in the database.
+    pub payments: Vec<DbPayment>,
+    /// The refunds the clients were told about, read back from the database
+    /// (by the shop that made them).
+    pub refunds: Vec<DbRefund>,
+    /// Every charge attempt at the acquirer.
+    pub charges: Vec<LedgerCharge>,
+    /// Every refund at the acquirer.
+    pub ledger_refunds: Vec<LedgerRefund>,
+    /// Each payment's history as the store recorded it, oldest first, by
+    /// payment id (a payment without an entry has an empty history).
+    pub histories: HashMap<String, Vec<HistoryEvent>>,
+    /// Pending payments in the whole database, counted from their rows.
+    pub pending_rows: u64,
+    /// Pending payments as the store's overview counts them: on PostgreSQL
+    /// the rows of the pending queue (`pending_payments`), which the claim
+    /// fills and every settle empties; on SQLite the partial index.
+    pub pending_counted: u64,
+}
 
 /// The database's payments of the run's shops with their histories, the
 /// refunds the clients were told about, and the acquirer's ledger.

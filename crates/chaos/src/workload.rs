@@ -15,8 +15,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
 
-use crate::ChaosError;
 use crate::args::ChaosArgs;
+use crate::error::ChaosError;
 use crate::history::{AttemptRecord, CallKind, CallRecord, CallResult, Shown};
 
 /// The currency of every intent.

@@ -73,5 +73,5 @@ impl PaymentListParams {
 
 /// An idempotency key of the shop (`GET /v1/idempotency-keys/{key}`),
 /// as the wire crate defines it.
-pub use chargeonce_wire::IdempotencyKey as IdempotencyKeyInfo;
+pub use chargeonce_wire::IdempotencyKeyInfo;
 pub use chargeonce_wire::{KeyLease, KeyRecoveryPoint, KeyRequest, KeyState};

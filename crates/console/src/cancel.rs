@@ -12,24 +12,15 @@
 use askama::Template;
 use axum::Form;
 use axum::extract::State;
-use axum::response::{IntoResponse, Redirect, Response};
-use chargeonce_core::{IdempotencyKey, PaymentId};
-use rand::RngCore;
+use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::payment::{payment_of, through_engine};
+use super::action::Action;
 use super::{Chrome, ConsoleError, Operator, html, money};
 use crate::Console;
 use chargeonce_server::extract::PathId;
 use chargeonce_server::pipeline::Command;
-
-/// A fresh cancel key for the form.
-pub fn cancel_key(payment: &PaymentId) -> String {
-    let mut bytes = [0_u8; 8];
-    rand::rng().fill_bytes(&mut bytes);
-    format!("console-cancel-{payment}-{}", hex::encode(bytes))
-}
 
 /// The cancel form.
 #[derive(Debug, Deserialize)]
@@ -85,16 +76,17 @@ pub async fn cancel(
     PathId(id): PathId,
     Form(form): Form<CancelForm>,
 ) -> Result<Response, ConsoleError> {
-    operator.check_csrf(form.csrf.as_deref())?;
-    let payment = payment_of(&state, &id).await?;
-    let back = format!("/console/payments/{}", payment.id);
-    let flash = |message: String| {
-        state.console.sessions.flash(&operator.session, message);
-        Ok(Redirect::to(&back).into_response())
-    };
-    let key = match form.key.as_deref().map(str::trim).map(IdempotencyKey::new) {
-        Some(Ok(key)) => key,
-        _ => return flash("the cancel form had no valid key: reload the page".to_owned()),
+    let action = Action::start(
+        &state,
+        &operator,
+        &id,
+        form.csrf.as_deref(),
+        form.key.as_deref(),
+    )
+    .await?;
+    let payment = &action.payment;
+    let Some(key) = action.key.clone() else {
+        return action.flash("the cancel form had no valid key: reload the page".to_owned());
     };
     if form.confirm.as_deref() != Some("yes") {
         return html(&ConfirmPage {
@@ -111,11 +103,11 @@ pub async fn cancel(
     let command = Command::Cancel {
         payment_id: payment.id.clone(),
     };
-    let answered = through_engine(&state, &payment, &key, &path, &json!({}), command).await;
+    let answered = action.run(&key, &path, &json!({}), command).await;
     let status = answered.status;
     tracing::info!(payment = %payment.id, key = key.as_str(), status, "console cancel");
     let detail = answered.detail();
-    flash(outcome_words(
+    action.flash(outcome_words(
         status,
         answered.replayed,
         &answered.body,

@@ -46,13 +46,6 @@ struct KeysPage {
     error: Option<String>,
 }
 
-fn tally(t: &chargeonce_core::history::Tally) -> TallyView {
-    TallyView {
-        count: t.count,
-        last: t.last_at.map(super::when),
-    }
-}
-
 /// A JSON object as `name: value` lines, nested members as `outer.inner`.
 fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
     match value {
@@ -96,9 +89,9 @@ pub async fn page(
                     found = Some(KeyFound {
                         fields,
                         payment: info.payment_id.as_ref().map(|p| p.as_str().to_owned()),
-                        replays: tally(&info.repeats_by.replays),
-                        conflicts: tally(&info.repeats_by.conflicts),
-                        mismatches: tally(&info.repeats_by.mismatches),
+                        replays: TallyView::of(&info.repeats_by.replays),
+                        conflicts: TallyView::of(&info.repeats_by.conflicts),
+                        mismatches: TallyView::of(&info.repeats_by.mismatches),
                     });
                 }
                 None => error = Some("no such key for this shop (or it expired)".to_owned()),

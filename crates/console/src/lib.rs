@@ -43,6 +43,7 @@ use time::macros::format_description;
 
 use chargeonce_server::AppState;
 
+pub mod action;
 pub mod auth;
 pub mod cancel;
 pub mod events;
@@ -51,7 +52,9 @@ pub mod keys;
 pub mod overview;
 pub mod payment;
 pub mod payments;
+pub mod refund;
 pub mod shops;
+pub mod timeline;
 
 pub use auth::{
     DEFAULT_LOGIN_ATTEMPTS, DEFAULT_LOGIN_CEILING, LoginLimiter, LoginLimits, Operator, Sessions,
@@ -202,7 +205,7 @@ pub fn router(console: Console) -> Router<AppState> {
         .route("/console/logout", post(auth::logout))
         .route("/console/payments", get(payments::page))
         .route("/console/payments/{id}", get(payment::page))
-        .route("/console/payments/{id}/refund", post(payment::refund))
+        .route("/console/payments/{id}/refund", post(refund::refund))
         .route("/console/payments/{id}/cancel", post(cancel::cancel))
         .route("/console/events", get(events::page))
         .route("/console/events/{id}/resend", post(events::resend))

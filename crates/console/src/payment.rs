@@ -1,272 +1,23 @@
 //! `GET /console/payments/{id}`: one payment of any shop, its refunds, its
-//! history told as a timeline (oldest first, one sentence an entry), the
-//! repeats of its keys, its merchant events with their deliveries and a
-//! resend button, a refund form, and a cancel form for a pending payment
-//! (`console::cancel`); `POST /console/payments/{id}/refund`.
-//!
-//! A console refund goes through the engine exactly as the shop's
-//! `POST /v1/payments/{id}/refunds` would: the same path, the same body
-//! (`{"amount": {...}}`, or `{}` for the rest), so the same fingerprint,
-//! under an `Idempotency-Key` rendered into the form
-//! (`console-refund-<payment id>-<random>`). A double click refunds once,
-//! and a later API request with that key agrees with it.
+//! history told as a timeline (oldest first, one sentence an entry:
+//! `console::timeline`), the repeats of its keys, its merchant events with
+//! their deliveries and a resend button, a refund form (`console::refund`),
+//! and a cancel form for a pending payment (`console::cancel`).
 
 use askama::Template;
-use axum::Form;
 use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::Response;
 use chargeonce_core::events::{DeliveryState, Event, PARKED_UNTIL_MS};
-use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, SettledBy, Tally};
+use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, Tally};
 use chargeonce_core::store::KeyRepeats;
-use chargeonce_core::{
-    AcquirerCall, AcquirerOutcomeKind, Cursor, IdempotencyKey, Money, PageLimit, PageRequest,
-    Payment, PaymentId, RecoveryPoint,
-};
-use rand::RngCore;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use chargeonce_core::{Cursor, PageLimit, PageRequest, Payment, PaymentId};
+use chargeonce_server::extract::PathId;
+use chargeonce_server::routes::history;
 
 use super::{Chrome, ConsoleError, Operator, html, money, when, when_ms};
 use crate::Console;
-use chargeonce_server::extract::PathId;
-use chargeonce_server::pipeline::{self, Command};
-use chargeonce_server::routes::history;
-
-/// One line of the timeline.
-pub struct TimelineEntry {
-    /// The entry's type (`data-type`).
-    pub kind: &'static str,
-    /// An acquirer call's outcome (`data-outcome`).
-    pub outcome: Option<&'static str>,
-    /// An acquirer call's kind (`data-call`).
-    pub call: Option<&'static str>,
-    /// An answer's HTTP status (`data-status`).
-    pub status: Option<u16>,
-    /// When, in full.
-    pub at: String,
-    /// How long after the first entry.
-    pub offset: String,
-    /// The refund it is about.
-    pub refund: Option<String>,
-    /// What happened, in words.
-    pub sentence: String,
-}
-
-fn call_name(call: AcquirerCall) -> &'static str {
-    match call {
-        AcquirerCall::Charge => "Charge",
-        AcquirerCall::Lookup => "Look-up",
-        AcquirerCall::Refund => "Refund",
-    }
-}
-
-fn point_name(point: RecoveryPoint) -> &'static str {
-    point.as_str()
-}
-
-fn repeats_words(replays: &Tally, conflicts: &Tally, mismatches: &Tally) -> String {
-    format!(
-        "{} replay(s), {} 409(s), {} 422(s)",
-        replays.count, conflicts.count, mismatches.count
-    )
-}
-
-/// What an answer's status means, for the sentence.
-fn answered_words(status: u16) -> &'static str {
-    match status {
-        201 => "",
-        200 => ": the order was already paid by this payment",
-        202 => {
-            ": outcome unknown, the payment stays pending (a retry with the same key resumes it)"
-        }
-        402 => ": declined",
-        409 => ": not refundable yet",
-        422 => ": refused",
-        503 => ": not sent yet, it will be",
-        _ => "",
-    }
-}
-
-/// One entry in words (`next` is the entry after it, for what an
-/// acquirer call led to).
-pub fn sentence(entry: &HistoryEntry, next: Option<&HistoryEntry>) -> String {
-    match &entry.event {
-        HistoryEvent::Claimed { key, instance } => {
-            format!("Claimed by key {key} on instance {instance}: the payment was created")
-        }
-        HistoryEvent::Linked { key, instance } => format!(
-            "Key {key} (instance {instance}) found the order already paid or being paid by this \
-             payment: linked to it, nothing charged"
-        ),
-        HistoryEvent::TakenOver {
-            key,
-            instance,
-            recovery_point,
-        } => format!(
-            "Retry took over on instance {instance}, resuming at {} (key {key}: its lease had \
-             run out)",
-            point_name(*recovery_point)
-        ),
-        HistoryEvent::AcquirerCall {
-            call,
-            outcome,
-            latency_ms,
-            acquirer_key,
-            instance,
-            reason,
-        } => {
-            let what = match (call, outcome) {
-                (_, AcquirerOutcomeKind::Unknown) => format!(
-                    "no answer within {latency_ms} ms — outcome unknown{}",
-                    reason
-                        .as_ref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ),
-                (_, AcquirerOutcomeKind::NotSent) => format!(
-                    "not sent{}",
-                    reason
-                        .as_ref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ),
-                (AcquirerCall::Lookup, AcquirerOutcomeKind::Succeeded) => {
-                    format!("the acquirer has the charge (answered in {latency_ms} ms)")
-                }
-                (AcquirerCall::Refund, AcquirerOutcomeKind::Succeeded) => {
-                    format!("refunded (answered in {latency_ms} ms)")
-                }
-                (_, AcquirerOutcomeKind::Succeeded) => {
-                    format!("charged (answered in {latency_ms} ms)")
-                }
-                (_, AcquirerOutcomeKind::Declined) => format!(
-                    "declined{} (answered in {latency_ms} ms)",
-                    reason
-                        .as_ref()
-                        .map(|r| format!(": {r}"))
-                        .unwrap_or_default()
-                ),
-                (_, AcquirerOutcomeKind::Refused) => format!(
-                    "the request refused{} (answered in {latency_ms} ms)",
-                    reason
-                        .as_ref()
-                        .map(|r| format!(": {r}"))
-                        .unwrap_or_default()
-                ),
-                (_, AcquirerOutcomeKind::NotFound) => {
-                    format!("the acquirer has no such charge (answered in {latency_ms} ms)")
-                }
-            };
-            let then = match next.map(|n| &n.event) {
-                Some(HistoryEvent::Answered { status: 202, .. })
-                    if *outcome == AcquirerOutcomeKind::Unknown =>
-                {
-                    "; answered 202, the payment stays pending"
-                }
-                _ => "",
-            };
-            format!(
-                "{} sent to the acquirer (key {acquirer_key}) from {instance}: {what}{then}",
-                call_name(*call)
-            )
-        }
-        HistoryEvent::Answered { key, status } => {
-            format!("Answered {status}{} (key {key})", answered_words(*status))
-        }
-        HistoryEvent::CancelRequested { key, instance } => match key {
-            Some(key) => format!(
-                "Cancel requested by key {key} (instance {instance}): the charge is only looked \
-                 up from now on, after the settle window, never sent again"
-            ),
-            None => format!(
-                "Given up on by the completer (instance {instance}): pending past its give-up \
-                 time, so it is canceled — the charge is only looked up, never sent again"
-            ),
-        },
-        HistoryEvent::Settled { status, by } => {
-            let by = match by {
-                SettledBy::Request { key } => format!("by the request (key {key})"),
-                SettledBy::Webhook { event_id } => {
-                    format!("by an acquirer webhook (event {event_id})")
-                }
-                SettledBy::Reconciler => "by the reconciler, from the acquirer's ledger".into(),
-            };
-            format!("Settled {} {by}", status.as_str())
-        }
-        HistoryEvent::WebhookReceived { event_id, kind } => {
-            format!("Acquirer webhook {event_id} ({kind}) received: nothing to change")
-        }
-        HistoryEvent::RefundReserved {
-            key,
-            amount_minor,
-            currency,
-            instance,
-        } => {
-            let amount = chargeonce_core::Currency::from_code(currency)
-                .ok()
-                .and_then(|c| Money::from_minor(*amount_minor, c).ok())
-                .map(money)
-                .unwrap_or_else(|| format!("{amount_minor} minor units of {currency}"));
-            format!("Refund of {amount} reserved (key {key}, instance {instance})")
-        }
-        HistoryEvent::RefundEnded { status } => format!("Refund ended {}", status.as_str()),
-        HistoryEvent::EventAttempt {
-            event_id,
-            event_type,
-            attempt,
-            result,
-            status,
-        } => format!(
-            "Merchant event {event_id} ({event_type}), delivery attempt {attempt}: {result}{}",
-            status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
-        ),
-        HistoryEvent::EventResent { event_id } => {
-            format!("Merchant event {event_id} made due again by an operator")
-        }
-        HistoryEvent::KeyExpired { key, repeats } => format!(
-            "Key {key} expired and was swept: {}",
-            repeats_words(&repeats.replays, &repeats.conflicts, &repeats.mismatches)
-        ),
-        HistoryEvent::Finding { finding_id, kind } => {
-            format!("The reconciler found a {kind} (finding #{finding_id})")
-        }
-        HistoryEvent::FindingResolved { finding_id, how } => {
-            format!("Finding #{finding_id} resolved ({how})")
-        }
-    }
-}
-
-/// The timeline of a history, oldest first.
-pub fn timeline(entries: &[HistoryEntry]) -> Vec<TimelineEntry> {
-    let first = entries.first().map(|e| e.at);
-    entries
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| {
-            let (outcome, call, status) = match &entry.event {
-                HistoryEvent::AcquirerCall { call, outcome, .. } => {
-                    (Some(outcome.as_str()), Some(call.as_str()), None)
-                }
-                HistoryEvent::Answered { status, .. } => (None, None, Some(*status)),
-                _ => (None, None, None),
-            };
-            let offset = first
-                .map(|f| format!("+{:.3} s", (entry.at - f).as_seconds_f64()))
-                .unwrap_or_default();
-            TimelineEntry {
-                kind: entry.event.kind(),
-                outcome,
-                call,
-                status,
-                at: when(entry.at),
-                offset,
-                refund: entry.refund_id.as_ref().map(|id| id.as_str().to_owned()),
-                sentence: sentence(entry, entries.get(i + 1)),
-            }
-        })
-        .collect()
-}
+use crate::action::fresh_key;
+use crate::timeline::{TimelineEntry, timeline};
 
 /// A tally in the page.
 pub struct TallyView {
@@ -277,7 +28,8 @@ pub struct TallyView {
 }
 
 impl TallyView {
-    fn of(tally: &Tally) -> Self {
+    /// A tally as the pages show it.
+    pub fn of(tally: &Tally) -> Self {
         Self {
             count: tally.count,
             last: tally.last_at.map(when),
@@ -452,13 +204,6 @@ pub(super) async fn payment_of(state: &Console, id: &str) -> Result<Payment, Con
     state.store().any_payment(&id).await?.ok_or_else(not_found)
 }
 
-/// A fresh refund key for the form.
-fn refund_key(payment: &PaymentId) -> String {
-    let mut bytes = [0_u8; 8];
-    rand::rng().fill_bytes(&mut bytes);
-    format!("console-refund-{payment}-{}", hex::encode(bytes))
-}
-
 /// `GET /console/payments/{id}`.
 pub async fn page(
     State(state): State<Console>,
@@ -506,8 +251,8 @@ pub async fn page(
         timeline: timeline(&entries),
         keys: key_views(&payment, &entries, &repeats),
         events: events.iter().map(EventRow::of).collect(),
-        refund_key: refund_key(&payment.id),
-        cancel_key: super::cancel::cancel_key(&payment.id),
+        refund_key: fresh_key("refund", &payment.id),
+        cancel_key: fresh_key("cancel", &payment.id),
         cancelable: payment.status == chargeonce_core::PaymentStatus::Pending,
         refundable: payment.status == chargeonce_core::PaymentStatus::Succeeded
             && payment.refunded_minor < payment.amount.minor_units(),
@@ -515,159 +260,12 @@ pub async fn page(
     })
 }
 
-/// The refund form.
-#[derive(Debug, Deserialize)]
-pub struct RefundForm {
-    csrf: Option<String>,
-    key: Option<String>,
-    amount: Option<String>,
-    confirm: Option<String>,
-}
-
-/// The confirmation step of a refund.
-#[derive(Template)]
-#[template(path = "console/confirm_refund.html")]
-struct ConfirmPage {
-    page: Chrome,
-    id: String,
-    shop: String,
-    reference: String,
-    what: String,
-    key: String,
-    amount: String,
-}
-
-/// The engine's answer to a console action, read whole.
-pub(super) struct Answered {
-    /// Its HTTP status.
-    pub(super) status: u16,
-    /// A replay of the key's first answer.
-    pub(super) replayed: bool,
-    /// Its JSON body (`Null` when it has none).
-    pub(super) body: Value,
-}
-
-impl Answered {
-    /// The detail of a problem answer (or the resource's status).
-    pub(super) fn detail(&self) -> String {
-        self.body["detail"]
-            .as_str()
-            .map(str::to_owned)
-            .or_else(|| self.body["status"].as_str().map(|s| format!("it is {s}")))
-            .unwrap_or_default()
-    }
-}
-
-/// Runs a console action through the same pipeline as the shop's API
-/// request with this key, path and body would (so the same fingerprint:
-/// a later API request with the key agrees with it); a claim refused
-/// answers its problem.
-pub(super) async fn through_engine(
-    state: &Console,
-    payment: &Payment,
-    key: &IdempotencyKey,
-    path: &str,
-    body: &Value,
-    command: Command,
-) -> Answered {
-    let response = match pipeline::claim(payment.shop_id.clone(), key.clone(), path, body) {
-        Ok(claim) => match pipeline::answer(state, claim, command, &HeaderMap::new()).await {
-            Ok(response) => response,
-            Err(problem) => problem.into_response(),
-        },
-        Err(problem) => problem.into_response(),
-    };
-    let replayed = response
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true");
-    let status = response.status().as_u16();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap_or_default();
-    Answered {
-        status,
-        replayed,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
-}
-
-/// `POST /console/payments/{id}/refund`: without `confirm=yes`, the
-/// confirmation page; with it, the refund through the engine, then 303 back
-/// to the payment with what happened.
-pub async fn refund(
-    State(state): State<Console>,
-    operator: Operator,
-    PathId(id): PathId,
-    Form(form): Form<RefundForm>,
-) -> Result<Response, ConsoleError> {
-    operator.check_csrf(form.csrf.as_deref())?;
-    let payment = payment_of(&state, &id).await?;
-    let back = format!("/console/payments/{}", payment.id);
-    let flash = |message: String| {
-        state.console.sessions.flash(&operator.session, message);
-        Ok(Redirect::to(&back).into_response())
-    };
-    let key = match form.key.as_deref().map(str::trim).map(IdempotencyKey::new) {
-        Some(Ok(key)) => key,
-        _ => return flash("the refund form had no valid key: reload the page".to_owned()),
-    };
-    let amount = match super::given(&form.amount) {
-        None => None,
-        Some(value) => match Money::parse(value, payment.amount.currency().code()) {
-            Ok(amount) => Some(amount),
-            Err(e) => return flash(format!("not refunded: {e}")),
-        },
-    };
-    if form.confirm.as_deref() != Some("yes") {
-        let what = match amount {
-            Some(amount) => money(amount),
-            None => "everything not refunded yet".to_owned(),
-        };
-        return html(&ConfirmPage {
-            page: Chrome::new(&operator, "Confirm the refund", "payments"),
-            id: payment.id.as_str().to_owned(),
-            shop: payment.shop_id.as_str().to_owned(),
-            reference: payment.reference.as_str().to_owned(),
-            what,
-            key: key.as_str().to_owned(),
-            amount: amount.map(|a| a.to_decimal_string()).unwrap_or_default(),
-        });
-    }
-    // The body a shop would send for this refund, so the fingerprint is
-    // the one its API request with this key would have.
-    let body = match amount {
-        Some(amount) => json!({"amount": {
-            "value": amount.to_decimal_string(),
-            "currency": amount.currency().code(),
-        }}),
-        None => json!({}),
-    };
-    let path = format!("/v1/payments/{}/refunds", payment.id);
-    let command = Command::Refund {
-        payment_id: payment.id.clone(),
-        amount,
-    };
-    let answered = through_engine(&state, &payment, &key, &path, &body, command).await;
-    let (status, replayed, detail) = (answered.status, answered.replayed, answered.detail());
-    tracing::info!(payment = %payment.id, key = key.as_str(), status, "console refund");
-    let message = match status {
-        201 if replayed => format!("already refunded under key {} (201)", key.as_str()),
-        201 => format!("refunded (201, key {})", key.as_str()),
-        202 => format!(
-            "refund pending at the acquirer (202, key {}): it will be settled",
-            key.as_str()
-        ),
-        _ => format!("not refunded ({status}): {detail}"),
-    };
-    flash(message)
-}
-
 #[cfg(test)]
 mod tests {
-    use chargeonce_core::history::RepeatCounts;
+    use chargeonce_core::history::{RepeatCounts, SettledBy};
     use chargeonce_core::{
-        AcquirerKey, CardToken, IdempotencyKey, PaymentStatus, Reference, RefundId, ShopId,
+        AcquirerCall, AcquirerKey, AcquirerOutcomeKind, CardToken, IdempotencyKey, Money,
+        PaymentStatus, RecoveryPoint, Reference, RefundId, ShopId,
     };
     use time::OffsetDateTime;
 
@@ -866,9 +464,9 @@ mod tests {
             timeline: timeline(&entries),
             keys,
             events: vec![],
-            refund_key: refund_key(&payment.id),
+            refund_key: fresh_key("refund", &payment.id),
             refundable: true,
-            cancel_key: super::super::cancel::cancel_key(&payment.id),
+            cancel_key: fresh_key("cancel", &payment.id),
             cancelable: false,
             back: "/console/payments/x".into(),
         };

@@ -78,6 +78,8 @@ pub struct KeyLease {
     pub expires_at: String,
 }
 
+// Named `IdempotencyKeyInfo` in Rust (core's `IdempotencyKey` is the key
+// itself), `IdempotencyKey` in the contract.
 /// An idempotency key of the shop.
 ///
 /// The members are declared in the order the server sends them.
@@ -85,7 +87,7 @@ pub struct KeyLease {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(
     feature = "openapi",
-    schema(example = json!({
+    schema(as = IdempotencyKey, example = json!({
         "object": "idempotency_key",
         "key": "order-123-pay",
         "state": "finished",
@@ -106,7 +108,7 @@ pub struct KeyLease {
         "refund_id": null
     }))
 )]
-pub struct IdempotencyKey {
+pub struct IdempotencyKeyInfo {
     /// Always `idempotency_key`.
     pub object: IdempotencyKeyObject,
     /// The key.
@@ -153,7 +155,7 @@ mod tests {
     #[test]
     fn reads_what_it_writes_in_declared_order() {
         let body = r#"{"object":"idempotency_key","key":"k","state":"in_progress","recovery_point":"payment_created","request":{"method":"POST","path":"/v1/payments","fingerprint":"00"},"created_at":"2026-11-29T22:42:32.201Z","repeats":0,"last_repeat_at":null,"expires_at":"2026-11-30T22:42:32.243Z","lease":{"holder":"api-1:1","expires_at":"2026-11-29T22:42:42.201Z"},"parked_until":null,"response_status":null,"payment_id":"pay_1","refund_id":null}"#;
-        let key: IdempotencyKey = serde_json::from_str(body).unwrap();
+        let key: IdempotencyKeyInfo = serde_json::from_str(body).unwrap();
         assert_eq!(key.state, KeyState::InProgress);
         assert_eq!(key.recovery_point, KeyRecoveryPoint::PaymentCreated);
         assert_eq!(serde_json::to_string(&key).unwrap(), body);

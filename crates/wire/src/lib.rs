@@ -7,7 +7,7 @@
 //!   status and title ([`code`]);
 //! - [`Problem`]: the RFC 9457 problem document ([`problem`]);
 //! - the resources: [`Payment`], [`Refund`], [`Event`], with [`Amount`], and
-//!   the [`List`] envelope, an [`IdempotencyKey`] as introspection shows it,
+//!   the [`List`] envelope, an [`IdempotencyKeyInfo`] as introspection shows it,
 //!   and a payment's [`PaymentHistory`];
 //! - the request bodies: [`CreatePayment`], [`CreateRefund`] ([`request`]).
 //!
@@ -50,7 +50,7 @@ pub use history::{
     HistorySettledBy, HistoryTally, PaymentHistory, PaymentHistoryObject,
 };
 pub use key::{
-    IdempotencyKey, IdempotencyKeyObject, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState,
+    IdempotencyKeyInfo, IdempotencyKeyObject, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState,
 };
 pub use list::{List, ListObject};
 pub use payment::{Payment, PaymentObject, PaymentRefundStatus, PaymentStatus};

@@ -33,7 +33,7 @@ mod refunds;
 mod rows;
 
 pub(crate) use outbox::OutboxEvent;
-pub(crate) use refunds::{NewRefundRow, RefundRefused, RefundRow};
+pub(crate) use refunds::{NewRefundRow, RefundRow};
 pub(crate) use rows::unix_millis;
 
 /// The ledger tables behind a writer thread and reader threads.

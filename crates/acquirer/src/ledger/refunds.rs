@@ -6,7 +6,7 @@ use chargeonce_sqlite::rusqlite::{self, Connection, OptionalExtension, params};
 
 use super::Ledger;
 use super::rows::entry;
-use crate::SimulatorError;
+use crate::{RefundError, SimulatorError};
 
 /// A refund as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,29 +29,6 @@ pub(crate) struct NewRefundRow {
     pub at: i64,
     /// Whether the acquirer key deduplicates it.
     pub deduplicated: bool,
-}
-
-/// Why a refund was refused.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RefundRefused {
-    /// No such charge.
-    #[error("no charge `{0}`")]
-    NoSuchCharge(String),
-    /// A declined charge moved no money.
-    #[error("charge `{0}` was declined; nothing to refund")]
-    Declined(String),
-    /// The refund would give back more than what is left of the charge.
-    #[error("refund exceeds what is left of charge `{0}`")]
-    ExceedsCharge(String),
-    /// The ledger failed.
-    #[error(transparent)]
-    Ledger(#[from] SimulatorError),
-}
-
-impl From<chargeonce_sqlite::Failure> for RefundRefused {
-    fn from(failure: chargeonce_sqlite::Failure) -> Self {
-        Self::Ledger(SimulatorError::Unavailable(failure))
-    }
 }
 
 impl RefundRow {
@@ -92,7 +69,7 @@ impl Ledger {
         acquirer_key: &str,
         amount_minor: Option<i64>,
         new: NewRefundRow,
-    ) -> Result<(RefundRow, bool), RefundRefused> {
+    ) -> Result<(RefundRow, bool), RefundError> {
         let (charge_id, acquirer_key) = (charge_id.to_owned(), acquirer_key.to_owned());
         self.db
             .write(move |conn| {
@@ -106,14 +83,14 @@ impl Ledger {
                     concat!("SELECT ", charge_columns!(), " WHERE l.id = ?1"),
                     params![charge_id],
                 )?
-                .ok_or_else(|| RefundRefused::NoSuchCharge(charge_id.clone()))?;
+                .ok_or_else(|| RefundError::NoSuchCharge(charge_id.clone()))?;
                 if charge.status != crate::ChargeStatus::Succeeded {
-                    return Err(RefundRefused::Declined(charge_id));
+                    return Err(RefundError::Declined(charge_id));
                 }
                 let total = charge.amount.minor_units();
                 let amount = amount_minor.unwrap_or(total - charge.refunded_minor);
                 if amount <= 0 || charge.refunded_minor + amount > total {
-                    return Err(RefundRefused::ExceedsCharge(charge_id));
+                    return Err(RefundError::ExceedsCharge(charge_id));
                 }
                 conn.prepare_cached(
                     "INSERT INTO acquirer_refunds (id, charge_id, acquirer_key, reference, \

@@ -30,7 +30,7 @@ pub use behaviour::{
 pub use in_flight::{IN_FLIGHT_DUPLICATE, InFlightDuplicate};
 pub(crate) use in_flight::{InFlight, InFlightGuard};
 pub use refunds::{
-    REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundError, RefundRecord,
+    REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundRecord,
 };
 pub(crate) use refunds::{refund_of, refund_settlement};
 

@@ -5,9 +5,9 @@ use chargeonce_core::{AcquirerError, AcquirerRefund, Currency, Money, RefundSett
 use uuid::Uuid;
 
 use super::{LOST_ANSWER, Simulator};
-use crate::SimulatorError;
 use crate::entry::now_millis;
-use crate::ledger::{Ledger, NewRefundRow, RefundRefused, RefundRow, unix_millis};
+use crate::ledger::{Ledger, NewRefundRow, RefundRow, unix_millis};
+use crate::{RefundError, SimulatorError};
 
 /// A refund at the simulator, as `POST /v1/charges/{id}/refunds` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -32,34 +32,6 @@ impl From<RefundRow> for RefundRecord {
             amount_minor: row.amount_minor,
             currency: row.currency,
             created_at: row.created_at,
-        }
-    }
-}
-
-/// Why the simulator refused a refund.
-#[derive(Debug, thiserror::Error)]
-pub enum RefundError {
-    /// No such charge.
-    #[error("no charge `{0}`")]
-    NoSuchCharge(String),
-    /// The charge was declined: no money to give back.
-    #[error("charge `{0}` was declined; nothing to refund")]
-    Declined(String),
-    /// The refund would give back more than what is left of the charge.
-    #[error("refund exceeds what is left of charge `{0}`")]
-    ExceedsCharge(String),
-    /// The ledger failed.
-    #[error(transparent)]
-    Ledger(#[from] SimulatorError),
-}
-
-impl From<RefundRefused> for RefundError {
-    fn from(refused: RefundRefused) -> Self {
-        match refused {
-            RefundRefused::NoSuchCharge(id) => Self::NoSuchCharge(id),
-            RefundRefused::Declined(id) => Self::Declined(id),
-            RefundRefused::ExceedsCharge(id) => Self::ExceedsCharge(id),
-            RefundRefused::Ledger(e) => Self::Ledger(e),
         }
     }
 }

@@ -96,7 +96,7 @@ pub const IDEMPOTENCY_KEY_DESCRIPTION: &str = "The key of the business operation
         chargeonce_wire::CreatePayment,
         chargeonce_wire::CreateRefund,
         chargeonce_wire::PaymentMethod,
-        chargeonce_wire::IdempotencyKey,
+        chargeonce_wire::IdempotencyKeyInfo,
         chargeonce_wire::IdempotencyKeyObject,
         chargeonce_wire::KeyState,
         chargeonce_wire::KeyRecoveryPoint,

@@ -33,7 +33,7 @@ fn not_found() -> Problem {
     security(("shop_basic" = [])),
     params(("key" = String, Path, description = "The key, percent-encoded (1 to 255 visible ASCII characters once decoded).", example = "order-123-pay")),
     responses(
-        (status = 200, description = "The key: state, recovery point, first request, repeats, lease holder and deadline while in progress, the stored status and the payment or refund it belongs to. Never the lease's token nor the stored answer.", body = chargeonce_wire::IdempotencyKey),
+        (status = 200, description = "The key: state, recovery point, first request, repeats, lease holder and deadline while in progress, the stored status and the payment or refund it belongs to. Never the lease's token nor the stored answer.", body = chargeonce_wire::IdempotencyKeyInfo),
         (status = 404, description = "`not_found`: no such key for this shop (another shop's key, a key that is not valid syntax, a finished key whose retention ran out)."),
     ),
 )]
