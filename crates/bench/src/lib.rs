@@ -24,7 +24,6 @@ use clap::Args;
 
 pub mod client;
 pub mod flood;
-pub mod histogram;
 pub mod report;
 pub mod scenario;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::histogram::{Latency, LatencySummary};
+use chargeonce_prooftools::histogram::{Latency, LatencySummary};
 
 /// How many violation messages a report keeps (all are counted).
 pub const VIOLATION_SAMPLES: usize = 20;

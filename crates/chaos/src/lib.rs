@@ -199,7 +199,7 @@ fn report(
         clients: args.clients,
         shops: stage.shop_ids.len(),
         intents: args.intents,
-        proxy: stage.stats.snapshot(),
+        proxy: proxy::figures(stage.stats.snapshot()),
         failovers: FailoverFigures::of(&driven.log, &driven.history),
         nemesis: driven.log,
         postgres_log,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use chargeonce_bench::histogram::{Latency, LatencySummary};
+use chargeonce_prooftools::histogram::{Latency, LatencySummary};
 use serde::Serialize;
 
 use crate::args::Sabotage;

@@ -12,7 +12,9 @@ use crate::cluster::{HaOptions, Postgres};
 use crate::error::ChaosError;
 use crate::nemesis::Instances;
 use crate::procs::{Proc, free_port};
-use crate::proxy::{FaultProxy, FaultRates, ProxyStats};
+use chargeonce_prooftools::{FaultProxy, ProxyStats};
+
+use crate::proxy::{self, FaultRates};
 use crate::tap::{CommitSeen, Tap};
 use crate::workload;
 
@@ -231,7 +233,7 @@ pub(crate) async fn instances(
     for (i, proc) in procs.iter().enumerate() {
         let port = proc.lock().await.port;
         proxies.push(
-            FaultProxy::start(
+            proxy::start(
                 port,
                 rates,
                 workload::mix(seed, 1_000_000 + i as u64),

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use chargeonce_core::Store;
+use chargeonce_prooftools::{FaultProxy, ProxyStats};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 
@@ -21,7 +22,6 @@ use crate::history::CallRecord;
 use crate::nemesis::{self, Instances, NemesisLog, Plan};
 use crate::pglog::LogFigures;
 use crate::procs::Proc;
-use crate::proxy::{FaultProxy, ProxyStats};
 use crate::setup;
 use crate::tap::CommitSeen;
 use crate::workload::{Clients, Intent, Work};

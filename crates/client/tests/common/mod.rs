@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chargeonce_client::{Client, CreatePayment, IdempotencyKey, Money, RetryPolicy};
+use chargeonce_prooftools as prooftools;
 use chargeonce_testkit::{ServiceBuilder, TestService};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use tokio::net::TcpListener;
 
 pub use chargeonce_testkit::{Backend, SECRET, SHOP};
 
@@ -112,19 +111,46 @@ pub enum Fault {
     GatewayRefuses,
 }
 
-/// A TCP proxy between the client and the server that applies one fault per
-/// new connection, in order, then a default one.
+impl Fault {
+    /// The shared proxy's fault for this one.
+    fn wire(self) -> prooftools::Fault {
+        let problem = |status: &'static str, code: &str| prooftools::Canned {
+            status,
+            content_type: "application/problem+json",
+            retry_after: Some(1),
+            body: format!(
+                r#"{{"type":"about:blank","title":"injected","status":{},"detail":"injected by the test proxy","code":"{code}"}}"#,
+                &status[..3]
+            ),
+        };
+        match self {
+            Self::Pass => prooftools::Fault::Pass,
+            Self::LoseAnswer => prooftools::Fault::LoseAnswer,
+            Self::ForwardThenHang => prooftools::Fault::ForwardThenHang(Duration::from_secs(60)),
+            Self::TooManyRequests => {
+                prooftools::Fault::Answer(problem("429 Too Many Requests", "too_many_requests"))
+            }
+            Self::Unavailable => {
+                prooftools::Fault::Answer(problem("503 Service Unavailable", "store_unavailable"))
+            }
+            Self::GatewayRefuses => prooftools::Fault::Answer(prooftools::Canned {
+                status: "400 Bad Request",
+                content_type: "text/html",
+                retry_after: None,
+                body: "<html>bad request</html>".to_owned(),
+            }),
+        }
+    }
+}
+
+/// The shared fault proxy (`chargeonce-prooftools`) between the client and
+/// the server, applying one fault per new connection, in order, then a
+/// default one, and remembering which it applied.
 pub struct FaultProxy {
     pub addr: SocketAddr,
     pub base: String,
-    state: Arc<ProxyState>,
-    task: JoinHandle<()>,
-}
-
-struct ProxyState {
-    plan: Mutex<VecDeque<Fault>>,
-    then: Fault,
-    connections: Mutex<Vec<Fault>>,
+    applied: Arc<Mutex<Vec<Fault>>>,
+    _proxy: prooftools::FaultProxy,
 }
 
 impl FaultProxy {
@@ -137,133 +163,27 @@ impl FaultProxy {
 
     /// The same on a listener the caller bound.
     pub fn serve(listener: TcpListener, upstream: SocketAddr, plan: &[Fault], then: Fault) -> Self {
-        let addr = listener.local_addr().unwrap();
-        let state = Arc::new(ProxyState {
-            plan: Mutex::new(plan.iter().copied().collect()),
-            then,
-            connections: Mutex::new(Vec::new()),
-        });
-        let shared = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    return;
-                };
-                let fault = shared
-                    .plan
-                    .lock()
-                    .unwrap()
-                    .pop_front()
-                    .unwrap_or(shared.then);
-                shared.connections.lock().unwrap().push(fault);
-                tokio::spawn(handle(client, upstream, fault));
-            }
-        });
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let mut plan: VecDeque<Fault> = plan.iter().copied().collect();
+        let log = applied.clone();
+        let decide = move || {
+            let fault = plan.pop_front().unwrap_or(then);
+            log.lock().unwrap().push(fault);
+            fault.wire()
+        };
+        let proxy =
+            prooftools::FaultProxy::serve(listener, upstream, decide, Arc::default()).unwrap();
         Self {
-            addr,
-            base: format!("http://{addr}"),
-            state,
-            task,
+            addr: proxy.addr(),
+            base: proxy.base(),
+            applied,
+            _proxy: proxy,
         }
     }
 
     /// The faults applied so far, one per connection.
     pub fn connections(&self) -> Vec<Fault> {
-        self.state.connections.lock().unwrap().clone()
-    }
-}
-
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn handle(mut client: TcpStream, upstream: SocketAddr, fault: Fault) {
-    match fault {
-        Fault::Pass => {
-            let Ok(mut server) = TcpStream::connect(upstream).await else {
-                return;
-            };
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-        }
-        Fault::LoseAnswer | Fault::ForwardThenHang => {
-            let Ok(server) = TcpStream::connect(upstream).await else {
-                return;
-            };
-            let (mut client_read, client_write) = client.into_split();
-            let (mut server_read, mut server_write) = server.into_split();
-            let forward = tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
-            });
-            // Wait for the first byte of the answer: the server has finished.
-            let mut buf = [0_u8; 1];
-            let _ = server_read.read(&mut buf).await;
-            forward.abort();
-            if fault == Fault::ForwardThenHang {
-                // Keep the client's connection open, silent, until it gives up.
-                tokio::time::sleep(Duration::from_secs(60)).await;
-            }
-            drop(client_write);
-        }
-        Fault::GatewayRefuses => {
-            read_request(&mut client).await;
-            let body = "<html>bad request</html>";
-            let answer = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = client.write_all(answer.as_bytes()).await;
-            let _ = client.shutdown().await;
-        }
-        Fault::TooManyRequests | Fault::Unavailable => {
-            read_request(&mut client).await;
-            let (status, code) = if fault == Fault::TooManyRequests {
-                ("429 Too Many Requests", "too_many_requests")
-            } else {
-                ("503 Service Unavailable", "store_unavailable")
-            };
-            let body = format!(
-                r#"{{"type":"about:blank","title":"injected","status":{},"detail":"injected by the test proxy","code":"{code}"}}"#,
-                &status[..3]
-            );
-            let answer = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: application/problem+json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = client.write_all(answer.as_bytes()).await;
-            let _ = client.shutdown().await;
-        }
-    }
-}
-
-/// Reads one HTTP/1.1 request (headers and a `content-length` body).
-async fn read_request(client: &mut TcpStream) {
-    let mut data = Vec::new();
-    let mut buf = [0_u8; 4096];
-    loop {
-        let Ok(n) = client.read(&mut buf).await else {
-            return;
-        };
-        if n == 0 {
-            return;
-        }
-        data.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&data);
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse::<usize>().ok())
-                        .flatten()
-                })
-                .unwrap_or(0);
-            if data.len() >= end + 4 + length {
-                return;
-            }
-        }
+        self.applied.lock().unwrap().clone()
     }
 }
 
