@@ -9,7 +9,7 @@ use chargeonce_core::{
 };
 use sqlx::{Postgres, Transaction};
 
-use super::claim::CLAIM_ATTEMPTS;
+use super::CLAIM_ATTEMPTS;
 use super::history::{Entries, record};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::{PgStore, store_error};

@@ -16,14 +16,10 @@ use sqlx::{Postgres, Transaction};
 use super::history::{Entries, insert_entries};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::reconciliation::enqueue;
-use super::{PgStore, payments, refunds, store_error};
+use super::{CLAIM_ATTEMPTS, PgStore, payments, refunds, store_error};
 use crate::codec::{acquired, millis};
 use crate::columns::payment_columns;
 use crate::rows::{PaymentRow, TakenKeyRow};
-
-/// How many times a claim re-runs when the row it conflicted with vanished
-/// between two statements (swept, or its order's payment declined meanwhile).
-pub(super) const CLAIM_ATTEMPTS: usize = 3;
 
 /// The deferred foreign key from a key row to its payment. A one-statement
 /// claim whose payment insert was skipped (the order has a live payment)

@@ -18,6 +18,11 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::PoolConfig;
 
+/// How many times a claim (a payment's, a refund's, a cancel's) re-runs
+/// when the row it conflicted with vanished between two statements (swept,
+/// or its order's payment declined meanwhile).
+const CLAIM_ATTEMPTS: usize = 3;
+
 mod cancel;
 mod claim;
 mod connections;

@@ -17,7 +17,7 @@ use chargeonce_core::{
 use sqlx::{FromRow, Row};
 use time::OffsetDateTime;
 
-use super::claim::CLAIM_ATTEMPTS;
+use super::CLAIM_ATTEMPTS;
 use super::history::{Entries, record};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
