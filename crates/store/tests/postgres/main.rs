@@ -1,0 +1,184 @@
+//! PostgreSQL only: the one-statement claim and finish under the races their
+//! correctness depends on, made deterministic by holding a competing
+//! transaction open until the store's statement waits on it
+//! ([`against_open`]); the schema's stored forms and migrations; the
+//! connections under a read-only node, a parked connection and a cancelled
+//! `BEGIN`. One file a concern; the fixture and the race helper here.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod claims;
+mod connections;
+mod finishes;
+mod schema;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chargeonce_core::events::EventQuery;
+use chargeonce_core::store::prelude::*;
+use chargeonce_core::{
+    CardToken, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome, IdempotencyKey,
+    InboundEvent, KeyTiming, Lease, Money, NewPayment, Payment, PaymentRequest, PaymentStatus,
+    RecoveryPoint, Reference, SettleOutcome, Settlement, ShopId, ShopSecret, StoreError,
+    StoredResponse,
+};
+use chargeonce_store::{PgStore, PoolConfig};
+use chargeonce_testkit::TestDb;
+use sqlx::{Postgres, Transaction};
+
+pub(crate) const TIMING: KeyTiming = KeyTiming {
+    lease: Duration::from_secs(30),
+    ttl: Duration::from_secs(3600),
+};
+
+struct Pg {
+    store: Arc<PgStore>,
+    shop: ShopId,
+    _db: TestDb,
+}
+
+async fn pg() -> Pg {
+    let db = TestDb::postgres().await;
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop-a").unwrap();
+    store
+        .add_shop(&shop, &ShopSecret::from_string("s").hash())
+        .await
+        .unwrap();
+    Pg {
+        store: Arc::new(store),
+        shop,
+        _db: db,
+    }
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::new(k).unwrap()
+}
+
+fn claim(shop: &ShopId, k: &str) -> ClaimRequest {
+    ClaimRequest {
+        shop_id: shop.clone(),
+        key: key(k),
+        fingerprint: Fingerprint::compute("POST", "/v1/payments", &serde_json::json!({"k": k}))
+            .unwrap(),
+        method: "POST".into(),
+        path: "/v1/payments".into(),
+    }
+}
+
+fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
+    NewPayment::new(
+        shop.clone(),
+        key(k),
+        PaymentRequest {
+            amount: Money::parse("15.00", "RUB").unwrap(),
+            reference: Reference::new(reference).unwrap(),
+            token: CardToken::new("tok_ok").unwrap(),
+        },
+    )
+}
+
+fn settlement(status: PaymentStatus, charge: &str) -> Settlement {
+    Settlement {
+        status,
+        provider_payment_id: Some(charge.into()),
+        decline_code: (status == PaymentStatus::Declined).then(|| "card_declined".into()),
+    }
+}
+
+fn response(body: &str) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// Waits until some statement in this database waits for a lock.
+async fn until_blocked(store: &PgStore) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the statement never waited");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The race scaffold every test here shares: runs `op` while `tx` (a
+/// competing transaction the test left open) holds what `op` needs; once
+/// `op` waits on it, commits (`commit`) or rolls `tx` back, and returns
+/// what `op` gave.
+async fn against_open<T: Send + 'static>(
+    store: &PgStore,
+    tx: Transaction<'static, Postgres>,
+    commit: bool,
+    op: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let task = tokio::spawn(op);
+    until_blocked(store).await;
+    if commit {
+        tx.commit().await.unwrap();
+    } else {
+        tx.rollback().await.unwrap();
+    }
+    task.await.unwrap()
+}
+
+async fn events(pg: &Pg) -> usize {
+    pg.store
+        .events(
+            &pg.shop,
+            &EventQuery {
+                limit: 100,
+                starting_after: None,
+                event_type: None,
+            },
+        )
+        .await
+        .unwrap()
+        .len()
+}
+
+/// The kinds of a payment's history entries, oldest first, as the store
+/// reads them (the `claimed` entry is the payment row's; the others are
+/// history rows).
+async fn history(pg: &Pg, payment: &chargeonce_core::PaymentId) -> Vec<String> {
+    pg.store
+        .payment_history(None, payment)
+        .await
+        .unwrap()
+        .iter()
+        .map(|entry| entry.event.kind().to_owned())
+        .collect()
+}
+
+/// A new key's claim of a payment for `reference`: its lease and payment.
+async fn acquired(pg: &Pg, k: &str, reference: &str) -> (Lease, Payment) {
+    match pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, k),
+            &new_payment(&pg.shop, k, reference),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => (a.lease, a.payment),
+        Claim::Exists(_) => panic!("new key"),
+    }
+}

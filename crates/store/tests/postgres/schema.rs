@@ -1,0 +1,426 @@
+//! What the schema keeps: history entries in serde's form, shop rows never
+//! deleted nor renamed, a settle that updates in place, and migrations that
+//! keep what was stored.
+
+use super::*;
+
+/// The entries whose JSON a statement builds around the values it found
+/// (a take-over's recovery point, a delivery attempt's number and result)
+/// are stored exactly as serde writes them, as are the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_entries_are_stored_in_serdes_form() {
+    use chargeonce_core::events::{AttemptOutcome, WebhookEndpoint};
+    use chargeonce_core::history::HistoryEvent;
+    use chargeonce_core::webhook::WebhookSecret;
+
+    let pg = pg().await;
+    let endpoint = WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: WebhookSecret::new("whsec_test"),
+    };
+    pg.store
+        .set_webhook(&pg.shop, Some(&endpoint))
+        .await
+        .unwrap();
+    let short = KeyTiming {
+        lease: Duration::from_millis(50),
+        ..TIMING
+    };
+    // A key with quotes and a backslash: escaped as serde escapes them.
+    let k = "k\"1\\";
+    let (_, payment) = match pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, k),
+            &new_payment(&pg.shop, k, "order-1"),
+            short,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => (a.lease, a.payment),
+        Claim::Exists(_) => panic!("new key"),
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let taken = pg
+        .store
+        .take_over(
+            &pg.shop,
+            &key(k),
+            &claim(&pg.shop, k).fingerprint,
+            TIMING.lease,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let charged = settlement(PaymentStatus::Succeeded, "ch");
+    assert_eq!(
+        pg.store
+            .finish(
+                &taken.lease,
+                Some((&payment, &charged)),
+                &response("ok"),
+                TIMING.ttl,
+                &[]
+            )
+            .await
+            .unwrap(),
+        FinishOutcome::Stored
+    );
+    for outcome in [
+        AttemptOutcome::Failed {
+            status: Some(503),
+            error: "no".into(),
+            retry_in: Duration::from_secs(60),
+            give_up_after: Duration::from_secs(3600),
+        },
+        AttemptOutcome::Failed {
+            status: None,
+            error: "no".into(),
+            retry_in: Duration::from_secs(60),
+            give_up_after: Duration::ZERO,
+        },
+        AttemptOutcome::Delivered { status: 200 },
+    ] {
+        let due = pg.store.claim_due_events(10, TIMING.lease).await.unwrap();
+        assert_eq!(due.len(), 1);
+        pg.store
+            .record_attempt(&due[0].event.id, &outcome)
+            .await
+            .unwrap();
+        pg.store
+            .resend_event(&pg.shop, &due[0].event.id)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    // The finish's two entries share a row (migration 0010); the others
+    // are one a write.
+    let rows: Vec<String> = sqlx::query_scalar("SELECT kind FROM payment_history ORDER BY seq")
+        .fetch_all(pg.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows[..2], ["taken_over", "answered,settled"]);
+    assert_eq!(rows.len(), 8);
+    let stored: Vec<(String, String)> = sqlx::query_as(
+        "SELECT split_part(h.kind, ',', x.n::int), x.event::text \
+         FROM payment_history h CROSS JOIN LATERAL json_array_elements( \
+             CASE WHEN left(h.event, 1) = '[' THEN h.event::json \
+                  ELSE json_build_array(h.event::json) END) WITH ORDINALITY AS x(event, n) \
+         ORDER BY h.seq, x.n",
+    )
+    .fetch_all(pg.store.pool())
+    .await
+    .unwrap();
+    let kinds: Vec<&str> = stored.iter().map(|(kind, _)| kind.as_str()).collect();
+    // The `claimed` entry is the payment row's `claimed_by`, not a row.
+    assert_eq!(
+        kinds,
+        [
+            "taken_over",
+            "answered",
+            "settled",
+            "event_attempt",
+            "event_resent",
+            "event_attempt",
+            "event_resent",
+            "event_attempt",
+            "event_resent",
+        ]
+    );
+    for (kind, json) in &stored {
+        let event = HistoryEvent::from_json(json).unwrap();
+        assert_eq!(event.kind(), kind);
+        assert_eq!(&event.to_json(), json);
+    }
+}
+
+/// A shop's rows name it without a foreign key (no lock on the shop's row per
+/// write, migration 0008): in its place a shop row can be neither deleted,
+/// renamed nor truncated, so every stored `shop_id` still names a shop. Its
+/// other columns stay writable (the webhook settings).
+#[tokio::test]
+async fn a_shop_row_is_never_deleted_nor_renamed() {
+    let pg = pg().await;
+    let pool = pg.store.pool();
+    let refused = |sql: &'static str| async move {
+        let error = sqlx::query(sql).execute(pool).await.unwrap_err();
+        let db = error.as_database_error().expect("a database error");
+        assert_eq!(db.code().as_deref(), Some("23001"), "{sql}: {db}");
+    };
+    refused("DELETE FROM shops WHERE id = 'shop-a'").await;
+    refused("UPDATE shops SET id = 'shop-b' WHERE id = 'shop-a'").await;
+    refused("TRUNCATE shops CASCADE").await;
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM shops WHERE id = 'shop-a'")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, 1);
+    let updated = sqlx::query("UPDATE shops SET webhook_url = NULL WHERE id = 'shop-a'")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(updated.rows_affected(), 1);
+
+    // Writing a payment locks no shop row: another transaction holding the
+    // shop's row FOR UPDATE does not hold the claim up.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM shops WHERE id = 'shop-a' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let c = claim(&pg.shop, "k-shop-locked");
+    let p = new_payment(&pg.shop, "k-shop-locked", "order-shop-locked");
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(10),
+        pg.store.claim_payment(&c, &p, TIMING),
+    )
+    .await
+    .expect("the claim waited for the shop's row");
+    assert!(matches!(claimed.unwrap(), Claim::Acquired(_)));
+    holder.rollback().await.unwrap();
+}
+
+/// The pending queue (`pending_payments`, migration 0009) holds exactly the
+/// pending payments whichever way they settle (their own finish, the
+/// reconciler, an acquirer webhook), and a settle updates the payment's row
+/// in place: a HOT update, no index entry written.
+#[tokio::test]
+async fn a_settle_takes_the_payment_off_the_queue_and_updates_its_row_in_place() {
+    let pg = pg().await;
+    let mut payments = Vec::new();
+    for i in 0..4 {
+        payments.push(acquired(&pg, &format!("k-q{i}"), &format!("order-q{i}")).await);
+    }
+    let queued = |pg: &Pg| {
+        let pool = pg.store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT payment_id FROM pending_payments ORDER BY created_at, payment_id",
+            )
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let ids = |ps: &[&Payment]| ps.iter().map(|p| p.id.to_string()).collect::<Vec<_>>();
+    let all: Vec<&Payment> = payments.iter().map(|(_, p)| p).collect();
+    assert_eq!(queued(&pg).await, ids(&all));
+
+    let (lease, first) = &payments[0];
+    let charged = settlement(PaymentStatus::Succeeded, "ch_0");
+    let stored = pg
+        .store
+        .finish(
+            lease,
+            Some((first, &charged)),
+            &response("ok"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored, FinishOutcome::Stored);
+    let declined = settlement(PaymentStatus::Declined, "ch_1");
+    let settled = pg
+        .store
+        .settle_payment(&pg.shop, &payments[1].1.id, &declined)
+        .await
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+    let webhook = InboundEvent {
+        event_id: "evt_q2".into(),
+        kind: chargeonce_core::webhook::EventKind::Succeeded,
+        acquirer_key: payments[2].1.acquirer_key.clone(),
+        shop_id: pg.shop.clone(),
+        settlement: Some(settlement(PaymentStatus::Succeeded, "ch_2")),
+    };
+    let recorded = pg.store.record_event(&webhook).await.unwrap();
+    assert!(
+        matches!(recorded, EventRecorded::Settled(_)),
+        "{recorded:?}"
+    );
+
+    let left = [&payments[3].1];
+    assert_eq!(queued(&pg).await, ids(&left));
+    let pending = pg.store.pending_payments(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+        ids(&left)
+    );
+    assert_eq!(pg.store.counts().await.unwrap().pending_payments, 1);
+
+    // The declined payment freed its order; the succeeded ones hold theirs.
+    let again = pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, "k-q1-again"),
+            &new_payment(&pg.shop, "k-q1-again", "order-q1"),
+            TIMING,
+        )
+        .await
+        .unwrap();
+    match again {
+        Claim::Acquired(a) => assert_eq!(a.recovery_point, RecoveryPoint::PaymentCreated),
+        Claim::Exists(_) => panic!("new key"),
+    }
+    let linked = pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, "k-q0-again"),
+            &new_payment(&pg.shop, "k-q0-again", "order-q0"),
+            TIMING,
+        )
+        .await
+        .unwrap();
+    match linked {
+        Claim::Acquired(a) => {
+            assert_eq!(a.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+            assert_eq!(a.payment.id, first.id);
+        }
+        Claim::Exists(_) => panic!("new key"),
+    }
+
+    // The two that succeeded were HOT updates; the decline was not, as it
+    // must not be: it takes the payment's entry out of the live-order index,
+    // which frees the order. (Statistics arrive within about a second of a
+    // backend going idle.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (updates, hot) = loop {
+        let (updates, hot): (i64, i64) = sqlx::query_as(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'payments'",
+        )
+        .fetch_one(pg.store.pool())
+        .await
+        .unwrap();
+        if updates >= 3 || Instant::now() > deadline {
+            break (updates, hot);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!((updates, hot), (3, 2));
+}
+
+/// A store migrated from before issue 19's migrations (0008 to 0010) keeps
+/// what it held: the pending payment joins the pending queue, an order with
+/// a declined and a pending payment keeps its live one, and the history
+/// entries already stored (one a row) read back with the `seq`s they had,
+/// the new ones after them.
+#[tokio::test]
+async fn the_migrations_of_issue_19_keep_what_was_stored() {
+    use chargeonce_core::history::{HistoryEvent, SettledBy};
+
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(7, &pool)
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop-a").unwrap();
+    sqlx::query("INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'))")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let old = [
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e01",
+            "k-declined",
+            "declined",
+        ),
+        (
+            "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e02",
+            "k-pending",
+            "pending",
+        ),
+    ];
+    for (i, (id, k, status)) in old.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at) \
+             VALUES ($1, 'shop-a', $2, 'order-1', 1500, 'RUB', 'tok_ok', $3, \
+                 'chargeonce-' || $1, now() - interval '1 minute' + $4 * interval '1 second')",
+        )
+        .bind(id)
+        .bind(k)
+        .bind(status)
+        .bind(i as f64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let claimed = HistoryEvent::Claimed {
+        key: "k-pending".into(),
+        instance: "old:1".into(),
+    };
+    sqlx::query(
+        "INSERT INTO payment_history (payment_id, kind, event) VALUES ($1, 'claimed', $2), \
+             ($1, 'claimed', $2)",
+    )
+    .bind(old[1].0)
+    .bind(claimed.to_json())
+    .execute(&pool)
+    .await
+    .unwrap();
+    let seqs_before: Vec<i64> = sqlx::query_scalar("SELECT seq FROM payment_history ORDER BY seq")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let pending = store.pending_payments(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+        [old[1].0]
+    );
+    assert_eq!(store.counts().await.unwrap().pending_payments, 1);
+    // The order's live payment is the pending one: a new key is linked to it.
+    match store
+        .claim_payment(
+            &claim(&shop, "k-new"),
+            &new_payment(&shop, "k-new", "order-1"),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => {
+            assert_eq!(a.recovery_point, RecoveryPoint::OrderAlreadyPaid);
+            assert_eq!(a.payment.id.to_string(), old[1].0);
+        }
+        Claim::Exists(_) => panic!("new key"),
+    }
+    let id = chargeonce_core::PaymentId::parse(old[1].0).unwrap();
+    let settled = store
+        .settle_payment(&shop, &id, &settlement(PaymentStatus::Succeeded, "ch_1"))
+        .await
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+
+    let history = store.payment_history(None, &id).await.unwrap();
+    let seqs: Vec<i64> = history.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs[..2], seqs_before[..]);
+    assert!(seqs[2] > seqs[1] && seqs[2] % 16 == 0, "{seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let events: Vec<HistoryEvent> = history.into_iter().map(|e| e.event).collect();
+    assert_eq!(events[..2], [claimed.clone(), claimed]);
+    assert!(matches!(
+        events[2..],
+        [
+            HistoryEvent::Linked { .. },
+            HistoryEvent::Settled {
+                status: PaymentStatus::Succeeded,
+                by: SettledBy::Reconciler
+            }
+        ]
+    ));
+    assert!(
+        store
+            .pending_payments(Duration::ZERO, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
