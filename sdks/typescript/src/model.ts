@@ -2,22 +2,20 @@
  * The API's resources and requests, as the wire carries them. Money is a
  * decimal string with its currency, never a JSON number.
  *
- * Each interface has a field table (`*_FIELDS`) typed by its keys, so the
- * compiler keeps the table and the interface equal; a test compares the
- * tables with the component schemas of `docs/openapi.json`.
+ * The resources' types are the contract's: `contract.ts` is generated from
+ * `docs/openapi.json` by openapi-typescript (`npm run contract`; a test fails
+ * when it drifts from the document), and the names here are aliases of its
+ * component schemas. What the client adds is what a newer server may send:
+ * a history entry of an unknown `type` and a problem `code` this client does
+ * not know are kept as sent, never an error.
  */
 
-/** `required`: always present; `optional`: may be absent (or null). */
-export type Presence = "required" | "optional";
-/** A table of every field of `T`: the compiler refuses a missing or an extra one. */
-export type FieldTable<T> = { readonly [K in keyof Required<T>]: undefined extends T[K] ? "optional" : "required" };
+import type { components } from "./contract.js";
+
+type Schemas = components["schemas"];
 
 /** An amount: a decimal string with exactly the currency's minor units (`"1500.00"` RUB, `"1500"` JPY). */
-export interface Amount {
-  value: string;
-  currency: string;
-}
-export const AMOUNT_FIELDS: FieldTable<Amount> = { value: "required", currency: "required" };
+export type Amount = Schemas["Amount"];
 
 /** Builds an amount; refuses anything that is not a non-negative decimal string. */
 export function amount(value: string, currency: string): Amount {
@@ -29,167 +27,88 @@ export function amount(value: string, currency: string): Amount {
 }
 
 /**
+ * A runtime list of every member of the union `Union`: a value outside it,
+ * or a member missing (the compiler then asks for an argument naming it),
+ * does not compile, so the lists follow the generated contract.
+ */
+function lists<Union extends string>() {
+  return <const Values extends readonly Union[]>(
+    values: Values,
+    ..._missing: [Exclude<Union, Values[number]>] extends [never] ? [] : [missing: Exclude<Union, Values[number]>]
+  ): Values => values;
+}
+
+/**
  * Every payment status: `canceled` is a payment canceled while pending (a
  * cancel, or the service gave up on it): nothing taken, the order free again.
  */
-export const PAYMENT_STATUSES = ["pending", "succeeded", "declined", "canceled"] as const;
-export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
-export const PAYMENT_REFUND_STATUSES = ["none", "partially_refunded", "refunded"] as const;
-export type PaymentRefundStatus = (typeof PAYMENT_REFUND_STATUSES)[number];
-export const REFUND_STATUSES = ["pending", "succeeded", "failed"] as const;
-export type RefundStatus = (typeof REFUND_STATUSES)[number];
+export type PaymentStatus = Schemas["PaymentStatus"];
+export const PAYMENT_STATUSES = lists<PaymentStatus>()(["pending", "succeeded", "declined", "canceled"]);
+export type PaymentRefundStatus = Schemas["PaymentRefundStatus"];
+export const PAYMENT_REFUND_STATUSES = lists<PaymentRefundStatus>()(["none", "partially_refunded", "refunded"]);
+export type RefundStatus = Schemas["RefundStatus"];
+export const REFUND_STATUSES = lists<RefundStatus>()(["pending", "succeeded", "failed"]);
 
 /** A payment, as the API shows it. */
-export interface Payment {
-  id: string;
-  object: "payment";
-  shop_id: string;
-  status: PaymentStatus;
-  amount: Amount;
-  reference: string;
-  provider_payment_id?: string | null | undefined;
-  decline_code?: string | null | undefined;
-  created_at: string;
-  amount_refunded: Amount;
-  refund_status: PaymentRefundStatus;
-}
-export const PAYMENT_FIELDS: FieldTable<Payment> = {
-  id: "required",
-  object: "required",
-  shop_id: "required",
-  status: "required",
-  amount: "required",
-  reference: "required",
-  provider_payment_id: "optional",
-  decline_code: "optional",
-  created_at: "required",
-  amount_refunded: "required",
-  refund_status: "required",
-};
-
+export type Payment = Schemas["Payment"];
 /** A refund of (part of) a payment. */
-export interface Refund {
-  id: string;
-  object: "refund";
-  payment_id: string;
-  shop_id: string;
-  status: RefundStatus;
-  amount: Amount;
-  provider_refund_id?: string | null | undefined;
-  failure_code?: string | null | undefined;
-  created_at: string;
-}
-export const REFUND_FIELDS: FieldTable<Refund> = {
-  id: "required",
-  object: "required",
-  payment_id: "required",
-  shop_id: "required",
-  status: "required",
-  amount: "required",
-  provider_refund_id: "optional",
-  failure_code: "optional",
-  created_at: "required",
-};
+export type Refund = Schemas["Refund"];
 
-/** An `application/problem+json` document (RFC 9457 and the stable `code`). */
-export interface ProblemDocument {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  code: string;
-  request_id?: string | undefined;
-}
-export const PROBLEM_FIELDS: FieldTable<ProblemDocument> = {
-  type: "required",
-  title: "required",
-  status: "required",
-  detail: "required",
-  code: "required",
-  request_id: "optional",
-};
+/**
+ * An `application/problem+json` document (RFC 9457 and the stable `code`);
+ * `code` is a string, so a code of a newer server is kept as sent.
+ */
+export type ProblemDocument = Omit<Schemas["Problem"], "code"> & { code: string };
 
 /** One page of a list, newest first. */
-export interface List<T> {
-  object: "list";
-  data: T[];
-  has_more: boolean;
-}
-export const LIST_FIELDS: FieldTable<List<unknown>> = { object: "required", data: "required", has_more: "required" };
-
-export type KeyState = "running" | "finished" | "parked" | string;
+export type List<T> = Omit<Schemas["List_Payment"], "data"> & { data: T[] };
 
 /** What the service knows of one of the shop's keys (`GET /v1/idempotency-keys/{key}`). */
-export interface IdempotencyKeyInfo {
-  object: "idempotency_key";
-  key: string;
-  state: KeyState;
-  recovery_point: string;
-  request: { method: string; path: string; fingerprint: string };
-  response_status?: number | null | undefined;
-  payment_id?: string | null | undefined;
-  refund_id?: string | null | undefined;
-  lease?: { holder?: string; expires_at?: string; [name: string]: unknown } | null | undefined;
-  repeats: number;
-  last_repeat_at?: string | null | undefined;
-  parked_until?: string | null | undefined;
-  created_at: string;
-  expires_at: string;
-}
-export const IDEMPOTENCY_KEY_FIELDS: FieldTable<IdempotencyKeyInfo> = {
-  object: "required",
-  key: "required",
-  state: "required",
-  recovery_point: "required",
-  request: "required",
-  response_status: "optional",
-  payment_id: "optional",
-  refund_id: "optional",
-  lease: "optional",
-  repeats: "required",
-  last_repeat_at: "optional",
-  parked_until: "optional",
-  created_at: "required",
-  expires_at: "required",
-};
+export type IdempotencyKeyInfo = Schemas["IdempotencyKey"];
+export type KeyState = Schemas["KeyState"];
 
 /** Which acquirer call a history entry is about. */
-export const HISTORY_ACQUIRER_CALLS = ["charge", "lookup", "refund"] as const;
-export type HistoryAcquirerCall = (typeof HISTORY_ACQUIRER_CALLS)[number];
+export type HistoryAcquirerCall = Schemas["HistoryAcquirerCall"];
+export const HISTORY_ACQUIRER_CALLS = lists<HistoryAcquirerCall>()(["charge", "lookup", "refund"]);
 /** How an acquirer call ended (`refused`: the request itself refused, a 4xx; `unknown`: no definite answer; `not_sent`: certainly never reached the acquirer). */
-export const HISTORY_CALL_OUTCOMES = ["succeeded", "declined", "refused", "not_found", "unknown", "not_sent"] as const;
-export type HistoryCallOutcome = (typeof HISTORY_CALL_OUTCOMES)[number];
+export type HistoryCallOutcome = Schemas["HistoryCallOutcome"];
+export const HISTORY_CALL_OUTCOMES = lists<HistoryCallOutcome>()(["succeeded", "declined", "refused", "not_found", "unknown", "not_sent"]);
 /** Who settled a payment. */
-export const HISTORY_SETTLED_BY = ["request", "webhook", "reconciler"] as const;
-export type HistorySettledBy = (typeof HISTORY_SETTLED_BY)[number];
+export type HistorySettledBy = Schemas["HistorySettledBy"];
+export const HISTORY_SETTLED_BY = lists<HistorySettledBy>()(["request", "webhook", "reconciler"]);
 /** How far a key's operation got (`cancel_requested`: a cancel's key, its cancel written to the payment's history). */
-export const KEY_RECOVERY_POINTS = ["payment_created", "order_already_paid", "refund_created", "cancel_requested", "finished"] as const;
-export type KeyRecoveryPoint = (typeof KEY_RECOVERY_POINTS)[number];
+export type KeyRecoveryPoint = Schemas["KeyRecoveryPoint"];
+export const KEY_RECOVERY_POINTS = lists<KeyRecoveryPoint>()(["payment_created", "order_already_paid", "refund_created", "cancel_requested", "finished"]);
 
 /** How often one kind of repeat of a key reached the service, and when last (RFC 3339, null if none). */
-export interface HistoryTally {
-  count: number;
-  last_at?: string | null | undefined;
-}
-export const HISTORY_TALLY_FIELDS: FieldTable<HistoryTally> = { count: "required", last_at: "optional" };
-
+export type HistoryTally = Schemas["HistoryTally"];
 /**
  * A key of the payment that still exists, and its repeats by answer:
  * `replays` (its stored answer replayed), `conflicts` (409s: its first
  * request was still running), `mismatches` (422s: reused for another request).
  */
-export interface HistoryKey {
-  key: string;
-  replays: HistoryTally;
-  conflicts: HistoryTally;
-  mismatches: HistoryTally;
-}
-export const HISTORY_KEY_FIELDS: FieldTable<HistoryKey> = {
-  key: "required",
-  replays: "required",
-  conflicts: "required",
-  mismatches: "required",
-};
+export type HistoryKey = Schemas["HistoryKey"];
+
+/** Every entry this client knows, tagged by `type` (the contract's `HistoryEntry`). */
+export type KnownHistoryEntry = Schemas["HistoryEntry"];
+export type HistoryEntryType = KnownHistoryEntry["type"];
+/** The entry of one known `type`. */
+export type HistoryEntryOf<T extends HistoryEntryType> = Extract<KnownHistoryEntry, { type: T }>;
+export type ClaimedEntry = HistoryEntryOf<"claimed">;
+export type LinkedEntry = HistoryEntryOf<"linked">;
+export type TakenOverEntry = HistoryEntryOf<"taken_over">;
+export type AcquirerCallEntry = HistoryEntryOf<"acquirer_call">;
+export type AnsweredEntry = HistoryEntryOf<"answered">;
+export type CancelRequestedEntry = HistoryEntryOf<"cancel_requested">;
+export type SettledEntry = HistoryEntryOf<"settled">;
+export type WebhookReceivedEntry = HistoryEntryOf<"webhook_received">;
+export type RefundReservedEntry = HistoryEntryOf<"refund_reserved">;
+export type RefundEndedEntry = HistoryEntryOf<"refund_ended">;
+export type EventAttemptEntry = HistoryEntryOf<"event_attempt">;
+export type EventResentEntry = HistoryEntryOf<"event_resent">;
+export type KeyExpiredEntry = HistoryEntryOf<"key_expired">;
+export type FindingEntry = HistoryEntryOf<"finding">;
+export type FindingResolvedEntry = HistoryEntryOf<"finding_resolved">;
 
 /** The members every history entry has, whatever its `type`. */
 export interface HistoryEntryBase {
@@ -200,128 +119,6 @@ export interface HistoryEntryBase {
   /** The refund it is about, when it is about one of the payment's refunds. */
   refund_id?: string | null | undefined;
 }
-
-/** The first request with `key` claimed it and created the payment. */
-export interface ClaimedEntry extends HistoryEntryBase {
-  type: "claimed";
-  key: string;
-  instance: string;
-}
-/** A request with `key` found the order already paid (or being paid) by this payment and was linked to it: nothing was charged. */
-export interface LinkedEntry extends HistoryEntryBase {
-  type: "linked";
-  key: string;
-  instance: string;
-}
-/** An unfinished key's expired lease was taken over (by a retry or the completer), to resume from `recovery_point`. */
-export interface TakenOverEntry extends HistoryEntryBase {
-  type: "taken_over";
-  key: string;
-  instance: string;
-  recovery_point: KeyRecoveryPoint;
-}
-/** One acquirer call ended. */
-export interface AcquirerCallEntry extends HistoryEntryBase {
-  type: "acquirer_call";
-  call: HistoryAcquirerCall;
-  outcome: HistoryCallOutcome;
-  latency_ms: number;
-  /** The key the acquirer saw (the same on every attempt). */
-  acquirer_key: string;
-  instance: string;
-  reason?: string | null | undefined;
-}
-/** The key's final answer (HTTP `status`) was stored; replayed from now on. */
-export interface AnsweredEntry extends HistoryEntryBase {
-  type: "answered";
-  key: string;
-  status: number;
-}
-/** The payment is to be canceled: its charge is only looked up from now on, never sent again (`key`: the cancel's; absent when the service gave up on it). */
-export interface CancelRequestedEntry extends HistoryEntryBase {
-  type: "cancel_requested";
-  key?: string | null | undefined;
-  instance: string;
-}
-/** The payment left `pending` for its final `status`: by a request (`key`), an acquirer webhook (`event_id`) or the reconciler. */
-export interface SettledEntry extends HistoryEntryBase {
-  type: "settled";
-  status: PaymentStatus;
-  by: HistorySettledBy;
-  key?: string | null | undefined;
-  event_id?: string | null | undefined;
-}
-/** An authentic acquirer webhook about the payment that changed nothing. */
-export interface WebhookReceivedEntry extends HistoryEntryBase {
-  type: "webhook_received";
-  event_id: string;
-  kind: string;
-}
-/** A refund's `amount` was reserved on the payment (`refund_id` names the refund). */
-export interface RefundReservedEntry extends HistoryEntryBase {
-  type: "refund_reserved";
-  key: string;
-  amount: Amount;
-  instance: string;
-}
-/** A refund reached its final `status`. */
-export interface RefundEndedEntry extends HistoryEntryBase {
-  type: "refund_ended";
-  status: RefundStatus;
-}
-/** One delivery attempt of a merchant event about the payment (`result`: `delivered`, `failed`, `given_up`; `status`: the shop's HTTP status). */
-export interface EventAttemptEntry extends HistoryEntryBase {
-  type: "event_attempt";
-  event_id: string;
-  event_type: string;
-  attempt: number;
-  result: string;
-  status?: number | null | undefined;
-}
-/** An operator made a merchant event due again. */
-export interface EventResentEntry extends HistoryEntryBase {
-  type: "event_resent";
-  event_id: string;
-}
-/** A key of the payment expired and was swept: how often it had been repeated. */
-export interface KeyExpiredEntry extends HistoryEntryBase {
-  type: "key_expired";
-  key: string;
-  replays: HistoryTally;
-  conflicts: HistoryTally;
-  mismatches: HistoryTally;
-}
-/** The reconciler found a disagreement about the payment (`duplicate_charge`, `orphan_charge`, `missing_charge`, `mismatch`). */
-export interface FindingEntry extends HistoryEntryBase {
-  type: "finding";
-  finding_id: number;
-  kind: string;
-}
-/** A finding about the payment was resolved (`refunded` or `manual`). */
-export interface FindingResolvedEntry extends HistoryEntryBase {
-  type: "finding_resolved";
-  finding_id: number;
-  how: string;
-}
-
-/** Every entry this client knows, tagged by `type`. */
-export type KnownHistoryEntry =
-  | ClaimedEntry
-  | LinkedEntry
-  | TakenOverEntry
-  | AcquirerCallEntry
-  | AnsweredEntry
-  | CancelRequestedEntry
-  | SettledEntry
-  | WebhookReceivedEntry
-  | RefundReservedEntry
-  | RefundEndedEntry
-  | EventAttemptEntry
-  | EventResentEntry
-  | KeyExpiredEntry
-  | FindingEntry
-  | FindingResolvedEntry;
-export type HistoryEntryType = KnownHistoryEntry["type"];
 
 /** An entry of a `type` this client does not know (a newer server's): the common members and the rest as sent. */
 export interface UnknownHistoryEntry extends HistoryEntryBase {
@@ -335,102 +132,45 @@ export interface UnknownHistoryEntry extends HistoryEntryBase {
  */
 export type HistoryEntry = KnownHistoryEntry | UnknownHistoryEntry;
 
-const ENTRY_BASE = { seq: "required", at: "required", refund_id: "optional" } as const;
-/** The field table of each entry type (the common members and the type's own), by `type`. */
-export const HISTORY_ENTRY_TABLES: { readonly [T in HistoryEntryType]: FieldTable<Extract<KnownHistoryEntry, { type: T }>> } = {
-  claimed: { ...ENTRY_BASE, type: "required", key: "required", instance: "required" },
-  linked: { ...ENTRY_BASE, type: "required", key: "required", instance: "required" },
-  taken_over: { ...ENTRY_BASE, type: "required", key: "required", instance: "required", recovery_point: "required" },
-  acquirer_call: {
-    ...ENTRY_BASE,
-    type: "required",
-    call: "required",
-    outcome: "required",
-    latency_ms: "required",
-    acquirer_key: "required",
-    instance: "required",
-    reason: "optional",
-  },
-  answered: { ...ENTRY_BASE, type: "required", key: "required", status: "required" },
-  cancel_requested: { ...ENTRY_BASE, type: "required", key: "optional", instance: "required" },
-  settled: { ...ENTRY_BASE, type: "required", status: "required", by: "required", key: "optional", event_id: "optional" },
-  webhook_received: { ...ENTRY_BASE, type: "required", event_id: "required", kind: "required" },
-  refund_reserved: { ...ENTRY_BASE, type: "required", key: "required", amount: "required", instance: "required" },
-  refund_ended: { ...ENTRY_BASE, type: "required", status: "required" },
-  event_attempt: {
-    ...ENTRY_BASE,
-    type: "required",
-    event_id: "required",
-    event_type: "required",
-    attempt: "required",
-    result: "required",
-    status: "optional",
-  },
-  event_resent: { ...ENTRY_BASE, type: "required", event_id: "required" },
-  key_expired: {
-    ...ENTRY_BASE,
-    type: "required",
-    key: "required",
-    replays: "required",
-    conflicts: "required",
-    mismatches: "required",
-  },
-  finding: { ...ENTRY_BASE, type: "required", finding_id: "required", kind: "required" },
-  finding_resolved: { ...ENTRY_BASE, type: "required", finding_id: "required", how: "required" },
-};
-/** The members every entry has. */
-export const HISTORY_ENTRY_FIELDS: FieldTable<HistoryEntryBase> = ENTRY_BASE;
-/** The entry types this client knows. */
-export const HISTORY_ENTRY_TYPES: readonly HistoryEntryType[] = Object.keys(HISTORY_ENTRY_TABLES) as HistoryEntryType[];
+/** Every entry type this client knows (the compiler holds it to the contract's). */
+export const HISTORY_ENTRY_TYPES = lists<HistoryEntryType>()([
+  "claimed",
+  "linked",
+  "taken_over",
+  "acquirer_call",
+  "answered",
+  "cancel_requested",
+  "settled",
+  "webhook_received",
+  "refund_reserved",
+  "refund_ended",
+  "event_attempt",
+  "event_resent",
+  "key_expired",
+  "finding",
+  "finding_resolved",
+]);
 
-/** Whether this client knows the entry's `type` (then `type` narrows it to its interface). */
+/** Whether this client knows the entry's `type` (then its members are the contract's). */
 export function isKnownHistoryEntry(entry: HistoryEntry): entry is KnownHistoryEntry {
-  return Object.prototype.hasOwnProperty.call(HISTORY_ENTRY_TABLES, entry.type);
+  return (HISTORY_ENTRY_TYPES as readonly string[]).includes(entry.type);
 }
 
 /** A payment's history (`GET /v1/payments/{id}/history`): every entry oldest first, and its keys' repeats. */
-export interface PaymentHistory {
-  object: "payment_history";
-  payment_id: string;
+export type PaymentHistory = Omit<Schemas["PaymentHistory"], "entries"> & {
   /** Every entry, oldest first. */
   entries: HistoryEntry[];
-  /** The payment's keys that still exist and their repeats (a swept key's are in its `key_expired` entry). */
-  keys: HistoryKey[];
-}
-export const PAYMENT_HISTORY_FIELDS: FieldTable<PaymentHistory> = {
-  object: "required",
-  payment_id: "required",
-  entries: "required",
-  keys: "required",
 };
 
 /** The entries of one known `type`, oldest first. */
-export function historyEntries<T extends HistoryEntryType>(
-  history: PaymentHistory,
-  type: T,
-): Array<Extract<KnownHistoryEntry, { type: T }>> {
-  return history.entries.filter(
-    (entry): entry is Extract<KnownHistoryEntry, { type: T }> => isKnownHistoryEntry(entry) && entry.type === type,
-  );
+export function historyEntries<T extends HistoryEntryType>(history: PaymentHistory, type: T): Array<HistoryEntryOf<T>> {
+  return history.entries.filter((entry): entry is HistoryEntryOf<T> => isKnownHistoryEntry(entry) && entry.type === type);
 }
 
 /** The repeats of one of the payment's keys that still exists, or `undefined`. */
 export function historyKey(history: PaymentHistory, key: string): HistoryKey | undefined {
   return history.keys.find((k) => k.key === key);
 }
-
-/** The tables by the name of the component schema they describe. */
-export const SCHEMA_TABLES: Readonly<Record<string, Readonly<Record<string, Presence>>>> = {
-  Amount: AMOUNT_FIELDS,
-  Payment: PAYMENT_FIELDS,
-  Refund: REFUND_FIELDS,
-  Problem: PROBLEM_FIELDS,
-  List: LIST_FIELDS,
-  IdempotencyKey: IDEMPOTENCY_KEY_FIELDS,
-  PaymentHistory: PAYMENT_HISTORY_FIELDS,
-  HistoryKey: HISTORY_KEY_FIELDS,
-  HistoryTally: HISTORY_TALLY_FIELDS,
-};
 
 /**
  * The closed enumerations of the model, by the name of their component schema
