@@ -15,7 +15,6 @@ use sqlx::{Postgres, Transaction};
 
 use super::history::{Entries, insert_entries};
 use super::keys::{KeyTarget, count_repeat, insert_key};
-use super::reconciliation::enqueue;
 use super::{CLAIM_ATTEMPTS, PgStore, payments, refunds, store_error};
 use crate::codec::{acquired, millis};
 use crate::columns::payment_columns;
@@ -101,7 +100,7 @@ async fn claim_in_one_statement(
     lease: LeaseToken,
     timing: KeyTiming,
 ) -> Result<FastClaim, StoreError> {
-    let statement = sqlx::query(concat!(
+    let statement = sqlx::query(
         "WITH k AS ( \
              INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
                  recovery_point, lease_token, locked_until, payment_id, created_at, \
@@ -116,10 +115,12 @@ async fn claim_in_one_statement(
                  currency, token, status, acquirer_key, created_at, claimed_by) \
              SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18 FROM k \
              ON CONFLICT (shop_id, live_reference) DO NOTHING \
-             RETURNING id, created_at), ",
-        enqueue!(),
-        " SELECT 1 FROM p"
-    ))
+             RETURNING id, created_at), \
+         queued AS ( \
+             INSERT INTO pending_payments (created_at, payment_id) \
+             SELECT created_at, id FROM p) \
+         SELECT 1 FROM p",
+    )
     .bind(claim.shop_id.as_str())
     .bind(claim.key.as_str())
     .bind(claim.fingerprint.as_bytes().as_slice())
@@ -217,15 +218,18 @@ async fn insert_payment(
         instance: instance.to_owned(),
     };
     for _ in 0..CLAIM_ATTEMPTS {
-        let inserted = sqlx::query(concat!(
+        let inserted = sqlx::query(
             "WITH p AS ( \
-             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at, claimed_by) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
-             ON CONFLICT (shop_id, live_reference) DO NOTHING RETURNING id, created_at), ",
-            enqueue!(),
-            " SELECT id FROM p"
-        ))
+                 INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                     currency, token, status, acquirer_key, created_at, claimed_by) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
+                 ON CONFLICT (shop_id, live_reference) DO NOTHING \
+                 RETURNING id, created_at), \
+             queued AS ( \
+                 INSERT INTO pending_payments (created_at, payment_id) \
+                 SELECT created_at, id FROM p) \
+             SELECT id FROM p",
+        )
         .bind(payment.id.as_str())
         .bind(payment.shop_id.as_str())
         .bind(payment.idempotency_key.as_str())

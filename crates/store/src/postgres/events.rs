@@ -11,7 +11,6 @@ use chargeonce_core::{
 
 use super::history::{Entries, record};
 use super::outbox::insert_event;
-use super::reconciliation::dequeue;
 use super::{PgStore, payments, store_error};
 use crate::codec::event_result;
 use crate::columns::payment_columns;
@@ -32,9 +31,11 @@ macro_rules! settle_pending {
             $where,
             " AND status = 'pending' RETURNING ",
             payment_columns!(),
-            "), ",
-            dequeue!(),
-            " SELECT ",
+            "), \
+             dequeued AS ( \
+                 DELETE FROM pending_payments q USING settled \
+                 WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
+             SELECT ",
             payment_columns!(),
             " FROM settled"
         )

@@ -11,7 +11,6 @@ use sqlx::Row;
 
 use super::history::{Entries, insert_entries};
 use super::keys::finish_key;
-use super::reconciliation::dequeue;
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
 
@@ -105,9 +104,10 @@ pub(super) async fn finish(
                  decline_code = $10, updated_at = now() \
              WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
                AND EXISTS (SELECT 1 FROM held) \
-             RETURNING id, created_at), ",
-        dequeue!(),
-        ", \
+             RETURNING id, created_at), \
+         dequeued AS ( \
+             DELETE FROM pending_payments q USING settled \
+             WHERE q.created_at = settled.created_at AND q.payment_id = settled.id), \
          finished AS ( \
              UPDATE idempotency_keys SET recovery_point = 'finished', \
                  response_status = $4, response_headers = $5, response_body = $6, \

@@ -12,28 +12,6 @@ use crate::codec::millis;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// The CTE that puts the payment a `p` CTE inserted (returning `id,
-/// created_at`) on the pending queue, in the claim's statement (migration
-/// 0009: the queue is a table, so that no index of `payments` holds
-/// `status` and the settle is a HOT update).
-macro_rules! enqueue {
-    () => {
-        "queued AS (INSERT INTO pending_payments (created_at, payment_id) \
-         SELECT created_at, id FROM p)"
-    };
-}
-pub(super) use enqueue;
-
-/// The CTE that takes the payments a `settled` CTE moved (returning `id,
-/// created_at`) off the pending queue, in the settle's statement.
-macro_rules! dequeue {
-    () => {
-        "dequeued AS (DELETE FROM pending_payments q USING settled \
-         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id)"
-    };
-}
-pub(super) use dequeue;
-
 /// Pending payments created at least `older_than` ago, oldest first: the
 /// first `limit` of the pending queue (`pending_payments`, in its key's
 /// order), read from their rows.
