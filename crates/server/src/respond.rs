@@ -243,7 +243,7 @@ pub fn engine_problem(error: EngineError) -> Problem {
     match error {
         EngineError::Store(error) => store_problem(error),
         EngineError::Unrecorded(error) => {
-            tracing::error!(%error, "acquirer answer not recorded");
+            tracing::error!(error = %Chain(&error), "acquirer answer not recorded");
             Problem::new(
                 ProblemCode::StoreUnavailable,
                 "the acquirer answered but the answer could not be recorded; \

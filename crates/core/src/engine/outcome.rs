@@ -127,6 +127,6 @@ pub enum EngineError {
     /// The acquirer answered, but the answer could not be recorded. The key
     /// keeps its recovery point; a retry with the same key gets the same
     /// acquirer answer (it is idempotent on its key) and records it.
-    #[error("the acquirer's answer could not be recorded: {0}")]
-    Unrecorded(StoreError),
+    #[error("the acquirer's answer could not be recorded")]
+    Unrecorded(#[source] StoreError),
 }
