@@ -22,7 +22,6 @@ mod codec;
 mod columns;
 mod finding_rows;
 pub mod postgres;
-mod roles;
 mod rows;
 pub mod sqlite;
 

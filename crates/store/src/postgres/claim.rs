@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
-
+use chargeonce_core::store::{Payments, Refunds};
 use chargeonce_core::{
     Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
     NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
@@ -15,7 +15,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::history::{Entries, insert_entries};
 use super::keys::{KeyTarget, count_repeat, insert_key};
-use super::{CLAIM_ATTEMPTS, PgStore, payments, refunds, store_error};
+use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, millis};
 use crate::columns::payment_columns;
 use crate::rows::{PaymentRow, TakenKeyRow};
@@ -325,17 +325,13 @@ pub(super) async fn take_over(
     .map_err(store_error)?;
     let Some(row) = row else { return Ok(None) };
     let (recovery_point, payment_id, refund_id) = row.parse()?;
-    let payment = payments::payment(store, shop_id, &payment_id)
-        .await?
-        .ok_or_else(|| {
-            StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
-        })?;
+    let payment = store.payment(shop_id, &payment_id).await?.ok_or_else(|| {
+        StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
+    })?;
     let refund = match refund_id {
-        Some(id) => Some(Box::new(
-            refunds::refund(store, shop_id, &id).await?.ok_or_else(|| {
-                StoreError::corrupt(format!("key {key} points at missing refund {id}"))
-            })?,
-        )),
+        Some(id) => Some(Box::new(store.refund(shop_id, &id).await?.ok_or_else(
+            || StoreError::corrupt(format!("key {key} points at missing refund {id}")),
+        )?)),
         None => None,
     };
     Ok(Some(Acquired {

@@ -5,13 +5,14 @@
 
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::history::{HistoryEvent, SettledBy};
+use chargeonce_core::store::Payments;
 use chargeonce_core::{
     EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement, ShopId, StoreError,
 };
 
 use super::history::{Entries, record};
 use super::outbox::insert_event;
-use super::{PgStore, payments, store_error};
+use super::{PgStore, store_error};
 use crate::codec::event_result;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
@@ -90,7 +91,7 @@ pub(super) async fn settle_payment(
         return Ok(SettleOutcome::Settled(payment));
     }
     tx.rollback().await.map_err(store_error)?;
-    Ok(match payments::payment(store, shop_id, id).await? {
+    Ok(match store.payment(shop_id, id).await? {
         Some(payment) => SettleOutcome::AlreadyFinal(payment),
         None => SettleOutcome::NotFound,
     })

@@ -3,10 +3,11 @@
 //! repeat counts of keys (read, and added in batches from the instances'
 //! caches).
 
+use async_trait::async_trait;
 use chargeonce_core::history::{
     HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally, Tally,
 };
-use chargeonce_core::store::KeyRepeats;
+use chargeonce_core::store::{History, KeyRepeats};
 use chargeonce_core::{IdempotencyKey, PaymentId, RefundId, ShopId, StoreError};
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
@@ -155,44 +156,6 @@ impl TryFrom<EntryRow> for HistoryEntry {
     }
 }
 
-/// Every entry of one payment, oldest first; with a shop, only if the
-/// payment is that shop's. The first is the payment row's `claimed` entry
-/// (`seq` 0, before every row's identity; `claimed_by` is NULL on payments
-/// claimed before migration 0007, whose entry is a history row), in the
-/// same statement, so in the same snapshot, as the rows. A row of several
-/// entries (a JSON array) reads back as its entries, in order.
-pub(super) async fn payment_history(
-    store: &PgStore,
-    shop_id: Option<&ShopId>,
-    payment_id: &PaymentId,
-) -> Result<Vec<HistoryEntry>, StoreError> {
-    super::all(
-        store,
-        sqlx::query_as::<_, EntryRow>(
-            "SELECT 0::bigint AS seq, created_at AS at, id AS payment_id, \
-                    NULL::text AS refund_id, NULL::text AS event, \
-                    idempotency_key AS claimed_key, claimed_by \
-             FROM payments \
-             WHERE id = $1 AND claimed_by IS NOT NULL \
-               AND ($2::text IS NULL OR shop_id = $2) \
-             UNION ALL \
-             SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL \
-             FROM payment_history h CROSS JOIN LATERAL ( \
-                 SELECT x.event::text, x.n \
-                 FROM json_array_elements(h.event::json) WITH ORDINALITY AS x(event, n) \
-                 WHERE left(h.event, 1) = '[' \
-                 UNION ALL SELECT h.event, 1 WHERE left(h.event, 1) <> '[') e(event, n) \
-             WHERE h.payment_id = $1 \
-               AND ($2::text IS NULL \
-                    OR EXISTS (SELECT 1 FROM payments WHERE id = $1 AND shop_id = $2)) \
-             ORDER BY seq",
-        )
-        .bind(payment_id.as_str())
-        .bind(shop_id.map(ShopId::as_str)),
-    )
-    .await
-}
-
 /// A key's repeat counts as its row holds them.
 #[derive(sqlx::FromRow)]
 pub(super) struct RepeatsRow {
@@ -232,36 +195,6 @@ impl TryFrom<RepeatsRow> for KeyRepeats {
     }
 }
 
-/// The repeat counts of those of the keys that exist (an expired finished
-/// key is gone, as for `key_info`).
-pub(super) async fn key_repeats(
-    store: &PgStore,
-    shop_id: &ShopId,
-    keys: &[IdempotencyKey],
-) -> Result<Vec<KeyRepeats>, StoreError> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    let keys: Vec<&str> = keys.iter().map(IdempotencyKey::as_str).collect();
-    super::all(
-        store,
-        sqlx::query_as::<_, RepeatsRow>(
-            // In the order asked; a finished key past its expiry that is not
-            // swept yet still counts (its counts reach the history when it is).
-            "SELECT k.key, k.replayed, \
-                 date_trunc('milliseconds', k.last_replayed_at) AS last_replayed_at, \
-                 k.conflicted, date_trunc('milliseconds', k.last_conflicted_at) AS last_conflicted_at, \
-                 k.mismatched, date_trunc('milliseconds', k.last_mismatched_at) AS last_mismatched_at \
-             FROM unnest($2::text[]) WITH ORDINALITY AS a(key, n) \
-             JOIN idempotency_keys k ON k.shop_id = $1 AND k.key = a.key \
-             ORDER BY a.n",
-        )
-        .bind(shop_id.as_str())
-        .bind(keys),
-    )
-    .await
-}
-
 /// The stored name of a kind of repeat, as `add_repeats` takes it.
 fn repeat_kind(kind: RepeatKind) -> &'static str {
     match kind {
@@ -271,60 +204,128 @@ fn repeat_kind(kind: RepeatKind) -> &'static str {
     }
 }
 
-/// Adds the tallies to their keys' counts (and to the totals), in one
-/// statement for the batch. Tallies of one key are summed first (an
-/// `UPDATE ... FROM` updates a row once, whatever it joins), and the rows
-/// are locked in key order, so two instances' batches cannot deadlock.
-pub(super) async fn add_repeats(
-    store: &PgStore,
-    tallies: &[RepeatTally],
-) -> Result<(), StoreError> {
-    if tallies.is_empty() {
-        return Ok(());
+#[async_trait]
+impl History for PgStore {
+    /// Every entry of one payment, oldest first; with a shop, only if the
+    /// payment is that shop's. The first is the payment row's `claimed` entry
+    /// (`seq` 0, before every row's identity; `claimed_by` is NULL on payments
+    /// claimed before migration 0007, whose entry is a history row), in the
+    /// same statement, so in the same snapshot, as the rows. A row of several
+    /// entries (a JSON array) reads back as its entries, in order.
+    async fn payment_history(
+        &self,
+        shop_id: Option<&ShopId>,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, EntryRow>(
+                "SELECT 0::bigint AS seq, created_at AS at, id AS payment_id, \
+                        NULL::text AS refund_id, NULL::text AS event, \
+                        idempotency_key AS claimed_key, claimed_by \
+                 FROM payments \
+                 WHERE id = $1 AND claimed_by IS NOT NULL \
+                   AND ($2::text IS NULL OR shop_id = $2) \
+                 UNION ALL \
+                 SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL \
+                 FROM payment_history h CROSS JOIN LATERAL ( \
+                     SELECT x.event::text, x.n \
+                     FROM json_array_elements(h.event::json) WITH ORDINALITY AS x(event, n) \
+                     WHERE left(h.event, 1) = '[' \
+                     UNION ALL SELECT h.event, 1 WHERE left(h.event, 1) <> '[') e(event, n) \
+                 WHERE h.payment_id = $1 \
+                   AND ($2::text IS NULL \
+                        OR EXISTS (SELECT 1 FROM payments WHERE id = $1 AND shop_id = $2)) \
+                 ORDER BY seq",
+            )
+            .bind(payment_id.as_str())
+            .bind(shop_id.map(ShopId::as_str)),
+        )
+        .await
     }
-    let shops: Vec<&str> = tallies.iter().map(|t| t.shop_id.as_str()).collect();
-    let keys: Vec<&str> = tallies.iter().map(|t| t.key.as_str()).collect();
-    let kinds: Vec<&str> = tallies.iter().map(|t| repeat_kind(t.kind)).collect();
-    let counts: Vec<i64> = tallies
-        .iter()
-        .map(|t| i64::try_from(t.count).unwrap_or(i64::MAX))
-        .collect();
-    let lasts: Vec<OffsetDateTime> = tallies.iter().map(|t| t.last_at).collect();
-    sqlx::query(
-        "WITH t AS ( \
-             SELECT shop_id, key, \
-                 sum(n)::bigint AS total, max(at) AS last_any, \
-                 coalesce(sum(n) FILTER (WHERE kind = 'replay'), 0)::bigint AS replayed, \
-                 max(at) FILTER (WHERE kind = 'replay') AS last_replayed, \
-                 coalesce(sum(n) FILTER (WHERE kind = 'conflict'), 0)::bigint AS conflicted, \
-                 max(at) FILTER (WHERE kind = 'conflict') AS last_conflicted, \
-                 coalesce(sum(n) FILTER (WHERE kind = 'mismatch'), 0)::bigint AS mismatched, \
-                 max(at) FILTER (WHERE kind = 'mismatch') AS last_mismatched \
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[]) \
-                 AS u(shop_id, key, kind, n, at) \
-             GROUP BY shop_id, key), \
-         locked AS ( \
-             SELECT k.shop_id, k.key FROM idempotency_keys k JOIN t USING (shop_id, key) \
-             ORDER BY k.shop_id, k.key FOR NO KEY UPDATE OF k) \
-         UPDATE idempotency_keys k SET \
-             replays = k.replays + t.total, \
-             last_repeat_at = greatest(k.last_repeat_at, t.last_any), \
-             replayed = k.replayed + t.replayed, \
-             last_replayed_at = greatest(k.last_replayed_at, t.last_replayed), \
-             conflicted = k.conflicted + t.conflicted, \
-             last_conflicted_at = greatest(k.last_conflicted_at, t.last_conflicted), \
-             mismatched = k.mismatched + t.mismatched, \
-             last_mismatched_at = greatest(k.last_mismatched_at, t.last_mismatched) \
-         FROM t JOIN locked USING (shop_id, key) \
-         WHERE k.shop_id = t.shop_id AND k.key = t.key",
-    )
-    .bind(shops)
-    .bind(keys)
-    .bind(kinds)
-    .bind(counts)
-    .bind(lasts)
-    .execute(&mut *store.conn().await?)
-    .await
-    .map_err(store_error)?;
-    Ok(())
+
+    /// The repeat counts of those of the keys that exist (an expired finished
+    /// key is gone, as for `key_info`).
+    async fn key_repeats(
+        &self,
+        shop_id: &ShopId,
+        keys: &[IdempotencyKey],
+    ) -> Result<Vec<KeyRepeats>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<&str> = keys.iter().map(IdempotencyKey::as_str).collect();
+        super::all(
+            self,
+            sqlx::query_as::<_, RepeatsRow>(
+                // In the order asked; a finished key past its expiry that is not
+                // swept yet still counts (its counts reach the history when it is).
+                "SELECT k.key, k.replayed, \
+                     date_trunc('milliseconds', k.last_replayed_at) AS last_replayed_at, \
+                     k.conflicted, date_trunc('milliseconds', k.last_conflicted_at) AS last_conflicted_at, \
+                     k.mismatched, date_trunc('milliseconds', k.last_mismatched_at) AS last_mismatched_at \
+                 FROM unnest($2::text[]) WITH ORDINALITY AS a(key, n) \
+                 JOIN idempotency_keys k ON k.shop_id = $1 AND k.key = a.key \
+                 ORDER BY a.n",
+            )
+            .bind(shop_id.as_str())
+            .bind(keys),
+        )
+        .await
+    }
+
+    /// Adds the tallies to their keys' counts (and to the totals), in one
+    /// statement for the batch. Tallies of one key are summed first (an
+    /// `UPDATE ... FROM` updates a row once, whatever it joins), and the rows
+    /// are locked in key order, so two instances' batches cannot deadlock.
+    async fn add_repeats(&self, tallies: &[RepeatTally]) -> Result<(), StoreError> {
+        if tallies.is_empty() {
+            return Ok(());
+        }
+        let shops: Vec<&str> = tallies.iter().map(|t| t.shop_id.as_str()).collect();
+        let keys: Vec<&str> = tallies.iter().map(|t| t.key.as_str()).collect();
+        let kinds: Vec<&str> = tallies.iter().map(|t| repeat_kind(t.kind)).collect();
+        let counts: Vec<i64> = tallies
+            .iter()
+            .map(|t| i64::try_from(t.count).unwrap_or(i64::MAX))
+            .collect();
+        let lasts: Vec<OffsetDateTime> = tallies.iter().map(|t| t.last_at).collect();
+        sqlx::query(
+            "WITH t AS ( \
+                 SELECT shop_id, key, \
+                     sum(n)::bigint AS total, max(at) AS last_any, \
+                     coalesce(sum(n) FILTER (WHERE kind = 'replay'), 0)::bigint AS replayed, \
+                     max(at) FILTER (WHERE kind = 'replay') AS last_replayed, \
+                     coalesce(sum(n) FILTER (WHERE kind = 'conflict'), 0)::bigint AS conflicted, \
+                     max(at) FILTER (WHERE kind = 'conflict') AS last_conflicted, \
+                     coalesce(sum(n) FILTER (WHERE kind = 'mismatch'), 0)::bigint AS mismatched, \
+                     max(at) FILTER (WHERE kind = 'mismatch') AS last_mismatched \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[]) \
+                     AS u(shop_id, key, kind, n, at) \
+                 GROUP BY shop_id, key), \
+             locked AS ( \
+                 SELECT k.shop_id, k.key FROM idempotency_keys k JOIN t USING (shop_id, key) \
+                 ORDER BY k.shop_id, k.key FOR NO KEY UPDATE OF k) \
+             UPDATE idempotency_keys k SET \
+                 replays = k.replays + t.total, \
+                 last_repeat_at = greatest(k.last_repeat_at, t.last_any), \
+                 replayed = k.replayed + t.replayed, \
+                 last_replayed_at = greatest(k.last_replayed_at, t.last_replayed), \
+                 conflicted = k.conflicted + t.conflicted, \
+                 last_conflicted_at = greatest(k.last_conflicted_at, t.last_conflicted), \
+                 mismatched = k.mismatched + t.mismatched, \
+                 last_mismatched_at = greatest(k.last_mismatched_at, t.last_mismatched) \
+             FROM t JOIN locked USING (shop_id, key) \
+             WHERE k.shop_id = t.shop_id AND k.key = t.key",
+        )
+        .bind(shops)
+        .bind(keys)
+        .bind(kinds)
+        .bind(counts)
+        .bind(lasts)
+        .execute(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
+        Ok(())
+    }
 }

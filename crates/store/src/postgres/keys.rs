@@ -4,15 +4,18 @@
 
 use std::time::Duration;
 
-use chargeonce_core::history::HistoryEvent;
+use async_trait::async_trait;
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
+use chargeonce_core::store::Keys;
 use chargeonce_core::{
-    ClaimRequest, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, PaymentId,
-    RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
+    Acquired, CancelClaim, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey,
+    KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, Payment, PaymentId,
+    RecoveryPoint, RefundId, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::history::{Entries, RepeatsRow, insert_entries};
-use super::{PgStore, store_error};
+use super::{PgStore, cancel, claim, finish, store_error};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
 
@@ -185,57 +188,6 @@ pub(super) async fn finish_key<'e>(
     Ok(fenced == 1)
 }
 
-/// One key of one shop.
-pub(super) async fn key(
-    store: &PgStore,
-    shop_id: &ShopId,
-    key: &IdempotencyKey,
-) -> Result<Option<KeyRecord>, StoreError> {
-    super::one(
-        store,
-        sqlx::query_as::<_, KeyRow>(concat!(
-            "SELECT ",
-            key_columns!(),
-            " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
-        ))
-        .bind(shop_id.as_str())
-        .bind(key.as_str()),
-    )
-    .await
-}
-
-/// One key of one shop as introspection shows it (times in unix
-/// milliseconds, by the database's clock); an expired finished key is gone.
-pub(super) async fn key_info(
-    store: &PgStore,
-    shop_id: &ShopId,
-    key: &IdempotencyKey,
-) -> Result<Option<KeyInfo>, StoreError> {
-    super::one(
-        store,
-        sqlx::query_as::<_, KeyInfoRow>(
-            "SELECT key, recovery_point, method, path, fingerprint, \
-                 floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
-                 floor(extract(epoch FROM last_repeat_at) * 1000)::bigint AS last_repeat_at_ms, \
-                 replays, floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, \
-                 lease_token IS NOT NULL AS leased, lease_holder, \
-                 floor(extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
-                 response_status::bigint AS response_status, payment_id, refund_id, \
-                 replayed, \
-                 floor(extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \
-                 conflicted, \
-                 floor(extract(epoch FROM last_conflicted_at) * 1000)::bigint AS last_conflicted_at_ms, \
-                 mismatched, \
-                 floor(extract(epoch FROM last_mismatched_at) * 1000)::bigint AS last_mismatched_at_ms \
-             FROM idempotency_keys WHERE shop_id = $1 AND key = $2 \
-               AND NOT (recovery_point = 'finished' AND expires_at <= now())",
-        )
-        .bind(shop_id.as_str())
-        .bind(key.as_str()),
-    )
-    .await
-}
-
 /// What a deleted key row returns for its `KeyExpired` entry; times to the
 /// millisecond, as every other read of a key gives them (and SQLite keeps them).
 macro_rules! swept_columns {
@@ -245,29 +197,6 @@ macro_rules! swept_columns {
          conflicted, date_trunc('milliseconds', last_conflicted_at) AS last_conflicted_at, \
          mismatched, date_trunc('milliseconds', last_mismatched_at) AS last_mismatched_at"
     };
-}
-
-/// Deletes up to `batch` finished keys whose expiry has passed, and writes
-/// into each one's payment history how often it was repeated
-/// ([`HistoryEvent::KeyExpired`]), in the same transaction.
-pub(super) async fn sweep_expired_keys(store: &PgStore, batch: u32) -> Result<u64, StoreError> {
-    let mut tx = store.conns.begin().await.map_err(store_error)?;
-    let swept = sqlx::query_as::<_, SweptRow>(concat!(
-        "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
-             SELECT shop_id, key FROM idempotency_keys \
-             WHERE recovery_point = 'finished' AND expires_at <= now() \
-             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
-         RETURNING ",
-        swept_columns!()
-    ))
-    .bind(i64::from(batch))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(store_error)?;
-    let count = swept.len() as u64;
-    record_expired(&mut tx, swept).await?;
-    tx.commit().await.map_err(store_error)?;
-    Ok(count)
 }
 
 /// Deletes a finished key whose expiry passed, before it is claimed again,
@@ -343,23 +272,181 @@ struct SweptRow {
     repeats: RepeatsRow,
 }
 
-/// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
-pub(super) async fn stalled_keys(
-    store: &PgStore,
-    idle: Duration,
-    limit: u32,
-) -> Result<Vec<StalledKey>, StoreError> {
-    super::all(
-        store,
-        sqlx::query_as::<_, StalledKeyRow>(
-            "SELECT shop_id, key, fingerprint FROM idempotency_keys \
-             WHERE recovery_point <> 'finished' \
-               AND (locked_until IS NULL \
-                    OR locked_until <= now() - $1::float8 * interval '1 millisecond') \
-             ORDER BY locked_until NULLS FIRST LIMIT $2",
+#[async_trait]
+impl Keys for PgStore {
+    async fn claim_payment(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        claim::claim_payment(self, claim, payment, timing).await
+    }
+
+    async fn take_over(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Option<Acquired>, StoreError> {
+        claim::take_over(self, shop_id, key, fingerprint, lease).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
+        claim::renew_lease(self, lease, duration).await
+    }
+
+    async fn release_lease(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<bool, StoreError> {
+        claim::release_lease(self, lease, attempts).await
+    }
+
+    async fn park_lease(
+        &self,
+        lease: &Lease,
+        hold: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<bool, StoreError> {
+        claim::park_lease(self, lease, hold, attempts).await
+    }
+
+    async fn record_lost_lease_calls(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<(), StoreError> {
+        claim::record_lost_lease_calls(self, lease, attempts).await
+    }
+
+    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
+        claim::abandon_key(self, lease).await
+    }
+
+    async fn claim_cancel(
+        &self,
+        claim: &ClaimRequest,
+        payment_id: &PaymentId,
+        timing: KeyTiming,
+    ) -> Result<CancelClaim, StoreError> {
+        cancel::claim_cancel(self, claim, payment_id, timing).await
+    }
+
+    async fn request_cancel(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Option<Payment>, StoreError> {
+        cancel::request_cancel(self, shop_id, payment_id, key).await
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&Payment, &Settlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        finish::finish(self, lease, settlement, response, ttl, attempts).await
+    }
+
+    /// One key of one shop.
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, KeyRow>(concat!(
+                "SELECT ",
+                key_columns!(),
+                " FROM idempotency_keys WHERE shop_id = $1 AND key = $2"
+            ))
+            .bind(shop_id.as_str())
+            .bind(key.as_str()),
         )
-        .bind(millis(idle) as f64)
-        .bind(i64::from(limit)),
-    )
-    .await
+        .await
+    }
+
+    /// One key of one shop as introspection shows it (times in unix
+    /// milliseconds, by the database's clock); an expired finished key is gone.
+    async fn key_info(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyInfo>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, KeyInfoRow>(
+                "SELECT key, recovery_point, method, path, fingerprint, \
+                     floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
+                     floor(extract(epoch FROM last_repeat_at) * 1000)::bigint AS last_repeat_at_ms, \
+                     replays, floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_at_ms, \
+                     lease_token IS NOT NULL AS leased, lease_holder, \
+                     floor(extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
+                     response_status::bigint AS response_status, payment_id, refund_id, \
+                     replayed, \
+                     floor(extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \
+                     conflicted, \
+                     floor(extract(epoch FROM last_conflicted_at) * 1000)::bigint AS last_conflicted_at_ms, \
+                     mismatched, \
+                     floor(extract(epoch FROM last_mismatched_at) * 1000)::bigint AS last_mismatched_at_ms \
+                 FROM idempotency_keys WHERE shop_id = $1 AND key = $2 \
+                   AND NOT (recovery_point = 'finished' AND expires_at <= now())",
+            )
+            .bind(shop_id.as_str())
+            .bind(key.as_str()),
+        )
+        .await
+    }
+
+    /// Deletes up to `batch` finished keys whose expiry has passed, and writes
+    /// into each one's payment history how often it was repeated
+    /// ([`HistoryEvent::KeyExpired`]), in the same transaction.
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        let swept = sqlx::query_as::<_, SweptRow>(concat!(
+            "DELETE FROM idempotency_keys WHERE (shop_id, key) IN ( \
+                 SELECT shop_id, key FROM idempotency_keys \
+                 WHERE recovery_point = 'finished' AND expires_at <= now() \
+                 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+             RETURNING ",
+            swept_columns!()
+        ))
+        .bind(i64::from(batch))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let count = swept.len() as u64;
+        record_expired(&mut tx, swept).await?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(count)
+    }
+
+    /// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, StalledKeyRow>(
+                "SELECT shop_id, key, fingerprint FROM idempotency_keys \
+                 WHERE recovery_point <> 'finished' \
+                   AND (locked_until IS NULL \
+                        OR locked_until <= now() - $1::float8 * interval '1 millisecond') \
+                 ORDER BY locked_until NULLS FIRST LIMIT $2",
+            )
+            .bind(millis(idle) as f64)
+            .bind(i64::from(limit)),
+        )
+        .await
+    }
 }

@@ -4,12 +4,14 @@
 //! one-live-payment-per-order partial unique index. Lease deadlines and expiry are
 //! compared with the database's `now()`, so instance clocks never matter.
 //!
-//! This file holds the type, its connection and migrations; the role traits
-//! are implemented by `crate::roles::impl_roles!`, which hands each call to
-//! the function of the same name in the file of its concern. The
-//! SQLite store (`../sqlite/`) has the same files with the same functions in the same
-//! order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one script
-//! in two dialects.
+//! This file holds the type, its connection and migrations. Each role trait
+//! is implemented in the file of its concern (`impl Refunds for PgStore` in
+//! `refunds.rs`, `impl Keys` in `keys.rs`, which hands the claims to
+//! `claim.rs`, `cancel.rs` and `finish.rs`, `impl Reconciliation` in
+//! `reconciliation.rs`, which hands the settles to `events.rs`). The SQLite
+//! store (`../sqlite/`) has the same files with the same functions in the
+//! same order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one
+//! script in two dialects.
 
 use std::str::FromStr;
 
@@ -100,8 +102,6 @@ impl PgStore {
         self.conns.close().await;
     }
 }
-
-crate::roles::impl_roles!(PgStore);
 
 /// Runs a query for at most one row and turns it into its domain value:
 /// the PostgreSQL side of the SQLite store's `one`.

@@ -1,8 +1,9 @@
 //! What the operator console reads across shops, and the operator's
 //! credential.
 
+use async_trait::async_trait;
 use chargeonce_core::events::{Event, EventId};
-use chargeonce_core::store::{ShopSummary, StoreCounts};
+use chargeonce_core::store::{Operator, Payments, ShopSummary, StoreCounts};
 use chargeonce_core::{
     Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, SecretHash, ShopId,
     StoreError,
@@ -11,57 +12,10 @@ use sqlx::Row;
 use time::OffsetDateTime;
 
 use super::outbox::event_columns;
-use super::{PgStore, payments, store_error};
+use super::{PgStore, store_error};
 use crate::columns::payment_columns;
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
 use crate::rows::{EventRow, PaymentRow};
-
-/// The operator's stored secret hash, if one was set.
-pub(super) async fn operator_secret(store: &PgStore) -> Result<Option<SecretHash>, StoreError> {
-    let row = sqlx::query("SELECT secret_sha256 FROM operator_credential WHERE id = 1")
-        .fetch_optional(&mut *store.conn().await?)
-        .await
-        .map_err(store_error)?;
-    let Some(row) = row else { return Ok(None) };
-    let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
-    SecretHash::from_bytes(&bytes)
-        .map(Some)
-        .ok_or_else(|| StoreError::corrupt("the operator's secret hash"))
-}
-
-/// Stores the operator's secret hash unless one exists (the first start,
-/// of however many instances at once: the single row's key decides).
-pub(super) async fn init_operator_secret(
-    store: &PgStore,
-    hash: &SecretHash,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "INSERT INTO operator_credential (id, secret_sha256) VALUES (1, $1) \
-         ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(hash.as_bytes().as_slice())
-    .execute(&mut *store.conn().await?)
-    .await
-    .map_err(store_error)?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Replaces (or stores) the operator's secret hash.
-pub(super) async fn set_operator_secret(
-    store: &PgStore,
-    hash: &SecretHash,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO operator_credential (id, secret_sha256) VALUES (1, $1) \
-         ON CONFLICT (id) DO UPDATE SET secret_sha256 = EXCLUDED.secret_sha256, \
-             created_at = now()",
-    )
-    .bind(hash.as_bytes().as_slice())
-    .execute(&mut *store.conn().await?)
-    .await
-    .map_err(store_error)?;
-    Ok(())
-}
 
 /// The part of a cross-shop payment list's statement before its cursor:
 /// every shop's payments that match the filter (`$1` status, `$2`
@@ -104,35 +58,6 @@ const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
     ),
 ];
 
-/// One page of every shop's payments (one shop's: its own list), newest
-/// first by `(created_at, id)`.
-pub(super) async fn all_payments(
-    store: &PgStore,
-    shop_id: Option<&ShopId>,
-    filter: &PaymentFilter,
-    page: &PageRequest<PaymentId>,
-) -> Result<Page<Payment>, StoreError> {
-    if let Some(shop_id) = shop_id {
-        return payments::list_payments(store, shop_id, filter, page).await;
-    }
-    let (sql, at) = match &page.cursor {
-        Cursor::Newest => (ANY_SHOP_PAYMENT_LISTS[0], None),
-        Cursor::After(id) => (ANY_SHOP_PAYMENT_LISTS[1], Some(cursor(store, id).await?)),
-        Cursor::Before(id) => (ANY_SHOP_PAYMENT_LISTS[2], Some(cursor(store, id).await?)),
-    };
-    let mut query = sqlx::query_as::<_, PaymentRow>(sql)
-        .bind(filter.status.map(|s| s.as_str()))
-        .bind(filter.reference.as_ref().map(Reference::as_str))
-        .bind(filter.created_gte)
-        .bind(filter.created_lt)
-        .bind(i64::from(page.limit.get()) + 1);
-    if let Some((created_at, id)) = at {
-        query = query.bind(created_at).bind(id);
-    }
-    let rows: Vec<Payment> = super::all(store, query).await?;
-    Ok(Page::from_probe(rows, page))
-}
-
 /// Where a cross-shop list's cursor lies: the `(created_at, id)` of the
 /// payment `id`, of any shop; [`StoreError::UnknownCursor`] when there is
 /// none.
@@ -147,87 +72,151 @@ async fn cursor(store: &PgStore, id: &PaymentId) -> Result<(OffsetDateTime, Stri
     .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
 }
 
-/// One payment of any shop.
-pub(super) async fn any_payment(
-    store: &PgStore,
-    id: &PaymentId,
-) -> Result<Option<Payment>, StoreError> {
-    super::one(
-        store,
-        sqlx::query_as::<_, PaymentRow>(concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE id = $1"
-        ))
-        .bind(id.as_str()),
-    )
-    .await
-}
+#[async_trait]
+impl Operator for PgStore {
+    /// The operator's stored secret hash, if one was set.
+    async fn operator_secret(&self) -> Result<Option<SecretHash>, StoreError> {
+        let row = sqlx::query("SELECT secret_sha256 FROM operator_credential WHERE id = 1")
+            .fetch_optional(&mut *self.conn().await?)
+            .await
+            .map_err(store_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
+        SecretHash::from_bytes(&bytes)
+            .map(Some)
+            .ok_or_else(|| StoreError::corrupt("the operator's secret hash"))
+    }
 
-/// The merchant events of one payment, oldest (first committed) first.
-pub(super) async fn payment_events(
-    store: &PgStore,
-    id: &PaymentId,
-) -> Result<Vec<Event>, StoreError> {
-    // A range of `events_by_payment`.
-    super::all(
-        store,
-        sqlx::query_as::<_, EventRow>(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events \
-             WHERE payment_id = $1 ORDER BY seq"
-        ))
-        .bind(id.as_str()),
-    )
-    .await
-}
-
-/// The shop a merchant event belongs to.
-pub(super) async fn event_shop(
-    store: &PgStore,
-    id: &EventId,
-) -> Result<Option<ShopId>, StoreError> {
-    let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM events WHERE id = $1")
-        .bind(id.as_str())
-        .fetch_optional(&mut *store.conn().await?)
+    /// Stores the operator's secret hash unless one exists (the first start,
+    /// of however many instances at once: the single row's key decides).
+    async fn init_operator_secret(&self, hash: &SecretHash) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO operator_credential (id, secret_sha256) VALUES (1, $1) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(hash.as_bytes().as_slice())
+        .execute(&mut *self.conn().await?)
         .await
         .map_err(store_error)?;
-    shop.map(ShopId::new)
-        .transpose()
-        .map_err(StoreError::corrupt_by)
-}
+        Ok(done.rows_affected() == 1)
+    }
 
-/// Every shop, oldest first, without its secrets.
-pub(super) async fn shops(store: &PgStore) -> Result<Vec<ShopSummary>, StoreError> {
-    super::all(
-        store,
-        sqlx::query_as::<_, ShopSummaryRow>(concat!(
-            "SELECT ",
-            shop_summary_columns!(),
-            " FROM shops ORDER BY created_at, id"
-        )),
-    )
-    .await
-}
+    /// Replaces (or stores) the operator's secret hash.
+    async fn set_operator_secret(&self, hash: &SecretHash) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO operator_credential (id, secret_sha256) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET secret_sha256 = EXCLUDED.secret_sha256, \
+                 created_at = now()",
+        )
+        .bind(hash.as_bytes().as_slice())
+        .execute(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
+        Ok(())
+    }
 
-/// The overview's counts, each from a table or index of exactly the rows it
-/// counts where there is one (`pending_payments`, `events_due`); the
-/// findings are few and counted from their table.
-pub(super) async fn counts(store: &PgStore) -> Result<StoreCounts, StoreError> {
-    let (pending, open, undelivered) = sqlx::query_as::<_, (i64, i64, i64)>(
-        "SELECT \
-             (SELECT count(*) FROM pending_payments), \
-             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-             (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)",
-    )
-    .fetch_one(&mut *store.conn().await?)
-    .await
-    .map_err(store_error)?;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    Ok(StoreCounts {
-        pending_payments: count(pending),
-        open_findings: count(open),
-        undelivered_events: count(undelivered),
-    })
+    /// One page of every shop's payments (one shop's: its own list), newest
+    /// first by `(created_at, id)`.
+    async fn all_payments(
+        &self,
+        shop_id: Option<&ShopId>,
+        filter: &PaymentFilter,
+        page: &PageRequest<PaymentId>,
+    ) -> Result<Page<Payment>, StoreError> {
+        if let Some(shop_id) = shop_id {
+            return self.list_payments(shop_id, filter, page).await;
+        }
+        let (sql, at) = match &page.cursor {
+            Cursor::Newest => (ANY_SHOP_PAYMENT_LISTS[0], None),
+            Cursor::After(id) => (ANY_SHOP_PAYMENT_LISTS[1], Some(cursor(self, id).await?)),
+            Cursor::Before(id) => (ANY_SHOP_PAYMENT_LISTS[2], Some(cursor(self, id).await?)),
+        };
+        let mut query = sqlx::query_as::<_, PaymentRow>(sql)
+            .bind(filter.status.map(|s| s.as_str()))
+            .bind(filter.reference.as_ref().map(Reference::as_str))
+            .bind(filter.created_gte)
+            .bind(filter.created_lt)
+            .bind(i64::from(page.limit.get()) + 1);
+        if let Some((created_at, id)) = at {
+            query = query.bind(created_at).bind(id);
+        }
+        let rows: Vec<Payment> = super::all(self, query).await?;
+        Ok(Page::from_probe(rows, page))
+    }
+
+    /// One payment of any shop.
+    async fn any_payment(&self, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, PaymentRow>(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE id = $1"
+            ))
+            .bind(id.as_str()),
+        )
+        .await
+    }
+
+    /// The merchant events of one payment, oldest (first committed) first.
+    async fn payment_events(&self, id: &PaymentId) -> Result<Vec<Event>, StoreError> {
+        // A range of `events_by_payment`.
+        super::all(
+            self,
+            sqlx::query_as::<_, EventRow>(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events \
+                 WHERE payment_id = $1 ORDER BY seq"
+            ))
+            .bind(id.as_str()),
+        )
+        .await
+    }
+
+    /// The shop a merchant event belongs to.
+    async fn event_shop(&self, id: &EventId) -> Result<Option<ShopId>, StoreError> {
+        let shop: Option<String> = sqlx::query_scalar("SELECT shop_id FROM events WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(&mut *self.conn().await?)
+            .await
+            .map_err(store_error)?;
+        shop.map(ShopId::new)
+            .transpose()
+            .map_err(StoreError::corrupt_by)
+    }
+
+    /// Every shop, oldest first, without its secrets.
+    async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, ShopSummaryRow>(concat!(
+                "SELECT ",
+                shop_summary_columns!(),
+                " FROM shops ORDER BY created_at, id"
+            )),
+        )
+        .await
+    }
+
+    /// The overview's counts, each from a table or index of exactly the rows it
+    /// counts where there is one (`pending_payments`, `events_due`); the
+    /// findings are few and counted from their table.
+    async fn counts(&self) -> Result<StoreCounts, StoreError> {
+        let (pending, open, undelivered) = sqlx::query_as::<_, (i64, i64, i64)>(
+            "SELECT \
+                 (SELECT count(*) FROM pending_payments), \
+                 (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
+                 (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)",
+        )
+        .fetch_one(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(StoreCounts {
+            pending_payments: count(pending),
+            open_findings: count(open),
+            undelivered_events: count(undelivered),
+        })
+    }
 }

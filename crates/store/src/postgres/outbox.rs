@@ -5,11 +5,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
     WebhookEndpoint,
 };
 use chargeonce_core::history::HistoryEvent;
+use chargeonce_core::store::Outbox;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use sqlx::{Postgres, Transaction};
 
@@ -68,141 +70,6 @@ pub(super) async fn insert_event(
     Ok(())
 }
 
-/// A shop's merchant events, newest first.
-pub(super) async fn events(
-    store: &PgStore,
-    shop_id: &ShopId,
-    query: &EventQuery,
-) -> Result<Vec<Event>, StoreError> {
-    super::all(
-        store,
-        sqlx::query_as::<_, EventRow>(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE shop_id = $1 AND ($2::text IS NULL OR event_type = $2) \
-               AND ($3::text IS NULL \
-                    OR seq < (SELECT seq FROM events WHERE shop_id = $1 AND id = $3)) \
-             ORDER BY seq DESC LIMIT $4"
-        ))
-        .bind(shop_id.as_str())
-        .bind(query.event_type.map(|t| t.as_str()))
-        .bind(query.starting_after.as_ref().map(EventId::as_str))
-        .bind(i64::from(query.limit)),
-    )
-    .await
-}
-
-/// One merchant event of one shop.
-pub(super) async fn event(
-    store: &PgStore,
-    shop_id: &ShopId,
-    id: &EventId,
-) -> Result<Option<Event>, StoreError> {
-    super::one(
-        store,
-        sqlx::query_as::<_, EventRow>(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE shop_id = $1 AND id = $2"
-        ))
-        .bind(shop_id.as_str())
-        .bind(id.as_str()),
-    )
-    .await
-}
-
-/// Makes an event due again now, as if just written, with its payment's
-/// history entry ([`HistoryEvent::EventResent`]) in the same statement.
-pub(super) async fn resend_event(
-    store: &PgStore,
-    shop_id: &ShopId,
-    id: &EventId,
-) -> Result<Option<Event>, StoreError> {
-    let resent = HistoryEvent::EventResent {
-        event_id: id.as_str().to_owned(),
-    };
-    super::one(
-        store,
-        sqlx::query_as::<_, EventRow>(concat!(
-            "WITH e AS ( \
-                 UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \
-                     locked_until = NULL, next_attempt_at = now(), due_since = now() \
-                 WHERE shop_id = $1 AND id = $2 RETURNING *), \
-             h AS ( \
-                 INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-                 SELECT payment_id, refund_id, 'event_resent', $3 FROM e) \
-             SELECT ",
-            event_columns!(),
-            " FROM e"
-        ))
-        .bind(shop_id.as_str())
-        .bind(id.as_str())
-        .bind(resent.to_json()),
-    )
-    .await
-}
-
-/// Claims due events for one delivery attempt each, under a lease.
-pub(super) async fn claim_due_events(
-    store: &PgStore,
-    limit: u32,
-    lease: Duration,
-) -> Result<Vec<DueEvent>, StoreError> {
-    let mut tx = store.conns.begin().await.map_err(store_error)?;
-    // SKIP LOCKED: concurrent relays claim disjoint events. An event
-    // waits while an earlier one of its payment is still open (leased
-    // or not), so a payment's events go out in commit order.
-    let rows = sqlx::query_as::<_, EventRow>(concat!(
-        "UPDATE events SET locked_until = now() + $2::float8 * interval '1 millisecond' \
-         WHERE seq IN ( \
-             SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
-             WHERE s.webhook_url IS NOT NULL \
-               AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-               AND e.next_attempt_at <= now() \
-               AND (e.locked_until IS NULL OR e.locked_until <= now()) \
-               AND NOT EXISTS (SELECT 1 FROM events p WHERE p.payment_id = e.payment_id \
-                   AND p.seq < e.seq AND p.delivered_at IS NULL AND p.gave_up_at IS NULL) \
-             ORDER BY e.seq LIMIT $1 FOR UPDATE OF e SKIP LOCKED) \
-         RETURNING ",
-        event_columns!()
-    ))
-    .bind(i64::from(limit))
-    .bind(millis(lease) as f64)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(store_error)?;
-    let mut claimed = rows
-        .into_iter()
-        .map(<(i64, Event)>::try_from)
-        .collect::<Result<Vec<_>, _>>()?;
-    claimed.sort_by_key(|(seq, _)| *seq);
-    // One read of each shop's endpoint per claim, not one per event.
-    let mut endpoints: HashMap<ShopId, WebhookEndpoint> = HashMap::new();
-    let mut due = Vec::with_capacity(claimed.len());
-    for (_, event) in claimed {
-        let endpoint = if let Some(known) = endpoints.get(&event.shop_id) {
-            known.clone()
-        } else {
-            let found = sqlx::query_as::<_, EndpointRow>(
-                "SELECT webhook_url, webhook_secret FROM shops WHERE id = $1",
-            )
-            .bind(event.shop_id.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(store_error)?
-            .endpoint()
-            .ok_or_else(|| {
-                StoreError::corrupt(format!("shop {} lost its webhook", event.shop_id))
-            })?;
-            endpoints.insert(event.shop_id.clone(), found.clone());
-            found
-        };
-        due.push(DueEvent { event, endpoint });
-    }
-    tx.commit().await.map_err(store_error)?;
-    Ok(due)
-}
-
 /// The history entry of a delivery attempt ([`HistoryEvent::EventAttempt`])
 /// as the statement that records the attempt builds it from the event row
 /// it updated (`u`: its id, type and attempt count, and whether this
@@ -224,56 +91,186 @@ macro_rules! attempt_entry {
     };
 }
 
-/// Records how a delivery attempt ended and ends its lease, with the
-/// attempt's entry in its payment's history in the same statement.
-pub(super) async fn record_attempt(
-    store: &PgStore,
-    id: &EventId,
-    outcome: &AttemptOutcome,
-) -> Result<(), StoreError> {
-    let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
-    let status = status.map(|s| s as i32);
-    let query = if delivered {
-        sqlx::query(concat!(
-            "WITH u AS ( \
-                 UPDATE events SET attempts = attempts + 1, last_status = $2, \
-                     last_error = NULL, delivered_at = COALESCE(delivered_at, now()), \
-                     locked_until = NULL \
-                 WHERE id = $1 \
-                 RETURNING id, event_type, payment_id, refund_id, attempts, \
-                     'delivered' AS result), ",
-            attempt_entry!()
+#[async_trait]
+impl Outbox for PgStore {
+    /// A shop's merchant events, newest first.
+    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, EventRow>(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE shop_id = $1 AND ($2::text IS NULL OR event_type = $2) \
+                   AND ($3::text IS NULL \
+                        OR seq < (SELECT seq FROM events WHERE shop_id = $1 AND id = $3)) \
+                 ORDER BY seq DESC LIMIT $4"
+            ))
+            .bind(shop_id.as_str())
+            .bind(query.event_type.map(|t| t.as_str()))
+            .bind(query.starting_after.as_ref().map(EventId::as_str))
+            .bind(i64::from(query.limit)),
+        )
+        .await
+    }
+
+    /// One merchant event of one shop.
+    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, EventRow>(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE shop_id = $1 AND id = $2"
+            ))
+            .bind(shop_id.as_str())
+            .bind(id.as_str()),
+        )
+        .await
+    }
+
+    /// Makes an event due again now, as if just written, with its payment's
+    /// history entry ([`HistoryEvent::EventResent`]) in the same statement.
+    async fn resend_event(
+        &self,
+        shop_id: &ShopId,
+        id: &EventId,
+    ) -> Result<Option<Event>, StoreError> {
+        let resent = HistoryEvent::EventResent {
+            event_id: id.as_str().to_owned(),
+        };
+        super::one(
+            self,
+            sqlx::query_as::<_, EventRow>(concat!(
+                "WITH e AS ( \
+                     UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \
+                         locked_until = NULL, next_attempt_at = now(), due_since = now() \
+                     WHERE shop_id = $1 AND id = $2 RETURNING *), \
+                 h AS ( \
+                     INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+                     SELECT payment_id, refund_id, 'event_resent', $3 FROM e) \
+                 SELECT ",
+                event_columns!(),
+                " FROM e"
+            ))
+            .bind(shop_id.as_str())
+            .bind(id.as_str())
+            .bind(resent.to_json()),
+        )
+        .await
+    }
+
+    /// Claims due events for one delivery attempt each, under a lease.
+    async fn claim_due_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<DueEvent>, StoreError> {
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        // SKIP LOCKED: concurrent relays claim disjoint events. An event
+        // waits while an earlier one of its payment is still open (leased
+        // or not), so a payment's events go out in commit order.
+        let rows = sqlx::query_as::<_, EventRow>(concat!(
+            "UPDATE events SET locked_until = now() + $2::float8 * interval '1 millisecond' \
+             WHERE seq IN ( \
+                 SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
+                 WHERE s.webhook_url IS NOT NULL \
+                   AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+                   AND e.next_attempt_at <= now() \
+                   AND (e.locked_until IS NULL OR e.locked_until <= now()) \
+                   AND NOT EXISTS (SELECT 1 FROM events p WHERE p.payment_id = e.payment_id \
+                       AND p.seq < e.seq AND p.delivered_at IS NULL AND p.gave_up_at IS NULL) \
+                 ORDER BY e.seq LIMIT $1 FOR UPDATE OF e SKIP LOCKED) \
+             RETURNING ",
+            event_columns!()
         ))
-        .bind(id.as_str())
-        .bind(status)
-    } else {
-        // The last retry is due at the give-up time at the latest; an
-        // attempt that fails at or after it gives up (its `gave_up_at` is
-        // this statement's `now()`).
-        sqlx::query(concat!(
-            "WITH u AS ( \
-                 UPDATE events SET attempts = attempts + 1, last_status = $2, \
-                     last_error = $3, locked_until = NULL, \
-                     gave_up_at = CASE WHEN delivered_at IS NULL \
-                         AND now() >= due_since + $5::float8 * interval '1 millisecond' \
-                         THEN now() ELSE gave_up_at END, \
-                     next_attempt_at = LEAST(now() + $4::float8 * interval '1 millisecond', \
-                         due_since + $5::float8 * interval '1 millisecond') \
-                 WHERE id = $1 \
-                 RETURNING id, event_type, payment_id, refund_id, attempts, \
-                     CASE WHEN gave_up_at IS NOT NULL AND gave_up_at = now() \
-                          THEN 'given_up' ELSE 'failed' END AS result), ",
-            attempt_entry!()
-        ))
-        .bind(id.as_str())
-        .bind(status)
-        .bind(error)
-        .bind(retry_ms as f64)
-        .bind(give_up_ms as f64)
-    };
-    query
-        .execute(&mut *store.conn().await?)
+        .bind(i64::from(limit))
+        .bind(millis(lease) as f64)
+        .fetch_all(&mut *tx)
         .await
         .map_err(store_error)?;
-    Ok(())
+        let mut claimed = rows
+            .into_iter()
+            .map(<(i64, Event)>::try_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        claimed.sort_by_key(|(seq, _)| *seq);
+        // One read of each shop's endpoint per claim, not one per event.
+        let mut endpoints: HashMap<ShopId, WebhookEndpoint> = HashMap::new();
+        let mut due = Vec::with_capacity(claimed.len());
+        for (_, event) in claimed {
+            let endpoint = if let Some(known) = endpoints.get(&event.shop_id) {
+                known.clone()
+            } else {
+                let found = sqlx::query_as::<_, EndpointRow>(
+                    "SELECT webhook_url, webhook_secret FROM shops WHERE id = $1",
+                )
+                .bind(event.shop_id.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_error)?
+                .endpoint()
+                .ok_or_else(|| {
+                    StoreError::corrupt(format!("shop {} lost its webhook", event.shop_id))
+                })?;
+                endpoints.insert(event.shop_id.clone(), found.clone());
+                found
+            };
+            due.push(DueEvent { event, endpoint });
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(due)
+    }
+
+    /// Records how a delivery attempt ended and ends its lease, with the
+    /// attempt's entry in its payment's history in the same statement.
+    async fn record_attempt(
+        &self,
+        id: &EventId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
+        let status = status.map(|s| s as i32);
+        let query = if delivered {
+            sqlx::query(concat!(
+                "WITH u AS ( \
+                     UPDATE events SET attempts = attempts + 1, last_status = $2, \
+                         last_error = NULL, delivered_at = COALESCE(delivered_at, now()), \
+                         locked_until = NULL \
+                     WHERE id = $1 \
+                     RETURNING id, event_type, payment_id, refund_id, attempts, \
+                         'delivered' AS result), ",
+                attempt_entry!()
+            ))
+            .bind(id.as_str())
+            .bind(status)
+        } else {
+            // The last retry is due at the give-up time at the latest; an
+            // attempt that fails at or after it gives up (its `gave_up_at` is
+            // this statement's `now()`).
+            sqlx::query(concat!(
+                "WITH u AS ( \
+                     UPDATE events SET attempts = attempts + 1, last_status = $2, \
+                         last_error = $3, locked_until = NULL, \
+                         gave_up_at = CASE WHEN delivered_at IS NULL \
+                             AND now() >= due_since + $5::float8 * interval '1 millisecond' \
+                             THEN now() ELSE gave_up_at END, \
+                         next_attempt_at = LEAST(now() + $4::float8 * interval '1 millisecond', \
+                             due_since + $5::float8 * interval '1 millisecond') \
+                     WHERE id = $1 \
+                     RETURNING id, event_type, payment_id, refund_id, attempts, \
+                         CASE WHEN gave_up_at IS NOT NULL AND gave_up_at = now() \
+                              THEN 'given_up' ELSE 'failed' END AS result), ",
+                attempt_entry!()
+            ))
+            .bind(id.as_str())
+            .bind(status)
+            .bind(error)
+            .bind(retry_ms as f64)
+            .bind(give_up_ms as f64)
+        };
+        query
+            .execute(&mut *self.conn().await?)
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
 }

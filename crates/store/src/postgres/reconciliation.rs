@@ -4,77 +4,98 @@
 
 use std::time::Duration;
 
-use chargeonce_core::{AcquirerKey, Payment, PaymentId, StoreError};
+use async_trait::async_trait;
+use chargeonce_core::store::Reconciliation;
+use chargeonce_core::{
+    AcquirerKey, EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement,
+    ShopId, StoreError,
+};
 use time::OffsetDateTime;
 
-use super::PgStore;
+use super::{PgStore, events};
 use crate::codec::millis;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// Pending payments created at least `older_than` ago, oldest first: the
-/// first `limit` of the pending queue (`pending_payments`, in its key's
-/// order), read from their rows.
-pub(super) async fn pending_payments(
-    store: &PgStore,
-    older_than: Duration,
-    limit: u32,
-) -> Result<Vec<Payment>, StoreError> {
-    super::all(
-        store,
-        sqlx::query_as::<_, PaymentRow>(concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE id IN ( \
-                 SELECT payment_id FROM pending_payments \
-                 WHERE created_at <= now() - $1::float8 * interval '1 millisecond' \
-                 ORDER BY created_at, payment_id LIMIT $2) \
-               AND status = 'pending' \
-             ORDER BY created_at, id"
-        ))
-        .bind(millis(older_than) as f64)
-        .bind(i64::from(limit)),
-    )
-    .await
-}
+#[async_trait]
+impl Reconciliation for PgStore {
+    /// Pending payments created at least `older_than` ago, oldest first: the
+    /// first `limit` of the pending queue (`pending_payments`, in its key's
+    /// order), read from their rows.
+    async fn pending_payments(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, PaymentRow>(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE id IN ( \
+                     SELECT payment_id FROM pending_payments \
+                     WHERE created_at <= now() - $1::float8 * interval '1 millisecond' \
+                     ORDER BY created_at, payment_id LIMIT $2) \
+                   AND status = 'pending' \
+                 ORDER BY created_at, id"
+            ))
+            .bind(millis(older_than) as f64)
+            .bind(i64::from(limit)),
+        )
+        .await
+    }
 
-/// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
-pub(super) async fn payments_created_between(
-    store: &PgStore,
-    from: OffsetDateTime,
-    to: OffsetDateTime,
-    after: Option<&PaymentId>,
-    limit: u32,
-) -> Result<Vec<Payment>, StoreError> {
-    super::all(
-        store,
-        sqlx::query_as::<_, PaymentRow>(concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE created_at >= $1 AND created_at < $2 \
-               AND id > COALESCE($3::text, '') ORDER BY id LIMIT $4"
-        ))
-        .bind(from)
-        .bind(to)
-        .bind(after.map(PaymentId::as_str))
-        .bind(i64::from(limit)),
-    )
-    .await
-}
+    /// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
+    async fn payments_created_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&PaymentId>,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, PaymentRow>(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE created_at >= $1 AND created_at < $2 \
+                   AND id > COALESCE($3::text, '') ORDER BY id LIMIT $4"
+            ))
+            .bind(from)
+            .bind(to)
+            .bind(after.map(PaymentId::as_str))
+            .bind(i64::from(limit)),
+        )
+        .await
+    }
 
-/// The payment that carries an acquirer key.
-pub(super) async fn payment_by_acquirer_key(
-    store: &PgStore,
-    key: &AcquirerKey,
-) -> Result<Option<Payment>, StoreError> {
-    super::one(
-        store,
-        sqlx::query_as::<_, PaymentRow>(concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE acquirer_key = $1"
-        ))
-        .bind(key.as_str()),
-    )
-    .await
+    /// The payment that carries an acquirer key.
+    async fn payment_by_acquirer_key(
+        &self,
+        key: &AcquirerKey,
+    ) -> Result<Option<Payment>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, PaymentRow>(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE acquirer_key = $1"
+            ))
+            .bind(key.as_str()),
+        )
+        .await
+    }
+
+    async fn settle_payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, StoreError> {
+        events::settle_payment(self, shop_id, id, settlement).await
+    }
+
+    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
+        events::record_event(self, event).await
+    }
 }

@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
-
+use async_trait::async_trait;
 use chargeonce_core::events::NewEvent;
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::refund::reservation;
+use chargeonce_core::store::Refunds;
 use chargeonce_core::{
     ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
     PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
@@ -17,224 +18,13 @@ use chargeonce_core::{
 use sqlx::{FromRow, Row};
 use time::OffsetDateTime;
 
-use super::CLAIM_ATTEMPTS;
 use super::history::{Entries, record};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
-use super::{PgStore, store_error};
+use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::{payment_columns, refund_columns};
 use crate::rows::{PaymentRow, RefundRow};
-
-/// Phase 1 of a refund, one transaction.
-pub(super) async fn claim_refund(
-    store: &PgStore,
-    claim: &ClaimRequest,
-    refund: &NewRefund,
-    timing: KeyTiming,
-) -> Result<RefundClaim, StoreError> {
-    for _ in 0..CLAIM_ATTEMPTS {
-        let token = LeaseToken::generate();
-        let mut tx = store.conns.begin().await.map_err(store_error)?;
-        let target = KeyTarget {
-            recovery_point: RecoveryPoint::RefundCreated,
-            payment_id: &refund.payment_id,
-            refund_id: Some(&refund.id),
-            holder: &store.instance,
-        };
-        if !insert_key(&mut tx, claim, target, token, timing).await? {
-            tx.rollback().await.map_err(store_error)?;
-            // Re-read in a new statement: its snapshot includes the winner's commit.
-            if let Some(record) = count_repeat(store, claim).await? {
-                return Ok(RefundClaim::Exists(record));
-            }
-            continue;
-        }
-        // The row lock serialises refunds of one payment: the check and
-        // the conditional update below see every committed reservation.
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            payment_columns!(),
-            ", refund_reserved_minor FROM payments WHERE shop_id = $1 AND id = $2 \
-             FOR UPDATE"
-        ))
-        .bind(refund.shop_id.as_str())
-        .bind(refund.payment_id.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        let decided = match row {
-            None => Err(RefundRefusal::PaymentNotFound),
-            Some(row) => {
-                let reserved: i64 = row.try_get("refund_reserved_minor").map_err(store_error)?;
-                let payment = Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
-                reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
-            }
-        };
-        let (payment, amount) = match decided {
-            Ok(found) => found,
-            Err(refused) => {
-                tx.rollback().await.map_err(store_error)?;
-                return Ok(RefundClaim::Refused(refused));
-            }
-        };
-        let reserved = sqlx::query(
-            "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + $3, \
-                 updated_at = now() \
-             WHERE shop_id = $1 AND id = $2 AND status = 'succeeded' \
-               AND refund_reserved_minor + $3 <= amount_minor",
-        )
-        .bind(refund.shop_id.as_str())
-        .bind(refund.payment_id.as_str())
-        .bind(amount.minor_units())
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if reserved.rows_affected() != 1 {
-            tx.rollback().await.map_err(store_error)?;
-            return Err(StoreError::other(format!(
-                "refund reservation on payment {} failed after its check",
-                refund.payment_id
-            )));
-        }
-        let created = new_refund_row(refund, amount);
-        sqlx::query(
-            "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
-                 currency, status, acquirer_key, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)",
-        )
-        .bind(created.id.as_str())
-        .bind(created.shop_id.as_str())
-        .bind(created.payment_id.as_str())
-        .bind(created.idempotency_key.as_str())
-        .bind(created.amount.minor_units())
-        .bind(created.amount.currency().code())
-        .bind(created.acquirer_key.as_str())
-        .bind(created.created_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        let reserved = HistoryEvent::RefundReserved {
-            key: claim.key.as_str().to_owned(),
-            amount_minor: amount.minor_units(),
-            currency: amount.currency().code().to_owned(),
-            instance: store.instance.to_string(),
-        };
-        record(
-            &mut *tx,
-            created.payment_id.as_str(),
-            Some(created.id.as_str()),
-            &Entries::of([reserved]),
-        )
-        .await?;
-        tx.commit().await.map_err(store_error)?;
-        return Ok(RefundClaim::Acquired(acquired(
-            claim,
-            token,
-            RecoveryPoint::RefundCreated,
-            payment,
-            Some(created),
-        )));
-    }
-    Err(StoreError::other(format!(
-        "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
-        claim.key
-    )))
-}
-
-/// Phase 3 of a refund, one transaction, fenced by the lease token, with
-/// its history entries (the acquirer calls, the answer, the refund's end).
-pub(super) async fn finish_refund(
-    store: &PgStore,
-    lease: &Lease,
-    settlement: Option<(&RefundId, &RefundSettlement)>,
-    response: &StoredResponse,
-    ttl: Duration,
-    attempts: &[AcquirerAttempt],
-) -> Result<FinishOutcome, StoreError> {
-    let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
-    entries.push(&HistoryEvent::Answered {
-        key: lease.key.as_str().to_owned(),
-        status: response.status,
-    });
-    let mut tx = store.conns.begin().await.map_err(store_error)?;
-    if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
-        tx.rollback().await.map_err(store_error)?;
-        return Ok(FinishOutcome::LeaseLost);
-    }
-    if let Some((refund_id, settlement)) = settlement {
-        let (status, provider_refund_id, failure_code) = refund_settlement_columns(settlement);
-        let settled = sqlx::query_as::<_, RefundRow>(concat!(
-            "UPDATE refunds SET status = $3, provider_refund_id = $4, failure_code = $5, \
-                 updated_at = now() \
-             WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
-            refund_columns!()
-        ))
-        .bind(lease.shop_id.as_str())
-        .bind(refund_id.as_str())
-        .bind(status.as_str())
-        .bind(provider_refund_id)
-        .bind(failure_code)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        let Some(settled) = settled else {
-            tx.rollback().await.map_err(store_error)?;
-            return Ok(FinishOutcome::PaymentAlreadySettled);
-        };
-        let refund = Refund::try_from(settled)?;
-        let update = match status {
-            RefundStatus::Succeeded => {
-                "UPDATE payments SET refunded_minor = refunded_minor + $3, updated_at = now() \
-                 WHERE shop_id = $1 AND id = $2 RETURNING reference"
-            }
-            _ => {
-                "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - $3, \
-                     updated_at = now() \
-                 WHERE shop_id = $1 AND id = $2 RETURNING reference"
-            }
-        };
-        let payment = sqlx::query(update)
-            .bind(lease.shop_id.as_str())
-            .bind(refund.payment_id.as_str())
-            .bind(refund.amount.minor_units())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(store_error)?;
-        let reference: String = payment.try_get("reference").map_err(store_error)?;
-        record(
-            &mut *tx,
-            refund.payment_id.as_str(),
-            Some(refund.id.as_str()),
-            &Entries::of([HistoryEvent::RefundEnded {
-                status: refund.status,
-            }]),
-        )
-        .await?;
-        insert_event(&mut tx, NewEvent::refund_settled(&refund, &reference)).await?;
-    }
-    tx.commit().await.map_err(store_error)?;
-    Ok(FinishOutcome::Stored)
-}
-
-/// One refund of one shop.
-pub(super) async fn refund(
-    store: &PgStore,
-    shop_id: &ShopId,
-    id: &RefundId,
-) -> Result<Option<Refund>, StoreError> {
-    super::one(
-        store,
-        sqlx::query_as::<_, RefundRow>(concat!(
-            "SELECT ",
-            refund_columns!(),
-            " FROM refunds WHERE shop_id = $1 AND id = $2"
-        ))
-        .bind(shop_id.as_str())
-        .bind(id.as_str()),
-    )
-    .await
-}
 
 /// The part of a refund list's statement before its cursor: the shop's
 /// refunds (`shop`; `$2` is null), or one payment's (`payment`:
@@ -284,40 +74,6 @@ const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
 /// One payment's refund lists.
 const PAYMENT_REFUND_LISTS: [&str; 3] = refund_lists!(payment);
 
-/// One page of a shop's refunds (of one payment), newest first by
-/// `(created_at, id)`.
-pub(super) async fn list_refunds(
-    store: &PgStore,
-    shop_id: &ShopId,
-    payment_id: Option<&PaymentId>,
-    page: &PageRequest<RefundId>,
-) -> Result<Page<Refund>, StoreError> {
-    let at = match &page.cursor {
-        Cursor::Newest => None,
-        Cursor::After(id) | Cursor::Before(id) => {
-            Some(refund_cursor(store, shop_id, payment_id, id).await?)
-        }
-    };
-    let lists = match payment_id {
-        Some(_) => &PAYMENT_REFUND_LISTS,
-        None => &REFUND_LISTS,
-    };
-    let sql = match page.cursor {
-        Cursor::Newest => lists[0],
-        Cursor::After(_) => lists[1],
-        Cursor::Before(_) => lists[2],
-    };
-    let mut query = sqlx::query_as::<_, RefundRow>(sql)
-        .bind(shop_id.as_str())
-        .bind(payment_id.map(PaymentId::as_str))
-        .bind(i64::from(page.limit.get()) + 1);
-    if let Some((created_at, id)) = at {
-        query = query.bind(created_at).bind(id);
-    }
-    let rows: Vec<Refund> = super::all(store, query).await?;
-    Ok(Page::from_probe(rows, page))
-}
-
 /// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
 /// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
 /// when there is none.
@@ -338,4 +94,249 @@ async fn refund_cursor(
     .await
     .map_err(store_error)?
     .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
+}
+
+#[async_trait]
+impl Refunds for PgStore {
+    /// Phase 1 of a refund, one transaction.
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.conns.begin().await.map_err(store_error)?;
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::RefundCreated,
+                payment_id: &refund.payment_id,
+                refund_id: Some(&refund.id),
+                holder: &self.instance,
+            };
+            if !insert_key(&mut tx, claim, target, token, timing).await? {
+                tx.rollback().await.map_err(store_error)?;
+                // Re-read in a new statement: its snapshot includes the winner's commit.
+                if let Some(record) = count_repeat(self, claim).await? {
+                    return Ok(RefundClaim::Exists(record));
+                }
+                continue;
+            }
+            // The row lock serialises refunds of one payment: the check and
+            // the conditional update below see every committed reservation.
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                payment_columns!(),
+                ", refund_reserved_minor FROM payments WHERE shop_id = $1 AND id = $2 \
+                 FOR UPDATE"
+            ))
+            .bind(refund.shop_id.as_str())
+            .bind(refund.payment_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            let decided = match row {
+                None => Err(RefundRefusal::PaymentNotFound),
+                Some(row) => {
+                    let reserved: i64 =
+                        row.try_get("refund_reserved_minor").map_err(store_error)?;
+                    let payment =
+                        Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
+                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
+                }
+            };
+            let (payment, amount) = match decided {
+                Ok(found) => found,
+                Err(refused) => {
+                    tx.rollback().await.map_err(store_error)?;
+                    return Ok(RefundClaim::Refused(refused));
+                }
+            };
+            let reserved = sqlx::query(
+                "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + $3, \
+                     updated_at = now() \
+                 WHERE shop_id = $1 AND id = $2 AND status = 'succeeded' \
+                   AND refund_reserved_minor + $3 <= amount_minor",
+            )
+            .bind(refund.shop_id.as_str())
+            .bind(refund.payment_id.as_str())
+            .bind(amount.minor_units())
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            if reserved.rows_affected() != 1 {
+                tx.rollback().await.map_err(store_error)?;
+                return Err(StoreError::other(format!(
+                    "refund reservation on payment {} failed after its check",
+                    refund.payment_id
+                )));
+            }
+            let created = new_refund_row(refund, amount);
+            sqlx::query(
+                "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                     currency, status, acquirer_key, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)",
+            )
+            .bind(created.id.as_str())
+            .bind(created.shop_id.as_str())
+            .bind(created.payment_id.as_str())
+            .bind(created.idempotency_key.as_str())
+            .bind(created.amount.minor_units())
+            .bind(created.amount.currency().code())
+            .bind(created.acquirer_key.as_str())
+            .bind(created.created_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            let reserved = HistoryEvent::RefundReserved {
+                key: claim.key.as_str().to_owned(),
+                amount_minor: amount.minor_units(),
+                currency: amount.currency().code().to_owned(),
+                instance: self.instance.to_string(),
+            };
+            record(
+                &mut *tx,
+                created.payment_id.as_str(),
+                Some(created.id.as_str()),
+                &Entries::of([reserved]),
+            )
+            .await?;
+            tx.commit().await.map_err(store_error)?;
+            return Ok(RefundClaim::Acquired(acquired(
+                claim,
+                token,
+                RecoveryPoint::RefundCreated,
+                payment,
+                Some(created),
+            )));
+        }
+        Err(StoreError::other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
+
+    /// Phase 3 of a refund, one transaction, fenced by the lease token, with
+    /// its history entries (the acquirer calls, the answer, the refund's end).
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
+        entries.push(&HistoryEvent::Answered {
+            key: lease.key.as_str().to_owned(),
+            status: response.status,
+        });
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::LeaseLost);
+        }
+        if let Some((refund_id, settlement)) = settlement {
+            let (status, provider_refund_id, failure_code) = refund_settlement_columns(settlement);
+            let settled = sqlx::query_as::<_, RefundRow>(concat!(
+                "UPDATE refunds SET status = $3, provider_refund_id = $4, failure_code = $5, \
+                     updated_at = now() \
+                 WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+                refund_columns!()
+            ))
+            .bind(lease.shop_id.as_str())
+            .bind(refund_id.as_str())
+            .bind(status.as_str())
+            .bind(provider_refund_id)
+            .bind(failure_code)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            let Some(settled) = settled else {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            };
+            let refund = Refund::try_from(settled)?;
+            let update = match status {
+                RefundStatus::Succeeded => {
+                    "UPDATE payments SET refunded_minor = refunded_minor + $3, updated_at = now() \
+                     WHERE shop_id = $1 AND id = $2 RETURNING reference"
+                }
+                _ => {
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - $3, \
+                         updated_at = now() \
+                     WHERE shop_id = $1 AND id = $2 RETURNING reference"
+                }
+            };
+            let payment = sqlx::query(update)
+                .bind(lease.shop_id.as_str())
+                .bind(refund.payment_id.as_str())
+                .bind(refund.amount.minor_units())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            let reference: String = payment.try_get("reference").map_err(store_error)?;
+            record(
+                &mut *tx,
+                refund.payment_id.as_str(),
+                Some(refund.id.as_str()),
+                &Entries::of([HistoryEvent::RefundEnded {
+                    status: refund.status,
+                }]),
+            )
+            .await?;
+            insert_event(&mut tx, NewEvent::refund_settled(&refund, &reference)).await?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(FinishOutcome::Stored)
+    }
+
+    /// One refund of one shop.
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, RefundRow>(concat!(
+                "SELECT ",
+                refund_columns!(),
+                " FROM refunds WHERE shop_id = $1 AND id = $2"
+            ))
+            .bind(shop_id.as_str())
+            .bind(id.as_str()),
+        )
+        .await
+    }
+
+    /// One page of a shop's refunds (of one payment), newest first by
+    /// `(created_at, id)`.
+    async fn list_refunds(
+        &self,
+        shop_id: &ShopId,
+        payment_id: Option<&PaymentId>,
+        page: &PageRequest<RefundId>,
+    ) -> Result<Page<Refund>, StoreError> {
+        let at = match &page.cursor {
+            Cursor::Newest => None,
+            Cursor::After(id) | Cursor::Before(id) => {
+                Some(refund_cursor(self, shop_id, payment_id, id).await?)
+            }
+        };
+        let lists = match payment_id {
+            Some(_) => &PAYMENT_REFUND_LISTS,
+            None => &REFUND_LISTS,
+        };
+        let sql = match page.cursor {
+            Cursor::Newest => lists[0],
+            Cursor::After(_) => lists[1],
+            Cursor::Before(_) => lists[2],
+        };
+        let mut query = sqlx::query_as::<_, RefundRow>(sql)
+            .bind(shop_id.as_str())
+            .bind(payment_id.map(PaymentId::as_str))
+            .bind(i64::from(page.limit.get()) + 1);
+        if let Some((created_at, id)) = at {
+            query = query.bind(created_at).bind(id);
+        }
+        let rows: Vec<Refund> = super::all(self, query).await?;
+        Ok(Page::from_probe(rows, page))
+    }
 }

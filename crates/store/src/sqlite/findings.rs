@@ -2,10 +2,11 @@
 //! seen again on later passes, resolved once, each new finding and each
 //! resolution with an entry in its payment's history (same write).
 
-use chargeonce_core::PaymentId;
-use chargeonce_core::StoreError;
+use async_trait::async_trait;
 use chargeonce_core::findings::{Finding, FindingId, FindingQuery, NewFinding, Resolution};
 use chargeonce_core::history::HistoryEvent;
+use chargeonce_core::store::Findings;
+use chargeonce_core::{PaymentId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
@@ -18,75 +19,6 @@ use crate::rows::FromSqliteRow;
 /// The default page of a findings list, and its bound.
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 500;
-
-/// Records one reconciler pass's findings, one write.
-pub(super) async fn record_findings(
-    store: &SqliteStore,
-    found: &[NewFinding],
-) -> Result<Vec<FindingId>, StoreError> {
-    if found.is_empty() {
-        return Ok(Vec::new());
-    }
-    let found = found.to_vec();
-    // Never shed: the pass has already acted (refunded) on what it records.
-    store
-        .write(move |conn| {
-            let mut ids = Vec::with_capacity(found.len());
-            for finding in &found {
-                let identity = finding.identity();
-                conn.prepare_cached(concat!(
-                    "INSERT INTO reconciliation_findings (identity, kind, shop_id, reference, \
-                         payment_id, charge_ids, amount_minor, currency, detail, first_seen, \
-                         last_seen) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ",
-                    now_ms!(),
-                    ", ",
-                    now_ms!(),
-                    ") ON CONFLICT (identity) DO UPDATE SET detail = excluded.detail, \
-                         last_seen = ",
-                    now_ms!(),
-                    ", seen = seen + 1"
-                ))?
-                .execute(params![
-                    identity,
-                    finding.kind.as_str(),
-                    finding.shop_id.as_str(),
-                    finding.reference.as_str(),
-                    finding.payment_id.as_ref().map(PaymentId::as_str),
-                    encode_charges(&finding.charge_ids)?,
-                    finding.amount.map(|m| m.minor_units()),
-                    finding.amount.map(|m| m.currency().code()),
-                    finding.detail,
-                ])?;
-                // `seen` starts at 1 and every later sighting adds one, so a
-                // row that reads back 1 was inserted by this statement. A
-                // resolved finding seen again keeps its resolution.
-                let (id, inserted, payment_id) = conn
-                    .prepare_cached(
-                        "SELECT id, seen, payment_id FROM reconciliation_findings \
-                         WHERE identity = ?1",
-                    )?
-                    .query_row(params![identity], UpsertedFindingRow::from_sqlite)?
-                    .parse()?;
-                if inserted && let Some(payment_id) = &payment_id {
-                    let event = HistoryEvent::Finding {
-                        finding_id: id.0,
-                        kind: finding.kind.as_str().to_owned(),
-                    };
-                    append_history(conn, payment_id, &event)?;
-                }
-                if !finding.refunded.is_empty() {
-                    let resolution = Resolution::Refunded {
-                        charge_ids: finding.refunded.clone(),
-                    };
-                    resolve_in(conn, id, &resolution)?;
-                }
-                ids.push(id);
-            }
-            Ok(Write::Commit(ids))
-        })
-        .await
-}
 
 /// The statements of a findings list, newest sighting first, filtered by
 /// state (`?1`), kind (`?2`) and shop (`?3`), each ignored when null: all
@@ -112,45 +44,6 @@ pub(super) const FINDING_LISTS: [&str; 2] = [
     finding_list!("payment_id = ?4"),
 ];
 
-/// The findings that match, newest last sighting first.
-pub(super) async fn findings(
-    store: &SqliteStore,
-    query: &FindingQuery,
-) -> Result<Vec<Finding>, StoreError> {
-    let query = query.clone();
-    let limit = match query.limit {
-        0 => DEFAULT_LIMIT,
-        n => n.min(MAX_LIMIT),
-    };
-    let sql = match query.payment_id {
-        None => FINDING_LISTS[0],
-        Some(_) => FINDING_LISTS[1],
-    };
-    store
-        .read(move |conn| {
-            all::<FindingRow, _>(
-                conn,
-                sql,
-                params![
-                    query.resolved,
-                    query.kind.map(|k| k.as_str()),
-                    query.shop_id.as_ref().map(|s| s.as_str()),
-                    query.payment_id.as_ref().map(PaymentId::as_str),
-                    i64::from(limit),
-                ],
-            )
-        })
-        .await
-}
-
-/// One finding.
-pub(super) async fn finding(
-    store: &SqliteStore,
-    id: FindingId,
-) -> Result<Option<Finding>, StoreError> {
-    store.read(move |conn| finding_in(conn, id)).await
-}
-
 /// One finding, on whichever connection.
 fn finding_in(conn: &Connection, id: FindingId) -> Result<Option<Finding>> {
     one::<FindingRow, _>(
@@ -162,23 +55,6 @@ fn finding_in(conn: &Connection, id: FindingId) -> Result<Option<Finding>> {
         ),
         params![id.0],
     )
-}
-
-/// Resolves a finding unless it is resolved already; the finding as it is
-/// afterwards.
-pub(super) async fn resolve_finding(
-    store: &SqliteStore,
-    id: FindingId,
-    resolution: &Resolution,
-) -> Result<Option<Finding>, StoreError> {
-    let resolution = resolution.clone();
-    store
-        .write(move |conn| {
-            resolve_in(conn, id, &resolution)?;
-            // Resolved now, resolved before (a double click), or none.
-            finding_in(conn, id).map(Write::Commit)
-        })
-        .await
 }
 
 /// Resolves an open finding (a conditional update: a resolved one stays as
@@ -228,4 +104,120 @@ fn append_history(conn: &Connection, payment_id: &PaymentId, event: &HistoryEven
     ))?
     .execute(params![payment_id.as_str(), event.kind(), event.to_json()])?;
     Ok(())
+}
+
+#[async_trait]
+impl Findings for SqliteStore {
+    /// Records one reconciler pass's findings, one write.
+    async fn record_findings(&self, found: &[NewFinding]) -> Result<Vec<FindingId>, StoreError> {
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found = found.to_vec();
+        // Never shed: the pass has already acted (refunded) on what it records.
+        self.write(move |conn| {
+            let mut ids = Vec::with_capacity(found.len());
+            for finding in &found {
+                let identity = finding.identity();
+                conn.prepare_cached(concat!(
+                    "INSERT INTO reconciliation_findings (identity, kind, shop_id, reference, \
+                             payment_id, charge_ids, amount_minor, currency, detail, first_seen, \
+                             last_seen) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ",
+                    now_ms!(),
+                    ", ",
+                    now_ms!(),
+                    ") ON CONFLICT (identity) DO UPDATE SET detail = excluded.detail, \
+                             last_seen = ",
+                    now_ms!(),
+                    ", seen = seen + 1"
+                ))?
+                .execute(params![
+                    identity,
+                    finding.kind.as_str(),
+                    finding.shop_id.as_str(),
+                    finding.reference.as_str(),
+                    finding.payment_id.as_ref().map(PaymentId::as_str),
+                    encode_charges(&finding.charge_ids)?,
+                    finding.amount.map(|m| m.minor_units()),
+                    finding.amount.map(|m| m.currency().code()),
+                    finding.detail,
+                ])?;
+                // `seen` starts at 1 and every later sighting adds one, so a
+                // row that reads back 1 was inserted by this statement. A
+                // resolved finding seen again keeps its resolution.
+                let (id, inserted, payment_id) = conn
+                    .prepare_cached(
+                        "SELECT id, seen, payment_id FROM reconciliation_findings \
+                             WHERE identity = ?1",
+                    )?
+                    .query_row(params![identity], UpsertedFindingRow::from_sqlite)?
+                    .parse()?;
+                if inserted && let Some(payment_id) = &payment_id {
+                    let event = HistoryEvent::Finding {
+                        finding_id: id.0,
+                        kind: finding.kind.as_str().to_owned(),
+                    };
+                    append_history(conn, payment_id, &event)?;
+                }
+                if !finding.refunded.is_empty() {
+                    let resolution = Resolution::Refunded {
+                        charge_ids: finding.refunded.clone(),
+                    };
+                    resolve_in(conn, id, &resolution)?;
+                }
+                ids.push(id);
+            }
+            Ok(Write::Commit(ids))
+        })
+        .await
+    }
+
+    /// The findings that match, newest last sighting first.
+    async fn findings(&self, query: &FindingQuery) -> Result<Vec<Finding>, StoreError> {
+        let query = query.clone();
+        let limit = match query.limit {
+            0 => DEFAULT_LIMIT,
+            n => n.min(MAX_LIMIT),
+        };
+        let sql = match query.payment_id {
+            None => FINDING_LISTS[0],
+            Some(_) => FINDING_LISTS[1],
+        };
+        self.read(move |conn| {
+            all::<FindingRow, _>(
+                conn,
+                sql,
+                params![
+                    query.resolved,
+                    query.kind.map(|k| k.as_str()),
+                    query.shop_id.as_ref().map(|s| s.as_str()),
+                    query.payment_id.as_ref().map(PaymentId::as_str),
+                    i64::from(limit),
+                ],
+            )
+        })
+        .await
+    }
+
+    /// One finding.
+    async fn finding(&self, id: FindingId) -> Result<Option<Finding>, StoreError> {
+        self.read(move |conn| finding_in(conn, id)).await
+    }
+
+    /// Resolves a finding unless it is resolved already; the finding as it is
+    /// afterwards.
+    async fn resolve_finding(
+        &self,
+        id: FindingId,
+        resolution: &Resolution,
+    ) -> Result<Option<Finding>, StoreError> {
+        let resolution = resolution.clone();
+        self.write(move |conn| {
+            resolve_in(conn, id, &resolution)?;
+            // Resolved now, resolved before (a double click), or none.
+            finding_in(conn, id).map(Write::Commit)
+        })
+        .await
+    }
 }

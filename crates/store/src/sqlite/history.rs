@@ -2,10 +2,11 @@
 //! it records (the other concern files call [`record`]), reading a
 //! payment's entries, and the repeat counts of its keys.
 
+use async_trait::async_trait;
 use chargeonce_core::history::{
     AcquirerAttempt, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally,
 };
-use chargeonce_core::store::KeyRepeats;
+use chargeonce_core::store::{History, KeyRepeats};
 use chargeonce_core::{IdempotencyKey, PaymentId, RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, Row, params};
@@ -163,52 +164,6 @@ pub(super) const CLAIM_OF_PAYMENT: &str =
 /// [`ENTRIES_PER_ROW`]).
 const CLAIM_SEQ: i64 = 0;
 
-/// Every entry of one payment's history, oldest first; with a shop, only
-/// when the payment is that shop's.
-pub(super) async fn payment_history(
-    store: &SqliteStore,
-    shop_id: Option<&ShopId>,
-    payment_id: &PaymentId,
-) -> Result<Vec<HistoryEntry>, StoreError> {
-    let (shop_id, payment_id) = (shop_id.cloned(), payment_id.clone());
-    store
-        .read(move |conn| {
-            let mut entries = Vec::new();
-            let claim = conn
-                .prepare_cached(CLAIM_OF_PAYMENT)?
-                .query_row(params![payment_id.as_str()], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, Option<String>>(2)?,
-                        row.get::<_, i64>(3)?,
-                    ))
-                })
-                .optional()?;
-            match (claim, &shop_id) {
-                (Some((owner, _, _, _)), Some(shop)) if owner != shop.as_str() => {
-                    return Ok(entries);
-                }
-                (None, Some(_)) => return Ok(entries),
-                (Some((_, key, Some(instance), created_at)), _) => entries.push(HistoryEntry {
-                    seq: CLAIM_SEQ,
-                    at: from_ms(created_at)?,
-                    payment_id: payment_id.clone(),
-                    refund_id: None,
-                    event: HistoryEvent::Claimed { key, instance },
-                }),
-                _ => {}
-            }
-            let mut stmt = conn.prepare_cached(PAYMENT_HISTORY)?;
-            let mut rows = stmt.query(params![payment_id.as_str()])?;
-            while let Some(row) = rows.next()? {
-                entries.extend(row_entries(row)?);
-            }
-            Ok(entries)
-        })
-        .await
-}
-
 /// The entries of one history row, in their order.
 fn row_entries(row: &Row<'_>) -> Result<Vec<HistoryEntry>> {
     let rowid: i64 = row.get(0)?;
@@ -262,35 +217,6 @@ macro_rules! repeat_columns {
 }
 pub(super) use repeat_columns;
 
-/// The repeat counts of those of the shop's keys that exist, in the order
-/// asked; a finished key past its expiry but not swept yet still counts
-/// (its counts reach the history only when it is swept or claimed anew).
-pub(super) async fn key_repeats(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    keys: &[IdempotencyKey],
-) -> Result<Vec<KeyRepeats>, StoreError> {
-    let (shop_id, keys) = (shop_id.clone(), keys.to_vec());
-    store
-        .read(move |conn| {
-            let mut stmt = conn.prepare_cached(concat!(
-                "SELECT ",
-                repeat_columns!(),
-                " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
-            ))?;
-            let mut found = Vec::with_capacity(keys.len());
-            for key in keys {
-                let mut rows = stmt.query(params![shop_id.as_str(), key.as_str()])?;
-                if let Some(row) = rows.next()? {
-                    let repeats = repeat_counts(row, 0)?;
-                    found.push(KeyRepeats { key, repeats });
-                }
-            }
-            Ok(found)
-        })
-        .await
-}
-
 /// Adds the repeats of one kind to a key's counter and to its totals; the
 /// last times keep the later of the stored one and `?4` (SQLite's `MAX` of
 /// a NULL is NULL: hence the `COALESCE`).
@@ -312,20 +238,91 @@ macro_rules! add_repeats_of {
     };
 }
 
-/// Adds repeats an instance answered from its cache to their keys' counts,
-/// in one write; keys that are gone are skipped. A new write (refused, with
-/// nothing done, when the writer is overloaded: the caller keeps its
-/// tallies for the next batch), so counting never delays a payment.
-pub(super) async fn add_repeats(
-    store: &SqliteStore,
-    tallies: &[RepeatTally],
-) -> Result<(), StoreError> {
-    let tallies: Vec<RepeatTally> = tallies.iter().filter(|t| t.count > 0).cloned().collect();
-    if tallies.is_empty() {
-        return Ok(());
+#[async_trait]
+impl History for SqliteStore {
+    /// Every entry of one payment's history, oldest first; with a shop, only
+    /// when the payment is that shop's.
+    async fn payment_history(
+        &self,
+        shop_id: Option<&ShopId>,
+        payment_id: &PaymentId,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        let (shop_id, payment_id) = (shop_id.cloned(), payment_id.clone());
+        self.read(move |conn| {
+            let mut entries = Vec::new();
+            let claim = conn
+                .prepare_cached(CLAIM_OF_PAYMENT)?
+                .query_row(params![payment_id.as_str()], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })
+                .optional()?;
+            match (claim, &shop_id) {
+                (Some((owner, _, _, _)), Some(shop)) if owner != shop.as_str() => {
+                    return Ok(entries);
+                }
+                (None, Some(_)) => return Ok(entries),
+                (Some((_, key, Some(instance), created_at)), _) => entries.push(HistoryEntry {
+                    seq: CLAIM_SEQ,
+                    at: from_ms(created_at)?,
+                    payment_id: payment_id.clone(),
+                    refund_id: None,
+                    event: HistoryEvent::Claimed { key, instance },
+                }),
+                _ => {}
+            }
+            let mut stmt = conn.prepare_cached(PAYMENT_HISTORY)?;
+            let mut rows = stmt.query(params![payment_id.as_str()])?;
+            while let Some(row) = rows.next()? {
+                entries.extend(row_entries(row)?);
+            }
+            Ok(entries)
+        })
+        .await
     }
-    store
-        .write_new(move |conn| {
+
+    /// The repeat counts of those of the shop's keys that exist, in the order
+    /// asked; a finished key past its expiry but not swept yet still counts
+    /// (its counts reach the history only when it is swept or claimed anew).
+    async fn key_repeats(
+        &self,
+        shop_id: &ShopId,
+        keys: &[IdempotencyKey],
+    ) -> Result<Vec<KeyRepeats>, StoreError> {
+        let (shop_id, keys) = (shop_id.clone(), keys.to_vec());
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                repeat_columns!(),
+                " FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2"
+            ))?;
+            let mut found = Vec::with_capacity(keys.len());
+            for key in keys {
+                let mut rows = stmt.query(params![shop_id.as_str(), key.as_str()])?;
+                if let Some(row) = rows.next()? {
+                    let repeats = repeat_counts(row, 0)?;
+                    found.push(KeyRepeats { key, repeats });
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    /// Adds repeats an instance answered from its cache to their keys' counts,
+    /// in one write; keys that are gone are skipped. A new write (refused, with
+    /// nothing done, when the writer is overloaded: the caller keeps its
+    /// tallies for the next batch), so counting never delays a payment.
+    async fn add_repeats(&self, tallies: &[RepeatTally]) -> Result<(), StoreError> {
+        let tallies: Vec<RepeatTally> = tallies.iter().filter(|t| t.count > 0).cloned().collect();
+        if tallies.is_empty() {
+            return Ok(());
+        }
+        self.write_new(move |conn| {
             for tally in &tallies {
                 let sql = match tally.kind {
                     RepeatKind::Replay => add_repeats_of!("replayed", "last_replayed_at"),
@@ -342,6 +339,7 @@ pub(super) async fn add_repeats(
             Ok(Write::Commit(()))
         })
         .await
+    }
 }
 
 #[cfg(test)]

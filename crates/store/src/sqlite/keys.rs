@@ -4,16 +4,19 @@
 
 use std::time::Duration;
 
-use chargeonce_core::history::HistoryEvent;
+use async_trait::async_trait;
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
+use chargeonce_core::store::Keys;
 use chargeonce_core::{
-    ClaimRequest, Fingerprint, IdempotencyKey, KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken,
-    PaymentId, RecoveryPoint, RefundId, ShopId, StalledKey, StoreError, StoredResponse,
+    Acquired, CancelClaim, Claim, ClaimRequest, Fingerprint, FinishOutcome, IdempotencyKey,
+    KeyInfo, KeyRecord, KeyTiming, Lease, LeaseToken, NewPayment, Payment, PaymentId,
+    RecoveryPoint, RefundId, Settlement, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
 
 use super::history::{record, repeat_columns, repeat_counts};
-use super::{Result, SqliteStore, all, now_ms, one};
+use super::{Result, SqliteStore, all, cancel, claim, finish, now_ms, one};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
 
@@ -230,62 +233,144 @@ pub(super) fn key_in(
     )
 }
 
-/// One key of one shop.
-pub(super) async fn key(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    key: &IdempotencyKey,
-) -> Result<Option<KeyRecord>, StoreError> {
-    let (shop_id, key) = (shop_id.clone(), key.clone());
-    store.read(move |conn| key_in(conn, &shop_id, &key)).await
-}
+#[async_trait]
+impl Keys for SqliteStore {
+    async fn claim_payment(
+        &self,
+        claim: &ClaimRequest,
+        payment: &NewPayment,
+        timing: KeyTiming,
+    ) -> Result<Claim, StoreError> {
+        claim::claim_payment(self, claim, payment, timing).await
+    }
 
-/// One key of one shop as introspection shows it (times in unix
-/// milliseconds); an expired finished key is gone.
-pub(super) async fn key_info(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    key: &IdempotencyKey,
-) -> Result<Option<KeyInfo>, StoreError> {
-    let (shop_id, key) = (shop_id.clone(), key.clone());
-    store
-        .read(move |conn| {
-            one::<KeyInfoRow, _>(
-                conn,
-                concat!(
-                    "SELECT key, recovery_point, method, path, fingerprint, \
-                         created_at AS created_at_ms, last_repeat_at AS last_repeat_at_ms, \
-                         replays, expires_at AS expires_at_ms, \
-                         lease_token IS NOT NULL AS leased, lease_holder, \
-                         locked_until AS locked_until_ms, response_status, payment_id, refund_id, \
-                         replayed, last_replayed_at AS last_replayed_at_ms, \
-                         conflicted, last_conflicted_at AS last_conflicted_at_ms, \
-                         mismatched, last_mismatched_at AS last_mismatched_at_ms \
-                     FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \
-                       AND NOT (recovery_point = 'finished' AND expires_at <= ",
-                    now_ms!(),
-                    ")"
-                ),
-                params![shop_id.as_str(), key.as_str()],
-            )
-        })
-        .await
-}
+    async fn take_over(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        lease: Duration,
+    ) -> Result<Option<Acquired>, StoreError> {
+        claim::take_over(self, shop_id, key, fingerprint, lease).await
+    }
 
-/// Deletes up to `batch` finished keys whose expiry has passed, each with
-/// a `key_expired` entry (its repeats) in its payment's history. The keys
-/// are read first, then deleted one by one by rowid: the writer is the only
-/// one, so nothing changes between the two, and the entries are built by
-/// serde, the one shape they are read back with.
-pub(super) async fn sweep_expired_keys(store: &SqliteStore, batch: u32) -> Result<u64, StoreError> {
-    store
-        .write(move |conn| {
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
+        claim::renew_lease(self, lease, duration).await
+    }
+
+    async fn release_lease(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<bool, StoreError> {
+        claim::release_lease(self, lease, attempts).await
+    }
+
+    async fn park_lease(
+        &self,
+        lease: &Lease,
+        hold: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<bool, StoreError> {
+        claim::park_lease(self, lease, hold, attempts).await
+    }
+
+    async fn record_lost_lease_calls(
+        &self,
+        lease: &Lease,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<(), StoreError> {
+        claim::record_lost_lease_calls(self, lease, attempts).await
+    }
+
+    async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
+        claim::abandon_key(self, lease).await
+    }
+
+    async fn claim_cancel(
+        &self,
+        claim: &ClaimRequest,
+        payment_id: &PaymentId,
+        timing: KeyTiming,
+    ) -> Result<CancelClaim, StoreError> {
+        cancel::claim_cancel(self, claim, payment_id, timing).await
+    }
+
+    async fn request_cancel(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Option<Payment>, StoreError> {
+        cancel::request_cancel(self, shop_id, payment_id, key).await
+    }
+
+    async fn finish(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&Payment, &Settlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        finish::finish(self, lease, settlement, response, ttl, attempts).await
+    }
+
+    /// One key of one shop.
+    async fn key(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let (shop_id, key) = (shop_id.clone(), key.clone());
+        self.read(move |conn| key_in(conn, &shop_id, &key)).await
+    }
+
+    /// One key of one shop as introspection shows it (times in unix
+    /// milliseconds); an expired finished key is gone.
+    async fn key_info(
+        &self,
+        shop_id: &ShopId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyInfo>, StoreError> {
+        let (shop_id, key) = (shop_id.clone(), key.clone());
+        self
+            .read(move |conn| {
+                one::<KeyInfoRow, _>(
+                    conn,
+                    concat!(
+                        "SELECT key, recovery_point, method, path, fingerprint, \
+                             created_at AS created_at_ms, last_repeat_at AS last_repeat_at_ms, \
+                             replays, expires_at AS expires_at_ms, \
+                             lease_token IS NOT NULL AS leased, lease_holder, \
+                             locked_until AS locked_until_ms, response_status, payment_id, refund_id, \
+                             replayed, last_replayed_at AS last_replayed_at_ms, \
+                             conflicted, last_conflicted_at AS last_conflicted_at_ms, \
+                             mismatched, last_mismatched_at AS last_mismatched_at_ms \
+                         FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \
+                           AND NOT (recovery_point = 'finished' AND expires_at <= ",
+                        now_ms!(),
+                        ")"
+                    ),
+                    params![shop_id.as_str(), key.as_str()],
+                )
+            })
+            .await
+    }
+
+    /// Deletes up to `batch` finished keys whose expiry has passed, each with
+    /// a `key_expired` entry (its repeats) in its payment's history. The keys
+    /// are read first, then deleted one by one by rowid: the writer is the only
+    /// one, so nothing changes between the two, and the entries are built by
+    /// serde, the one shape they are read back with.
+    async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
+        self.write(move |conn| {
             let expired = {
                 let mut stmt = conn.prepare_cached(concat!(
                     "SELECT rowid, key, payment_id, refund_id, ",
                     repeat_columns!(),
                     " FROM idempotency_keys \
-                     WHERE recovery_point = 'finished' AND expires_at <= ",
+                         WHERE recovery_point = 'finished' AND expires_at <= ",
                     now_ms!(),
                     " ORDER BY expires_at LIMIT ?1"
                 ))?;
@@ -318,22 +403,21 @@ pub(super) async fn sweep_expired_keys(store: &SqliteStore, batch: u32) -> Resul
             Ok(Write::Commit(deleted))
         })
         .await
-}
+    }
 
-/// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
-pub(super) async fn stalled_keys(
-    store: &SqliteStore,
-    idle: Duration,
-    limit: u32,
-) -> Result<Vec<StalledKey>, StoreError> {
-    store
-        .read(move |conn| {
+    /// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
+    async fn stalled_keys(
+        &self,
+        idle: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalledKey>, StoreError> {
+        self.read(move |conn| {
             all::<StalledKeyRow, _>(
                 conn,
                 concat!(
                     "SELECT shop_id, key, fingerprint FROM idempotency_keys \
-                 WHERE recovery_point <> 'finished' \
-                   AND (locked_until IS NULL OR locked_until <= ",
+                     WHERE recovery_point <> 'finished' \
+                       AND (locked_until IS NULL OR locked_until <= ",
                     now_ms!(),
                     " - ?1) ORDER BY locked_until NULLS FIRST LIMIT ?2"
                 ),
@@ -341,4 +425,5 @@ pub(super) async fn stalled_keys(
             )
         })
         .await
+    }
 }

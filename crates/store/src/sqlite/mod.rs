@@ -20,12 +20,14 @@
 //! its count of changed rows instead, and a changed row back by its key.
 //!
 //! This file holds the type, its connection and migrations, the plumbing of
-//! statements (`write`, `read`, `one`, `all`); the role traits are
-//! implemented by `crate::roles::impl_roles!`, which hands each call to the
-//! function of the same name in the file of its concern. The PostgreSQL store
-//! (`../postgres/`) has the same files with the same functions in the same
-//! order, so `diff postgres/refunds.rs sqlite/refunds.rs` shows one script
-//! in two dialects.
+//! statements (`write`, `read`, `one`, `all`). Each role trait is
+//! implemented in the file of its concern (`impl Refunds for SqliteStore` in
+//! `refunds.rs`, `impl Keys` in `keys.rs`, which hands the claims to
+//! `claim.rs`, `cancel.rs` and `finish.rs`, `impl Reconciliation` in
+//! `reconciliation.rs`, which hands the settles to `events.rs`). The
+//! PostgreSQL store (`../postgres/`) has the same files with the same
+//! functions in the same order, so `diff postgres/refunds.rs
+//! sqlite/refunds.rs` shows one script in two dialects.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -245,8 +247,6 @@ where
 fn unix_ms(at: OffsetDateTime) -> i64 {
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
-
-crate::roles::impl_roles!(SqliteStore);
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,9 @@
 //! What the operator console reads across shops, and the operator's
 //! credential.
 
+use async_trait::async_trait;
 use chargeonce_core::events::{Event, EventId};
-use chargeonce_core::store::{ShopSummary, StoreCounts};
+use chargeonce_core::store::{Operator, Payments, ShopSummary, StoreCounts};
 use chargeonce_core::{
     Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, SecretHash, ShopId,
     StoreError,
@@ -11,70 +12,10 @@ use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
 use super::outbox::event_columns;
-use super::{Fail, Result, SqliteStore, all, now_ms, one, payments, unix_ms};
+use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::columns::payment_columns;
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
 use crate::rows::{EventRow, PaymentRow};
-
-/// The operator's stored secret hash, if one was set.
-pub(super) async fn operator_secret(store: &SqliteStore) -> Result<Option<SecretHash>, StoreError> {
-    store
-        .read(|conn| {
-            let Some(bytes) = conn
-                .prepare_cached("SELECT secret_sha256 FROM operator_credential WHERE id = 1")?
-                .query_row([], |row| row.get::<_, Vec<u8>>(0))
-                .optional()?
-            else {
-                return Ok(None);
-            };
-            SecretHash::from_bytes(&bytes)
-                .map(Some)
-                .ok_or_else(|| Fail(StoreError::corrupt("the operator's secret hash")))
-        })
-        .await
-}
-
-/// Stores the operator's secret hash unless one exists (the first start).
-pub(super) async fn init_operator_secret(
-    store: &SqliteStore,
-    hash: &SecretHash,
-) -> Result<bool, StoreError> {
-    let hash = hash.clone();
-    store
-        .write(move |conn| {
-            let stored = conn
-                .prepare_cached(concat!(
-                    "INSERT INTO operator_credential (id, secret_sha256, created_at) \
-                     VALUES (1, ?1, ",
-                    now_ms!(),
-                    ") ON CONFLICT (id) DO NOTHING"
-                ))?
-                .execute(params![hash.as_bytes().as_slice()])?;
-            Ok(Write::Commit(stored == 1))
-        })
-        .await
-}
-
-/// Replaces (or stores) the operator's secret hash.
-pub(super) async fn set_operator_secret(
-    store: &SqliteStore,
-    hash: &SecretHash,
-) -> Result<(), StoreError> {
-    let hash = hash.clone();
-    store
-        .write(move |conn| {
-            conn.prepare_cached(concat!(
-                "INSERT INTO operator_credential (id, secret_sha256, created_at) \
-                 VALUES (1, ?1, ",
-                now_ms!(),
-                ") ON CONFLICT (id) DO UPDATE SET secret_sha256 = excluded.secret_sha256, \
-                     created_at = excluded.created_at"
-            ))?
-            .execute(params![hash.as_bytes().as_slice()])?;
-            Ok(Write::Commit(()))
-        })
-        .await
-}
 
 /// The part of a cross-shop payment list's statement before its cursor:
 /// every shop's payments that match the filter (`?1` status, `?2`
@@ -117,20 +58,101 @@ const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
     ),
 ];
 
-/// One page of every shop's payments (one shop's: its own list), newest
-/// first by `(created_at, id)`.
-pub(super) async fn all_payments(
-    store: &SqliteStore,
-    shop_id: Option<&ShopId>,
-    filter: &PaymentFilter,
-    page: &PageRequest<PaymentId>,
-) -> Result<Page<Payment>, StoreError> {
-    if let Some(shop_id) = shop_id {
-        return payments::list_payments(store, shop_id, filter, page).await;
+/// Where a cross-shop list's cursor lies: the `(created_at, id)` of the
+/// payment `id`, of any shop; [`StoreError::UnknownCursor`] when there is
+/// none.
+fn cursor_at(conn: &Connection, id: &PaymentId) -> Result<(i64, String)> {
+    let at: Option<i64> = conn
+        .prepare_cached("SELECT created_at FROM payments WHERE id = ?1")?
+        .query_row(params![id.as_str()], |row| row.get(0))
+        .optional()?;
+    match at {
+        Some(at) => Ok((at, id.as_str().to_owned())),
+        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
     }
-    let (filter, page) = (filter.clone(), page.clone());
-    store
-        .read(move |conn| {
+}
+
+/// The events of one payment (`?1`), in commit order.
+const PAYMENT_EVENTS: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE payment_id = ?1 ORDER BY seq"
+);
+
+/// The overview's counts, each from an index of exactly the rows it counts
+/// where there is one (`payments_pending`, `events_due`); the findings are
+/// few and counted from their table.
+const COUNTS: &str = "SELECT \
+     (SELECT count(*) FROM payments WHERE status = 'pending'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
+     (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)";
+
+#[async_trait]
+impl Operator for SqliteStore {
+    /// The operator's stored secret hash, if one was set.
+    async fn operator_secret(&self) -> Result<Option<SecretHash>, StoreError> {
+        self.read(|conn| {
+            let Some(bytes) = conn
+                .prepare_cached("SELECT secret_sha256 FROM operator_credential WHERE id = 1")?
+                .query_row([], |row| row.get::<_, Vec<u8>>(0))
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            SecretHash::from_bytes(&bytes)
+                .map(Some)
+                .ok_or_else(|| Fail(StoreError::corrupt("the operator's secret hash")))
+        })
+        .await
+    }
+
+    /// Stores the operator's secret hash unless one exists (the first start).
+    async fn init_operator_secret(&self, hash: &SecretHash) -> Result<bool, StoreError> {
+        let hash = hash.clone();
+        self.write(move |conn| {
+            let stored = conn
+                .prepare_cached(concat!(
+                    "INSERT INTO operator_credential (id, secret_sha256, created_at) \
+                         VALUES (1, ?1, ",
+                    now_ms!(),
+                    ") ON CONFLICT (id) DO NOTHING"
+                ))?
+                .execute(params![hash.as_bytes().as_slice()])?;
+            Ok(Write::Commit(stored == 1))
+        })
+        .await
+    }
+
+    /// Replaces (or stores) the operator's secret hash.
+    async fn set_operator_secret(&self, hash: &SecretHash) -> Result<(), StoreError> {
+        let hash = hash.clone();
+        self.write(move |conn| {
+            conn.prepare_cached(concat!(
+                "INSERT INTO operator_credential (id, secret_sha256, created_at) \
+                     VALUES (1, ?1, ",
+                now_ms!(),
+                ") ON CONFLICT (id) DO UPDATE SET secret_sha256 = excluded.secret_sha256, \
+                         created_at = excluded.created_at"
+            ))?
+            .execute(params![hash.as_bytes().as_slice()])?;
+            Ok(Write::Commit(()))
+        })
+        .await
+    }
+
+    /// One page of every shop's payments (one shop's: its own list), newest
+    /// first by `(created_at, id)`.
+    async fn all_payments(
+        &self,
+        shop_id: Option<&ShopId>,
+        filter: &PaymentFilter,
+        page: &PageRequest<PaymentId>,
+    ) -> Result<Page<Payment>, StoreError> {
+        if let Some(shop_id) = shop_id {
+            return self.list_payments(shop_id, filter, page).await;
+        }
+        let (filter, page) = (filter.clone(), page.clone());
+        self.read(move |conn| {
             let (sql, cursor) = match &page.cursor {
                 Cursor::Newest => (ANY_SHOP_PAYMENT_LISTS[0], None),
                 Cursor::After(id) => (ANY_SHOP_PAYMENT_LISTS[1], Some(cursor_at(conn, id)?)),
@@ -153,30 +175,12 @@ pub(super) async fn all_payments(
             Ok(Page::from_probe(rows, &page))
         })
         .await
-}
-
-/// Where a cross-shop list's cursor lies: the `(created_at, id)` of the
-/// payment `id`, of any shop; [`StoreError::UnknownCursor`] when there is
-/// none.
-fn cursor_at(conn: &Connection, id: &PaymentId) -> Result<(i64, String)> {
-    let at: Option<i64> = conn
-        .prepare_cached("SELECT created_at FROM payments WHERE id = ?1")?
-        .query_row(params![id.as_str()], |row| row.get(0))
-        .optional()?;
-    match at {
-        Some(at) => Ok((at, id.as_str().to_owned())),
-        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
     }
-}
 
-/// One payment of any shop.
-pub(super) async fn any_payment(
-    store: &SqliteStore,
-    id: &PaymentId,
-) -> Result<Option<Payment>, StoreError> {
-    let id = id.clone();
-    store
-        .read(move |conn| {
+    /// One payment of any shop.
+    async fn any_payment(&self, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| {
             one::<PaymentRow, _>(
                 conn,
                 concat!(
@@ -188,35 +192,20 @@ pub(super) async fn any_payment(
             )
         })
         .await
-}
+    }
 
-/// The merchant events of one payment, oldest (first committed) first.
-pub(super) async fn payment_events(
-    store: &SqliteStore,
-    id: &PaymentId,
-) -> Result<Vec<Event>, StoreError> {
-    let id = id.clone();
-    // A range of `events_by_payment`.
-    store
-        .read(move |conn| all::<EventRow, _>(conn, PAYMENT_EVENTS, params![id.as_str()]))
-        .await
-}
+    /// The merchant events of one payment, oldest (first committed) first.
+    async fn payment_events(&self, id: &PaymentId) -> Result<Vec<Event>, StoreError> {
+        let id = id.clone();
+        // A range of `events_by_payment`.
+        self.read(move |conn| all::<EventRow, _>(conn, PAYMENT_EVENTS, params![id.as_str()]))
+            .await
+    }
 
-/// The events of one payment (`?1`), in commit order.
-const PAYMENT_EVENTS: &str = concat!(
-    "SELECT ",
-    event_columns!(),
-    " FROM events WHERE payment_id = ?1 ORDER BY seq"
-);
-
-/// The shop a merchant event belongs to.
-pub(super) async fn event_shop(
-    store: &SqliteStore,
-    id: &EventId,
-) -> Result<Option<ShopId>, StoreError> {
-    let id = id.clone();
-    store
-        .read(move |conn| {
+    /// The shop a merchant event belongs to.
+    async fn event_shop(&self, id: &EventId) -> Result<Option<ShopId>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| {
             let shop: Option<String> = conn
                 .prepare_cached("SELECT shop_id FROM events WHERE id = ?1")?
                 .query_row(params![id.as_str()], |row| row.get(0))
@@ -227,12 +216,11 @@ pub(super) async fn event_shop(
                 .map_err(StoreError::corrupt_by)?)
         })
         .await
-}
+    }
 
-/// Every shop, oldest first, without its secrets.
-pub(super) async fn shops(store: &SqliteStore) -> Result<Vec<ShopSummary>, StoreError> {
-    store
-        .read(|conn| {
+    /// Every shop, oldest first, without its secrets.
+    async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError> {
+        self.read(|conn| {
             all::<ShopSummaryRow, _>(
                 conn,
                 concat!(
@@ -244,20 +232,11 @@ pub(super) async fn shops(store: &SqliteStore) -> Result<Vec<ShopSummary>, Store
             )
         })
         .await
-}
+    }
 
-/// The overview's counts, each from an index of exactly the rows it counts
-/// where there is one (`payments_pending`, `events_due`); the findings are
-/// few and counted from their table.
-const COUNTS: &str = "SELECT \
-     (SELECT count(*) FROM payments WHERE status = 'pending'), \
-     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-     (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)";
-
-/// The overview's counts.
-pub(super) async fn counts(store: &SqliteStore) -> Result<StoreCounts, StoreError> {
-    store
-        .read(|conn| {
+    /// The overview's counts.
+    async fn counts(&self) -> Result<StoreCounts, StoreError> {
+        self.read(|conn| {
             let (pending, open, undelivered) =
                 conn.prepare_cached(COUNTS)?.query_row([], |row| {
                     Ok((
@@ -274,6 +253,7 @@ pub(super) async fn counts(store: &SqliteStore) -> Result<StoreCounts, StoreErro
             })
         })
         .await
+    }
 }
 
 #[cfg(test)]

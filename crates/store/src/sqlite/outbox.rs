@@ -5,11 +5,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
     WebhookEndpoint,
 };
 use chargeonce_core::history::HistoryEvent;
+use chargeonce_core::store::Outbox;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
@@ -66,46 +68,6 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
     Ok(())
 }
 
-/// A shop's merchant events, newest first.
-pub(super) async fn events(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    query: &EventQuery,
-) -> Result<Vec<Event>, StoreError> {
-    let (shop_id, query) = (shop_id.clone(), query.clone());
-    store
-        .read(move |conn| {
-            all::<EventRow, _>(
-                conn,
-                concat!(
-                    "SELECT ",
-                    event_columns!(),
-                    " FROM events WHERE shop_id = ?1 AND (?2 IS NULL OR event_type = ?2) \
-                   AND (?3 IS NULL \
-                        OR seq < (SELECT seq FROM events WHERE shop_id = ?1 AND id = ?3)) \
-                 ORDER BY seq DESC LIMIT ?4"
-                ),
-                params![
-                    shop_id.as_str(),
-                    query.event_type.map(|t| t.as_str()),
-                    query.starting_after.as_ref().map(EventId::as_str),
-                    i64::from(query.limit),
-                ],
-            )
-        })
-        .await
-}
-
-/// One merchant event of one shop.
-pub(super) async fn event(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    id: &EventId,
-) -> Result<Option<Event>, StoreError> {
-    let (shop_id, id) = (shop_id.clone(), id.clone());
-    store.read(move |conn| event_in(conn, &shop_id, &id)).await
-}
-
 /// One event of one shop, on whichever connection.
 fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>> {
     one::<EventRow, _>(
@@ -119,19 +81,51 @@ fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<
     )
 }
 
-/// Makes an event due again now, as if just written.
-pub(super) async fn resend_event(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    id: &EventId,
-) -> Result<Option<Event>, StoreError> {
-    let (shop_id, id) = (shop_id.clone(), id.clone());
-    store
-        .write_new(move |conn| {
+#[async_trait]
+impl Outbox for SqliteStore {
+    /// A shop's merchant events, newest first.
+    async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        let (shop_id, query) = (shop_id.clone(), query.clone());
+        self.read(move |conn| {
+            all::<EventRow, _>(
+                conn,
+                concat!(
+                    "SELECT ",
+                    event_columns!(),
+                    " FROM events WHERE shop_id = ?1 AND (?2 IS NULL OR event_type = ?2) \
+                       AND (?3 IS NULL \
+                            OR seq < (SELECT seq FROM events WHERE shop_id = ?1 AND id = ?3)) \
+                     ORDER BY seq DESC LIMIT ?4"
+                ),
+                params![
+                    shop_id.as_str(),
+                    query.event_type.map(|t| t.as_str()),
+                    query.starting_after.as_ref().map(EventId::as_str),
+                    i64::from(query.limit),
+                ],
+            )
+        })
+        .await
+    }
+
+    /// One merchant event of one shop.
+    async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
+        let (shop_id, id) = (shop_id.clone(), id.clone());
+        self.read(move |conn| event_in(conn, &shop_id, &id)).await
+    }
+
+    /// Makes an event due again now, as if just written.
+    async fn resend_event(
+        &self,
+        shop_id: &ShopId,
+        id: &EventId,
+    ) -> Result<Option<Event>, StoreError> {
+        let (shop_id, id) = (shop_id.clone(), id.clone());
+        self.write_new(move |conn| {
             let resent = conn
                 .prepare_cached(concat!(
                     "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \
-                     locked_until = NULL, next_attempt_at = ",
+                         locked_until = NULL, next_attempt_at = ",
                     now_ms!(),
                     ", due_since = ",
                     now_ms!(),
@@ -155,38 +149,37 @@ pub(super) async fn resend_event(
             Ok(Write::Commit(event))
         })
         .await
-}
-
-/// Claims due events for one delivery attempt each, under a lease.
-pub(super) async fn claim_due_events(
-    store: &SqliteStore,
-    limit: u32,
-    lease: Duration,
-) -> Result<Vec<DueEvent>, StoreError> {
-    // A read first, so an idle relay does not queue on the one writer.
-    let any_due = store
-        .read(|conn| {
-            Ok(conn
-                .prepare_cached(concat!(
-                    "SELECT 1 FROM events e JOIN shops s ON s.id = e.shop_id \
-                     WHERE s.webhook_url IS NOT NULL \
-                       AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-                       AND e.next_attempt_at <= ",
-                    now_ms!(),
-                    " AND (e.locked_until IS NULL OR e.locked_until <= ",
-                    now_ms!(),
-                    ") LIMIT 1"
-                ))?
-                .query_row([], |_| Ok(()))
-                .optional()?
-                .is_some())
-        })
-        .await?;
-    if !any_due {
-        return Ok(Vec::new());
     }
-    store
-        .write(move |conn| {
+
+    /// Claims due events for one delivery attempt each, under a lease.
+    async fn claim_due_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<DueEvent>, StoreError> {
+        // A read first, so an idle relay does not queue on the one writer.
+        let any_due = self
+            .read(|conn| {
+                Ok(conn
+                    .prepare_cached(concat!(
+                        "SELECT 1 FROM events e JOIN shops s ON s.id = e.shop_id \
+                         WHERE s.webhook_url IS NOT NULL \
+                           AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+                           AND e.next_attempt_at <= ",
+                        now_ms!(),
+                        " AND (e.locked_until IS NULL OR e.locked_until <= ",
+                        now_ms!(),
+                        ") LIMIT 1"
+                    ))?
+                    .query_row([], |_| Ok(()))
+                    .optional()?
+                    .is_some())
+            })
+            .await?;
+        if !any_due {
+            return Ok(Vec::new());
+        }
+        self.write(move |conn| {
             // One writer: nobody claims between these statements. An event
             // waits while an earlier one of its payment is still open. (One
             // RETURNING per relay poll, for many rows: it stays.)
@@ -196,18 +189,18 @@ pub(super) async fn claim_due_events(
                     "UPDATE events SET locked_until = ",
                     now_ms!(),
                     " + ?2 WHERE seq IN ( \
-                     SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
-                     WHERE s.webhook_url IS NOT NULL \
-                       AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-                       AND e.next_attempt_at <= ",
+                         SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
+                         WHERE s.webhook_url IS NOT NULL \
+                           AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+                           AND e.next_attempt_at <= ",
                     now_ms!(),
                     " AND (e.locked_until IS NULL OR e.locked_until <= ",
                     now_ms!(),
                     ") AND NOT EXISTS (SELECT 1 FROM events p WHERE p.payment_id = e.payment_id \
-                           AND p.seq < e.seq AND p.delivered_at IS NULL \
-                           AND p.gave_up_at IS NULL) \
-                     ORDER BY e.seq LIMIT ?1) \
-                 RETURNING ",
+                               AND p.seq < e.seq AND p.delivered_at IS NULL \
+                               AND p.gave_up_at IS NULL) \
+                         ORDER BY e.seq LIMIT ?1) \
+                     RETURNING ",
                     event_columns!()
                 ),
                 params![i64::from(limit), millis(lease)],
@@ -241,30 +234,29 @@ pub(super) async fn claim_due_events(
             Ok(Write::Commit(due))
         })
         .await
-}
+    }
 
-/// Records how a delivery attempt ended and ends its lease, with its
-/// `event_attempt` entry in the history of the event's payment. The row is
-/// read before the update (what the entry names, and whether it had been
-/// given up already) and, after a failure, its `gave_up_at` after it: the
-/// update alone decides by SQLite's clock whether this attempt gives up.
-pub(super) async fn record_attempt(
-    store: &SqliteStore,
-    id: &EventId,
-    outcome: &AttemptOutcome,
-) -> Result<(), StoreError> {
-    let id = id.clone();
-    let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
-    let answered = match outcome {
-        AttemptOutcome::Delivered { status } => Some(*status),
-        AttemptOutcome::Failed { status, .. } => *status,
-    };
-    store
-        .write(move |conn| {
+    /// Records how a delivery attempt ended and ends its lease, with its
+    /// `event_attempt` entry in the history of the event's payment. The row is
+    /// read before the update (what the entry names, and whether it had been
+    /// given up already) and, after a failure, its `gave_up_at` after it: the
+    /// update alone decides by SQLite's clock whether this attempt gives up.
+    async fn record_attempt(
+        &self,
+        id: &EventId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        let id = id.clone();
+        let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
+        let answered = match outcome {
+            AttemptOutcome::Delivered { status } => Some(*status),
+            AttemptOutcome::Failed { status, .. } => *status,
+        };
+        self.write(move |conn| {
             let Some((payment_id, refund_id, event_type, attempts, gave_up_before)) = conn
                 .prepare_cached(
                     "SELECT payment_id, refund_id, event_type, attempts, \
-                         gave_up_at IS NOT NULL FROM events WHERE id = ?1",
+                             gave_up_at IS NOT NULL FROM events WHERE id = ?1",
                 )?
                 .query_row(params![id.as_str()], |row| {
                     Ok((
@@ -282,7 +274,7 @@ pub(super) async fn record_attempt(
             let result = if delivered {
                 conn.prepare_cached(concat!(
                     "UPDATE events SET attempts = attempts + 1, last_status = ?2, \
-                     last_error = NULL, delivered_at = COALESCE(delivered_at, ",
+                         last_error = NULL, delivered_at = COALESCE(delivered_at, ",
                     now_ms!(),
                     "), locked_until = NULL WHERE id = ?1"
                 ))?
@@ -291,8 +283,8 @@ pub(super) async fn record_attempt(
             } else {
                 conn.prepare_cached(concat!(
                     "UPDATE events SET attempts = attempts + 1, last_status = ?2, \
-                     last_error = ?3, locked_until = NULL, \
-                     gave_up_at = CASE WHEN delivered_at IS NULL AND ",
+                         last_error = ?3, locked_until = NULL, \
+                         gave_up_at = CASE WHEN delivered_at IS NULL AND ",
                     now_ms!(),
                     " >= due_since + ?5 THEN ",
                     now_ms!(),
@@ -331,4 +323,5 @@ pub(super) async fn record_attempt(
             Ok(Write::Commit(()))
         })
         .await
+    }
 }

@@ -3,6 +3,8 @@
 //! conditional settlement `pending` -> final of a payment row that the
 //! finish, `settle_payment` and `record_event` share.
 
+use async_trait::async_trait;
+use chargeonce_core::store::Payments;
 use chargeonce_core::{
     Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, PaymentStatus, Reference,
     Settlement, ShopId, StoreError,
@@ -12,41 +14,6 @@ use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, 
 use super::{Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::columns::payment_columns;
 use crate::rows::{FromSqliteRow, PaymentRow};
-
-/// One payment of one shop.
-pub(super) async fn payment(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    id: &PaymentId,
-) -> Result<Option<Payment>, StoreError> {
-    let (shop_id, id) = (shop_id.clone(), id.clone());
-    store
-        .read(move |conn| payment_in(conn, &shop_id, &id))
-        .await
-}
-
-/// All payments of one shop for one order, oldest first.
-pub(super) async fn payments_by_reference(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    reference: &Reference,
-) -> Result<Vec<Payment>, StoreError> {
-    let (shop_id, reference) = (shop_id.clone(), reference.clone());
-    store
-        .read(move |conn| {
-            all::<PaymentRow, _>(
-                conn,
-                concat!(
-                    "SELECT ",
-                    payment_columns!(),
-                    " FROM payments INDEXED BY payments_by_order \
-                      WHERE shop_id = ?1 AND reference = ?2 ORDER BY created_at, id"
-                ),
-                params![shop_id.as_str(), reference.as_str()],
-            )
-        })
-        .await
-}
 
 /// One payment of one shop, on whichever connection.
 pub(super) fn payment_in(
@@ -226,16 +193,62 @@ pub(super) const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
 /// index, already in the list's order, than sort a handful of rows.
 pub(super) const ORDER_PAYMENT_LISTS: [&str; 3] = payment_lists!(order);
 
-/// One page of a shop's payments, newest first by `(created_at, id)`.
-pub(super) async fn list_payments(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    filter: &PaymentFilter,
-    page: &PageRequest<PaymentId>,
-) -> Result<Page<Payment>, StoreError> {
-    let (shop_id, filter, page) = (shop_id.clone(), filter.clone(), page.clone());
-    store
-        .read(move |conn| {
+/// Where a payment list's cursor lies: the `(created_at, id)` of the
+/// shop's payment `id`; [`StoreError::UnknownCursor`] when there is none.
+fn payment_cursor(conn: &Connection, shop_id: &ShopId, id: &PaymentId) -> Result<(i64, String)> {
+    let at: Option<i64> = conn
+        .prepare_cached("SELECT created_at FROM payments WHERE shop_id = ?1 AND id = ?2")?
+        .query_row(params![shop_id.as_str(), id.as_str()], |row| row.get(0))
+        .optional()?;
+    match at {
+        Some(at) => Ok((at, id.as_str().to_owned())),
+        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
+    }
+}
+
+#[async_trait]
+impl Payments for SqliteStore {
+    /// One payment of one shop.
+    async fn payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        let (shop_id, id) = (shop_id.clone(), id.clone());
+        self.read(move |conn| payment_in(conn, &shop_id, &id)).await
+    }
+
+    /// All payments of one shop for one order, oldest first.
+    async fn payments_by_reference(
+        &self,
+        shop_id: &ShopId,
+        reference: &Reference,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let (shop_id, reference) = (shop_id.clone(), reference.clone());
+        self.read(move |conn| {
+            all::<PaymentRow, _>(
+                conn,
+                concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    " FROM payments INDEXED BY payments_by_order \
+                          WHERE shop_id = ?1 AND reference = ?2 ORDER BY created_at, id"
+                ),
+                params![shop_id.as_str(), reference.as_str()],
+            )
+        })
+        .await
+    }
+
+    /// One page of a shop's payments, newest first by `(created_at, id)`.
+    async fn list_payments(
+        &self,
+        shop_id: &ShopId,
+        filter: &PaymentFilter,
+        page: &PageRequest<PaymentId>,
+    ) -> Result<Page<Payment>, StoreError> {
+        let (shop_id, filter, page) = (shop_id.clone(), filter.clone(), page.clone());
+        self.read(move |conn| {
             let lists = match filter.reference {
                 Some(_) => &ORDER_PAYMENT_LISTS,
                 None => &PAYMENT_LISTS,
@@ -264,17 +277,5 @@ pub(super) async fn list_payments(
             Ok(Page::from_probe(rows, &page))
         })
         .await
-}
-
-/// Where a payment list's cursor lies: the `(created_at, id)` of the
-/// shop's payment `id`; [`StoreError::UnknownCursor`] when there is none.
-fn payment_cursor(conn: &Connection, shop_id: &ShopId, id: &PaymentId) -> Result<(i64, String)> {
-    let at: Option<i64> = conn
-        .prepare_cached("SELECT created_at FROM payments WHERE shop_id = ?1 AND id = ?2")?
-        .query_row(params![shop_id.as_str(), id.as_str()], |row| row.get(0))
-        .optional()?;
-    match at {
-        Some(at) => Ok((at, id.as_str().to_owned())),
-        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
     }
 }

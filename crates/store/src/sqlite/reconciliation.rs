@@ -4,23 +4,29 @@
 
 use std::time::Duration;
 
-use chargeonce_core::{AcquirerKey, Payment, PaymentId, StoreError};
+use async_trait::async_trait;
+use chargeonce_core::store::Reconciliation;
+use chargeonce_core::{
+    AcquirerKey, EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement,
+    ShopId, StoreError,
+};
 use chargeonce_sqlite::rusqlite::params;
 use time::OffsetDateTime;
 
-use super::{SqliteStore, all, now_ms, one, unix_ms};
+use super::{SqliteStore, all, events, now_ms, one, unix_ms};
 use crate::codec::millis;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// Pending payments created at least `older_than` ago, oldest first.
-pub(super) async fn pending_payments(
-    store: &SqliteStore,
-    older_than: Duration,
-    limit: u32,
-) -> Result<Vec<Payment>, StoreError> {
-    store
-        .read(move |conn| {
+#[async_trait]
+impl Reconciliation for SqliteStore {
+    /// Pending payments created at least `older_than` ago, oldest first.
+    async fn pending_payments(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        self.read(move |conn| {
             all::<PaymentRow, _>(
                 conn,
                 concat!(
@@ -34,26 +40,25 @@ pub(super) async fn pending_payments(
             )
         })
         .await
-}
+    }
 
-/// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
-pub(super) async fn payments_created_between(
-    store: &SqliteStore,
-    from: OffsetDateTime,
-    to: OffsetDateTime,
-    after: Option<&PaymentId>,
-    limit: u32,
-) -> Result<Vec<Payment>, StoreError> {
-    let after = after.cloned();
-    store
-        .read(move |conn| {
+    /// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
+    async fn payments_created_between(
+        &self,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+        after: Option<&PaymentId>,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        let after = after.cloned();
+        self.read(move |conn| {
             all::<PaymentRow, _>(
                 conn,
                 concat!(
                     "SELECT ",
                     payment_columns!(),
                     " FROM payments WHERE created_at >= ?1 AND created_at < ?2 \
-                   AND id > COALESCE(?3, '') ORDER BY id LIMIT ?4"
+                       AND id > COALESCE(?3, '') ORDER BY id LIMIT ?4"
                 ),
                 params![
                     unix_ms(from),
@@ -64,16 +69,15 @@ pub(super) async fn payments_created_between(
             )
         })
         .await
-}
+    }
 
-/// The payment that carries an acquirer key.
-pub(super) async fn payment_by_acquirer_key(
-    store: &SqliteStore,
-    key: &AcquirerKey,
-) -> Result<Option<Payment>, StoreError> {
-    let key = key.clone();
-    store
-        .read(move |conn| {
+    /// The payment that carries an acquirer key.
+    async fn payment_by_acquirer_key(
+        &self,
+        key: &AcquirerKey,
+    ) -> Result<Option<Payment>, StoreError> {
+        let key = key.clone();
+        self.read(move |conn| {
             one::<PaymentRow, _>(
                 conn,
                 concat!(
@@ -85,4 +89,18 @@ pub(super) async fn payment_by_acquirer_key(
             )
         })
         .await
+    }
+
+    async fn settle_payment(
+        &self,
+        shop_id: &ShopId,
+        id: &PaymentId,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, StoreError> {
+        events::settle_payment(self, shop_id, id, settlement).await
+    }
+
+    async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
+        events::record_event(self, event).await
+    }
 }

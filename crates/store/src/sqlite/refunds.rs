@@ -5,9 +5,11 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::refund::reservation;
+use chargeonce_core::store::Refunds;
 use chargeonce_core::{
     ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
     PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
@@ -23,215 +25,6 @@ use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::{payment_columns, refund_columns};
 use crate::rows::{FromSqliteRow, PaymentRow, RefundRow};
-
-/// Phase 1 of a refund, one write.
-pub(super) async fn claim_refund(
-    store: &SqliteStore,
-    claim: &ClaimRequest,
-    refund: &NewRefund,
-    timing: KeyTiming,
-) -> Result<RefundClaim, StoreError> {
-    let (claim, refund) = (claim.clone(), refund.clone());
-    let holder = store.instance.clone();
-    store
-        .write_new(move |conn| {
-            let token = LeaseToken::generate();
-            let target = KeyTarget {
-                recovery_point: RecoveryPoint::RefundCreated,
-                payment_id: &refund.payment_id,
-                refund_id: Some(&refund.id),
-                holder: &holder,
-            };
-            if !insert_key(conn, &claim, target, token, timing)? {
-                let record = count_repeat(conn, &claim.shop_id, &claim.key, &claim.fingerprint)?
-                    .ok_or_else(|| {
-                        StoreError::other(format!(
-                            "key {} conflicted but cannot be read",
-                            claim.key
-                        ))
-                    })?;
-                return Ok(Write::Commit(RefundClaim::Exists(record)));
-            }
-            // The writer is the only one: no other refund moves the
-            // reservation between this read and the update.
-            let found = conn
-                .prepare_cached(concat!(
-                    "SELECT ",
-                    payment_columns!(),
-                    ", refund_reserved_minor FROM payments WHERE shop_id = ?1 AND id = ?2"
-                ))?
-                .query_row(
-                    params![refund.shop_id.as_str(), refund.payment_id.as_str()],
-                    |row| {
-                        let reserved: i64 = row.get("refund_reserved_minor")?;
-                        Ok((PaymentRow::from_sqlite(row)?, reserved))
-                    },
-                )
-                .optional()?;
-            let decided = match found {
-                None => Err(RefundRefusal::PaymentNotFound),
-                Some((row, reserved)) => {
-                    let payment = Payment::try_from(row)?;
-                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
-                }
-            };
-            let (payment, amount) = match decided {
-                Ok(found) => found,
-                Err(refused) => return Ok(Write::Rollback(RefundClaim::Refused(refused))),
-            };
-            let reserved = conn
-                .prepare_cached(concat!(
-                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + ?3, \
-                     updated_at = ",
-                    now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
-                   AND refund_reserved_minor + ?3 <= amount_minor"
-                ))?
-                .execute(params![
-                    refund.shop_id.as_str(),
-                    refund.payment_id.as_str(),
-                    amount.minor_units(),
-                ])?;
-            if reserved != 1 {
-                return Err(Fail(StoreError::other(format!(
-                    "refund reservation on payment {} failed after its check",
-                    refund.payment_id
-                ))));
-            }
-            let created = new_refund_row(&refund, amount);
-            conn.prepare_cached(concat!(
-                "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
-                 currency, status, acquirer_key, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ",
-                now_ms!(),
-                ")"
-            ))?
-            .execute(params![
-                created.id.as_str(),
-                created.shop_id.as_str(),
-                created.payment_id.as_str(),
-                created.idempotency_key.as_str(),
-                created.amount.minor_units(),
-                created.amount.currency().code(),
-                created.acquirer_key.as_str(),
-                unix_ms(created.created_at),
-            ])?;
-            record(
-                conn,
-                created.payment_id.as_str(),
-                Some(created.id.as_str()),
-                &HistoryEvent::RefundReserved {
-                    key: claim.key.as_str().to_owned(),
-                    amount_minor: created.amount.minor_units(),
-                    currency: created.amount.currency().code().to_owned(),
-                    instance: holder.to_string(),
-                },
-            )?;
-            Ok(Write::Commit(RefundClaim::Acquired(acquired(
-                &claim,
-                token,
-                RecoveryPoint::RefundCreated,
-                payment,
-                Some(created),
-            ))))
-        })
-        .await
-}
-
-/// Phase 3 of a refund, one write, fenced by the lease token.
-pub(super) async fn finish_refund(
-    store: &SqliteStore,
-    lease: &Lease,
-    settlement: Option<(&RefundId, &RefundSettlement)>,
-    response: &StoredResponse,
-    ttl: Duration,
-    attempts: &[AcquirerAttempt],
-) -> Result<FinishOutcome, StoreError> {
-    let lease = lease.clone();
-    let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
-    let response = response.clone();
-    let attempts = attempts.to_vec();
-    let instance = store.instance.clone();
-    store
-        .write(move |conn| {
-            if !finish_key(conn, &lease, &response, ttl)? {
-                return Ok(Write::Rollback(FinishOutcome::LeaseLost));
-            }
-            let mut events = attempt_events(&attempts, &instance);
-            events.push(HistoryEvent::Answered {
-                key: lease.key.as_str().to_owned(),
-                status: response.status,
-            });
-            record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
-            let Some((refund_id, settlement)) = settlement else {
-                return Ok(Write::Commit(FinishOutcome::Stored));
-            };
-            let (status, provider_refund_id, failure_code) = refund_settlement_columns(&settlement);
-            let settled = conn
-                .prepare_cached(concat!(
-                    "UPDATE refunds SET status = ?3, provider_refund_id = ?4, failure_code = ?5, \
-                     updated_at = ",
-                    now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending'"
-                ))?
-                .execute(params![
-                    lease.shop_id.as_str(),
-                    refund_id.as_str(),
-                    status.as_str(),
-                    provider_refund_id,
-                    failure_code,
-                ])?;
-            if settled == 0 {
-                return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
-            }
-            let refund = refund_in(conn, &lease.shop_id, &refund_id)?.ok_or_else(|| {
-                StoreError::other(format!("refund {refund_id} vanished while settled"))
-            })?;
-            let update = match status {
-                RefundStatus::Succeeded => concat!(
-                    "UPDATE payments SET refunded_minor = refunded_minor + ?3, updated_at = ",
-                    now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2"
-                ),
-                _ => concat!(
-                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - ?3, \
-                     updated_at = ",
-                    now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2"
-                ),
-            };
-            conn.prepare_cached(update)?.execute(params![
-                lease.shop_id.as_str(),
-                refund.payment_id.as_str(),
-                refund.amount.minor_units(),
-            ])?;
-            let reference: String = conn
-                .prepare_cached("SELECT reference FROM payments WHERE shop_id = ?1 AND id = ?2")?
-                .query_row(
-                    params![lease.shop_id.as_str(), refund.payment_id.as_str()],
-                    |row| row.get("reference"),
-                )?;
-            record(
-                conn,
-                refund.payment_id.as_str(),
-                Some(refund.id.as_str()),
-                &HistoryEvent::RefundEnded { status },
-            )?;
-            insert_event(conn, NewEvent::refund_settled(&refund, &reference))?;
-            Ok(Write::Commit(FinishOutcome::Stored))
-        })
-        .await
-}
-
-/// One refund of one shop.
-pub(super) async fn refund(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    id: &RefundId,
-) -> Result<Option<Refund>, StoreError> {
-    let (shop_id, id) = (shop_id.clone(), id.clone());
-    store.read(move |conn| refund_in(conn, &shop_id, &id)).await
-}
 
 /// One refund of one shop, on whichever connection.
 pub(super) fn refund_in(
@@ -301,17 +94,250 @@ pub(super) const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
 /// One payment's refund lists: each a range of `refunds_by_payment`.
 pub(super) const PAYMENT_REFUND_LISTS: [&str; 3] = refund_lists!(payment);
 
-/// One page of a shop's refunds (of one payment), newest first by
-/// `(created_at, id)`.
-pub(super) async fn list_refunds(
-    store: &SqliteStore,
+/// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
+/// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
+/// when there is none.
+fn refund_cursor(
+    conn: &Connection,
     shop_id: &ShopId,
     payment_id: Option<&PaymentId>,
-    page: &PageRequest<RefundId>,
-) -> Result<Page<Refund>, StoreError> {
-    let (shop_id, payment_id, page) = (shop_id.clone(), payment_id.cloned(), page.clone());
-    store
-        .read(move |conn| {
+    id: &RefundId,
+) -> Result<(i64, String)> {
+    let at: Option<i64> = conn
+        .prepare_cached(
+            "SELECT created_at FROM refunds WHERE shop_id = ?1 AND id = ?2 \
+             AND (?3 IS NULL OR payment_id = ?3)",
+        )?
+        .query_row(
+            params![
+                shop_id.as_str(),
+                id.as_str(),
+                payment_id.map(PaymentId::as_str)
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match at {
+        Some(at) => Ok((at, id.as_str().to_owned())),
+        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
+    }
+}
+
+#[async_trait]
+impl Refunds for SqliteStore {
+    /// Phase 1 of a refund, one write.
+    async fn claim_refund(
+        &self,
+        claim: &ClaimRequest,
+        refund: &NewRefund,
+        timing: KeyTiming,
+    ) -> Result<RefundClaim, StoreError> {
+        let (claim, refund) = (claim.clone(), refund.clone());
+        let holder = self.instance.clone();
+        self.write_new(move |conn| {
+            let token = LeaseToken::generate();
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::RefundCreated,
+                payment_id: &refund.payment_id,
+                refund_id: Some(&refund.id),
+                holder: &holder,
+            };
+            if !insert_key(conn, &claim, target, token, timing)? {
+                let record = count_repeat(conn, &claim.shop_id, &claim.key, &claim.fingerprint)?
+                    .ok_or_else(|| {
+                        StoreError::other(format!(
+                            "key {} conflicted but cannot be read",
+                            claim.key
+                        ))
+                    })?;
+                return Ok(Write::Commit(RefundClaim::Exists(record)));
+            }
+            // The writer is the only one: no other refund moves the
+            // reservation between this read and the update.
+            let found = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    ", refund_reserved_minor FROM payments WHERE shop_id = ?1 AND id = ?2"
+                ))?
+                .query_row(
+                    params![refund.shop_id.as_str(), refund.payment_id.as_str()],
+                    |row| {
+                        let reserved: i64 = row.get("refund_reserved_minor")?;
+                        Ok((PaymentRow::from_sqlite(row)?, reserved))
+                    },
+                )
+                .optional()?;
+            let decided = match found {
+                None => Err(RefundRefusal::PaymentNotFound),
+                Some((row, reserved)) => {
+                    let payment = Payment::try_from(row)?;
+                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
+                }
+            };
+            let (payment, amount) = match decided {
+                Ok(found) => found,
+                Err(refused) => return Ok(Write::Rollback(RefundClaim::Refused(refused))),
+            };
+            let reserved = conn
+                .prepare_cached(concat!(
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + ?3, \
+                         updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
+                       AND refund_reserved_minor + ?3 <= amount_minor"
+                ))?
+                .execute(params![
+                    refund.shop_id.as_str(),
+                    refund.payment_id.as_str(),
+                    amount.minor_units(),
+                ])?;
+            if reserved != 1 {
+                return Err(Fail(StoreError::other(format!(
+                    "refund reservation on payment {} failed after its check",
+                    refund.payment_id
+                ))));
+            }
+            let created = new_refund_row(&refund, amount);
+            conn.prepare_cached(concat!(
+                "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                     currency, status, acquirer_key, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ",
+                now_ms!(),
+                ")"
+            ))?
+            .execute(params![
+                created.id.as_str(),
+                created.shop_id.as_str(),
+                created.payment_id.as_str(),
+                created.idempotency_key.as_str(),
+                created.amount.minor_units(),
+                created.amount.currency().code(),
+                created.acquirer_key.as_str(),
+                unix_ms(created.created_at),
+            ])?;
+            record(
+                conn,
+                created.payment_id.as_str(),
+                Some(created.id.as_str()),
+                &HistoryEvent::RefundReserved {
+                    key: claim.key.as_str().to_owned(),
+                    amount_minor: created.amount.minor_units(),
+                    currency: created.amount.currency().code().to_owned(),
+                    instance: holder.to_string(),
+                },
+            )?;
+            Ok(Write::Commit(RefundClaim::Acquired(acquired(
+                &claim,
+                token,
+                RecoveryPoint::RefundCreated,
+                payment,
+                Some(created),
+            ))))
+        })
+        .await
+    }
+
+    /// Phase 3 of a refund, one write, fenced by the lease token.
+    async fn finish_refund(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&RefundId, &RefundSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        let lease = lease.clone();
+        let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
+        let response = response.clone();
+        let attempts = attempts.to_vec();
+        let instance = self.instance.clone();
+        self.write(move |conn| {
+            if !finish_key(conn, &lease, &response, ttl)? {
+                return Ok(Write::Rollback(FinishOutcome::LeaseLost));
+            }
+            let mut events = attempt_events(&attempts, &instance);
+            events.push(HistoryEvent::Answered {
+                key: lease.key.as_str().to_owned(),
+                status: response.status,
+            });
+            record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
+            let Some((refund_id, settlement)) = settlement else {
+                return Ok(Write::Commit(FinishOutcome::Stored));
+            };
+            let (status, provider_refund_id, failure_code) = refund_settlement_columns(&settlement);
+            let settled = conn
+                .prepare_cached(concat!(
+                    "UPDATE refunds SET status = ?3, provider_refund_id = ?4, failure_code = ?5, \
+                         updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'pending'"
+                ))?
+                .execute(params![
+                    lease.shop_id.as_str(),
+                    refund_id.as_str(),
+                    status.as_str(),
+                    provider_refund_id,
+                    failure_code,
+                ])?;
+            if settled == 0 {
+                return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
+            }
+            let refund = refund_in(conn, &lease.shop_id, &refund_id)?.ok_or_else(|| {
+                StoreError::other(format!("refund {refund_id} vanished while settled"))
+            })?;
+            let update = match status {
+                RefundStatus::Succeeded => concat!(
+                    "UPDATE payments SET refunded_minor = refunded_minor + ?3, updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2"
+                ),
+                _ => concat!(
+                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor - ?3, \
+                         updated_at = ",
+                    now_ms!(),
+                    " WHERE shop_id = ?1 AND id = ?2"
+                ),
+            };
+            conn.prepare_cached(update)?.execute(params![
+                lease.shop_id.as_str(),
+                refund.payment_id.as_str(),
+                refund.amount.minor_units(),
+            ])?;
+            let reference: String = conn
+                .prepare_cached("SELECT reference FROM payments WHERE shop_id = ?1 AND id = ?2")?
+                .query_row(
+                    params![lease.shop_id.as_str(), refund.payment_id.as_str()],
+                    |row| row.get("reference"),
+                )?;
+            record(
+                conn,
+                refund.payment_id.as_str(),
+                Some(refund.id.as_str()),
+                &HistoryEvent::RefundEnded { status },
+            )?;
+            insert_event(conn, NewEvent::refund_settled(&refund, &reference))?;
+            Ok(Write::Commit(FinishOutcome::Stored))
+        })
+        .await
+    }
+
+    /// One refund of one shop.
+    async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
+        let (shop_id, id) = (shop_id.clone(), id.clone());
+        self.read(move |conn| refund_in(conn, &shop_id, &id)).await
+    }
+
+    /// One page of a shop's refunds (of one payment), newest first by
+    /// `(created_at, id)`.
+    async fn list_refunds(
+        &self,
+        shop_id: &ShopId,
+        payment_id: Option<&PaymentId>,
+        page: &PageRequest<RefundId>,
+    ) -> Result<Page<Refund>, StoreError> {
+        let (shop_id, payment_id, page) = (shop_id.clone(), payment_id.cloned(), page.clone());
+        self.read(move |conn| {
             let payment_id = payment_id.as_ref();
             let lists = match payment_id {
                 Some(_) => &PAYMENT_REFUND_LISTS,
@@ -339,33 +365,5 @@ pub(super) async fn list_refunds(
             Ok(Page::from_probe(rows, &page))
         })
         .await
-}
-
-/// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
-/// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
-/// when there is none.
-fn refund_cursor(
-    conn: &Connection,
-    shop_id: &ShopId,
-    payment_id: Option<&PaymentId>,
-    id: &RefundId,
-) -> Result<(i64, String)> {
-    let at: Option<i64> = conn
-        .prepare_cached(
-            "SELECT created_at FROM refunds WHERE shop_id = ?1 AND id = ?2 \
-             AND (?3 IS NULL OR payment_id = ?3)",
-        )?
-        .query_row(
-            params![
-                shop_id.as_str(),
-                id.as_str(),
-                payment_id.map(PaymentId::as_str)
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
-    match at {
-        Some(at) => Ok((at, id.as_str().to_owned())),
-        None => Err(StoreError::UnknownCursor(id.to_string()).into()),
     }
 }

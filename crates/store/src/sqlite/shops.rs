@@ -1,21 +1,20 @@
 //! Shops: registering one, its secret, and its webhook endpoint.
 
+use async_trait::async_trait;
 use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
+use chargeonce_core::store::Shops;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{OptionalExtension, params};
 
 use super::{Fail, SqliteStore, now_ms};
 
-/// Registers a shop with the hash of its secret.
-pub(super) async fn add_shop(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    secret: &SecretHash,
-) -> Result<(), StoreError> {
-    let (shop_id, secret) = (shop_id.clone(), secret.clone());
-    store
-        .write(move |conn| {
+#[async_trait]
+impl Shops for SqliteStore {
+    /// Registers a shop with the hash of its secret.
+    async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
+        let (shop_id, secret) = (shop_id.clone(), secret.clone());
+        self.write(move |conn| {
             let added = conn
                 .prepare_cached(concat!(
                     "INSERT INTO shops (id, secret_sha256, created_at) VALUES (?1, ?2, ",
@@ -29,16 +28,12 @@ pub(super) async fn add_shop(
             Ok(Write::Commit(()))
         })
         .await
-}
+    }
 
-/// The stored secret hash of a shop.
-pub(super) async fn shop_secret(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-) -> Result<Option<SecretHash>, StoreError> {
-    let shop_id = shop_id.clone();
-    store
-        .read(move |conn| {
+    /// The stored secret hash of a shop.
+    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
+        let shop_id = shop_id.clone();
+        self.read(move |conn| {
             let Some(bytes) = conn
                 .prepare_cached("SELECT secret_sha256 FROM shops WHERE id = ?1")?
                 .query_row(params![shop_id.as_str()], |row| row.get::<_, Vec<u8>>(0))
@@ -53,17 +48,16 @@ pub(super) async fn shop_secret(
             })
         })
         .await
-}
+    }
 
-/// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
-pub(super) async fn set_webhook(
-    store: &SqliteStore,
-    shop_id: &ShopId,
-    endpoint: Option<&WebhookEndpoint>,
-) -> Result<bool, StoreError> {
-    let (shop_id, endpoint) = (shop_id.clone(), endpoint.cloned());
-    store
-        .write(move |conn| {
+    /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
+    async fn set_webhook(
+        &self,
+        shop_id: &ShopId,
+        endpoint: Option<&WebhookEndpoint>,
+    ) -> Result<bool, StoreError> {
+        let (shop_id, endpoint) = (shop_id.clone(), endpoint.cloned());
+        self.write(move |conn| {
             let done = conn
                 .prepare_cached(
                     "UPDATE shops SET webhook_url = ?2, webhook_secret = ?3 WHERE id = ?1",
@@ -82,11 +76,12 @@ pub(super) async fn set_webhook(
                     ", due_since = ",
                     now_ms!(),
                     " WHERE shop_id = ?1 AND delivered_at IS NULL AND gave_up_at IS NULL \
-                   AND next_attempt_at >= ?2"
+                       AND next_attempt_at >= ?2"
                 ))?
                 .execute(params![shop_id.as_str(), PARKED_UNTIL_MS])?;
             }
             Ok(Write::Commit(done == 1))
         })
         .await
+    }
 }
