@@ -230,44 +230,7 @@ pub async fn shutdown_signal() {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = args.store.connect().await?;
     let upstream = Upstream::connect(&args.upstream).await?;
-    let metrics = Arc::new(chargeonce_server::Metrics::new());
-    let config = args.engine.config(&args.upstream);
-    let engine = Arc::new(
-        Engine::new(
-            store.clone(),
-            upstream.acquirer(),
-            Arc::new(HttpRender),
-            config,
-        )
-        .context("checking --lease, --acquirer-timeout and --acquirer-settle-window")?
-        .with_observer(metrics.clone()),
-    );
-    let workers = Workers::start(&engine, &upstream, metrics.clone(), &args.workers)?;
-    let closed = chargeonce_server::Metrics::close_observer(&metrics);
-    let mut state = AppState::new(engine)
-        .with_metrics(metrics)
-        .with_auth_cache_ttl(args.auth_cache_ttl)
-        .with_response_cache(ResponseCacheLimits {
-            entries: args.response_cache,
-            ..ResponseCacheLimits::default()
-        })
-        .with_flight_wait(args.duplicate_wait)
-        .with_request_limits(args.limits.request_limits())
-        .with_rate_limit(args.limits.rate_limit())
-        .with_waiter_caps(args.limits.waiter_caps());
-    if !args.limits.request_timeout.is_zero()
-        && args.limits.request_timeout <= args.upstream.acquirer_timeout
-    {
-        tracing::warn!(
-            request_timeout = ?args.limits.request_timeout,
-            acquirer_timeout = ?args.upstream.acquirer_timeout,
-            "--request-timeout is not above --acquirer-timeout: slow payments will answer \
-             503 request_timeout (they still finish, and a retry gets their answer)"
-        );
-    }
-    if let Some(secret) = args.webhook_secret {
-        state = state.with_webhook_secret(secret);
-    }
+    let (state, workers, closed) = app_state(&args, &store, &upstream)?;
     let operator_listener = match args.operator_listen {
         OperatorListen::Off => None,
         OperatorListen::At(addr) => Some(
@@ -280,21 +243,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .as_ref()
         .map(tokio::net::TcpListener::local_addr)
         .transpose()?;
-    state = state
+    let state = state
         .with_operator_listen(operator_addr)
         .with_auth_limits(args.limits.auth_limits())
         .with_trusted_proxies(args.limits.trusted_proxies.clone());
-    let console = ConsoleSettings {
-        session_ttl: args.console_session_ttl,
-        logins: LoginLimits {
-            per_client: args.console_login_attempts,
-            ceiling: args.console_login_ceiling,
-            trusted: args.console_trusted_networks.clone(),
-        },
-        secure_cookie: operator_addr.is_some_and(|a| !a.ip().is_loopback()),
-        operator_secret: ensure_operator_secret(store.as_ref(), args.operator_secret.as_ref())
-            .await?,
-    };
+    let console = console_settings(&args, store.as_ref(), operator_addr).await?;
     // Every shop that exists is known: a flood of unknown ids after a
     // restart cannot make a real shop's first request meet the ceiling on
     // look-ups of unseen shops.
@@ -303,10 +256,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .auth_limits()
         .know(shops.into_iter().map(|shop| shop.shop_id));
     let engine_tasks = state.engine_tasks().clone();
-    #[cfg(feature = "bench-routes")]
-    let ceiling = args
-        .bench_ceiling
-        .then(|| chargeonce_server::bench_ceiling::router(state.clone()));
     let operator_app = operator_listener.is_some().then(|| {
         let sim = match upstream.sim_router() {
             Some(sim) => axum::Router::new().nest_service("/sim", sim),
@@ -315,15 +264,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let console = chargeonce_console::router(Console::new(state.clone(), console));
         chargeonce_server::operator_router(state.clone(), console.merge(sim))
     });
-    #[allow(
-        unused_mut,
-        reason = "the bench routes are merged only with their feature"
-    )]
-    let mut app = chargeonce_server::router(state);
-    #[cfg(feature = "bench-routes")]
-    if let Some(ceiling) = ceiling {
-        app = app.merge(ceiling);
-    }
+    let app = public_app(&args, state);
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -332,37 +273,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.store.database.is_embedded() && !args.no_demo_shop {
         ensure_demo_shop(store.as_ref(), local).await?;
     }
-    // The operator's line first: who waits for the listening line has both.
-    // (Worded so that "listening on http://" names the public listener only.)
-    match operator_addr {
-        Some(addr) => println!(
-            "operator listener at http://{addr} (the console at /console, /metrics{})",
-            if upstream.sim_router().is_some() {
-                ", /sim"
-            } else {
-                ""
-            }
-        ),
-        None => println!("operator listener off (no console, no /metrics)"),
-    }
-    println!(
-        "chargeonce listening on http://{local} (store: {}, {})",
-        args.store.database.scheme(),
-        upstream.describe(&args.upstream.sim_ledger)
-    );
+    print_listening(&args, &upstream, local, operator_addr);
 
-    // One descriptor per client connection; the rest stays for the database
-    // pool (and its replacements), the SQLite files, the acquirer and logs.
-    let reserve = FD_RESERVE + 2 * u64::from(args.store.max_connections);
-    let limits = args.limits.connection_limits().fit_fd_limit(reserve);
-    if limits.max_connections < args.limits.max_client_connections {
-        tracing::warn!(
-            max_client_connections = limits.max_connections,
-            file_limit = chargeonce_server::conn::fd_limit(),
-            "client connections capped below --max-client-connections by the file limit \
-             (ulimit -n)"
-        );
-    }
+    let limits = connection_limits(&args);
     let stop = tokio_util::sync::CancellationToken::new();
     let signal = stop.clone();
     tokio::spawn(async move {
@@ -399,4 +312,137 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     served.context("serving")
+}
+
+/// The engine over the store and the upstream, its workers started, and
+/// the server's state with the flags' limits (the listeners' parts are
+/// added once they are bound); also the observer of closed connections.
+fn app_state(
+    args: &ServeArgs,
+    store: &Arc<dyn chargeonce_core::Store>,
+    upstream: &Upstream,
+) -> anyhow::Result<(AppState, Workers, chargeonce_server::conn::CloseObserver)> {
+    let metrics = Arc::new(chargeonce_server::Metrics::new());
+    let config = args.engine.config(&args.upstream);
+    let engine = Arc::new(
+        Engine::new(
+            store.clone(),
+            upstream.acquirer(),
+            Arc::new(HttpRender),
+            config,
+        )
+        .context("checking --lease, --acquirer-timeout and --acquirer-settle-window")?
+        .with_observer(metrics.clone()),
+    );
+    let workers = Workers::start(&engine, upstream, metrics.clone(), &args.workers)?;
+    let closed = chargeonce_server::Metrics::close_observer(&metrics);
+    let mut state = AppState::new(engine)
+        .with_metrics(metrics)
+        .with_auth_cache_ttl(args.auth_cache_ttl)
+        .with_response_cache(ResponseCacheLimits {
+            entries: args.response_cache,
+            ..ResponseCacheLimits::default()
+        })
+        .with_flight_wait(args.duplicate_wait)
+        .with_request_limits(args.limits.request_limits())
+        .with_rate_limit(args.limits.rate_limit())
+        .with_waiter_caps(args.limits.waiter_caps());
+    if !args.limits.request_timeout.is_zero()
+        && args.limits.request_timeout <= args.upstream.acquirer_timeout
+    {
+        tracing::warn!(
+            request_timeout = ?args.limits.request_timeout,
+            acquirer_timeout = ?args.upstream.acquirer_timeout,
+            "--request-timeout is not above --acquirer-timeout: slow payments will answer \
+             503 request_timeout (they still finish, and a retry gets their answer)"
+        );
+    }
+    if let Some(secret) = args.webhook_secret.clone() {
+        state = state.with_webhook_secret(secret);
+    }
+    Ok((state, workers, closed))
+}
+
+/// The console's settings: its sessions, login limits, cookie and the
+/// operator's secret (made at the first start).
+async fn console_settings(
+    args: &ServeArgs,
+    store: &dyn chargeonce_core::Store,
+    operator_addr: Option<std::net::SocketAddr>,
+) -> anyhow::Result<ConsoleSettings> {
+    Ok(ConsoleSettings {
+        session_ttl: args.console_session_ttl,
+        logins: LoginLimits {
+            per_client: args.console_login_attempts,
+            ceiling: args.console_login_ceiling,
+            trusted: args.console_trusted_networks.clone(),
+        },
+        secure_cookie: operator_addr.is_some_and(|a| !a.ip().is_loopback()),
+        operator_secret: ensure_operator_secret(store, args.operator_secret.as_ref()).await?,
+    })
+}
+
+/// The public listener's router (with the benchmark ceiling's routes when
+/// built with them and asked for).
+fn public_app(args: &ServeArgs, state: AppState) -> axum::Router {
+    #[cfg(feature = "bench-routes")]
+    let ceiling = args
+        .bench_ceiling
+        .then(|| chargeonce_server::bench_ceiling::router(state.clone()));
+    #[cfg(not(feature = "bench-routes"))]
+    let _ = args;
+    #[allow(
+        unused_mut,
+        reason = "the bench routes are merged only with their feature"
+    )]
+    let mut app = chargeonce_server::router(state);
+    #[cfg(feature = "bench-routes")]
+    if let Some(ceiling) = ceiling {
+        app = app.merge(ceiling);
+    }
+    app
+}
+
+/// The start-up lines: the operator's first, so whoever waits for the
+/// listening line has both. (Worded so that "listening on http://" names
+/// the public listener only.)
+fn print_listening(
+    args: &ServeArgs,
+    upstream: &Upstream,
+    local: std::net::SocketAddr,
+    operator_addr: Option<std::net::SocketAddr>,
+) {
+    match operator_addr {
+        Some(addr) => println!(
+            "operator listener at http://{addr} (the console at /console, /metrics{})",
+            if upstream.sim_router().is_some() {
+                ", /sim"
+            } else {
+                ""
+            }
+        ),
+        None => println!("operator listener off (no console, no /metrics)"),
+    }
+    println!(
+        "chargeonce listening on http://{local} (store: {}, {})",
+        args.store.database.scheme(),
+        upstream.describe(&args.upstream.sim_ledger)
+    );
+}
+
+/// The listeners' connection limits, within the process's file limit: one
+/// descriptor per client connection; the rest stays for the database pool
+/// (and its replacements), the SQLite files, the acquirer and logs.
+fn connection_limits(args: &ServeArgs) -> chargeonce_server::conn::ConnectionLimits {
+    let reserve = FD_RESERVE + 2 * u64::from(args.store.max_connections);
+    let limits = args.limits.connection_limits().fit_fd_limit(reserve);
+    if limits.max_connections < args.limits.max_client_connections {
+        tracing::warn!(
+            max_client_connections = limits.max_connections,
+            file_limit = chargeonce_server::conn::fd_limit(),
+            "client connections capped below --max-client-connections by the file limit \
+             (ulimit -n)"
+        );
+    }
+    limits
 }
