@@ -111,7 +111,7 @@ async fn run_in(
     }
     let (mut stage, commits) = Stage::up(args, seed, work, bin).await?;
     let mut driven = stage.drive(args, seed, commits).await?;
-    let settle_seconds = stage.heal_and_settle(args, &mut driven.log).await;
+    stage.heal_and_settle(args, &mut driven).await;
     stage.stop().await;
     let truth = truth::read(
         stage.store.as_ref(),
@@ -121,16 +121,7 @@ async fn run_in(
     )
     .await?;
     let judged = judge(args, &stage, &driven, &truth);
-    let report = report(
-        args,
-        seed,
-        work,
-        &stage,
-        driven,
-        &truth,
-        judged,
-        settle_seconds,
-    );
+    let report = report(args, seed, work, &stage, driven, &truth, judged);
     if let Some(path) = &args.json {
         write_json(path, &report)?;
     }
@@ -170,7 +161,6 @@ fn judge(args: &ChaosArgs, stage: &Stage, driven: &Driven, truth: &Truth) -> Jud
 }
 
 /// The report of a judged run (at most 200 violations quoted, all counted).
-#[allow(clippy::too_many_arguments)]
 fn report(
     args: &ChaosArgs,
     seed: u64,
@@ -179,7 +169,6 @@ fn report(
     driven: Driven,
     truth: &Truth,
     judged: Judged,
-    settle_seconds: f64,
 ) -> Report {
     let Judged {
         mut violations,
@@ -211,7 +200,7 @@ fn report(
         books: truth::books(truth),
         history: HistoryFigures::of(&driven.history),
         run_seconds: driven.run_seconds,
-        settle_seconds,
+        settle_seconds: driven.settle_seconds,
         violations_by_invariant: by_invariant,
         violations,
         violation_count,

@@ -59,6 +59,8 @@ pub(crate) struct Driven {
     pub(crate) log: NemesisLog,
     /// The load's duration.
     pub(crate) run_seconds: f64,
+    /// How long the service took to settle everything once healed.
+    pub(crate) settle_seconds: f64,
 }
 
 /// The violations found and PostgreSQL's log figures.
@@ -165,6 +167,7 @@ impl Stage {
             history,
             log,
             run_seconds,
+            settle_seconds: 0.0,
         })
     }
 
@@ -195,8 +198,10 @@ impl Stage {
 
     /// Lifts every fault, restarts what is down, and waits (up to
     /// `--settle-timeout`) until no payment is pending and no key stalled;
-    /// returns how long it waited. What could not be healed is logged.
-    pub(crate) async fn heal_and_settle(&self, args: &ChaosArgs, log: &mut NemesisLog) -> f64 {
+    /// records how long it waited. What could not be healed is logged with
+    /// the nemesis's errors.
+    pub(crate) async fn heal_and_settle(&self, args: &ChaosArgs, driven: &mut Driven) {
+        let log = &mut driven.log;
         for proxy in &self.proxies {
             proxy.heal();
         }
@@ -228,7 +233,7 @@ impl Stage {
             // payment settled, before the truth is read.
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
-        settling.elapsed().as_secs_f64()
+        driven.settle_seconds = settling.elapsed().as_secs_f64();
     }
 
     /// Stops the instances and the acquirer, so the truth read next is final.

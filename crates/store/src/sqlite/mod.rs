@@ -258,8 +258,9 @@ mod tests {
         assert_eq!(now_ms!(), format!("{}()", chargeonce_sqlite::UNIX_MS_NOW));
     }
 
-    /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY PLAN`).
-    fn plan(conn: &Connection, sql: &str) -> rusqlite::Result<String> {
+    /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY
+    /// PLAN`); the concern files' plan tests use it too.
+    pub(super) fn plan(conn: &Connection, sql: &str) -> rusqlite::Result<String> {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
         let mut rows = stmt.raw_query();
         let mut steps = Vec::new();

@@ -258,19 +258,9 @@ impl Operator for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::plan;
     use super::*;
     use crate::PoolConfig;
-
-    /// What SQLite's planner does with `sql` (the details of `EXPLAIN QUERY PLAN`).
-    fn plan(conn: &Connection, sql: &str) -> chargeonce_sqlite::rusqlite::Result<String> {
-        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-        let mut rows = stmt.raw_query();
-        let mut steps = Vec::new();
-        while let Some(row) = rows.next()? {
-            steps.push(row.get::<_, String>(3)?);
-        }
-        Ok(steps.join("; "))
-    }
 
     #[tokio::test]
     async fn the_console_reads_are_ranges_of_their_indexes() {
