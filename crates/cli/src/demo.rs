@@ -176,10 +176,35 @@ fn paid_id(result: &PayResult) -> anyhow::Result<&str> {
     }
 }
 
+/// What the demo's steps share: the client, the order's key and request,
+/// and the operator listener's URL.
+struct Demo {
+    client: Client,
+    operator: String,
+    key: IdempotencyKey,
+    request: CreatePayment,
+}
+
 /// Runs the demo.
 pub async fn run() -> anyhow::Result<()> {
     let started = Instant::now();
     let scratch = Scratch::new()?;
+    let demo = setup(&scratch).await?;
+    let (first, second) = double_click(&demo).await?;
+    let id = paid_id(&first)?.to_owned();
+    anyhow::ensure!(paid_id(&second)? == id, "the clicks got different payments");
+    lost_answer(&demo, &first, &second, &id).await?;
+    changed_amount(&demo).await?;
+    let again = after_expiry(&demo, &id).await?;
+    let requests = first.attempt_count() + second.attempt_count() + 1 + again.attempt_count();
+    ledger(&demo, requests).await?;
+    println!();
+    println!("Done in {:.1} s.", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Starts the service and introduces the order and its key (step 1).
+async fn setup(scratch: &Scratch) -> anyhow::Result<Demo> {
     println!("chargeonce demo: the incident from the seed article, against a real chargeonce.");
     println!(
         "Starting an embedded service: SQLite in {}, the in-process acquirer simulator.",
@@ -189,7 +214,7 @@ pub async fn run() -> anyhow::Result<()> {
         base,
         operator,
         secret,
-    } = start_service(&scratch).await?;
+    } = start_service(scratch).await?;
     println!(
         "The simulated bank charges at once but answers after 2 s; chargeonce waits for it 1 s \
          (--acquirer-timeout). Keys are kept 2 s (--key-ttl; 24 h by default)."
@@ -211,7 +236,16 @@ pub async fn run() -> anyhow::Result<()> {
         key.as_str()
     );
     println!("   or restart that means \"pay {ORDER}\" sends this same key.");
+    Ok(Demo {
+        client,
+        operator,
+        key,
+        request,
+    })
+}
 
+/// Step 2: two concurrent clicks with one key, and their timeline.
+async fn double_click(demo: &Demo) -> anyhow::Result<(PayResult, PayResult)> {
     println!();
     println!(
         "2. The customer clicks \"Pay\", sees a spinner, and clicks again: two concurrent\n   \
@@ -219,24 +253,31 @@ pub async fn run() -> anyhow::Result<()> {
     );
     let step = Instant::now();
     let first = {
-        let (client, key, request) = (client.clone(), key.clone(), request.clone());
+        let (client, key, request) = (demo.client.clone(), demo.key.clone(), demo.request.clone());
         tokio::spawn(async move { client.pay(&key, &request).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let second = client.pay(&key, &request).await?;
+    let second = demo.client.pay(&demo.key, &demo.request).await?;
     let first = first.await??;
-    let mut timeline = events(step, "click 1", &first, &key);
-    timeline.extend(events(step, "click 2", &second, &key));
+    let mut timeline = events(step, "click 1", &first, &demo.key);
+    timeline.extend(events(step, "click 2", &second, &demo.key));
     timeline.sort_by_key(|e| e.at);
     for event in &timeline {
         println!("   +{:.2} s  {}", event.at.as_secs_f64(), event.line);
     }
-    let id = paid_id(&first)?.to_owned();
-    anyhow::ensure!(paid_id(&second)? == id, "the clicks got different payments");
     println!(
         "   Click 2 did not get 409: it waited on the server (Prefer: wait) for click 1's attempt."
     );
+    Ok((first, second))
+}
 
+/// Step 3: what happened to the answer the bank gave late.
+async fn lost_answer(
+    demo: &Demo,
+    first: &PayResult,
+    second: &PayResult,
+    id: &str,
+) -> anyhow::Result<()> {
     println!();
     println!("3. The lost answer: during click 1 the bank charged, but its answer came after");
     println!(
@@ -255,7 +296,7 @@ pub async fn run() -> anyhow::Result<()> {
         first.attempt_count(),
         second.attempt_count()
     );
-    let ledger = client.acquirer_ledger(&operator).await?;
+    let ledger = demo.client.acquirer_ledger(&demo.operator).await?;
     println!(
         "   The bank's ledger so far: {} charge(s) for {ORDER}.",
         ledger
@@ -264,11 +305,15 @@ pub async fn run() -> anyhow::Result<()> {
             .filter(|c| c.reference == ORDER)
             .count()
     );
+    Ok(())
+}
 
+/// Step 4: another body under the same key is refused, not retried.
+async fn changed_amount(demo: &Demo) -> anyhow::Result<()> {
     println!();
     println!("4. The shop's frontend applies a coupon and sends 1350.00 RUB under the same key.");
     let changed = CreatePayment::new(Money::parse("1350.00", "RUB")?, ORDER, "tok_slow");
-    match client.pay(&key, &changed).await {
+    match demo.client.pay(&demo.key, &changed).await {
         Err(Error::KeyReused { problem, attempts }) => {
             println!(
                 "   <- {} {}: {}",
@@ -280,31 +325,39 @@ pub async fn run() -> anyhow::Result<()> {
             println!(
                 "   another request under an old key is a bug to fix, not a retry. Nothing was charged."
             );
+            Ok(())
         }
         other => anyhow::bail!("expected 422 idempotency_key_reused, got {other:?}"),
     }
+}
 
+/// Step 5: after the key expired, the order still has one payment.
+async fn after_expiry(demo: &Demo, id: &str) -> anyhow::Result<PayResult> {
     println!();
     println!("5. The key expires (2 s here). The customer comes back and pays {ORDER} again,");
     println!("   with the same key.");
     tokio::time::sleep(Duration::from_millis(2200)).await;
-    let again = client.pay(&key, &request).await?;
+    let again = demo.client.pay(&demo.key, &demo.request).await?;
     for attempt in &again.attempts {
         println!("   <- {}", attempt.answer);
     }
     anyhow::ensure!(paid_id(&again)? == id, "the order got another payment");
     println!("   The key was new again, but the order already has a succeeded payment: that");
     println!("   payment is the answer ({id}), and nothing is charged.");
-    let checked = client.pay_order(&key, &request).await?;
+    let checked = demo.client.pay_order(&demo.key, &demo.request).await?;
     if let (true, Outcome::Paid(payment)) = (checked.found_before_paying, &checked.outcome) {
         println!("   The client's own check before paying (GET /v1/payments?reference={ORDER})");
         println!("   finds it too, without sending a payment:");
         println!("     {}", describe(payment));
     }
+    Ok(again)
+}
 
+/// Step 6: the acquirer's ledger holds one charge after `requests` requests.
+async fn ledger(demo: &Demo, requests: usize) -> anyhow::Result<()> {
     println!();
     println!("6. The acquirer's ledger, the ground truth of what moved (GET /sim/ledger):");
-    let ledger = client.acquirer_ledger(&operator).await?;
+    let ledger = demo.client.acquirer_ledger(&demo.operator).await?;
     for charge in &ledger.charges {
         println!(
             "   {}  {}  {} {}  {}  payment {}",
@@ -322,7 +375,7 @@ pub async fn run() -> anyhow::Result<()> {
             total.amount, total.currency, total.count
         );
     }
-    let charged: usize = ledger
+    let charged = ledger
         .charges
         .iter()
         .filter(|c| c.status == "succeeded")
@@ -332,11 +385,8 @@ pub async fn run() -> anyhow::Result<()> {
         "expected one charge, the ledger has {charged}"
     );
     println!(
-        "   1500.00 RUB charged once, not 3000.00: {} payment requests for {ORDER} (two clicks,",
-        first.attempt_count() + second.attempt_count() + 1 + again.attempt_count()
+        "   1500.00 RUB charged once, not 3000.00: {requests} payment requests for {ORDER} (two clicks,"
     );
     println!("   a retry, a changed amount, a payment after the key expired), one charge.");
-    println!();
-    println!("Done in {:.1} s.", started.elapsed().as_secs_f64());
     Ok(())
 }
