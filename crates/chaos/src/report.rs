@@ -250,6 +250,15 @@ impl Report {
     /// The report as text.
     pub fn text(&self) -> String {
         let mut s = String::new();
+        self.write_run(&mut s);
+        self.write_faults(&mut s);
+        self.write_books(&mut s);
+        self.write_verdict(&mut s);
+        s
+    }
+
+    /// The run's shape and what the clients sent and got.
+    fn write_run(&self, s: &mut String) {
         let _ = writeln!(s, "chargeonce chaos — seed {}", self.seed);
         let _ = writeln!(
             s,
@@ -280,6 +289,11 @@ impl Report {
             let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(s, "  {name}: {}", parts.join(", "));
         }
+    }
+
+    /// The faults injected: the proxy's, the nemesis's, the failovers, and
+    /// what they caused (fenced writes, PostgreSQL's log).
+    fn write_faults(&self, s: &mut String) {
         let p = &self.proxy;
         let _ = writeln!(
             s,
@@ -327,6 +341,10 @@ impl Report {
             self.fenced_finishes
         );
         let _ = writeln!(s, "  postgres log: {}", self.postgres_log_line());
+    }
+
+    /// The latencies, the books and the histories, and how long it took.
+    fn write_books(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "  latency per call p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; per attempt p50 {:.1} ms, p99 {:.1} ms",
@@ -370,6 +388,11 @@ impl Report {
             "  load {:.1} s, settled in {:.1} s",
             self.run_seconds, self.settle_seconds
         );
+    }
+
+    /// Passed, or the violations (the first 20 with their evidence); the
+    /// command that repeats the run.
+    fn write_verdict(&self, s: &mut String) {
         if self.passed {
             let _ = writeln!(s, "PASSED: no violation of the money invariants");
         } else {
@@ -385,7 +408,6 @@ impl Report {
             }
         }
         let _ = writeln!(s, "repeat with: {}", self.repeat);
-        s
     }
 }
 
