@@ -152,105 +152,159 @@ pub async fn run(
     instances: Arc<Instances>,
     postgres: Arc<Postgres>,
     work: Arc<Work>,
-    mut commits: mpsc::UnboundedReceiver<CommitSeen>,
+    commits: mpsc::UnboundedReceiver<CommitSeen>,
     lease: Duration,
     seed: u64,
 ) -> NemesisLog {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0xDEAD_10CC);
-    let mut log = NemesisLog::default();
-    let started = Instant::now();
-    let total = work.total().max(1) as f64;
+    let mut nemesis = Nemesis {
+        instances,
+        postgres,
+        work,
+        commits,
+        lease,
+        rng: StdRng::seed_from_u64(seed ^ 0xDEAD_10CC),
+        started: Instant::now(),
+        log: NemesisLog::default(),
+    };
     for (at, action) in plan.steps {
-        while (work.done.load(Ordering::Relaxed) as f64) / total < at
-            && work.done.load(Ordering::Relaxed) < work.total()
+        nemesis.wait_for(at).await;
+        let pause = Duration::from_millis(nemesis.rng.random_range(200..1500));
+        match action {
+            Action::Kill(i) => nemesis.kill(i, pause).await,
+            Action::Freeze(i) => nemesis.freeze(i).await,
+            Action::CommitWindowKill(i) => nemesis.commit_window_kill(i, pause).await,
+            Action::PgFailover => nemesis.pg_failover().await,
+            Action::PgRestart => nemesis.pg_restart().await,
+        }
+    }
+    nemesis.log
+}
+
+/// The nemesis while it runs: what it acts on and what it did so far.
+struct Nemesis {
+    instances: Arc<Instances>,
+    postgres: Arc<Postgres>,
+    work: Arc<Work>,
+    commits: mpsc::UnboundedReceiver<CommitSeen>,
+    lease: Duration,
+    rng: StdRng,
+    started: Instant,
+    log: NemesisLog,
+}
+
+impl Nemesis {
+    /// Seconds since the run started, for the log.
+    fn t(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Waits until the share `at` of the work is done (or all of it).
+    async fn wait_for(&self, at: f64) {
+        let total = self.work.total().max(1) as f64;
+        while (self.work.done.load(Ordering::Relaxed) as f64) / total < at
+            && self.work.done.load(Ordering::Relaxed) < self.work.total()
         {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let pause = Duration::from_millis(rng.random_range(200..1500));
-        let t = started.elapsed().as_secs_f64();
-        match action {
-            Action::Kill(i) => {
-                let mut proc = instances.procs[i].lock().await;
-                proc.kill();
-                log.kills += 1;
-                log.events.push(format!("{t:.1}s kill -9 {}", proc.name));
-                tokio::time::sleep(pause).await;
-                restart(&mut proc, &instances.http, &mut log).await;
+    }
+
+    /// SIGKILL instance `i`, and restart it after `pause`.
+    async fn kill(&mut self, i: usize, pause: Duration) {
+        let t = self.t();
+        let mut proc = self.instances.procs[i].lock().await;
+        proc.kill();
+        self.log.kills += 1;
+        self.log
+            .events
+            .push(format!("{t:.1}s kill -9 {}", proc.name));
+        tokio::time::sleep(pause).await;
+        restart(&mut proc, &self.instances.http, &mut self.log).await;
+    }
+
+    /// SIGSTOP instance `i` for three leases, then SIGCONT it.
+    async fn freeze(&mut self, i: usize) {
+        let t = self.t();
+        let proc = self.instances.procs[i].lock().await;
+        let frozen = self.lease * 3;
+        if let Err(e) = proc.signal("STOP") {
+            self.log.errors.push(e.to_string());
+            return;
+        }
+        self.log
+            .events
+            .push(format!("{t:.1}s kill -STOP {} for {frozen:?}", proc.name));
+        tokio::time::sleep(frozen).await;
+        if let Err(e) = proc.signal("CONT") {
+            self.log.errors.push(e.to_string());
+        }
+        self.log.freezes += 1;
+    }
+
+    /// SIGKILL the instance whose charge the acquirer answers next (from
+    /// instance `i` on), and restart it after `pause`.
+    async fn commit_window_kill(&mut self, i: usize, pause: Duration) {
+        let t = self.t();
+        let Some(seen) = commit_window(&self.instances, &mut self.commits, &self.work, i).await
+        else {
+            self.log.commit_window_missed += 1;
+            self.log.events.push(format!(
+                "{t:.1}s commit-window kill from instance {i} on: no charge came"
+            ));
+            return;
+        };
+        let mut proc = self.instances.procs[seen.instance].lock().await;
+        proc.kill();
+        let _ = seen.done.send(());
+        self.log.kills += 1;
+        self.log.commit_window_kills += 1;
+        let t = self.t();
+        self.log.events.push(format!(
+            "{t:.1}s kill -9 {} between the acquirer's commit and ours",
+            proc.name
+        ));
+        tokio::time::sleep(pause).await;
+        restart(&mut proc, &self.instances.http, &mut self.log).await;
+    }
+
+    /// SIGKILL the HA cluster's leader and time the failover.
+    async fn pg_failover(&mut self) {
+        let t = self.t();
+        let pg = self.postgres.clone();
+        match tokio::task::spawn_blocking(move || pg.fail_over()).await {
+            Ok(Ok(f)) => {
+                self.log.pg_failovers += 1;
+                self.log
+                    .pg_failover_ms
+                    .push(u64::try_from(f.to_first_write.as_millis()).unwrap_or(u64::MAX));
+                self.log.pg_failover_kills.push(f.killed);
+                self.log.events.push(format!(
+                    "{t:.1}s PostgreSQL leader {} killed; {} leads, first write after {:?}",
+                    f.victim, f.leader, f.to_first_write
+                ));
             }
-            Action::Freeze(i) => {
-                let proc = instances.procs[i].lock().await;
-                let frozen = lease * 3;
-                if let Err(e) = proc.signal("STOP") {
-                    log.errors.push(e.to_string());
-                    continue;
-                }
-                log.events
-                    .push(format!("{t:.1}s kill -STOP {} for {frozen:?}", proc.name));
-                tokio::time::sleep(frozen).await;
-                if let Err(e) = proc.signal("CONT") {
-                    log.errors.push(e.to_string());
-                }
-                log.freezes += 1;
-            }
-            Action::CommitWindowKill(i) => {
-                match commit_window(&instances, &mut commits, &work, i).await {
-                    Some(seen) => {
-                        let mut proc = instances.procs[seen.instance].lock().await;
-                        proc.kill();
-                        let _ = seen.done.send(());
-                        log.kills += 1;
-                        log.commit_window_kills += 1;
-                        let t = started.elapsed().as_secs_f64();
-                        log.events.push(format!(
-                            "{t:.1}s kill -9 {} between the acquirer's commit and ours",
-                            proc.name
-                        ));
-                        tokio::time::sleep(pause).await;
-                        restart(&mut proc, &instances.http, &mut log).await;
-                    }
-                    None => {
-                        log.commit_window_missed += 1;
-                        log.events.push(format!(
-                            "{t:.1}s commit-window kill from instance {i} on: no charge came"
-                        ));
-                    }
-                }
-            }
-            Action::PgFailover => {
-                let pg = postgres.clone();
-                match tokio::task::spawn_blocking(move || pg.fail_over()).await {
-                    Ok(Ok(f)) => {
-                        log.pg_failovers += 1;
-                        log.pg_failover_ms
-                            .push(u64::try_from(f.to_first_write.as_millis()).unwrap_or(u64::MAX));
-                        log.pg_failover_kills.push(f.killed);
-                        log.events.push(format!(
-                            "{t:.1}s PostgreSQL leader {} killed; {} leads, first write after {:?}",
-                            f.victim, f.leader, f.to_first_write
-                        ));
-                    }
-                    Ok(Err(e)) => log.errors.push(e.to_string()),
-                    Err(e) => log.errors.push(e.to_string()),
-                }
-            }
-            Action::PgRestart => {
-                let pg = postgres.clone();
-                match tokio::task::spawn_blocking(move || pg.restart_immediate()).await {
-                    Ok(Ok(took)) => {
-                        log.pg_restarts += 1;
-                        log.pg_outage_ms
-                            .push(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
-                        log.events.push(format!(
-                            "{t:.1}s PostgreSQL restarted -m immediate ({took:?})"
-                        ));
-                    }
-                    Ok(Err(e)) => log.errors.push(e.to_string()),
-                    Err(e) => log.errors.push(e.to_string()),
-                }
-            }
+            Ok(Err(e)) => self.log.errors.push(e.to_string()),
+            Err(e) => self.log.errors.push(e.to_string()),
         }
     }
-    log
+
+    /// Restart PostgreSQL with `-m immediate` and time the outage.
+    async fn pg_restart(&mut self) {
+        let t = self.t();
+        let pg = self.postgres.clone();
+        match tokio::task::spawn_blocking(move || pg.restart_immediate()).await {
+            Ok(Ok(took)) => {
+                self.log.pg_restarts += 1;
+                self.log
+                    .pg_outage_ms
+                    .push(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+                self.log.events.push(format!(
+                    "{t:.1}s PostgreSQL restarted -m immediate ({took:?})"
+                ));
+            }
+            Ok(Err(e)) => self.log.errors.push(e.to_string()),
+            Err(e) => self.log.errors.push(e.to_string()),
+        }
+    }
 }
 
 /// How long each way of answering an in-flight duplicate lasts.
