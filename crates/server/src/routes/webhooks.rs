@@ -174,17 +174,26 @@ async fn amount_mismatch(
     ),
 )]
 pub async fn acquirer(State(state): State<AppState>, request: Request) -> Response {
+    match authentic_event(&state, request).await {
+        Ok(event) => apply(&state, &event).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// The request's event, once its signature is checked (step 1), or the
+/// answer that refuses it.
+async fn authentic_event(state: &AppState, request: Request) -> Result<AcquirerEvent, Response> {
     let Some(secret) = state.webhook_secret() else {
-        return Problem::new(
+        return Err(Problem::new(
             ProblemCode::WebhooksDisabled,
             "this service has no webhook secret configured",
         )
-        .into_response();
+        .into_response());
     };
     let (parts, body) = request.into_parts();
     if let Err(problem) = check_declared_length(&parts.headers, MAX_WEBHOOK_BODY_BYTES) {
         state.metrics().webhook(problem.code().as_str());
-        return problem.into_response();
+        return Err(problem.into_response());
     }
     let header = parts
         .headers
@@ -204,42 +213,43 @@ pub async fn acquirer(State(state): State<AppState>, request: Request) -> Respon
             // client gets the answer instead of a connection closed while
             // it was still sending.
             let _ = read_body(body, &parts.headers, MAX_WEBHOOK_BODY_BYTES).await;
-            return refused(&state, &error);
+            return Err(refused(state, &error));
         }
     };
     let body = match read_body(body, &parts.headers, MAX_WEBHOOK_BODY_BYTES).await {
         Ok(body) => body,
         Err(problem) => {
             state.metrics().webhook(problem.code().as_str());
-            return problem.into_response();
+            return Err(problem.into_response());
         }
     };
     if let Err(error) = signature.verify_body(secret, &body) {
-        return refused(&state, &error);
+        return Err(refused(state, &error));
     }
     let event = parse_strict_json(&body).and_then(|value| {
         AcquirerEvent::deserialize(&value)
             .map_err(|error| Problem::new(ProblemCode::InvalidRequest, error.to_string()))
     });
-    let event = match event {
-        Ok(event) => event,
-        Err(problem) => {
-            state.metrics().webhook("malformed");
-            return problem.into_response();
-        }
-    };
+    event.map_err(|problem| {
+        state.metrics().webhook("malformed");
+        problem.into_response()
+    })
+}
+
+/// Records an authentic event and applies what it may (steps 2 to 5).
+async fn apply(state: &AppState, event: &AcquirerEvent) -> Response {
     let Ok(shop_id) = ShopId::new(event.data.shop_id.as_str()) else {
         tracing::warn!(event = %event.id, "acquirer event for a shop id we cannot have");
-        return received(&state, "unknown_payment");
+        return received(state, "unknown_payment");
     };
     let mut inbound = InboundEvent {
         event_id: event.id.clone(),
         kind: event.kind,
         acquirer_key: AcquirerKey::from_stored(event.data.acquirer_key.clone()),
         shop_id,
-        settlement: settlement_of(&event),
+        settlement: settlement_of(event),
     };
-    let mismatched = match amount_mismatch(&state, &inbound, &event).await {
+    let mismatched = match amount_mismatch(state, &inbound, event).await {
         Ok(mismatched) => mismatched,
         Err(error) => {
             state.metrics().store_error_webhook();
@@ -260,18 +270,29 @@ pub async fn acquirer(State(state): State<AppState>, request: Request) -> Respon
             return store_problem(error).into_response();
         }
     };
+    answer(state, event, &inbound, mismatched, recorded)
+}
+
+/// The receipt of a recorded event, with what it did logged and counted.
+fn answer(
+    state: &AppState,
+    event: &AcquirerEvent,
+    inbound: &InboundEvent,
+    mismatched: bool,
+    recorded: EventRecorded,
+) -> Response {
     match recorded {
-        EventRecorded::Duplicate => received(&state, "duplicate"),
+        EventRecorded::Duplicate => received(state, "duplicate"),
         _ if mismatched => {
             state
                 .engine
                 .observer()
                 .reconciler_finding("amount_mismatch");
-            received(&state, "amount_mismatch")
+            received(state, "amount_mismatch")
         }
         EventRecorded::Settled(payment) => {
             tracing::info!(event = %event.id, payment = %payment.id, status = payment.status.as_str(), "acquirer event settled a payment");
-            received(&state, "applied")
+            received(state, "applied")
         }
         EventRecorded::Unchanged(payment) => match &inbound.settlement {
             Some(settlement)
@@ -287,13 +308,13 @@ pub async fn acquirer(State(state): State<AppState>, request: Request) -> Respon
                     charge = %event.data.charge_id,
                     "acquirer event contradicts the payment's final state; not applied"
                 );
-                received(&state, "conflict")
+                received(state, "conflict")
             }
-            _ => received(&state, "no_change"),
+            _ => received(state, "no_change"),
         },
         EventRecorded::UnknownPayment => {
             tracing::warn!(event = %event.id, charge = %event.data.charge_id, "acquirer event for a payment we do not have");
-            received(&state, "unknown_payment")
+            received(state, "unknown_payment")
         }
     }
 }
