@@ -173,99 +173,24 @@ pub async fn run(target: &Target, config: &Config) -> Result<Report, BenchError>
     }
     let names = scenario::Names::new();
     let progress = Arc::new(AtomicU64::new(0));
-
-    // Setup (not measured): completed keys to replay.
-    let mut seeded = Vec::new();
-    if matches!(config.scenario, Scenario::Replay | Scenario::Mixed) {
-        let seeds = if config.scenario == Scenario::Replay {
-            REPLAY_SEEDS
-        } else {
-            1
-        };
-        let seeding = (0..config.connections).map(|w| scenario::seed(target, &names, w, seeds));
-        seeded = futures::future::join_all(seeding).await;
-    }
-    // Storm warms its connections with one checked, unmeasured wave.
+    let seeded = seed_replays(target, config, &names).await;
     let bar = progress_bar(config.progress, config.duration);
     let started = Instant::now();
     let deadline = started + config.duration;
-    let ticker = {
-        let bar = bar.clone();
-        let progress = progress.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let elapsed = started.elapsed();
-                let done = progress.load(Ordering::Relaxed);
-                bar.set_position(elapsed.as_millis() as u64);
-                bar.set_message(format!(
-                    "{done} requests, {:.0}/s",
-                    report::per_second(done, elapsed)
-                ));
-            }
-        })
-    };
+    let ticker = tick(bar.clone(), progress.clone(), started);
     let flooding = match config.flood {
         Some(flood) => Some(flood::start(target.base(), flood, deadline)?),
         None => None,
     };
-    let (tally, elapsed) = if config.scenario == Scenario::Storm {
-        let started = Instant::now();
-        let deadline = started + config.duration;
-        let tally = scenario::storm(
-            target.clone(),
-            names.clone(),
-            config.connections,
-            deadline,
-            progress.clone(),
-            true,
-        )
-        .await;
-        (tally, started.elapsed())
+    let (mut tally, elapsed) = if config.scenario == Scenario::Storm {
+        storm(target, config, &names, progress).await
     } else {
-        let mut tasks = Vec::with_capacity(config.connections);
-        let mut seeds = seeded.into_iter();
-        for worker in 0..config.connections {
-            let seed = seeds.next().unwrap_or_default();
-            tasks.push(tokio::spawn(scenario::closed_loop(
-                target.clone(),
-                config.scenario,
-                names.clone(),
-                worker,
-                seed,
-                deadline,
-                progress.clone(),
-            )));
-        }
-        let mut tally = Tally::default();
-        for task in tasks {
-            match task.await {
-                Ok(part) => tally.merge(part),
-                Err(error) => tally.violation(format!("a worker panicked: {error}")),
-            }
-        }
+        let tally = closed_loops(target, config, &names, seeded, deadline, progress).await;
         (tally, started.elapsed())
     };
     ticker.abort();
     bar.finish_and_clear();
-    let mut tally = tally;
-
-    let ledger = if config.ledger_check && config.scenario.pays() {
-        match target.ledger().await? {
-            Some(ledger) => {
-                let executed = std::mem::take(&mut tally.executed_references);
-                Some(scenario::check_ledger(
-                    &ledger,
-                    &names.reference_prefix(),
-                    &executed,
-                    &mut tally,
-                ))
-            }
-            None => None,
-        }
-    } else {
-        None
-    };
+    let ledger = check_ledger(target, config, &names, &mut tally).await?;
     let storm = (config.scenario == Scenario::Storm).then_some(config.connections);
     let flood = match flooding {
         Some(task) => Some(task.await.unwrap_or_default()),
@@ -281,6 +206,123 @@ pub async fn run(target: &Target, config: &Config) -> Result<Report, BenchError>
         storm,
     )
     .with_flood(flood))
+}
+
+/// Setup (not measured): completed keys to replay, per worker (none when
+/// the scenario replays nothing).
+async fn seed_replays(
+    target: &Target,
+    config: &Config,
+    names: &scenario::Names,
+) -> Vec<scenario::Seeded> {
+    if !matches!(config.scenario, Scenario::Replay | Scenario::Mixed) {
+        return Vec::new();
+    }
+    let seeds = if config.scenario == Scenario::Replay {
+        REPLAY_SEEDS
+    } else {
+        1
+    };
+    let seeding = (0..config.connections).map(|w| scenario::seed(target, names, w, seeds));
+    futures::future::join_all(seeding).await
+}
+
+/// Moves the progress bar every 200 ms until aborted.
+fn tick(
+    bar: indicatif::ProgressBar,
+    progress: Arc<AtomicU64>,
+    started: Instant,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let elapsed = started.elapsed();
+            let done = progress.load(Ordering::Relaxed);
+            bar.set_position(elapsed.as_millis() as u64);
+            bar.set_message(format!(
+                "{done} requests, {:.0}/s",
+                report::per_second(done, elapsed)
+            ));
+        }
+    })
+}
+
+/// The storm: waves of duplicates, measured from after its connections'
+/// checked, unmeasured warm-up wave.
+async fn storm(
+    target: &Target,
+    config: &Config,
+    names: &scenario::Names,
+    progress: Arc<AtomicU64>,
+) -> (Tally, Duration) {
+    let started = Instant::now();
+    let deadline = started + config.duration;
+    let tally = scenario::storm(
+        target.clone(),
+        names.clone(),
+        config.connections,
+        deadline,
+        progress,
+        true,
+    )
+    .await;
+    (tally, started.elapsed())
+}
+
+/// One closed loop per connection until `deadline`, their tallies merged.
+async fn closed_loops(
+    target: &Target,
+    config: &Config,
+    names: &scenario::Names,
+    seeded: Vec<scenario::Seeded>,
+    deadline: Instant,
+    progress: Arc<AtomicU64>,
+) -> Tally {
+    let mut seeds = seeded.into_iter();
+    let tasks: Vec<_> = (0..config.connections)
+        .map(|worker| {
+            tokio::spawn(scenario::closed_loop(
+                target.clone(),
+                config.scenario,
+                names.clone(),
+                worker,
+                seeds.next().unwrap_or_default(),
+                deadline,
+                progress.clone(),
+            ))
+        })
+        .collect();
+    let mut tally = Tally::default();
+    for task in tasks {
+        match task.await {
+            Ok(part) => tally.merge(part),
+            Err(error) => tally.violation(format!("a worker panicked: {error}")),
+        }
+    }
+    tally
+}
+
+/// The comparison with the acquirer's ledger, when asked, the scenario
+/// pays and the target exposes it.
+async fn check_ledger(
+    target: &Target,
+    config: &Config,
+    names: &scenario::Names,
+    tally: &mut Tally,
+) -> Result<Option<report::LedgerReport>, BenchError> {
+    if !(config.ledger_check && config.scenario.pays()) {
+        return Ok(None);
+    }
+    let Some(ledger) = target.ledger().await? else {
+        return Ok(None);
+    };
+    let executed = std::mem::take(&mut tally.executed_references);
+    Ok(Some(scenario::check_ledger(
+        &ledger,
+        &names.reference_prefix(),
+        &executed,
+        tally,
+    )))
 }
 
 /// `chargeonce bench`: runs, prints the text report, writes the JSON one if
