@@ -30,14 +30,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::{
     Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    ChargeRequest, ChargeResult, Currency, LedgerCursor, Money, PaymentId, Reference,
-    RefundRequest, RefundSettlement, ShopId,
+    ChargeRequest, ChargeResult, LedgerCursor, PaymentId, Reference, RefundRequest,
+    RefundSettlement, ShopId,
 };
 use reqwest::{StatusCode, Url};
-use serde::Deserialize;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
+use crate::answers::{ChargeJson, ListJson, RefundJson, RefundListJson, unreadable};
+use crate::credentials::{AcquirerCredentials, take_userinfo};
 use crate::protocol::{
     IDEMPOTENCY_KEY, KEY_REUSED, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE,
     REFUND_NO_SUCH_CHARGE,
@@ -74,71 +74,6 @@ pub struct HttpAcquirerConfig {
     pub credentials: Option<AcquirerCredentials>,
 }
 
-/// HTTP Basic credentials for the acquirer (`serve --acquirer-credentials
-/// user:password`). Never printed: `Debug` shows the user only.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AcquirerCredentials {
-    user: String,
-    password: String,
-}
-
-impl AcquirerCredentials {
-    /// Credentials of `user` with `password`.
-    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
-        Self {
-            user: user.into(),
-            password: password.into(),
-        }
-    }
-
-    /// `user:password` (the password may hold `:`); `None` without a `:`.
-    pub fn parse(text: &str) -> Option<Self> {
-        let (user, password) = text.split_once(':')?;
-        Some(Self::new(user, password))
-    }
-
-    /// The `Authorization` header's value, marked sensitive (hyper never
-    /// logs it, and HTTP/2 never indexes it).
-    fn header(&self) -> Option<reqwest::header::HeaderValue> {
-        use base64::Engine as _;
-        let encoded = base64::engine::general_purpose::STANDARD
-            .encode(format!("{}:{}", self.user, self.password));
-        let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
-        value.set_sensitive(true);
-        Some(value)
-    }
-}
-
-impl std::fmt::Debug for AcquirerCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AcquirerCredentials")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Takes the userinfo out of `url` (so no error message, which names the
-/// URL, can carry it), as credentials.
-fn take_userinfo(url: &mut Url) -> Option<AcquirerCredentials> {
-    if url.username().is_empty() && url.password().is_none() {
-        return None;
-    }
-    let credentials = AcquirerCredentials::new(
-        percent_decode(url.username()),
-        percent_decode(url.password().unwrap_or_default()),
-    );
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    Some(credentials)
-}
-
-/// `%XX` escapes of a URL's userinfo, decoded (lossily for bad UTF-8).
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
 impl Default for HttpAcquirerConfig {
     fn default() -> Self {
         Self {
@@ -156,94 +91,6 @@ pub struct HttpAcquirer {
     base: Url,
     http: reqwest::Client,
     idempotent: bool,
-}
-
-/// An amount as the acquirer sends it.
-#[derive(Debug, Deserialize)]
-struct AmountJson {
-    value: String,
-    currency: String,
-}
-
-/// A charge as the acquirer sends it.
-#[derive(Debug, Deserialize)]
-struct ChargeJson {
-    id: String,
-    acquirer_key: String,
-    shop_id: String,
-    payment_id: String,
-    reference: String,
-    amount: AmountJson,
-    status: String,
-    decline_code: Option<String>,
-    created_at: String,
-    #[serde(default)]
-    refunded_minor: i64,
-}
-
-#[derive(Debug, Deserialize)]
-struct ListJson {
-    data: Vec<ChargeJson>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RefundJson {
-    id: String,
-    charge_id: String,
-    amount_minor: i64,
-    currency: String,
-}
-
-/// `GET /v1/charges/{id}/refunds`.
-#[derive(Debug, Deserialize)]
-struct RefundListJson {
-    data: Vec<RefundJson>,
-}
-
-impl RefundJson {
-    fn into_refund(self) -> Result<AcquirerRefund, AcquirerError> {
-        let currency = Currency::from_code(&self.currency).map_err(unreadable)?;
-        Ok(AcquirerRefund {
-            id: self.id,
-            charge_id: self.charge_id,
-            amount: Money::from_minor(self.amount_minor, currency).map_err(unreadable)?,
-        })
-    }
-}
-
-/// An answer that arrived but cannot be used: the outcome is unknown.
-fn unreadable(what: impl std::fmt::Display) -> AcquirerError {
-    AcquirerError::Unknown(format!("unreadable acquirer answer: {what}"))
-}
-
-impl ChargeJson {
-    fn into_charge(self) -> Result<AcquirerCharge, AcquirerError> {
-        let currency = Currency::from_code(&self.amount.currency).map_err(unreadable)?;
-        // Lenient: a known outcome is not turned into an unknown one for a
-        // trailing zero the acquirer wrote (our own input is strict).
-        let amount =
-            Money::parse_lenient(&self.amount.value, currency.code()).map_err(unreadable)?;
-        let outcome = match (self.status.as_str(), self.decline_code) {
-            ("succeeded", _) => ChargeResult::Succeeded {
-                provider_payment_id: self.id,
-            },
-            ("declined", code) => ChargeResult::Declined {
-                provider_payment_id: self.id,
-                code: code.unwrap_or_else(|| "declined".to_owned()),
-            },
-            (other, _) => return Err(unreadable(format!("charge status `{other}`"))),
-        };
-        Ok(AcquirerCharge {
-            outcome,
-            acquirer_key: AcquirerKey::from_stored(self.acquirer_key),
-            shop_id: ShopId::new(self.shop_id).map_err(unreadable)?,
-            payment_id: PaymentId::parse(&self.payment_id).map_err(unreadable)?,
-            reference: Reference::new(self.reference).map_err(unreadable)?,
-            amount,
-            refunded_minor: self.refunded_minor,
-            created_at: OffsetDateTime::parse(&self.created_at, &Rfc3339).map_err(unreadable)?,
-        })
-    }
 }
 
 /// Classifies a transport error. Only a failed connect proves nothing was sent.

@@ -22,9 +22,12 @@
 //! # }
 //! ```
 
+mod answers;
 pub mod client;
+mod credentials;
 pub mod protocol;
 mod redact;
 
-pub use client::{AcquirerCredentials, ClientError, HttpAcquirer, HttpAcquirerConfig};
+pub use client::{ClientError, HttpAcquirer, HttpAcquirerConfig};
+pub use credentials::AcquirerCredentials;
 pub use redact::redact_url;
