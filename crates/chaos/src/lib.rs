@@ -37,6 +37,7 @@ pub mod report;
 pub mod tap;
 pub mod workload;
 
+mod calls;
 mod repeat;
 mod setup;
 mod stage;
