@@ -363,30 +363,21 @@ pub(super) async fn renew_lease(
     .await
 }
 
-/// A fenced update of a key row (`$1`, `$2`, `$3`: the lease's shop, key
-/// and token) made one statement with the entries of the acquirer calls
-/// made under the lease (`$4`, `$5`: their kinds and events), written about
-/// the key's payment and refund only if the update matched; it returns how
-/// many rows the update changed.
-macro_rules! with_calls {
-    ($update:literal) => {
-        concat!(
-            "WITH u AS (",
-            $update,
-            " RETURNING payment_id, refund_id), \
-             h AS (",
-            insert_entries!(
-                "u.payment_id",
-                "u.refund_id",
-                "u",
-                "$4",
-                "$5",
-                "u.payment_id IS NOT NULL"
-            ),
-            ") SELECT count(*) FROM u"
-        )
-    };
-}
+/// Ends a lease (`$1`, `$2`, `$3`: its shop, key and token) and makes the
+/// key free at once, with the entries of the acquirer calls made under the
+/// lease (`$4`, `$5`: their kinds and events), written about the key's
+/// payment and refund only if the update matched; it returns how many rows
+/// the update changed.
+const RELEASE_LEASE: &str = concat!(
+    "WITH u AS ( \
+         UPDATE idempotency_keys SET lease_token = NULL, locked_until = now() \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+           AND recovery_point <> 'finished' \
+         RETURNING payment_id, refund_id), \
+     h AS (",
+    insert_entries!("u", "$4", "$5"),
+    ") SELECT count(*) FROM u"
+);
 
 /// Ends a lease early: the next retry may take over at once.
 pub(super) async fn release_lease(
@@ -394,19 +385,24 @@ pub(super) async fn release_lease(
     lease: &Lease,
     attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
-    fenced_with_calls(
-        store,
-        with_calls!(
-            "UPDATE idempotency_keys SET lease_token = NULL, locked_until = now() \
-             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-               AND recovery_point <> 'finished'"
-        ),
-        lease,
-        None,
-        attempts,
-    )
-    .await
+    fenced_with_calls(store, RELEASE_LEASE, lease, None, attempts).await
 }
+
+/// Ends a lease (`$1`, `$2`, `$3`: its shop, key and token) but keeps the
+/// key from being taken over for `$6` milliseconds, with the entries of the
+/// acquirer calls made under the lease (`$4`, `$5`), as [`RELEASE_LEASE`];
+/// it returns how many rows the update changed.
+const PARK_LEASE: &str = concat!(
+    "WITH u AS ( \
+         UPDATE idempotency_keys SET lease_token = NULL, \
+             locked_until = clock_timestamp() + $6::float8 * interval '1 millisecond' \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+           AND recovery_point <> 'finished' \
+         RETURNING payment_id, refund_id), \
+     h AS (",
+    insert_entries!("u", "$4", "$5"),
+    ") SELECT count(*) FROM u"
+);
 
 /// Ends a lease, but keeps the key from being taken over for `hold`.
 pub(super) async fn park_lease(
@@ -415,22 +411,10 @@ pub(super) async fn park_lease(
     hold: Duration,
     attempts: &[AcquirerAttempt],
 ) -> Result<bool, StoreError> {
-    fenced_with_calls(
-        store,
-        with_calls!(
-            "UPDATE idempotency_keys SET lease_token = NULL, \
-                 locked_until = clock_timestamp() + $6::float8 * interval '1 millisecond' \
-             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-               AND recovery_point <> 'finished'"
-        ),
-        lease,
-        Some(hold),
-        attempts,
-    )
-    .await
+    fenced_with_calls(store, PARK_LEASE, lease, Some(hold), attempts).await
 }
 
-/// Runs one write that ends a lease ([`with_calls!`]), with
+/// Runs one write that ends a lease ([`RELEASE_LEASE`], [`PARK_LEASE`]), with
 /// [`HistoryEvent::AcquirerCall`] entries of `attempts`; `$6` (when given)
 /// is a duration in milliseconds. `true` when it changed the key row,
 /// `false` when the lease was taken over (and nothing was written).
@@ -473,14 +457,7 @@ pub(super) async fn record_lost_lease_calls(
     sqlx::query(concat!(
         "WITH k AS (SELECT payment_id, refund_id FROM idempotency_keys \
                     WHERE shop_id = $1 AND key = $2) ",
-        insert_entries!(
-            "k.payment_id",
-            "k.refund_id",
-            "k",
-            "$3",
-            "$4",
-            "k.payment_id IS NOT NULL"
-        )
+        insert_entries!("k", "$3", "$4")
     ))
     .bind(lease.shop_id.as_str())
     .bind(lease.key.as_str())

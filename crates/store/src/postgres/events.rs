@@ -17,35 +17,48 @@ use crate::codec::event_result;
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// A settle of one pending payment: `$where` picks it (with `status =
-/// 'pending'`); `$3`, `$4`, `$5` are the settlement's status, provider id
-/// and decline code. The statement updates the row and takes the payment off
-/// the pending queue (migration 0009: the queue is a table, so the row is
-/// updated in place), and returns the settled payment's columns.
-macro_rules! settle_pending {
-    ($where:literal) => {
-        concat!(
-            "WITH settled AS ( \
-                 UPDATE payments SET status = $3, provider_payment_id = $4, \
-                     decline_code = $5, updated_at = now() \
-                 WHERE ",
-            $where,
-            " AND status = 'pending' RETURNING ",
-            payment_columns!(),
-            "), \
-             dequeued AS ( \
-                 DELETE FROM pending_payments q USING settled \
-                 WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
-             SELECT ",
-            payment_columns!(),
-            " FROM settled"
-        )
-    };
-}
+/// The reconciler's settle of one pending payment, picked by its shop (`$1`)
+/// and id (`$2`); `$3`, `$4`, `$5` are the settlement's status, provider id
+/// and decline code. It updates the row and takes the payment off the
+/// pending queue (migration 0009: the queue is a table, so the row is updated
+/// in place), and returns the settled payment's columns.
+const SETTLE_BY_ID: &str = concat!(
+    "WITH settled AS ( \
+         UPDATE payments SET status = $3, provider_payment_id = $4, \
+             decline_code = $5, updated_at = now() \
+         WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+    payment_columns!(),
+    "), \
+     dequeued AS ( \
+         DELETE FROM pending_payments q USING settled \
+         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
+     SELECT ",
+    payment_columns!(),
+    " FROM settled"
+);
 
-/// Runs one [`settle_pending!`] statement in `tx`: `picks` binds `$1` and
-/// `$2`, the settlement `$3` to `$5`. The settled payment's row, or `None`
-/// when no pending payment matched.
+/// A webhook's settle of one pending payment, picked by its acquirer key
+/// (`$1`) and shop (`$2`); otherwise as [`SETTLE_BY_ID`]: `$3`, `$4`, `$5`
+/// are the settlement's status, provider id and decline code, the payment
+/// leaves the pending queue, and the settled payment's columns come back.
+const SETTLE_BY_ACQUIRER_KEY: &str = concat!(
+    "WITH settled AS ( \
+         UPDATE payments SET status = $3, provider_payment_id = $4, \
+             decline_code = $5, updated_at = now() \
+         WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
+    payment_columns!(),
+    "), \
+     dequeued AS ( \
+         DELETE FROM pending_payments q USING settled \
+         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
+     SELECT ",
+    payment_columns!(),
+    " FROM settled"
+);
+
+/// Runs one settle statement ([`SETTLE_BY_ID`], [`SETTLE_BY_ACQUIRER_KEY`])
+/// in `tx`: `picks` binds `$1` and `$2`, the settlement `$3` to `$5`. The
+/// settled payment's row, or `None` when no pending payment matched.
 async fn settle(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     sql: &'static str,
@@ -74,7 +87,7 @@ pub(super) async fn settle_payment(
     let mut tx = store.conns.begin().await.map_err(store_error)?;
     let row = settle(
         &mut tx,
-        settle_pending!("shop_id = $1 AND id = $2"),
+        SETTLE_BY_ID,
         [shop_id.as_str(), id.as_str()],
         settlement,
     )
@@ -124,7 +137,7 @@ pub(super) async fn record_event(
     if let Some(settlement) = &event.settlement {
         settled = settle(
             &mut tx,
-            settle_pending!("acquirer_key = $1 AND shop_id = $2"),
+            SETTLE_BY_ACQUIRER_KEY,
             [event.acquirer_key.as_str(), event.shop_id.as_str()],
             settlement,
         )

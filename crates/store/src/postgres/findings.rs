@@ -18,29 +18,32 @@ use crate::finding_rows::{
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 500;
 
-/// The statements of a findings list, newest sighting first, filtered by
-/// state (`$1`), kind (`$2`) and shop (`$3`), each ignored when null: all
-/// findings (a walk of `findings_by_last_seen`, stopped by the limit `$5`),
-/// and one payment's (`payment_id = $4`: a range of `findings_by_payment`,
-/// a handful of rows sorted, never a walk of every finding).
-macro_rules! finding_list {
-    ($payment:literal) => {
-        concat!(
-            "SELECT ",
-            finding_columns!(),
-            " FROM reconciliation_findings WHERE ",
-            $payment,
-            " AND ($1::bool IS NULL OR (resolved_at IS NOT NULL) = $1) \
-               AND ($2::text IS NULL OR kind = $2) \
-               AND ($3::text IS NULL OR shop_id = $3) \
-             ORDER BY last_seen DESC, id DESC LIMIT $5"
-        )
-    };
-}
-const FINDING_LISTS: [&str; 2] = [
-    finding_list!("$4::text IS NULL"),
-    finding_list!("payment_id = $4"),
-];
+/// The findings list, newest sighting first, filtered by state (`$1`), kind
+/// (`$2`) and shop (`$3`), each ignored when null, `$4` null (every
+/// payment's): a walk of `findings_by_last_seen`, stopped by the limit `$5`.
+const FINDINGS: &str = concat!(
+    "SELECT ",
+    finding_columns!(),
+    " FROM reconciliation_findings WHERE $4::text IS NULL \
+       AND ($1::bool IS NULL OR (resolved_at IS NOT NULL) = $1) \
+       AND ($2::text IS NULL OR kind = $2) \
+       AND ($3::text IS NULL OR shop_id = $3) \
+     ORDER BY last_seen DESC, id DESC LIMIT $5"
+);
+
+/// One payment's findings (`payment_id = $4`: a range of
+/// `findings_by_payment`, a handful of rows sorted, never a walk of every
+/// finding), newest sighting first; `$1`, `$2`, `$3` and `$5` as in
+/// [`FINDINGS`].
+const PAYMENT_FINDINGS: &str = concat!(
+    "SELECT ",
+    finding_columns!(),
+    " FROM reconciliation_findings WHERE payment_id = $4 \
+       AND ($1::bool IS NULL OR (resolved_at IS NOT NULL) = $1) \
+       AND ($2::text IS NULL OR kind = $2) \
+       AND ($3::text IS NULL OR shop_id = $3) \
+     ORDER BY last_seen DESC, id DESC LIMIT $5"
+);
 
 /// Resolves an open finding in `tx` (a conditional update: a resolved one
 /// stays as it was), with a `finding_resolved` entry in its payment's
@@ -172,8 +175,8 @@ impl Findings for PgStore {
             n => n.min(MAX_LIMIT),
         };
         let sql = match query.payment_id {
-            None => FINDING_LISTS[0],
-            Some(_) => FINDING_LISTS[1],
+            None => FINDINGS,
+            Some(_) => PAYMENT_FINDINGS,
         };
         super::all(
             self,

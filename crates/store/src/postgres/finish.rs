@@ -128,7 +128,11 @@ pub(super) async fn finish(
              FROM settled \
              RETURNING 1), \
          history AS (",
-        insert_entries!("settled.id", "NULL::text", "settled", "$16", "$17", "true"),
+        insert_entries!(
+            "(SELECT id AS payment_id, NULL::text AS refund_id FROM settled)",
+            "$16",
+            "$17"
+        ),
         ") \
          SELECT h.held, s.n AS settled, \
              1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \

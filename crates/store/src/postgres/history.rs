@@ -44,40 +44,40 @@ impl Entries {
 /// in rows of up to 16, each row's `event` the JSON array of its entries'
 /// events (one entry alone: its event, as rows were before) and `kind` their
 /// kinds, comma-separated. A row's entries read back with `seq` = the row's
-/// seq (a multiple of 16) plus their place in it. One heap tuple and one
-/// index entry for the three entries of a finish, in place of three.
+/// seq (a multiple of 16) plus their place in it (`payment_history` below
+/// unpacks them). One heap tuple and one index entry for the three entries
+/// of a finish, in place of three.
 ///
-/// Arguments, each an SQL fragment: the payment id and refund id columns of
-/// `source` (the FROM item of the write's row, or rows), the two array
-/// parameters (`kind`s and events), and the condition on `source`.
+/// The one macro of the store's SQL that is more than a column list (or
+/// SQLite's `now_ms!`), as it is not a statement but the storage layout of
+/// history rows, which every write of entries shares: a payment's finish
+/// (`finish.rs`), a key's (`keys.rs`), the two ends of a lease and the calls
+/// of a lost one (`claim.rs`), and [`record`] for the other writes. Written
+/// out at each, the packing (16 a row, the kind list, one event or an array)
+/// would be six copies that must agree with each other and with the read.
+///
+/// Arguments, each an SQL fragment: `source`, the FROM item of the write's
+/// row (or rows) with columns `payment_id` and `refund_id` (a CTE's name or
+/// a parenthesised subquery; it is aliased `w`), and the two array
+/// parameters (`kind`s and events). Entries are written only for a row with
+/// a payment (a key row may have none).
 macro_rules! insert_entries {
-    ($payment:literal, $refund:literal, $source:literal, $kinds:literal, $events:literal,
-     $filter:literal) => {
+    ($source:literal, $kinds:literal, $events:literal) => {
         concat!(
             "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-             SELECT ",
-            $payment,
-            ", ",
-            $refund,
-            ", string_agg(e.kind, ',' ORDER BY e.n), \
+             SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n), \
                  CASE WHEN count(*) = 1 THEN min(e.event) \
                       ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END \
              FROM ",
             $source,
-            ", unnest(",
+            " w, unnest(",
             $kinds,
             "::text[], ",
             $events,
             "::text[]) \
                  WITH ORDINALITY AS e(kind, event, n) \
-             WHERE ",
-            $filter,
-            " \
-             GROUP BY ",
-            $payment,
-            ", ",
-            $refund,
-            ", (e.n - 1) / 16 \
+             WHERE w.payment_id IS NOT NULL \
+             GROUP BY w.payment_id, w.refund_id, (e.n - 1) / 16 \
              ORDER BY (e.n - 1) / 16"
         )
     };
@@ -96,12 +96,9 @@ pub(super) async fn record<'e>(
         return Ok(());
     }
     sqlx::query(insert_entries!(
-        "w.payment_id",
-        "w.refund_id",
-        "(SELECT $1::text AS payment_id, $2::text AS refund_id) w",
+        "(SELECT $1::text AS payment_id, $2::text AS refund_id)",
         "$3",
-        "$4",
-        "true"
+        "$4"
     ))
     .bind(payment_id)
     .bind(refund_id)

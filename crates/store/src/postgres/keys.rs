@@ -163,14 +163,7 @@ pub(super) async fn finish_key<'e>(
                AND recovery_point <> 'finished' \
              RETURNING payment_id, refund_id), \
          h AS (",
-        insert_entries!(
-            "f.payment_id",
-            "f.refund_id",
-            "f",
-            "$8",
-            "$9",
-            "f.payment_id IS NOT NULL"
-        ),
+        insert_entries!("f", "$8", "$9"),
         ") SELECT count(*) FROM f"
     ))
     .bind(lease.shop_id.as_str())

@@ -17,46 +17,52 @@ use crate::columns::payment_columns;
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
 use crate::rows::{EventRow, PaymentRow};
 
-/// The part of a cross-shop payment list's statement before its cursor:
-/// every shop's payments that match the filter (`$1` status, `$2`
-/// reference, `$3` and `$4` the created range, each ignored when null).
-macro_rules! any_shop_list {
-    () => {
-        concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE ($1::text IS NULL OR status = $1) \
-               AND ($2::text IS NULL OR reference = $2) \
-               AND ($3::timestamptz IS NULL OR created_at >= $3) \
-               AND ($4::timestamptz IS NULL OR created_at < $4)"
-        )
-    };
-}
+// The statements of a cross-shop payment list are each a walk of
+// `payments_created_at` from its start, stopped by the limit; only the
+// payments of one instant are sorted by id (an incremental sort), never the
+// table. The index holds `created_at` alone, so the cursor's time is also
+// written as a bound of its own for the index to start from (PostgreSQL 15
+// derives it from the row comparison as well; SQLite's statements say the
+// same).
 
-/// The statements of a cross-shop payment list, each a walk of
-/// `payments_created_at` from its start, stopped by the limit (`$5`): the
-/// newest page, the page after a cursor (`$6`, `$7`: its `created_at` and
-/// id), the page before it (read oldest first); only the payments of one
-/// instant are sorted by id (an incremental sort), never the table. The
-/// index holds `created_at` alone, so the cursor's time is also written as
-/// a bound of its own for the index to start from (PostgreSQL 15 derives
-/// it from the row comparison as well; SQLite's statements say the same).
-const ANY_SHOP_PAYMENT_LISTS: [&str; 3] = [
-    concat!(
-        any_shop_list!(),
-        " ORDER BY created_at DESC, id DESC LIMIT $5"
-    ),
-    concat!(
-        any_shop_list!(),
-        " AND created_at <= $6 AND (created_at, id) < ($6, $7) \
-         ORDER BY created_at DESC, id DESC LIMIT $5"
-    ),
-    concat!(
-        any_shop_list!(),
-        " AND created_at >= $6 AND (created_at, id) > ($6, $7) \
-         ORDER BY created_at, id LIMIT $5"
-    ),
-];
+/// The newest page of every shop's payments that match the filter: `$1`
+/// status, `$2` reference, `$3` and `$4` the created range (each ignored
+/// when null), `$5` the limit.
+const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+       AND ($2::text IS NULL OR reference = $2) \
+       AND ($3::timestamptz IS NULL OR created_at >= $3) \
+       AND ($4::timestamptz IS NULL OR created_at < $4) \
+     ORDER BY created_at DESC, id DESC LIMIT $5"
+);
+
+/// The page after a cursor of every shop's payments: `$1` to `$5` as in
+/// [`ANY_SHOP_PAYMENTS_NEWEST`], `$6`, `$7` the cursor's `created_at` and id.
+const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+       AND ($2::text IS NULL OR reference = $2) \
+       AND ($3::timestamptz IS NULL OR created_at >= $3) \
+       AND ($4::timestamptz IS NULL OR created_at < $4) \
+       AND created_at <= $6 AND (created_at, id) < ($6, $7) \
+     ORDER BY created_at DESC, id DESC LIMIT $5"
+);
+
+/// The page before a cursor of every shop's payments, read oldest first:
+/// `$1` to `$7` as in [`ANY_SHOP_PAYMENTS_AFTER`].
+const ANY_SHOP_PAYMENTS_BEFORE: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+       AND ($2::text IS NULL OR reference = $2) \
+       AND ($3::timestamptz IS NULL OR created_at >= $3) \
+       AND ($4::timestamptz IS NULL OR created_at < $4) \
+       AND created_at >= $6 AND (created_at, id) > ($6, $7) \
+     ORDER BY created_at, id LIMIT $5"
+);
 
 /// Where a cross-shop list's cursor lies: the `(created_at, id)` of the
 /// payment `id`, of any shop; [`StoreError::UnknownCursor`] when there is
@@ -127,9 +133,9 @@ impl Operator for PgStore {
             return self.list_payments(shop_id, filter, page).await;
         }
         let (sql, at) = match &page.cursor {
-            Cursor::Newest => (ANY_SHOP_PAYMENT_LISTS[0], None),
-            Cursor::After(id) => (ANY_SHOP_PAYMENT_LISTS[1], Some(cursor(self, id).await?)),
-            Cursor::Before(id) => (ANY_SHOP_PAYMENT_LISTS[2], Some(cursor(self, id).await?)),
+            Cursor::Newest => (ANY_SHOP_PAYMENTS_NEWEST, None),
+            Cursor::After(id) => (ANY_SHOP_PAYMENTS_AFTER, Some(cursor(self, id).await?)),
+            Cursor::Before(id) => (ANY_SHOP_PAYMENTS_BEFORE, Some(cursor(self, id).await?)),
         };
         let mut query = sqlx::query_as::<_, PaymentRow>(sql)
             .bind(filter.status.map(|s| s.as_str()))

@@ -70,27 +70,6 @@ pub(super) async fn insert_event(
     Ok(())
 }
 
-/// The history entry of a delivery attempt ([`HistoryEvent::EventAttempt`])
-/// as the statement that records the attempt builds it from the event row
-/// it updated (`u`: its id, type and attempt count, and whether this
-/// attempt delivered it or gave it up) and the merchant's status (`$2`):
-/// serde's compact form, in its field order (the status left out when
-/// there is none), checked by the conformance tests.
-macro_rules! attempt_entry {
-    () => {
-        "h AS ( \
-             INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-             SELECT u.payment_id, u.refund_id, 'event_attempt', \
-                 '{\"type\":\"event_attempt\",\"event_id\":' || to_json(u.id)::text \
-                 || ',\"event_type\":' || to_json(u.event_type)::text \
-                 || ',\"attempt\":' || u.attempts::text \
-                 || ',\"result\":\"' || u.result || '\"' \
-                 || coalesce(',\"status\":' || $2::int::text, '') || '}' \
-             FROM u) \
-         SELECT 1"
-    };
-}
-
 #[async_trait]
 impl Outbox for PgStore {
     /// A shop's merchant events, newest first.
@@ -222,6 +201,13 @@ impl Outbox for PgStore {
 
     /// Records how a delivery attempt ended and ends its lease, with the
     /// attempt's entry in its payment's history in the same statement.
+    ///
+    /// `u` is the event row the statement updated (its id, type and attempt
+    /// count, and whether this attempt delivered it or gave it up), `$2` the
+    /// merchant's status; `h` builds the entry ([`HistoryEvent::EventAttempt`])
+    /// from them as serde's compact form, in its field order (the status left
+    /// out when there is none), checked by the conformance tests. The two
+    /// statements differ only in `u`.
     async fn record_attempt(
         &self,
         id: &EventId,
@@ -230,23 +216,32 @@ impl Outbox for PgStore {
         let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
         let status = status.map(|s| s as i32);
         let query = if delivered {
-            sqlx::query(concat!(
+            sqlx::query(
                 "WITH u AS ( \
                      UPDATE events SET attempts = attempts + 1, last_status = $2, \
                          last_error = NULL, delivered_at = COALESCE(delivered_at, now()), \
                          locked_until = NULL \
                      WHERE id = $1 \
                      RETURNING id, event_type, payment_id, refund_id, attempts, \
-                         'delivered' AS result), ",
-                attempt_entry!()
-            ))
+                         'delivered' AS result), \
+                 h AS ( \
+                     INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+                     SELECT u.payment_id, u.refund_id, 'event_attempt', \
+                         '{\"type\":\"event_attempt\",\"event_id\":' || to_json(u.id)::text \
+                         || ',\"event_type\":' || to_json(u.event_type)::text \
+                         || ',\"attempt\":' || u.attempts::text \
+                         || ',\"result\":\"' || u.result || '\"' \
+                         || coalesce(',\"status\":' || $2::int::text, '') || '}' \
+                     FROM u) \
+                 SELECT 1",
+            )
             .bind(id.as_str())
             .bind(status)
         } else {
             // The last retry is due at the give-up time at the latest; an
             // attempt that fails at or after it gives up (its `gave_up_at` is
             // this statement's `now()`).
-            sqlx::query(concat!(
+            sqlx::query(
                 "WITH u AS ( \
                      UPDATE events SET attempts = attempts + 1, last_status = $2, \
                          last_error = $3, locked_until = NULL, \
@@ -258,9 +253,18 @@ impl Outbox for PgStore {
                      WHERE id = $1 \
                      RETURNING id, event_type, payment_id, refund_id, attempts, \
                          CASE WHEN gave_up_at IS NOT NULL AND gave_up_at = now() \
-                              THEN 'given_up' ELSE 'failed' END AS result), ",
-                attempt_entry!()
-            ))
+                              THEN 'given_up' ELSE 'failed' END AS result), \
+                 h AS ( \
+                     INSERT INTO payment_history (payment_id, refund_id, kind, event) \
+                     SELECT u.payment_id, u.refund_id, 'event_attempt', \
+                         '{\"type\":\"event_attempt\",\"event_id\":' || to_json(u.id)::text \
+                         || ',\"event_type\":' || to_json(u.event_type)::text \
+                         || ',\"attempt\":' || u.attempts::text \
+                         || ',\"result\":\"' || u.result || '\"' \
+                         || coalesce(',\"status\":' || $2::int::text, '') || '}' \
+                     FROM u) \
+                 SELECT 1",
+            )
             .bind(id.as_str())
             .bind(status)
             .bind(error)

@@ -12,62 +12,81 @@ use super::{PgStore, store_error};
 use crate::columns::payment_columns;
 use crate::rows::PaymentRow;
 
-/// The part of a payment list's statement before its cursor: the shop's
-/// payments (`shop`), or one order's (`order`: `reference = $3`, a range of
-/// `payments_by_reference` even in a generic plan, for the look-up before
-/// paying an order), that match the filter (`$2` status, `$3` reference,
-/// `$4` and `$5` the created range, each ignored when null).
-macro_rules! payment_list {
-    (shop) => {
-        concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3)",
-            payment_list!(filter)
-        )
-    };
-    (order) => {
-        concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE shop_id = $1 AND reference = $3",
-            payment_list!(filter)
-        )
-    };
-    (filter) => {
-        " AND ($2::text IS NULL OR status = $2) \
-          AND ($4::timestamptz IS NULL OR created_at >= $4) \
-          AND ($5::timestamptz IS NULL OR created_at < $5)"
-    };
-}
+/// The newest page of a shop's payments that match the filter: `$1` the
+/// shop, `$2` status, `$3` reference, `$4` and `$5` the created range (each
+/// ignored when null), `$6` the limit.
+const PAYMENTS_NEWEST: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3) \
+       AND ($2::text IS NULL OR status = $2) \
+       AND ($4::timestamptz IS NULL OR created_at >= $4) \
+       AND ($5::timestamptz IS NULL OR created_at < $5) \
+     ORDER BY created_at DESC, id DESC LIMIT $6"
+);
 
-/// The statements of a payment list: the newest page, the page after a
-/// cursor (`$7`, `$8`: its `created_at` and id), the page before it (read
-/// oldest first).
-macro_rules! payment_lists {
-    ($which:tt) => {
-        [
-            concat!(
-                payment_list!($which),
-                " ORDER BY created_at DESC, id DESC LIMIT $6"
-            ),
-            concat!(
-                payment_list!($which),
-                " AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
-            ),
-            concat!(
-                payment_list!($which),
-                " AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
-            ),
-        ]
-    };
-}
+/// The page after a cursor of a shop's payments: `$1` to `$6` as in
+/// [`PAYMENTS_NEWEST`], `$7`, `$8` the cursor's `created_at` and id.
+const PAYMENTS_AFTER: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3) \
+       AND ($2::text IS NULL OR status = $2) \
+       AND ($4::timestamptz IS NULL OR created_at >= $4) \
+       AND ($5::timestamptz IS NULL OR created_at < $5) \
+       AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
+);
 
-/// A shop's payment lists.
-const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
+/// The page before a cursor of a shop's payments, read oldest first: `$1`
+/// to `$8` as in [`PAYMENTS_AFTER`].
+const PAYMENTS_BEFORE: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3) \
+       AND ($2::text IS NULL OR status = $2) \
+       AND ($4::timestamptz IS NULL OR created_at >= $4) \
+       AND ($5::timestamptz IS NULL OR created_at < $5) \
+       AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
+);
 
-/// One order's payment lists (a reference given).
-const ORDER_PAYMENT_LISTS: [&str; 3] = payment_lists!(order);
+/// The newest page of one order's payments (a reference given: `reference =
+/// $3`, a range of `payments_by_reference` even in a generic plan, for the
+/// look-up before paying an order) that match the filter: `$1` the shop,
+/// `$2` status, `$4` and `$5` the created range (each ignored when null),
+/// `$6` the limit.
+const ORDER_PAYMENTS_NEWEST: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = $1 AND reference = $3 \
+       AND ($2::text IS NULL OR status = $2) \
+       AND ($4::timestamptz IS NULL OR created_at >= $4) \
+       AND ($5::timestamptz IS NULL OR created_at < $5) \
+     ORDER BY created_at DESC, id DESC LIMIT $6"
+);
+
+/// The page after a cursor of one order's payments: `$1` to `$6` as in
+/// [`ORDER_PAYMENTS_NEWEST`], `$7`, `$8` the cursor's `created_at` and id.
+const ORDER_PAYMENTS_AFTER: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = $1 AND reference = $3 \
+       AND ($2::text IS NULL OR status = $2) \
+       AND ($4::timestamptz IS NULL OR created_at >= $4) \
+       AND ($5::timestamptz IS NULL OR created_at < $5) \
+       AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
+);
+
+/// The page before a cursor of one order's payments, read oldest first:
+/// `$1` to `$8` as in [`ORDER_PAYMENTS_AFTER`].
+const ORDER_PAYMENTS_BEFORE: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = $1 AND reference = $3 \
+       AND ($2::text IS NULL OR status = $2) \
+       AND ($4::timestamptz IS NULL OR created_at >= $4) \
+       AND ($5::timestamptz IS NULL OR created_at < $5) \
+       AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
+);
 
 /// Where a payment list's cursor lies: the `(created_at, id)` of the
 /// shop's payment `id`; [`StoreError::UnknownCursor`] when there is none.
@@ -140,14 +159,13 @@ impl Payments for PgStore {
                 Some(payment_cursor(self, shop_id, id).await?)
             }
         };
-        let lists = match filter.reference {
-            Some(_) => &ORDER_PAYMENT_LISTS,
-            None => &PAYMENT_LISTS,
-        };
-        let sql = match page.cursor {
-            Cursor::Newest => lists[0],
-            Cursor::After(_) => lists[1],
-            Cursor::Before(_) => lists[2],
+        let sql = match (&filter.reference, &page.cursor) {
+            (None, Cursor::Newest) => PAYMENTS_NEWEST,
+            (None, Cursor::After(_)) => PAYMENTS_AFTER,
+            (None, Cursor::Before(_)) => PAYMENTS_BEFORE,
+            (Some(_), Cursor::Newest) => ORDER_PAYMENTS_NEWEST,
+            (Some(_), Cursor::After(_)) => ORDER_PAYMENTS_AFTER,
+            (Some(_), Cursor::Before(_)) => ORDER_PAYMENTS_BEFORE,
         };
         let mut query = sqlx::query_as::<_, PaymentRow>(sql)
             .bind(shop_id.as_str())

@@ -26,53 +26,59 @@ use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::{payment_columns, refund_columns};
 use crate::rows::{PaymentRow, RefundRow};
 
-/// The part of a refund list's statement before its cursor: the shop's
-/// refunds (`shop`; `$2` is null), or one payment's (`payment`:
-/// `payment_id = $2`, a range of `refunds_by_payment`).
-macro_rules! refund_list {
-    (shop) => {
-        concat!(
-            "SELECT ",
-            refund_columns!(),
-            " FROM refunds WHERE shop_id = $1 AND ($2::text IS NULL OR payment_id = $2)"
-        )
-    };
-    (payment) => {
-        concat!(
-            "SELECT ",
-            refund_columns!(),
-            " FROM refunds WHERE payment_id = $2 AND shop_id = $1"
-        )
-    };
-}
+/// The newest page of a shop's refunds: `$1` the shop, `$2` null (the
+/// refunds of every payment), `$3` the limit.
+const REFUNDS_NEWEST: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE shop_id = $1 AND ($2::text IS NULL OR payment_id = $2) \
+     ORDER BY created_at DESC, id DESC LIMIT $3"
+);
 
-/// The statements of a refund list: the newest page, the page after a
-/// cursor (`$4`, `$5`: its `created_at` and id), the page before it (read
-/// oldest first).
-macro_rules! refund_lists {
-    ($which:tt) => {
-        [
-            concat!(
-                refund_list!($which),
-                " ORDER BY created_at DESC, id DESC LIMIT $3"
-            ),
-            concat!(
-                refund_list!($which),
-                " AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
-            ),
-            concat!(
-                refund_list!($which),
-                " AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
-            ),
-        ]
-    };
-}
+/// The page after a cursor of a shop's refunds: `$1` to `$3` as in
+/// [`REFUNDS_NEWEST`], `$4`, `$5` the cursor's `created_at` and id.
+const REFUNDS_AFTER: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE shop_id = $1 AND ($2::text IS NULL OR payment_id = $2) \
+       AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
+);
 
-/// A shop's refund lists.
-const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
+/// The page before a cursor of a shop's refunds, read oldest first: `$1` to
+/// `$5` as in [`REFUNDS_AFTER`].
+const REFUNDS_BEFORE: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE shop_id = $1 AND ($2::text IS NULL OR payment_id = $2) \
+       AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
+);
 
-/// One payment's refund lists.
-const PAYMENT_REFUND_LISTS: [&str; 3] = refund_lists!(payment);
+/// The newest page of one payment's refunds (`payment_id = $2`, a range of
+/// `refunds_by_payment`): `$1` the shop, `$3` the limit.
+const PAYMENT_REFUNDS_NEWEST: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE payment_id = $2 AND shop_id = $1 \
+     ORDER BY created_at DESC, id DESC LIMIT $3"
+);
+
+/// The page after a cursor of one payment's refunds: `$1` to `$3` as in
+/// [`PAYMENT_REFUNDS_NEWEST`], `$4`, `$5` the cursor's `created_at` and id.
+const PAYMENT_REFUNDS_AFTER: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE payment_id = $2 AND shop_id = $1 \
+       AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
+);
+
+/// The page before a cursor of one payment's refunds, read oldest first:
+/// `$1` to `$5` as in [`PAYMENT_REFUNDS_AFTER`].
+const PAYMENT_REFUNDS_BEFORE: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE payment_id = $2 AND shop_id = $1 \
+       AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
+);
 
 /// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
 /// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
@@ -320,14 +326,13 @@ impl Refunds for PgStore {
                 Some(refund_cursor(self, shop_id, payment_id, id).await?)
             }
         };
-        let lists = match payment_id {
-            Some(_) => &PAYMENT_REFUND_LISTS,
-            None => &REFUND_LISTS,
-        };
-        let sql = match page.cursor {
-            Cursor::Newest => lists[0],
-            Cursor::After(_) => lists[1],
-            Cursor::Before(_) => lists[2],
+        let sql = match (payment_id, &page.cursor) {
+            (None, Cursor::Newest) => REFUNDS_NEWEST,
+            (None, Cursor::After(_)) => REFUNDS_AFTER,
+            (None, Cursor::Before(_)) => REFUNDS_BEFORE,
+            (Some(_), Cursor::Newest) => PAYMENT_REFUNDS_NEWEST,
+            (Some(_), Cursor::After(_)) => PAYMENT_REFUNDS_AFTER,
+            (Some(_), Cursor::Before(_)) => PAYMENT_REFUNDS_BEFORE,
         };
         let mut query = sqlx::query_as::<_, RefundRow>(sql)
             .bind(shop_id.as_str())

@@ -20,29 +20,32 @@ use crate::rows::FromSqliteRow;
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 500;
 
-/// The statements of a findings list, newest sighting first, filtered by
-/// state (`?1`), kind (`?2`) and shop (`?3`), each ignored when null: all
-/// findings (a walk of `findings_by_last_seen`, stopped by the limit `?5`),
-/// and one payment's (`payment_id = ?4`: a range of `findings_by_payment`,
-/// a handful of rows sorted, never a walk of every finding).
-macro_rules! finding_list {
-    ($payment:literal) => {
-        concat!(
-            "SELECT ",
-            finding_columns!(),
-            " FROM reconciliation_findings WHERE ",
-            $payment,
-            " AND (?1 IS NULL OR (resolved_at IS NOT NULL) = ?1) \
-               AND (?2 IS NULL OR kind = ?2) \
-               AND (?3 IS NULL OR shop_id = ?3) \
-             ORDER BY last_seen DESC, id DESC LIMIT ?5"
-        )
-    };
-}
-pub(super) const FINDING_LISTS: [&str; 2] = [
-    finding_list!("?4 IS NULL"),
-    finding_list!("payment_id = ?4"),
-];
+/// The findings list, newest sighting first, filtered by state (`?1`), kind
+/// (`?2`) and shop (`?3`), each ignored when null, `?4` null (every
+/// payment's): a walk of `findings_by_last_seen`, stopped by the limit `?5`.
+pub(super) const FINDINGS: &str = concat!(
+    "SELECT ",
+    finding_columns!(),
+    " FROM reconciliation_findings WHERE ?4 IS NULL \
+       AND (?1 IS NULL OR (resolved_at IS NOT NULL) = ?1) \
+       AND (?2 IS NULL OR kind = ?2) \
+       AND (?3 IS NULL OR shop_id = ?3) \
+     ORDER BY last_seen DESC, id DESC LIMIT ?5"
+);
+
+/// One payment's findings (`payment_id = ?4`: a range of
+/// `findings_by_payment`, a handful of rows sorted, never a walk of every
+/// finding), newest sighting first; `?1`, `?2`, `?3` and `?5` as in
+/// [`FINDINGS`].
+pub(super) const PAYMENT_FINDINGS: &str = concat!(
+    "SELECT ",
+    finding_columns!(),
+    " FROM reconciliation_findings WHERE payment_id = ?4 \
+       AND (?1 IS NULL OR (resolved_at IS NOT NULL) = ?1) \
+       AND (?2 IS NULL OR kind = ?2) \
+       AND (?3 IS NULL OR shop_id = ?3) \
+     ORDER BY last_seen DESC, id DESC LIMIT ?5"
+);
 
 /// One finding, on whichever connection.
 fn finding_in(conn: &Connection, id: FindingId) -> Result<Option<Finding>> {
@@ -181,8 +184,8 @@ impl Findings for SqliteStore {
             n => n.min(MAX_LIMIT),
         };
         let sql = match query.payment_id {
-            None => FINDING_LISTS[0],
-            Some(_) => FINDING_LISTS[1],
+            None => FINDINGS,
+            Some(_) => PAYMENT_FINDINGS,
         };
         self.read(move |conn| {
             all::<FindingRow, _>(

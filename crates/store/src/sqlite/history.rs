@@ -217,26 +217,28 @@ macro_rules! repeat_columns {
 }
 pub(super) use repeat_columns;
 
-/// Adds the repeats of one kind to a key's counter and to its totals; the
-/// last times keep the later of the stored one and `?4` (SQLite's `MAX` of
-/// a NULL is NULL: hence the `COALESCE`).
-macro_rules! add_repeats_of {
-    ($counter:literal, $last:literal) => {
-        concat!(
-            "UPDATE idempotency_keys SET ",
-            $counter,
-            " = ",
-            $counter,
-            " + ?3, ",
-            $last,
-            " = MAX(COALESCE(",
-            $last,
-            ", ?4), ?4), replays = replays + ?3, \
-             last_repeat_at = MAX(COALESCE(last_repeat_at, ?4), ?4) \
-             WHERE shop_id = ?1 AND key = ?2"
-        )
-    };
-}
+// The adds of repeats of one kind to a key's counter and to its totals
+// (`?1`, `?2`: the key's shop and key, `?3` the count); the last times keep
+// the later of the stored one and `?4` (SQLite's `MAX` of a NULL is NULL:
+// hence the `COALESCE`).
+
+/// Adds replays ([`RepeatKind::Replay`]).
+const ADD_REPLAYS: &str = "UPDATE idempotency_keys SET replayed = replayed + ?3, \
+     last_replayed_at = MAX(COALESCE(last_replayed_at, ?4), ?4), replays = replays + ?3, \
+     last_repeat_at = MAX(COALESCE(last_repeat_at, ?4), ?4) \
+     WHERE shop_id = ?1 AND key = ?2";
+
+/// Adds conflicts ([`RepeatKind::Conflict`]).
+const ADD_CONFLICTS: &str = "UPDATE idempotency_keys SET conflicted = conflicted + ?3, \
+     last_conflicted_at = MAX(COALESCE(last_conflicted_at, ?4), ?4), replays = replays + ?3, \
+     last_repeat_at = MAX(COALESCE(last_repeat_at, ?4), ?4) \
+     WHERE shop_id = ?1 AND key = ?2";
+
+/// Adds mismatches ([`RepeatKind::Mismatch`]).
+const ADD_MISMATCHES: &str = "UPDATE idempotency_keys SET mismatched = mismatched + ?3, \
+     last_mismatched_at = MAX(COALESCE(last_mismatched_at, ?4), ?4), replays = replays + ?3, \
+     last_repeat_at = MAX(COALESCE(last_repeat_at, ?4), ?4) \
+     WHERE shop_id = ?1 AND key = ?2";
 
 #[async_trait]
 impl History for SqliteStore {
@@ -325,9 +327,9 @@ impl History for SqliteStore {
         self.write_new(move |conn| {
             for tally in &tallies {
                 let sql = match tally.kind {
-                    RepeatKind::Replay => add_repeats_of!("replayed", "last_replayed_at"),
-                    RepeatKind::Conflict => add_repeats_of!("conflicted", "last_conflicted_at"),
-                    RepeatKind::Mismatch => add_repeats_of!("mismatched", "last_mismatched_at"),
+                    RepeatKind::Replay => ADD_REPLAYS,
+                    RepeatKind::Conflict => ADD_CONFLICTS,
+                    RepeatKind::Mismatch => ADD_MISMATCHES,
                 };
                 conn.prepare_cached(sql)?.execute(params![
                     tally.shop_id.as_str(),

@@ -278,24 +278,22 @@ mod tests {
         let store = SqliteStore::connect(&url, &PoolConfig::default())
             .await
             .unwrap();
-        let statements = payments::PAYMENT_LISTS
-            .iter()
-            .enumerate()
-            .map(|(i, sql)| (i, *sql, "payments_by_shop"))
-            .chain(
-                refunds::REFUND_LISTS
-                    .iter()
-                    .enumerate()
-                    .map(|(i, sql)| (i, *sql, "refunds_by_shop")),
-            );
-        for (i, sql, index) in statements {
+        let statements = [
+            (payments::PAYMENTS_NEWEST, "payments_by_shop", false),
+            (payments::PAYMENTS_AFTER, "payments_by_shop", true),
+            (payments::PAYMENTS_BEFORE, "payments_by_shop", true),
+            (refunds::REFUNDS_NEWEST, "refunds_by_shop", false),
+            (refunds::REFUNDS_AFTER, "refunds_by_shop", true),
+            (refunds::REFUNDS_BEFORE, "refunds_by_shop", true),
+        ];
+        for (sql, index, from_cursor) in statements {
             let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
             assert!(
                 plan.contains(&format!("INDEX {index} (shop_id=?")),
                 "{plan}"
             );
             assert!(!plan.contains("TEMP B-TREE"), "{plan}");
-            if i > 0 {
+            if from_cursor {
                 // A cursor bounds the range itself: no scan from the newest.
                 assert!(plan.contains("(created_at,id)"), "{plan}");
             }
@@ -303,14 +301,16 @@ mod tests {
         // One order's payments and one payment's refunds: ranges of their
         // narrow indexes (a handful of rows, sorted by id where times tie),
         // never a walk of the whole shop.
-        let narrow = payments::ORDER_PAYMENT_LISTS
-            .iter()
-            .map(|sql| (*sql, "payments_by_order (shop_id=? AND reference=?"))
-            .chain(
-                refunds::PAYMENT_REFUND_LISTS
-                    .iter()
-                    .map(|sql| (*sql, "refunds_by_payment (payment_id=?")),
-            );
+        let order = "payments_by_order (shop_id=? AND reference=?";
+        let payment = "refunds_by_payment (payment_id=?";
+        let narrow = [
+            (payments::ORDER_PAYMENTS_NEWEST, order),
+            (payments::ORDER_PAYMENTS_AFTER, order),
+            (payments::ORDER_PAYMENTS_BEFORE, order),
+            (refunds::PAYMENT_REFUNDS_NEWEST, payment),
+            (refunds::PAYMENT_REFUNDS_AFTER, payment),
+            (refunds::PAYMENT_REFUNDS_BEFORE, payment),
+        ];
         for (sql, range) in narrow {
             let plan = store.read(move |conn| Ok(plan(conn, sql)?)).await.unwrap();
             assert!(plan.contains(range), "{plan}");

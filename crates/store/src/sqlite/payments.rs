@@ -41,39 +41,58 @@ pub(super) enum SettleBy {
     AcquirerKey,
 }
 
-/// The conditional update `pending` -> final of the row that `?1` names
-/// (`$which`: its column), moving a declined payment out of its order's live
-/// slot (migration 0010). A success leaves `order_slot` unwritten: writing
-/// it, even to the same value, would make SQLite rewrite the payment's entry
-/// in `payments_by_order`, a random leaf page of WAL per payment.
-macro_rules! settle {
-    ($which:literal, succeeded) => {
-        settle!($which, "")
-    };
-    ($which:literal, declined) => {
-        settle!($which, "order_slot = id, ")
-    };
-    ($which:literal, $slot:literal) => {
-        concat!(
-            "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, ",
-            $slot,
-            "updated_at = ",
-            now_ms!(),
-            " WHERE ",
-            $which,
-            " = ?1 AND shop_id = ?2 AND status = 'pending'"
-        )
-    };
-}
+// The settles: the conditional update `pending` -> final of the row that
+// `?1` names (its id, or its acquirer key), of the shop `?2`; `?3`, `?4`,
+// `?5` are the settlement's status, provider id and decline code. Those to
+// a status that frees the order (declined, canceled) also move the payment
+// out of its order's live slot (migration 0010). A success leaves
+// `order_slot` unwritten: writing it, even to the same value, would make
+// SQLite rewrite the payment's entry in `payments_by_order`, a random leaf
+// page of WAL per payment.
 
-/// The settle to `status` of a payment named by id or by acquirer key
-/// (see [`settle!`]).
+/// The settle of a payment named by its id (`?1`) to a status that keeps
+/// its order (succeeded).
+const SETTLE_BY_ID: &str = concat!(
+    "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+     updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 AND shop_id = ?2 AND status = 'pending'"
+);
+
+/// The settle of a payment named by its id (`?1`) to a status that frees
+/// its order: its `order_slot` becomes its own id.
+const SETTLE_BY_ID_FREEING_ORDER: &str = concat!(
+    "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+     order_slot = id, updated_at = ",
+    now_ms!(),
+    " WHERE id = ?1 AND shop_id = ?2 AND status = 'pending'"
+);
+
+/// The settle of a payment named by its acquirer key (`?1`, webhooks) to a
+/// status that keeps its order (succeeded).
+const SETTLE_BY_ACQUIRER_KEY: &str = concat!(
+    "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+     updated_at = ",
+    now_ms!(),
+    " WHERE acquirer_key = ?1 AND shop_id = ?2 AND status = 'pending'"
+);
+
+/// The settle of a payment named by its acquirer key (`?1`, webhooks) to a
+/// status that frees its order: its `order_slot` becomes its own id.
+const SETTLE_BY_ACQUIRER_KEY_FREEING_ORDER: &str = concat!(
+    "UPDATE payments SET status = ?3, provider_payment_id = ?4, decline_code = ?5, \
+     order_slot = id, updated_at = ",
+    now_ms!(),
+    " WHERE acquirer_key = ?1 AND shop_id = ?2 AND status = 'pending'"
+);
+
+/// The settle to `status` of a payment named by id or by acquirer key.
 pub(super) fn settle_sql(by: SettleBy, status: PaymentStatus) -> &'static str {
     match (by, status.frees_order()) {
-        (SettleBy::Id, false) => settle!("id", succeeded),
-        (SettleBy::Id, true) => settle!("id", declined),
-        (SettleBy::AcquirerKey, false) => settle!("acquirer_key", succeeded),
-        (SettleBy::AcquirerKey, true) => settle!("acquirer_key", declined),
+        (SettleBy::Id, false) => SETTLE_BY_ID,
+        (SettleBy::Id, true) => SETTLE_BY_ID_FREEING_ORDER,
+        (SettleBy::AcquirerKey, false) => SETTLE_BY_ACQUIRER_KEY,
+        (SettleBy::AcquirerKey, true) => SETTLE_BY_ACQUIRER_KEY_FREEING_ORDER,
     }
 }
 
@@ -132,66 +151,87 @@ pub(super) fn settle_where(
     Ok(Some(Payment::try_from(row)?))
 }
 
-/// The part of a payment list's statement before its cursor: the shop's
-/// payments (`shop`), or one order's (`order`: `reference = ?3`, a range of
-/// `payments_by_order`, for the look-up before paying an order), that
-/// match the filter (`?2` status, `?3` reference, `?4` and `?5` the created
-/// range, each ignored when null).
-macro_rules! payment_list {
-    (shop) => {
-        concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3)",
-            payment_list!(filter)
-        )
-    };
-    (order) => {
-        concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3",
-            payment_list!(filter)
-        )
-    };
-    (filter) => {
-        " AND (?2 IS NULL OR status = ?2) \
-          AND (?4 IS NULL OR created_at >= ?4) \
-          AND (?5 IS NULL OR created_at < ?5)"
-    };
-}
+// A shop's payment lists are each a range of `payments_by_shop`, read from
+// its end for the newest first. One order's (a reference given) are each a
+// range of `payments_by_order`, an order's few payments sorted after the
+// read. That index is named: the planner would rather walk the shop's
+// newest-first index, already in the list's order, than sort a handful of
+// rows.
 
-/// The statements of a payment list: the newest page, the page after a
-/// cursor (`?7`, `?8`: its `created_at` and id), the page before it (read
-/// oldest first).
-macro_rules! payment_lists {
-    ($which:tt) => {
-        [
-            concat!(
-                payment_list!($which),
-                " ORDER BY created_at DESC, id DESC LIMIT ?6"
-            ),
-            concat!(
-                payment_list!($which),
-                " AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
-            ),
-            concat!(
-                payment_list!($which),
-                " AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
-            ),
-        ]
-    };
-}
+/// The newest page of a shop's payments that match the filter: `?1` the
+/// shop, `?2` status, `?3` reference, `?4` and `?5` the created range (each
+/// ignored when null), `?6` the limit.
+pub(super) const PAYMENTS_NEWEST: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3) \
+       AND (?2 IS NULL OR status = ?2) \
+       AND (?4 IS NULL OR created_at >= ?4) \
+       AND (?5 IS NULL OR created_at < ?5) \
+     ORDER BY created_at DESC, id DESC LIMIT ?6"
+);
 
-/// A shop's payment lists: each a range of `payments_by_shop`, read from its end
-/// for the newest first.
-pub(super) const PAYMENT_LISTS: [&str; 3] = payment_lists!(shop);
+/// The page after a cursor of a shop's payments: `?1` to `?6` as in
+/// [`PAYMENTS_NEWEST`], `?7`, `?8` the cursor's `created_at` and id.
+pub(super) const PAYMENTS_AFTER: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3) \
+       AND (?2 IS NULL OR status = ?2) \
+       AND (?4 IS NULL OR created_at >= ?4) \
+       AND (?5 IS NULL OR created_at < ?5) \
+       AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
+);
 
-/// One order's payment lists (a reference given): each a range of
-/// `payments_by_order`, an order's few payments sorted after the read. The
-/// index is named: the planner would rather walk the shop's newest-first
-/// index, already in the list's order, than sort a handful of rows.
-pub(super) const ORDER_PAYMENT_LISTS: [&str; 3] = payment_lists!(order);
+/// The page before a cursor of a shop's payments, read oldest first: `?1`
+/// to `?8` as in [`PAYMENTS_AFTER`].
+pub(super) const PAYMENTS_BEFORE: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3) \
+       AND (?2 IS NULL OR status = ?2) \
+       AND (?4 IS NULL OR created_at >= ?4) \
+       AND (?5 IS NULL OR created_at < ?5) \
+       AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
+);
+
+/// The newest page of one order's payments (`reference = ?3`, for the
+/// look-up before paying an order) that match the filter: `?1` the shop,
+/// `?2` status, `?4` and `?5` the created range (each ignored when null),
+/// `?6` the limit.
+pub(super) const ORDER_PAYMENTS_NEWEST: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3 \
+       AND (?2 IS NULL OR status = ?2) \
+       AND (?4 IS NULL OR created_at >= ?4) \
+       AND (?5 IS NULL OR created_at < ?5) \
+     ORDER BY created_at DESC, id DESC LIMIT ?6"
+);
+
+/// The page after a cursor of one order's payments: `?1` to `?6` as in
+/// [`ORDER_PAYMENTS_NEWEST`], `?7`, `?8` the cursor's `created_at` and id.
+pub(super) const ORDER_PAYMENTS_AFTER: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3 \
+       AND (?2 IS NULL OR status = ?2) \
+       AND (?4 IS NULL OR created_at >= ?4) \
+       AND (?5 IS NULL OR created_at < ?5) \
+       AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
+);
+
+/// The page before a cursor of one order's payments, read oldest first:
+/// `?1` to `?8` as in [`ORDER_PAYMENTS_AFTER`].
+pub(super) const ORDER_PAYMENTS_BEFORE: &str = concat!(
+    "SELECT ",
+    payment_columns!(),
+    " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3 \
+       AND (?2 IS NULL OR status = ?2) \
+       AND (?4 IS NULL OR created_at >= ?4) \
+       AND (?5 IS NULL OR created_at < ?5) \
+       AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
+);
 
 /// Where a payment list's cursor lies: the `(created_at, id)` of the
 /// shop's payment `id`; [`StoreError::UnknownCursor`] when there is none.
@@ -249,14 +289,17 @@ impl Payments for SqliteStore {
     ) -> Result<Page<Payment>, StoreError> {
         let (shop_id, filter, page) = (shop_id.clone(), filter.clone(), page.clone());
         self.read(move |conn| {
-            let lists = match filter.reference {
-                Some(_) => &ORDER_PAYMENT_LISTS,
-                None => &PAYMENT_LISTS,
+            let sql = match (&filter.reference, &page.cursor) {
+                (None, Cursor::Newest) => PAYMENTS_NEWEST,
+                (None, Cursor::After(_)) => PAYMENTS_AFTER,
+                (None, Cursor::Before(_)) => PAYMENTS_BEFORE,
+                (Some(_), Cursor::Newest) => ORDER_PAYMENTS_NEWEST,
+                (Some(_), Cursor::After(_)) => ORDER_PAYMENTS_AFTER,
+                (Some(_), Cursor::Before(_)) => ORDER_PAYMENTS_BEFORE,
             };
-            let (sql, cursor) = match &page.cursor {
-                Cursor::Newest => (lists[0], None),
-                Cursor::After(id) => (lists[1], Some(payment_cursor(conn, &shop_id, id)?)),
-                Cursor::Before(id) => (lists[2], Some(payment_cursor(conn, &shop_id, id)?)),
+            let cursor = match &page.cursor {
+                Cursor::Newest => None,
+                Cursor::After(id) | Cursor::Before(id) => Some(payment_cursor(conn, &shop_id, id)?),
             };
             let (status, reference) = (
                 filter.status.map(|s| s.as_str()),

@@ -43,56 +43,65 @@ pub(super) fn refund_in(
     )
 }
 
-/// The part of a refund list's statement before its cursor: the shop's
-/// refunds (`shop`; `?2` is null), or one payment's (`payment`:
-/// `payment_id = ?2`, a range of `refunds_by_payment`). That index is named:
-/// the planner would rather walk the shop's index backwards, already in the
-/// list's order, than sort a payment's few refunds.
-macro_rules! refund_list {
-    (shop) => {
-        concat!(
-            "SELECT ",
-            refund_columns!(),
-            " FROM refunds WHERE shop_id = ?1 AND (?2 IS NULL OR payment_id = ?2)"
-        )
-    };
-    (payment) => {
-        concat!(
-            "SELECT ",
-            refund_columns!(),
-            " FROM refunds INDEXED BY refunds_by_payment WHERE payment_id = ?2 AND shop_id = ?1"
-        )
-    };
-}
+// A shop's refund lists are each a range of `refunds_by_shop`, read from
+// its end for the newest first; one payment's, each a range of
+// `refunds_by_payment`. That index is named: the planner would rather walk
+// the shop's index backwards, already in the list's order, than sort a
+// payment's few refunds.
 
-/// The statements of a refund list: the newest page, the page after a
-/// cursor (`?4`, `?5`: its `created_at` and id), the page before it (read
-/// oldest first).
-macro_rules! refund_lists {
-    ($which:tt) => {
-        [
-            concat!(
-                refund_list!($which),
-                " ORDER BY created_at DESC, id DESC LIMIT ?3"
-            ),
-            concat!(
-                refund_list!($which),
-                " AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
-            ),
-            concat!(
-                refund_list!($which),
-                " AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
-            ),
-        ]
-    };
-}
+/// The newest page of a shop's refunds: `?1` the shop, `?2` null (the
+/// refunds of every payment), `?3` the limit.
+pub(super) const REFUNDS_NEWEST: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE shop_id = ?1 AND (?2 IS NULL OR payment_id = ?2) \
+     ORDER BY created_at DESC, id DESC LIMIT ?3"
+);
 
-/// A shop's refund lists: each a range of `refunds_by_shop`, read from its end
-/// for the newest first.
-pub(super) const REFUND_LISTS: [&str; 3] = refund_lists!(shop);
+/// The page after a cursor of a shop's refunds: `?1` to `?3` as in
+/// [`REFUNDS_NEWEST`], `?4`, `?5` the cursor's `created_at` and id.
+pub(super) const REFUNDS_AFTER: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE shop_id = ?1 AND (?2 IS NULL OR payment_id = ?2) \
+       AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
+);
 
-/// One payment's refund lists: each a range of `refunds_by_payment`.
-pub(super) const PAYMENT_REFUND_LISTS: [&str; 3] = refund_lists!(payment);
+/// The page before a cursor of a shop's refunds, read oldest first: `?1` to
+/// `?5` as in [`REFUNDS_AFTER`].
+pub(super) const REFUNDS_BEFORE: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds WHERE shop_id = ?1 AND (?2 IS NULL OR payment_id = ?2) \
+       AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
+);
+
+/// The newest page of one payment's refunds (`payment_id = ?2`): `?1` the
+/// shop, `?3` the limit.
+pub(super) const PAYMENT_REFUNDS_NEWEST: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds INDEXED BY refunds_by_payment WHERE payment_id = ?2 AND shop_id = ?1 \
+     ORDER BY created_at DESC, id DESC LIMIT ?3"
+);
+
+/// The page after a cursor of one payment's refunds: `?1` to `?3` as in
+/// [`PAYMENT_REFUNDS_NEWEST`], `?4`, `?5` the cursor's `created_at` and id.
+pub(super) const PAYMENT_REFUNDS_AFTER: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds INDEXED BY refunds_by_payment WHERE payment_id = ?2 AND shop_id = ?1 \
+       AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3"
+);
+
+/// The page before a cursor of one payment's refunds, read oldest first:
+/// `?1` to `?5` as in [`PAYMENT_REFUNDS_AFTER`].
+pub(super) const PAYMENT_REFUNDS_BEFORE: &str = concat!(
+    "SELECT ",
+    refund_columns!(),
+    " FROM refunds INDEXED BY refunds_by_payment WHERE payment_id = ?2 AND shop_id = ?1 \
+       AND (created_at, id) > (?4, ?5) ORDER BY created_at, id LIMIT ?3"
+);
 
 /// Where a refund list's cursor lies: the `(created_at, id)` of the shop's
 /// refund `id` (of the payment, when given); [`StoreError::UnknownCursor`]
@@ -339,20 +348,19 @@ impl Refunds for SqliteStore {
         let (shop_id, payment_id, page) = (shop_id.clone(), payment_id.cloned(), page.clone());
         self.read(move |conn| {
             let payment_id = payment_id.as_ref();
-            let lists = match payment_id {
-                Some(_) => &PAYMENT_REFUND_LISTS,
-                None => &REFUND_LISTS,
+            let sql = match (payment_id, &page.cursor) {
+                (None, Cursor::Newest) => REFUNDS_NEWEST,
+                (None, Cursor::After(_)) => REFUNDS_AFTER,
+                (None, Cursor::Before(_)) => REFUNDS_BEFORE,
+                (Some(_), Cursor::Newest) => PAYMENT_REFUNDS_NEWEST,
+                (Some(_), Cursor::After(_)) => PAYMENT_REFUNDS_AFTER,
+                (Some(_), Cursor::Before(_)) => PAYMENT_REFUNDS_BEFORE,
             };
-            let (sql, cursor) = match &page.cursor {
-                Cursor::Newest => (lists[0], None),
-                Cursor::After(id) => (
-                    lists[1],
-                    Some(refund_cursor(conn, &shop_id, payment_id, id)?),
-                ),
-                Cursor::Before(id) => (
-                    lists[2],
-                    Some(refund_cursor(conn, &shop_id, payment_id, id)?),
-                ),
+            let cursor = match &page.cursor {
+                Cursor::Newest => None,
+                Cursor::After(id) | Cursor::Before(id) => {
+                    Some(refund_cursor(conn, &shop_id, payment_id, id)?)
+                }
             };
             let payment = payment_id.map(PaymentId::as_str);
             let limit = i64::from(page.limit.get()) + 1;
