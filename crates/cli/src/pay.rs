@@ -72,8 +72,20 @@ pub struct PayArgs {
     /// one order twice).
     #[arg(long)]
     no_check: bool,
+    /// A metadata pair, `key=value` (repeatable; at most 50): the shop's own
+    /// data kept on the payment. Part of the request: running the command
+    /// again with other pairs under the same key is refused.
+    #[arg(long = "metadata", value_name = "KEY=VALUE", value_parser = metadata_pair)]
+    metadata: Vec<(String, String)>,
     #[command(flatten)]
     connect: ConnectArgs,
+}
+
+/// One `--metadata` pair: split at the first `=`.
+fn metadata_pair(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("`{text}` is not KEY=VALUE"))
 }
 
 /// `chargeonce payment ...`.
@@ -115,6 +127,14 @@ pub fn describe(payment: &Payment) -> String {
     );
     if let Some(charge) = &payment.provider_payment_id {
         line.push_str(&format!(", acquirer charge {charge}"));
+    }
+    if !payment.metadata.is_empty() {
+        let pairs: Vec<String> = payment
+            .metadata
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        line.push_str(&format!(", metadata {}", pairs.join(" ")));
     }
     if let Some(code) = &payment.decline_code {
         line.push_str(&format!(", decline code {code}"));
@@ -181,7 +201,10 @@ pub async fn pay(args: PayArgs) -> anyhow::Result<()> {
         ),
     };
     let client = args.connect.client()?;
-    let request = CreatePayment::new(amount, &args.reference, &args.token);
+    let request = args.metadata.iter().fold(
+        CreatePayment::new(amount, &args.reference, &args.token),
+        |request, (k, v)| request.with_metadata(k, v),
+    );
     println!(
         "paying {} {} for order {} with key {} ({origin})",
         amount.to_decimal_string(),

@@ -111,6 +111,28 @@ async fn pay_and_payment_get_from_the_command_line() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("first used for a different request"));
 
+    // Metadata pairs are sent and shown back; other pairs under the same
+    // key are another request (exit 1).
+    let out = pay(
+        base,
+        "order-cli-4",
+        &["--metadata", "customer=cus_42", "--metadata", "note=a=b"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout(&out).contains("metadata customer=cus_42 note=a=b"),
+        "{}",
+        stdout(&out)
+    );
+    let out = pay(
+        base,
+        "order-cli-4",
+        &["--metadata", "customer=cus_43", "--no-check"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+
     // Declined: exit 2.
     let out = pay(base, "order-cli-2", &["--token", "tok_declined"]).await;
     assert_eq!(out.status.code(), Some(2));

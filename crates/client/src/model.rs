@@ -1,5 +1,7 @@
 //! The API's requests and resources, typed.
 
+use std::collections::BTreeMap;
+
 use chargeonce_core::{Money, MoneyError, PaymentStatus};
 use chargeonce_wire as wire;
 use serde::de::Error as _;
@@ -30,6 +32,9 @@ pub struct CreatePayment {
     /// The acquirer's payment method token (simulator tokens: `tok_ok`,
     /// `tok_declined`, `tok_timeout`, `tok_slow`, ...).
     pub token: String,
+    /// The shop's own pairs (at most 50, keys of 1 to 40 characters, values
+    /// of at most 500), returned on the payment; `None` sends none.
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 impl CreatePayment {
@@ -45,7 +50,25 @@ impl CreatePayment {
             amount,
             reference: reference.into(),
             token: token.into(),
+            metadata: None,
         }
+    }
+
+    /// The request with one more metadata pair.
+    ///
+    /// ```
+    /// use chargeonce_client::CreatePayment;
+    /// use chargeonce_core::Money;
+    ///
+    /// let request = CreatePayment::new(Money::parse("1.00", "RUB").unwrap(), "order-1", "tok_ok")
+    ///     .with_metadata("customer", "cus_42");
+    /// assert_eq!(request.to_json()["metadata"]["customer"], "cus_42");
+    /// ```
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.into(), value.into());
+        self
     }
 
     /// The JSON body, as sent. The client serialises it once per call and
@@ -57,6 +80,7 @@ impl CreatePayment {
             payment_method: wire::PaymentMethod {
                 token: self.token.clone(),
             },
+            metadata: self.metadata.clone(),
         };
         // Serialising strings into a `Value` cannot fail.
         serde_json::to_value(body).unwrap_or_default()
@@ -107,6 +131,8 @@ pub struct Payment {
     /// How much of it refunds gave back, in minor units of its currency
     /// (0 until a refund succeeds).
     pub refunded_minor: i64,
+    /// The shop's own pairs, as its request gave them.
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl TryFrom<wire::Payment> for Payment {
@@ -129,6 +155,7 @@ impl TryFrom<wire::Payment> for Payment {
             reference: payment.reference,
             provider_payment_id: payment.provider_payment_id,
             decline_code: payment.decline_code,
+            metadata: payment.metadata,
         })
     }
 }

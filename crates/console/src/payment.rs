@@ -183,6 +183,7 @@ struct PaymentPage {
     provider_id: Option<String>,
     decline_code: Option<String>,
     created: String,
+    metadata: Vec<(String, String)>,
     refunds: Vec<RefundRow>,
     timeline: Vec<TimelineEntry>,
     keys: Vec<KeyView>,
@@ -236,6 +237,11 @@ pub async fn page(
         provider_id: payment.provider_payment_id.clone(),
         decline_code: payment.decline_code.clone(),
         created: when(payment.created_at),
+        metadata: payment
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
         refunds: refunds
             .items
             .iter()
@@ -296,6 +302,7 @@ mod tests {
             decline_code: None,
             created_at: OffsetDateTime::UNIX_EPOCH,
             refunded_minor: 0,
+            metadata: Default::default(),
         };
         let ak = payment.acquirer_key.as_str().to_owned();
         let call = |outcome, latency_ms| HistoryEvent::AcquirerCall {
@@ -469,6 +476,7 @@ mod tests {
             cancel_key: fresh_key("cancel", &payment.id),
             cancelable: false,
             back: "/console/payments/x".into(),
+            metadata: Default::default(),
         };
         let html = page.render().unwrap();
         for marker in [

@@ -170,6 +170,9 @@ struct PaymentBody<'a> {
     amount: AmountBody<'a>,
     decline_code: Option<&'a str>,
     id: &'a str,
+    /// The shop's own pairs (`{}` when none): what a merchant matches the
+    /// event to its order by.
+    metadata: &'a std::collections::BTreeMap<String, String>,
     reference: &'a str,
     status: &'a str,
 }
@@ -211,6 +214,7 @@ impl NewEvent {
                     amount: AmountBody::of(&payment.amount),
                     decline_code: payment.decline_code.as_deref(),
                     id: payment.id.as_str(),
+                    metadata: payment.metadata.as_map(),
                     reference: payment.reference.as_str(),
                     status: payment.status.as_str(),
                 },
@@ -435,6 +439,12 @@ mod tests {
                 amount: Money::parse("15.00", "RUB").unwrap(),
                 reference: Reference::new("order-\"1\"").unwrap(),
                 token: crate::CardToken::new("tok_ok").unwrap(),
+                metadata: crate::Metadata::new(
+                    [("a\"b".to_owned(), "é\n".to_owned())]
+                        .into_iter()
+                        .collect(),
+                )
+                .unwrap(),
             },
         )
         .to_payment();
@@ -452,6 +462,7 @@ mod tests {
                 "amount": {"value": "15.00", "currency": "RUB"},
                 "status": payment.status.as_str(),
                 "decline_code": decline_code,
+                "metadata": {"a\"b": "é\n"},
             }});
             assert_eq!(
                 String::from_utf8(event.payload.clone()).unwrap(),

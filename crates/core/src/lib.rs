@@ -41,6 +41,7 @@ pub mod fingerprint;
 pub mod history;
 mod id;
 pub mod key;
+pub mod metadata;
 pub mod money;
 pub mod observe;
 pub mod payment;
@@ -59,6 +60,7 @@ pub use engine::{
 };
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, KeyError};
+pub use metadata::{Metadata, MetadataError};
 pub use money::{Currency, Money, MoneyError};
 pub use observe::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, NoObserver, Observer};
 pub use payment::{

@@ -4,7 +4,7 @@ use std::fmt;
 
 use time::OffsetDateTime;
 
-use crate::{IdempotencyKey, Money, ShopId};
+use crate::{IdempotencyKey, Metadata, Money, ShopId};
 
 /// Why a field of a payment request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,6 +166,8 @@ pub struct PaymentRequest {
     pub reference: Reference,
     /// How to pay.
     pub token: CardToken,
+    /// The shop's own pairs, kept on the payment and shown with it.
+    pub metadata: Metadata,
 }
 
 /// The payment row phase 1 inserts, next to the key row.
@@ -218,6 +220,7 @@ impl NewPayment {
             decline_code: None,
             created_at: self.created_at,
             refunded_minor: 0,
+            metadata: self.request.metadata.clone(),
         }
     }
 }
@@ -250,6 +253,8 @@ pub struct Payment {
     /// How much of it succeeded refunds gave back, in minor units of its
     /// currency (0 until a refund succeeds).
     pub refunded_minor: i64,
+    /// The shop's own pairs, as its request gave them.
+    pub metadata: Metadata,
 }
 
 impl Payment {

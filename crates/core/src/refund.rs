@@ -238,6 +238,7 @@ mod tests {
             amount: Money::from_minor(minor, rub()).unwrap(),
             reference: crate::Reference::new("order-1").unwrap(),
             token: crate::CardToken::new("tok_ok").unwrap(),
+            metadata: Default::default(),
         };
         let mut payment = crate::NewPayment::new(
             ShopId::new("shop").unwrap(),

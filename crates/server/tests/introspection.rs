@@ -77,6 +77,7 @@ async fn a_key_in_progress_shows_its_holder_and_deadline(backend: Backend) {
                     amount: Money::parse("5.00", "RUB").unwrap(),
                     reference: Reference::new("order-held").unwrap(),
                     token: CardToken::new("tok_ok").unwrap(),
+                    metadata: Default::default(),
                 },
             ),
             KeyTiming {

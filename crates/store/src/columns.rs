@@ -15,7 +15,7 @@
 macro_rules! payment_columns {
     () => {
         "id, shop_id, idempotency_key, reference, amount_minor, currency, token, status, \
-         acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor"
+         acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor, metadata"
     };
 }
 pub(crate) use payment_columns;

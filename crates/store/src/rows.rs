@@ -16,7 +16,7 @@ use chargeonce_core::history::{RepeatCounts, Tally};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{
     AcquirerKey, CardToken, Currency, Fingerprint, IdempotencyKey, KeyInfo, KeyLease, KeyRecord,
-    Money, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
+    Metadata, Money, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
     RefundStatus, ShopId, StalledKey, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::rusqlite;
@@ -93,6 +93,7 @@ rows! {
         decline_code: Option<String>,
         created_at: At,
         refunded_minor: i64,
+        metadata: Option<String>,
     }
 
     /// A refund row ([`crate::columns::refund_columns`]).
@@ -237,6 +238,8 @@ impl TryFrom<PaymentRow> for Payment {
             decline_code: row.decline_code,
             refunded_minor: row.refunded_minor,
             created_at: row.created_at.0,
+            metadata: Metadata::from_stored(row.metadata.as_deref())
+                .map_err(StoreError::corrupt_by)?,
         })
     }
 }

@@ -1,5 +1,7 @@
 //! A payment as the API shows it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::Amount;
@@ -65,7 +67,8 @@ pub enum PaymentRefundStatus {
         "decline_code": null,
         "created_at": "2026-11-29T22:42:32.243Z",
         "amount_refunded": {"value": "0.00", "currency": "RUB"},
-        "refund_status": "none"
+        "refund_status": "none",
+        "metadata": {"order_id": "6735"}
     }))
 )]
 pub struct Payment {
@@ -102,4 +105,13 @@ pub struct Payment {
     /// How much was refunded. `status` stays `succeeded` for a refunded
     /// payment: it says what the charge did.
     pub refund_status: PaymentRefundStatus,
+    /// The shop's own pairs, as the request gave them (`{}` when it gave
+    /// none). Absent only from answers stored before metadata existed,
+    /// which are replayed byte for byte.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(required = false, schema_with = crate::request::metadata_schema)
+    )]
+    pub metadata: BTreeMap<String, String>,
 }

@@ -2,6 +2,8 @@
 //!
 //! Unknown members are refused (`422 invalid_request`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::Amount;
@@ -56,6 +58,16 @@ pub struct CreatePayment {
     pub reference: String,
     /// The payment method.
     pub payment_method: PaymentMethod,
+    /// The shop's own pairs (its order id, customer id, ...), returned on
+    /// the payment: at most 50, keys of 1 to 40 characters without control
+    /// characters, string values of at most 500. Part of the request: the
+    /// same key with other metadata is `idempotency_key_reused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(schema_with = metadata_schema)
+    )]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 /// The body of `POST /v1/payments/{id}/refunds`: `{}` refunds what is left
@@ -81,3 +93,32 @@ pub struct CreateRefund {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(example = json!({})))]
 pub struct CancelPayment {}
+
+/// The schema of `metadata`, on the request and on the payment: at most 50
+/// pairs, keys of 1 to 40 characters without control characters, string
+/// values of at most 500 characters.
+#[cfg(feature = "openapi")]
+pub(crate) fn metadata_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The shop's own pairs: at most 50, keys of 1 to 40 characters without control \
+             characters, string values of at most 500 characters.",
+        ))
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(40))
+                .pattern(Some("^[^\\u0000-\\u001F\\u007F-\\u009F]+$")),
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(500)),
+        ))
+        .max_properties(Some(50))
+        .examples([serde_json::json!({"order_id": "6735", "customer": "cus_42"})])
+        .build()
+}

@@ -317,6 +317,16 @@ export interface components {
             reference: string;
             /** @description The payment method. */
             payment_method: components["schemas"]["PaymentMethod"];
+            /**
+             * @description The shop's own pairs: at most 50, keys of 1 to 40 characters without control characters, string values of at most 500 characters.
+             * @example {
+             *       "customer": "cus_42",
+             *       "order_id": "6735"
+             *     }
+             */
+            metadata?: {
+                [key: string]: string;
+            };
         };
         /**
          * @description The body of `POST /v1/payments/{id}/refunds`: `{}` refunds what is left
@@ -877,6 +887,16 @@ export interface components {
                  *     payment: it says what the charge did.
                  */
                 refund_status: components["schemas"]["PaymentRefundStatus"];
+                /**
+                 * @description The shop's own pairs: at most 50, keys of 1 to 40 characters without control characters, string values of at most 500 characters.
+                 * @example {
+                 *       "customer": "cus_42",
+                 *       "order_id": "6735"
+                 *     }
+                 */
+                metadata?: {
+                    [key: string]: string;
+                };
             }[];
             /** @description Whether another page follows. `false` where a route lists everything. */
             has_more: boolean;
@@ -946,6 +966,9 @@ export interface components {
          *       "created_at": "2026-11-29T22:42:32.243Z",
          *       "decline_code": null,
          *       "id": "pay_01a2297968b375bcb36eb8e661248216",
+         *       "metadata": {
+         *         "order_id": "6735"
+         *       },
          *       "object": "payment",
          *       "provider_payment_id": "ch_01a2297968b7769e806e9688e92895b9",
          *       "reference": "order-123",
@@ -993,6 +1016,16 @@ export interface components {
              *     payment: it says what the charge did.
              */
             refund_status: components["schemas"]["PaymentRefundStatus"];
+            /**
+             * @description The shop's own pairs: at most 50, keys of 1 to 40 characters without control characters, string values of at most 500 characters.
+             * @example {
+             *       "customer": "cus_42",
+             *       "order_id": "6735"
+             *     }
+             */
+            metadata?: {
+                [key: string]: string;
+            };
         };
         /**
          * @description A payment's history.

@@ -194,6 +194,11 @@ export interface CreatePayment {
   reference: string;
   /** The acquirer's payment method token (simulator: `tok_ok`, `tok_declined`, `tok_timeout`, `tok_slow`, ...). */
   token: string;
+  /**
+   * The shop's own pairs (at most 50, keys of 1 to 40 characters, values of at most 500),
+   * returned on the payment. Part of the request: the same key with other metadata is refused.
+   */
+  metadata?: Readonly<Record<string, string>> | undefined;
 }
 
 /** The wire JSON of a payment request, serialised once per call. */
@@ -202,6 +207,7 @@ export function paymentBody(request: CreatePayment): string {
     amount: { value: request.amount.value, currency: request.amount.currency },
     reference: request.reference,
     payment_method: { token: request.token },
+    ...(request.metadata === undefined ? {} : { metadata: request.metadata }),
   });
 }
 

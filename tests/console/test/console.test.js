@@ -33,7 +33,9 @@ const ORDER = "order-123";
 const KEY = `${ORDER}-pay`;
 const AMOUNT = { value: "1500.00", currency: "RUB" };
 /** `tok_timeout`: the simulator charges, then loses its first answer. */
-const BODY = { amount: AMOUNT, reference: ORDER, payment_method: { token: "tok_timeout" } };
+/** The shop's own pairs; one value is markup, which the console must show as text. */
+const METADATA = { customer: "cus_42", note: "<b>gift</b> wrap" };
+const BODY = { amount: AMOUNT, reference: ORDER, payment_method: { token: "tok_timeout" }, metadata: METADATA };
 /** The frontend "applies a coupon": the same key, another amount. */
 const CHANGED = { ...BODY, amount: { value: "3000.00", currency: "RUB" } };
 /** A second order, paid once, then charged twice behind our back (a drill). */
@@ -325,6 +327,11 @@ describe("the operator console, with the seed incident", () => {
     assert.equal((await page.locator("[data-testid=payment-status]").innerText()).trim(), "succeeded");
     assert.match(await page.locator("[data-testid=payment-amount]").innerText(), /1500\.00\s*RUB/);
     assert.equal((await page.locator("[data-testid=payment-reference]").innerText()).trim(), ORDER);
+    const pairs = await page.locator("[data-testid=metadata] tbody tr").evaluateAll((rows) =>
+      rows.map((r) => Array.from(r.querySelectorAll("td"), (td) => td.textContent)),
+    );
+    assert.deepEqual(pairs, Object.entries(METADATA).sort(([a], [b]) => a.localeCompare(b)), "the metadata, as sent, as text");
+    assert.equal(await page.locator("[data-testid=metadata] b").count(), 0, "markup in a value is escaped");
 
     const entries = await timeline();
     const of = (/** @type {(e: (typeof entries)[number]) => boolean} */ p) => entries.filter(p);

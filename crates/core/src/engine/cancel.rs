@@ -363,6 +363,7 @@ mod tests {
             amount: Money::from_minor(100, crate::Currency::from_code("RUB").unwrap()).unwrap(),
             reference: Reference::new("order-1").unwrap(),
             token: crate::CardToken::new("tok_ok").unwrap(),
+            metadata: Default::default(),
         };
         let mut payment = crate::NewPayment::new(
             ShopId::new("shop").unwrap(),

@@ -63,6 +63,7 @@ pub fn payment(payment: &Payment) -> wire::Payment {
             n if n >= payment.amount.minor_units() => wire::PaymentRefundStatus::Refunded,
             _ => wire::PaymentRefundStatus::PartiallyRefunded,
         },
+        metadata: payment.metadata.as_map().clone(),
     }
 }
 

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{
-    CardToken, PaymentFilter, PaymentId, PaymentRequest, PaymentStatus, Reference,
+    CardToken, Metadata, PaymentFilter, PaymentId, PaymentRequest, PaymentStatus, Reference,
 };
 use chargeonce_wire::{CreatePayment, Payment};
 use serde::Deserialize;
@@ -36,10 +36,18 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
         Problem::new(ProblemCode::InvalidRequest, e.to_string())
             .with("field", "payment_method.token".into())
     })?;
+    let metadata = Metadata::new(parsed.metadata.unwrap_or_default()).map_err(|e| {
+        let field = match e.key() {
+            Some(key) => format!("metadata.{key}"),
+            None => "metadata".to_owned(),
+        };
+        Problem::new(ProblemCode::InvalidRequest, e.to_string()).with("field", field.into())
+    })?;
     Ok(PaymentRequest {
         amount,
         reference,
         token,
+        metadata,
     })
 }
 

@@ -112,8 +112,8 @@ async fn claim_in_one_statement(
              RETURNING 1), \
          p AS ( \
              INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at, claimed_by) \
-             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18 FROM k \
+                 currency, token, status, acquirer_key, created_at, claimed_by, metadata) \
+             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19 FROM k \
              ON CONFLICT (shop_id, live_reference) DO NOTHING \
              RETURNING id, created_at), \
          queued AS ( \
@@ -138,7 +138,8 @@ async fn claim_in_one_statement(
     .bind(payment.request.token.as_str())
     .bind(payment.acquirer_key.as_str())
     .bind(payment.created_at)
-    .bind(store.instance.as_ref());
+    .bind(store.instance.as_ref())
+    .bind(payment.request.metadata.to_stored());
     // The hot path: its connection is parked again after it.
     let created = store
         .conns
@@ -221,8 +222,8 @@ async fn insert_payment(
         let inserted = sqlx::query(
             "WITH p AS ( \
                  INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                     currency, token, status, acquirer_key, created_at, claimed_by) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
+                     currency, token, status, acquirer_key, created_at, claimed_by, metadata) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11) \
                  ON CONFLICT (shop_id, live_reference) DO NOTHING \
                  RETURNING id, created_at), \
              queued AS ( \
@@ -240,6 +241,7 @@ async fn insert_payment(
         .bind(payment.acquirer_key.as_str())
         .bind(payment.created_at)
         .bind(instance)
+        .bind(payment.request.metadata.to_stored())
         .fetch_optional(&mut **tx)
         .await
         .map_err(store_error)?;

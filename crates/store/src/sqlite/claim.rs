@@ -88,10 +88,11 @@ fn insert_payment(
     let inserted = conn
         .prepare_cached(concat!(
             "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at, updated_at, claimed_by) \
+                 currency, token, status, acquirer_key, created_at, updated_at, claimed_by, \
+                 metadata) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ",
             now_ms!(),
-            ", ?10) ON CONFLICT (shop_id, reference, order_slot) DO NOTHING"
+            ", ?10, ?11) ON CONFLICT (shop_id, reference, order_slot) DO NOTHING"
         ))?
         .execute(params![
             payment.id.as_str(),
@@ -104,6 +105,7 @@ fn insert_payment(
             payment.acquirer_key.as_str(),
             unix_ms(payment.created_at),
             holder,
+            payment.request.metadata.to_stored(),
         ])?;
     if inserted == 1 {
         return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));

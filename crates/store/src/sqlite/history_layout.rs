@@ -75,6 +75,7 @@ impl Setup {
                 amount: Money::parse("15.00", "RUB").unwrap(),
                 reference: Reference::new(reference).unwrap(),
                 token: CardToken::new("tok_ok").unwrap(),
+                metadata: Default::default(),
             },
         );
         self.store

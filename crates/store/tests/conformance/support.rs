@@ -92,6 +92,7 @@ pub fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
             amount: Money::parse("1500.00", "RUB").unwrap(),
             reference: Reference::new(reference).unwrap(),
             token: CardToken::new("tok_ok").unwrap(),
+            metadata: Default::default(),
         },
     )
 }

@@ -79,6 +79,7 @@ fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
             amount: Money::parse("15.00", "RUB").unwrap(),
             reference: Reference::new(reference).unwrap(),
             token: CardToken::new("tok_ok").unwrap(),
+            metadata: Default::default(),
         },
     )
 }

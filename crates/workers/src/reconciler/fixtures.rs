@@ -42,6 +42,7 @@ pub(super) fn payment_for(charge: &AcquirerCharge, status: PaymentStatus, names:
         amount: charge.amount,
         reference: charge.reference.clone(),
         token: CardToken::new("tok_ok").unwrap(),
+        metadata: Default::default(),
     };
     let mut payment = chargeonce_core::NewPayment::new(
         charge.shop_id.clone(),

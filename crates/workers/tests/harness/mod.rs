@@ -123,6 +123,7 @@ impl Harness {
             amount: Money::parse("10.00", "RUB").unwrap(),
             reference: Reference::new(reference).unwrap(),
             token: CardToken::new("tok_ok").unwrap(),
+            metadata: Default::default(),
         };
         let shop = ShopId::new(SHOP).unwrap();
         let claim = ClaimRequest {

@@ -40,9 +40,16 @@ USER_AGENT = f"chargeonce-python/{__version__}"
 T = TypeVar("T")
 
 
-def payment_body(amount: Amount, reference: str, token: str) -> bytes:
-    """The ``POST /v1/payments`` body, serialised once (every retry sends these bytes)."""
-    return _dump({"amount": amount.to_json(), "reference": reference, "payment_method": {"token": token}})
+def payment_body(
+    amount: Amount, reference: str, token: str, metadata: Optional[Mapping[str, str]] = None
+) -> bytes:
+    """The ``POST /v1/payments`` body, serialised once (every retry sends these bytes).
+    ``metadata`` (at most 50 pairs, keys of 1 to 40 characters, values of at most
+    500) is part of the request: the same key with other metadata is refused."""
+    body: Dict[str, Any] = {"amount": amount.to_json(), "reference": reference, "payment_method": {"token": token}}
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    return _dump(body)
 
 
 def refund_body(amount: Optional[Amount]) -> bytes:
@@ -198,7 +205,14 @@ class Client(_Base):
     # -- keyed POSTs -------------------------------------------------------
 
     def pay(
-        self, key: KeyLike, amount: Amount, reference: str, token: str, *, deadline: Optional[float] = None
+        self,
+        key: KeyLike,
+        amount: Amount,
+        reference: str,
+        token: str,
+        *,
+        deadline: Optional[float] = None,
+        metadata: Optional[Mapping[str, str]] = None,
     ) -> PayResult:
         """``POST /v1/payments`` under ``key``, retried (same key, same body bytes)
         until a definite answer or the end of the budget: :class:`Paid`,
@@ -209,7 +223,9 @@ class Client(_Base):
         Raises :class:`KeyReused` (never retried), :class:`OrderAlreadyPaid` and
         :class:`ProblemError`."""
         key = as_key(key)
-        call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
+        call = KeyedCall(
+            self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token, metadata), True
+        )
         call.end_by(deadline)
         outcome = self._run(self._url("v1/payments"), key, call)
         return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
@@ -412,14 +428,23 @@ class AsyncClient(_Base):
         await self.aclose()
 
     async def pay(
-        self, key: KeyLike, amount: Amount, reference: str, token: str, *, deadline: Optional[float] = None
+        self,
+        key: KeyLike,
+        amount: Amount,
+        reference: str,
+        token: str,
+        *,
+        deadline: Optional[float] = None,
+        metadata: Optional[Mapping[str, str]] = None,
     ) -> PayResult:
         """As :meth:`Client.pay`. Bound it with ``deadline``, not ``asyncio.wait_for``:
         a cancellation raises ``CancelledError`` (or ``TimeoutError``) while an
         attempt may have been sent, which says nothing of the charge; the
         deadline ends the call as :class:`Uncertain`."""
         key = as_key(key)
-        call = KeyedCall(self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token), True)
+        call = KeyedCall(
+            self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token, metadata), True
+        )
         call.end_by(deadline)
         outcome = await self._run(self._url("v1/payments"), key, call)
         return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)

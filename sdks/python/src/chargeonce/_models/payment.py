@@ -30,6 +30,8 @@ class Payment:
     created_at: str
     amount_refunded: Amount
     refund_status: str
+    #: The shop's own pairs, as its request gave them (``{}`` when none).
+    metadata: Dict[str, str] = field(default_factory=dict)
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
 
     @classmethod
@@ -49,6 +51,8 @@ class Payment:
             # Both are absent only from a server from before refunds: nothing refunded.
             amount_refunded=Amount.from_json(refunded) if refunded else Amount("0", amount.currency),
             refund_status=str(data.get("refund_status") or "none"),
+            # Absent only from answers stored before metadata existed.
+            metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()},
             raw=dict(data),
         )
 
