@@ -33,6 +33,7 @@
 //! ```
 
 pub mod acquirer;
+pub mod authorization;
 mod chain;
 pub mod engine;
 pub mod events;
