@@ -31,7 +31,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 /// Label pairs.
 type Labels = Vec<(&'static str, &'static str)>;
@@ -87,111 +87,116 @@ impl Default for Metrics {
     }
 }
 
+/// `metric`, registered in `registry` under `name` with `help`.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     /// A registry with every metric registered at zero.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("chargeonce");
-        let claims = Counter::default();
-        let replays = Counter::default();
-        let conflicts = Counter::default();
-        let mismatches = Counter::default();
-        let takeovers = Counter::default();
-        let repeated_keys = Counter::default();
-        let store_errors = Family::<Labels, Counter>::default();
-        let acquirer_calls = Family::<Labels, Counter>::default();
-        let acquirer_latency = Latencies::new_with_constructor(latency_histogram);
-        let completer_runs = Family::<Labels, Counter>::default();
-        let findings = Family::<Labels, Counter>::default();
-        let resolved = Counter::default();
-        let swept = Counter::default();
-        let webhooks = Family::<Labels, Counter>::default();
-        let event_deliveries = Family::<Labels, Counter>::default();
-        let refusals = Family::<Labels, Counter>::default();
-        let connections_closed = Family::<Labels, Counter>::default();
-        registry.register("claims", "New idempotency keys claimed", claims.clone());
-        registry.register("replays", "Stored answers replayed", replays.clone());
-        registry.register(
-            "conflicts",
-            "Requests answered 409: the key's first request still runs",
-            conflicts.clone(),
-        );
-        registry.register(
-            "mismatches",
-            "Requests answered 422: a key reused for another request",
-            mismatches.clone(),
-        );
-        registry.register(
-            "lease_takeovers",
-            "Expired leases taken over by a retry or the completer",
-            takeovers.clone(),
-        );
-        registry.register(
-            "repeated_keys",
-            "Keys repeated past the warning threshold",
-            repeated_keys.clone(),
-        );
-        registry.register("store_errors", "Failed store calls", store_errors.clone());
-        registry.register(
-            "acquirer_calls",
-            "Acquirer calls by outcome",
-            acquirer_calls.clone(),
-        );
-        registry.register(
-            "acquirer_call_duration_seconds",
-            "Acquirer call latency by outcome",
-            acquirer_latency.clone(),
-        );
-        registry.register(
-            "completer_runs",
-            "Completer attempts on stalled keys, by result",
-            completer_runs.clone(),
-        );
-        registry.register(
-            "reconciler_findings",
-            "Reconciler findings by kind",
-            findings.clone(),
-        );
-        registry.register(
-            "reconciler_resolved",
-            "Pending payments settled by the reconciler",
-            resolved.clone(),
-        );
-        registry.register("sweeper_deleted", "Expired keys deleted", swept.clone());
-        registry.register("webhooks", "Acquirer webhooks by result", webhooks.clone());
-        registry.register(
-            "event_deliveries",
-            "Merchant event delivery attempts by result",
-            event_deliveries.clone(),
-        );
-        registry.register(
-            "refusals",
-            "Requests refused by a limit, by reason",
-            refusals.clone(),
-        );
-        registry.register(
-            "connections_closed",
-            "Client connections the server closed, by reason",
-            connections_closed.clone(),
-        );
+        let r = &mut registry;
         Self {
+            claims: registered(
+                r,
+                "claims",
+                "New idempotency keys claimed",
+                Counter::default(),
+            ),
+            replays: registered(r, "replays", "Stored answers replayed", Counter::default()),
+            conflicts: registered(
+                r,
+                "conflicts",
+                "Requests answered 409: the key's first request still runs",
+                Counter::default(),
+            ),
+            mismatches: registered(
+                r,
+                "mismatches",
+                "Requests answered 422: a key reused for another request",
+                Counter::default(),
+            ),
+            takeovers: registered(
+                r,
+                "lease_takeovers",
+                "Expired leases taken over by a retry or the completer",
+                Counter::default(),
+            ),
+            repeated_keys: registered(
+                r,
+                "repeated_keys",
+                "Keys repeated past the warning threshold",
+                Counter::default(),
+            ),
+            store_errors: registered(
+                r,
+                "store_errors",
+                "Failed store calls",
+                Family::<Labels, Counter>::default(),
+            ),
+            acquirer_calls: registered(
+                r,
+                "acquirer_calls",
+                "Acquirer calls by outcome",
+                Family::<Labels, Counter>::default(),
+            ),
+            acquirer_latency: registered(
+                r,
+                "acquirer_call_duration_seconds",
+                "Acquirer call latency by outcome",
+                Latencies::new_with_constructor(latency_histogram),
+            ),
+            completer_runs: registered(
+                r,
+                "completer_runs",
+                "Completer attempts on stalled keys, by result",
+                Family::<Labels, Counter>::default(),
+            ),
+            findings: registered(
+                r,
+                "reconciler_findings",
+                "Reconciler findings by kind",
+                Family::<Labels, Counter>::default(),
+            ),
+            resolved: registered(
+                r,
+                "reconciler_resolved",
+                "Pending payments settled by the reconciler",
+                Counter::default(),
+            ),
+            swept: registered(
+                r,
+                "sweeper_deleted",
+                "Expired keys deleted",
+                Counter::default(),
+            ),
+            webhooks: registered(
+                r,
+                "webhooks",
+                "Acquirer webhooks by result",
+                Family::<Labels, Counter>::default(),
+            ),
+            event_deliveries: registered(
+                r,
+                "event_deliveries",
+                "Merchant event delivery attempts by result",
+                Family::<Labels, Counter>::default(),
+            ),
+            refusals: registered(
+                r,
+                "refusals",
+                "Requests refused by a limit, by reason",
+                Family::<Labels, Counter>::default(),
+            ),
+            connections_closed: registered(
+                r,
+                "connections_closed",
+                "Client connections the server closed, by reason",
+                Family::<Labels, Counter>::default(),
+            ),
             registry,
-            claims,
-            replays,
-            conflicts,
-            mismatches,
-            takeovers,
-            repeated_keys,
-            store_errors,
-            acquirer_calls,
-            acquirer_latency,
-            completer_runs,
-            findings,
-            resolved,
-            swept,
-            webhooks,
-            event_deliveries,
-            refusals,
-            connections_closed,
         }
     }
 

@@ -132,6 +132,78 @@ fn refund_cursor(
     }
 }
 
+/// Reserves `refund`'s amount on its payment and inserts the refund row, or
+/// says why the payment cannot give it. The writer is the only one: no
+/// other refund moves the reservation between its read and its update.
+fn reserve_refund(
+    conn: &Connection,
+    refund: &NewRefund,
+) -> Result<std::result::Result<(Payment, Refund), RefundRefusal>> {
+    let found = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            payment_columns!(),
+            ", refund_reserved_minor FROM payments WHERE shop_id = ?1 AND id = ?2"
+        ))?
+        .query_row(
+            params![refund.shop_id.as_str(), refund.payment_id.as_str()],
+            |row| {
+                let reserved: i64 = row.get("refund_reserved_minor")?;
+                Ok((PaymentRow::from_sqlite(row)?, reserved))
+            },
+        )
+        .optional()?;
+    let decided = match found {
+        None => Err(RefundRefusal::PaymentNotFound),
+        Some((row, reserved)) => {
+            let payment = Payment::try_from(row)?;
+            reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
+        }
+    };
+    let (payment, amount) = match decided {
+        Ok(found) => found,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let reserved = conn
+        .prepare_cached(concat!(
+            "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + ?3, \
+                 updated_at = ",
+            now_ms!(),
+            " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
+               AND refund_reserved_minor + ?3 <= amount_minor"
+        ))?
+        .execute(params![
+            refund.shop_id.as_str(),
+            refund.payment_id.as_str(),
+            amount.minor_units(),
+        ])?;
+    if reserved != 1 {
+        return Err(Fail(StoreError::other(format!(
+            "refund reservation on payment {} failed after its check",
+            refund.payment_id
+        ))));
+    }
+    let created = new_refund_row(refund, amount);
+    conn.prepare_cached(concat!(
+        "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+             currency, status, acquirer_key, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ",
+        now_ms!(),
+        ")"
+    ))?
+    .execute(params![
+        created.id.as_str(),
+        created.shop_id.as_str(),
+        created.payment_id.as_str(),
+        created.idempotency_key.as_str(),
+        created.amount.minor_units(),
+        created.amount.currency().code(),
+        created.acquirer_key.as_str(),
+        unix_ms(created.created_at),
+    ])?;
+    Ok(Ok((payment, created)))
+}
+
 #[async_trait]
 impl Refunds for SqliteStore {
     /// Phase 1 of a refund, one write.
@@ -161,70 +233,10 @@ impl Refunds for SqliteStore {
                     })?;
                 return Ok(Write::Commit(RefundClaim::Exists(record)));
             }
-            // The writer is the only one: no other refund moves the
-            // reservation between this read and the update.
-            let found = conn
-                .prepare_cached(concat!(
-                    "SELECT ",
-                    payment_columns!(),
-                    ", refund_reserved_minor FROM payments WHERE shop_id = ?1 AND id = ?2"
-                ))?
-                .query_row(
-                    params![refund.shop_id.as_str(), refund.payment_id.as_str()],
-                    |row| {
-                        let reserved: i64 = row.get("refund_reserved_minor")?;
-                        Ok((PaymentRow::from_sqlite(row)?, reserved))
-                    },
-                )
-                .optional()?;
-            let decided = match found {
-                None => Err(RefundRefusal::PaymentNotFound),
-                Some((row, reserved)) => {
-                    let payment = Payment::try_from(row)?;
-                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
-                }
-            };
-            let (payment, amount) = match decided {
-                Ok(found) => found,
+            let (payment, created) = match reserve_refund(conn, &refund)? {
+                Ok(reserved) => reserved,
                 Err(refused) => return Ok(Write::Rollback(RefundClaim::Refused(refused))),
             };
-            let reserved = conn
-                .prepare_cached(concat!(
-                    "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + ?3, \
-                         updated_at = ",
-                    now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
-                       AND refund_reserved_minor + ?3 <= amount_minor"
-                ))?
-                .execute(params![
-                    refund.shop_id.as_str(),
-                    refund.payment_id.as_str(),
-                    amount.minor_units(),
-                ])?;
-            if reserved != 1 {
-                return Err(Fail(StoreError::other(format!(
-                    "refund reservation on payment {} failed after its check",
-                    refund.payment_id
-                ))));
-            }
-            let created = new_refund_row(&refund, amount);
-            conn.prepare_cached(concat!(
-                "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
-                     currency, status, acquirer_key, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ",
-                now_ms!(),
-                ")"
-            ))?
-            .execute(params![
-                created.id.as_str(),
-                created.shop_id.as_str(),
-                created.payment_id.as_str(),
-                created.idempotency_key.as_str(),
-                created.amount.minor_units(),
-                created.amount.currency().code(),
-                created.acquirer_key.as_str(),
-                unix_ms(created.created_at),
-            ])?;
             record(
                 conn,
                 created.payment_id.as_str(),
