@@ -9,9 +9,10 @@ use chargeonce_client::{
     CreatePayment, CreateRefund, Error as ClientError, IdempotencyKey, Outcome, RefundOutcome,
 };
 
+use crate::clients::Clients;
 use crate::error::ChaosError;
 use crate::history::{AttemptRecord, CallKind, CallRecord, CallResult, Shown};
-use crate::workload::{Clients, Intent, money};
+use crate::intent::{Intent, money};
 
 /// How many times a client comes back with the same key after an uncertain call.
 const ROUNDS: usize = 3;

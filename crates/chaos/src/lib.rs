@@ -25,10 +25,12 @@
 
 pub mod args;
 pub mod checker;
+pub mod clients;
 pub mod cluster;
 pub mod error;
 pub mod evidence;
 pub mod history;
+pub mod intent;
 pub mod nemesis;
 pub mod pglog;
 pub mod procs;

@@ -13,6 +13,7 @@ use crate::checker::Violation;
 use crate::history::{AttemptRecord, CallKind, CallRecord};
 use crate::nemesis::NemesisLog;
 use crate::pglog::LogFigures;
+use crate::truth::Books;
 
 /// Percentiles of `samples` (the load generator's HDR histogram).
 fn latency(samples: impl Iterator<Item = Duration>) -> LatencySummary {
@@ -83,31 +84,6 @@ impl FailoverFigures {
     pub fn failed_total(&self) -> usize {
         self.failed.values().sum()
     }
-}
-
-/// What the database and the ledger held at the end.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Books {
-    /// Payments succeeded.
-    pub payments_succeeded: usize,
-    /// Payments declined.
-    pub payments_declined: usize,
-    /// Payments canceled (nothing taken).
-    pub payments_canceled: usize,
-    /// Payments still pending (must be 0).
-    pub payments_pending: usize,
-    /// Charge attempts in the ledger.
-    pub ledger_charges: usize,
-    /// Of which succeeded.
-    pub ledger_succeeded: usize,
-    /// Refunds in the ledger.
-    pub ledger_refunds: usize,
-    /// Money moved, in minor units.
-    pub ledger_total_minor: i128,
-    /// Entries in the payments' histories.
-    pub history_entries: usize,
-    /// Payments whose history has an entry.
-    pub payments_with_history: usize,
 }
 
 /// The whole report.

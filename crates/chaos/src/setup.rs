@@ -14,9 +14,9 @@ use crate::nemesis::Instances;
 use crate::procs::{Proc, free_port};
 use chargeonce_prooftools::{FaultProxy, ProxyStats};
 
+use crate::intent;
 use crate::proxy::{self, FaultRates};
 use crate::tap::{CommitSeen, Tap};
-use crate::workload;
 
 /// The PostgreSQL of the run: external (`--database-url`), a
 /// high-availability cluster (`--pg-ha`), or a private one.
@@ -236,7 +236,7 @@ pub(crate) async fn instances(
             proxy::start(
                 port,
                 rates,
-                workload::mix(seed, 1_000_000 + i as u64),
+                intent::mix(seed, 1_000_000 + i as u64),
                 stats.clone(),
             )
             .await?,

@@ -16,15 +16,17 @@ use tokio::sync::mpsc;
 
 use crate::args::ChaosArgs;
 use crate::checker::Violation;
+use crate::clients::Clients;
 use crate::cluster::Postgres;
 use crate::error::ChaosError;
 use crate::history::CallRecord;
+use crate::intent::Intent;
 use crate::nemesis::{self, Instances, NemesisLog, Plan};
 use crate::pglog::LogFigures;
 use crate::procs::Proc;
 use crate::setup;
 use crate::tap::CommitSeen;
-use crate::workload::{Clients, Intent, Work};
+use crate::workload::Work;
 
 /// How long a call to the acquirer's admin API may take.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -9,10 +9,10 @@ use std::path::Path;
 use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
 use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::{PaymentId, PaymentStatus, RefundId, ShopId, Store};
+use serde::Serialize;
 
 use crate::error::ChaosError;
 use crate::history::{self, CallResult};
-use crate::report::Books;
 
 /// A payment as the database holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,6 +197,31 @@ pub(crate) async fn read(
         .collect();
     sim.close().await;
     Ok(truth)
+}
+
+/// What the database and the ledger held at the end.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Books {
+    /// Payments succeeded.
+    pub payments_succeeded: usize,
+    /// Payments declined.
+    pub payments_declined: usize,
+    /// Payments canceled (nothing taken).
+    pub payments_canceled: usize,
+    /// Payments still pending (must be 0).
+    pub payments_pending: usize,
+    /// Charge attempts in the ledger.
+    pub ledger_charges: usize,
+    /// Of which succeeded.
+    pub ledger_succeeded: usize,
+    /// Refunds in the ledger.
+    pub ledger_refunds: usize,
+    /// Money moved, in minor units.
+    pub ledger_total_minor: i128,
+    /// Entries in the payments' histories.
+    pub history_entries: usize,
+    /// Payments whose history has an entry.
+    pub payments_with_history: usize,
 }
 
 /// The counts and totals of the report's books.

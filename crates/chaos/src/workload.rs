@@ -1,181 +1,21 @@
-//! The intents of a run and the clients that work through them with the
-//! client SDK: double clicks, late repeats, changed bodies, refunds.
+//! What the clients do with the intents: each intent's calls in order, the
+//! late repeats, and the work they share.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use chargeonce_client::{Client, CreatePayment, IdempotencyKey, Money, RetryPolicy};
-use chargeonce_core::Currency;
+use chargeonce_client::CreatePayment;
 use futures::future::join_all;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
 
-use crate::args::ChaosArgs;
 use crate::calls::{cancel_soon, pay_call, pay_until_known, refund_until_known};
+use crate::clients::Clients;
 use crate::error::ChaosError;
 use crate::history::{CallKind, CallRecord, CallResult};
-
-/// The currency of every intent.
-pub const CURRENCY: &str = "RUB";
-
-/// A refund the intent makes once paid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RefundPlan {
-    /// The first refund, in minor units.
-    pub first_minor: i64,
-    /// A second refund sent at the same time under another key, when set.
-    pub second_minor: Option<i64>,
-}
-
-/// One payment intent: an order of one shop, and what the client will do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Intent {
-    /// Its number.
-    pub index: usize,
-    /// The shop's index.
-    pub shop: usize,
-    /// The order reference (the same references exist in every shop).
-    pub reference: String,
-    /// The key: `for_operation(reference, "pay")`.
-    pub key: IdempotencyKey,
-    /// In minor units.
-    pub amount_minor: i64,
-    /// The card token (`tok_ok` or `tok_declined`).
-    pub token: &'static str,
-    /// Sent twice at once.
-    pub double_click: bool,
-    /// Repeated much later.
-    pub late_retry: bool,
-    /// Repeated with another amount under the same key.
-    pub changed_body: bool,
-    /// Refunded once paid.
-    pub refund: Option<RefundPlan>,
-    /// Canceled a moment after it is sent.
-    pub cancel: bool,
-}
-
-/// SplitMix64: a seed per intent, so an intent's choices do not depend on
-/// the order in which clients pick intents up.
-pub fn mix(seed: u64, n: u64) -> u64 {
-    let mut z = seed.wrapping_add(n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl Intent {
-    /// Intent `index` of a run with `seed`.
-    pub fn generate(seed: u64, index: usize, args: &ChaosArgs) -> Result<Self, ChaosError> {
-        let mut rng = StdRng::seed_from_u64(mix(seed, index as u64));
-        let shops = args.shops.max(1);
-        let shop = index % shops;
-        let reference = format!("order-{}", index / shops);
-        let key = IdempotencyKey::for_operation(&reference, "pay")
-            .map_err(|e| ChaosError::Setup(format!("intent key: {e}")))?;
-        let amount_minor = rng.random_range(100..=500_000_i64);
-        let token = if rng.random_bool(args.decline_rate.clamp(0.0, 1.0)) {
-            "tok_declined"
-        } else {
-            "tok_ok"
-        };
-        let double_click = rng.random_bool(args.double_click_rate.clamp(0.0, 1.0));
-        let late_retry = rng.random_bool(args.late_retry_rate.clamp(0.0, 1.0));
-        let changed_body = rng.random_bool(args.changed_body_rate.clamp(0.0, 1.0));
-        let refund = rng.random_bool(args.refund_rate.clamp(0.0, 1.0)).then(|| {
-            let first_minor = rng.random_range(1..=amount_minor);
-            let second_minor = rng
-                .random_bool(0.3)
-                .then(|| rng.random_range(1..=amount_minor));
-            RefundPlan {
-                first_minor,
-                second_minor,
-            }
-        });
-        // Drawn last: the earlier draws (and so every run before the
-        // flag) stay as they were for a seed.
-        let cancel = rng.random_bool(args.cancel_rate.clamp(0.0, 1.0));
-        Ok(Self {
-            index,
-            shop,
-            reference,
-            key,
-            amount_minor,
-            token,
-            double_click,
-            late_retry,
-            changed_body,
-            refund,
-            cancel,
-        })
-    }
-
-    /// The payment request.
-    pub fn request(&self) -> Result<CreatePayment, ChaosError> {
-        Ok(CreatePayment::new(
-            money(self.amount_minor)?,
-            self.reference.clone(),
-            self.token,
-        ))
-    }
-}
-
-pub(crate) fn money(minor: i64) -> Result<Money, ChaosError> {
-    let currency = Currency::from_code(CURRENCY).map_err(|e| ChaosError::Setup(e.to_string()))?;
-    Money::from_minor(minor, currency).map_err(|e| ChaosError::Setup(e.to_string()))
-}
-
-/// The clients of a run: one SDK client per shop and instance proxy.
-#[derive(Debug)]
-pub struct Clients {
-    /// `by_shop[shop][instance]`.
-    by_shop: Vec<Vec<Client>>,
-}
-
-impl Clients {
-    /// Clients of `shops` (id, secret) through every proxy base URL.
-    pub fn new(
-        shops: &[(String, String)],
-        proxies: &[String],
-        args: &ChaosArgs,
-    ) -> Result<Self, ChaosError> {
-        let policy = RetryPolicy::default()
-            .budget(args.call_budget)
-            .attempt_timeout(args.attempt_timeout)
-            .backoff(Duration::from_millis(50), Duration::from_secs(1))
-            .max_attempts(50)
-            .prefer_wait(Some(
-                args.attempt_timeout.saturating_sub(Duration::from_secs(1)),
-            ));
-        let by_shop = shops
-            .iter()
-            .map(|(shop, secret)| {
-                proxies
-                    .iter()
-                    .map(|base| {
-                        Client::builder(base.clone(), shop.clone(), secret.clone())
-                            .retry_policy(policy)
-                            .reuse_connections(false)
-                            .connect_timeout(Duration::from_secs(1))
-                            .build()
-                            .map_err(|e| ChaosError::Setup(format!("client: {e}")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { by_shop })
-    }
-
-    pub(crate) fn get(&self, shop: usize, instance: usize) -> &Client {
-        let row = &self.by_shop[shop % self.by_shop.len()];
-        &row[instance % row.len()]
-    }
-
-    pub(crate) fn instances(&self) -> usize {
-        self.by_shop.first().map_or(1, Vec::len).max(1)
-    }
-}
+use crate::intent::{Intent, mix, money};
 
 /// Everything an intent does, in order: pay (maybe twice at once, maybe
 /// canceled meanwhile), repeat with a changed body, refund.
@@ -341,6 +181,7 @@ impl Work {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::args::ChaosArgs;
     use crate::nemesis::Plan;
 
     #[test]

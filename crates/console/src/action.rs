@@ -12,9 +12,8 @@ use chargeonce_server::pipeline::{self, Command};
 use rand::RngCore;
 use serde_json::Value;
 
-use super::payment::payment_of;
 use super::{ConsoleError, Operator};
-use crate::Console;
+use crate::{Console, payment_of};
 
 /// A fresh key for an action's form: `console-<what>-<payment id>-<random>`.
 pub fn fresh_key(what: &str, payment: &PaymentId) -> String {

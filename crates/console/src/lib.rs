@@ -37,7 +37,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use chargeonce_core::{Chain, Money, SecretHash, StoreError};
+use chargeonce_core::{Chain, Money, Payment, PaymentId, SecretHash, StoreError};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
@@ -190,6 +190,14 @@ impl Console {
             console: Arc::new(ConsoleState::new(settings)),
         }
     }
+}
+
+/// The payment a console path names, any shop's (the page and the actions
+/// on it both start here); 404 for an id that is not one or not known.
+pub(crate) async fn payment_of(state: &Console, id: &str) -> Result<Payment, ConsoleError> {
+    let not_found = || ConsoleError::NotFound("no such payment".to_owned());
+    let id = PaymentId::parse(id).map_err(|_| not_found())?;
+    state.store().any_payment(&id).await?.ok_or_else(not_found)
 }
 
 /// The console's routes (HTML pages, their forms, the operator JSON and the

@@ -10,14 +10,14 @@ use axum::response::Response;
 use chargeonce_core::events::{DeliveryState, Event, PARKED_UNTIL_MS};
 use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, Tally};
 use chargeonce_core::store::KeyRepeats;
-use chargeonce_core::{Cursor, PageLimit, PageRequest, Payment, PaymentId};
+use chargeonce_core::{Cursor, PageLimit, PageRequest, Payment};
 use chargeonce_server::extract::PathId;
 use chargeonce_server::routes::history;
 
 use super::{Chrome, ConsoleError, Operator, html, money, when, when_ms};
-use crate::Console;
 use crate::action::fresh_key;
 use crate::timeline::{TimelineEntry, timeline};
+use crate::{Console, payment_of};
 
 /// A tally in the page.
 pub struct TallyView {
@@ -195,16 +195,6 @@ struct PaymentPage {
     back: String,
 }
 
-fn not_found() -> ConsoleError {
-    ConsoleError::NotFound("no such payment".to_owned())
-}
-
-/// The payment of a path id, any shop's.
-pub(super) async fn payment_of(state: &Console, id: &str) -> Result<Payment, ConsoleError> {
-    let id = PaymentId::parse(id).map_err(|_| not_found())?;
-    state.store().any_payment(&id).await?.ok_or_else(not_found)
-}
-
 /// `GET /console/payments/{id}`.
 pub async fn page(
     State(state): State<Console>,
@@ -276,6 +266,7 @@ mod tests {
     use time::OffsetDateTime;
 
     use super::*;
+    use chargeonce_core::PaymentId;
 
     fn entry(seq: i64, event: HistoryEvent) -> HistoryEntry {
         HistoryEntry {

@@ -327,6 +327,13 @@ impl AcquirerAttempt {
     }
 }
 
+/// Whether a payment's history records a cancel request.
+pub fn cancel_requested(history: &[HistoryEntry]) -> bool {
+    history
+        .iter()
+        .any(|entry| matches!(entry.event, HistoryEvent::CancelRequested { .. }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

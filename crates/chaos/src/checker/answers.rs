@@ -8,8 +8,8 @@ use std::time::Instant;
 use super::{Index, Violation, explain, violation};
 use crate::evidence;
 use crate::history::{CallKind, CallRecord, CallResult, Shown};
+use crate::intent::Intent;
 use crate::truth::{DbRefund, Truth};
-use crate::workload::Intent;
 
 /// One call as the checks see it: its intent, the shop it was made for,
 /// and how a violation names it.

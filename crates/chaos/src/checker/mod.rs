@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::evidence;
 use crate::history::CallRecord;
+use crate::intent::Intent;
 use crate::truth::{DbPayment, LedgerCharge, Truth};
-use crate::workload::Intent;
 
 mod answers;
 mod books;

@@ -64,13 +64,6 @@ fn step(payment: &Payment, requested: bool) -> Step {
     }
 }
 
-/// Whether a payment's history records a cancel request.
-pub(super) fn cancel_requested(history: &[HistoryEntry]) -> bool {
-    history
-        .iter()
-        .any(|entry| matches!(entry.event, HistoryEvent::CancelRequested { .. }))
-}
-
 /// How long a canceled payment's charge must still be left alone before
 /// it is looked up (`None`: look now). The charge may have been sent at its
 /// claim, at any take-over before the cancel was requested (a holder that
@@ -166,7 +159,7 @@ impl Engine {
         let mut hint = None;
         let mut history = self.history_of(&payment).await?;
         if payment.status == PaymentStatus::Pending {
-            if !cancel_requested(&history) {
+            if !crate::history::cancel_requested(&history) {
                 // The claim wrote it with the key row, so it is there; the
                 // guard only keeps the rule true whatever wrote the key.
                 self.store
@@ -177,7 +170,7 @@ impl Engine {
             payment = self.reread(&payment).await?;
             history = self.history_of(&payment).await?;
         }
-        match step(&payment, cancel_requested(&history)) {
+        match step(&payment, crate::history::cancel_requested(&history)) {
             Step::DrivePayment => self.cancel_later(&lease, payment, hint).await,
             Step::NotCancelable => {
                 let response = self.render.render(Rendered::NotCancelable(&payment));

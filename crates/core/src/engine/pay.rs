@@ -139,7 +139,7 @@ impl Engine {
                     .store
                     .payment_history(Some(&payment.shop_id), &payment.id)
                     .await?;
-                if super::cancel::cancel_requested(&history) {
+                if crate::history::cancel_requested(&history) {
                     return self.conclude_canceled(payment, &lease, &history).await;
                 }
                 let charge = Charge::of(payment);
