@@ -7,7 +7,7 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-pub use crate::simulator::InFlightDuplicate;
+pub use crate::in_flight_duplicate::InFlightDuplicate;
 
 /// Rates are probabilities in `[0, 1]`, drawn independently for every request
 /// (first executions and repeats alike, as a real network loses any answer).

@@ -69,6 +69,7 @@ mod entry;
 mod error;
 pub mod faults;
 mod http;
+mod in_flight_duplicate;
 mod ledger;
 mod report;
 mod simulator;

@@ -23,11 +23,11 @@ use crate::faults::{Faults, FaultsError};
 use crate::ledger::{Ledger, unix_millis};
 use crate::{LedgerEntry, LedgerReport, SimulatorError};
 
+pub use crate::in_flight_duplicate::{IN_FLIGHT_DUPLICATE, InFlightDuplicate};
 pub use behaviour::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
     UNKNOWN_TOKEN, tokens,
 };
-pub use in_flight::{IN_FLIGHT_DUPLICATE, InFlightDuplicate};
 pub(crate) use in_flight::{InFlight, InFlightGuard};
 pub use refunds::{
     REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundRecord,
