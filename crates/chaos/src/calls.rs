@@ -24,6 +24,7 @@ fn shown_payment(p: &chargeonce_client::Payment) -> Shown {
         status: p.status.as_str().to_owned(),
         amount_minor: p.amount.minor_units(),
         parent: p.reference.clone(),
+        metadata: p.metadata.clone(),
     }
 }
 
@@ -34,6 +35,7 @@ fn shown_refund(r: &chargeonce_client::Refund) -> Shown {
         status: r.status.clone(),
         amount_minor: r.amount.minor_units(),
         parent: r.payment_id.clone(),
+        metadata: Default::default(),
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Shown {
     pub amount_minor: i64,
     /// The payment's order reference, or the refunded payment's id.
     pub parent: String,
+    /// A payment's metadata as shown (empty for a refund).
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 /// How a call ended, Jepsen style.

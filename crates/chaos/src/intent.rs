@@ -1,6 +1,8 @@
 //! The intents of a run: an order of one shop and what its client will do
 //! (double clicks, changed bodies, refunds, cancels), drawn from the seed.
 
+use std::collections::BTreeMap;
+
 use chargeonce_client::{CreatePayment, IdempotencyKey, Money};
 use chargeonce_core::Currency;
 use rand::rngs::StdRng;
@@ -46,6 +48,10 @@ pub struct Intent {
     pub refund: Option<RefundPlan>,
     /// Canceled a moment after it is sent.
     pub cancel: bool,
+    /// The metadata its payment request carries (every other intent, so
+    /// payments with and without it mix); every answer about its payment
+    /// must show exactly these pairs (`metadata-as-sent`).
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// SplitMix64: a seed per intent, so an intent's choices do not depend on
@@ -88,6 +94,15 @@ impl Intent {
         // Drawn last: the earlier draws (and so every run before the
         // flag) stay as they were for a seed.
         let cancel = rng.random_bool(args.cancel_rate.clamp(0.0, 1.0));
+        // Not drawn: the run's other choices stay as they were for a seed.
+        let metadata = if index.is_multiple_of(2) {
+            BTreeMap::from([
+                ("intent".to_owned(), index.to_string()),
+                ("note".to_owned(), format!("заказ «{reference}»")),
+            ])
+        } else {
+            BTreeMap::new()
+        };
         Ok(Self {
             index,
             shop,
@@ -100,16 +115,21 @@ impl Intent {
             changed_body,
             refund,
             cancel,
+            metadata,
         })
     }
 
     /// The payment request.
     pub fn request(&self) -> Result<CreatePayment, ChaosError> {
-        Ok(CreatePayment::new(
+        let request = CreatePayment::new(
             money(self.amount_minor)?,
             self.reference.clone(),
             self.token,
-        ))
+        );
+        Ok(self
+            .metadata
+            .iter()
+            .fold(request, |request, (k, v)| request.with_metadata(k, v)))
     }
 }
 

@@ -31,6 +31,8 @@ pub struct DbPayment {
     pub provider_payment_id: Option<String>,
     /// What succeeded refunds gave back.
     pub refunded_minor: i64,
+    /// Its metadata.
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 /// A refund as the database holds it.
@@ -130,6 +132,7 @@ pub(crate) async fn read(
                     status: p.status.as_str().to_owned(),
                     provider_payment_id: p.provider_payment_id.clone(),
                     refunded_minor: p.refunded_minor,
+                    metadata: p.metadata.as_map().clone(),
                 }),
         );
     }

@@ -1,6 +1,7 @@
 //! What each client was told, against the database: `answers-agree-with-
-//! database`, `no-cross-shop-answer`, `changed-body-refused` and
-//! `valid-requests-answered`. One function per kind of answer.
+//! database`, `metadata-as-sent`, `no-cross-shop-answer`,
+//! `changed-body-refused` and `valid-requests-answered`. One function per
+//! kind of answer.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -129,6 +130,15 @@ fn payment_answer(out: &mut Vec<Violation>, seen: &Seen<'_>, shown: &Shown, inde
         ));
     }
     let intent = seen.intent;
+    if shown.metadata != intent.metadata || p.metadata != intent.metadata {
+        out.push(violation(
+            "metadata-as-sent",
+            format!(
+                "{what}: payment {} shows metadata {:?} and holds {:?}; the intent sent {:?}",
+                p.id, shown.metadata, p.metadata, intent.metadata
+            ),
+        ));
+    }
     if p.reference != intent.reference || p.amount_minor != intent.amount_minor {
         out.push(violation(
             "answers-agree-with-database",

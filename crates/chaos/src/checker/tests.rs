@@ -82,6 +82,7 @@ fn paid(intent: &Intent, id: &str, charge: &str) -> (DbPayment, LedgerCharge) {
             status: "succeeded".into(),
             provider_payment_id: Some(charge.into()),
             refunded_minor: 0,
+            metadata: intent.metadata.clone(),
         },
         LedgerCharge {
             id: charge.into(),
@@ -129,6 +130,7 @@ fn shown(p: &DbPayment) -> Shown {
         status: p.status.clone(),
         amount_minor: p.amount_minor,
         parent: p.reference.clone(),
+        metadata: p.metadata.clone(),
     }
 }
 
@@ -357,6 +359,20 @@ fn another_shops_answer_is_caught() {
     calls[0].result = CallResult::Paid(other);
     let found = invariants(&intents, &calls, &truth);
     assert!(found.contains(&"no-cross-shop-answer"), "{found:?}");
+}
+
+#[test]
+fn metadata_other_than_sent_is_caught_in_the_answer_or_the_database() {
+    let (intents, mut calls, mut truth) = clean();
+    assert!(!intents[0].metadata.is_empty(), "intent 0 sends metadata");
+    let CallResult::Paid(shown) = &mut calls[0].result else {
+        panic!("intent 0's first call is paid")
+    };
+    shown.metadata.insert("intent".into(), "another".into());
+    assert!(invariants(&intents, &calls, &truth).contains(&"metadata-as-sent"));
+    let (_, calls, _) = clean();
+    truth.payments[0].metadata.clear();
+    assert!(invariants(&intents, &calls, &truth).contains(&"metadata-as-sent"));
 }
 
 #[test]
