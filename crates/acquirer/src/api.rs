@@ -189,6 +189,7 @@ fn charge_request(headers: &HeaderMap, body: &[u8]) -> Result<ChargeRequest, Str
         amount: Money::parse(&body.amount.value, &body.amount.currency)
             .map_err(|e| e.to_string())?,
         token: CardToken::new(body.token).map_err(|e| e.to_string())?,
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
     })
 }
 
@@ -535,6 +536,10 @@ async fn plant(State(sim): State<Arc<Simulator>>, body: Bytes) -> Response {
             decline_code: body.decline_code,
             created_at: now_millis(),
             refunded_minor: 0,
+            capture_method: chargeonce_core::CaptureMethod::Automatic,
+            captured_minor: 0,
+            closed: false,
+            voided: false,
         })
     })();
     let entry = match entry {

@@ -1,7 +1,7 @@
 //! A charge attempt as the ledger records it, and its JSON form.
 
 use chargeonce_core::{
-    AcquirerCharge, AcquirerKey, ChargeResult, Money, PaymentId, Reference, ShopId,
+    AcquirerCharge, AcquirerKey, CaptureMethod, ChargeResult, Money, PaymentId, Reference, ShopId,
 };
 use serde::ser::Error as _;
 use serde::{Serialize, Serializer};
@@ -68,8 +68,19 @@ pub struct LedgerEntry {
     pub decline_code: Option<String>,
     /// When the acquirer recorded it, to the millisecond.
     pub created_at: OffsetDateTime,
-    /// How much of it was refunded, in minor units (0, or all of it).
+    /// How much of it was refunded, in minor units.
     pub refunded_minor: i64,
+    /// Charged at once, or only authorized ([`CaptureMethod::Manual`]: a
+    /// succeeded manual charge is an authorization holding its amount).
+    pub capture_method: CaptureMethod,
+    /// What captures took from an authorization, in minor units (0 for a
+    /// charge made at once: its whole amount moved when it succeeded).
+    pub captured_minor: i64,
+    /// An authorization closed by its last capture (nothing more can be
+    /// captured or voided).
+    pub closed: bool,
+    /// An authorization whose rest was released by a void.
+    pub voided: bool,
 }
 
 impl LedgerEntry {
@@ -89,6 +100,16 @@ impl LedgerEntry {
         }
     }
 
+    /// The money this charge took, in minor units: its amount when charged
+    /// at once and succeeded, what captures took when only authorized.
+    pub fn taken_minor(&self) -> i64 {
+        match (self.status, self.capture_method) {
+            (ChargeStatus::Declined, _) => 0,
+            (ChargeStatus::Succeeded, CaptureMethod::Automatic) => self.amount.minor_units(),
+            (ChargeStatus::Succeeded, CaptureMethod::Manual) => self.captured_minor,
+        }
+    }
+
     /// The charge as the core's acquirer traits report it.
     pub fn to_charge(&self) -> AcquirerCharge {
         AcquirerCharge {
@@ -100,6 +121,8 @@ impl LedgerEntry {
             amount: self.amount,
             refunded_minor: self.refunded_minor,
             created_at: self.created_at,
+            capture_method: self.capture_method,
+            taken_minor: self.taken_minor(),
         }
     }
 
@@ -132,10 +155,20 @@ struct EntryJson<'a> {
     decline_code: Option<&'a str>,
     created_at: String,
     refunded_minor: i64,
+    /// Only for an authorization: a charge made at once shows what it always did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture_method: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    captured_minor: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    closed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    voided: Option<bool>,
 }
 
 impl Serialize for LedgerEntry {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let manual = self.capture_method == CaptureMethod::Manual;
         EntryJson {
             id: &self.id,
             acquirer_key: self.acquirer_key.as_str(),
@@ -151,6 +184,10 @@ impl Serialize for LedgerEntry {
             decline_code: self.decline_code.as_deref(),
             created_at: self.created_at_rfc3339().map_err(S::Error::custom)?,
             refunded_minor: self.refunded_minor,
+            capture_method: manual.then_some(self.capture_method.as_str()),
+            captured_minor: manual.then_some(self.captured_minor),
+            closed: manual.then_some(self.closed),
+            voided: manual.then_some(self.voided),
         }
         .serialize(serializer)
     }

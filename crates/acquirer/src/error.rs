@@ -64,3 +64,38 @@ impl From<chargeonce_sqlite::Failure> for RefundError {
         Self::Ledger(SimulatorError::Unavailable(failure))
     }
 }
+
+/// Why the simulator refused a capture or a void of an authorization (the
+/// ledger's answer). Each is definite: nothing was taken or released.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// No such charge.
+    #[error("no charge `{0}`")]
+    NoSuchCharge(String),
+    /// The charge is not an authorization: it was charged at once, or declined.
+    #[error("charge `{0}` is not an authorization that can be captured or voided")]
+    NotCapturable(String),
+    /// The authorization's rest was released by a void.
+    #[error("authorization `{0}` was voided")]
+    Voided(String),
+    /// The authorization was closed by its last capture or fully captured.
+    #[error("authorization `{0}` is closed: its last capture was taken")]
+    Closed(String),
+    /// The capture would take more than what is left of the authorization.
+    #[error("capture exceeds what is left of authorization `{0}`")]
+    ExceedsAuthorization(String),
+    /// The key was used for another capture (another charge or amount), as
+    /// a real provider's idempotency error: nothing was recorded, and
+    /// nothing can be concluded about the key's first request.
+    #[error("acquirer key `{0}` was used for another request")]
+    KeyReused(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] SimulatorError),
+}
+
+impl From<chargeonce_sqlite::Failure> for CaptureError {
+    fn from(failure: chargeonce_sqlite::Failure) -> Self {
+        Self::Ledger(SimulatorError::Unavailable(failure))
+    }
+}

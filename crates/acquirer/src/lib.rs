@@ -23,6 +23,14 @@
 //!   answer is lost), `tok_slow` (charged, answered late). Any other token is
 //!   declined with `unknown_token` ([`UNKNOWN_TOKEN`]): a typo never charges.
 //!
+//! - **Holds and captures.** A charge with [`CaptureMethod::Manual`](chargeonce_core::CaptureMethod::Manual) only holds
+//!   its amount (an authorization): [`Acquirer::capture`](chargeonce_core::Acquirer::capture) takes parts of it,
+//!   several until the last or until it is used up, never beyond it (one
+//!   ledger write checks and inserts, across processes); [`Acquirer::void`](chargeonce_core::Acquirer::void)
+//!   releases the rest, once. Refunds give back captured money only, and the
+//!   ledger's totals count what was taken. In process only so far: the HTTP
+//!   API and `HttpAcquirer` answer `capture_not_supported`.
+//!
 //! [`router`] serves the ledger as JSON (`GET /ledger`), for people and for the
 //! `chaos` checks.
 //!
@@ -39,8 +47,8 @@
 //! ```
 //! use chargeonce_acquirer::{Simulator, SimulatorConfig};
 //! use chargeonce_core::{
-//!     Acquirer, AcquirerKey, CardToken, ChargeRequest, ChargeResult, Money, PaymentId,
-//!     Reference, ShopId,
+//!     Acquirer, AcquirerKey, CaptureMethod, CardToken, ChargeRequest, ChargeResult, Money,
+//!     PaymentId, Reference, ShopId,
 //! };
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -54,6 +62,7 @@
 //!     reference: Reference::new("order-123")?,
 //!     amount: Money::parse("1500.00", "RUB")?,
 //!     token: CardToken::new("tok_ok")?,
+//!     capture_method: CaptureMethod::Automatic,
 //! };
 //! let first = sim.charge(&request).await?;
 //! let again = sim.charge(&request).await?;
@@ -77,7 +86,7 @@ pub mod webhooks;
 
 pub use api::api_router;
 pub use entry::{ChargeStatus, LedgerEntry};
-pub use error::{RefundError, SimulatorError};
+pub use error::{CaptureError, RefundError, SimulatorError};
 pub use faults::{Faults, FaultsError};
 pub use http::router;
 pub use report::{CurrencyTotal, LedgerReport};
@@ -86,3 +95,4 @@ pub use simulator::{
     InFlightDuplicate, KEY_REUSED, LOST_ANSWER, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE,
     REFUND_NO_SUCH_CHARGE, RefundRecord, Simulator, SimulatorConfig, UNKNOWN_TOKEN, tokens,
 };
+pub use simulator::{CaptureRecord, VoidRecord};

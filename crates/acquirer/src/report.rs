@@ -49,7 +49,8 @@ impl Serialize for CurrencyTotal {
 pub struct LedgerReport {
     /// Every charge attempt, oldest first.
     pub charges: Vec<LedgerEntry>,
-    /// Succeeded charges summed per currency, ordered by currency code.
+    /// The money succeeded charges took, summed per currency, ordered by
+    /// currency code (an authorization counts what its captures took).
     pub total_succeeded: Vec<CurrencyTotal>,
 }
 
@@ -68,7 +69,7 @@ impl LedgerReport {
                 amount_minor: 0,
                 count: 0,
             });
-            total.amount_minor += i128::from(entry.amount.minor_units());
+            total.amount_minor += i128::from(entry.taken_minor());
             total.count += 1;
         }
         Self {

@@ -3,8 +3,8 @@
 //! outcome unknown, never a failure.
 
 use chargeonce_core::{
-    AcquirerCharge, AcquirerError, AcquirerKey, AcquirerRefund, ChargeResult, Currency, Money,
-    PaymentId, Reference, ShopId,
+    AcquirerCharge, AcquirerError, AcquirerKey, AcquirerRefund, CaptureMethod, ChargeResult,
+    Currency, Money, PaymentId, Reference, ShopId,
 };
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -31,6 +31,12 @@ pub(crate) struct ChargeJson {
     created_at: String,
     #[serde(default)]
     refunded_minor: i64,
+    /// Absent from a charge made at once (and from older acquirers).
+    #[serde(default)]
+    capture_method: Option<String>,
+    /// What captures took from an authorization.
+    #[serde(default)]
+    captured_minor: i64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,6 +91,16 @@ impl ChargeJson {
             },
             (other, _) => return Err(unreadable(format!("charge status `{other}`"))),
         };
+        let capture_method = match self.capture_method.as_deref() {
+            None => CaptureMethod::Automatic,
+            Some(method) => CaptureMethod::parse(method)
+                .ok_or_else(|| unreadable(format!("capture method `{method}`")))?,
+        };
+        let taken_minor = match (outcome.is_succeeded(), capture_method) {
+            (false, _) => 0,
+            (true, CaptureMethod::Automatic) => amount.minor_units(),
+            (true, CaptureMethod::Manual) => self.captured_minor,
+        };
         Ok(AcquirerCharge {
             outcome,
             acquirer_key: AcquirerKey::from_stored(self.acquirer_key),
@@ -94,6 +110,8 @@ impl ChargeJson {
             amount,
             refunded_minor: self.refunded_minor,
             created_at: OffsetDateTime::parse(&self.created_at, &Rfc3339).map_err(unreadable)?,
+            capture_method,
+            taken_minor,
         })
     }
 }

@@ -23,3 +23,22 @@ pub const REFUND_CHARGE_DECLINED: &str = "charge_declined";
 
 /// Refund refusal code: the refund exceeds what is left of the charge.
 pub const REFUND_EXCEEDS_CHARGE: &str = chargeonce_core::acquirer::REFUND_EXCEEDS_CHARGE;
+
+/// Capture or void refusal code: the charge is not an authorization (it was
+/// charged at once, or declined).
+pub const CHARGE_NOT_CAPTURABLE: &str = "charge_not_capturable";
+
+/// Capture or void refusal code: the authorization's rest was voided.
+pub const AUTHORIZATION_VOIDED: &str = "authorization_voided";
+
+/// Capture refusal code: the authorization was closed by its last capture
+/// (or fully captured).
+pub const AUTHORIZATION_CLOSED: &str = "authorization_closed";
+
+/// Capture refusal code: the capture exceeds what is left of the
+/// authorization.
+pub const CAPTURE_EXCEEDS_AUTHORIZATION: &str = "capture_exceeds_authorization";
+
+/// Void refusal code: nothing is left to release (the authorization was
+/// closed by its last capture, or fully captured).
+pub const NOTHING_TO_VOID: &str = "nothing_to_void";

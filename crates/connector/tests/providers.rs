@@ -23,6 +23,7 @@ fn request() -> ChargeRequest {
         payment_id,
         amount: Money::parse("1500.00", "RUB").unwrap(),
         token: CardToken::new("tok_ok").unwrap(),
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
     }
 }
 

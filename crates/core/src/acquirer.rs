@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
+use crate::authorization::{CaptureId, CaptureMethod};
 use crate::{
     AcquirerKey, CardToken, Money, PaymentId, PaymentStatus, Reference, RefundId, RefundSettlement,
     Settlement, ShopId,
@@ -24,7 +25,97 @@ pub struct ChargeRequest {
     pub amount: Money,
     /// How to pay.
     pub token: CardToken,
+    /// Charge at once ([`CaptureMethod::Automatic`]), or only authorize:
+    /// hold the amount for captures ([`CaptureMethod::Manual`]).
+    pub capture_method: CaptureMethod,
 }
+
+/// One capture of an authorization, as sent to the acquirer.
+#[derive(Debug, Clone)]
+pub struct CaptureRequest {
+    /// The acquirer's idempotency key of the capture: derived from the
+    /// capture id ([`CaptureId::acquirer_key`]), the same on every attempt.
+    pub acquirer_key: AcquirerKey,
+    /// The merchant.
+    pub shop_id: ShopId,
+    /// Our payment id.
+    pub payment_id: PaymentId,
+    /// Our capture id: our reference for the capture at the acquirer.
+    pub capture_id: CaptureId,
+    /// The acquirer's id of the authorization.
+    pub charge_id: String,
+    /// How much to take.
+    pub amount: Money,
+    /// Whether it is the last capture: the rest is released once it succeeds.
+    pub last: bool,
+    /// The payment's token: real acquirers ignore it; the simulator's
+    /// behaviour rules read it (`tok_timeout` loses the first answer).
+    pub token: CardToken,
+}
+
+/// A definite answer to a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureSettlement {
+    /// The money was taken.
+    Succeeded {
+        /// The acquirer's id of the capture.
+        provider_capture_id: String,
+    },
+    /// Refused for good; nothing was taken.
+    Failed {
+        /// Why (`capture_exceeds_authorization`, `authorization_voided`, ...).
+        code: String,
+    },
+}
+
+/// The void of an authorization's remainder, as sent to the acquirer.
+#[derive(Debug, Clone)]
+pub struct VoidRequest {
+    /// The acquirer's idempotency key: [`AcquirerKey::for_void`].
+    pub acquirer_key: AcquirerKey,
+    /// The merchant.
+    pub shop_id: ShopId,
+    /// Our payment id.
+    pub payment_id: PaymentId,
+    /// The acquirer's id of the authorization.
+    pub charge_id: String,
+    /// The payment's token (the simulator's behaviour rules read it).
+    pub token: CardToken,
+}
+
+/// A definite answer to a void.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VoidSettlement {
+    /// The rest of the hold was released.
+    Succeeded {
+        /// The acquirer's id of the void.
+        provider_void_id: String,
+        /// What was released: authorized minus captured.
+        released: Money,
+    },
+    /// Refused for good; nothing was released.
+    Failed {
+        /// Why (`nothing_to_void`, `authorization_voided`, ...).
+        code: String,
+    },
+}
+
+/// A capture made at the acquirer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquirerCapture {
+    /// The acquirer's id of the capture.
+    pub id: String,
+    /// The authorization it takes money from.
+    pub charge_id: String,
+    /// How much it took.
+    pub amount: Money,
+    /// Whether it was the last capture.
+    pub last: bool,
+}
+
+/// The failure code of a capture or a void sent to an acquirer that holds
+/// no authorizations (it charges at once): definite, nothing moved.
+pub const CAPTURE_NOT_SUPPORTED: &str = "capture_not_supported";
 
 /// One refund, as sent to the acquirer.
 #[derive(Debug, Clone)]
@@ -125,6 +216,12 @@ pub struct AcquirerCharge {
     pub refunded_minor: i64,
     /// When the acquirer recorded it (the acquirer's clock), to the millisecond.
     pub created_at: OffsetDateTime,
+    /// Charged at once, or only authorized.
+    pub capture_method: CaptureMethod,
+    /// The money it took, in minor units: the amount of a succeeded charge
+    /// made at once, what captures took from an authorization, 0 when
+    /// declined.
+    pub taken_minor: i64,
 }
 
 impl AcquirerCharge {
@@ -133,9 +230,10 @@ impl AcquirerCharge {
         self.outcome.provider_payment_id()
     }
 
-    /// A succeeded charge whose money was not (fully) given back.
+    /// A charge that took money not (fully) given back. An authorization
+    /// holds none until a capture takes some.
     pub fn holds_money(&self) -> bool {
-        self.outcome.is_succeeded() && self.refunded_minor < self.amount.minor_units()
+        self.outcome.is_succeeded() && self.refunded_minor < self.taken_minor
     }
 }
 
@@ -226,6 +324,41 @@ pub trait Acquirer: Send + Sync + 'static {
     /// Whether the acquirer deduplicates charges and refunds on the acquirer key.
     fn is_idempotent(&self) -> bool {
         true
+    }
+
+    /// Takes (part of) an authorization, idempotent on
+    /// [`CaptureRequest::acquirer_key`]: the same key always yields the same
+    /// capture, executed at most once. `Ok(Failed)` is a definite refusal.
+    /// An acquirer that only charges at once answers
+    /// [`CAPTURE_NOT_SUPPORTED`] (the default).
+    async fn capture(&self, request: &CaptureRequest) -> Result<CaptureSettlement, AcquirerError> {
+        let _ = request;
+        Ok(CaptureSettlement::Failed {
+            code: CAPTURE_NOT_SUPPORTED.to_owned(),
+        })
+    }
+
+    /// Releases what is left of an authorization, idempotent on
+    /// [`VoidRequest::acquirer_key`]. `Ok(Failed)` is a definite refusal.
+    /// An acquirer that only charges at once answers
+    /// [`CAPTURE_NOT_SUPPORTED`] (the default).
+    async fn void(&self, request: &VoidRequest) -> Result<VoidSettlement, AcquirerError> {
+        let _ = request;
+        Ok(VoidSettlement::Failed {
+            code: CAPTURE_NOT_SUPPORTED.to_owned(),
+        })
+    }
+
+    /// Every capture the acquirer holds for one of our captures (our
+    /// reference for it is the capture id), oldest first, taking nothing.
+    /// Asked before a capture is sent again to an acquirer that does not
+    /// deduplicate on keys. None by default (no authorizations, no captures).
+    async fn captures_for_capture(
+        &self,
+        request: &CaptureRequest,
+    ) -> Result<Vec<AcquirerCapture>, AcquirerError> {
+        let _ = request;
+        Ok(Vec::new())
     }
 }
 

@@ -34,6 +34,20 @@
 //! assert_eq!(hold.refundable_minor(0), 150_000);
 //! ```
 
+crate::id::prefixed_id!(
+    /// Our id of a capture: `cap_` followed by a UUIDv7 (time-ordered).
+    CaptureId,
+    "cap_"
+);
+
+impl CaptureId {
+    /// The acquirer key of this capture: derived from its id, never random,
+    /// so every retry, take-over or completer run sends the same one.
+    pub fn acquirer_key(&self) -> crate::AcquirerKey {
+        crate::AcquirerKey::from_stored(format!("chargeonce-{}", self.0))
+    }
+}
+
 /// How a payment takes its money.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum CaptureMethod {

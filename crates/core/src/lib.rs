@@ -52,9 +52,11 @@ pub mod store;
 pub mod webhook;
 
 pub use acquirer::{
-    Acquirer, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund, ChargeRequest,
-    ChargeResult, LedgerCursor, RefundRequest,
+    Acquirer, AcquirerCapture, AcquirerCharge, AcquirerError, AcquirerLedger, AcquirerRefund,
+    CaptureRequest, CaptureSettlement, ChargeRequest, ChargeResult, LedgerCursor, RefundRequest,
+    VoidRequest, VoidSettlement,
 };
+pub use authorization::{CaptureId, CaptureMethod};
 pub use chain::Chain;
 pub use engine::{
     ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered, cancel_refund_key,

@@ -21,6 +21,9 @@ pub enum ValidationError {
     /// A refund id that is not ours (`re_` and 32 hex digits).
     #[error("`{0}` is not a refund id")]
     RefundId(String),
+    /// A capture id that is not ours (`cap_` and 32 hex digits).
+    #[error("`{0}` is not a capture id")]
+    CaptureId(String),
 }
 
 crate::id::prefixed_id!(
@@ -39,6 +42,12 @@ impl AcquirerKey {
     /// The acquirer key of a payment: derived from its id, never random.
     pub fn for_payment(id: &PaymentId) -> Self {
         Self(format!("chargeonce-{id}"))
+    }
+
+    /// The acquirer key of the void of a payment's authorization: derived
+    /// from the payment (one void per authorization), never random.
+    pub fn for_void(id: &PaymentId) -> Self {
+        Self(format!("chargeonce-void-{id}"))
     }
 
     /// Wraps a key read back from a store or received by the simulator.

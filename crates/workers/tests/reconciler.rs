@@ -67,6 +67,10 @@ async fn plant_at(
         decline_code: None,
         created_at,
         refunded_minor: 0,
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
+        captured_minor: 0,
+        closed: false,
+        voided: false,
     };
     h.sim.plant(&entry).await.unwrap();
     entry

@@ -14,24 +14,32 @@
 
 use chargeonce_sqlite::Database;
 
-/// The columns of a ledger row, with the refunded amount joined in. Every
-/// query that reads charges selects these, `FROM acquirer_ledger l`.
+/// The columns of a ledger row, with the refunded and captured amounts, and
+/// whether it was voided, joined in. Every query that reads charges selects
+/// these, `FROM acquirer_ledger l`.
 macro_rules! charge_columns {
     () => {
         "l.id, l.acquirer_key, l.shop_id, l.payment_id, l.reference, l.amount_minor, \
-         l.currency, l.status, l.decline_code, l.created_at, \
+         l.currency, l.status, l.decline_code, l.created_at, l.capture_method, \
          COALESCE((SELECT SUM(r.amount_minor) FROM acquirer_refunds r WHERE r.charge_id = l.id), 0) \
-             AS refunded_minor \
+             AS refunded_minor, \
+         COALESCE((SELECT SUM(c.amount_minor) FROM acquirer_captures c WHERE c.charge_id = l.id), 0) \
+             AS captured_minor, \
+         EXISTS (SELECT 1 FROM acquirer_captures c WHERE c.charge_id = l.id AND c.last = 1) \
+             AS closed, \
+         EXISTS (SELECT 1 FROM acquirer_voids v WHERE v.charge_id = l.id) AS voided \
          FROM acquirer_ledger l"
     };
 }
 
+mod captures;
 mod charges;
 mod open;
 mod outbox;
 mod refunds;
 mod rows;
 
+pub(crate) use captures::{CaptureRow, NewCaptureRow, VoidRow};
 pub(crate) use outbox::OutboxEvent;
 pub(crate) use refunds::{NewRefundRow, RefundRow};
 pub(crate) use rows::unix_millis;

@@ -119,14 +119,17 @@ fn is_contention(error: &sqlx::Error) -> bool {
 
 /// Whether a migration failed because another opener ran it at the same
 /// time (SQLite's migrator takes no lock): its transaction rolled back, and
-/// opening again finds the migration applied.
+/// opening again finds the migration applied. A `CREATE` meets "already
+/// exists", an `ALTER TABLE ... ADD COLUMN` "duplicate column name".
 fn is_migrate_contention(error: &sqlx::migrate::MigrateError) -> bool {
     use sqlx::migrate::MigrateError;
     match error {
         MigrateError::Execute(e) => is_contention(e),
         MigrateError::ExecuteMigration(e, _) => {
             is_contention(e)
-                || matches!(e, sqlx::Error::Database(db) if db.message().contains("already exists"))
+                || matches!(e, sqlx::Error::Database(db)
+                    if db.message().contains("already exists")
+                        || db.message().contains("duplicate column name"))
         }
         _ => false,
     }

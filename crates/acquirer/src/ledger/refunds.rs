@@ -87,7 +87,8 @@ impl Ledger {
                 if charge.status != crate::ChargeStatus::Succeeded {
                     return Err(RefundError::Declined(charge_id));
                 }
-                let total = charge.amount.minor_units();
+                // Only money taken can go back: an authorization's captures.
+                let total = charge.taken_minor();
                 let amount = amount_minor.unwrap_or(total - charge.refunded_minor);
                 if amount <= 0 || charge.refunded_minor + amount > total {
                     return Err(RefundError::ExceedsCharge(charge_id));

@@ -1,7 +1,7 @@
 //! Ledger rows as SQLite returns them, read into [`LedgerEntry`], and the
 //! time format of the tables (unix ms).
 
-use chargeonce_core::{AcquirerKey, Currency, Money, PaymentId, Reference, ShopId};
+use chargeonce_core::{AcquirerKey, CaptureMethod, Currency, Money, PaymentId, Reference, ShopId};
 use chargeonce_sqlite::rusqlite::{self, Connection, OptionalExtension};
 use time::OffsetDateTime;
 
@@ -20,6 +20,10 @@ struct Row {
     decline_code: Option<String>,
     created_at: i64,
     refunded_minor: i64,
+    capture_method: String,
+    captured_minor: i64,
+    closed: bool,
+    voided: bool,
 }
 
 impl TryFrom<Row> for LedgerEntry {
@@ -45,6 +49,12 @@ impl TryFrom<Row> for LedgerEntry {
             decline_code: row.decline_code.clone(),
             created_at: from_unix_millis(row.created_at).map_err(corrupt)?,
             refunded_minor: row.refunded_minor,
+            capture_method: CaptureMethod::parse(&row.capture_method).ok_or_else(|| {
+                corrupt(format!("unknown capture method `{}`", row.capture_method))
+            })?,
+            captured_minor: row.captured_minor,
+            closed: row.closed,
+            voided: row.voided,
         };
         Ok(entry)
     }
@@ -74,6 +84,10 @@ impl Row {
             decline_code: row.get("decline_code")?,
             created_at: row.get("created_at")?,
             refunded_minor: row.get("refunded_minor")?,
+            capture_method: row.get("capture_method")?,
+            captured_minor: row.get("captured_minor")?,
+            closed: row.get("closed")?,
+            voided: row.get("voided")?,
         })
     }
 }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    ChargeRequest, ChargeResult, LedgerCursor, PaymentId, Reference, RefundRequest,
-    RefundSettlement, ShopId,
+    Acquirer, AcquirerCapture, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger,
+    AcquirerRefund, CaptureRequest, CaptureSettlement, ChargeRequest, ChargeResult, LedgerCursor,
+    PaymentId, Reference, RefundRequest, RefundSettlement, ShopId, VoidRequest, VoidSettlement,
 };
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -192,6 +192,10 @@ impl Acquirer for Simulator {
             decline_code,
             created_at: now_millis(),
             refunded_minor: 0,
+            capture_method: request.capture_method,
+            captured_minor: 0,
+            closed: false,
+            voided: false,
         };
         let events = self.events_for(&entry);
         let delay = self.delay_of(behaviour);
@@ -296,6 +300,21 @@ impl Acquirer for Simulator {
         };
         let answer = self.at_acquirer(delay, refund).await?;
         refund_settlement(answer, behaviour == Behaviour::LoseAnswer)
+    }
+
+    async fn capture(&self, request: &CaptureRequest) -> Result<CaptureSettlement, AcquirerError> {
+        self.capture_for(request).await
+    }
+
+    async fn void(&self, request: &VoidRequest) -> Result<VoidSettlement, AcquirerError> {
+        self.void_for(request).await
+    }
+
+    async fn captures_for_capture(
+        &self,
+        request: &CaptureRequest,
+    ) -> Result<Vec<AcquirerCapture>, AcquirerError> {
+        self.captures_for(request).await
     }
 
     fn is_idempotent(&self) -> bool {

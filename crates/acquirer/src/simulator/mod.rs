@@ -6,6 +6,7 @@
 
 mod acquirer;
 mod behaviour;
+mod captures;
 mod events;
 mod in_flight;
 mod refunds;
@@ -28,6 +29,7 @@ pub use behaviour::{
     Behaviour, CARD_DECLINED, DO_NOT_HONOR, INSUFFICIENT_FUNDS, KEY_REUSED, LOST_ANSWER,
     UNKNOWN_TOKEN, tokens,
 };
+pub use captures::{CaptureRecord, VoidRecord};
 pub(crate) use in_flight::{InFlight, InFlightGuard};
 pub use refunds::{
     REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE, REFUND_NO_SUCH_CHARGE, RefundRecord,

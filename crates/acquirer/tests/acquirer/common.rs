@@ -60,5 +60,6 @@ pub fn request_for(payment_id: PaymentId, token: &str) -> ChargeRequest {
         payment_id,
         amount: Money::parse("1500.00", "RUB").unwrap(),
         token: CardToken::new(token).unwrap(),
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
     }
 }

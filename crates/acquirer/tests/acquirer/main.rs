@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod behaviour;
+mod captures;
 mod common;
 mod concurrency;
 mod http;

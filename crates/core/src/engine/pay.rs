@@ -170,6 +170,7 @@ impl Charge {
             reference: payment.reference.clone(),
             amount: payment.amount,
             token: payment.token.clone(),
+            capture_method: crate::CaptureMethod::Automatic,
         };
         Self { payment, request }
     }

@@ -1,8 +1,8 @@
 //! Charges and payments for the unit tests of the reconciler's modules.
 
 use chargeonce_core::{
-    AcquirerCharge, AcquirerKey, CardToken, ChargeResult, IdempotencyKey, Money, Payment,
-    PaymentId, PaymentRequest, PaymentStatus, Reference, ShopId,
+    AcquirerCharge, AcquirerKey, CaptureMethod, CardToken, ChargeResult, IdempotencyKey, Money,
+    Payment, PaymentId, PaymentRequest, PaymentStatus, Reference, ShopId,
 };
 use time::OffsetDateTime;
 
@@ -33,6 +33,8 @@ pub(super) fn charge(id: &str, ms: i64, succeeded: bool, refunded_minor: i64) ->
         amount: Money::parse("10.00", "RUB").unwrap(),
         refunded_minor,
         created_at: at(ms),
+        capture_method: CaptureMethod::Automatic,
+        taken_minor: if succeeded { 1000 } else { 0 },
     }
 }
 

@@ -164,6 +164,10 @@ impl Harness {
             decline_code: None,
             created_at: time::OffsetDateTime::now_utc(),
             refunded_minor: 0,
+            capture_method: chargeonce_core::CaptureMethod::Automatic,
+            captured_minor: 0,
+            closed: false,
+            voided: false,
         };
         self.sim.plant(&entry).await.unwrap();
         entry
