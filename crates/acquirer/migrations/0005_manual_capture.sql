@@ -1,7 +1,6 @@
--- Manual capture (issue 34): a charge may only hold its amount
--- (`capture_method = 'manual'`: a `succeeded` manual charge is a hold on the
--- card), captures take parts of it, and a void releases the rest. (The word
--- for such a hold is avoided here: the service's log tests look for it.)
+-- Manual capture (issue 34): a charge may only authorize (`capture_method =
+-- 'manual'`: a `succeeded` manual charge is an authorization that holds its
+-- amount), captures take parts of it, and a void releases the rest.
 --
 -- Captures are deduplicated on their acquirer key like charges and refunds
 -- (`deduplicated = 1`); `reference` is the caller's capture id, what a
@@ -19,7 +18,7 @@ CREATE TABLE acquirer_captures (
     reference     TEXT,
     amount_minor  INTEGER NOT NULL CHECK (amount_minor > 0),
     currency      TEXT    NOT NULL CHECK (length(currency) = 3),
-    -- 1: the last capture; the rest of the hold is released with it.
+    -- 1: the last capture; the rest of the authorization is released with it.
     last          INTEGER NOT NULL CHECK (last IN (0, 1)),
     created_at    INTEGER NOT NULL,
     deduplicated  INTEGER NOT NULL DEFAULT 1 CHECK (deduplicated IN (0, 1))
