@@ -3,8 +3,8 @@
 //! outcome unknown, never a failure.
 
 use chargeonce_core::{
-    AcquirerCharge, AcquirerError, AcquirerKey, AcquirerRefund, CaptureMethod, ChargeResult,
-    Currency, Money, PaymentId, Reference, ShopId,
+    AcquirerCapture, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerRefund, CaptureMethod,
+    ChargeResult, Currency, Money, PaymentId, Reference, ShopId,
 };
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -113,5 +113,51 @@ impl ChargeJson {
             capture_method,
             taken_minor,
         })
+    }
+}
+
+/// A capture as the acquirer sends it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CaptureJson {
+    pub(crate) id: String,
+    pub(crate) charge_id: String,
+    pub(crate) amount_minor: i64,
+    currency: String,
+    #[serde(default)]
+    last: bool,
+}
+
+/// `GET /v1/charges/{id}/captures`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CaptureListJson {
+    pub(crate) data: Vec<CaptureJson>,
+}
+
+impl CaptureJson {
+    pub(crate) fn into_capture(self) -> Result<AcquirerCapture, AcquirerError> {
+        let currency = Currency::from_code(&self.currency).map_err(unreadable)?;
+        Ok(AcquirerCapture {
+            amount: Money::from_minor(self.amount_minor, currency).map_err(unreadable)?,
+            id: self.id,
+            charge_id: self.charge_id,
+            last: self.last,
+        })
+    }
+}
+
+/// A void as the acquirer sends it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct VoidJson {
+    pub(crate) id: String,
+    pub(crate) charge_id: String,
+    released_minor: i64,
+    currency: String,
+}
+
+impl VoidJson {
+    /// What the void released.
+    pub(crate) fn released(&self) -> Result<Money, AcquirerError> {
+        let currency = Currency::from_code(&self.currency).map_err(unreadable)?;
+        Money::from_minor(self.released_minor, currency).map_err(unreadable)
     }
 }

@@ -23,25 +23,25 @@
 //! | any 5xx (the request may have arrived and been executed) | [`AcquirerError::Unknown`] |
 //! | 422 `idempotency_key_reused`, 408, 409, 425 and any 4xx not listed here (the request may be running or have run under the key) | [`AcquirerError::Unknown`], logged |
 //! | 401, 403, 404, 405, 411, 413, 414, 415, 431 (our credentials, URL or framing; nothing executed) | [`AcquirerError::NotSent`], logged as an error: fix the configuration |
+//! | a charge answered with another capture method than asked (an authorization as a charge made at once, or the reverse) | [`AcquirerError::Unknown`] |
+//! | refunds, captures, voids: the definite refusals of [`crate::moves`] | `Failed` with the refusal's code |
 //! | 400, 402, 422 (the request refused for good, nothing executed) | [`AcquirerError::Rejected`], logged as an error: a first send ends declined (`acquirer_rejected`), its order free; a resend only when the acquirer holds no charge for the payment |
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::{
-    Acquirer, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger, AcquirerRefund,
-    ChargeRequest, ChargeResult, LedgerCursor, PaymentId, Reference, RefundRequest,
-    RefundSettlement, ShopId,
+    Acquirer, AcquirerCapture, AcquirerCharge, AcquirerError, AcquirerKey, AcquirerLedger,
+    AcquirerRefund, CaptureMethod, CaptureRequest, CaptureSettlement, ChargeRequest, ChargeResult,
+    LedgerCursor, PaymentId, Reference, RefundRequest, RefundSettlement, ShopId, VoidRequest,
+    VoidSettlement,
 };
 use reqwest::{StatusCode, Url};
 use time::OffsetDateTime;
 
 use crate::answers::{ChargeJson, ListJson, RefundJson, RefundListJson, unreadable};
 use crate::credentials::{AcquirerCredentials, take_userinfo};
-use crate::protocol::{
-    IDEMPOTENCY_KEY, KEY_REUSED, REFUND_CHARGE_DECLINED, REFUND_EXCEEDS_CHARGE,
-    REFUND_NO_SUCH_CHARGE,
-};
+use crate::protocol::{IDEMPOTENCY_KEY, KEY_REUSED};
 
 /// Why the adapter could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +89,7 @@ impl Default for HttpAcquirerConfig {
 #[derive(Debug, Clone)]
 pub struct HttpAcquirer {
     base: Url,
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     idempotent: bool,
 }
 
@@ -228,14 +228,17 @@ impl HttpAcquirer {
         })
     }
 
-    fn url(&self, path: &str) -> Result<Url, AcquirerError> {
+    pub(crate) fn url(&self, path: &str) -> Result<Url, AcquirerError> {
         self.base
             .join(path)
             .map_err(|e| AcquirerError::NotSent(format!("bad acquirer URL: {e}")))
     }
 
     /// Sends a request and reads the whole answer; non-2xx are classified.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Vec<u8>, AcquirerError> {
+    pub(crate) async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Vec<u8>, AcquirerError> {
         let response = request.send().await.map_err(|e| classify_transport(&e))?;
         let status = response.status();
         // A body that breaks off after the status is an answer lost mid-way.
@@ -260,7 +263,7 @@ impl HttpAcquirer {
 #[async_trait]
 impl Acquirer for HttpAcquirer {
     async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "shop_id": request.shop_id.as_str(),
             "payment_id": request.payment_id.as_str(),
             "reference": request.reference.as_str(),
@@ -270,6 +273,11 @@ impl Acquirer for HttpAcquirer {
             },
             "token": request.token.as_str(),
         });
+        // Sent only to authorize: an acquirer that knows nothing of holds
+        // gets the request it always did.
+        if request.capture_method == CaptureMethod::Manual {
+            body["capture_method"] = CaptureMethod::Manual.as_str().into();
+        }
         let call = self
             .http
             .post(self.url("v1/charges")?)
@@ -280,6 +288,16 @@ impl Acquirer for HttpAcquirer {
         let charge = charge.into_charge()?;
         if charge.payment_id != request.payment_id || charge.amount != request.amount {
             return Err(unreadable("the charge answered is not the one asked for"));
+        }
+        // An authorization answered as a charge made at once (an acquirer
+        // that ignored the capture method) took the whole amount, and the
+        // other way round: neither is what was asked, so neither is known.
+        if charge.outcome.is_succeeded() && charge.capture_method != request.capture_method {
+            return Err(unreadable(format!(
+                "asked for capture method {}, answered {}",
+                request.capture_method.as_str(),
+                charge.capture_method.as_str()
+            )));
         }
         Ok(charge.outcome)
     }
@@ -308,50 +326,7 @@ impl Acquirer for HttpAcquirer {
         &self,
         request: &RefundRequest,
     ) -> Result<RefundSettlement, AcquirerError> {
-        let url = self.url(&format!("v1/charges/{}/refunds", request.charge_id))?;
-        let body = serde_json::json!({
-            "amount_minor": request.amount.minor_units(),
-            "token": request.token.as_str(),
-            "reference": request.refund_id.as_str(),
-        });
-        let call = self
-            .http
-            .post(url)
-            .header(IDEMPOTENCY_KEY, request.acquirer_key.as_str())
-            .json(&body);
-        let response = call.send().await.map_err(|e| classify_transport(&e))?;
-        let status = response.status();
-        let answer = response.bytes().await.map_err(|e| {
-            AcquirerError::Unknown(format!("acquirer answer broke off ({status}): {e}"))
-        })?;
-        if status.is_success() {
-            let refund: RefundJson = serde_json::from_slice(&answer).map_err(unreadable)?;
-            if refund.amount_minor != request.amount.minor_units() {
-                return Err(unreadable("the refund answered is not the one asked for"));
-            }
-            return Ok(RefundSettlement::Succeeded {
-                provider_refund_id: refund.id,
-            });
-        }
-        // Definite refusals: nothing was refunded.
-        let code = serde_json::from_slice::<serde_json::Value>(&answer)
-            .ok()
-            .and_then(|v| v["code"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let definite = match (status, code.as_str()) {
-            (StatusCode::NOT_FOUND, "not_found") => Some(REFUND_NO_SUCH_CHARGE),
-            (StatusCode::CONFLICT, "charge_declined") => Some(REFUND_CHARGE_DECLINED),
-            (StatusCode::UNPROCESSABLE_ENTITY, REFUND_EXCEEDS_CHARGE) => {
-                Some(REFUND_EXCEEDS_CHARGE)
-            }
-            _ => None,
-        };
-        match definite {
-            Some(code) => Ok(RefundSettlement::Failed {
-                code: code.to_owned(),
-            }),
-            None => Err(classify_status(status, &String::from_utf8_lossy(&answer))),
-        }
+        self.refund_move(request).await
     }
 
     async fn refunds_for_refund(
@@ -368,6 +343,21 @@ impl Acquirer for HttpAcquirer {
 
     fn is_idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    async fn capture(&self, request: &CaptureRequest) -> Result<CaptureSettlement, AcquirerError> {
+        self.capture_move(request).await
+    }
+
+    async fn void(&self, request: &VoidRequest) -> Result<VoidSettlement, AcquirerError> {
+        self.void_move(request).await
+    }
+
+    async fn captures_for_capture(
+        &self,
+        request: &CaptureRequest,
+    ) -> Result<Vec<AcquirerCapture>, AcquirerError> {
+        self.captures_of(request).await
     }
 }
 

@@ -25,6 +25,7 @@
 mod answers;
 pub mod client;
 mod credentials;
+pub mod moves;
 pub mod protocol;
 mod redact;
 

@@ -1,7 +1,11 @@
 //! Helpers shared by the tests.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use chargeonce_acquirer::api_router;
+use chargeonce_connector::{HttpAcquirer, HttpAcquirerConfig};
 
 use chargeonce_acquirer::{Simulator, SimulatorConfig};
 use chargeonce_core::{AcquirerKey, CardToken, ChargeRequest, Money, PaymentId, Reference, ShopId};
@@ -62,4 +66,57 @@ pub fn request_for(payment_id: PaymentId, token: &str) -> ChargeRequest {
         token: CardToken::new(token).unwrap(),
         capture_method: chargeonce_core::CaptureMethod::Automatic,
     }
+}
+
+/// The standalone API served on a free port over a ledger of its own.
+pub struct Standalone {
+    pub base: String,
+    pub sim: Arc<Simulator>,
+    server: tokio::task::JoinHandle<()>,
+    _dir: TempDir,
+}
+
+impl Drop for Standalone {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// The standalone API over a simulator `build` makes.
+pub async fn start_with(build: impl FnOnce(Simulator) -> Simulator) -> Standalone {
+    let dir = TempDir::new();
+    let sim = Arc::new(build(
+        Simulator::open(&dir.ledger(), config()).await.unwrap(),
+    ));
+    let app = api_router(Arc::clone(&sim));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    Standalone {
+        base,
+        sim,
+        server,
+        _dir: dir,
+    }
+}
+
+/// The standalone API over a plain simulator.
+pub async fn start() -> Standalone {
+    start_with(|sim| sim).await
+}
+
+/// The service's adapter to `base`, giving up after `timeout`.
+pub fn adapter(base: &str, timeout: Duration) -> HttpAcquirer {
+    HttpAcquirer::new(
+        base,
+        HttpAcquirerConfig {
+            connect_timeout: Duration::from_millis(500),
+            request_timeout: timeout,
+            idempotent: true,
+            credentials: None,
+        },
+    )
+    .unwrap()
 }

@@ -7,4 +7,5 @@ mod captures;
 mod common;
 mod concurrency;
 mod http;
+mod http_captures;
 mod standalone;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use chargeonce_acquirer::webhooks::{self, WebhookTarget};
-use chargeonce_acquirer::{DO_NOT_HONOR, Faults, KEY_REUSED, Simulator, api_router, tokens};
+use chargeonce_acquirer::{DO_NOT_HONOR, Faults, KEY_REUSED, Simulator, tokens};
 use chargeonce_connector::{HttpAcquirer, HttpAcquirerConfig};
 use chargeonce_core::acquirer::look_up;
 use chargeonce_core::webhook::{
@@ -18,56 +18,7 @@ use chargeonce_core::{
     RefundRequest, RefundSettlement,
 };
 
-use crate::common::{TempDir, config, request, request_for};
-
-struct Standalone {
-    base: String,
-    sim: Arc<Simulator>,
-    server: tokio::task::JoinHandle<()>,
-    _dir: TempDir,
-}
-
-impl Drop for Standalone {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
-
-async fn start_with(build: impl FnOnce(Simulator) -> Simulator) -> Standalone {
-    let dir = TempDir::new();
-    let sim = Arc::new(build(
-        Simulator::open(&dir.ledger(), config()).await.unwrap(),
-    ));
-    let app = api_router(Arc::clone(&sim));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    Standalone {
-        base,
-        sim,
-        server,
-        _dir: dir,
-    }
-}
-
-async fn start() -> Standalone {
-    start_with(|sim| sim).await
-}
-
-fn adapter(base: &str, timeout: Duration) -> HttpAcquirer {
-    HttpAcquirer::new(
-        base,
-        HttpAcquirerConfig {
-            connect_timeout: Duration::from_millis(500),
-            request_timeout: timeout,
-            idempotent: true,
-            credentials: None,
-        },
-    )
-    .unwrap()
-}
+use crate::common::{Standalone, adapter, request, request_for, start, start_with};
 
 fn unknown(result: Result<ChargeResult, AcquirerError>) -> String {
     match result {

@@ -3,13 +3,16 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /v1/charges` | charge; `Idempotency-Key` header required; 200 with the charge (succeeded or declined), 422 `idempotency_key_reused`, 400 bad input |
+//! | `POST /v1/charges` | charge; `Idempotency-Key` header required; optional `"capture_method": "manual"` only authorizes (holds the amount for captures); 200 with the charge (succeeded or declined), 422 `idempotency_key_reused`, 400 bad input |
 //! | `GET /v1/charges?acquirer_key=K` | the charge recorded under a key (idempotent mode only) |
 //! | `GET /v1/charges?shop_id=S&payment_id=P` | the charges for a caller's payment (its reference) |
 //! | `GET /v1/charges?from=MS&to=MS` | the charges recorded in a window (unix ms), oldest first |
 //! | `GET /v1/charges?from=MS&to=MS&limit=N[&after=MS&after_id=ID]` | one page of that window: up to `N` (at most 10 000) charges in (`created_at`, id) order, after the charge (`after`, `after_id`) that ended the previous page |
 //! | `GET /v1/charges?shop_id=S&reference=R` | the charges for one order reference of a shop, oldest first |
 //! | `POST /v1/charges/{id}/refunds` | refunds a charge, once per `Idempotency-Key` (default `refund-<charge id>`); optional body `{"amount_minor": N, "token": "..."}` (default: what is left); 200 with the refund, 404 `not_found`, 409 `charge_declined`, 422 `refund_exceeds_charge`; a `tok_timeout` token loses the first answer (504) |
+//! | `POST /v1/charges/{id}/captures` | takes part of an authorization, once per `Idempotency-Key` (required); body `{"amount_minor"?: N, "final"?: bool, "reference"?: "cap_...", "token"?: "..."}` (no amount: what is left, as the last capture); 200 with the capture, 404 `not_found`, 409 `charge_not_capturable`, `authorization_voided`, `authorization_closed`, 422 `capture_exceeds_authorization`, `idempotency_key_reused` |
+//! | `GET /v1/charges/{id}/captures[?reference=R]` | an authorization's captures (under the caller's reference), oldest first |
+//! | `POST /v1/charges/{id}/void` | releases what is left of an authorization, once (`Idempotency-Key` required; a repeat answers the first void); optional body `{"token": "..."}`; 200 with the void, 404 `not_found`, 409 `charge_not_capturable`, `authorization_voided` (under another key), `nothing_to_void` |
 //! | `GET /ledger` | the whole ledger and totals (as the embedded `/sim/ledger`) |
 //! | `GET /admin/faults`, `PUT /admin/faults` | read or replace the [`Faults`] in force |
 //! | `POST /admin/charges` | plant a charge in the ledger (reconciliation drills) |
@@ -18,8 +21,8 @@
 //! Lists answer `{"data": [charge, ...]}`; a charge is the JSON of
 //! [`LedgerEntry`]. Errors are `application/problem+json` with a `code`.
 //!
-//! Faults apply to charges and look-ups (not to the ledger, refunds or the
-//! admin routes): latency, 5xx before anything is recorded, hangs, and answers
+//! Faults apply to charges, captures, voids and look-ups (not to the ledger,
+//! refunds or the admin routes): latency, 5xx before anything is recorded, hangs, and answers
 //! lost after the charge was recorded (a 504, a dropped connection, or silence
 //! until the client gives up).
 
@@ -29,13 +32,13 @@ use std::time::Duration;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chargeonce_core::{
-    Acquirer, AcquirerError, AcquirerKey, CardToken, ChargeRequest, Money, PaymentId, Reference,
-    ShopId,
+    Acquirer, AcquirerError, AcquirerKey, CaptureMethod, CardToken, ChargeRequest, Money,
+    PaymentId, Reference, ShopId,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -43,17 +46,27 @@ use serde_json::json;
 use crate::entry::now_millis;
 use crate::faults::{LostAnswer, Mishap};
 use crate::{
-    ChargeStatus, Faults, IN_FLIGHT_DUPLICATE, KEY_REUSED, LOST_ANSWER, LedgerEntry, RefundError,
-    Simulator,
+    ChargeStatus, Faults, IN_FLIGHT_DUPLICATE, KEY_REUSED, LOST_ANSWER, LedgerEntry, Simulator,
 };
 
 pub use chargeonce_connector::protocol::IDEMPOTENCY_KEY;
+
+mod captures;
+mod refunds;
 
 /// The standalone acquirer's routes (see the [module docs](self)).
 pub fn api_router(sim: Arc<Simulator>) -> Router {
     Router::new()
         .route("/v1/charges", post(create_charge).get(list_charges))
-        .route("/v1/charges/{id}/refunds", post(refund).get(list_refunds))
+        .route(
+            "/v1/charges/{id}/refunds",
+            post(refunds::refund).get(refunds::list_refunds),
+        )
+        .route(
+            "/v1/charges/{id}/captures",
+            post(captures::capture).get(captures::list_captures),
+        )
+        .route("/v1/charges/{id}/void", post(captures::void))
         .route("/admin/faults", get(get_faults).put(put_faults))
         .route("/admin/charges", post(plant))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
@@ -167,6 +180,10 @@ struct ChargeBody {
     reference: String,
     amount: AmountJson,
     token: String,
+    /// `automatic` (the default: charged at once) or `manual` (only
+    /// authorized: the amount is held for captures).
+    #[serde(default)]
+    capture_method: Option<String>,
 }
 
 fn bad_request(detail: impl Into<String>) -> Response {
@@ -181,6 +198,11 @@ fn charge_request(headers: &HeaderMap, body: &[u8]) -> Result<ChargeRequest, Str
         .filter(|k| !k.is_empty())
         .ok_or_else(|| "an Idempotency-Key header is required".to_owned())?;
     let body: ChargeBody = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let capture_method = match body.capture_method.as_deref() {
+        None => CaptureMethod::Automatic,
+        Some(method) => CaptureMethod::parse(method)
+            .ok_or_else(|| format!("capture_method `{method}` is not automatic or manual"))?,
+    };
     Ok(ChargeRequest {
         acquirer_key: AcquirerKey::from_stored(key.to_owned()),
         shop_id: ShopId::new(body.shop_id).map_err(|e| e.to_string())?,
@@ -189,7 +211,7 @@ fn charge_request(headers: &HeaderMap, body: &[u8]) -> Result<ChargeRequest, Str
         amount: Money::parse(&body.amount.value, &body.amount.currency)
             .map_err(|e| e.to_string())?,
         token: CardToken::new(body.token).map_err(|e| e.to_string())?,
-        capture_method: chargeonce_core::CaptureMethod::Automatic,
+        capture_method,
     })
 }
 
@@ -262,6 +284,67 @@ fn in_flight_answer(mode: crate::InFlightDuplicate, detail: &str) -> Response {
         )
             .into_response(),
         None => problem(StatusCode::CONFLICT, "request_in_progress", detail),
+    }
+}
+
+/// Runs a modification of a charge (a refund, a capture, a void) the way
+/// the acquirer runs each: a duplicate of one in flight under `key` is
+/// answered as the fault says; a delay (`tok_late`, the late-record fault)
+/// runs in a task of its own, so the modification happens even when the
+/// caller stops waiting, as at a provider still processing it.
+async fn modification<T, F>(
+    sim: &Arc<Simulator>,
+    key: &str,
+    token: Option<&str>,
+    work: F,
+) -> Result<T, Response>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    let in_flight = match sim.in_flight_entry(key) {
+        Ok(guard) => guard,
+        Err(mode) => {
+            return Err(in_flight_answer(
+                mode,
+                "a request with this key is in progress",
+            ));
+        }
+    };
+    let delay = sim.refund_delay(token);
+    let work = async move {
+        tokio::time::sleep(delay).await;
+        let answer = work.await;
+        drop(in_flight);
+        answer
+    };
+    if delay.is_zero() {
+        return Ok(work.await);
+    }
+    tokio::spawn(work).await.map_err(|error| {
+        problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "acquirer_error",
+            error.to_string(),
+        )
+    })
+}
+
+/// A JSON body that may be empty (then the default); `Err` says why not.
+fn optional_body<T: Default + serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    if body.is_empty() {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|error| error.to_string())
+}
+
+/// The caller's key from the `Idempotency-Key` header: required, visible
+/// ASCII; `Err` says why not.
+fn required_key(headers: &HeaderMap) -> Result<String, &'static str> {
+    match headers.get(IDEMPOTENCY_KEY).map(|v| v.to_str()) {
+        Some(Ok(key)) if !key.is_empty() => Ok(key.to_owned()),
+        Some(_) => Err("Idempotency-Key must be visible ASCII"),
+        None => Err("an Idempotency-Key header is required"),
     }
 }
 
@@ -368,118 +451,6 @@ async fn list_charges(
     }
 }
 
-/// The optional body of a refund.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RefundBody {
-    amount_minor: Option<i64>,
-    token: Option<String>,
-    /// The caller's id of the refund, to find it by later.
-    reference: Option<String>,
-}
-
-/// The query of `GET /v1/charges/{id}/refunds`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RefundsQuery {
-    reference: String,
-}
-
-/// The refunds of a charge made under the caller's reference, oldest first.
-async fn list_refunds(
-    State(sim): State<Arc<Simulator>>,
-    Path(id): Path<String>,
-    query: Result<Query<RefundsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let Ok(Query(query)) = query else {
-        return bad_request("`reference` is required");
-    };
-    match sim.refunds_for_reference(&id, &query.reference).await {
-        Ok(refunds) => Json(json!({"data": refunds})).into_response(),
-        Err(error) => problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "ledger_unavailable",
-            error.to_string(),
-        ),
-    }
-}
-
-async fn refund(
-    State(sim): State<Arc<Simulator>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let body: RefundBody = if body.is_empty() {
-        RefundBody::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(body) => body,
-            Err(error) => return bad_request(error.to_string()),
-        }
-    };
-    let key = match headers.get(IDEMPOTENCY_KEY).map(|v| v.to_str()) {
-        Some(Ok(key)) if !key.is_empty() => key.to_owned(),
-        Some(_) => return bad_request("Idempotency-Key must be visible ASCII"),
-        None => format!("refund-{id}"),
-    };
-    let lose_first = body.token.as_deref() == Some(crate::tokens::TIMEOUT);
-    let in_flight = match sim.in_flight_entry(&key) {
-        Ok(guard) => guard,
-        Err(mode) => return in_flight_answer(mode, "a refund with this key is in progress"),
-    };
-    let delay = sim.refund_delay(body.token.as_deref());
-    let work = {
-        let (sim, reference) = (Arc::clone(&sim), body.reference.clone());
-        async move {
-            tokio::time::sleep(delay).await;
-            let answer = sim
-                .refund_part(&id, &key, body.amount_minor, reference.as_deref())
-                .await;
-            drop(in_flight);
-            answer
-        }
-    };
-    // A late refund is made in a task of its own: it happens even when the
-    // caller stops waiting, as at a provider still processing it.
-    let answer = if !delay.is_zero() {
-        match tokio::spawn(work).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                return problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "acquirer_error",
-                    error.to_string(),
-                );
-            }
-        }
-    } else {
-        work.await
-    };
-    match answer {
-        Ok((_, true)) if lose_first => {
-            problem(StatusCode::GATEWAY_TIMEOUT, "lost_answer", LOST_ANSWER)
-        }
-        Ok((record, _)) => Json(record).into_response(),
-        Err(RefundError::NoSuchCharge(_)) => {
-            problem(StatusCode::NOT_FOUND, "not_found", "no such charge")
-        }
-        Err(error @ RefundError::Declined(_)) => {
-            problem(StatusCode::CONFLICT, "charge_declined", error.to_string())
-        }
-        Err(error @ RefundError::ExceedsCharge(_)) => problem(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            crate::REFUND_EXCEEDS_CHARGE,
-            error.to_string(),
-        ),
-        Err(RefundError::Ledger(error)) => problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "ledger_unavailable",
-            error.to_string(),
-        ),
-    }
-}
-
 async fn get_faults(State(sim): State<Arc<Simulator>>) -> Json<Faults> {
     Json(sim.faults())
 }
@@ -536,7 +507,7 @@ async fn plant(State(sim): State<Arc<Simulator>>, body: Bytes) -> Response {
             decline_code: body.decline_code,
             created_at: now_millis(),
             refunded_minor: 0,
-            capture_method: chargeonce_core::CaptureMethod::Automatic,
+            capture_method: CaptureMethod::Automatic,
             captured_minor: 0,
             closed: false,
             voided: false,
