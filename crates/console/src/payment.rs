@@ -294,6 +294,7 @@ mod tests {
             created_at: OffsetDateTime::UNIX_EPOCH,
             refunded_minor: 0,
             metadata: Default::default(),
+            capture: chargeonce_core::PaymentCapture::Automatic,
         };
         let ak = payment.acquirer_key.as_str().to_owned();
         let call = |outcome, latency_ms| HistoryEvent::AcquirerCall {

@@ -103,6 +103,47 @@ pub enum Hold {
     Released(ReleaseReason),
 }
 
+impl Hold {
+    /// As stored (`open`, `closing`, `releasing_void`, `releasing_expiry`,
+    /// `captured`, `released_void`, `released_expiry`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closing => "closing",
+            Self::Releasing(ReleaseReason::Void) => "releasing_void",
+            Self::Releasing(ReleaseReason::Expiry) => "releasing_expiry",
+            Self::Captured => "captured",
+            Self::Released(ReleaseReason::Void) => "released_void",
+            Self::Released(ReleaseReason::Expiry) => "released_expiry",
+        }
+    }
+
+    /// Parses a stored hold.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "open" => Self::Open,
+            "closing" => Self::Closing,
+            "releasing_void" => Self::Releasing(ReleaseReason::Void),
+            "releasing_expiry" => Self::Releasing(ReleaseReason::Expiry),
+            "captured" => Self::Captured,
+            "released_void" => Self::Released(ReleaseReason::Void),
+            "released_expiry" => Self::Released(ReleaseReason::Expiry),
+            _ => return None,
+        })
+    }
+
+    /// Every hold, for tests and checks.
+    pub const ALL: [Self; 7] = [
+        Self::Open,
+        Self::Closing,
+        Self::Releasing(ReleaseReason::Void),
+        Self::Releasing(ReleaseReason::Expiry),
+        Self::Captured,
+        Self::Released(ReleaseReason::Void),
+        Self::Released(ReleaseReason::Expiry),
+    ];
+}
+
 /// What a payment with a hold shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AuthorizationStatus {
@@ -174,6 +215,12 @@ pub struct CaptureReservation {
 }
 
 impl CaptureReservation {
+    /// A reservation read back from a stored capture: its amount and
+    /// whether it is the last.
+    pub fn from_parts(amount_minor: i64, last: bool) -> Self {
+        Self { amount_minor, last }
+    }
+
     /// How much it captures.
     pub fn amount_minor(&self) -> i64 {
         self.amount_minor

@@ -27,7 +27,10 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::webhook::WebhookSecret;
-use crate::{Payment, PaymentId, PaymentStatus, Refund, RefundId, RefundStatus, ShopId};
+use crate::{
+    Capture, CaptureId, CaptureStatus, Payment, PaymentId, PaymentStatus, Refund, RefundId,
+    RefundStatus, ShopId,
+};
 
 /// The id of a merchant event: `evt_` and a UUIDv7, the same on every delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -83,6 +86,10 @@ pub enum EventType {
     RefundSucceeded,
     /// The acquirer refused a refund.
     RefundFailed,
+    /// A capture took part of an authorization.
+    CaptureSucceeded,
+    /// The acquirer refused a capture; its reservation was given back.
+    CaptureFailed,
 }
 
 impl EventType {
@@ -94,6 +101,8 @@ impl EventType {
             Self::PaymentCanceled => "payment.canceled",
             Self::RefundSucceeded => "refund.succeeded",
             Self::RefundFailed => "refund.failed",
+            Self::CaptureSucceeded => "capture.succeeded",
+            Self::CaptureFailed => "capture.failed",
         }
     }
 
@@ -105,6 +114,8 @@ impl EventType {
             "payment.canceled" => Some(Self::PaymentCanceled),
             "refund.succeeded" => Some(Self::RefundSucceeded),
             "refund.failed" => Some(Self::RefundFailed),
+            "capture.succeeded" => Some(Self::CaptureSucceeded),
+            "capture.failed" => Some(Self::CaptureFailed),
             _ => None,
         }
     }
@@ -124,6 +135,8 @@ pub struct NewEvent {
     pub payment_id: PaymentId,
     /// The refund it is about, for refund events.
     pub refund_id: Option<RefundId>,
+    /// The capture it is about, for capture events.
+    pub capture_id: Option<CaptureId>,
     /// The JSON body delivered, exactly these bytes on every attempt.
     pub payload: Vec<u8>,
 }
@@ -177,6 +190,24 @@ struct PaymentBody<'a> {
     status: &'a str,
 }
 
+/// `data` of a capture's event.
+#[derive(Serialize)]
+struct CaptureData<'a> {
+    capture: CaptureBody<'a>,
+}
+
+/// A capture in a body.
+#[derive(Serialize)]
+struct CaptureBody<'a> {
+    amount: AmountBody<'a>,
+    failure_code: Option<&'a str>,
+    r#final: bool,
+    id: &'a str,
+    payment_id: &'a str,
+    reference: &'a str,
+    status: &'a str,
+}
+
 /// `data` of a refund's event.
 #[derive(Serialize)]
 struct RefundData<'a> {
@@ -226,6 +257,7 @@ impl NewEvent {
             event_type,
             payment_id: payment.id.clone(),
             refund_id: None,
+            capture_id: None,
             payload,
         })
     }
@@ -259,6 +291,42 @@ impl NewEvent {
             event_type,
             payment_id: refund.payment_id.clone(),
             refund_id: Some(refund.id.clone()),
+            capture_id: None,
+            payload,
+        })
+    }
+
+    /// The event of a capture that just ended; `None` while it is pending.
+    /// `reference` is the captured payment's order reference.
+    pub fn capture_settled(capture: &Capture, reference: &str) -> Option<Self> {
+        let event_type = match capture.status {
+            CaptureStatus::Succeeded => EventType::CaptureSucceeded,
+            CaptureStatus::Failed => EventType::CaptureFailed,
+            CaptureStatus::Pending => return None,
+        };
+        let id = EventId::generate();
+        let payload = body(
+            &id,
+            event_type,
+            CaptureData {
+                capture: CaptureBody {
+                    amount: AmountBody::of(&capture.amount),
+                    failure_code: capture.failure_code.as_deref(),
+                    r#final: capture.last,
+                    id: capture.id.as_str(),
+                    payment_id: capture.payment_id.as_str(),
+                    reference,
+                    status: capture.status.as_str(),
+                },
+            },
+        );
+        Some(Self {
+            id,
+            shop_id: capture.shop_id.clone(),
+            event_type,
+            payment_id: capture.payment_id.clone(),
+            refund_id: None,
+            capture_id: Some(capture.id.clone()),
             payload,
         })
     }
@@ -445,6 +513,7 @@ mod tests {
                         .collect(),
                 )
                 .unwrap(),
+                capture_method: crate::CaptureMethod::Automatic,
             },
         )
         .to_payment();
@@ -509,6 +578,8 @@ mod tests {
             EventType::PaymentCanceled,
             EventType::RefundSucceeded,
             EventType::RefundFailed,
+            EventType::CaptureSucceeded,
+            EventType::CaptureFailed,
         ] {
             assert_eq!(EventType::parse(t.as_str()), Some(t));
         }

@@ -34,6 +34,7 @@
 
 pub mod acquirer;
 pub mod authorization;
+pub mod capture;
 mod chain;
 pub mod engine;
 pub mod events;
@@ -57,6 +58,7 @@ pub use acquirer::{
     VoidRequest, VoidSettlement,
 };
 pub use authorization::{CaptureId, CaptureMethod};
+pub use capture::{Capture, CaptureClaimRefusal, CaptureStatus, NewCapture};
 pub use chain::Chain;
 pub use engine::{
     ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered, cancel_refund_key,
@@ -67,15 +69,15 @@ pub use metadata::{Metadata, MetadataError};
 pub use money::{Currency, Money, MoneyError};
 pub use observe::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, NoObserver, Observer};
 pub use payment::{
-    AcquirerKey, CardToken, NewPayment, Payment, PaymentId, PaymentRequest, PaymentStatus,
-    Reference, Settlement, ValidationError,
+    AcquirerKey, CardToken, DEFAULT_AUTHORIZATION_TTL, NewPayment, Payment, PaymentCapture,
+    PaymentId, PaymentRequest, PaymentStatus, Reference, Settlement, ValidationError,
 };
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, BoxError, CancelClaim, Claim, ClaimRequest, Cursor, EventRecorded, FinishOutcome,
-    Health, InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming, Keys, Lease, LeaseToken,
-    MAX_PAGE_LIMIT, Outbox, Page, PageLimit, PageRequest, PaymentFilter, Payments, Reconciliation,
-    RecoveryPoint, RefundClaim, Refunds, SettleOutcome, Shops, StalledKey, Store, StoreError,
-    StoredResponse,
+    Acquired, BoxError, CancelClaim, CaptureClaim, Captures, Claim, ClaimRequest, Cursor,
+    EventRecorded, FinishOutcome, Health, InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming,
+    Keys, Lease, LeaseToken, MAX_PAGE_LIMIT, Outbox, Page, PageLimit, PageRequest, PaymentFilter,
+    Payments, Reconciliation, RecoveryPoint, RefundClaim, Refunds, SettleOutcome, Shops,
+    StalledKey, Store, StoreError, StoredResponse,
 };

@@ -4,6 +4,7 @@ use std::fmt;
 
 use time::OffsetDateTime;
 
+use crate::authorization::{Authorization, CaptureMethod};
 use crate::{IdempotencyKey, Metadata, Money, ShopId};
 
 /// Why a field of a payment request was refused.
@@ -177,7 +178,14 @@ pub struct PaymentRequest {
     pub token: CardToken,
     /// The shop's own pairs, kept on the payment and shown with it.
     pub metadata: Metadata,
+    /// Charge at once, or only authorize and capture later.
+    pub capture_method: CaptureMethod,
 }
+
+/// How long an authorization holds its amount unless told otherwise
+/// (`serve --authorization-ttl`): 7 days, as card networks keep most holds.
+pub const DEFAULT_AUTHORIZATION_TTL: std::time::Duration =
+    std::time::Duration::from_secs(7 * 24 * 60 * 60);
 
 /// The payment row phase 1 inserts, next to the key row.
 #[derive(Debug, Clone)]
@@ -194,6 +202,10 @@ pub struct NewPayment {
     pub acquirer_key: AcquirerKey,
     /// Creation time, to the millisecond.
     pub created_at: OffsetDateTime,
+    /// When an authorization is released unless captured: `Some` exactly
+    /// when the request asked for [`CaptureMethod::Manual`] (counted from
+    /// creation, so never later than the acquirer's own hold).
+    pub authorization_expires_at: Option<OffsetDateTime>,
 }
 
 impl NewPayment {
@@ -204,6 +216,8 @@ impl NewPayment {
         let created_at = now
             .replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000)
             .unwrap_or(now);
+        let authorization_expires_at = (request.capture_method == CaptureMethod::Manual)
+            .then(|| created_at + DEFAULT_AUTHORIZATION_TTL);
         Self {
             acquirer_key: AcquirerKey::for_payment(&id),
             id,
@@ -211,6 +225,29 @@ impl NewPayment {
             idempotency_key,
             request,
             created_at,
+            authorization_expires_at,
+        }
+    }
+
+    /// The same payment with its authorization (if any) held for `ttl`
+    /// from creation.
+    pub fn with_authorization_ttl(mut self, ttl: std::time::Duration) -> Self {
+        if self.request.capture_method == CaptureMethod::Manual {
+            self.authorization_expires_at = Some(self.created_at + ttl);
+        }
+        self
+    }
+
+    /// How the payment takes its money, as phase 1 stores it.
+    pub fn capture(&self) -> PaymentCapture {
+        match self.authorization_expires_at {
+            Some(expires_at) if self.request.capture_method == CaptureMethod::Manual => {
+                PaymentCapture::Manual {
+                    hold: Authorization::new(self.request.amount.minor_units()),
+                    expires_at,
+                }
+            }
+            _ => PaymentCapture::Automatic,
         }
     }
 
@@ -230,6 +267,35 @@ impl NewPayment {
             created_at: self.created_at,
             refunded_minor: 0,
             metadata: self.request.metadata.clone(),
+            capture: self.capture(),
+        }
+    }
+}
+
+/// How a payment takes its money: at once, or held for captures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PaymentCapture {
+    /// Charged at once ([`CaptureMethod::Automatic`]).
+    #[default]
+    Automatic,
+    /// Only authorized ([`CaptureMethod::Manual`]): the hold, which stands
+    /// once the charge succeeded (until then it is the fresh hold it will
+    /// be), and when it is released unless captured.
+    Manual {
+        /// The hold: what was captured, what captures in flight reserved,
+        /// where it stands.
+        hold: Authorization,
+        /// When it is released unless captured.
+        expires_at: OffsetDateTime,
+    },
+}
+
+impl PaymentCapture {
+    /// The capture method.
+    pub fn method(&self) -> CaptureMethod {
+        match self {
+            Self::Automatic => CaptureMethod::Automatic,
+            Self::Manual { .. } => CaptureMethod::Manual,
         }
     }
 }
@@ -264,9 +330,20 @@ pub struct Payment {
     pub refunded_minor: i64,
     /// The shop's own pairs, as its request gave them.
     pub metadata: Metadata,
+    /// Charged at once, or held for captures.
+    pub capture: PaymentCapture,
 }
 
 impl Payment {
+    /// The authorization's hold, once the acquirer authorized the payment
+    /// (a manual payment that succeeded); `None` otherwise.
+    pub fn authorization(&self) -> Option<&Authorization> {
+        match (&self.capture, self.status) {
+            (PaymentCapture::Manual { hold, .. }, PaymentStatus::Succeeded) => Some(hold),
+            _ => None,
+        }
+    }
+
     /// The payment after a definite acquirer answer.
     pub fn settled(mut self, settlement: &Settlement) -> Self {
         self.status = settlement.status;

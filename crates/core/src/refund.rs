@@ -167,7 +167,8 @@ pub enum RefundRefusal {
 ///
 /// `reserved_minor` is what the payment's pending and succeeded refunds
 /// already hold (in minor units); what is left to refund is the payment's
-/// amount minus that, never below zero. `requested` is the refund's amount,
+/// amount (for an authorization: what its captures took) minus that, never
+/// below zero. `requested` is the refund's amount,
 /// or `None` for all that is left. A refund is allowed only of a
 /// `succeeded` payment, in the payment's currency, for more than zero and at
 /// most what is left.
@@ -198,7 +199,11 @@ pub fn reservation(
     if payment.status != PaymentStatus::Succeeded {
         return Err(RefundRefusal::NotRefundable(payment.status));
     }
-    let total = payment.amount.minor_units();
+    // An authorization gives back only what its captures took.
+    let total = match payment.authorization() {
+        Some(hold) => hold.captured_minor(),
+        None => payment.amount.minor_units(),
+    };
     let available_minor = total.saturating_sub(reserved_minor).max(0);
     let amount = match requested {
         Some(amount) if amount.currency() != payment.amount.currency() => {
@@ -239,6 +244,7 @@ mod tests {
             reference: crate::Reference::new("order-1").unwrap(),
             token: crate::CardToken::new("tok_ok").unwrap(),
             metadata: Default::default(),
+            capture_method: crate::CaptureMethod::Automatic,
         };
         let mut payment = crate::NewPayment::new(
             ShopId::new("shop").unwrap(),

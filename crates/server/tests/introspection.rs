@@ -78,6 +78,7 @@ async fn a_key_in_progress_shows_its_holder_and_deadline(backend: Backend) {
                     reference: Reference::new("order-held").unwrap(),
                     token: CardToken::new("tok_ok").unwrap(),
                     metadata: Default::default(),
+                    capture_method: chargeonce_core::CaptureMethod::Automatic,
                 },
             ),
             KeyTiming {

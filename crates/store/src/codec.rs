@@ -2,11 +2,13 @@
 //! shared by both stores so they write exactly alike. (Rows read back are
 //! in [`crate::rows`].)
 
+use chargeonce_core::authorization::Hold;
 use chargeonce_core::events::AttemptOutcome;
 use chargeonce_core::{
     Acquired, ClaimRequest, EventRecorded, Lease, LeaseToken, Money, NewRefund, Payment,
     RecoveryPoint, Refund, RefundSettlement, RefundStatus, StoreError,
 };
+use chargeonce_core::{CaptureMethod, CaptureSettlement, CaptureStatus, NewPayment};
 
 /// Stored response headers are a JSON array of `[name, value]` pairs.
 pub(crate) fn encode_headers(headers: &[(String, String)]) -> Result<String, StoreError> {
@@ -25,6 +27,13 @@ pub(crate) fn event_result(recorded: &EventRecorded) -> &'static str {
         EventRecorded::UnknownPayment => "unknown_payment",
         EventRecorded::Unchanged(_) | EventRecorded::Duplicate => "unchanged",
     }
+}
+
+/// The `hold` column of a payment phase 1 inserts: open for an
+/// authorization (it stands once the charge succeeds), none for a charge
+/// made at once.
+pub(crate) fn initial_hold(payment: &NewPayment) -> Option<&'static str> {
+    (payment.request.capture_method == CaptureMethod::Manual).then_some(Hold::Open.as_str())
 }
 
 /// The pending refund row phase 1 inserts.
@@ -54,6 +63,23 @@ pub(crate) fn refund_settlement_columns(
             None,
         ),
         RefundSettlement::Failed { code } => (RefundStatus::Failed, None, Some(code.clone())),
+    }
+}
+
+/// The columns a capture's settlement writes: status, provider id,
+/// failure code.
+pub(crate) fn capture_settlement_columns(
+    settlement: &CaptureSettlement,
+) -> (CaptureStatus, Option<String>, Option<String>) {
+    match settlement {
+        CaptureSettlement::Succeeded {
+            provider_capture_id,
+        } => (
+            CaptureStatus::Succeeded,
+            Some(provider_capture_id.clone()),
+            None,
+        ),
+        CaptureSettlement::Failed { code } => (CaptureStatus::Failed, None, Some(code.clone())),
     }
 }
 
@@ -98,5 +124,6 @@ pub(crate) fn acquired(
         recovery_point,
         payment,
         refund: refund.map(Box::new),
+        capture: None,
     }
 }

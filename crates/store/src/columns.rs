@@ -15,7 +15,9 @@
 macro_rules! payment_columns {
     () => {
         "id, shop_id, idempotency_key, reference, amount_minor, currency, token, status, \
-         acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor, metadata"
+         acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor, metadata, \
+         capture_method, hold, authorization_expires_at, captured_minor, capture_reserved_minor, \
+         captures_in_flight"
     };
 }
 pub(crate) use payment_columns;
@@ -28,3 +30,12 @@ macro_rules! refund_columns {
     };
 }
 pub(crate) use refund_columns;
+
+/// The columns of a capture row ([`crate::rows::CaptureRow`]).
+macro_rules! capture_columns {
+    () => {
+        "id, shop_id, payment_id, idempotency_key, amount_minor, currency, is_final, status, \
+         acquirer_key, provider_capture_id, failure_code, created_at"
+    };
+}
+pub(crate) use capture_columns;

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use chargeonce_core::authorization::{Authorization, Hold};
 use chargeonce_core::events::{Delivery, Event, EventId, EventType, WebhookEndpoint};
 use chargeonce_core::history::{RepeatCounts, Tally};
 use chargeonce_core::webhook::WebhookSecret;
@@ -19,6 +20,7 @@ use chargeonce_core::{
     Metadata, Money, Payment, PaymentId, PaymentStatus, RecoveryPoint, Reference, Refund, RefundId,
     RefundStatus, ShopId, StalledKey, StoreError, StoredResponse,
 };
+use chargeonce_core::{Capture, CaptureId, CaptureMethod, CaptureStatus, PaymentCapture};
 use chargeonce_sqlite::rusqlite;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use time::OffsetDateTime;
@@ -94,6 +96,12 @@ rows! {
         created_at: At,
         refunded_minor: i64,
         metadata: Option<String>,
+        capture_method: String,
+        hold: Option<String>,
+        authorization_expires_at: Option<At>,
+        captured_minor: i64,
+        capture_reserved_minor: i64,
+        captures_in_flight: i32,
     }
 
     /// A refund row ([`crate::columns::refund_columns`]).
@@ -107,6 +115,22 @@ rows! {
         status: String,
         acquirer_key: String,
         provider_refund_id: Option<String>,
+        failure_code: Option<String>,
+        created_at: At,
+    }
+
+    /// A capture row ([`crate::columns::capture_columns`]).
+    struct CaptureRow {
+        id: String,
+        shop_id: String,
+        payment_id: String,
+        idempotency_key: String,
+        amount_minor: i64,
+        currency: String,
+        is_final: bool,
+        status: String,
+        acquirer_key: String,
+        provider_capture_id: Option<String>,
         failure_code: Option<String>,
         created_at: At,
     }
@@ -126,6 +150,7 @@ rows! {
         response_body: Option<Vec<u8>>,
         lease_active: bool,
         refund_id: Option<String>,
+        capture_id: Option<String>,
         settling_ms: Option<i64>,
         created_at_ms: i64,
         expires_at_ms: i64,
@@ -150,6 +175,7 @@ rows! {
         response_status: Option<i64>,
         payment_id: Option<String>,
         refund_id: Option<String>,
+        capture_id: Option<String>,
         replayed: i64,
         last_replayed_at_ms: Option<i64>,
         conflicted: i64,
@@ -190,6 +216,7 @@ rows! {
     struct TakenKeyRow {
         payment_id: String,
         refund_id: Option<String>,
+        capture_id: Option<String>,
         recovery_point: String,
     }
 
@@ -210,6 +237,13 @@ fn fingerprint(stored: &[u8]) -> Result<Fingerprint, StoreError> {
         .ok_or_else(|| StoreError::corrupt("fingerprint is not 32 bytes"))
 }
 
+fn capture_id(stored: Option<String>) -> Result<Option<CaptureId>, StoreError> {
+    stored
+        .map(|id| CaptureId::parse(&id))
+        .transpose()
+        .map_err(StoreError::corrupt_by)
+}
+
 fn refund_id(stored: Option<String>) -> Result<Option<RefundId>, StoreError> {
     stored
         .map(|id| RefundId::parse(&id))
@@ -222,6 +256,7 @@ impl TryFrom<PaymentRow> for Payment {
 
     fn try_from(row: PaymentRow) -> Result<Self, StoreError> {
         let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
+        let capture = capture(&row)?;
         Ok(Payment {
             id: PaymentId::parse(&row.id).map_err(StoreError::corrupt_by)?,
             shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
@@ -240,6 +275,62 @@ impl TryFrom<PaymentRow> for Payment {
             created_at: row.created_at.0,
             metadata: Metadata::from_stored(row.metadata.as_deref())
                 .map_err(StoreError::corrupt_by)?,
+            capture,
+        })
+    }
+}
+
+/// A payment row's capture method and hold, as one value: a hold exactly
+/// when the payment is only authorized.
+fn capture(row: &PaymentRow) -> Result<PaymentCapture, StoreError> {
+    let method = CaptureMethod::parse(&row.capture_method).ok_or_else(|| {
+        StoreError::corrupt(format!("payment capture method `{}`", row.capture_method))
+    })?;
+    match (method, row.hold.as_deref(), row.authorization_expires_at) {
+        (CaptureMethod::Automatic, None, None) => Ok(PaymentCapture::Automatic),
+        (CaptureMethod::Manual, Some(hold), Some(expires_at)) => {
+            let hold = Hold::parse(hold)
+                .ok_or_else(|| StoreError::corrupt(format!("payment hold `{hold}`")))?;
+            let in_flight =
+                u32::try_from(row.captures_in_flight).map_err(StoreError::corrupt_by)?;
+            Ok(PaymentCapture::Manual {
+                hold: Authorization::from_parts(
+                    row.amount_minor,
+                    row.captured_minor,
+                    row.capture_reserved_minor,
+                    in_flight,
+                    hold,
+                ),
+                expires_at: expires_at.0,
+            })
+        }
+        _ => Err(StoreError::corrupt(format!(
+            "payment {}: capture method {} with hold {:?}",
+            row.id, row.capture_method, row.hold
+        ))),
+    }
+}
+
+impl TryFrom<CaptureRow> for Capture {
+    type Error = StoreError;
+
+    fn try_from(row: CaptureRow) -> Result<Self, StoreError> {
+        let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
+        Ok(Capture {
+            id: CaptureId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
+            idempotency_key: IdempotencyKey::new(row.idempotency_key)
+                .map_err(StoreError::corrupt_by)?,
+            amount: Money::from_minor(row.amount_minor, currency)
+                .map_err(StoreError::corrupt_by)?,
+            last: row.is_final,
+            status: CaptureStatus::parse(&row.status)
+                .ok_or_else(|| StoreError::corrupt(format!("capture status `{}`", row.status)))?,
+            acquirer_key: AcquirerKey::from_stored(row.acquirer_key),
+            provider_capture_id: row.provider_capture_id,
+            failure_code: row.failure_code,
+            created_at: row.created_at.0,
         })
     }
 }
@@ -294,6 +385,7 @@ impl TryFrom<KeyRow> for KeyRecord {
             response,
             lease_active: row.lease_active,
             refund_id: refund_id(row.refund_id)?,
+            capture_id: capture_id(row.capture_id)?,
             settling: row
                 .settling_ms
                 .and_then(|ms| u64::try_from(ms).ok())
@@ -361,6 +453,7 @@ impl TryFrom<KeyInfoRow> for KeyInfo {
                 .transpose()
                 .map_err(StoreError::corrupt_by)?,
             refund_id: refund_id(row.refund_id)?,
+            capture_id: capture_id(row.capture_id)?,
             repeats_by: RepeatCounts {
                 replays: tally(row.replayed, row.last_replayed_at_ms)?,
                 conflicts: tally(row.conflicted, row.last_conflicted_at_ms)?,
@@ -431,14 +524,23 @@ impl TryFrom<StalledKeyRow> for StalledKey {
     }
 }
 
+/// A taken-over key: where it resumes and what it points at.
+pub(crate) struct TakenKey {
+    pub(crate) recovery_point: RecoveryPoint,
+    pub(crate) payment_id: PaymentId,
+    pub(crate) refund_id: Option<RefundId>,
+    pub(crate) capture_id: Option<CaptureId>,
+}
+
 impl TakenKeyRow {
     /// Where the taken-over operation resumes, and what it points at.
-    pub(crate) fn parse(self) -> Result<(RecoveryPoint, PaymentId, Option<RefundId>), StoreError> {
-        Ok((
-            recovery_point(&self.recovery_point)?,
-            PaymentId::parse(&self.payment_id).map_err(StoreError::corrupt_by)?,
-            refund_id(self.refund_id)?,
-        ))
+    pub(crate) fn parse(self) -> Result<TakenKey, StoreError> {
+        Ok(TakenKey {
+            recovery_point: recovery_point(&self.recovery_point)?,
+            payment_id: PaymentId::parse(&self.payment_id).map_err(StoreError::corrupt_by)?,
+            refund_id: refund_id(self.refund_id)?,
+            capture_id: capture_id(self.capture_id)?,
+        })
     }
 }
 
@@ -484,6 +586,10 @@ mod tests {
         assert_eq!(
             names(crate::columns::refund_columns!()),
             fields(RefundRow::COLUMNS)
+        );
+        assert_eq!(
+            names(crate::columns::capture_columns!()),
+            fields(CaptureRow::COLUMNS)
         );
     }
 }

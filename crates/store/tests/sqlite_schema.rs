@@ -557,3 +557,140 @@ async fn the_cancel_rebuild_keeps_every_row_and_admits_canceled() {
         assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
     }
 }
+
+/// Migration 0014 rebuilds payments, keys and events for authorizations:
+/// every row survives (metadata included), a payment may hold an
+/// authorization whose CHECK keeps captures within it and refunds within
+/// what was captured, an authorization released with nothing captured
+/// leaves its order's live slot, a key may be a capture's or a void's, an
+/// event may be a capture's, what was refused still is, and event numbers
+/// keep growing past a deleted one.
+#[tokio::test]
+async fn the_authorization_rebuild_keeps_every_row_and_the_hold_within_its_rules() {
+    let db = TestDb::sqlite();
+    let file = db.dir().join("chargeonce.db");
+    migrate_to(&file, 13).await;
+    {
+        let conn = Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "INSERT INTO shops (id, secret_sha256, created_at) VALUES ('shop', zeroblob(32), 0);
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+                 token, status, acquirer_key, created_at, updated_at, claimed_by, metadata)
+             VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e90', 'shop', 'k1', 'order-1', 1000, 'RUB',
+                 'tok_ok', 'succeeded', 'acq-1', 10, 11, 'a:1', '{\"order\":\"1\"}');
+             INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point,
+                 payment_id, created_at, expires_at, replays, lease_holder)
+             VALUES ('shop', 'k1', zeroblob(32), 'POST', '/v1/payments', 'payment_created',
+                 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e90', 10, 99, 3, 'a:1');
+             INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at,
+                 due_since, next_attempt_at)
+             VALUES ('evt_1', 'shop', 'payment.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e90', x'7b7d', 11, 11, 11),
+                    ('evt_2', 'shop', 'payment.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e90', x'7b7d', 12, 12, 12);
+             DELETE FROM events WHERE id = 'evt_2';",
+        )
+        .unwrap();
+    }
+    // Opening the store applies 0014.
+    let store = SqliteStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop").unwrap();
+    let paid = store
+        .payment(
+            &shop,
+            &chargeonce_core::PaymentId::parse("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e90").unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(paid.capture, chargeonce_core::PaymentCapture::Automatic);
+    assert_eq!(
+        paid.metadata.as_map().get("order").map(String::as_str),
+        Some("1")
+    );
+    let key = store
+        .key(&shop, &chargeonce_core::IdempotencyKey::new("k1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(key.replays, 3);
+    store.close().await;
+
+    let conn = Connection::open(&file).unwrap();
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let violations: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(violations, 0);
+    let authorization = "INSERT INTO payments (id, shop_id, idempotency_key, reference, \
+             amount_minor, currency, token, status, acquirer_key, created_at, updated_at, \
+             capture_method, hold, authorization_expires_at) \
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91', 'shop', 'k2', 'order-2', 1000, 'RUB', \
+             'tok_ok', 'succeeded', 'acq-2', 20, 20, 'manual', 'open', 99)";
+    for accepted in [
+        authorization,
+        "UPDATE payments SET captured_minor = 400, capture_reserved_minor = 600, \
+             captures_in_flight = 2, hold = 'closing' \
+         WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        "INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, currency, \
+             is_final, status, acquirer_key, created_at, updated_at) \
+         VALUES ('shop', 'cap_1', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91', 'c1', 600, 'RUB', 1, \
+             'pending', 'chargeonce-cap_1', 21, 21)",
+        "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, recovery_point, \
+             payment_id, capture_id, created_at, expires_at) \
+         VALUES ('shop', 'c1', zeroblob(32), 'POST', '/v1/payments/x/captures', \
+             'capture_created', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91', 'cap_1', 21, 99)",
+        "INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload, \
+             created_at, due_since, next_attempt_at) \
+         VALUES ('evt_3', 'shop', 'capture.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91', \
+             'cap_1', x'7b7d', 22, 22, 22)",
+        "UPDATE payments SET refund_reserved_minor = 400 \
+         WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+    ] {
+        assert_eq!(conn.execute(accepted, []).unwrap(), 1, "{accepted}");
+    }
+    let seq: i64 = conn
+        .query_row("SELECT seq FROM events WHERE id = 'evt_3'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(seq, 3, "the deleted event's number is not reused");
+    for refused in [
+        // Captured plus reserved over the amount.
+        "UPDATE payments SET captured_minor = 500 WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        // Refunds over what was captured.
+        "UPDATE payments SET refund_reserved_minor = 401 \
+         WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        // A reservation without a capture in flight, or the reverse.
+        "UPDATE payments SET captures_in_flight = 0 WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        // A hold on a payment charged at once; an authorization without one.
+        "UPDATE payments SET hold = 'open' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e90'",
+        "UPDATE payments SET hold = NULL WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        "UPDATE payments SET hold = 'gone' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        // An authorization that took money keeps its order.
+        "UPDATE payments SET hold = 'released_void', order_slot = id, capture_reserved_minor = 0, \
+             captures_in_flight = 0 WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
+        "UPDATE idempotency_keys SET recovery_point = 'done' WHERE key = 'k1'",
+        "UPDATE events SET event_type = 'capture.refunded' WHERE id = 'evt_1'",
+        "UPDATE captures SET status = 'failed' WHERE id = 'cap_1'",
+    ] {
+        let error = conn.execute(refused, []).unwrap_err();
+        assert!(error.to_string().contains("CHECK"), "{refused}: {error}");
+    }
+    // Released with nothing captured: the order is free again.
+    conn.execute_batch(
+        "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, acquirer_key, created_at, updated_at, capture_method, hold,
+             authorization_expires_at)
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e92', 'shop', 'k3', 'order-3', 1000, 'RUB',
+             'tok_ok', 'succeeded', 'acq-3', 30, 30, 'manual', 'released_void', 99);
+         UPDATE payments SET order_slot = id WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e92';
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, acquirer_key, created_at, updated_at)
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e93', 'shop', 'k4', 'order-3', 1000, 'RUB',
+             'tok_ok', 'pending', 'acq-4', 31, 31);",
+    )
+    .unwrap();
+}

@@ -32,6 +32,13 @@ pub enum EventType {
     /// `refund.failed`: the acquirer refused a refund.
     #[serde(rename = "refund.failed")]
     RefundFailed,
+    /// `capture.succeeded`: a capture took part of an authorization.
+    #[serde(rename = "capture.succeeded")]
+    CaptureSucceeded,
+    /// `capture.failed`: the acquirer refused a capture; its reservation
+    /// on the authorization was given back.
+    #[serde(rename = "capture.failed")]
+    CaptureFailed,
 }
 
 /// Where an event's delivery stands.

@@ -43,6 +43,12 @@ pub enum KeyRecoveryPoint {
     /// A cancel key: the cancel is recorded on its payment; the payment's
     /// end (and the refund of a charge found) is next.
     CancelRequested,
+    /// A capture key: the capture row and its reservation on the payment's
+    /// authorization exist; the acquirer's capture call is next.
+    CaptureCreated,
+    /// A void key: the payment's authorization is being released; the
+    /// acquirer's void call is next.
+    VoidRequested,
     /// The answer is stored.
     Finished,
 }

@@ -79,6 +79,7 @@ async fn a_payment_cut_halfway_stops_renewing_its_lease(backend: Backend) {
         reference: chargeonce_core::Reference::new("order-cut").unwrap(),
         token: chargeonce_core::CardToken::new("tok_slow").unwrap(),
         metadata: Default::default(),
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
     };
     let engine = h.engine.clone();
     // tok_slow: charged at once, answered 1.5 s later.

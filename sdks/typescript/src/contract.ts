@@ -454,7 +454,7 @@ export interface components {
          * @description What happened.
          * @enum {string}
          */
-        EventType: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed";
+        EventType: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | "capture.succeeded" | "capture.failed";
         /** @description The body of a health answer: `{"status": "ok"}` or `{"status": "ready"}`. */
         HealthStatus: {
             /**
@@ -772,7 +772,7 @@ export interface components {
          * @description How far the key's operation got (saved atomically with what it names).
          * @enum {string}
          */
-        KeyRecoveryPoint: "payment_created" | "order_already_paid" | "refund_created" | "cancel_requested" | "finished";
+        KeyRecoveryPoint: "payment_created" | "order_already_paid" | "refund_created" | "cancel_requested" | "capture_created" | "void_requested" | "finished";
         /** @description The first request made with a key. */
         KeyRequest: {
             /**

@@ -78,7 +78,7 @@ export type HistorySettledBy = Schemas["HistorySettledBy"];
 export const HISTORY_SETTLED_BY = lists<HistorySettledBy>()(["request", "webhook", "reconciler"]);
 /** How far a key's operation got (`cancel_requested`: a cancel's key, its cancel written to the payment's history). */
 export type KeyRecoveryPoint = Schemas["KeyRecoveryPoint"];
-export const KEY_RECOVERY_POINTS = lists<KeyRecoveryPoint>()(["payment_created", "order_already_paid", "refund_created", "cancel_requested", "finished"]);
+export const KEY_RECOVERY_POINTS = lists<KeyRecoveryPoint>()(["payment_created", "order_already_paid", "refund_created", "cancel_requested", "capture_created", "void_requested", "finished"]);
 
 /** How often one kind of repeat of a key reached the service, and when last (RFC 3339, null if none). */
 export type HistoryTally = Schemas["HistoryTally"];

@@ -357,6 +357,7 @@ mod tests {
             reference: Reference::new("order-1").unwrap(),
             token: crate::CardToken::new("tok_ok").unwrap(),
             metadata: Default::default(),
+            capture_method: crate::CaptureMethod::Automatic,
         };
         let mut payment = crate::NewPayment::new(
             ShopId::new("shop").unwrap(),

@@ -103,8 +103,18 @@ impl Engine {
             recovery_point,
             payment,
             refund,
+            capture: _,
         } = acquired;
         match recovery_point {
+            // Only claimed through the lifecycle's routes, which drive them
+            // (issue 34); no key of theirs is written before.
+            RecoveryPoint::CaptureCreated | RecoveryPoint::VoidRequested => {
+                Err(StoreError::other(format!(
+                    "key {} is a capture's or a void's, which this engine does not drive yet",
+                    lease.key
+                ))
+                .into())
+            }
             RecoveryPoint::RefundCreated => {
                 let refund = refund.ok_or_else(|| {
                     StoreError::corrupt(format!("refund key {} has no refund", lease.key))

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::history::{AcquirerAttempt, RepeatCounts};
+use crate::{Capture, CaptureId};
 use crate::{
     Fingerprint, IdempotencyKey, NewPayment, Payment, PaymentId, Refund, RefundId, Settlement,
     ShopId,
@@ -67,6 +68,13 @@ pub enum RecoveryPoint {
     /// driving the payment's own key to an end (looking the charge up,
     /// never sending it), then answer with the payment.
     CancelRequested,
+    /// Phase 1 of a capture committed: the key row, the capture row and its
+    /// reservation on the payment's hold exist. Resume at the acquirer's
+    /// capture call.
+    CaptureCreated,
+    /// A void key's claim committed: the key names the payment, whose hold
+    /// is being released. Resume at the acquirer's void call.
+    VoidRequested,
     /// Phase 3 committed: the response is stored and is the answer forever.
     Finished,
 }
@@ -79,6 +87,8 @@ impl RecoveryPoint {
             Self::OrderAlreadyPaid => "order_already_paid",
             Self::RefundCreated => "refund_created",
             Self::CancelRequested => "cancel_requested",
+            Self::CaptureCreated => "capture_created",
+            Self::VoidRequested => "void_requested",
             Self::Finished => "finished",
         }
     }
@@ -90,6 +100,8 @@ impl RecoveryPoint {
             "order_already_paid" => Some(Self::OrderAlreadyPaid),
             "refund_created" => Some(Self::RefundCreated),
             "cancel_requested" => Some(Self::CancelRequested),
+            "capture_created" => Some(Self::CaptureCreated),
+            "void_requested" => Some(Self::VoidRequested),
             "finished" => Some(Self::Finished),
             _ => None,
         }
@@ -150,6 +162,8 @@ pub struct KeyRecord {
     pub payment_id: Option<PaymentId>,
     /// The refund it created, for a refund key.
     pub refund_id: Option<RefundId>,
+    /// The capture it created, for a capture key.
+    pub capture_id: Option<CaptureId>,
     /// The final response, once finished.
     pub response: Option<StoredResponse>,
     /// Whether a lease is held and unexpired, judged by the store's clock.
@@ -217,6 +231,8 @@ pub struct KeyInfo {
     pub payment_id: Option<PaymentId>,
     /// The refund it created, for a refund key.
     pub refund_id: Option<RefundId>,
+    /// The capture it created, for a capture key.
+    pub capture_id: Option<CaptureId>,
     /// Its repeats by answer (replays, 409s, 422s), with when each was last.
     pub repeats_by: RepeatCounts,
 }
@@ -241,6 +257,8 @@ pub struct Acquired {
     pub payment: Payment,
     /// The key's refund, for a refund key (boxed: most keys are payments').
     pub refund: Option<Box<Refund>>,
+    /// The key's capture, for a capture key (boxed, as the refund).
+    pub capture: Option<Box<Capture>>,
 }
 
 /// The result of phase 1.

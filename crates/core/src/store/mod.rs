@@ -4,7 +4,7 @@
 //! `chargeonce-store` crate (PostgreSQL and SQLite); the engine only sees
 //! [`Store`]. The methods are grouped in role traits, one a file, so a
 //! worker can ask for only the role it uses (the relay an
-//! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`],
+//! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`], [`Captures`],
 //! [`Payments`], [`Reconciliation`], [`Outbox`], [`Shops`], [`Health`],
 //! [`History`], [`Findings`] and [`Operator`].
 //! [`Store`] is all of them, implemented for every type that implements
@@ -16,6 +16,7 @@
 
 use async_trait::async_trait;
 
+mod captures;
 mod error;
 mod findings;
 mod history;
@@ -28,6 +29,7 @@ mod reconciliation;
 mod refunds;
 mod shops;
 
+pub use captures::{CaptureClaim, Captures};
 pub use error::{BoxError, StoreError};
 pub use findings::Findings;
 pub use history::{History, KeyRepeats};
@@ -47,8 +49,8 @@ pub use shops::Shops;
 /// or generic store.
 pub mod prelude {
     pub use super::{
-        Findings, Health, History, Keys, Operator, Outbox, Payments, Reconciliation, Refunds,
-        Shops, Store,
+        Captures, Findings, Health, History, Keys, Operator, Outbox, Payments, Reconciliation,
+        Refunds, Shops, Store,
     };
 }
 
@@ -63,13 +65,24 @@ pub trait Health: Send + Sync + 'static {
 /// atomic; leases and expiry are judged by the store's clock, never the
 /// caller's.
 pub trait Store:
-    Keys + Refunds + Payments + Reconciliation + Outbox + Shops + Health + History + Findings + Operator
+    Keys
+    + Refunds
+    + Captures
+    + Payments
+    + Reconciliation
+    + Outbox
+    + Shops
+    + Health
+    + History
+    + Findings
+    + Operator
 {
 }
 
 impl<T> Store for T where
     T: Keys
         + Refunds
+        + Captures
         + Payments
         + Reconciliation
         + Outbox

@@ -53,6 +53,8 @@ pub fn event_view(event: &Event) -> wire::Event {
             EventType::PaymentCanceled => wire::EventType::PaymentCanceled,
             EventType::RefundSucceeded => wire::EventType::RefundSucceeded,
             EventType::RefundFailed => wire::EventType::RefundFailed,
+            EventType::CaptureSucceeded => wire::EventType::CaptureSucceeded,
+            EventType::CaptureFailed => wire::EventType::CaptureFailed,
         },
     }
 }

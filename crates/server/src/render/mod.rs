@@ -84,6 +84,8 @@ pub fn recovery_point(point: RecoveryPoint) -> wire::KeyRecoveryPoint {
         RecoveryPoint::OrderAlreadyPaid => wire::KeyRecoveryPoint::OrderAlreadyPaid,
         RecoveryPoint::RefundCreated => wire::KeyRecoveryPoint::RefundCreated,
         RecoveryPoint::CancelRequested => wire::KeyRecoveryPoint::CancelRequested,
+        RecoveryPoint::CaptureCreated => wire::KeyRecoveryPoint::CaptureCreated,
+        RecoveryPoint::VoidRequested => wire::KeyRecoveryPoint::VoidRequested,
         RecoveryPoint::Finished => wire::KeyRecoveryPoint::Finished,
     }
 }

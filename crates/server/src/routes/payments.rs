@@ -48,6 +48,7 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
         reference,
         token,
         metadata,
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
     })
 }
 

@@ -44,6 +44,7 @@ pub(super) async fn claim_cancel(
             payment_id,
             refund_id: None,
             holder: &store.instance,
+            capture_id: None,
         };
         if !insert_key(&mut tx, claim, target, token, timing).await? {
             tx.rollback().await.map_err(store_error)?;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
-use chargeonce_core::store::{Payments, Refunds};
+use chargeonce_core::store::{Captures, Payments, Refunds};
 use chargeonce_core::{
     Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
     NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
@@ -16,9 +16,9 @@ use sqlx::{Postgres, Transaction};
 use super::history::{Entries, insert_entries};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
-use crate::codec::{acquired, millis};
+use crate::codec::{acquired, initial_hold, millis};
 use crate::columns::payment_columns;
-use crate::rows::{PaymentRow, TakenKeyRow};
+use crate::rows::{PaymentRow, TakenKey, TakenKeyRow};
 
 /// The deferred foreign key from a key row to its payment. A one-statement
 /// claim whose payment insert was skipped (the order has a live payment)
@@ -112,8 +112,10 @@ async fn claim_in_one_statement(
              RETURNING 1), \
          p AS ( \
              INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                 currency, token, status, acquirer_key, created_at, claimed_by, metadata) \
-             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19 FROM k \
+                 currency, token, status, acquirer_key, created_at, claimed_by, metadata, \
+                 capture_method, hold, authorization_expires_at) \
+             SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19, \
+                 $20, $21, $22 FROM k \
              ON CONFLICT (shop_id, live_reference) DO NOTHING \
              RETURNING id, created_at), \
          queued AS ( \
@@ -139,7 +141,10 @@ async fn claim_in_one_statement(
     .bind(payment.acquirer_key.as_str())
     .bind(payment.created_at)
     .bind(store.instance.as_ref())
-    .bind(payment.request.metadata.to_stored());
+    .bind(payment.request.metadata.to_stored())
+    .bind(payment.request.capture_method.as_str())
+    .bind(initial_hold(payment))
+    .bind(payment.authorization_expires_at);
     // The hot path: its connection is parked again after it.
     let created = store
         .conns
@@ -176,6 +181,7 @@ async fn claim_in_transaction(
             payment_id: &payment.id,
             refund_id: None,
             holder: &store.instance,
+            capture_id: None,
         };
         if insert_key(&mut tx, claim, target, token, timing).await? {
             let Some((recovery_point, linked)) =
@@ -222,8 +228,9 @@ async fn insert_payment(
         let inserted = sqlx::query(
             "WITH p AS ( \
                  INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
-                     currency, token, status, acquirer_key, created_at, claimed_by, metadata) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11) \
+                     currency, token, status, acquirer_key, created_at, claimed_by, metadata, \
+                     capture_method, hold, authorization_expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (shop_id, live_reference) DO NOTHING \
                  RETURNING id, created_at), \
              queued AS ( \
@@ -242,6 +249,9 @@ async fn insert_payment(
         .bind(payment.created_at)
         .bind(instance)
         .bind(payment.request.metadata.to_stored())
+        .bind(payment.request.capture_method.as_str())
+        .bind(initial_hold(payment))
+        .bind(payment.authorization_expires_at)
         .fetch_optional(&mut **tx)
         .await
         .map_err(store_error)?;
@@ -303,10 +313,12 @@ pub(super) async fn take_over(
              WHERE k.shop_id = $1 AND k.key = $2 AND k.fingerprint = $5 \
                AND k.recovery_point <> 'finished' \
                AND (k.locked_until IS NULL OR k.locked_until <= now() \
-                    OR (k.lease_token IS NULL AND k.refund_id IS NULL AND EXISTS ( \
+                    OR (k.lease_token IS NULL AND k.refund_id IS NULL \
+                        AND k.capture_id IS NULL AND k.recovery_point <> 'void_requested' \
+                        AND EXISTS ( \
                         SELECT 1 FROM payments p WHERE p.shop_id = k.shop_id \
                           AND p.id = k.payment_id AND p.status <> 'pending'))) \
-             RETURNING k.payment_id, k.refund_id, k.recovery_point), \
+             RETURNING k.payment_id, k.refund_id, k.capture_id, k.recovery_point), \
          h AS ( \
              INSERT INTO payment_history (payment_id, refund_id, kind, event) \
              SELECT payment_id, refund_id, 'taken_over', \
@@ -314,7 +326,7 @@ pub(super) async fn take_over(
                  || ',\"instance\":' || to_json($6::text)::text \
                  || ',\"recovery_point\":' || to_json(recovery_point)::text || '}' \
              FROM t WHERE payment_id IS NOT NULL) \
-         SELECT payment_id, refund_id, recovery_point FROM t",
+         SELECT payment_id, refund_id, capture_id, recovery_point FROM t",
     )
     .bind(shop_id.as_str())
     .bind(key.as_str())
@@ -326,13 +338,24 @@ pub(super) async fn take_over(
     .await
     .map_err(store_error)?;
     let Some(row) = row else { return Ok(None) };
-    let (recovery_point, payment_id, refund_id) = row.parse()?;
+    let TakenKey {
+        recovery_point,
+        payment_id,
+        refund_id,
+        capture_id,
+    } = row.parse()?;
     let payment = store.payment(shop_id, &payment_id).await?.ok_or_else(|| {
         StoreError::corrupt(format!("key {key} points at missing payment {payment_id}"))
     })?;
     let refund = match refund_id {
         Some(id) => Some(Box::new(store.refund(shop_id, &id).await?.ok_or_else(
             || StoreError::corrupt(format!("key {key} points at missing refund {id}")),
+        )?)),
+        None => None,
+    };
+    let capture = match capture_id {
+        Some(id) => Some(Box::new(store.capture(shop_id, &id).await?.ok_or_else(
+            || StoreError::corrupt(format!("key {key} points at missing capture {id}")),
         )?)),
         None => None,
     };
@@ -345,6 +368,7 @@ pub(super) async fn take_over(
         recovery_point,
         payment,
         refund,
+        capture,
     }))
 }
 

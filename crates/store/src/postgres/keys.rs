@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::CaptureId;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::store::Keys;
 use chargeonce_core::{
@@ -25,7 +26,7 @@ macro_rules! key_columns {
     () => {
         "shop_id, key, fingerprint, method, path, recovery_point, payment_id, \
          response_status::bigint AS response_status, response_headers, response_body, \
-         (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, refund_id, \
+         (lease_token IS NOT NULL AND locked_until > now()) AS lease_active, refund_id, capture_id, \
          CASE WHEN lease_token IS NULL AND locked_until > now() \
               THEN ceil(extract(epoch FROM locked_until - now()) * 1000)::bigint END AS settling_ms, \
          floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms, \
@@ -39,6 +40,7 @@ pub(super) struct KeyTarget<'a> {
     pub(super) recovery_point: RecoveryPoint,
     pub(super) payment_id: &'a PaymentId,
     pub(super) refund_id: Option<&'a RefundId>,
+    pub(super) capture_id: Option<&'a CaptureId>,
     /// The instance that takes the lease ([`PgStore`]'s name).
     pub(super) holder: &'a str,
 }
@@ -75,10 +77,10 @@ async fn try_insert_key(
     let row = sqlx::query(
         "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
              recovery_point, lease_token, locked_until, payment_id, created_at, expires_at, \
-             refund_id, lease_holder) \
+             refund_id, lease_holder, capture_id) \
          VALUES ($1, $2, $3, $4, $5, $10, $6, \
              clock_timestamp() + $7::float8 * interval '1 millisecond', $8, now(), \
-             now() + $9::float8 * interval '1 millisecond', $11, $12) \
+             now() + $9::float8 * interval '1 millisecond', $11, $12, $13) \
          ON CONFLICT (shop_id, key) DO NOTHING \
          RETURNING 1",
     )
@@ -94,6 +96,7 @@ async fn try_insert_key(
     .bind(target.recovery_point.as_str())
     .bind(target.refund_id.map(RefundId::as_str))
     .bind(target.holder)
+    .bind(target.capture_id.map(CaptureId::as_str))
     .fetch_optional(&mut **tx)
     .await
     .map_err(store_error)?;
@@ -384,7 +387,7 @@ impl Keys for PgStore {
                      lease_token IS NOT NULL AS leased, lease_holder, \
                      floor(extract(epoch FROM locked_until) * 1000)::bigint AS locked_until_ms, \
                      response_status::bigint AS response_status, payment_id, refund_id, \
-                     replayed, \
+                     capture_id, replayed, \
                      floor(extract(epoch FROM last_replayed_at) * 1000)::bigint AS last_replayed_at_ms, \
                      conflicted, \
                      floor(extract(epoch FROM last_conflicted_at) * 1000)::bigint AS last_conflicted_at_ms, \

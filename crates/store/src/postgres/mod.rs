@@ -26,6 +26,7 @@ use crate::PoolConfig;
 const CLAIM_ATTEMPTS: usize = 3;
 
 mod cancel;
+mod captures;
 mod claim;
 mod connections;
 mod errors;

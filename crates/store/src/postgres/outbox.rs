@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::CaptureId;
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
     WebhookEndpoint,
@@ -45,10 +46,10 @@ pub(super) async fn insert_event(
     // them due.
     let inserted = sqlx::query(
         "INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
-             next_attempt_at) \
+             next_attempt_at, capture_id) \
          SELECT $1, $2, $3, $4, $5, $6, \
              CASE WHEN s.webhook_url IS NULL THEN to_timestamp($7::float8 / 1000) \
-                  ELSE now() END \
+                  ELSE now() END, $8 \
          FROM shops s WHERE s.id = $2",
     )
     .bind(event.id.as_str())
@@ -58,6 +59,7 @@ pub(super) async fn insert_event(
     .bind(event.refund_id.as_ref().map(RefundId::as_str))
     .bind(event.payload.as_slice())
     .bind(PARKED_UNTIL_MS as f64)
+    .bind(event.capture_id.as_ref().map(CaptureId::as_str))
     .execute(&mut **tx)
     .await
     .map_err(store_error)?;

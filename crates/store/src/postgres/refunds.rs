@@ -118,6 +118,7 @@ impl Refunds for PgStore {
                 recovery_point: RecoveryPoint::RefundCreated,
                 payment_id: &refund.payment_id,
                 refund_id: Some(&refund.id),
+                capture_id: None,
                 holder: &self.instance,
             };
             if !insert_key(&mut tx, claim, target, token, timing).await? {
@@ -162,7 +163,8 @@ impl Refunds for PgStore {
                 "UPDATE payments SET refund_reserved_minor = refund_reserved_minor + $3, \
                      updated_at = now() \
                  WHERE shop_id = $1 AND id = $2 AND status = 'succeeded' \
-                   AND refund_reserved_minor + $3 <= amount_minor",
+                   AND refund_reserved_minor + $3 <= CASE WHEN capture_method = 'manual' \
+                       THEN captured_minor ELSE amount_minor END",
             )
             .bind(refund.shop_id.as_str())
             .bind(refund.payment_id.as_str())

@@ -46,6 +46,7 @@ pub(super) async fn claim_cancel(
                 payment_id: &payment_id,
                 refund_id: None,
                 holder: &holder,
+                capture_id: None,
             };
             if !insert_key(conn, &claim, target, token, timing)? {
                 let record = exists(conn)?.ok_or_else(|| {

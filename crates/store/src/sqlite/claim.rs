@@ -13,6 +13,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
+use super::captures::capture_in;
 use super::history::{attempt_events, record, record_about_key};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::payments::payment_in;
@@ -20,7 +21,7 @@ use super::refunds::refund_in;
 use super::{Result, SqliteStore, now_ms, one, unix_ms};
 use crate::codec::{acquired, millis};
 use crate::columns::payment_columns;
-use crate::rows::{FromSqliteRow, PaymentRow, TakenKeyRow};
+use crate::rows::{FromSqliteRow, PaymentRow, TakenKey, TakenKeyRow};
 
 /// Phase 1, one write: the key row and the payment row, or the link to
 /// the order's live payment.
@@ -40,6 +41,7 @@ pub(super) async fn claim_payment(
                 payment_id: &payment.id,
                 refund_id: None,
                 holder: &holder,
+                capture_id: None,
             };
             if !insert_key(conn, &claim, target, token, timing)? {
                 let record = count_repeat(conn, &claim.shop_id, &claim.key, &claim.fingerprint)?
@@ -89,10 +91,10 @@ fn insert_payment(
         .prepare_cached(concat!(
             "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                  currency, token, status, acquirer_key, created_at, updated_at, claimed_by, \
-                 metadata) \
+                 metadata, capture_method, hold, authorization_expires_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ",
             now_ms!(),
-            ", ?10, ?11) ON CONFLICT (shop_id, reference, order_slot) DO NOTHING"
+            ", ?10, ?11, ?12, ?13, ?14) ON CONFLICT (shop_id, reference, order_slot) DO NOTHING"
         ))?
         .execute(params![
             payment.id.as_str(),
@@ -106,6 +108,9 @@ fn insert_payment(
             unix_ms(payment.created_at),
             holder,
             payment.request.metadata.to_stored(),
+            payment.request.capture_method.as_str(),
+            crate::codec::initial_hold(payment),
+            payment.authorization_expires_at.map(unix_ms),
         ])?;
     if inserted == 1 {
         return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));
@@ -159,7 +164,8 @@ pub(super) async fn take_over(
                    AND recovery_point <> 'finished' \
                    AND (locked_until IS NULL OR locked_until <= ",
                     now_ms!(),
-                    " OR (lease_token IS NULL AND refund_id IS NULL AND EXISTS ( \
+                    " OR (lease_token IS NULL AND refund_id IS NULL AND capture_id IS NULL \
+                       AND recovery_point <> 'void_requested' AND EXISTS ( \
                        SELECT 1 FROM payments p WHERE p.shop_id = idempotency_keys.shop_id \
                          AND p.id = idempotency_keys.payment_id AND p.status <> 'pending')))"
                 ))?
@@ -176,14 +182,19 @@ pub(super) async fn take_over(
             }
             let row: TakenKeyRow = conn
                 .prepare_cached(
-                    "SELECT payment_id, refund_id, recovery_point FROM idempotency_keys \
+                    "SELECT payment_id, refund_id, capture_id, recovery_point FROM idempotency_keys \
                  WHERE shop_id = ?1 AND key = ?2",
                 )?
                 .query_row(
                     params![shop_id.as_str(), key.as_str()],
                     TakenKeyRow::from_sqlite,
                 )?;
-            let (recovery_point, payment_id, refund_id) = row.parse()?;
+            let TakenKey {
+                recovery_point,
+                payment_id,
+                refund_id,
+                capture_id,
+            } = row.parse()?;
             record(
                 conn,
                 payment_id.as_str(),
@@ -203,6 +214,12 @@ pub(super) async fn take_over(
                 )?)),
                 None => None,
             };
+            let capture = match capture_id {
+                Some(id) => Some(Box::new(capture_in(conn, &shop_id, &id)?.ok_or_else(
+                    || StoreError::corrupt(format!("key {key} points at missing capture {id}")),
+                )?)),
+                None => None,
+            };
             Ok(Write::Commit(Some(Acquired {
                 lease: Lease {
                     shop_id,
@@ -212,6 +229,7 @@ pub(super) async fn take_over(
                 recovery_point,
                 payment,
                 refund,
+                capture,
             })))
         })
         .await

@@ -76,6 +76,7 @@ impl Setup {
                 reference: Reference::new(reference).unwrap(),
                 token: CardToken::new("tok_ok").unwrap(),
                 metadata: Default::default(),
+                capture_method: chargeonce_core::CaptureMethod::Automatic,
             },
         );
         self.store

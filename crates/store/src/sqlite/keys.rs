@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::CaptureId;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::store::Keys;
 use chargeonce_core::{
@@ -30,7 +31,7 @@ macro_rules! key_columns {
              (lease_token IS NOT NULL AND locked_until > ",
             now_ms!(),
             ") AS lease_active, created_at AS created_at_ms, expires_at AS expires_at_ms, replays, \
-             refund_id, CASE WHEN lease_token IS NULL AND locked_until > ",
+             refund_id, capture_id, CASE WHEN lease_token IS NULL AND locked_until > ",
             now_ms!(),
             " THEN locked_until - ",
             now_ms!(),
@@ -45,6 +46,7 @@ pub(super) struct KeyTarget<'a> {
     pub(super) recovery_point: RecoveryPoint,
     pub(super) payment_id: &'a PaymentId,
     pub(super) refund_id: Option<&'a RefundId>,
+    pub(super) capture_id: Option<&'a CaptureId>,
     /// The instance that takes the lease ([`SqliteStore`]'s name).
     pub(super) holder: &'a str,
 }
@@ -67,14 +69,14 @@ pub(super) fn insert_key(
     let mut insert = conn.prepare_cached(concat!(
         "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
              recovery_point, lease_token, locked_until, payment_id, refund_id, created_at, \
-             expires_at, lease_holder) \
+             expires_at, lease_holder, capture_id) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?10, ?6, ",
         now_ms!(),
         " + ?7, ?8, ?11, ",
         now_ms!(),
         ", ",
         now_ms!(),
-        " + ?9, ?12) ON CONFLICT (shop_id, key) DO NOTHING"
+        " + ?9, ?12, ?13) ON CONFLICT (shop_id, key) DO NOTHING"
     ))?;
     let values = params![
         claim.shop_id.as_str(),
@@ -89,6 +91,7 @@ pub(super) fn insert_key(
         target.recovery_point.as_str(),
         target.refund_id.map(RefundId::as_str),
         target.holder,
+        target.capture_id.map(CaptureId::as_str),
     ];
     if insert.execute(values)? == 1 {
         return Ok(true);
@@ -344,7 +347,7 @@ impl Keys for SqliteStore {
                              replays, expires_at AS expires_at_ms, \
                              lease_token IS NOT NULL AS leased, lease_holder, \
                              locked_until AS locked_until_ms, response_status, payment_id, refund_id, \
-                             replayed, last_replayed_at AS last_replayed_at_ms, \
+                             capture_id, replayed, last_replayed_at AS last_replayed_at_ms, \
                              conflicted, last_conflicted_at AS last_conflicted_at_ms, \
                              mismatched, last_mismatched_at AS last_mismatched_at_ms \
                          FROM idempotency_keys WHERE shop_id = ?1 AND key = ?2 \

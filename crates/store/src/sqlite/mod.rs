@@ -42,6 +42,7 @@ use crate::PoolConfig;
 use crate::rows::FromSqliteRow;
 
 mod cancel;
+mod captures;
 mod claim;
 mod errors;
 mod events;

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::CaptureId;
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
     WebhookEndpoint,
@@ -41,8 +42,8 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
     let inserted = conn
         .prepare_cached(concat!(
             "INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
-                 created_at, due_since, next_attempt_at) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ",
+                 capture_id, created_at, due_since, next_attempt_at) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?8, ",
             now_ms!(),
             ", ",
             now_ms!(),
@@ -58,6 +59,7 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             event.refund_id.as_ref().map(RefundId::as_str),
             event.payload.as_slice(),
             PARKED_UNTIL_MS,
+            event.capture_id.as_ref().map(CaptureId::as_str),
         ])?;
     if inserted != 1 {
         return Err(Fail(StoreError::corrupt(format!(

@@ -170,7 +170,8 @@ fn reserve_refund(
                  updated_at = ",
             now_ms!(),
             " WHERE shop_id = ?1 AND id = ?2 AND status = 'succeeded' \
-               AND refund_reserved_minor + ?3 <= amount_minor"
+               AND refund_reserved_minor + ?3 <= CASE WHEN capture_method = 'manual' \
+                   THEN captured_minor ELSE amount_minor END"
         ))?
         .execute(params![
             refund.shop_id.as_str(),
@@ -221,6 +222,7 @@ impl Refunds for SqliteStore {
                 recovery_point: RecoveryPoint::RefundCreated,
                 payment_id: &refund.payment_id,
                 refund_id: Some(&refund.id),
+                capture_id: None,
                 holder: &holder,
             };
             if !insert_key(conn, &claim, target, token, timing)? {

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod captures;
 mod claim;
 mod expiry;
 mod findings;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chargeonce_core::authorization::Authorization;
 use chargeonce_core::events::{Event, EventId, EventQuery, EventType};
 use chargeonce_core::webhook::EventKind;
 use chargeonce_core::{
@@ -13,6 +14,7 @@ use chargeonce_core::{
     Payment, PaymentId, PaymentRequest, PaymentStatus, Reference, RefundClaim, RefundId,
     RefundSettlement, SettleOutcome, Settlement, ShopId, ShopSecret, Store, StoredResponse,
 };
+use chargeonce_core::{CaptureClaim, CaptureId, CaptureSettlement, NewCapture, PaymentCapture};
 use chargeonce_store::PoolConfig;
 use chargeonce_testkit::{Backend, TestDb};
 
@@ -93,6 +95,7 @@ pub fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
             reference: Reference::new(reference).unwrap(),
             token: CardToken::new("tok_ok").unwrap(),
             metadata: Default::default(),
+            capture_method: chargeonce_core::CaptureMethod::Automatic,
         },
     )
 }
@@ -361,5 +364,114 @@ pub fn event(id: &str, kind: EventKind, key: &AcquirerKey, shop: &ShopId) -> Inb
         acquirer_key: key.clone(),
         shop_id: shop.clone(),
         settlement,
+    }
+}
+
+/// An authorization of 1500.00 RUB for the order `reference` under key `k`
+/// (`capture_method = manual`, held a day from creation).
+pub fn new_authorization(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
+    let mut payment = new_payment(shop, k, reference);
+    payment.request.capture_method = chargeonce_core::CaptureMethod::Manual;
+    NewPayment::new(shop.clone(), key(k), payment.request)
+        .with_authorization_ttl(Duration::from_secs(24 * 3600))
+}
+
+/// A capture of `payment` under key `k`: `value` (`None`: the rest), `last`.
+pub fn new_capture(
+    shop: &ShopId,
+    payment: &PaymentId,
+    k: &str,
+    value: Option<&str>,
+    last: bool,
+) -> NewCapture {
+    NewCapture::new(
+        shop.clone(),
+        payment.clone(),
+        key(k),
+        value.map(|v| Money::parse(v, "RUB").unwrap()),
+        last,
+    )
+}
+
+impl Fixture {
+    /// An authorized payment of 1500.00 RUB (key `{reference}-auth`), as
+    /// stored: its charge succeeded, its hold open.
+    pub async fn authorized_payment(&self, reference: &str) -> Payment {
+        let k = format!("{reference}-auth");
+        let Claim::Acquired(acquired) = self
+            .store
+            .claim_payment(
+                &claim(&self.shop, &k, reference),
+                &new_authorization(&self.shop, &k, reference),
+                LONG,
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("a new key is claimed")
+        };
+        self.finished(&acquired.lease, &acquired.payment, "{}", LONG.ttl)
+            .await;
+        self.payment(&acquired.payment.id).await
+    }
+
+    /// A capture claim of key `k` (body `capture`) for `payment`.
+    pub async fn claim_capture(
+        &self,
+        payment: &PaymentId,
+        k: &str,
+        value: Option<&str>,
+        last: bool,
+    ) -> CaptureClaim {
+        self.store
+            .claim_capture(
+                &claim(&self.shop, k, "capture"),
+                &new_capture(&self.shop, payment, k, value, last),
+                LONG,
+            )
+            .await
+            .unwrap()
+    }
+
+    /// A capture claim that must be new.
+    pub async fn capture_acquired(
+        &self,
+        payment: &PaymentId,
+        k: &str,
+        value: Option<&str>,
+        last: bool,
+    ) -> Acquired {
+        match self.claim_capture(payment, k, value, last).await {
+            CaptureClaim::Acquired(acquired) => acquired,
+            other => panic!("expected a capture claim, got {other:?}"),
+        }
+    }
+
+    /// Finishes a capture key under `lease`, storing the answer `body`.
+    pub async fn finish_capture(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&CaptureId, &CaptureSettlement)>,
+        body: &str,
+    ) -> FinishOutcome {
+        self.store
+            .finish_capture(lease, settlement, &response(body), LONG.ttl, &[])
+            .await
+            .unwrap()
+    }
+
+    /// The hold of the shop's payment `id`, which must be an authorization.
+    pub async fn hold(&self, id: &PaymentId) -> Authorization {
+        match self.payment(id).await.capture {
+            PaymentCapture::Manual { hold, .. } => hold,
+            PaymentCapture::Automatic => panic!("payment {id} holds nothing"),
+        }
+    }
+}
+
+/// The acquirer's capture `id` succeeded.
+pub fn capture_succeeded(id: &str) -> CaptureSettlement {
+    CaptureSettlement::Succeeded {
+        provider_capture_id: id.into(),
     }
 }

@@ -80,6 +80,7 @@ fn new_payment(shop: &ShopId, k: &str, reference: &str) -> NewPayment {
             reference: Reference::new(reference).unwrap(),
             token: CardToken::new("tok_ok").unwrap(),
             metadata: Default::default(),
+            capture_method: chargeonce_core::CaptureMethod::Automatic,
         },
     )
 }

@@ -424,3 +424,118 @@ async fn the_migrations_of_issue_19_keep_what_was_stored() {
             .is_empty()
     );
 }
+
+/// Migration 0013 keeps what was stored (the live order of a payment made
+/// before it) and holds every authorization to its rules by CHECK, whatever
+/// a statement writes: captures within the amount, refunds within what was
+/// captured, a hold exactly on manual payments; an authorization released
+/// with nothing captured frees its order, one that took money keeps it.
+#[tokio::test]
+async fn the_authorization_migration_keeps_orders_and_checks_every_hold() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(12, &pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'));
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, acquirer_key, created_at)
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea0', 'shop-a', 'k0', 'order-0', 1000, 'RUB',
+             'tok_ok', 'succeeded', 'acq-0', now());",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    let live: Option<String> = sqlx::query_scalar(
+        "SELECT live_reference FROM payments WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea0'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        live.as_deref(),
+        Some("order-0"),
+        "the old payment keeps its order"
+    );
+    let insert = |id: &str, reference: &str, hold: &str| {
+        format!(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at, capture_method, hold, \
+                 authorization_expires_at) \
+             VALUES ('{id}', 'shop-a', 'k-{id}', '{reference}', 1000, 'RUB', 'tok_ok', \
+                 'succeeded', 'acq-{id}', now(), 'manual', '{hold}', now())"
+        )
+    };
+    let a1 = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea1";
+    for accepted in [
+        insert(a1, "order-1", "open"),
+        format!(
+            "UPDATE payments SET captured_minor = 400, capture_reserved_minor = 600, \
+                 captures_in_flight = 2, hold = 'closing', refund_reserved_minor = 400 \
+             WHERE id = '{a1}'"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(accepted))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    for refused in [
+        format!("UPDATE payments SET captured_minor = 500 WHERE id = '{a1}'"),
+        format!("UPDATE payments SET refund_reserved_minor = 401 WHERE id = '{a1}'"),
+        format!("UPDATE payments SET captures_in_flight = 0 WHERE id = '{a1}'"),
+        format!("UPDATE payments SET hold = NULL WHERE id = '{a1}'"),
+        format!("UPDATE payments SET hold = 'gone' WHERE id = '{a1}'"),
+        "UPDATE payments SET hold = 'open' \
+         WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea0'"
+            .to_owned(),
+    ] {
+        let error = sqlx::query(sqlx::AssertSqlSafe(refused.clone()))
+            .execute(&pool)
+            .await
+            .unwrap_err();
+        let code = error.as_database_error().and_then(|e| e.code());
+        assert_eq!(code.as_deref(), Some("23514"), "{refused}: {error}");
+    }
+    // Released with something captured: the order stays taken.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE payments SET capture_reserved_minor = 0, captures_in_flight = 0, \
+             hold = 'released_void' WHERE id = '{a1}'"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let taken = sqlx::query(sqlx::AssertSqlSafe(insert(
+        "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea2",
+        "order-1",
+        "open",
+    )))
+    .execute(&pool)
+    .await
+    .unwrap_err();
+    let code = taken.as_database_error().and_then(|e| e.code());
+    assert_eq!(code.as_deref(), Some("23505"), "{taken}");
+    // Released with nothing captured: the order is free again.
+    sqlx::query(sqlx::AssertSqlSafe(insert(
+        "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea3",
+        "order-3",
+        "released_expiry",
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(insert(
+        "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea4",
+        "order-3",
+        "open",
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+}

@@ -45,6 +45,7 @@ pub(super) fn payment_for(charge: &AcquirerCharge, status: PaymentStatus, names:
         reference: charge.reference.clone(),
         token: CardToken::new("tok_ok").unwrap(),
         metadata: Default::default(),
+        capture_method: chargeonce_core::CaptureMethod::Automatic,
     };
     let mut payment = chargeonce_core::NewPayment::new(
         charge.shop_id.clone(),

@@ -124,6 +124,7 @@ impl Harness {
             reference: Reference::new(reference).unwrap(),
             token: CardToken::new("tok_ok").unwrap(),
             metadata: Default::default(),
+            capture_method: chargeonce_core::CaptureMethod::Automatic,
         };
         let shop = ShopId::new(SHOP).unwrap();
         let claim = ClaimRequest {

@@ -1,0 +1,345 @@
+//! Captures: phase 1 (the claim of the key with the reservation of the
+//! capture on its payment's hold), phase 3 (the fenced answer with the
+//! hold's settlement and the capture's merchant event), and reading a
+//! capture, or a payment's captures a page at a time.
+//!
+//! Every move of a hold locks its payment's row first (after the key row,
+//! the order every transaction that takes both keeps), judges the move with
+//! the hold's own rules (`chargeonce_core::authorization`), and writes the
+//! hold back; the table's CHECK keeps captured plus reserved within the
+//! authorized amount whatever a statement does.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chargeonce_core::authorization::Authorization;
+use chargeonce_core::capture::reservation;
+use chargeonce_core::events::NewEvent;
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
+use chargeonce_core::store::{CaptureClaim, Captures};
+use chargeonce_core::{
+    Capture, CaptureClaimRefusal, CaptureId, CaptureSettlement, CaptureStatus, ClaimRequest,
+    Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewCapture, Page, PageRequest, Payment,
+    PaymentCapture, PaymentId, RecoveryPoint, ShopId, StoreError, StoredResponse,
+};
+use sqlx::{Postgres, Transaction};
+use time::OffsetDateTime;
+
+use super::history::Entries;
+use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
+use super::outbox::insert_event;
+use super::{CLAIM_ATTEMPTS, PgStore, store_error};
+use crate::codec::{acquired, capture_settlement_columns};
+use crate::columns::{capture_columns, payment_columns};
+use crate::rows::{CaptureRow, PaymentRow};
+
+/// The newest page of one payment's captures (a range of
+/// `captures_by_payment`): `$1` the shop, `$2` the payment, `$3` the limit.
+const CAPTURES_NEWEST: &str = concat!(
+    "SELECT ",
+    capture_columns!(),
+    " FROM captures WHERE shop_id = $1 AND payment_id = $2 \
+     ORDER BY created_at DESC, id DESC LIMIT $3"
+);
+
+/// The page after a cursor of one payment's captures: `$1` to `$3` as in
+/// [`CAPTURES_NEWEST`], `$4`, `$5` the cursor's `created_at` and id.
+const CAPTURES_AFTER: &str = concat!(
+    "SELECT ",
+    capture_columns!(),
+    " FROM captures WHERE shop_id = $1 AND payment_id = $2 \
+       AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $3"
+);
+
+/// The page before a cursor of one payment's captures, read oldest first:
+/// `$1` to `$5` as in [`CAPTURES_AFTER`].
+const CAPTURES_BEFORE: &str = concat!(
+    "SELECT ",
+    capture_columns!(),
+    " FROM captures WHERE shop_id = $1 AND payment_id = $2 \
+       AND (created_at, id) > ($4, $5) ORDER BY created_at, id LIMIT $3"
+);
+
+/// The payment `payment_id` of the shop, its row locked until the
+/// transaction ends: every move of its hold waits here for the others.
+async fn lock_payment(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+) -> Result<Option<Payment>, StoreError> {
+    let row = sqlx::query_as::<_, PaymentRow>(concat!(
+        "SELECT ",
+        payment_columns!(),
+        " FROM payments WHERE shop_id = $1 AND id = $2 FOR UPDATE"
+    ))
+    .bind(shop_id.as_str())
+    .bind(payment_id.as_str())
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    row.map(Payment::try_from).transpose()
+}
+
+/// Writes `hold` back to its payment's row (locked by [`lock_payment`]).
+async fn write_hold(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+    hold: &Authorization,
+) -> Result<(), StoreError> {
+    let written = sqlx::query(
+        "UPDATE payments SET hold = $3, captured_minor = $4, capture_reserved_minor = $5, \
+             captures_in_flight = $6, updated_at = now() \
+         WHERE shop_id = $1 AND id = $2 AND capture_method = 'manual'",
+    )
+    .bind(shop_id.as_str())
+    .bind(payment_id.as_str())
+    .bind(hold.hold().as_str())
+    .bind(hold.captured_minor())
+    .bind(hold.in_flight_minor())
+    .bind(i32::try_from(hold.in_flight()).map_err(StoreError::corrupt_by)?)
+    .execute(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    if written.rows_affected() != 1 {
+        return Err(StoreError::other(format!(
+            "the hold of payment {payment_id} could not be written"
+        )));
+    }
+    Ok(())
+}
+
+/// The payment with `hold` as its hold.
+fn with_hold(mut payment: Payment, hold: Authorization) -> Payment {
+    if let PaymentCapture::Manual { expires_at, .. } = payment.capture {
+        payment.capture = PaymentCapture::Manual { hold, expires_at };
+    }
+    payment
+}
+
+/// Reserves `capture` on its payment's hold (locked) and inserts the
+/// capture row, or says why the hold cannot give it.
+async fn reserve_capture(
+    tx: &mut Transaction<'static, Postgres>,
+    capture: &NewCapture,
+) -> Result<Result<(Payment, Capture), CaptureClaimRefusal>, StoreError> {
+    let Some(payment) = lock_payment(tx, &capture.shop_id, &capture.payment_id).await? else {
+        return Ok(Err(CaptureClaimRefusal::PaymentNotFound));
+    };
+    let (hold, reserved, amount) = match reservation(&payment, capture) {
+        Ok(reserved) => reserved,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    write_hold(tx, &capture.shop_id, &capture.payment_id, &hold).await?;
+    let created = capture.to_capture(amount, reserved.is_last());
+    sqlx::query(
+        "INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, \
+             currency, is_final, status, acquirer_key, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
+    )
+    .bind(created.shop_id.as_str())
+    .bind(created.id.as_str())
+    .bind(created.payment_id.as_str())
+    .bind(created.idempotency_key.as_str())
+    .bind(created.amount.minor_units())
+    .bind(created.amount.currency().code())
+    .bind(created.last)
+    .bind(created.acquirer_key.as_str())
+    .bind(created.created_at)
+    .execute(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    Ok(Ok((with_hold(payment, hold), created)))
+}
+
+/// Applies a capture's definite answer: the capture, still pending, moves
+/// to its final status and its payment's hold takes (or gives back) its
+/// amount. `None` when the capture was no longer pending.
+async fn settle_capture(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    id: &CaptureId,
+    settlement: &CaptureSettlement,
+) -> Result<Option<(Capture, Payment)>, StoreError> {
+    let (status, provider_capture_id, failure_code) = capture_settlement_columns(settlement);
+    let settled = sqlx::query_as::<_, CaptureRow>(concat!(
+        "UPDATE captures SET status = $3, provider_capture_id = $4, failure_code = $5, \
+             updated_at = now() \
+         WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
+        capture_columns!()
+    ))
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .bind(status.as_str())
+    .bind(provider_capture_id)
+    .bind(failure_code)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    let Some(settled) = settled else {
+        return Ok(None);
+    };
+    let capture = Capture::try_from(settled)?;
+    let payment = lock_payment(tx, shop_id, &capture.payment_id)
+        .await?
+        .ok_or_else(|| StoreError::corrupt(format!("capture {id} has no payment")))?;
+    let PaymentCapture::Manual { hold, .. } = payment.capture else {
+        return Err(StoreError::corrupt(format!(
+            "capture {id} of payment {} that holds nothing",
+            capture.payment_id
+        )));
+    };
+    let succeeded = status == CaptureStatus::Succeeded;
+    let hold = hold.capture_settled(capture.reservation(), succeeded);
+    write_hold(tx, shop_id, &capture.payment_id, &hold).await?;
+    Ok(Some((capture, with_hold(payment, hold))))
+}
+
+/// Where a capture list's cursor lies: the `(created_at, id)` of the
+/// payment's capture `id`; [`StoreError::UnknownCursor`] when there is none.
+async fn capture_cursor(
+    store: &PgStore,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+    id: &CaptureId,
+) -> Result<(OffsetDateTime, String), StoreError> {
+    sqlx::query_as::<_, (OffsetDateTime, String)>(
+        "SELECT created_at, id FROM captures \
+         WHERE shop_id = $1 AND id = $2 AND payment_id = $3",
+    )
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .bind(payment_id.as_str())
+    .fetch_optional(&mut *store.conn().await?)
+    .await
+    .map_err(store_error)?
+    .ok_or_else(|| StoreError::UnknownCursor(id.to_string()))
+}
+
+#[async_trait]
+impl Captures for PgStore {
+    /// Phase 1 of a capture, one transaction.
+    async fn claim_capture(
+        &self,
+        claim: &ClaimRequest,
+        capture: &NewCapture,
+        timing: KeyTiming,
+    ) -> Result<CaptureClaim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.conns.begin().await.map_err(store_error)?;
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::CaptureCreated,
+                payment_id: &capture.payment_id,
+                refund_id: None,
+                capture_id: Some(&capture.id),
+                holder: &self.instance,
+            };
+            if !insert_key(&mut tx, claim, target, token, timing).await? {
+                tx.rollback().await.map_err(store_error)?;
+                // Re-read in a new statement: its snapshot includes the winner's commit.
+                if let Some(record) = count_repeat(self, claim).await? {
+                    return Ok(CaptureClaim::Exists(record));
+                }
+                continue;
+            }
+            let (payment, created) = match reserve_capture(&mut tx, capture).await? {
+                Ok(reserved) => reserved,
+                Err(refused) => {
+                    tx.rollback().await.map_err(store_error)?;
+                    return Ok(CaptureClaim::Refused(refused));
+                }
+            };
+            tx.commit().await.map_err(store_error)?;
+            let mut acquired = acquired(claim, token, RecoveryPoint::CaptureCreated, payment, None);
+            acquired.capture = Some(Box::new(created));
+            return Ok(CaptureClaim::Acquired(acquired));
+        }
+        Err(StoreError::other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
+
+    /// Phase 3 of a capture, one transaction, fenced by the lease token,
+    /// with its history entries (the acquirer calls, the answer).
+    async fn finish_capture(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&CaptureId, &CaptureSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
+        entries.push(&HistoryEvent::Answered {
+            key: lease.key.as_str().to_owned(),
+            status: response.status,
+        });
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::LeaseLost);
+        }
+        if let Some((id, settlement)) = settlement {
+            let Some((capture, payment)) =
+                settle_capture(&mut tx, &lease.shop_id, id, settlement).await?
+            else {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            };
+            let event = NewEvent::capture_settled(&capture, payment.reference.as_str());
+            insert_event(&mut tx, event).await?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(FinishOutcome::Stored)
+    }
+
+    /// One capture of one shop.
+    async fn capture(
+        &self,
+        shop_id: &ShopId,
+        id: &CaptureId,
+    ) -> Result<Option<Capture>, StoreError> {
+        super::one(
+            self,
+            sqlx::query_as::<_, CaptureRow>(concat!(
+                "SELECT ",
+                capture_columns!(),
+                " FROM captures WHERE shop_id = $1 AND id = $2"
+            ))
+            .bind(shop_id.as_str())
+            .bind(id.as_str()),
+        )
+        .await
+    }
+
+    /// One page of a payment's captures, newest first by `(created_at, id)`.
+    async fn list_captures(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+        page: &PageRequest<CaptureId>,
+    ) -> Result<Page<Capture>, StoreError> {
+        let (sql, at) = match &page.cursor {
+            Cursor::Newest => (CAPTURES_NEWEST, None),
+            Cursor::After(id) => (
+                CAPTURES_AFTER,
+                Some(capture_cursor(self, shop_id, payment_id, id).await?),
+            ),
+            Cursor::Before(id) => (
+                CAPTURES_BEFORE,
+                Some(capture_cursor(self, shop_id, payment_id, id).await?),
+            ),
+        };
+        let mut query = sqlx::query_as::<_, CaptureRow>(sql)
+            .bind(shop_id.as_str())
+            .bind(payment_id.as_str())
+            .bind(i64::from(page.limit.get()) + 1);
+        if let Some((created_at, id)) = at {
+            query = query.bind(created_at).bind(id);
+        }
+        let rows: Vec<Capture> = super::all(self, query).await?;
+        Ok(Page::from_probe(rows, page))
+    }
+}
