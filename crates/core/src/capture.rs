@@ -1,4 +1,5 @@
-//! Captures: parts of an authorization taken, each under its own key.
+//! Captures and releases: parts of an authorization taken, each under its
+//! own key, and the rest released by a void or the authorization's expiry.
 //!
 //! A capture's amount is reserved on its payment's hold when the capture
 //! row is created (under the lock, or the single writer, that serialises the
@@ -10,7 +11,8 @@
 use time::OffsetDateTime;
 
 use crate::authorization::{
-    Authorization, CaptureAsk, CaptureId, CaptureRefusal, CaptureReservation,
+    Authorization, CaptureAsk, CaptureId, CaptureRefusal, CaptureReservation, ReleasePlan,
+    ReleaseReason, ReleaseRefusal,
 };
 use crate::{AcquirerKey, IdempotencyKey, Money, Payment, PaymentId, PaymentStatus, ShopId};
 
@@ -203,6 +205,41 @@ pub fn reservation(
     Ok((next, reserved, amount))
 }
 
+/// Why a release (a void, or the expiry) is refused before anything
+/// executed: nothing was written, not even the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseClaimRefusal {
+    /// No payment with that id belongs to the shop.
+    PaymentNotFound,
+    /// The payment was charged at once: there is no hold to release.
+    NotAnAuthorization,
+    /// The payment is not authorized (its charge is still pending, or was
+    /// declined or canceled).
+    NotAuthorized(PaymentStatus),
+    /// The hold refused it (captures in flight, a release in flight, or
+    /// closed).
+    Refused(ReleaseRefusal),
+}
+
+/// The release rule: the payment's hold once a release for `reason` is
+/// accepted (releasing), and what it gives back; or why it is refused.
+/// Called, as [`reservation`], under the lock that serialises the
+/// payment's moves.
+pub fn release(
+    payment: &Payment,
+    reason: ReleaseReason,
+) -> Result<(Authorization, ReleasePlan), ReleaseClaimRefusal> {
+    let hold = match (payment.capture, payment.authorization()) {
+        (crate::PaymentCapture::Automatic, _) => {
+            return Err(ReleaseClaimRefusal::NotAnAuthorization);
+        }
+        (_, None) => return Err(ReleaseClaimRefusal::NotAuthorized(payment.status)),
+        (_, Some(hold)) => *hold,
+    };
+    hold.request_release(reason)
+        .map_err(ReleaseClaimRefusal::Refused)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -264,6 +301,19 @@ mod tests {
         assert_eq!(
             reservation(&payment, &dollars),
             Err(CaptureClaimRefusal::CurrencyMismatch)
+        );
+        assert!(matches!(
+            release(&payment, ReleaseReason::Void),
+            Ok((hold, plan)) if plan.release_minor == 10_000
+                && hold.hold() == crate::authorization::Hold::Releasing(ReleaseReason::Void)
+        ));
+        assert_eq!(
+            release(&pending, ReleaseReason::Expiry),
+            Err(ReleaseClaimRefusal::NotAuthorized(PaymentStatus::Pending))
+        );
+        assert_eq!(
+            release(&at_once, ReleaseReason::Void),
+            Err(ReleaseClaimRefusal::NotAnAuthorization)
         );
         assert_eq!(
             reservation(&payment, &new(&payment, Some("100.01"), false)),

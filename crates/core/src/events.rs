@@ -90,6 +90,11 @@ pub enum EventType {
     CaptureSucceeded,
     /// The acquirer refused a capture; its reservation was given back.
     CaptureFailed,
+    /// An authorization's rest was released by a void.
+    PaymentVoided,
+    /// An authorization's rest was released because it was not captured
+    /// in time.
+    PaymentExpired,
 }
 
 impl EventType {
@@ -103,6 +108,8 @@ impl EventType {
             Self::RefundFailed => "refund.failed",
             Self::CaptureSucceeded => "capture.succeeded",
             Self::CaptureFailed => "capture.failed",
+            Self::PaymentVoided => "payment.voided",
+            Self::PaymentExpired => "payment.expired",
         }
     }
 
@@ -116,6 +123,8 @@ impl EventType {
             "refund.failed" => Some(Self::RefundFailed),
             "capture.succeeded" => Some(Self::CaptureSucceeded),
             "capture.failed" => Some(Self::CaptureFailed),
+            "payment.voided" => Some(Self::PaymentVoided),
+            "payment.expired" => Some(Self::PaymentExpired),
             _ => None,
         }
     }
@@ -291,6 +300,45 @@ impl NewEvent {
             event_type,
             payment_id: refund.payment_id.clone(),
             refund_id: Some(refund.id.clone()),
+            capture_id: None,
+            payload,
+        })
+    }
+
+    /// The event of an authorization whose rest was just released (its
+    /// hold [`Hold::Released`](crate::authorization::Hold::Released));
+    /// `None` for any other payment. The payment's status in the body is
+    /// the hold's: `voided` or `expired` with nothing captured, else
+    /// `succeeded`.
+    pub fn authorization_released(payment: &Payment) -> Option<Self> {
+        use crate::authorization::{Hold, ReleaseReason};
+        let hold = payment.authorization()?;
+        let event_type = match hold.hold() {
+            Hold::Released(ReleaseReason::Void) => EventType::PaymentVoided,
+            Hold::Released(ReleaseReason::Expiry) => EventType::PaymentExpired,
+            _ => return None,
+        };
+        let id = EventId::generate();
+        let payload = body(
+            &id,
+            event_type,
+            PaymentData {
+                payment: PaymentBody {
+                    amount: AmountBody::of(&payment.amount),
+                    decline_code: payment.decline_code.as_deref(),
+                    id: payment.id.as_str(),
+                    metadata: payment.metadata.as_map(),
+                    reference: payment.reference.as_str(),
+                    status: hold.status().as_str(),
+                },
+            },
+        );
+        Some(Self {
+            id,
+            shop_id: payment.shop_id.clone(),
+            event_type,
+            payment_id: payment.id.clone(),
+            refund_id: None,
             capture_id: None,
             payload,
         })
@@ -580,6 +628,8 @@ mod tests {
             EventType::RefundFailed,
             EventType::CaptureSucceeded,
             EventType::CaptureFailed,
+            EventType::PaymentVoided,
+            EventType::PaymentExpired,
         ] {
             assert_eq!(EventType::parse(t.as_str()), Some(t));
         }

@@ -58,7 +58,7 @@ pub use acquirer::{
     VoidRequest, VoidSettlement,
 };
 pub use authorization::{CaptureId, CaptureMethod};
-pub use capture::{Capture, CaptureClaimRefusal, CaptureStatus, NewCapture};
+pub use capture::{Capture, CaptureClaimRefusal, CaptureStatus, NewCapture, ReleaseClaimRefusal};
 pub use chain::Chain;
 pub use engine::{
     ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered, cancel_refund_key,
@@ -75,9 +75,9 @@ pub use payment::{
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};
 pub use store::{
-    Acquired, BoxError, CancelClaim, CaptureClaim, Captures, Claim, ClaimRequest, Cursor,
+    Acquired, Authorizations, BoxError, CancelClaim, CaptureClaim, Claim, ClaimRequest, Cursor,
     EventRecorded, FinishOutcome, Health, InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming,
     Keys, Lease, LeaseToken, MAX_PAGE_LIMIT, Outbox, Page, PageLimit, PageRequest, PaymentFilter,
-    Payments, Reconciliation, RecoveryPoint, RefundClaim, Refunds, SettleOutcome, Shops,
-    StalledKey, Store, StoreError, StoredResponse,
+    Payments, Reconciliation, RecoveryPoint, RefundClaim, Refunds, ReleaseClaim, SettleOutcome,
+    Shops, StalledKey, Store, StoreError, StoredResponse,
 };

@@ -39,6 +39,13 @@ pub enum EventType {
     /// on the authorization was given back.
     #[serde(rename = "capture.failed")]
     CaptureFailed,
+    /// `payment.voided`: an authorization's rest was released by a void.
+    #[serde(rename = "payment.voided")]
+    PaymentVoided,
+    /// `payment.expired`: an authorization's rest was released because it
+    /// was not captured in time.
+    #[serde(rename = "payment.expired")]
+    PaymentExpired,
 }
 
 /// Where an event's delivery stands.

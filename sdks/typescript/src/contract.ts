@@ -454,7 +454,7 @@ export interface components {
          * @description What happened.
          * @enum {string}
          */
-        EventType: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | "capture.succeeded" | "capture.failed";
+        EventType: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | "capture.succeeded" | "capture.failed" | "payment.voided" | "payment.expired";
         /** @description The body of a health answer: `{"status": "ok"}` or `{"status": "ready"}`. */
         HealthStatus: {
             /**

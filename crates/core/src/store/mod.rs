@@ -4,7 +4,7 @@
 //! `chargeonce-store` crate (PostgreSQL and SQLite); the engine only sees
 //! [`Store`]. The methods are grouped in role traits, one a file, so a
 //! worker can ask for only the role it uses (the relay an
-//! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`], [`Captures`],
+//! `Arc<dyn Outbox>`, the sweeper a `&dyn Keys`): [`Keys`], [`Refunds`], [`Authorizations`],
 //! [`Payments`], [`Reconciliation`], [`Outbox`], [`Shops`], [`Health`],
 //! [`History`], [`Findings`] and [`Operator`].
 //! [`Store`] is all of them, implemented for every type that implements
@@ -16,7 +16,7 @@
 
 use async_trait::async_trait;
 
-mod captures;
+mod authorizations;
 mod error;
 mod findings;
 mod history;
@@ -29,7 +29,7 @@ mod reconciliation;
 mod refunds;
 mod shops;
 
-pub use captures::{CaptureClaim, Captures};
+pub use authorizations::{Authorizations, CaptureClaim, ReleaseClaim};
 pub use error::{BoxError, StoreError};
 pub use findings::Findings;
 pub use history::{History, KeyRepeats};
@@ -49,8 +49,8 @@ pub use shops::Shops;
 /// or generic store.
 pub mod prelude {
     pub use super::{
-        Captures, Findings, Health, History, Keys, Operator, Outbox, Payments, Reconciliation,
-        Refunds, Shops, Store,
+        Authorizations, Findings, Health, History, Keys, Operator, Outbox, Payments,
+        Reconciliation, Refunds, Shops, Store,
     };
 }
 
@@ -67,7 +67,7 @@ pub trait Health: Send + Sync + 'static {
 pub trait Store:
     Keys
     + Refunds
-    + Captures
+    + Authorizations
     + Payments
     + Reconciliation
     + Outbox
@@ -82,7 +82,7 @@ pub trait Store:
 impl<T> Store for T where
     T: Keys
         + Refunds
-        + Captures
+        + Authorizations
         + Payments
         + Reconciliation
         + Outbox

@@ -52,11 +52,12 @@ ALTER TABLE payments ADD COLUMN live_reference TEXT
     ) STORED;
 CREATE UNIQUE INDEX payments_one_live_per_order ON payments (shop_id, live_reference);
 
--- The expiry worker's queue: open holds by when they expire. Only manual
+-- The expiry worker's queue: open holds by when they expire (and those whose
+-- release by expiry was begun, to resume it). Only manual
 -- payments enter it; a payment charged at once never changes `hold` (NULL),
 -- so its updates stay HOT.
 CREATE INDEX payments_holds_expiring ON payments (authorization_expires_at)
-    WHERE hold = 'open';
+    WHERE hold IN ('open', 'releasing_expiry');
 
 -- One row per capture, keyed by shop first (the distribution column of
 -- docs/scaling.md). Its acquirer key is derived from its id, unique per shop.

@@ -82,7 +82,7 @@ CREATE INDEX payments_created_at ON payments (created_at);
 CREATE UNIQUE INDEX payments_by_order ON payments (shop_id, reference, order_slot);
 CREATE INDEX payments_by_shop ON payments (shop_id, created_at, id);
 CREATE INDEX payments_holds_expiring ON payments (authorization_expires_at)
-    WHERE hold = 'open';
+    WHERE hold = 'open' OR hold = 'releasing_expiry';
 
 CREATE TABLE captures (
     shop_id             TEXT NOT NULL REFERENCES shops (id),

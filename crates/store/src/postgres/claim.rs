@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
-use chargeonce_core::store::{Captures, Payments, Refunds};
+use chargeonce_core::store::{Authorizations, Payments, Refunds};
 use chargeonce_core::{
     Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
     NewPayment, Payment, RecoveryPoint, ShopId, StoreError,

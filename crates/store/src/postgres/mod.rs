@@ -25,8 +25,8 @@ use crate::PoolConfig;
 /// or its order's payment declined meanwhile).
 const CLAIM_ATTEMPTS: usize = 3;
 
+mod authorizations;
 mod cancel;
-mod captures;
 mod claim;
 mod connections;
 mod errors;

@@ -13,7 +13,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, params};
 
-use super::captures::capture_in;
+use super::authorizations::capture_in;
 use super::history::{attempt_events, record, record_about_key};
 use super::keys::{KeyTarget, count_repeat, insert_key};
 use super::payments::payment_in;

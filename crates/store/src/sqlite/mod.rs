@@ -41,8 +41,8 @@ use time::OffsetDateTime;
 use crate::PoolConfig;
 use crate::rows::FromSqliteRow;
 
+mod authorizations;
 mod cancel;
-mod captures;
 mod claim;
 mod errors;
 mod events;

@@ -1,4 +1,4 @@
-//! Captures: an authorization's hold stored with its payment, captures
+//! Authorizations: the hold stored with its payment, captures
 //! reserved within it (the database settles races), refusals that write
 //! nothing, settlements that take or give back, take-overs, and refunds of
 //! captured money only.

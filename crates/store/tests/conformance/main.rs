@@ -22,6 +22,7 @@ mod outbox;
 mod races;
 mod reconciliation;
 mod refunds;
+mod releases;
 mod repeats;
 mod shops;
 mod stalled;

@@ -14,7 +14,10 @@ use chargeonce_core::{
     Payment, PaymentId, PaymentRequest, PaymentStatus, Reference, RefundClaim, RefundId,
     RefundSettlement, SettleOutcome, Settlement, ShopId, ShopSecret, Store, StoredResponse,
 };
-use chargeonce_core::{CaptureClaim, CaptureId, CaptureSettlement, NewCapture, PaymentCapture};
+use chargeonce_core::{
+    CaptureClaim, CaptureId, CaptureSettlement, NewCapture, PaymentCapture, ReleaseClaim,
+    VoidSettlement,
+};
 use chargeonce_store::PoolConfig;
 use chargeonce_testkit::{Backend, TestDb};
 
@@ -395,16 +398,20 @@ pub fn new_capture(
 
 impl Fixture {
     /// An authorized payment of 1500.00 RUB (key `{reference}-auth`), as
-    /// stored: its charge succeeded, its hold open.
+    /// stored: its charge succeeded, its hold open (for a day).
     pub async fn authorized_payment(&self, reference: &str) -> Payment {
+        self.authorized_for(reference, Duration::from_secs(24 * 3600))
+            .await
+    }
+
+    /// An authorized payment as [`Fixture::authorized_payment`], its hold
+    /// expiring `ttl` after its creation.
+    pub async fn authorized_for(&self, reference: &str, ttl: Duration) -> Payment {
         let k = format!("{reference}-auth");
+        let new = new_authorization(&self.shop, &k, reference).with_authorization_ttl(ttl);
         let Claim::Acquired(acquired) = self
             .store
-            .claim_payment(
-                &claim(&self.shop, &k, reference),
-                &new_authorization(&self.shop, &k, reference),
-                LONG,
-            )
+            .claim_payment(&claim(&self.shop, &k, reference), &new, LONG)
             .await
             .unwrap()
         else {
@@ -456,6 +463,27 @@ impl Fixture {
     ) -> FinishOutcome {
         self.store
             .finish_capture(lease, settlement, &response(body), LONG.ttl, &[])
+            .await
+            .unwrap()
+    }
+
+    /// A void claim of key `k` (body `void`) for `payment`.
+    pub async fn claim_void(&self, payment: &PaymentId, k: &str) -> ReleaseClaim {
+        self.store
+            .claim_void(&claim(&self.shop, k, "void"), payment, LONG)
+            .await
+            .unwrap()
+    }
+
+    /// Finishes a void key under `lease`, storing the answer `body`.
+    pub async fn finish_void(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&PaymentId, &VoidSettlement)>,
+        body: &str,
+    ) -> FinishOutcome {
+        self.store
+            .finish_void(lease, settlement, &response(body), LONG.ttl, &[])
             .await
             .unwrap()
     }

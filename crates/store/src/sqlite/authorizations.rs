@@ -1,4 +1,4 @@
-//! Captures: phase 1 (the claim of the key with the reservation of the
+//! Authorizations: phase 1 (the claim of the key with the reservation of the
 //! capture on its payment's hold), phase 3 (the fenced answer with the
 //! hold's settlement and the capture's merchant event), and reading a
 //! capture, or a payment's captures a page at a time.
@@ -11,15 +11,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chargeonce_core::authorization::Authorization;
-use chargeonce_core::capture::reservation;
+use chargeonce_core::authorization::{Authorization, Hold, ReleaseReason};
+use chargeonce_core::capture::{release, reservation};
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
-use chargeonce_core::store::{CaptureClaim, Captures};
+use chargeonce_core::store::{Authorizations, CaptureClaim, ReleaseClaim};
 use chargeonce_core::{
     Capture, CaptureClaimRefusal, CaptureId, CaptureSettlement, CaptureStatus, ClaimRequest,
     Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewCapture, Page, PageRequest, Payment,
-    PaymentCapture, PaymentId, RecoveryPoint, ShopId, StoreError, StoredResponse,
+    PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId, StoreError,
+    StoredResponse, VoidSettlement,
 };
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
@@ -93,7 +94,9 @@ fn payment_in(
     )
 }
 
-/// Writes `hold` back to its payment's row.
+/// Writes `hold` back to its payment's row; an authorization released with
+/// nothing captured leaves its order's live slot for its own id, so the
+/// order can be paid again.
 fn write_hold(
     conn: &Connection,
     shop_id: &ShopId,
@@ -103,7 +106,10 @@ fn write_hold(
     let written = conn
         .prepare_cached(concat!(
             "UPDATE payments SET hold = ?3, captured_minor = ?4, capture_reserved_minor = ?5, \
-                 captures_in_flight = ?6, updated_at = ",
+                 captures_in_flight = ?6, \
+                 order_slot = CASE WHEN (?3 = 'released_void' OR ?3 = 'released_expiry') \
+                     AND ?4 = 0 THEN id ELSE order_slot END, \
+                 updated_at = ",
             now_ms!(),
             " WHERE shop_id = ?1 AND id = ?2 AND capture_method = 'manual'"
         ))?
@@ -210,6 +216,43 @@ fn settle_capture(
     Ok(Some((capture, with_hold(payment, hold))))
 }
 
+/// Ends a release of the payment's hold, when it is releasing for
+/// `reason`: released, or open again. `None` when it was not.
+fn settle_release(
+    conn: &Connection,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+    reason: ReleaseReason,
+    released: bool,
+) -> Result<Option<Payment>> {
+    let Some(payment) = payment_in(conn, shop_id, payment_id)? else {
+        return Ok(None);
+    };
+    let hold = match payment.capture {
+        PaymentCapture::Manual { hold, .. } if hold.hold() == Hold::Releasing(reason) => hold,
+        _ => return Ok(None),
+    };
+    let hold = hold.release_settled(released);
+    write_hold(conn, shop_id, payment_id, &hold)?;
+    Ok(Some(with_hold(payment, hold)))
+}
+
+/// Whether the payment's authorization expired by the store's clock.
+fn expired(conn: &Connection, shop_id: &ShopId, payment_id: &PaymentId) -> Result<bool> {
+    let expired: Option<bool> = conn
+        .prepare_cached(concat!(
+            "SELECT authorization_expires_at <= ",
+            now_ms!(),
+            " FROM payments WHERE shop_id = ?1 AND id = ?2"
+        ))?
+        .query_row(params![shop_id.as_str(), payment_id.as_str()], |row| {
+            row.get::<_, Option<bool>>(0)
+        })
+        .optional()?
+        .flatten();
+    Ok(expired == Some(true))
+}
+
 /// Where a capture list's cursor lies: the `(created_at, id)` of the
 /// payment's capture `id`; [`StoreError::UnknownCursor`] when there is none.
 fn capture_cursor(
@@ -235,7 +278,7 @@ fn capture_cursor(
 }
 
 #[async_trait]
-impl Captures for SqliteStore {
+impl Authorizations for SqliteStore {
     /// Phase 1 of a capture, one write.
     async fn claim_capture(
         &self,
@@ -310,6 +353,165 @@ impl Captures for SqliteStore {
             let event = NewEvent::capture_settled(&capture, payment.reference.as_str());
             insert_event(conn, event)?;
             Ok(Write::Commit(FinishOutcome::Stored))
+        })
+        .await
+    }
+
+    /// A void key's claim, one write.
+    async fn claim_void(
+        &self,
+        claim: &ClaimRequest,
+        payment_id: &PaymentId,
+        timing: KeyTiming,
+    ) -> Result<ReleaseClaim, StoreError> {
+        let (claim, payment_id) = (claim.clone(), payment_id.clone());
+        let holder = self.instance.clone();
+        self.write_new(move |conn| {
+            let token = LeaseToken::generate();
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::VoidRequested,
+                payment_id: &payment_id,
+                refund_id: None,
+                capture_id: None,
+                holder: &holder,
+            };
+            if !insert_key(conn, &claim, target, token, timing)? {
+                let record = count_repeat(conn, &claim.shop_id, &claim.key, &claim.fingerprint)?
+                    .ok_or_else(|| {
+                        StoreError::other(format!(
+                            "key {} conflicted but cannot be read",
+                            claim.key
+                        ))
+                    })?;
+                return Ok(Write::Commit(ReleaseClaim::Exists(record)));
+            }
+            let judged = match payment_in(conn, &claim.shop_id, &payment_id)? {
+                None => Err(ReleaseClaimRefusal::PaymentNotFound),
+                Some(payment) => release(&payment, ReleaseReason::Void).map(|(h, _)| (payment, h)),
+            };
+            let (payment, hold) = match judged {
+                Ok(judged) => judged,
+                Err(refused) => return Ok(Write::Rollback(ReleaseClaim::Refused(refused))),
+            };
+            write_hold(conn, &claim.shop_id, &payment_id, &hold)?;
+            let payment = with_hold(payment, hold);
+            Ok(Write::Commit(ReleaseClaim::Acquired(acquired(
+                &claim,
+                token,
+                RecoveryPoint::VoidRequested,
+                payment,
+                None,
+            ))))
+        })
+        .await
+    }
+
+    /// The end of a void key, one write, fenced by the lease token.
+    async fn finish_void(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&PaymentId, &VoidSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        let lease = lease.clone();
+        let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
+        let response = response.clone();
+        let attempts = attempts.to_vec();
+        let instance = self.instance.clone();
+        self.write(move |conn| {
+            if !finish_key(conn, &lease, &response, ttl)? {
+                return Ok(Write::Rollback(FinishOutcome::LeaseLost));
+            }
+            let mut events = attempt_events(&attempts, &instance);
+            events.push(HistoryEvent::Answered {
+                key: lease.key.as_str().to_owned(),
+                status: response.status,
+            });
+            record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
+            let Some((payment_id, settlement)) = settlement else {
+                return Ok(Write::Commit(FinishOutcome::Stored));
+            };
+            let released = matches!(settlement, VoidSettlement::Succeeded { .. });
+            let ended = settle_release(
+                conn,
+                &lease.shop_id,
+                &payment_id,
+                ReleaseReason::Void,
+                released,
+            )?;
+            let Some(payment) = ended else {
+                return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
+            };
+            insert_event(conn, NewEvent::authorization_released(&payment))?;
+            Ok(Write::Commit(FinishOutcome::Stored))
+        })
+        .await
+    }
+
+    /// Expired holds still open, or releasing for the expiry.
+    async fn expired_authorizations(&self, limit: u32) -> Result<Vec<Payment>, StoreError> {
+        self.read(move |conn| {
+            all::<PaymentRow, _>(
+                conn,
+                concat!(
+                    "SELECT ",
+                    payment_columns!(),
+                    " FROM payments WHERE (hold = 'open' OR hold = 'releasing_expiry') \
+                       AND authorization_expires_at <= ",
+                    now_ms!(),
+                    " AND status = 'succeeded' ORDER BY authorization_expires_at LIMIT ?1"
+                ),
+                params![i64::from(limit)],
+            )
+        })
+        .await
+    }
+
+    /// Begins the release of an expired hold, one write.
+    async fn begin_expiry(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        let (shop_id, payment_id) = (shop_id.clone(), payment_id.clone());
+        self.write(move |conn| {
+            let Some(payment) = payment_in(conn, &shop_id, &payment_id)? else {
+                return Ok(Write::Rollback(None));
+            };
+            let releasing = Hold::Releasing(ReleaseReason::Expiry);
+            if payment.authorization().map(|h| h.hold()) == Some(releasing) {
+                return Ok(Write::Rollback(Some(payment)));
+            }
+            if !expired(conn, &shop_id, &payment_id)? {
+                return Ok(Write::Rollback(None));
+            }
+            let Ok((hold, _)) = release(&payment, ReleaseReason::Expiry) else {
+                return Ok(Write::Rollback(None));
+            };
+            write_hold(conn, &shop_id, &payment_id, &hold)?;
+            Ok(Write::Commit(Some(with_hold(payment, hold))))
+        })
+        .await
+    }
+
+    /// Ends the release of an expired hold, one write.
+    async fn end_expiry(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+        released: bool,
+    ) -> Result<Option<Payment>, StoreError> {
+        let (shop_id, payment_id) = (shop_id.clone(), payment_id.clone());
+        self.write(move |conn| {
+            let ended =
+                settle_release(conn, &shop_id, &payment_id, ReleaseReason::Expiry, released)?;
+            let Some(payment) = ended else {
+                return Ok(Write::Rollback(None));
+            };
+            insert_event(conn, NewEvent::authorization_released(&payment))?;
+            Ok(Write::Commit(Some(payment)))
         })
         .await
     }

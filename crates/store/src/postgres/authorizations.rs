@@ -1,4 +1,4 @@
-//! Captures: phase 1 (the claim of the key with the reservation of the
+//! Authorizations: phase 1 (the claim of the key with the reservation of the
 //! capture on its payment's hold), phase 3 (the fenced answer with the
 //! hold's settlement and the capture's merchant event), and reading a
 //! capture, or a payment's captures a page at a time.
@@ -12,15 +12,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chargeonce_core::authorization::Authorization;
-use chargeonce_core::capture::reservation;
+use chargeonce_core::authorization::{Authorization, Hold, ReleaseReason};
+use chargeonce_core::capture::{release, reservation};
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
-use chargeonce_core::store::{CaptureClaim, Captures};
+use chargeonce_core::store::{Authorizations, CaptureClaim, ReleaseClaim};
 use chargeonce_core::{
     Capture, CaptureClaimRefusal, CaptureId, CaptureSettlement, CaptureStatus, ClaimRequest,
     Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewCapture, Page, PageRequest, Payment,
-    PaymentCapture, PaymentId, RecoveryPoint, ShopId, StoreError, StoredResponse,
+    PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId, StoreError,
+    StoredResponse, VoidSettlement,
 };
 use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
@@ -195,6 +196,45 @@ async fn settle_capture(
     Ok(Some((capture, with_hold(payment, hold))))
 }
 
+/// Ends a release of the payment's hold (locked), when it is releasing
+/// for `reason`: released, or open again. `None` when it was not.
+async fn settle_release(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+    reason: ReleaseReason,
+    released: bool,
+) -> Result<Option<Payment>, StoreError> {
+    let Some(payment) = lock_payment(tx, shop_id, payment_id).await? else {
+        return Ok(None);
+    };
+    let hold = match payment.capture {
+        PaymentCapture::Manual { hold, .. } if hold.hold() == Hold::Releasing(reason) => hold,
+        _ => return Ok(None),
+    };
+    let hold = hold.release_settled(released);
+    write_hold(tx, shop_id, payment_id, &hold).await?;
+    Ok(Some(with_hold(payment, hold)))
+}
+
+/// Whether the payment's authorization expired by the database's clock.
+async fn expired(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    payment_id: &PaymentId,
+) -> Result<bool, StoreError> {
+    let expired: Option<bool> = sqlx::query_scalar(
+        "SELECT authorization_expires_at <= now() FROM payments WHERE shop_id = $1 AND id = $2",
+    )
+    .bind(shop_id.as_str())
+    .bind(payment_id.as_str())
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(store_error)?
+    .flatten();
+    Ok(expired == Some(true))
+}
+
 /// Where a capture list's cursor lies: the `(created_at, id)` of the
 /// payment's capture `id`; [`StoreError::UnknownCursor`] when there is none.
 async fn capture_cursor(
@@ -217,7 +257,7 @@ async fn capture_cursor(
 }
 
 #[async_trait]
-impl Captures for PgStore {
+impl Authorizations for PgStore {
     /// Phase 1 of a capture, one transaction.
     async fn claim_capture(
         &self,
@@ -293,6 +333,162 @@ impl Captures for PgStore {
         }
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
+    }
+
+    /// A void key's claim, one transaction.
+    async fn claim_void(
+        &self,
+        claim: &ClaimRequest,
+        payment_id: &PaymentId,
+        timing: KeyTiming,
+    ) -> Result<ReleaseClaim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let token = LeaseToken::generate();
+            let mut tx = self.conns.begin().await.map_err(store_error)?;
+            let target = KeyTarget {
+                recovery_point: RecoveryPoint::VoidRequested,
+                payment_id,
+                refund_id: None,
+                capture_id: None,
+                holder: &self.instance,
+            };
+            if !insert_key(&mut tx, claim, target, token, timing).await? {
+                tx.rollback().await.map_err(store_error)?;
+                if let Some(record) = count_repeat(self, claim).await? {
+                    return Ok(ReleaseClaim::Exists(record));
+                }
+                continue;
+            }
+            let judged = match lock_payment(&mut tx, &claim.shop_id, payment_id).await? {
+                None => Err(ReleaseClaimRefusal::PaymentNotFound),
+                Some(payment) => release(&payment, ReleaseReason::Void).map(|(h, _)| (payment, h)),
+            };
+            let (payment, hold) = match judged {
+                Ok(judged) => judged,
+                Err(refused) => {
+                    tx.rollback().await.map_err(store_error)?;
+                    return Ok(ReleaseClaim::Refused(refused));
+                }
+            };
+            write_hold(&mut tx, &claim.shop_id, payment_id, &hold).await?;
+            tx.commit().await.map_err(store_error)?;
+            let payment = with_hold(payment, hold);
+            return Ok(ReleaseClaim::Acquired(acquired(
+                claim,
+                token,
+                RecoveryPoint::VoidRequested,
+                payment,
+                None,
+            )));
+        }
+        Err(StoreError::other(format!(
+            "claim of key {} did not settle after {CLAIM_ATTEMPTS} attempts",
+            claim.key
+        )))
+    }
+
+    /// The end of a void key, one transaction, fenced by the lease token.
+    async fn finish_void(
+        &self,
+        lease: &Lease,
+        settlement: Option<(&PaymentId, &VoidSettlement)>,
+        response: &StoredResponse,
+        ttl: Duration,
+        attempts: &[AcquirerAttempt],
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
+        entries.push(&HistoryEvent::Answered {
+            key: lease.key.as_str().to_owned(),
+            status: response.status,
+        });
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::LeaseLost);
+        }
+        if let Some((payment_id, settlement)) = settlement {
+            let released = matches!(settlement, VoidSettlement::Succeeded { .. });
+            let ended = settle_release(
+                &mut tx,
+                &lease.shop_id,
+                payment_id,
+                ReleaseReason::Void,
+                released,
+            )
+            .await?;
+            let Some(payment) = ended else {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::PaymentAlreadySettled);
+            };
+            insert_event(&mut tx, NewEvent::authorization_released(&payment)).await?;
+        }
+        tx.commit().await.map_err(store_error)?;
+        Ok(FinishOutcome::Stored)
+    }
+
+    /// Expired holds still open, or releasing for the expiry.
+    async fn expired_authorizations(&self, limit: u32) -> Result<Vec<Payment>, StoreError> {
+        super::all(
+            self,
+            sqlx::query_as::<_, PaymentRow>(concat!(
+                "SELECT ",
+                payment_columns!(),
+                " FROM payments WHERE hold IN ('open', 'releasing_expiry') \
+                   AND authorization_expires_at <= now() AND status = 'succeeded' \
+                 ORDER BY authorization_expires_at LIMIT $1"
+            ))
+            .bind(i64::from(limit)),
+        )
+        .await
+    }
+
+    /// Begins the release of an expired hold, one transaction.
+    async fn begin_expiry(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        let Some(payment) = lock_payment(&mut tx, shop_id, payment_id).await? else {
+            return Ok(None);
+        };
+        let releasing = Hold::Releasing(ReleaseReason::Expiry);
+        if payment.authorization().map(|h| h.hold()) == Some(releasing) {
+            return Ok(Some(payment));
+        }
+        if !expired(&mut tx, shop_id, payment_id).await? {
+            return Ok(None);
+        }
+        let Ok((hold, _)) = release(&payment, ReleaseReason::Expiry) else {
+            return Ok(None);
+        };
+        write_hold(&mut tx, shop_id, payment_id, &hold).await?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(Some(with_hold(payment, hold)))
+    }
+
+    /// Ends the release of an expired hold, one transaction.
+    async fn end_expiry(
+        &self,
+        shop_id: &ShopId,
+        payment_id: &PaymentId,
+        released: bool,
+    ) -> Result<Option<Payment>, StoreError> {
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        let ended = settle_release(
+            &mut tx,
+            shop_id,
+            payment_id,
+            ReleaseReason::Expiry,
+            released,
+        )
+        .await?;
+        let Some(payment) = ended else {
+            return Ok(None);
+        };
+        insert_event(&mut tx, NewEvent::authorization_released(&payment)).await?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(Some(payment))
     }
 
     /// One capture of one shop.
