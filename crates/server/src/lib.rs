@@ -95,7 +95,7 @@ pub fn router(state: AppState) -> Router {
         .merge(openapi::spec_router(openapi::to_json(&spec)))
         .merge(openapi::docs_router())
         .merge(home::router());
-    with_layers(public, state)
+    with_layers(public, state, "api")
 }
 
 /// The operator listener's router ([`operator`]): `/metrics`, the health
@@ -103,13 +103,15 @@ pub fn router(state: AppState) -> Router {
 /// routes), inside the same layers as the API.
 pub fn operator_router(state: AppState, extra: Router<AppState>) -> Router {
     let routes = operator::routes().merge(extra);
-    with_layers(routes, state)
+    with_layers(routes, state, "operator")
 }
 
 /// The layers every listener's answers pass: the request limits, panics
 /// answered as problems, problem+json for every error the HTTP stack makes
-/// on its own, the trace span, and the request id (outermost).
-fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
+/// on its own, the count of answers by status class (`listener` names it),
+/// the trace span, and the request id (outermost).
+fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
+    let metrics = std::sync::Arc::clone(&state.metrics);
     routes
         .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
@@ -131,6 +133,12 @@ fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         }))
         // Every error the HTTP stack makes on its own is a problem too.
         .layer(axum::middleware::map_response(problem::problems_only))
+        .layer(axum::middleware::map_response(
+            move |response: axum::response::Response| {
+                metrics.response(listener, response.status().as_u16());
+                std::future::ready(response)
+            },
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(request_id::make_span))
         // Outermost: every answer above carries the request's id (and the
         // span above records it); see `request_id`.

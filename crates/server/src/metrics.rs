@@ -22,16 +22,25 @@
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
 //! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`) |
 //! | `chargeonce_refusals_total` | `reason` | requests refused by a limit: `rate_limited` (a shop's rate), `auth_failures` (a client address past its failure budget), `unseen_lookups` (the ceiling on look-ups of unseen shops), `console_logins`, `body_timeout`, `request_timeout`, `store_overloaded`, `waiters_instance`, `waiters_shop` (see [`crate::limits`], [`crate::auth_limits`]) |
+//! | `chargeonce_http_responses_total` | `listener`, `class` | answers by listener (`api`, `operator`) and status class (`2xx`, `3xx`, `4xx`, `5xx`) |
+//! | `chargeonce_payments_pending` | | payments still pending, read from the store at each scrape |
+//! | `chargeonce_payments_pending_oldest_age_seconds` | | how long the oldest pending payment has waited (0 when none), at each scrape |
+//! | `chargeonce_findings_open` | | reconciliation findings not resolved, at each scrape |
+//! | `chargeonce_events_undelivered` | | merchant events neither delivered nor given up (parked ones of shops without a webhook URL included), at each scrape |
 //! | `chargeonce_connections_closed_total` | `reason` | client connections the server closed: `make_room` (idle, for a new connection at the cap), `client_share` (idle, for the same client at its share), `share_busy` (a new one over its client's share, all busy), `header_timeout`, `idle_timeout` (see [`crate::conn`]) |
 
 use std::time::Duration;
 
+use chargeonce_core::store::StoreCounts;
 use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, Observer};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
+use std::sync::atomic::AtomicU64;
+use time::OffsetDateTime;
 
 /// Label pairs.
 type Labels = Vec<(&'static str, &'static str)>;
@@ -79,6 +88,11 @@ pub struct Metrics {
     event_deliveries: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
     connections_closed: Family<Labels, Counter>,
+    http_responses: Family<Labels, Counter>,
+    payments_pending: Gauge,
+    pending_oldest_age: Gauge<f64, AtomicU64>,
+    findings_open: Gauge,
+    events_undelivered: Gauge,
 }
 
 impl Default for Metrics {
@@ -196,6 +210,36 @@ impl Metrics {
                 "Client connections the server closed, by reason",
                 Family::<Labels, Counter>::default(),
             ),
+            http_responses: registered(
+                r,
+                "http_responses",
+                "Answers by listener and status class",
+                Family::<Labels, Counter>::default(),
+            ),
+            payments_pending: registered(
+                r,
+                "payments_pending",
+                "Payments still pending (read from the store at each scrape)",
+                Gauge::default(),
+            ),
+            pending_oldest_age: registered(
+                r,
+                "payments_pending_oldest_age_seconds",
+                "How long the oldest pending payment has waited (0 when none)",
+                Gauge::<f64, AtomicU64>::default(),
+            ),
+            findings_open: registered(
+                r,
+                "findings_open",
+                "Reconciliation findings not resolved (read at each scrape)",
+                Gauge::default(),
+            ),
+            events_undelivered: registered(
+                r,
+                "events_undelivered",
+                "Merchant events neither delivered nor given up (read at each scrape)",
+                Gauge::default(),
+            ),
             registry,
         }
     }
@@ -241,6 +285,43 @@ impl Metrics {
             mismatches: self.mismatches.get(),
             takeovers: self.takeovers.get(),
         }
+    }
+
+    /// Counts a failed store call of an operation the engine does not make
+    /// (a scrape's counts).
+    pub fn store_error_named(&self, operation: &'static str) {
+        self.store_errors
+            .get_or_create(&vec![("operation", operation)])
+            .inc();
+    }
+
+    /// Counts one answer of `listener` by its status class.
+    pub fn response(&self, listener: &'static str, status: u16) {
+        let class = match status {
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            500..=599 => "5xx",
+            _ => "other",
+        };
+        self.http_responses
+            .get_or_create(&vec![("listener", listener), ("class", class)])
+            .inc();
+    }
+
+    /// Sets the gauges read from the store: its counts, and the age of the
+    /// oldest pending payment at `now`.
+    pub fn store_counts(&self, counts: &StoreCounts, now: OffsetDateTime) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.payments_pending.set(gauge(counts.pending_payments));
+        self.findings_open.set(gauge(counts.open_findings));
+        self.events_undelivered
+            .set(gauge(counts.undelivered_events));
+        let age = counts
+            .oldest_pending_at
+            .map(|at| (now - at).as_seconds_f64().max(0.0))
+            .unwrap_or(0.0);
+        self.pending_oldest_age.set(age);
     }
 
     /// The Prometheus text format of every metric.
@@ -335,6 +416,19 @@ mod tests {
         metrics.reconciler_finding("duplicate_charge");
         metrics.swept(5);
         metrics.webhook("duplicate");
+        metrics.response("api", 201);
+        metrics.response("api", 503);
+        metrics.response("api", 502);
+        let now = OffsetDateTime::now_utc();
+        metrics.store_counts(
+            &StoreCounts {
+                pending_payments: 3,
+                open_findings: 1,
+                undelivered_events: 4,
+                oldest_pending_at: Some(now - Duration::from_secs(90)),
+            },
+            now,
+        );
         let text = metrics.render();
         for line in [
             "chargeonce_claims_total 2",
@@ -345,6 +439,12 @@ mod tests {
             "chargeonce_reconciler_findings_total{kind=\"duplicate_charge\"} 1",
             "chargeonce_sweeper_deleted_total 5",
             "chargeonce_webhooks_total{result=\"duplicate\"} 1",
+            "chargeonce_http_responses_total{listener=\"api\",class=\"2xx\"} 1",
+            "chargeonce_http_responses_total{listener=\"api\",class=\"5xx\"} 2",
+            "chargeonce_payments_pending 3",
+            "chargeonce_payments_pending_oldest_age_seconds 90.0",
+            "chargeonce_findings_open 1",
+            "chargeonce_events_undelivered 4",
         ] {
             assert!(text.contains(line), "missing `{line}` in:\n{text}");
         }

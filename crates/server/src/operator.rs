@@ -30,9 +30,28 @@ pub fn routes() -> Router<AppState> {
         .route("/readyz", get(health::readyz))
 }
 
+/// How long a scrape waits for the store's counts before it answers
+/// without refreshing them (the scrape must answer when the store cannot).
+const COUNTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `GET /metrics`: every metric of this instance, in the OpenMetrics text
-/// format.
+/// format, the store's counts (pending payments, open findings, undelivered
+/// events) read first; when the store does not answer in time they keep
+/// their last values and the failure counts as a store error.
 pub async fn metrics(State(state): State<AppState>) -> Response {
+    match tokio::time::timeout(COUNTS_TIMEOUT, state.store().counts()).await {
+        Ok(Ok(counts)) => state
+            .metrics()
+            .store_counts(&counts, time::OffsetDateTime::now_utc()),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "metrics: the store's counts cannot be read");
+            state.metrics().store_error_named("metrics_counts");
+        }
+        Err(_) => {
+            tracing::warn!("metrics: the store's counts took too long");
+            state.metrics().store_error_named("metrics_counts");
+        }
+    }
     (
         [(
             header::CONTENT_TYPE,

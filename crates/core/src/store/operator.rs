@@ -28,6 +28,8 @@ pub struct StoreCounts {
     pub open_findings: u64,
     /// Merchant events not delivered and not given up.
     pub undelivered_events: u64,
+    /// When the oldest pending payment was created (`None`: none pending).
+    pub oldest_pending_at: Option<time::OffsetDateTime>,
 }
 
 /// The console's reads across shops, and the operator's credential.

@@ -209,20 +209,23 @@ impl Operator for PgStore {
     /// counts where there is one (`pending_payments`, `events_due`); the
     /// findings are few and counted from their table.
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
-        let (pending, open, undelivered) = sqlx::query_as::<_, (i64, i64, i64)>(
-            "SELECT \
+        let (pending, open, undelivered, oldest) =
+            sqlx::query_as::<_, (i64, i64, i64, Option<time::OffsetDateTime>)>(
+                "SELECT \
                  (SELECT count(*) FROM pending_payments), \
                  (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-                 (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)",
-        )
-        .fetch_one(&mut *self.conn().await?)
-        .await
-        .map_err(store_error)?;
+                 (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+                 (SELECT min(created_at) FROM pending_payments)",
+            )
+            .fetch_one(&mut *self.conn().await?)
+            .await
+            .map_err(store_error)?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(StoreCounts {
             pending_payments: count(pending),
             open_findings: count(open),
             undelivered_events: count(undelivered),
+            oldest_pending_at: oldest,
         })
     }
 }

@@ -15,6 +15,7 @@ use super::outbox::event_columns;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::columns::payment_columns;
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
+use crate::rows::At;
 use crate::rows::{EventRow, PaymentRow};
 
 // The statements of a cross-shop payment list are each a walk of
@@ -90,7 +91,8 @@ const PAYMENT_EVENTS: &str = concat!(
 const COUNTS: &str = "SELECT \
      (SELECT count(*) FROM payments WHERE status = 'pending'), \
      (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-     (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL)";
+     (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+     (SELECT min(created_at) FROM payments WHERE status = 'pending')";
 
 #[async_trait]
 impl Operator for SqliteStore {
@@ -242,12 +244,13 @@ impl Operator for SqliteStore {
     /// The overview's counts.
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
         self.read(|conn| {
-            let (pending, open, undelivered) =
+            let (pending, open, undelivered, oldest) =
                 conn.prepare_cached(COUNTS)?.query_row([], |row| {
                     Ok((
                         row.get::<_, i64>(0)?,
                         row.get::<_, i64>(1)?,
                         row.get::<_, i64>(2)?,
+                        row.get::<_, Option<At>>(3)?,
                     ))
                 })?;
             let count = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -255,6 +258,7 @@ impl Operator for SqliteStore {
                 pending_payments: count(pending),
                 open_findings: count(open),
                 undelivered_events: count(undelivered),
+                oldest_pending_at: oldest.map(|at| at.0),
             })
         })
         .await

@@ -316,12 +316,12 @@ async fn shops_are_listed_without_their_secrets(f: Fixture) {
     assert!(shops[0].created_at <= shops[1].created_at);
 }
 
-/// The overview's counts: pending payments, open findings, events neither
-/// delivered nor given up.
+/// The overview's counts: pending payments (and when the oldest was
+/// created), open findings, events neither delivered nor given up.
 async fn the_counts_follow_the_rows(f: Fixture) {
     assert_eq!(f.store.counts().await.unwrap(), StoreCounts::default());
     let b = f.other_shop(&ShopSecret::from_string("b")).await;
-    claim_in(&f, &f.shop, "pending-1").await;
+    let oldest = claim_in(&f, &f.shop, "pending-1").await;
     claim_in(&f, &b, "pending-2").await;
     let paid = f.paid_payment("order-1").await;
     let finding = |charge: &str| NewFinding {
@@ -345,6 +345,7 @@ async fn the_counts_follow_the_rows(f: Fixture) {
             pending_payments: 2,
             open_findings: 2,
             undelivered_events: 1,
+            oldest_pending_at: Some(oldest.created_at),
         }
     );
     f.store
@@ -368,6 +369,7 @@ async fn the_counts_follow_the_rows(f: Fixture) {
             pending_payments: 2,
             open_findings: 1,
             undelivered_events: 0,
+            oldest_pending_at: Some(oldest.created_at),
         }
     );
 }

@@ -167,7 +167,11 @@ async fn expired_holds_are_found_released_once_and_resumed(f: Fixture) {
     let held = f.authorized_payment("order-2").await;
     let found = f.store.expired_authorizations(10).await.unwrap();
     let ids: Vec<_> = found.iter().map(|p| p.id.clone()).collect();
-    assert_eq!(ids, std::slice::from_ref(&expired.id), "only the expired hold");
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&expired.id),
+        "only the expired hold"
+    );
     assert!(
         f.store
             .begin_expiry(&f.shop, &held.id)
