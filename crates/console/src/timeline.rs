@@ -94,6 +94,45 @@ pub fn sentence(entry: &HistoryEntry, next: Option<&HistoryEntry>) -> String {
             instance,
         } => refund_reserved(key, *amount_minor, currency, instance),
         HistoryEvent::RefundEnded { status } => format!("Refund ended {}", status.as_str()),
+        HistoryEvent::CaptureReserved {
+            capture_id,
+            key,
+            amount_minor,
+            currency,
+            last,
+            instance,
+        } => capture_reserved(capture_id, key, (*amount_minor, currency), *last, instance),
+        HistoryEvent::CaptureEnded { capture_id, status } => {
+            format!("Capture {capture_id} ended {}", status.as_str())
+        }
+        HistoryEvent::ReleaseRequested {
+            reason,
+            key,
+            instance,
+        } => match key {
+            Some(key) => format!(
+                "Void asked (key {key}, instance {instance}): what is left of the \
+                 authorization is being released"
+            ),
+            None => format!(
+                "The authorization expired ({}): what is left is being released (instance \
+                 {instance})",
+                reason.as_str()
+            ),
+        },
+        HistoryEvent::ReleaseEnded { reason, released } => {
+            if *released {
+                format!(
+                    "Released what was left of the authorization ({})",
+                    reason.as_str()
+                )
+            } else {
+                format!(
+                    "The acquirer refused the release ({}): the authorization is open again",
+                    reason.as_str()
+                )
+            }
+        }
         HistoryEvent::EventAttempt {
             event_id,
             event_type,
@@ -248,6 +287,20 @@ fn refund_reserved(key: &str, amount_minor: i64, currency: &str, instance: &str)
         .map(money)
         .unwrap_or_else(|| format!("{amount_minor} minor units of {currency}"));
     format!("Refund of {amount} reserved (key {key}, instance {instance})")
+}
+
+fn capture_reserved(
+    capture_id: &str,
+    key: &str,
+    (amount_minor, currency): (i64, &str),
+    last: bool,
+    instance: &str,
+) -> String {
+    let amount = money_of(amount_minor, currency)
+        .map(money)
+        .unwrap_or_else(|| format!("{amount_minor} minor units of {currency}"));
+    let last = if last { ", the last" } else { "" };
+    format!("Capture {capture_id} of {amount} reserved{last} (key {key}, instance {instance})")
 }
 
 /// A key's repeats in words.

@@ -79,7 +79,8 @@ impl CaptureMethod {
 }
 
 /// Why a hold's remainder is released.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReleaseReason {
     /// The shop voided it (`POST /v1/payments/{id}/void`).
     Void,
@@ -101,6 +102,16 @@ pub enum Hold {
     Captured,
     /// Final: the rest was released, for this reason.
     Released(ReleaseReason),
+}
+
+impl ReleaseReason {
+    /// As stored and shown (`void`, `expiry`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Void => "void",
+            Self::Expiry => "expiry",
+        }
+    }
 }
 
 impl Hold {

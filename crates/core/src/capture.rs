@@ -17,7 +17,8 @@ use crate::authorization::{
 use crate::{AcquirerKey, IdempotencyKey, Money, Payment, PaymentId, PaymentStatus, ShopId};
 
 /// Where a capture stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CaptureStatus {
     /// Reserved on the hold; the acquirer has not given a definite answer yet.
     Pending,

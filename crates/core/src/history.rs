@@ -155,6 +155,47 @@ pub enum HistoryEvent {
         /// Its final status.
         status: RefundStatus,
     },
+    /// A capture's phase 1: its amount was reserved on the payment's hold.
+    CaptureReserved {
+        /// The capture.
+        capture_id: String,
+        /// The capture's idempotency key.
+        key: String,
+        /// The amount, in minor units.
+        amount_minor: i64,
+        /// The currency (ISO 4217).
+        currency: String,
+        /// Whether it is the last capture (the hold closes meanwhile).
+        last: bool,
+        /// The instance that claimed it.
+        instance: String,
+    },
+    /// A capture reached its final state (its key's finish).
+    CaptureEnded {
+        /// The capture.
+        capture_id: String,
+        /// Its final status.
+        status: crate::CaptureStatus,
+    },
+    /// The release of what is left of the hold was asked: by a void key, or
+    /// by the expiry of the authorization.
+    ReleaseRequested {
+        /// Why: `void` or `expiry`.
+        reason: crate::authorization::ReleaseReason,
+        /// The void's idempotency key (none for the expiry).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// The instance that asked.
+        instance: String,
+    },
+    /// The release ended with the acquirer's answer: released, or (refused)
+    /// the hold open again.
+    ReleaseEnded {
+        /// Why it was asked.
+        reason: crate::authorization::ReleaseReason,
+        /// Whether the rest was released.
+        released: bool,
+    },
     /// One delivery attempt of a merchant event about this payment.
     EventAttempt {
         /// The merchant event.
@@ -212,6 +253,10 @@ impl HistoryEvent {
             Self::WebhookReceived { .. } => "webhook_received",
             Self::RefundReserved { .. } => "refund_reserved",
             Self::RefundEnded { .. } => "refund_ended",
+            Self::CaptureReserved { .. } => "capture_reserved",
+            Self::CaptureEnded { .. } => "capture_ended",
+            Self::ReleaseRequested { .. } => "release_requested",
+            Self::ReleaseEnded { .. } => "release_ended",
             Self::EventAttempt { .. } => "event_attempt",
             Self::EventResent { .. } => "event_resent",
             Self::KeyExpired { .. } => "key_expired",

@@ -175,6 +175,46 @@ pub enum HistoryEvent {
         /// Its final status.
         status: RefundStatus,
     },
+    /// A capture's amount was reserved on the payment's authorization.
+    CaptureReserved {
+        /// The capture (`cap_...`).
+        capture_id: String,
+        /// The capture's idempotency key.
+        key: String,
+        /// How much.
+        amount: Amount,
+        /// Whether it is the last capture.
+        #[cfg_attr(feature = "openapi", schema(rename = "final"))]
+        #[serde(rename = "final")]
+        last: bool,
+        /// The instance that claimed it.
+        instance: String,
+    },
+    /// A capture reached its final state.
+    CaptureEnded {
+        /// The capture.
+        capture_id: String,
+        /// Its final status: `succeeded` or `failed`.
+        status: CaptureStatus,
+    },
+    /// The release of what is left of the authorization was asked.
+    ReleaseRequested {
+        /// Why: a void, or the authorization's expiry.
+        reason: ReleaseReason,
+        /// The void's idempotency key (absent for the expiry).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// The instance that asked.
+        instance: String,
+    },
+    /// The release ended: the rest released, or (the acquirer refused) the
+    /// authorization open again.
+    ReleaseEnded {
+        /// Why it was asked.
+        reason: ReleaseReason,
+        /// Whether the rest was released.
+        released: bool,
+    },
     /// One delivery attempt of a merchant event about the payment.
     EventAttempt {
         /// The merchant event.
@@ -281,4 +321,28 @@ pub struct PaymentHistory {
     /// `linked` and `taken_over` entries) and their repeats; a swept key's
     /// counts are in its `key_expired` entry.
     pub keys: Vec<HistoryKey>,
+}
+
+/// Where a capture stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureStatus {
+    /// Reserved on the authorization; the acquirer's answer is awaited.
+    Pending,
+    /// The money was taken.
+    Succeeded,
+    /// The acquirer refused; its reservation was given back.
+    Failed,
+}
+
+/// Why an authorization's rest is released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseReason {
+    /// The shop voided it.
+    Void,
+    /// It was not captured in time.
+    Expiry,
 }

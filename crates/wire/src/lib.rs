@@ -46,8 +46,8 @@ pub use amount::Amount;
 pub use code::ProblemCode;
 pub use event::{DeliveryState, Event, EventDelivery, EventObject, EventType};
 pub use history::{
-    HistoryAcquirerCall, HistoryCallOutcome, HistoryEntry, HistoryEvent, HistoryKey,
-    HistorySettledBy, HistoryTally, PaymentHistory, PaymentHistoryObject,
+    CaptureStatus, HistoryAcquirerCall, HistoryCallOutcome, HistoryEntry, HistoryEvent, HistoryKey,
+    HistorySettledBy, HistoryTally, PaymentHistory, PaymentHistoryObject, ReleaseReason,
 };
 pub use key::{
     IdempotencyKeyInfo, IdempotencyKeyObject, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState,

@@ -37,6 +37,10 @@ from chargeonce import (
     ProblemCode,
     ProblemError,
     RefundEndedEntry,
+    CaptureReservedEntry,
+    CaptureEndedEntry,
+    ReleaseRequestedEntry,
+    ReleaseEndedEntry,
     Refunded,
     RefundReservedEntry,
     RetryPolicy,
@@ -87,6 +91,11 @@ ONE_OF_EACH = [
     {"type": "finding", "finding_id": 7, "kind": "duplicate_charge"},
     {"type": "finding_resolved", "finding_id": 7, "how": "refunded"},
     {"type": "cancel_requested", "key": "o-cancel", "instance": "i1"},
+    {"type": "capture_reserved", "capture_id": "cap_1", "key": "o-capture-1",
+     "amount": {"value": "4.00", "currency": "RUB"}, "final": False, "instance": "i1"},
+    {"type": "capture_ended", "capture_id": "cap_1", "status": "succeeded"},
+    {"type": "release_requested", "reason": "void", "key": "o-void", "instance": "i1"},
+    {"type": "release_ended", "reason": "void", "released": True},
 ]
 
 
@@ -105,6 +114,7 @@ def test_every_entry_type_is_parsed_into_its_class() -> None:
         ClaimedEntry, LinkedEntry, TakenOverEntry, AcquirerCallEntry, AnsweredEntry,
         SettledEntry, WebhookReceivedEntry, RefundReservedEntry, RefundEndedEntry, EventAttemptEntry, EventResentEntry,
         KeyExpiredEntry, FindingEntry, FindingResolvedEntry, CancelRequestedEntry,
+        CaptureReservedEntry, CaptureEndedEntry, ReleaseRequestedEntry, ReleaseEndedEntry,
     ]
     assert {e.type for e in history.entries} == set(HISTORY_ENTRY_TYPES)
     assert [e.seq for e in history.entries] == list(range(len(ONE_OF_EACH)))
@@ -123,6 +133,11 @@ def test_every_entry_type_is_parsed_into_its_class() -> None:
     expired = history.entries[11]
     assert isinstance(expired, KeyExpiredEntry)
     assert (expired.replays.count, expired.replays.last_at, expired.conflicts.last_at) == (2, TALLY["last_at"], None)
+    capture = history.entries[15]
+    assert isinstance(capture, CaptureReservedEntry)
+    assert (capture.capture_id, capture.amount, capture.final) == ("cap_1", Amount("4.00", "RUB"), False)
+    released = history.entries[18]
+    assert isinstance(released, ReleaseEndedEntry) and (released.reason, released.released) == ("void", True)
     repeats = history.key_repeats("o-pay")
     assert repeats is not None and repeats.replays.count == 2 and repeats.mismatches.count == 0
     assert history.key_repeats("elsewhere") is None

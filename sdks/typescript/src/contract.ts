@@ -293,6 +293,11 @@ export interface components {
          */
         CancelPayment: Record<string, never>;
         /**
+         * @description Where a capture stands.
+         * @enum {string}
+         */
+        CaptureStatus: "pending" | "succeeded" | "failed";
+        /**
          * @description The body of `POST /v1/payments`: how much, for which order, with which
          *     payment method. Sent with an `Idempotency-Key` derived from the order.
          * @example {
@@ -585,6 +590,42 @@ export interface components {
             status: components["schemas"]["RefundStatus"];
             /** @enum {string} */
             type: "refund_ended";
+        } | {
+            /** @description The capture (`cap_...`). */
+            capture_id: string;
+            /** @description The capture's idempotency key. */
+            key: string;
+            /** @description How much. */
+            amount: components["schemas"]["Amount"];
+            /** @description Whether it is the last capture. */
+            final: boolean;
+            /** @description The instance that claimed it. */
+            instance: string;
+            /** @enum {string} */
+            type: "capture_reserved";
+        } | {
+            /** @description The capture. */
+            capture_id: string;
+            /** @description Its final status: `succeeded` or `failed`. */
+            status: components["schemas"]["CaptureStatus"];
+            /** @enum {string} */
+            type: "capture_ended";
+        } | {
+            /** @description Why: a void, or the authorization's expiry. */
+            reason: components["schemas"]["ReleaseReason"];
+            /** @description The void's idempotency key (absent for the expiry). */
+            key?: string | null;
+            /** @description The instance that asked. */
+            instance: string;
+            /** @enum {string} */
+            type: "release_requested";
+        } | {
+            /** @description Why it was asked. */
+            reason: components["schemas"]["ReleaseReason"];
+            /** @description Whether the rest was released. */
+            released: boolean;
+            /** @enum {string} */
+            type: "release_ended";
         } | {
             /** @description The merchant event. */
             event_id: string;
@@ -1186,6 +1227,11 @@ export interface components {
          * @enum {string}
          */
         RefundStatus: "pending" | "succeeded" | "failed";
+        /**
+         * @description Why an authorization's rest is released.
+         * @enum {string}
+         */
+        ReleaseReason: "void" | "expiry";
         /**
          * @description The answer to an authentic acquirer event: always `received`, with what
          *     was done with it.

@@ -104,6 +104,10 @@ export type SettledEntry = HistoryEntryOf<"settled">;
 export type WebhookReceivedEntry = HistoryEntryOf<"webhook_received">;
 export type RefundReservedEntry = HistoryEntryOf<"refund_reserved">;
 export type RefundEndedEntry = HistoryEntryOf<"refund_ended">;
+export type CaptureReservedEntry = HistoryEntryOf<"capture_reserved">;
+export type CaptureEndedEntry = HistoryEntryOf<"capture_ended">;
+export type ReleaseRequestedEntry = HistoryEntryOf<"release_requested">;
+export type ReleaseEndedEntry = HistoryEntryOf<"release_ended">;
 export type EventAttemptEntry = HistoryEntryOf<"event_attempt">;
 export type EventResentEntry = HistoryEntryOf<"event_resent">;
 export type KeyExpiredEntry = HistoryEntryOf<"key_expired">;
@@ -144,6 +148,10 @@ export const HISTORY_ENTRY_TYPES = lists<HistoryEntryType>()([
   "webhook_received",
   "refund_reserved",
   "refund_ended",
+  "capture_reserved",
+  "capture_ended",
+  "release_requested",
+  "release_ended",
   "event_attempt",
   "event_resent",
   "key_expired",

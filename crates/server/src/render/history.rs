@@ -3,9 +3,10 @@
 //! its keys' repeat counts. The console tells the same entries in words
 //! (its `prose` module); both read them from the core's [`HistoryEvent`].
 
+use chargeonce_core::authorization::ReleaseReason;
 use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, SettledBy, Tally};
 use chargeonce_core::store::KeyRepeats;
-use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, Payment, RefundStatus};
+use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, CaptureStatus, Payment, RefundStatus};
 use chargeonce_wire as wire;
 
 use super::{money_of, payment_status, recovery_point, rfc3339};
@@ -109,6 +110,41 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
                 RefundStatus::Failed => wire::RefundStatus::Failed,
             },
         },
+        HistoryEvent::CaptureReserved {
+            capture_id,
+            key,
+            amount_minor,
+            currency,
+            last,
+            instance,
+        } => wire::HistoryEvent::CaptureReserved {
+            capture_id,
+            key,
+            amount: amount(amount_minor, &currency),
+            last,
+            instance,
+        },
+        HistoryEvent::CaptureEnded { capture_id, status } => wire::HistoryEvent::CaptureEnded {
+            capture_id,
+            status: match status {
+                CaptureStatus::Pending => wire::CaptureStatus::Pending,
+                CaptureStatus::Succeeded => wire::CaptureStatus::Succeeded,
+                CaptureStatus::Failed => wire::CaptureStatus::Failed,
+            },
+        },
+        HistoryEvent::ReleaseRequested {
+            reason,
+            key,
+            instance,
+        } => wire::HistoryEvent::ReleaseRequested {
+            reason: release_reason(reason),
+            key,
+            instance,
+        },
+        HistoryEvent::ReleaseEnded { reason, released } => wire::HistoryEvent::ReleaseEnded {
+            reason: release_reason(reason),
+            released,
+        },
         HistoryEvent::EventAttempt {
             event_id,
             event_type,
@@ -174,5 +210,13 @@ pub fn view(
             })
             .collect(),
         keys: keys.iter().map(key_view).collect(),
+    }
+}
+
+/// A release's reason as the API names it.
+fn release_reason(reason: ReleaseReason) -> wire::ReleaseReason {
+    match reason {
+        ReleaseReason::Void => wire::ReleaseReason::Void,
+        ReleaseReason::Expiry => wire::ReleaseReason::Expiry,
     }
 }

@@ -51,8 +51,8 @@ pub async fn get(
 }
 
 /// The keys a payment's history names (its first key first, then in the
-/// order the entries name them, each once): claims, links, take-overs and
-/// refund reservations.
+/// order the entries name them, each once): claims, links, take-overs,
+/// refund and capture reservations and voids.
 pub fn keys_of(payment: &Payment, entries: &[HistoryEntry]) -> Vec<IdempotencyKey> {
     let mut keys = vec![payment.idempotency_key.clone()];
     for entry in entries {
@@ -60,7 +60,9 @@ pub fn keys_of(payment: &Payment, entries: &[HistoryEntry]) -> Vec<IdempotencyKe
             HistoryEvent::Claimed { key, .. }
             | HistoryEvent::Linked { key, .. }
             | HistoryEvent::TakenOver { key, .. }
-            | HistoryEvent::RefundReserved { key, .. } => key,
+            | HistoryEvent::RefundReserved { key, .. }
+            | HistoryEvent::CaptureReserved { key, .. }
+            | HistoryEvent::ReleaseRequested { key: Some(key), .. } => key,
             _ => continue,
         };
         if let Ok(key) = IdempotencyKey::new(named.clone())

@@ -26,7 +26,7 @@ use chargeonce_core::{
 use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
 
-use super::history::Entries;
+use super::history::{Entries, record};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
@@ -214,6 +214,8 @@ async fn settle_release(
     };
     let hold = hold.release_settled(released);
     write_hold(tx, shop_id, payment_id, &hold).await?;
+    let ended = HistoryEvent::ReleaseEnded { reason, released };
+    record(&mut **tx, payment_id.as_str(), None, &Entries::of([ended])).await?;
     Ok(Some(with_hold(payment, hold)))
 }
 
@@ -290,6 +292,21 @@ impl Authorizations for PgStore {
                     return Ok(CaptureClaim::Refused(refused));
                 }
             };
+            let reserved = HistoryEvent::CaptureReserved {
+                capture_id: created.id.as_str().to_owned(),
+                key: claim.key.as_str().to_owned(),
+                amount_minor: created.amount.minor_units(),
+                currency: created.amount.currency().code().to_owned(),
+                last: created.last,
+                instance: self.instance.to_string(),
+            };
+            record(
+                &mut *tx,
+                created.payment_id.as_str(),
+                None,
+                &Entries::of([reserved]),
+            )
+            .await?;
             tx.commit().await.map_err(store_error)?;
             let mut acquired = acquired(claim, token, RecoveryPoint::CaptureCreated, payment, None);
             acquired.capture = Some(Box::new(created));
@@ -328,6 +345,17 @@ impl Authorizations for PgStore {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::PaymentAlreadySettled);
             };
+            let ended = HistoryEvent::CaptureEnded {
+                capture_id: capture.id.as_str().to_owned(),
+                status: capture.status,
+            };
+            record(
+                &mut *tx,
+                capture.payment_id.as_str(),
+                None,
+                &Entries::of([ended]),
+            )
+            .await?;
             let event = NewEvent::capture_settled(&capture, payment.reference.as_str());
             insert_event(&mut tx, event).await?;
         }
@@ -371,6 +399,12 @@ impl Authorizations for PgStore {
                 }
             };
             write_hold(&mut tx, &claim.shop_id, payment_id, &hold).await?;
+            let asked = HistoryEvent::ReleaseRequested {
+                reason: ReleaseReason::Void,
+                key: Some(claim.key.as_str().to_owned()),
+                instance: self.instance.to_string(),
+            };
+            record(&mut *tx, payment_id.as_str(), None, &Entries::of([asked])).await?;
             tx.commit().await.map_err(store_error)?;
             let payment = with_hold(payment, hold);
             return Ok(ReleaseClaim::Acquired(acquired(
@@ -463,6 +497,12 @@ impl Authorizations for PgStore {
             return Ok(None);
         };
         write_hold(&mut tx, shop_id, payment_id, &hold).await?;
+        let asked = HistoryEvent::ReleaseRequested {
+            reason: ReleaseReason::Expiry,
+            key: None,
+            instance: self.instance.to_string(),
+        };
+        record(&mut *tx, payment_id.as_str(), None, &Entries::of([asked])).await?;
         tx.commit().await.map_err(store_error)?;
         Ok(Some(with_hold(payment, hold)))
     }

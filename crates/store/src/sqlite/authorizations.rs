@@ -25,7 +25,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::history::{attempt_events, record_about_key};
+use super::history::{attempt_events, record, record_about_key};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
@@ -234,6 +234,8 @@ fn settle_release(
     };
     let hold = hold.release_settled(released);
     write_hold(conn, shop_id, payment_id, &hold)?;
+    let ended = HistoryEvent::ReleaseEnded { reason, released };
+    record(conn, payment_id.as_str(), None, &ended)?;
     Ok(Some(with_hold(payment, hold)))
 }
 
@@ -311,6 +313,19 @@ impl Authorizations for SqliteStore {
                 Ok(reserved) => reserved,
                 Err(refused) => return Ok(Write::Rollback(CaptureClaim::Refused(refused))),
             };
+            record(
+                conn,
+                created.payment_id.as_str(),
+                None,
+                &HistoryEvent::CaptureReserved {
+                    capture_id: created.id.as_str().to_owned(),
+                    key: claim.key.as_str().to_owned(),
+                    amount_minor: created.amount.minor_units(),
+                    currency: created.amount.currency().code().to_owned(),
+                    last: created.last,
+                    instance: holder.to_string(),
+                },
+            )?;
             let mut acquired =
                 acquired(&claim, token, RecoveryPoint::CaptureCreated, payment, None);
             acquired.capture = Some(Box::new(created));
@@ -350,6 +365,15 @@ impl Authorizations for SqliteStore {
             else {
                 return Ok(Write::Rollback(FinishOutcome::PaymentAlreadySettled));
             };
+            record(
+                conn,
+                capture.payment_id.as_str(),
+                None,
+                &HistoryEvent::CaptureEnded {
+                    capture_id: capture.id.as_str().to_owned(),
+                    status: capture.status,
+                },
+            )?;
             let event = NewEvent::capture_settled(&capture, payment.reference.as_str());
             insert_event(conn, event)?;
             Ok(Write::Commit(FinishOutcome::Stored))
@@ -394,6 +418,16 @@ impl Authorizations for SqliteStore {
                 Err(refused) => return Ok(Write::Rollback(ReleaseClaim::Refused(refused))),
             };
             write_hold(conn, &claim.shop_id, &payment_id, &hold)?;
+            record(
+                conn,
+                payment_id.as_str(),
+                None,
+                &HistoryEvent::ReleaseRequested {
+                    reason: ReleaseReason::Void,
+                    key: Some(claim.key.as_str().to_owned()),
+                    instance: holder.to_string(),
+                },
+            )?;
             let payment = with_hold(payment, hold);
             Ok(Write::Commit(ReleaseClaim::Acquired(acquired(
                 &claim,
@@ -476,6 +510,7 @@ impl Authorizations for SqliteStore {
         payment_id: &PaymentId,
     ) -> Result<Option<Payment>, StoreError> {
         let (shop_id, payment_id) = (shop_id.clone(), payment_id.clone());
+        let holder = self.instance.clone();
         self.write(move |conn| {
             let Some(payment) = payment_in(conn, &shop_id, &payment_id)? else {
                 return Ok(Write::Rollback(None));
@@ -491,6 +526,12 @@ impl Authorizations for SqliteStore {
                 return Ok(Write::Rollback(None));
             };
             write_hold(conn, &shop_id, &payment_id, &hold)?;
+            let asked = HistoryEvent::ReleaseRequested {
+                reason: ReleaseReason::Expiry,
+                key: None,
+                instance: holder.to_string(),
+            };
+            record(conn, payment_id.as_str(), None, &asked)?;
             Ok(Write::Commit(Some(with_hold(payment, hold))))
         })
         .await

@@ -196,6 +196,25 @@ async fn captures_reserve_within_the_hold_and_settle(f: Fixture) {
         )))
     ));
 
+    // The payment's history tells each capture's reservation and end.
+    let kinds = f.history_kinds(&payment.id).await;
+    let moves: Vec<_> = kinds
+        .iter()
+        .filter(|k| k.starts_with("capture_"))
+        .copied()
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            "capture_reserved",
+            "capture_ended",
+            "capture_reserved",
+            "capture_ended",
+            "capture_reserved",
+            "capture_ended"
+        ],
+        "{kinds:?}"
+    );
     // Each ended capture told the merchant, in order.
     let types: Vec<EventType> = f.all_events().await.iter().map(|e| e.event_type).collect();
     assert_eq!(

@@ -128,6 +128,21 @@ async fn a_void_waits_for_captures_and_keeps_an_order_that_took_money(f: Fixture
         (hold.hold(), hold.captured_minor()),
         (Hold::Released(ReleaseReason::Void), 50_000)
     );
+    let history = f
+        .store
+        .payment_history(Some(&f.shop), &payment.id)
+        .await
+        .unwrap();
+    let releases: Vec<_> = history
+        .iter()
+        .filter_map(|e| match &e.event {
+            chargeonce_core::history::HistoryEvent::ReleaseEnded { released, .. } => {
+                Some(*released)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(releases, [false, true], "refused, then released");
     assert_eq!(hold.status(), AuthorizationStatus::Succeeded);
     // A second end of a release already ended writes nothing.
     let ReleaseClaim::Refused(_) = f.claim_void(&payment.id, "v4").await else {
@@ -225,6 +240,15 @@ async fn expired_holds_are_found_released_once_and_resumed(f: Fixture) {
         "ended once"
     );
     assert!(f.store.expired_authorizations(10).await.unwrap().is_empty());
+    let kinds = f.history_kinds(&expired.id).await;
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| k.starts_with("release_"))
+            .collect::<Vec<_>>(),
+        [&"release_requested", &"release_ended"],
+        "begun once, ended once: {kinds:?}"
+    );
     assert_eq!(
         f.all_events().await[0].event_type,
         EventType::PaymentExpired

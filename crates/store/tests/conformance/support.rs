@@ -488,6 +488,17 @@ impl Fixture {
             .unwrap()
     }
 
+    /// The kinds of the payment's history entries, in order.
+    pub async fn history_kinds(&self, id: &PaymentId) -> Vec<&'static str> {
+        self.store
+            .payment_history(Some(&self.shop), id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.event.kind())
+            .collect()
+    }
+
     /// The hold of the shop's payment `id`, which must be an authorization.
     pub async fn hold(&self, id: &PaymentId) -> Authorization {
         match self.payment(id).await.capture {

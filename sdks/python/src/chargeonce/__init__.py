@@ -47,6 +47,10 @@ from ._models import (
     Refund,
     RefundEndedEntry,
     RefundReservedEntry,
+    CaptureEndedEntry,
+    CaptureReservedEntry,
+    ReleaseEndedEntry,
+    ReleaseRequestedEntry,
     SettledEntry,
     TakenOverEntry,
     UnknownHistoryEntry,
@@ -92,4 +96,5 @@ __all__ = [
     "HistoryCallOutcome", "HistoryEntry", "HistoryEntryBase", "HistoryKey", "HistorySettledBy",
     "HistoryTally", "KeyExpiredEntry", "LinkedEntry", "PaymentHistory", "RefundEndedEntry",
     "RefundReservedEntry", "SettledEntry", "TakenOverEntry", "UnknownHistoryEntry", "WebhookReceivedEntry",
+    "CaptureReservedEntry", "CaptureEndedEntry", "ReleaseRequestedEntry", "ReleaseEndedEntry",
 ]

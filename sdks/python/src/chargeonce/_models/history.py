@@ -193,6 +193,48 @@ class RefundEndedEntry(HistoryEntryBase):
     status: str
 
 
+@_entry("capture_reserved")
+@dataclass(frozen=True)
+class CaptureReservedEntry(HistoryEntryBase):
+    """A capture's ``amount`` was reserved on the payment's authorization
+    (``final``: the last capture)."""
+
+    capture_id: str
+    key: str
+    amount: Amount
+    final: bool
+    instance: str
+
+
+@_entry("capture_ended")
+@dataclass(frozen=True)
+class CaptureEndedEntry(HistoryEntryBase):
+    """A capture reached its final ``status`` (``succeeded`` or ``failed``)."""
+
+    capture_id: str
+    status: str
+
+
+@_entry("release_requested")
+@dataclass(frozen=True)
+class ReleaseRequestedEntry(HistoryEntryBase):
+    """The release of what is left of the authorization was asked: ``reason``
+    ``void`` (with the void's ``key``) or ``expiry``."""
+
+    reason: str
+    instance: str
+    key: Optional[str] = None
+
+
+@_entry("release_ended")
+@dataclass(frozen=True)
+class ReleaseEndedEntry(HistoryEntryBase):
+    """The release ended: ``released``, or the authorization open again."""
+
+    reason: str
+    released: bool
+
+
 @_entry("event_attempt")
 @dataclass(frozen=True)
 class EventAttemptEntry(HistoryEntryBase):
@@ -262,6 +304,10 @@ HistoryEntry = Union[
     WebhookReceivedEntry,
     RefundReservedEntry,
     RefundEndedEntry,
+    CaptureReservedEntry,
+    CaptureEndedEntry,
+    ReleaseRequestedEntry,
+    ReleaseEndedEntry,
     EventAttemptEntry,
     EventResentEntry,
     KeyExpiredEntry,
