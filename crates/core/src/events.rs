@@ -245,6 +245,15 @@ impl NewEvent {
             PaymentStatus::Canceled => EventType::PaymentCanceled,
             PaymentStatus::Pending => return None,
         };
+        Some(Self::of_payment(
+            payment,
+            event_type,
+            payment.status.as_str(),
+        ))
+    }
+
+    /// A payment's event of `event_type`, its body showing `status`.
+    fn of_payment(payment: &Payment, event_type: EventType, status: &str) -> Self {
         let id = EventId::generate();
         let payload = body(
             &id,
@@ -256,11 +265,11 @@ impl NewEvent {
                     id: payment.id.as_str(),
                     metadata: payment.metadata.as_map(),
                     reference: payment.reference.as_str(),
-                    status: payment.status.as_str(),
+                    status,
                 },
             },
         );
-        Some(Self {
+        Self {
             id,
             shop_id: payment.shop_id.clone(),
             event_type,
@@ -268,7 +277,7 @@ impl NewEvent {
             refund_id: None,
             capture_id: None,
             payload,
-        })
+        }
     }
 
     /// The event of a refund that just ended; `None` while it is pending.
@@ -318,30 +327,11 @@ impl NewEvent {
             Hold::Released(ReleaseReason::Expiry) => EventType::PaymentExpired,
             _ => return None,
         };
-        let id = EventId::generate();
-        let payload = body(
-            &id,
+        Some(Self::of_payment(
+            payment,
             event_type,
-            PaymentData {
-                payment: PaymentBody {
-                    amount: AmountBody::of(&payment.amount),
-                    decline_code: payment.decline_code.as_deref(),
-                    id: payment.id.as_str(),
-                    metadata: payment.metadata.as_map(),
-                    reference: payment.reference.as_str(),
-                    status: hold.status().as_str(),
-                },
-            },
-        );
-        Some(Self {
-            id,
-            shop_id: payment.shop_id.clone(),
-            event_type,
-            payment_id: payment.id.clone(),
-            refund_id: None,
-            capture_id: None,
-            payload,
-        })
+            hold.status().as_str(),
+        ))
     }
 
     /// The event of a capture that just ended; `None` while it is pending.

@@ -328,11 +328,7 @@ impl Authorizations for PgStore {
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
-        let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
-        entries.push(&HistoryEvent::Answered {
-            key: lease.key.as_str().to_owned(),
-            status: response.status,
-        });
+        let entries = Entries::answered(lease, response, attempts, &self.instance);
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
             tx.rollback().await.map_err(store_error)?;
@@ -430,11 +426,7 @@ impl Authorizations for PgStore {
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
-        let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
-        entries.push(&HistoryEvent::Answered {
-            key: lease.key.as_str().to_owned(),
-            status: response.status,
-        });
+        let entries = Entries::answered(lease, response, attempts, &self.instance);
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
             tx.rollback().await.map_err(store_error)?;

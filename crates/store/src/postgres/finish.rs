@@ -26,11 +26,7 @@ pub(super) async fn finish(
     ttl: Duration,
     attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
-    let mut entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
-    entries.push(&HistoryEvent::Answered {
-        key: lease.key.as_str().to_owned(),
-        status: response.status,
-    });
+    let mut entries = Entries::answered(lease, response, attempts, &store.instance);
     let Some((payment, settlement)) = settlement else {
         // One fenced statement: it writes or it does not.
         return Ok(

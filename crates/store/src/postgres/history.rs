@@ -5,10 +5,12 @@
 
 use async_trait::async_trait;
 use chargeonce_core::history::{
-    HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally, Tally,
+    AcquirerAttempt, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally, Tally,
 };
 use chargeonce_core::store::{History, KeyRepeats};
-use chargeonce_core::{IdempotencyKey, PaymentId, RefundId, ShopId, StoreError};
+use chargeonce_core::{
+    IdempotencyKey, Lease, PaymentId, RefundId, ShopId, StoreError, StoredResponse,
+};
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
 
@@ -37,6 +39,22 @@ impl Entries {
     pub(super) fn push(&mut self, event: &HistoryEvent) {
         self.kinds.push(event.kind());
         self.events.push(event.to_json());
+    }
+
+    /// The entries a key's answer writes with it: the acquirer calls its
+    /// holder made (as `instance`), then the answer.
+    pub(super) fn answered(
+        lease: &Lease,
+        response: &StoredResponse,
+        attempts: &[AcquirerAttempt],
+        instance: &str,
+    ) -> Self {
+        let mut entries = Self::of(attempts.iter().map(|a| a.to_event(instance)));
+        entries.push(&HistoryEvent::Answered {
+            key: lease.key.as_str().to_owned(),
+            status: response.status,
+        });
+        entries
     }
 }
 

@@ -9,7 +9,7 @@ use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, Sto
 use chargeonce_sqlite::Write;
 
 use super::SqliteStore;
-use super::history::{HistoryOf, attempt_events, history_of, record_all};
+use super::history::{HistoryOf, answered_events, history_of, record_all};
 use super::keys::finish_key;
 use super::outbox::insert_event;
 use super::payments::{SettleBy, settle_row};
@@ -57,11 +57,7 @@ pub(super) async fn finish(
                 None => history_of(conn, lease.shop_id.as_str(), lease.key.as_str())?,
             };
             if let Some(target) = target {
-                let mut events = attempt_events(&attempts, &instance);
-                events.push(HistoryEvent::Answered {
-                    key: lease.key.as_str().to_owned(),
-                    status: response.status,
-                });
+                let mut events = answered_events(&lease, &response, &attempts, &instance);
                 if let Some((_, settlement)) = &settlement {
                     events.push(HistoryEvent::Settled {
                         status: settlement.status,

@@ -188,6 +188,26 @@ pub(super) fn count_repeat(
     key_in(conn, shop_id, key)
 }
 
+/// Phase 3's fenced write of a key with its history: the final response
+/// stored (as [`finish_key`]) and the entries of the answer (the acquirer
+/// calls, the answer) recorded on the key's payment. `false` (nothing
+/// written) when the lease was taken over.
+pub(super) fn store_answer(
+    conn: &Connection,
+    lease: &Lease,
+    response: &StoredResponse,
+    ttl: Duration,
+    attempts: &[AcquirerAttempt],
+    instance: &str,
+) -> Result<bool> {
+    if !finish_key(conn, lease, response, ttl)? {
+        return Ok(false);
+    }
+    let events = super::history::answered_events(lease, response, attempts, instance);
+    super::history::record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
+    Ok(true)
+}
+
 /// Phase 3's fenced write of a key: stores the final response and ends the
 /// lease, only while `lease` still holds it. `false` (nothing written) when
 /// the lease was taken over.

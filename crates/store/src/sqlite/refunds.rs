@@ -18,8 +18,8 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::history::{attempt_events, record, record_about_key};
-use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
+use super::history::record;
+use super::keys::{KeyTarget, count_repeat, insert_key, store_answer};
 use super::outbox::insert_event;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
@@ -276,15 +276,9 @@ impl Refunds for SqliteStore {
         let attempts = attempts.to_vec();
         let instance = self.instance.clone();
         self.write(move |conn| {
-            if !finish_key(conn, &lease, &response, ttl)? {
+            if !store_answer(conn, &lease, &response, ttl, &attempts, &instance)? {
                 return Ok(Write::Rollback(FinishOutcome::LeaseLost));
             }
-            let mut events = attempt_events(&attempts, &instance);
-            events.push(HistoryEvent::Answered {
-                key: lease.key.as_str().to_owned(),
-                status: response.status,
-            });
-            record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
             let Some((refund_id, settlement)) = settlement else {
                 return Ok(Write::Commit(FinishOutcome::Stored));
             };
