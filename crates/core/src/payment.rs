@@ -335,6 +335,15 @@ pub struct Payment {
 }
 
 impl Payment {
+    /// The same payment with `hold` as its authorization's hold (a payment
+    /// charged at once is returned as it is: it holds nothing).
+    pub fn with_hold(mut self, hold: Authorization) -> Self {
+        if let PaymentCapture::Manual { expires_at, .. } = self.capture {
+            self.capture = PaymentCapture::Manual { hold, expires_at };
+        }
+        self
+    }
+
     /// The authorization's hold, once the acquirer authorized the payment
     /// (a manual payment that succeeded); `None` otherwise.
     pub fn authorization(&self) -> Option<&Authorization> {

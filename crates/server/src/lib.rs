@@ -111,7 +111,7 @@ pub fn operator_router(state: AppState, extra: Router<AppState>) -> Router {
 /// on its own, the count of answers by status class (`listener` names it),
 /// the trace span, and the request id (outermost).
 fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
-    let metrics = std::sync::Arc::clone(&state.metrics);
+    let responses = state.metrics.responses(listener);
     routes
         .fallback(|| async { Problem::new(ProblemCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
@@ -135,7 +135,7 @@ fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str
         .layer(axum::middleware::map_response(problem::problems_only))
         .layer(axum::middleware::map_response(
             move |response: axum::response::Response| {
-                metrics.response(listener, response.status().as_u16());
+                responses.count(response.status().as_u16());
                 std::future::ready(response)
             },
         ))

@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use chargeonce_acquirer::Simulator;
 use chargeonce_core::{
-    Acquirer, AcquirerError, AcquirerKey, CaptureId, CaptureMethod, CaptureRequest,
-    CaptureSettlement, ChargeRequest, ChargeResult, Money, RefundId, RefundRequest,
-    RefundSettlement, VoidRequest, VoidSettlement,
+    Acquirer, AcquirerError, CaptureMethod, CaptureSettlement, ChargeRequest, ChargeResult, Money,
+    RefundId, RefundRequest, RefundSettlement, VoidSettlement,
 };
 
-use crate::common::{TempDir, file_sim, memory_sim, request};
+use crate::common::{TempDir, capture, file_sim, memory_sim, request, void};
 
 /// An authorization of `value` RUB with `token`; the request and the
 /// authorization's charge id.
@@ -33,30 +32,6 @@ async fn authorize(sim: &Simulator, value: &str, token: &str) -> (ChargeRequest,
         panic!("authorized")
     };
     (req, provider_payment_id)
-}
-
-fn capture(req: &ChargeRequest, charge: &str, value: &str, last: bool) -> CaptureRequest {
-    let id = CaptureId::generate();
-    CaptureRequest {
-        acquirer_key: id.acquirer_key(),
-        shop_id: req.shop_id.clone(),
-        payment_id: req.payment_id.clone(),
-        capture_id: id,
-        charge_id: charge.to_owned(),
-        amount: Money::parse(value, "RUB").unwrap(),
-        last,
-        token: req.token.clone(),
-    }
-}
-
-fn void(req: &ChargeRequest, charge: &str) -> VoidRequest {
-    VoidRequest {
-        acquirer_key: AcquirerKey::for_void(&req.payment_id),
-        shop_id: req.shop_id.clone(),
-        payment_id: req.payment_id.clone(),
-        charge_id: charge.to_owned(),
-        token: req.token.clone(),
-    }
 }
 
 fn refund(req: &ChargeRequest, charge: &str, value: &str) -> RefundRequest {

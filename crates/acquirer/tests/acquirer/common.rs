@@ -8,7 +8,10 @@ use chargeonce_acquirer::api_router;
 use chargeonce_connector::{HttpAcquirer, HttpAcquirerConfig};
 
 use chargeonce_acquirer::{Simulator, SimulatorConfig};
-use chargeonce_core::{AcquirerKey, CardToken, ChargeRequest, Money, PaymentId, Reference, ShopId};
+use chargeonce_core::{
+    AcquirerKey, CaptureId, CaptureRequest, CardToken, ChargeRequest, Money, PaymentId, Reference,
+    ShopId, VoidRequest,
+};
 
 /// A unique directory under the system's temp dir, removed on drop.
 pub struct TempDir(PathBuf);
@@ -119,4 +122,31 @@ pub fn adapter(base: &str, timeout: Duration) -> HttpAcquirer {
         },
     )
     .unwrap()
+}
+
+/// A capture of `value` RUB of the authorization `charge` made by `req`,
+/// under a fresh capture id.
+pub fn capture(req: &ChargeRequest, charge: &str, value: &str, last: bool) -> CaptureRequest {
+    let id = CaptureId::generate();
+    CaptureRequest {
+        acquirer_key: id.acquirer_key(),
+        shop_id: req.shop_id.clone(),
+        payment_id: req.payment_id.clone(),
+        capture_id: id,
+        charge_id: charge.to_owned(),
+        amount: Money::parse(value, "RUB").unwrap(),
+        last,
+        token: req.token.clone(),
+    }
+}
+
+/// The void of the authorization `charge` made by `req`.
+pub fn void(req: &ChargeRequest, charge: &str) -> VoidRequest {
+    VoidRequest {
+        acquirer_key: AcquirerKey::for_void(&req.payment_id),
+        shop_id: req.shop_id.clone(),
+        payment_id: req.payment_id.clone(),
+        charge_id: charge.to_owned(),
+        token: req.token.clone(),
+    }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 use chargeonce_acquirer::{Faults, tokens};
 use chargeonce_connector::HttpAcquirer;
 use chargeonce_core::{
-    Acquirer, AcquirerError, AcquirerKey, CaptureId, CaptureMethod, CaptureRequest,
-    CaptureSettlement, ChargeRequest, ChargeResult, Money, VoidRequest, VoidSettlement,
+    Acquirer, AcquirerError, CaptureMethod, CaptureSettlement, ChargeRequest, ChargeResult, Money,
+    VoidSettlement,
 };
 
-use crate::common::{Standalone, adapter, request, start};
+use crate::common::{Standalone, adapter, capture, request, start, void};
 
 /// An authorization of 100.00 RUB over HTTP: the request and its charge id.
 async fn authorize(acquirer: &HttpAcquirer, token: &str) -> (ChargeRequest, String) {
@@ -30,30 +30,6 @@ async fn authorize(acquirer: &HttpAcquirer, token: &str) -> (ChargeRequest, Stri
         panic!("authorized: {answer:?}")
     };
     (req, provider_payment_id)
-}
-
-fn capture(req: &ChargeRequest, charge: &str, value: &str, last: bool) -> CaptureRequest {
-    let id = CaptureId::generate();
-    CaptureRequest {
-        acquirer_key: id.acquirer_key(),
-        shop_id: req.shop_id.clone(),
-        payment_id: req.payment_id.clone(),
-        capture_id: id,
-        charge_id: charge.to_owned(),
-        amount: Money::parse(value, "RUB").unwrap(),
-        last,
-        token: req.token.clone(),
-    }
-}
-
-fn void(req: &ChargeRequest, charge: &str) -> VoidRequest {
-    VoidRequest {
-        acquirer_key: AcquirerKey::for_void(&req.payment_id),
-        shop_id: req.shop_id.clone(),
-        payment_id: req.payment_id.clone(),
-        charge_id: charge.to_owned(),
-        token: req.token.clone(),
-    }
 }
 
 fn taken(result: Result<CaptureSettlement, AcquirerError>) -> String {

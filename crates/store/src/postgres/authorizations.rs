@@ -110,14 +110,6 @@ async fn write_hold(
     Ok(())
 }
 
-/// The payment with `hold` as its hold.
-fn with_hold(mut payment: Payment, hold: Authorization) -> Payment {
-    if let PaymentCapture::Manual { expires_at, .. } = payment.capture {
-        payment.capture = PaymentCapture::Manual { hold, expires_at };
-    }
-    payment
-}
-
 /// Reserves `capture` on its payment's hold (locked) and inserts the
 /// capture row, or says why the hold cannot give it.
 async fn reserve_capture(
@@ -150,7 +142,7 @@ async fn reserve_capture(
     .execute(&mut **tx)
     .await
     .map_err(store_error)?;
-    Ok(Ok((with_hold(payment, hold), created)))
+    Ok(Ok((payment.with_hold(hold), created)))
 }
 
 /// Applies a capture's definite answer: the capture, still pending, moves
@@ -193,7 +185,7 @@ async fn settle_capture(
     let succeeded = status == CaptureStatus::Succeeded;
     let hold = hold.capture_settled(capture.reservation(), succeeded);
     write_hold(tx, shop_id, &capture.payment_id, &hold).await?;
-    Ok(Some((capture, with_hold(payment, hold))))
+    Ok(Some((capture, payment.with_hold(hold))))
 }
 
 /// Ends a release of the payment's hold (locked), when it is releasing
@@ -216,7 +208,7 @@ async fn settle_release(
     write_hold(tx, shop_id, payment_id, &hold).await?;
     let ended = HistoryEvent::ReleaseEnded { reason, released };
     record(&mut **tx, payment_id.as_str(), None, &Entries::of([ended])).await?;
-    Ok(Some(with_hold(payment, hold)))
+    Ok(Some(payment.with_hold(hold)))
 }
 
 /// Whether the payment's authorization expired by the database's clock.
@@ -402,7 +394,7 @@ impl Authorizations for PgStore {
             };
             record(&mut *tx, payment_id.as_str(), None, &Entries::of([asked])).await?;
             tx.commit().await.map_err(store_error)?;
-            let payment = with_hold(payment, hold);
+            let payment = payment.with_hold(hold);
             return Ok(ReleaseClaim::Acquired(acquired(
                 claim,
                 token,
@@ -496,7 +488,7 @@ impl Authorizations for PgStore {
         };
         record(&mut *tx, payment_id.as_str(), None, &Entries::of([asked])).await?;
         tx.commit().await.map_err(store_error)?;
-        Ok(Some(with_hold(payment, hold)))
+        Ok(Some(payment.with_hold(hold)))
     }
 
     /// Ends the release of an expired hold, one transaction.

@@ -28,6 +28,7 @@ use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, 
 use super::history::record;
 use super::keys::{KeyTarget, count_repeat, insert_key, store_answer};
 use super::outbox::insert_event;
+use super::payments::payment_in;
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::codec::{acquired, capture_settlement_columns};
 use crate::columns::{capture_columns, payment_columns};
@@ -77,23 +78,6 @@ pub(super) fn capture_in(
     )
 }
 
-/// The payment `payment_id` of the shop.
-fn payment_in(
-    conn: &Connection,
-    shop_id: &ShopId,
-    payment_id: &PaymentId,
-) -> Result<Option<Payment>> {
-    one::<PaymentRow, _>(
-        conn,
-        concat!(
-            "SELECT ",
-            payment_columns!(),
-            " FROM payments WHERE shop_id = ?1 AND id = ?2"
-        ),
-        params![shop_id.as_str(), payment_id.as_str()],
-    )
-}
-
 /// Writes `hold` back to its payment's row; an authorization released with
 /// nothing captured leaves its order's live slot for its own id, so the
 /// order can be paid again.
@@ -129,14 +113,6 @@ fn write_hold(
     Ok(())
 }
 
-/// The payment with `hold` as its hold.
-fn with_hold(mut payment: Payment, hold: Authorization) -> Payment {
-    if let PaymentCapture::Manual { expires_at, .. } = payment.capture {
-        payment.capture = PaymentCapture::Manual { hold, expires_at };
-    }
-    payment
-}
-
 /// Reserves `capture` on its payment's hold and inserts the capture row,
 /// or says why the hold cannot give it.
 fn reserve_capture(
@@ -170,7 +146,7 @@ fn reserve_capture(
         created.acquirer_key.as_str(),
         unix_ms(created.created_at),
     ])?;
-    Ok(Ok((with_hold(payment, hold), created)))
+    Ok(Ok((payment.with_hold(hold), created)))
 }
 
 /// Applies a capture's definite answer: the capture, still pending, moves
@@ -213,7 +189,7 @@ fn settle_capture(
     let succeeded = status == CaptureStatus::Succeeded;
     let hold = hold.capture_settled(capture.reservation(), succeeded);
     write_hold(conn, shop_id, &capture.payment_id, &hold)?;
-    Ok(Some((capture, with_hold(payment, hold))))
+    Ok(Some((capture, payment.with_hold(hold))))
 }
 
 /// Ends a release of the payment's hold, when it is releasing for
@@ -236,7 +212,7 @@ fn settle_release(
     write_hold(conn, shop_id, payment_id, &hold)?;
     let ended = HistoryEvent::ReleaseEnded { reason, released };
     record(conn, payment_id.as_str(), None, &ended)?;
-    Ok(Some(with_hold(payment, hold)))
+    Ok(Some(payment.with_hold(hold)))
 }
 
 /// Whether the payment's authorization expired by the store's clock.
@@ -422,7 +398,7 @@ impl Authorizations for SqliteStore {
                     instance: holder.to_string(),
                 },
             )?;
-            let payment = with_hold(payment, hold);
+            let payment = payment.with_hold(hold);
             Ok(Write::Commit(ReleaseClaim::Acquired(acquired(
                 &claim,
                 token,
@@ -520,7 +496,7 @@ impl Authorizations for SqliteStore {
                 instance: holder.to_string(),
             };
             record(conn, payment_id.as_str(), None, &asked)?;
-            Ok(Write::Commit(Some(with_hold(payment, hold))))
+            Ok(Write::Commit(Some(payment.with_hold(hold))))
         })
         .await
     }
