@@ -1,5 +1,6 @@
 //! The one place that starts the background workers around the engine: the
-//! sweeper of expired keys, the completer, the reconciler, the outbox relay
+//! sweeper of expired keys, the completer, the expirer of authorizations,
+//! the reconciler, the outbox relay
 //! and the flusher of cached repeats, as [`WorkersArgs`] asks. `chargeonce
 //! serve` starts them once and stops them with [`Workers::stop`] at
 //! shutdown (the flusher flushes once more).
@@ -10,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use chargeonce_core::{Engine, Observer};
 use chargeonce_workers::completer::Completer;
+use chargeonce_workers::expirer::Expirer;
 use chargeonce_workers::reconciler::Reconciler;
 use chargeonce_workers::relay::Relay;
 use chargeonce_workers::sweeper::Sweeper;
@@ -30,9 +32,9 @@ pub struct Workers {
 const LAST_FLUSH_GRACE: Duration = Duration::from_secs(5);
 
 impl Workers {
-    /// Starts the sweeper (always) and the completer, the reconciler, the
-    /// outbox relay and the flusher of cached repeats (unless
-    /// `--no-completer`, `--no-reconciler`, `--no-relay` or
+    /// Starts the sweeper (always) and the completer, the expirer, the
+    /// reconciler, the outbox relay and the flusher of cached repeats (unless
+    /// `--no-completer`, `--no-expirer`, `--no-reconciler`, `--no-relay` or
     /// `--repeat-flush-interval 0`), reporting to `observer` (the metrics).
     pub fn start(
         engine: &Arc<Engine>,
@@ -43,6 +45,9 @@ impl Workers {
         let mut handles = Vec::new();
         if !args.no_completer {
             handles.push(Completer::new(engine.clone()).spawn(args.completer()));
+        }
+        if !args.no_expirer {
+            handles.push(Expirer::new(engine.clone()).spawn(args.expirer()));
         }
         if !args.no_reconciler {
             let reconciler = Reconciler {

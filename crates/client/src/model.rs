@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use chargeonce_core::{Money, MoneyError, PaymentStatus};
+use chargeonce_core::authorization::AuthorizationStatus;
+use chargeonce_core::{CaptureMethod, Money, MoneyError, PaymentStatus};
 use chargeonce_wire as wire;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -35,6 +36,9 @@ pub struct CreatePayment {
     /// The shop's own pairs (at most 50, keys of 1 to 40 characters, values
     /// of at most 500), returned on the payment; `None` sends none.
     pub metadata: Option<BTreeMap<String, String>>,
+    /// Charge at once (the default) or only authorize
+    /// ([`CaptureMethod::Manual`]: capture later, or void).
+    pub capture_method: CaptureMethod,
 }
 
 impl CreatePayment {
@@ -51,7 +55,24 @@ impl CreatePayment {
             reference: reference.into(),
             token: token.into(),
             metadata: None,
+            capture_method: CaptureMethod::Automatic,
         }
+    }
+
+    /// The request only authorizes: the amount is held for captures
+    /// ([`Client::capture`](crate::Client::capture)) or a void.
+    ///
+    /// ```
+    /// use chargeonce_client::CreatePayment;
+    /// use chargeonce_core::Money;
+    ///
+    /// let request = CreatePayment::new(Money::parse("1500.00", "RUB").unwrap(), "order-1", "tok_ok")
+    ///     .manual_capture();
+    /// assert_eq!(request.to_json()["capture_method"], "manual");
+    /// ```
+    pub fn manual_capture(mut self) -> Self {
+        self.capture_method = CaptureMethod::Manual;
+        self
     }
 
     /// The request with one more metadata pair.
@@ -81,6 +102,12 @@ impl CreatePayment {
                 token: self.token.clone(),
             },
             metadata: self.metadata.clone(),
+            // Only sent when manual: an automatic request is the same
+            // bytes as before capture methods existed.
+            capture_method: match self.capture_method {
+                CaptureMethod::Automatic => None,
+                CaptureMethod::Manual => Some(wire::CaptureMethod::Manual),
+            },
         };
         // Serialising strings into a `Value` cannot fail.
         serde_json::to_value(body).unwrap_or_default()
@@ -116,7 +143,10 @@ pub struct Payment {
     pub id: String,
     /// The owning shop.
     pub shop_id: String,
-    /// `pending`, `succeeded`, `declined` or `canceled`.
+    /// What the charge (or the authorization) did: `pending`, `succeeded`,
+    /// `declined` or `canceled`. An authorization that succeeded is
+    /// `succeeded` here; where its hold stands is
+    /// [`Payment::authorization_status`].
     pub status: PaymentStatus,
     /// How much.
     pub amount: Money,
@@ -133,19 +163,68 @@ pub struct Payment {
     pub refunded_minor: i64,
     /// The shop's own pairs, as its request gave them.
     pub metadata: BTreeMap<String, String>,
+    /// Charged at once, or only authorized.
+    pub capture_method: CaptureMethod,
+    /// Where an authorization that succeeded stands (`authorized`,
+    /// `partially_captured`, `succeeded`, `voided`, `expired`); `None` for
+    /// a payment charged at once, or not authorized.
+    pub authorization_status: Option<AuthorizationStatus>,
+    /// What captures may still take, in minor units (0 when charged at once).
+    pub capturable_minor: i64,
+    /// What was taken, in minor units.
+    pub captured_minor: i64,
+    /// When an authorization is released unless captured.
+    pub authorization_expires_at: Option<OffsetDateTime>,
 }
 
 impl TryFrom<wire::Payment> for Payment {
     type Error = String;
 
     fn try_from(payment: wire::Payment) -> Result<Self, String> {
+        let capture_method = match payment.capture_method {
+            wire::CaptureMethod::Automatic => CaptureMethod::Automatic,
+            wire::CaptureMethod::Manual => CaptureMethod::Manual,
+        };
+        let (status, held) = match payment.status {
+            wire::PaymentStatus::Pending => (PaymentStatus::Pending, None),
+            wire::PaymentStatus::Succeeded => (
+                PaymentStatus::Succeeded,
+                Some(AuthorizationStatus::Succeeded),
+            ),
+            wire::PaymentStatus::Declined => (PaymentStatus::Declined, None),
+            wire::PaymentStatus::Canceled => (PaymentStatus::Canceled, None),
+            wire::PaymentStatus::Authorized => (
+                PaymentStatus::Succeeded,
+                Some(AuthorizationStatus::Authorized),
+            ),
+            wire::PaymentStatus::PartiallyCaptured => (
+                PaymentStatus::Succeeded,
+                Some(AuthorizationStatus::PartiallyCaptured),
+            ),
+            wire::PaymentStatus::Voided => {
+                (PaymentStatus::Succeeded, Some(AuthorizationStatus::Voided))
+            }
+            wire::PaymentStatus::Expired => {
+                (PaymentStatus::Succeeded, Some(AuthorizationStatus::Expired))
+            }
+        };
+        let authorization_status = held.filter(|_| capture_method == CaptureMethod::Manual);
+        let optional_minor = |amount: &Option<wire::Amount>| match amount {
+            Some(amount) => minor_or_zero(amount),
+            None => Ok(0),
+        };
         Ok(Self {
-            status: match payment.status {
-                wire::PaymentStatus::Pending => PaymentStatus::Pending,
-                wire::PaymentStatus::Succeeded => PaymentStatus::Succeeded,
-                wire::PaymentStatus::Declined => PaymentStatus::Declined,
-                wire::PaymentStatus::Canceled => PaymentStatus::Canceled,
-            },
+            status,
+            capture_method,
+            authorization_status,
+            capturable_minor: optional_minor(&payment.amount_capturable)?,
+            captured_minor: optional_minor(&payment.amount_captured)?,
+            authorization_expires_at: payment
+                .authorization_expires_at
+                .as_deref()
+                .map(|at| OffsetDateTime::parse(at, &Rfc3339))
+                .transpose()
+                .map_err(|e| format!("authorization_expires_at: {e}"))?,
             amount: money(&payment.amount)?,
             refunded_minor: minor_or_zero(&payment.amount_refunded)?,
             created_at: OffsetDateTime::parse(&payment.created_at, &Rfc3339)

@@ -29,16 +29,17 @@ pub const REFUND_EXCEEDS_CHARGE: &str = chargeonce_core::acquirer::REFUND_EXCEED
 pub const CHARGE_NOT_CAPTURABLE: &str = "charge_not_capturable";
 
 /// Capture or void refusal code: the authorization's rest was voided.
-pub const AUTHORIZATION_VOIDED: &str = "authorization_voided";
+pub const AUTHORIZATION_VOIDED: &str = chargeonce_core::acquirer::AUTHORIZATION_VOIDED;
 
 /// Capture refusal code: the authorization was closed by its last capture
 /// (or fully captured).
-pub const AUTHORIZATION_CLOSED: &str = "authorization_closed";
+pub const AUTHORIZATION_CLOSED: &str = chargeonce_core::acquirer::AUTHORIZATION_CLOSED;
 
 /// Capture refusal code: the capture exceeds what is left of the
 /// authorization.
-pub const CAPTURE_EXCEEDS_AUTHORIZATION: &str = "capture_exceeds_authorization";
+pub const CAPTURE_EXCEEDS_AUTHORIZATION: &str =
+    chargeonce_core::acquirer::CAPTURE_EXCEEDS_AUTHORIZATION;
 
 /// Void refusal code: nothing is left to release (the authorization was
 /// closed by its last capture, or fully captured).
-pub const NOTHING_TO_VOID: &str = "nothing_to_void";
+pub const NOTHING_TO_VOID: &str = chargeonce_core::acquirer::NOTHING_TO_VOID;

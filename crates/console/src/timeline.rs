@@ -222,6 +222,15 @@ fn call_result(
         (AcquirerCall::Refund, AcquirerOutcomeKind::Succeeded) => {
             format!("refunded (answered in {latency_ms} ms)")
         }
+        (AcquirerCall::Capture, AcquirerOutcomeKind::Succeeded) => {
+            format!("captured (answered in {latency_ms} ms)")
+        }
+        (AcquirerCall::Void, AcquirerOutcomeKind::Succeeded) => {
+            format!("the rest of the authorization released (answered in {latency_ms} ms)")
+        }
+        (AcquirerCall::Capture | AcquirerCall::Void, AcquirerOutcomeKind::Declined) => {
+            format!("refused{} (answered in {latency_ms} ms)", aside(": ", ""))
+        }
         (_, AcquirerOutcomeKind::Succeeded) => format!("charged (answered in {latency_ms} ms)"),
         (_, AcquirerOutcomeKind::Declined) => {
             format!("declined{} (answered in {latency_ms} ms)", aside(": ", ""))
@@ -241,6 +250,8 @@ fn call_name(call: AcquirerCall) -> &'static str {
         AcquirerCall::Charge => "Charge",
         AcquirerCall::Lookup => "Look-up",
         AcquirerCall::Refund => "Refund",
+        AcquirerCall::Capture => "Capture",
+        AcquirerCall::Void => "Void",
     }
 }
 

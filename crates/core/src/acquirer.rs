@@ -279,6 +279,25 @@ pub const REJECTED: &str = "acquirer_rejected";
 /// a failure there.
 pub const REFUND_EXCEEDS_CHARGE: &str = "refund_exceeds_charge";
 
+/// Capture or void refusal code: the authorization's rest was voided. For
+/// a void sent again to an acquirer that ignores keys it is ambiguous (the
+/// attempt resumed may be what voided it).
+pub const AUTHORIZATION_VOIDED: &str = "authorization_voided";
+
+/// Capture refusal code: the authorization was closed by its last capture
+/// (or fully captured). Ambiguous for a capture sent again to an acquirer
+/// that ignores keys (the attempt resumed may be what closed it).
+pub const AUTHORIZATION_CLOSED: &str = "authorization_closed";
+
+/// Capture refusal code: the capture exceeds what is left of the
+/// authorization. Ambiguous for a capture sent again to an acquirer that
+/// ignores keys, as [`AUTHORIZATION_CLOSED`].
+pub const CAPTURE_EXCEEDS_AUTHORIZATION: &str = "capture_exceeds_authorization";
+
+/// Void refusal code: nothing is left to release (the authorization was
+/// closed by its last capture, or fully captured).
+pub const NOTHING_TO_VOID: &str = "nothing_to_void";
+
 /// The acquirer. Normally idempotent on [`ChargeRequest::acquirer_key`]: the
 /// same key always yields the same charge, executed at most once. Some real
 /// providers ignore idempotency keys ([`Acquirer::is_idempotent`] is `false`);

@@ -83,6 +83,24 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// The capture after a definite acquirer answer.
+    pub fn settled(mut self, settlement: &crate::CaptureSettlement) -> Self {
+        match settlement {
+            crate::CaptureSettlement::Succeeded {
+                provider_capture_id,
+            } => {
+                self.status = CaptureStatus::Succeeded;
+                self.provider_capture_id = Some(provider_capture_id.clone());
+                self.failure_code = None;
+            }
+            crate::CaptureSettlement::Failed { code } => {
+                self.status = CaptureStatus::Failed;
+                self.failure_code = Some(code.clone());
+            }
+        }
+        self
+    }
+
     /// The reservation it holds on its payment's hold while pending.
     pub fn reservation(&self) -> CaptureReservation {
         CaptureReservation::from_parts(self.amount.minor_units(), self.last)
@@ -164,8 +182,16 @@ pub enum CaptureClaimRefusal {
     NotAuthorized(PaymentStatus),
     /// The capture's currency is not the payment's.
     CurrencyMismatch,
-    /// The hold refused it (too much, closed, or a final capture or a
-    /// release in flight).
+    /// More than the hold has left to capture.
+    ExceedsCapturable {
+        /// What a capture may take now, in minor units (0 while captures
+        /// in flight reserved the rest).
+        capturable_minor: i64,
+        /// The payment's currency.
+        currency: crate::Currency,
+    },
+    /// The hold refused it otherwise (not positive, closed, or a final
+    /// capture or a release in flight).
     Refused(CaptureRefusal),
 }
 
@@ -194,15 +220,17 @@ pub fn reservation(
         Some(amount) => CaptureAsk::part(amount.minor_units()),
         None => CaptureAsk::rest(),
     };
-    let (next, reserved) = hold
-        .reserve_capture(ask)
-        .map_err(CaptureClaimRefusal::Refused)?;
-    let amount =
-        Money::from_minor(reserved.amount_minor(), payment.amount.currency()).map_err(|_| {
-            CaptureClaimRefusal::Refused(CaptureRefusal::ExceedsCapturable {
-                capturable_minor: hold.capturable_minor(),
-            })
-        })?;
+    let currency = payment.amount.currency();
+    let exceeds = |capturable_minor| CaptureClaimRefusal::ExceedsCapturable {
+        capturable_minor,
+        currency,
+    };
+    let (next, reserved) = hold.reserve_capture(ask).map_err(|refusal| match refusal {
+        CaptureRefusal::ExceedsCapturable { capturable_minor } => exceeds(capturable_minor),
+        other => CaptureClaimRefusal::Refused(other),
+    })?;
+    let amount = Money::from_minor(reserved.amount_minor(), currency)
+        .map_err(|_| exceeds(hold.capturable_minor()))?;
     Ok((next, reserved, amount))
 }
 
@@ -318,11 +346,10 @@ mod tests {
         );
         assert_eq!(
             reservation(&payment, &new(&payment, Some("100.01"), false)),
-            Err(CaptureClaimRefusal::Refused(
-                CaptureRefusal::ExceedsCapturable {
-                    capturable_minor: 10_000
-                }
-            ))
+            Err(CaptureClaimRefusal::ExceedsCapturable {
+                capturable_minor: 10_000,
+                currency: payment.amount.currency(),
+            })
         );
     }
 }

@@ -90,6 +90,9 @@ pub enum EventType {
     CaptureSucceeded,
     /// The acquirer refused a capture; its reservation was given back.
     CaptureFailed,
+    /// A payment with manual capture was authorized: its amount is held
+    /// for captures.
+    PaymentAuthorized,
     /// An authorization's rest was released by a void.
     PaymentVoided,
     /// An authorization's rest was released because it was not captured
@@ -108,6 +111,7 @@ impl EventType {
             Self::RefundFailed => "refund.failed",
             Self::CaptureSucceeded => "capture.succeeded",
             Self::CaptureFailed => "capture.failed",
+            Self::PaymentAuthorized => "payment.authorized",
             Self::PaymentVoided => "payment.voided",
             Self::PaymentExpired => "payment.expired",
         }
@@ -123,6 +127,7 @@ impl EventType {
             "refund.failed" => Some(Self::RefundFailed),
             "capture.succeeded" => Some(Self::CaptureSucceeded),
             "capture.failed" => Some(Self::CaptureFailed),
+            "payment.authorized" => Some(Self::PaymentAuthorized),
             "payment.voided" => Some(Self::PaymentVoided),
             "payment.expired" => Some(Self::PaymentExpired),
             _ => None,
@@ -236,20 +241,20 @@ struct RefundBody<'a> {
 
 impl NewEvent {
     /// The event of a payment that just settled; `None` while it is pending.
+    /// An authorization that succeeded is `payment.authorized` (status
+    /// `authorized`): nothing was taken yet.
     ///
     /// Body: `{"id", "type", "created" (unix ms), "data": {"payment": {...}}}`.
     pub fn payment_settled(payment: &Payment) -> Option<Self> {
-        let event_type = match payment.status {
-            PaymentStatus::Succeeded => EventType::PaymentSucceeded,
-            PaymentStatus::Declined => EventType::PaymentDeclined,
-            PaymentStatus::Canceled => EventType::PaymentCanceled,
+        let manual = payment.capture.method() == crate::CaptureMethod::Manual;
+        let (event_type, status) = match payment.status {
+            PaymentStatus::Succeeded if manual => (EventType::PaymentAuthorized, "authorized"),
+            PaymentStatus::Succeeded => (EventType::PaymentSucceeded, "succeeded"),
+            PaymentStatus::Declined => (EventType::PaymentDeclined, "declined"),
+            PaymentStatus::Canceled => (EventType::PaymentCanceled, "canceled"),
             PaymentStatus::Pending => return None,
         };
-        Some(Self::of_payment(
-            payment,
-            event_type,
-            payment.status.as_str(),
-        ))
+        Some(Self::of_payment(payment, event_type, status))
     }
 
     /// A payment's event of `event_type`, its body showing `status`.
@@ -618,6 +623,7 @@ mod tests {
             EventType::RefundFailed,
             EventType::CaptureSucceeded,
             EventType::CaptureFailed,
+            EventType::PaymentAuthorized,
             EventType::PaymentVoided,
             EventType::PaymentExpired,
         ] {

@@ -61,7 +61,8 @@ pub use authorization::{CaptureId, CaptureMethod};
 pub use capture::{Capture, CaptureClaimRefusal, CaptureStatus, NewCapture, ReleaseClaimRefusal};
 pub use chain::Chain;
 pub use engine::{
-    ConfigError, Engine, EngineConfig, EngineError, Outcome, Render, Rendered, cancel_refund_key,
+    ConfigError, Engine, EngineConfig, EngineError, Expiry, Outcome, Render, Rendered,
+    cancel_refund_key,
 };
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, KeyError};

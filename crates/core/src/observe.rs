@@ -14,15 +14,21 @@ pub enum AcquirerCall {
     Lookup,
     /// A refund.
     Refund,
+    /// A capture of (part of) an authorization.
+    Capture,
+    /// A void of what is left of an authorization.
+    Void,
 }
 
 impl AcquirerCall {
-    /// A stable label (`charge`, `lookup`, `refund`).
+    /// A stable label (`charge`, `lookup`, `refund`, `capture`, `void`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Charge => "charge",
             Self::Lookup => "lookup",
             Self::Refund => "refund",
+            Self::Capture => "capture",
+            Self::Void => "void",
         }
     }
 }

@@ -71,6 +71,12 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
             routes::refunds::create
         ))
         .routes(routes!(routes::cancel::create))
+        .routes(routes!(
+            routes::captures::of_payment,
+            routes::captures::create
+        ))
+        .routes(routes!(routes::captures::get))
+        .routes(routes!(routes::void::create))
         .routes(routes!(routes::refunds::list))
         .routes(routes!(routes::refunds::get))
         .routes(routes!(routes::keys::get))

@@ -38,6 +38,11 @@ impl Answer {
         serde_json::from_slice(&self.bytes).unwrap()
     }
 
+    /// The body as text (lossy), for assertion messages.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+
     /// A header's value, when it is one visible-ASCII value.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())

@@ -108,6 +108,30 @@ pub enum ProblemCode {
     /// replayed to every retry with the same key. The problem carries the
     /// `refund` and its `failure_code`.
     RefundFailed,
+    /// 422: the capture asks more than the authorization has left to
+    /// capture (`amount_capturable` says how much). Nothing was executed.
+    CaptureExceedsCapturable,
+    /// 409: the payment cannot be captured: it was charged at once, its
+    /// authorization has no definite outcome yet or was declined, or its
+    /// hold was used up, voided or expired (`payment_status` says which).
+    /// Nothing was executed.
+    PaymentNotCapturable,
+    /// 409: the payment cannot be voided: it was charged at once, is not
+    /// authorized, or its hold was used up, voided or expired. Nothing was
+    /// executed.
+    PaymentNotVoidable,
+    /// 409: a final capture or a release (a void, the expiry) of the
+    /// authorization is in flight; a void also waits for captures in
+    /// flight. Nothing was executed; retry after `Retry-After`.
+    AuthorizationBusy,
+    /// 422: the acquirer definitively refused the capture: a stored answer,
+    /// replayed to every retry with the same key. The problem carries the
+    /// `capture` and its `failure_code`; its amount is capturable again.
+    CaptureFailed,
+    /// 422: the acquirer definitively refused the void: a stored answer,
+    /// replayed to every retry with the same key. The problem carries the
+    /// `payment` (its authorization open again) and the `failure_code`.
+    VoidFailed,
     /// 429: this shop sent more requests than its rate limit allows; nothing
     /// was executed. Retry (with the same key) after `Retry-After`.
     RateLimited,
@@ -172,6 +196,12 @@ impl ProblemCode {
         Self::PaymentNotRefundable,
         Self::CurrencyMismatch,
         Self::RefundFailed,
+        Self::CaptureExceedsCapturable,
+        Self::PaymentNotCapturable,
+        Self::PaymentNotVoidable,
+        Self::AuthorizationBusy,
+        Self::CaptureFailed,
+        Self::VoidFailed,
         Self::RateLimited,
         Self::TooManyRequests,
         Self::BodyTimeout,
@@ -216,6 +246,12 @@ impl ProblemCode {
             Self::PaymentNotYetRefundable | Self::PaymentNotRefundable => "payment_not_refundable",
             Self::CurrencyMismatch => "currency_mismatch",
             Self::RefundFailed => "refund_failed",
+            Self::CaptureExceedsCapturable => "capture_exceeds_capturable",
+            Self::PaymentNotCapturable => "payment_not_capturable",
+            Self::PaymentNotVoidable => "payment_not_voidable",
+            Self::AuthorizationBusy => "authorization_busy",
+            Self::CaptureFailed => "capture_failed",
+            Self::VoidFailed => "void_failed",
             Self::RateLimited => "rate_limited",
             Self::TooManyRequests => "too_many_requests",
             Self::BodyTimeout => "body_timeout",
@@ -249,7 +285,10 @@ impl ProblemCode {
             | Self::OrderAlreadyPaid
             | Self::PaymentCanceled
             | Self::PaymentNotCancelable
-            | Self::PaymentNotYetRefundable => 409,
+            | Self::PaymentNotYetRefundable
+            | Self::PaymentNotCapturable
+            | Self::PaymentNotVoidable
+            | Self::AuthorizationBusy => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::IdempotencyKeyReused
@@ -259,7 +298,10 @@ impl ProblemCode {
             | Self::RefundExceedsAmount
             | Self::PaymentNotRefundable
             | Self::CurrencyMismatch
-            | Self::RefundFailed => 422,
+            | Self::RefundFailed
+            | Self::CaptureExceedsCapturable
+            | Self::CaptureFailed
+            | Self::VoidFailed => 422,
             Self::RateLimited | Self::TooManyRequests => 429,
             Self::InternalError | Self::HttpError => 500,
             Self::StoreUnavailable
@@ -306,6 +348,12 @@ impl ProblemCode {
             Self::PaymentNotRefundable => "The payment cannot be refunded",
             Self::CurrencyMismatch => "The currency is not the payment's",
             Self::RefundFailed => "The acquirer refused the refund",
+            Self::CaptureExceedsCapturable => "The capture exceeds what the authorization has left",
+            Self::PaymentNotCapturable => "The payment cannot be captured",
+            Self::PaymentNotVoidable => "The payment cannot be voided",
+            Self::AuthorizationBusy => "Another move of the authorization is in flight",
+            Self::CaptureFailed => "The acquirer refused the capture",
+            Self::VoidFailed => "The acquirer refused the void",
             Self::RateLimited => "Too many requests for this shop",
             Self::TooManyRequests => "Too many requests",
             Self::BodyTimeout => "The request body did not arrive in time",

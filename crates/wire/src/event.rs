@@ -39,6 +39,10 @@ pub enum EventType {
     /// on the authorization was given back.
     #[serde(rename = "capture.failed")]
     CaptureFailed,
+    /// `payment.authorized`: a payment with manual capture was authorized;
+    /// its amount is held for captures.
+    #[serde(rename = "payment.authorized")]
+    PaymentAuthorized,
     /// `payment.voided`: an authorization's rest was released by a void.
     #[serde(rename = "payment.voided")]
     PaymentVoided,

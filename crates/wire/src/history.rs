@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::capture::CaptureStatus;
+
 use crate::{Amount, KeyRecoveryPoint, PaymentStatus, RefundStatus};
 
 /// Always `payment_history`.
@@ -29,6 +31,10 @@ pub enum HistoryAcquirerCall {
     Lookup,
     /// A refund.
     Refund,
+    /// A capture of (part of) the authorization.
+    Capture,
+    /// A void of what is left of the authorization.
+    Void,
 }
 
 /// How an acquirer call ended.
@@ -321,19 +327,6 @@ pub struct PaymentHistory {
     /// `linked` and `taken_over` entries) and their repeats; a swept key's
     /// counts are in its `key_expired` entry.
     pub keys: Vec<HistoryKey>,
-}
-
-/// Where a capture stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum CaptureStatus {
-    /// Reserved on the authorization; the acquirer's answer is awaited.
-    Pending,
-    /// The money was taken.
-    Succeeded,
-    /// The acquirer refused; its reservation was given back.
-    Failed,
 }
 
 /// Why an authorization's rest is released.

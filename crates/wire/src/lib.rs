@@ -32,6 +32,7 @@
 //! ```
 
 pub mod amount;
+pub mod capture;
 pub mod code;
 pub mod event;
 pub mod history;
@@ -43,6 +44,7 @@ pub mod refund;
 pub mod request;
 
 pub use amount::Amount;
+pub use capture::{Capture, CaptureObject};
 pub use code::ProblemCode;
 pub use event::{DeliveryState, Event, EventDelivery, EventObject, EventType};
 pub use history::{
@@ -53,7 +55,9 @@ pub use key::{
     IdempotencyKeyInfo, IdempotencyKeyObject, KeyLease, KeyRecoveryPoint, KeyRequest, KeyState,
 };
 pub use list::{List, ListObject};
-pub use payment::{Payment, PaymentObject, PaymentRefundStatus, PaymentStatus};
+pub use payment::{CaptureMethod, Payment, PaymentObject, PaymentRefundStatus, PaymentStatus};
 pub use problem::{PROBLEM_JSON, PROBLEM_TYPE_PREFIX, Problem};
 pub use refund::{Refund, RefundObject, RefundStatus};
-pub use request::{CancelPayment, CreatePayment, CreateRefund, PaymentMethod};
+pub use request::{
+    CancelPayment, CreateCapture, CreatePayment, CreateRefund, PaymentMethod, VoidPayment,
+};

@@ -33,6 +33,31 @@ pub enum PaymentStatus {
     /// settle window, so nothing was taken. A charge that lands later is
     /// refunded by the reconciler. Its order may be paid again.
     Canceled,
+    /// Authorized (`capture_method` `manual`): the amount is held on the
+    /// card for captures, nothing taken yet.
+    Authorized,
+    /// Some of the authorization was captured; more is capturable
+    /// (`amount_capturable`).
+    PartiallyCaptured,
+    /// Released by a void with nothing captured: nothing was taken.
+    Voided,
+    /// Released when its hold expired with nothing captured
+    /// (`authorization_expires_at`): nothing was taken.
+    Expired,
+}
+
+/// How a payment takes its money.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum CaptureMethod {
+    /// Charged at once (the default).
+    #[default]
+    Automatic,
+    /// Only authorized: the amount is held for captures
+    /// (`POST /v1/payments/{id}/captures`) or a void, and released unless
+    /// captured before `authorization_expires_at`.
+    Manual,
 }
 
 /// How much of a payment refunds gave back.
@@ -68,7 +93,11 @@ pub enum PaymentRefundStatus {
         "created_at": "2026-11-29T22:42:32.243Z",
         "amount_refunded": {"value": "0.00", "currency": "RUB"},
         "refund_status": "none",
-        "metadata": {"order_id": "6735"}
+        "metadata": {"order_id": "6735"},
+        "capture_method": "automatic",
+        "amount_capturable": {"value": "0.00", "currency": "RUB"},
+        "amount_captured": {"value": "1500.00", "currency": "RUB"},
+        "authorization_expires_at": null
     }))
 )]
 pub struct Payment {
@@ -114,4 +143,30 @@ pub struct Payment {
         schema(required = false, schema_with = crate::request::metadata_schema)
     )]
     pub metadata: BTreeMap<String, String>,
+    /// Charged at once (`automatic`), or authorized for captures
+    /// (`manual`). Absent only from answers stored before it existed.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = false))]
+    pub capture_method: CaptureMethod,
+    /// What captures may still take: the authorization's open rest
+    /// (`"0.00"` for a payment charged at once, and once the hold is used
+    /// up, voided or expired). Absent only from answers stored before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(required = false))]
+    pub amount_capturable: Option<Amount>,
+    /// What was taken: the amount of a payment charged at once that
+    /// succeeded, the succeeded captures of an authorization. Absent only
+    /// from answers stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(required = false))]
+    pub amount_captured: Option<Amount>,
+    /// When an authorization is released unless captured (RFC 3339, UTC,
+    /// milliseconds); `null` for a payment charged at once.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(required = false, format = DateTime, example = "2026-12-06T22:42:32.243Z")
+    )]
+    pub authorization_expires_at: Option<String>,
 }

@@ -68,6 +68,12 @@ pub struct CreatePayment {
         schema(schema_with = metadata_schema)
     )]
     pub metadata: Option<BTreeMap<String, String>>,
+    /// `automatic` (the default) charges at once; `manual` only authorizes:
+    /// the payment answers `authorized`, and its amount is taken by captures
+    /// or released by a void or when the authorization expires. Part of the
+    /// request, as metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_method: Option<crate::CaptureMethod>,
 }
 
 /// The body of `POST /v1/payments/{id}/refunds`: `{}` refunds what is left
@@ -84,6 +90,34 @@ pub struct CreateRefund {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<Amount>,
 }
+
+/// The body of `POST /v1/payments/{id}/captures`: `{}` captures all that
+/// is capturable as the final capture; an amount captures that much, and
+/// more captures may follow unless `final` is `true`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(example = json!({"amount": {"value": "1000.00", "currency": "RUB"}, "final": false}))
+)]
+pub struct CreateCapture {
+    /// How much, in the payment's currency; absent: all that is capturable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<Amount>,
+    /// Whether this is the last capture: once it succeeds, the rest of the
+    /// authorization is released. Default `false` with an amount; always
+    /// `true` without one.
+    #[serde(default, rename = "final", skip_serializing_if = "Option::is_none")]
+    pub last: Option<bool>,
+}
+
+/// The body of `POST /v1/payments/{id}/void`: an empty object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({})))]
+pub struct VoidPayment {}
 
 /// The body of `POST /v1/payments/{id}/cancel`: an empty object (the
 /// payment is named by the path). Kept an object so that options can be

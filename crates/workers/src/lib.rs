@@ -8,6 +8,7 @@
 //! each is testable over any store and acquirer, without HTTP:
 //!
 //! - [`completer`] finishes idempotency keys nobody retries;
+//! - [`expirer`] releases authorizations nobody captured in time;
 //! - [`reconciler`] makes our books and the acquirer's agree, and says where
 //!   they do not;
 //! - [`relay`] delivers merchant events from the outbox to the shops'
@@ -21,10 +22,11 @@
 //! (`new`, or the [`reconciler::Reconciler`]'s fields), told where to report
 //! (`with_observer`, metrics), and started with `spawn`, which gives the
 //! task's handle (the flusher's handle flushes once more when stopped). Each
-//! also has a one-pass function (`complete_once`, `reconcile_once`,
+//! also has a one-pass function (`complete_once`, `expire_once`, `reconcile_once`,
 //! `run_once`, `sweep_once`, `flush_once`) for tests and the CLI.
 
 pub mod completer;
+pub mod expirer;
 pub mod reconciler;
 pub mod relay;
 pub mod sweeper;

@@ -38,6 +38,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/captures/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a capture */
+        get: operations["getCapture"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -164,6 +181,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/payments/{id}/captures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List one payment's captures, newest first, a page at a time */
+        get: operations["listPaymentCaptures"];
+        put?: never;
+        /**
+         * Capture (part of) an authorized payment (once per Idempotency-Key)
+         * @description Takes money held by an authorization (a payment created with `capture_method` `manual`). Each capture has its own key (for example `order-123-capture-1`); several partial captures may follow each other until one is `final` or the authorization is used up. Captures under different keys never together exceed what was authorized, whichever instance they reach: each amount is reserved in the database before the acquirer is asked.
+         */
+        post: operations["createCapture"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/payments/{id}/history": {
         parameters: {
             query?: never;
@@ -196,6 +234,26 @@ export interface paths {
         put?: never;
         /** Refund (part of) a payment (once per Idempotency-Key) */
         post: operations["createRefund"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/payments/{id}/void": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Void what is left of an authorization (once per Idempotency-Key)
+         * @description Releases what an authorization still holds at the acquirer. With nothing captured the payment becomes `voided` (nothing was taken); after partial captures it becomes `succeeded` with the rest released. A void waits for captures in flight (`authorization_busy`), and no capture is accepted while the void is in flight: exactly one of a void and a racing capture wins.
+         */
+        post: operations["voidPayment"];
         delete?: never;
         options?: never;
         head?: never;
@@ -293,10 +351,99 @@ export interface components {
          */
         CancelPayment: Record<string, never>;
         /**
-         * @description Where a capture stands.
+         * @description One capture of (part of) an authorized payment.
+         *
+         *     The fields are declared in the order the server sends them.
+         * @example {
+         *       "amount": {
+         *         "currency": "RUB",
+         *         "value": "1000.00"
+         *       },
+         *       "created_at": "2026-11-29T22:45:01.120Z",
+         *       "failure_code": null,
+         *       "final": false,
+         *       "id": "cap_01a22982a1c07d11b0f4c7e8e0d6a3b1",
+         *       "object": "capture",
+         *       "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
+         *       "provider_capture_id": "cp_01a22982a1c47a52a0e1b1d8c2f3e4a5",
+         *       "shop_id": "demo",
+         *       "status": "succeeded"
+         *     }
+         */
+        Capture: {
+            /**
+             * @description Its id (`cap_...`).
+             * @example cap_01a22982a1c07d11b0f4c7e8e0d6a3b1
+             */
+            id: string;
+            /** @description Always `capture`. */
+            object: components["schemas"]["CaptureObject"];
+            /**
+             * @description The captured payment.
+             * @example pay_01a2297968b375bcb36eb8e661248216
+             */
+            payment_id: string;
+            /**
+             * @description The owning shop.
+             * @example demo
+             */
+            shop_id: string;
+            /** @description What the capture did. */
+            status: components["schemas"]["CaptureStatus"];
+            /** @description The amount taken, in the payment's currency. */
+            amount: components["schemas"]["Amount"];
+            /**
+             * @description Whether it is the last capture: once it succeeded, the rest of the
+             *     authorization was released.
+             */
+            final: boolean;
+            /** @description The acquirer's id of the capture, once known. */
+            provider_capture_id?: string | null;
+            /** @description Why the acquirer refused, when it did. */
+            failure_code?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was created (RFC 3339, UTC, milliseconds).
+             * @example 2026-11-29T22:45:01.120Z
+             */
+            created_at: string;
+        };
+        /**
+         * @description How a payment takes its money.
+         * @enum {string}
+         */
+        CaptureMethod: "automatic" | "manual";
+        /**
+         * @description Always `capture`.
+         * @enum {string}
+         */
+        CaptureObject: "capture";
+        /**
+         * @description What the capture did.
          * @enum {string}
          */
         CaptureStatus: "pending" | "succeeded" | "failed";
+        /**
+         * @description The body of `POST /v1/payments/{id}/captures`: `{}` captures all that
+         *     is capturable as the final capture; an amount captures that much, and
+         *     more captures may follow unless `final` is `true`.
+         * @example {
+         *       "amount": {
+         *         "currency": "RUB",
+         *         "value": "1000.00"
+         *       },
+         *       "final": false
+         *     }
+         */
+        CreateCapture: {
+            amount?: components["schemas"]["Amount"] | null;
+            /**
+             * @description Whether this is the last capture: once it succeeds, the rest of the
+             *     authorization is released. Default `false` with an amount; always
+             *     `true` without one.
+             */
+            final?: boolean | null;
+        };
         /**
          * @description The body of `POST /v1/payments`: how much, for which order, with which
          *     payment method. Sent with an `Idempotency-Key` derived from the order.
@@ -332,6 +479,7 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
+            capture_method?: components["schemas"]["CaptureMethod"] | null;
         };
         /**
          * @description The body of `POST /v1/payments/{id}/refunds`: `{}` refunds what is left
@@ -459,7 +607,7 @@ export interface components {
          * @description What happened.
          * @enum {string}
          */
-        EventType: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | "capture.succeeded" | "capture.failed" | "payment.voided" | "payment.expired";
+        EventType: "payment.succeeded" | "payment.declined" | "payment.canceled" | "refund.succeeded" | "refund.failed" | "capture.succeeded" | "capture.failed" | "payment.authorized" | "payment.voided" | "payment.expired";
         /** @description The body of a health answer: `{"status": "ok"}` or `{"status": "ready"}`. */
         HealthStatus: {
             /**
@@ -472,7 +620,7 @@ export interface components {
          * @description Which acquirer call an entry is about.
          * @enum {string}
          */
-        HistoryAcquirerCall: "charge" | "lookup" | "refund";
+        HistoryAcquirerCall: "charge" | "lookup" | "refund" | "capture" | "void";
         /**
          * @description How an acquirer call ended.
          * @enum {string}
@@ -849,6 +997,57 @@ export interface components {
          *     The members are declared (and sent) in the order the server has always
          *     sent them: sorted by name.
          */
+        List_Capture: {
+            /** @description The resources of this page. */
+            data: {
+                /**
+                 * @description Its id (`cap_...`).
+                 * @example cap_01a22982a1c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+                /** @description Always `capture`. */
+                object: components["schemas"]["CaptureObject"];
+                /**
+                 * @description The captured payment.
+                 * @example pay_01a2297968b375bcb36eb8e661248216
+                 */
+                payment_id: string;
+                /**
+                 * @description The owning shop.
+                 * @example demo
+                 */
+                shop_id: string;
+                /** @description What the capture did. */
+                status: components["schemas"]["CaptureStatus"];
+                /** @description The amount taken, in the payment's currency. */
+                amount: components["schemas"]["Amount"];
+                /**
+                 * @description Whether it is the last capture: once it succeeded, the rest of the
+                 *     authorization was released.
+                 */
+                final: boolean;
+                /** @description The acquirer's id of the capture, once known. */
+                provider_capture_id?: string | null;
+                /** @description Why the acquirer refused, when it did. */
+                failure_code?: string | null;
+                /**
+                 * Format: date-time
+                 * @description When it was created (RFC 3339, UTC, milliseconds).
+                 * @example 2026-11-29T22:45:01.120Z
+                 */
+                created_at: string;
+            }[];
+            /** @description Whether another page follows. `false` where a route lists everything. */
+            has_more: boolean;
+            /** @description Always `list`. */
+            object: components["schemas"]["ListObject"];
+        };
+        /**
+         * @description A page of resources, oldest or newest first as the route says.
+         *
+         *     The members are declared (and sent) in the order the server has always
+         *     sent them: sorted by name.
+         */
         List_Event: {
             /** @description The resources of this page. */
             data: {
@@ -938,6 +1137,20 @@ export interface components {
                 metadata?: {
                     [key: string]: string;
                 };
+                /**
+                 * @description Charged at once (`automatic`), or authorized for captures
+                 *     (`manual`). Absent only from answers stored before it existed.
+                 */
+                capture_method?: components["schemas"]["CaptureMethod"];
+                amount_capturable?: components["schemas"]["Amount"] | null;
+                amount_captured?: components["schemas"]["Amount"] | null;
+                /**
+                 * Format: date-time
+                 * @description When an authorization is released unless captured (RFC 3339, UTC,
+                 *     milliseconds); `null` for a payment charged at once.
+                 * @example 2026-12-06T22:42:32.243Z
+                 */
+                authorization_expires_at?: string | null;
             }[];
             /** @description Whether another page follows. `false` where a route lists everything. */
             has_more: boolean;
@@ -1000,10 +1213,20 @@ export interface components {
          *         "currency": "RUB",
          *         "value": "1500.00"
          *       },
+         *       "amount_capturable": {
+         *         "currency": "RUB",
+         *         "value": "0.00"
+         *       },
+         *       "amount_captured": {
+         *         "currency": "RUB",
+         *         "value": "1500.00"
+         *       },
          *       "amount_refunded": {
          *         "currency": "RUB",
          *         "value": "0.00"
          *       },
+         *       "authorization_expires_at": null,
+         *       "capture_method": "automatic",
          *       "created_at": "2026-11-29T22:42:32.243Z",
          *       "decline_code": null,
          *       "id": "pay_01a2297968b375bcb36eb8e661248216",
@@ -1067,6 +1290,20 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
+            /**
+             * @description Charged at once (`automatic`), or authorized for captures
+             *     (`manual`). Absent only from answers stored before it existed.
+             */
+            capture_method?: components["schemas"]["CaptureMethod"];
+            amount_capturable?: components["schemas"]["Amount"] | null;
+            amount_captured?: components["schemas"]["Amount"] | null;
+            /**
+             * Format: date-time
+             * @description When an authorization is released unless captured (RFC 3339, UTC,
+             *     milliseconds); `null` for a payment charged at once.
+             * @example 2026-12-06T22:42:32.243Z
+             */
+            authorization_expires_at?: string | null;
         };
         /**
          * @description A payment's history.
@@ -1120,7 +1357,7 @@ export interface components {
          * @description What the charge did.
          * @enum {string}
          */
-        PaymentStatus: "pending" | "succeeded" | "declined" | "canceled";
+        PaymentStatus: "pending" | "succeeded" | "declined" | "canceled" | "authorized" | "partially_captured" | "voided" | "expired";
         /**
          * @description One error answer: RFC 9457 members, the stable `code`, and extension
          *     members of the code (`payment`, `refund`, `decline_code`, `field`, ...).
@@ -1164,7 +1401,7 @@ export interface components {
          * @example idempotency_key_reused
          * @enum {string}
          */
-        ProblemCode: "missing_idempotency_key" | "invalid_idempotency_key" | "duplicate_idempotency_key" | "malformed_json" | "missing_parameter" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "payment_declined" | "not_found" | "method_not_allowed" | "request_in_progress" | "order_already_paid" | "payment_canceled" | "payment_not_cancelable" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "invalid_request" | "invalid_amount" | "unsupported_currency" | "store_unavailable" | "acquirer_unavailable" | "missing_signature" | "invalid_signature" | "stale_signature" | "webhooks_disabled" | "refund_exceeds_amount" | "payment_not_refundable" | "currency_mismatch" | "refund_failed" | "rate_limited" | "too_many_requests" | "body_timeout" | "request_timeout" | "store_overloaded" | "internal_error" | "bad_request" | "http_error";
+        ProblemCode: "missing_idempotency_key" | "invalid_idempotency_key" | "duplicate_idempotency_key" | "malformed_json" | "missing_parameter" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "payment_declined" | "not_found" | "method_not_allowed" | "request_in_progress" | "order_already_paid" | "payment_canceled" | "payment_not_cancelable" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "invalid_request" | "invalid_amount" | "unsupported_currency" | "store_unavailable" | "acquirer_unavailable" | "missing_signature" | "invalid_signature" | "stale_signature" | "webhooks_disabled" | "refund_exceeds_amount" | "payment_not_refundable" | "currency_mismatch" | "refund_failed" | "capture_exceeds_capturable" | "payment_not_capturable" | "payment_not_voidable" | "authorization_busy" | "capture_failed" | "void_failed" | "rate_limited" | "too_many_requests" | "body_timeout" | "request_timeout" | "store_overloaded" | "internal_error" | "bad_request" | "http_error";
         /**
          * @description A refund of (part of) a payment.
          *
@@ -1232,6 +1469,11 @@ export interface components {
          * @enum {string}
          */
         ReleaseReason: "void" | "expiry";
+        /**
+         * @description The body of `POST /v1/payments/{id}/void`: an empty object.
+         * @example {}
+         */
+        VoidPayment: Record<string, never>;
         /**
          * @description The answer to an authentic acquirer event: always `received`, with what
          *     was done with it.
@@ -1335,6 +1577,96 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["HealthStatus"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getCapture: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The capture's id (`cap_...`).
+                 * @example cap_01a22982a1c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The capture. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Capture"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such capture for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
@@ -2371,6 +2703,334 @@ export interface operations {
             };
         };
     };
+    listPaymentCaptures: {
+        parameters: {
+            query?: {
+                /**
+                 * @description How many objects, 1 to 100 (default 10).
+                 * @example 10
+                 */
+                limit?: number;
+                /**
+                 * @description An object id from a previous page: the page after it (older). Not
+                 *     with `ending_before`.
+                 */
+                starting_after?: string;
+                /**
+                 * @description An object id from a previous page: the page before it (newer), still
+                 *     newest first. Not with `starting_after`.
+                 */
+                ending_before?: string;
+            };
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The payment's id (`pay_...`).
+                 * @example pay_01a2297968b375bcb36eb8e661248216
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page, newest first. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["List_Capture"];
+                };
+            };
+            /** @description `invalid_parameter`: an unknown or repeated parameter, a `limit` outside 1 to 100, both cursors, a malformed value (`parameter` names it); `invalid_cursor`: a cursor that is not one of the payment's captures. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such payment for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createCapture: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The key of the business operation (for example `order-123-capture-1`): 1 to 255 visible ASCII characters, exactly one header; the structured-field string form `"..."` is the same key. A repeat with the same key gets the first answer, replayed byte for byte (`Idempotent-Replayed: true`).
+                 * @example order-123-capture-1
+                 */
+                "Idempotency-Key": string;
+                /**
+                 * @description `wait=N` (RFC 7240): a repeat that finds the key's first request still running waits up to N seconds (at most 60) for its answer instead of a 409.
+                 * @example wait=10
+                 */
+                Prefer?: string | null;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The authorized payment's id (`pay_...`).
+                 * @example pay_01a2297968b375bcb36eb8e661248216
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description `{}` captures all that is capturable as the final capture; an amount captures that much (at most 64 KiB, strict JSON). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateCapture"];
+            };
+        };
+        responses: {
+            /** @description Captured. A repeat with the same key replays these bytes with `Idempotent-Replayed: true`. */
+            201: {
+                headers: {
+                    /** @description `true` on a replay of the key's first answer; absent otherwise. */
+                    "Idempotent-Replayed"?: string;
+                    /** @description `/v1/captures/{id}` */
+                    Location?: string;
+                    /** @description `wait=N` when a `Prefer: wait=N` was honoured. */
+                    "Preference-Applied"?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "amount": {
+                     *         "currency": "RUB",
+                     *         "value": "1000.00"
+                     *       },
+                     *       "created_at": "2026-11-29T22:45:01.120Z",
+                     *       "failure_code": null,
+                     *       "final": false,
+                     *       "id": "cap_01a22982a1c07d11b0f4c7e8e0d6a3b1",
+                     *       "object": "capture",
+                     *       "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
+                     *       "provider_capture_id": "cp_01a22982a1c47a52a0e1b1d8c2f3e4a5",
+                     *       "shop_id": "demo",
+                     *       "status": "succeeded"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Capture"];
+                };
+            };
+            /** @description Pending at the acquirer (its amount reserved). Retry with the same key after `Retry-After`. */
+            202: {
+                headers: {
+                    /** @description `/v1/captures/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying with the same key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Capture"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`: the key header is missing, malformed or repeated; `malformed_json`: the body is not (strict) JSON; `bad_request`: the body broke off. Nothing was executed. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such payment for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `body_timeout`: the body did not arrive in time; the connection is closed. Nothing was executed. */
+            408: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_in_progress`: the key's first request is still running; `payment_not_capturable`: the payment was charged at once, is not authorized (yet), or its authorization was used up, voided or expired (`payment_status`); `authorization_busy`: a final capture or a release is in flight (retry after `Retry-After`). Nothing was executed. */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_key_reused`: the key was first used for another request; `invalid_request`, `invalid_amount`, `unsupported_currency`: not a valid capture; `currency_mismatch`: not the payment's currency; `capture_exceeds_capturable`: more than the authorization has left (`amount_capturable`); `capture_failed`: the acquirer refused (a stored answer with `capture` and `failure_code`, replayed to every retry). */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `acquirer_unavailable`: nothing was sent yet; the capture stays pending and will be sent (retry with the same key); `store_unavailable`, `store_overloaded`, `request_timeout`: retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getPaymentHistory: {
         parameters: {
             query?: never;
@@ -2774,6 +3434,198 @@ export interface operations {
                 };
             };
             /** @description `acquirer_unavailable`: nothing was sent yet; the refund stays pending and will be sent (retry with the same key); `store_unavailable`, `store_overloaded`, `request_timeout`: retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    voidPayment: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The key of the business operation (for example `order-123-void`): 1 to 255 visible ASCII characters, exactly one header; the structured-field string form `"..."` is the same key. A repeat with the same key gets the first answer, replayed byte for byte (`Idempotent-Replayed: true`).
+                 * @example order-123-void
+                 */
+                "Idempotency-Key": string;
+                /**
+                 * @description `wait=N` (RFC 7240): a repeat that finds the key's first request still running waits up to N seconds (at most 60) for its answer instead of a 409.
+                 * @example wait=10
+                 */
+                Prefer?: string | null;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The payment's id (`pay_...`).
+                 * @example pay_01a2297968b375bcb36eb8e661248216
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description `{}` (at most 64 KiB, strict JSON). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoidPayment"];
+            };
+        };
+        responses: {
+            /** @description Voided: the payment is `voided`, or `succeeded` with the rest released. A repeat with the same key replays these bytes with `Idempotent-Replayed: true`. */
+            200: {
+                headers: {
+                    /** @description `true` on a replay of the key's first answer; absent otherwise. */
+                    "Idempotent-Replayed"?: string;
+                    /** @description `/v1/payments/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Payment"];
+                };
+            };
+            /** @description The void is in flight and its outcome at the acquirer is not known yet; no capture is accepted meanwhile. Retry with the same key after `Retry-After`; the service also ends it on its own. */
+            202: {
+                headers: {
+                    /** @description `/v1/payments/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying with the same key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Payment"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`: the key header is missing, malformed or repeated; `malformed_json`: the body is not (strict) JSON; `bad_request`: the body broke off. Nothing was executed. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such payment for this shop. Nothing was stored. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `body_timeout`: the body did not arrive in time; the connection is closed. Nothing was executed. */
+            408: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_in_progress`: the key's first request is still running; `payment_not_voidable`: the payment was charged at once (refund it instead), is not authorized, or its authorization was used up, voided or expired (`payment_status`); `authorization_busy`: captures or another release are in flight (retry after `Retry-After`). Nothing was executed. */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency_key_reused`: the key was first used for another request; `invalid_request`: the body is not `{}`; `void_failed`: the acquirer refused the void (a stored answer with the `payment`, its authorization open again, and `failure_code`). */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `acquirer_unavailable`: nothing was sent yet; the void will be sent (retry with the same key); `store_unavailable`, `store_overloaded`, `request_timeout`: retry with the same key after `Retry-After`. */
             503: {
                 headers: {
                     /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */

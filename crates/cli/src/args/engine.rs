@@ -23,6 +23,12 @@ pub struct EngineArgs {
     /// doubling): repeats point at client timeouts or double submits.
     #[arg(long, default_value_t = 10)]
     pub repeat_warning: u64,
+    /// How long an authorization (a payment with `capture_method` `manual`)
+    /// is held for captures, from its creation; then the expirer voids what
+    /// is left. Keep it below the acquirer's own hold (7 days at most
+    /// acquirers).
+    #[arg(long, env = "CHARGEONCE_AUTHORIZATION_TTL", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub authorization_ttl: Duration,
 }
 
 impl EngineArgs {
@@ -38,6 +44,7 @@ impl EngineArgs {
             acquirer_timeout: upstream.acquirer_timeout,
             repeat_warning: self.repeat_warning,
             settle_window: upstream.acquirer_settle_window,
+            authorization_ttl: self.authorization_ttl,
             ..EngineConfig::default()
         }
     }

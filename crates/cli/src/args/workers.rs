@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use chargeonce_workers::completer::CompleterConfig;
+use chargeonce_workers::expirer::ExpirerConfig;
 use chargeonce_workers::reconciler::ReconcilerConfig;
 use chargeonce_workers::relay::RelayConfig;
 use chargeonce_workers::sweeper::SweeperConfig;
@@ -37,6 +38,13 @@ pub struct WorkersArgs {
     /// Do not run the completer on this instance.
     #[arg(long)]
     pub no_completer: bool,
+    /// Pause between passes of the expirer (which voids authorizations
+    /// nobody captured before `--authorization-ttl` ran out).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub expiry_interval: Duration,
+    /// Do not run the expirer on this instance.
+    #[arg(long)]
+    pub no_expirer: bool,
     /// Pause between reconciler passes.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub reconcile_interval: Duration,
@@ -89,6 +97,14 @@ impl WorkersArgs {
         SweeperConfig {
             interval: self.sweep_interval,
             batch: self.sweep_batch,
+        }
+    }
+
+    /// The expirer's settings.
+    pub fn expirer(&self) -> ExpirerConfig {
+        ExpirerConfig {
+            interval: self.expiry_interval,
+            ..ExpirerConfig::default()
         }
     }
 

@@ -42,6 +42,10 @@ pub struct EngineConfig {
     /// appears would find nothing and charge twice. Keep it well above the
     /// acquirer timeout and the provider's own processing time.
     pub settle_window: Duration,
+    /// How long an authorization (a payment with manual capture) is held
+    /// for captures before the expiry worker releases it, counted from the
+    /// payment's creation.
+    pub authorization_ttl: Duration,
 }
 
 impl EngineConfig {
@@ -72,6 +76,7 @@ impl Default for EngineConfig {
             retry_after: Duration::from_secs(1),
             repeat_warning: 10,
             settle_window: DEFAULT_SETTLE_WINDOW,
+            authorization_ttl: crate::DEFAULT_AUTHORIZATION_TTL,
         }
     }
 }

@@ -112,7 +112,7 @@ impl Engine {
 
     /// The answer of a finish that did not find its operation settled; a
     /// finish that lost its lease still records the calls made under it.
-    async fn stored_or_lost(
+    pub(super) async fn stored_or_lost(
         &self,
         lease: &Lease,
         finished: FinishOutcome,
@@ -153,7 +153,7 @@ impl Engine {
 }
 
 /// A store that says "settled meanwhile" to a finish that settled nothing.
-fn settled_without_settlement(lease: &Lease, what: &str) -> EngineError {
+pub(super) fn settled_without_settlement(lease: &Lease, what: &str) -> EngineError {
     StoreError::corrupt(format!(
         "key {}: {what} settled without a settlement",
         lease.key
@@ -162,6 +162,6 @@ fn settled_without_settlement(lease: &Lease, what: &str) -> EngineError {
 }
 
 /// A payment or refund the key names is gone.
-fn vanished(what: &str, id: &dyn std::fmt::Display) -> StoreError {
+pub(super) fn vanished(what: &str, id: &dyn std::fmt::Display) -> StoreError {
     StoreError::corrupt(format!("{what} {id} vanished"))
 }

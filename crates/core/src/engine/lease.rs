@@ -54,7 +54,10 @@ impl Engine {
     ) -> Result<T, AcquirerError> {
         let hold = match call {
             AcquirerCall::Lookup => self.config.timing.lease,
-            AcquirerCall::Charge | AcquirerCall::Refund => self.send_hold(),
+            AcquirerCall::Charge
+            | AcquirerCall::Refund
+            | AcquirerCall::Capture
+            | AcquirerCall::Void => self.send_hold(),
         };
         if hold > self.config.timing.lease {
             self.extend_before_send(lease, hold).await?;

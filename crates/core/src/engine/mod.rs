@@ -10,6 +10,11 @@
 //!   cancel request, and the completer's give-up);
 //! - `pay` and `refund`: the two operations, from the claim (phase 1) to
 //!   the call the acquirer needs;
+//! - `expiry`: releasing authorizations nobody captured in time (no key:
+//!   the hold's state is the record);
+//! - `capture` and `void`: the moves of an authorization, each under its
+//!   own key, the same way (a capture reserves its amount on the hold at
+//!   its claim; a void moves the hold to releasing);
 //! - `existing`: what a request gets when its key exists already (replay,
 //!   in progress, mismatch, parked, take-over), and the completer's take-over;
 //! - `send`: phase 2, written once for charges and refunds: look the attempt
@@ -31,8 +36,10 @@ use crate::observe::{NoObserver, Observer};
 use crate::{Acquirer, Store};
 
 mod cancel;
+mod capture;
 pub mod config;
 mod existing;
+mod expiry;
 mod finish;
 mod lease;
 pub mod outcome;
@@ -42,9 +49,11 @@ pub mod repeats;
 mod resend;
 mod send;
 pub mod tally;
+mod void;
 
 pub use cancel::cancel_refund_key;
 pub use config::{ConfigError, DEFAULT_SETTLE_WINDOW, EngineConfig};
+pub use expiry::Expiry;
 pub use outcome::{EngineError, Outcome, Render, Rendered};
 pub use repeats::{RepeatPolicy, RepeatSource};
 pub use tally::RepeatTallies;

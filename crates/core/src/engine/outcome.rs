@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use crate::{Payment, Refund, RefundRefusal, StoreError, StoredResponse};
+use crate::{
+    Capture, CaptureClaimRefusal, Payment, Refund, RefundRefusal, ReleaseClaimRefusal, StoreError,
+    StoredResponse,
+};
 
 /// What a final answer is about; the caller's [`Render`] turns it into bytes.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +34,17 @@ pub enum Rendered<'a> {
     /// A cancel key's answer when the payment was final before the cancel
     /// came (succeeded or declined): nothing to cancel.
     NotCancelable(&'a Payment),
+    /// The acquirer took this key's capture.
+    Captured(&'a Capture),
+    /// The acquirer definitively refused this key's capture; its
+    /// reservation was given back.
+    CaptureFailed(&'a Capture),
+    /// A void key's answer: the payment with the rest of its authorization
+    /// released (`voided`, or `succeeded` when part was captured).
+    Voided(&'a Payment),
+    /// A void key's answer when the acquirer definitively refused the
+    /// void: the payment's authorization open again, as it was.
+    VoidFailed(&'a Payment, &'a str),
 }
 
 /// Turns a final answer into the response stored against the key and replayed
@@ -104,6 +118,52 @@ pub enum Outcome {
     },
     /// The shop has no such payment; nothing was written.
     NoSuchPayment,
+    /// A capture whose acquirer answer is not known yet (its amount stays
+    /// reserved); nothing is stored and a retry with the same key resumes.
+    CapturePending {
+        /// The pending capture.
+        capture: Capture,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The acquirer could not be reached for a capture and certainly got
+    /// nothing; the capture stays pending and a retry with the same key
+    /// sends it.
+    CaptureAcquirerUnavailable {
+        /// The pending capture.
+        capture: Capture,
+        /// When to try again.
+        retry_after: Duration,
+        /// This attempt resumed the capture: an earlier attempt may have
+        /// reached the acquirer, and its outcome is unknown.
+        resumed: bool,
+    },
+    /// The capture was refused before anything executed; nothing is
+    /// stored against the key.
+    CaptureRefused(CaptureClaimRefusal),
+    /// A void whose acquirer answer is not known yet (the authorization
+    /// stays releasing: no capture is accepted meanwhile); nothing is
+    /// stored and a retry with the same key resumes.
+    VoidPending {
+        /// The payment as it stands.
+        payment: Payment,
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The acquirer could not be reached for a void and certainly got
+    /// nothing; a retry with the same key sends it.
+    VoidAcquirerUnavailable {
+        /// The payment as it stands.
+        payment: Payment,
+        /// When to try again.
+        retry_after: Duration,
+        /// This attempt resumed the void: an earlier attempt may have
+        /// reached the acquirer.
+        resumed: bool,
+    },
+    /// The void was refused before anything executed; nothing is stored
+    /// against the key.
+    VoidRefused(ReleaseClaimRefusal),
     /// The acquirer could not be reached and certainly got nothing; the payment
     /// stays pending and a retry with the same key sends it.
     AcquirerUnavailable {

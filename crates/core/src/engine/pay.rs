@@ -39,7 +39,8 @@ impl Engine {
         claim: ClaimRequest,
         request: PaymentRequest,
     ) -> Result<Outcome, EngineError> {
-        let new = NewPayment::new(claim.shop_id.clone(), claim.key.clone(), request);
+        let new = NewPayment::new(claim.shop_id.clone(), claim.key.clone(), request)
+            .with_authorization_ttl(self.config.authorization_ttl);
         // Twice at most: a key that only linked to its order's payment, which
         // was then declined, is deleted, and the request claims the order
         // (free again) afresh, with its own card: never the other's decline.
@@ -103,18 +104,16 @@ impl Engine {
             recovery_point,
             payment,
             refund,
-            capture: _,
+            capture,
         } = acquired;
         match recovery_point {
-            // Only claimed through the lifecycle's routes, which drive them
-            // (issue 34); no key of theirs is written before.
-            RecoveryPoint::CaptureCreated | RecoveryPoint::VoidRequested => {
-                Err(StoreError::other(format!(
-                    "key {} is a capture's or a void's, which this engine does not drive yet",
-                    lease.key
-                ))
-                .into())
+            RecoveryPoint::CaptureCreated => {
+                let capture = capture.ok_or_else(|| {
+                    StoreError::corrupt(format!("capture key {} has no capture", lease.key))
+                })?;
+                self.drive_capture(lease, payment, *capture, holder).await
             }
+            RecoveryPoint::VoidRequested => self.drive_void(lease, payment, holder).await,
             RecoveryPoint::RefundCreated => {
                 let refund = refund.ok_or_else(|| {
                     StoreError::corrupt(format!("refund key {} has no refund", lease.key))
@@ -180,7 +179,7 @@ impl Charge {
             reference: payment.reference.clone(),
             amount: payment.amount,
             token: payment.token.clone(),
-            capture_method: crate::CaptureMethod::Automatic,
+            capture_method: payment.capture.method(),
         };
         Self { payment, request }
     }

@@ -69,7 +69,8 @@ pub const IDEMPOTENCY_KEY_DESCRIPTION: &str = "The key of the business operation
     ),
     servers((url = "/", description = "this server")),
     tags(
-        (name = "payments", description = "Charge a payment method once per key; read payments."),
+        (name = "payments", description = "Charge a payment method once per key, or authorize it (`capture_method` `manual`) and void what is left; read payments."),
+        (name = "captures", description = "Capture (part of) an authorization once per key, in one or several parts; read captures."),
         (name = "refunds", description = "Refund (part of) a payment once per key; read refunds."),
         (name = "idempotency-keys", description = "What the service knows of a key: state, first request, repeats, lease holder."),
         (name = "events", description = "The shop's merchant events and their delivery log."),

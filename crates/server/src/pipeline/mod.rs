@@ -19,7 +19,7 @@
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chargeonce_core::{
-    ClaimRequest, Fingerprint, IdempotencyKey, Money, NewRefund, Outcome, PaymentId,
+    ClaimRequest, Fingerprint, IdempotencyKey, Money, NewCapture, NewRefund, Outcome, PaymentId,
     PaymentRequest, ShopId,
 };
 use serde_json::Value;
@@ -49,6 +49,20 @@ pub enum Command {
     /// A cancel of a pending payment.
     Cancel {
         /// The payment to cancel.
+        payment_id: PaymentId,
+    },
+    /// A capture of (part of) an authorized payment.
+    Capture {
+        /// The payment captured.
+        payment_id: PaymentId,
+        /// How much; `None` takes all that is capturable.
+        amount: Option<Money>,
+        /// Whether it is the last capture.
+        last: bool,
+    },
+    /// A void of what is left of an authorization.
+    Void {
+        /// The payment whose authorization is voided.
         payment_id: PaymentId,
     },
 }
@@ -82,6 +96,21 @@ impl Command {
                         Self::Cancel { payment_id } => {
                             Box::pin(engine.cancel(claim, payment_id)).await
                         }
+                        Self::Capture {
+                            payment_id,
+                            amount,
+                            last,
+                        } => {
+                            let capture = NewCapture::new(
+                                claim.shop_id.clone(),
+                                payment_id,
+                                claim.key.clone(),
+                                amount,
+                                last,
+                            );
+                            Box::pin(engine.capture(claim, capture)).await
+                        }
+                        Self::Void { payment_id } => Box::pin(engine.void(claim, payment_id)).await,
                     }
                 }
                 .instrument(span),
@@ -100,6 +129,8 @@ impl Command {
             Self::Pay(_) => "payment",
             Self::Refund { .. } => "refund",
             Self::Cancel { .. } => "cancel",
+            Self::Capture { .. } => "capture",
+            Self::Void { .. } => "void",
         }
     }
 }

@@ -55,6 +55,7 @@ pub fn event_view(event: &Event) -> wire::Event {
             EventType::RefundFailed => wire::EventType::RefundFailed,
             EventType::CaptureSucceeded => wire::EventType::CaptureSucceeded,
             EventType::CaptureFailed => wire::EventType::CaptureFailed,
+            EventType::PaymentAuthorized => wire::EventType::PaymentAuthorized,
             EventType::PaymentVoided => wire::EventType::PaymentVoided,
             EventType::PaymentExpired => wire::EventType::PaymentExpired,
         },

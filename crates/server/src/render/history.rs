@@ -57,6 +57,8 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
                 AcquirerCall::Charge => wire::HistoryAcquirerCall::Charge,
                 AcquirerCall::Lookup => wire::HistoryAcquirerCall::Lookup,
                 AcquirerCall::Refund => wire::HistoryAcquirerCall::Refund,
+                AcquirerCall::Capture => wire::HistoryAcquirerCall::Capture,
+                AcquirerCall::Void => wire::HistoryAcquirerCall::Void,
             },
             outcome: match outcome {
                 AcquirerOutcomeKind::Succeeded => wire::HistoryCallOutcome::Succeeded,

@@ -11,8 +11,10 @@ mod stored;
 
 pub use stored::HttpRender;
 
+use chargeonce_core::authorization::AuthorizationStatus;
 use chargeonce_core::{
-    Currency, KeyInfo, Money, Payment, PaymentStatus, RecoveryPoint, Refund, RefundStatus,
+    Capture, CaptureMethod, CaptureStatus, Currency, KeyInfo, Money, Payment, PaymentCapture,
+    PaymentStatus, RecoveryPoint, Refund, RefundStatus,
 };
 use chargeonce_wire as wire;
 use serde::Serialize;
@@ -28,18 +30,22 @@ pub fn amount(money: Money) -> wire::Amount {
 
 /// An amount in minor units of `like`'s currency.
 pub fn amount_minor(minor: i64, like: Money) -> wire::Amount {
-    let currency = like.currency();
+    amount_in(minor, like.currency())
+}
+
+/// An amount in minor units of `currency` (zero included: `"0.00"`).
+pub fn amount_in(minor: i64, currency: Currency) -> wire::Amount {
     wire::Amount::new(
         Money::from_minor(minor, currency)
             .map(|m| m.to_decimal_string())
-            .unwrap_or_else(|_| zero(like)),
+            .unwrap_or_else(|_| zero(currency)),
         currency.code(),
     )
 }
 
 /// Zero with the currency's minor digits (`"0.00"` for RUB).
-fn zero(like: Money) -> String {
-    match like.currency().minor_units() {
+fn zero(currency: Currency) -> String {
+    match currency.minor_units() {
         0 => "0".to_owned(),
         digits => format!("0.{}", "0".repeat(digits as usize)),
     }
@@ -51,7 +57,7 @@ pub fn payment(payment: &Payment) -> wire::Payment {
         id: payment.id.as_str().to_owned(),
         object: wire::PaymentObject::Payment,
         shop_id: payment.shop_id.as_str().to_owned(),
-        status: payment_status(payment.status),
+        status: shown_status(payment),
         amount: amount(payment.amount),
         reference: payment.reference.as_str().to_owned(),
         provider_payment_id: payment.provider_payment_id.clone(),
@@ -64,7 +70,74 @@ pub fn payment(payment: &Payment) -> wire::Payment {
             _ => wire::PaymentRefundStatus::PartiallyRefunded,
         },
         metadata: payment.metadata.as_map().clone(),
+        capture_method: match payment.capture.method() {
+            CaptureMethod::Automatic => wire::CaptureMethod::Automatic,
+            CaptureMethod::Manual => wire::CaptureMethod::Manual,
+        },
+        amount_capturable: Some(amount_minor(capturable_minor(payment), payment.amount)),
+        amount_captured: Some(amount_minor(captured_minor(payment), payment.amount)),
+        authorization_expires_at: match payment.capture {
+            PaymentCapture::Manual { expires_at, .. } => Some(rfc3339(expires_at)),
+            PaymentCapture::Automatic => None,
+        },
     }
+}
+
+/// What a payment's status shows: an authorization's own once it stands
+/// (`authorized`, `partially_captured`, `succeeded`, `voided`, `expired`).
+fn shown_status(payment: &Payment) -> wire::PaymentStatus {
+    match payment.authorization().map(|hold| hold.status()) {
+        None => payment_status(payment.status),
+        Some(AuthorizationStatus::Authorized) => wire::PaymentStatus::Authorized,
+        Some(AuthorizationStatus::PartiallyCaptured) => wire::PaymentStatus::PartiallyCaptured,
+        Some(AuthorizationStatus::Succeeded) => wire::PaymentStatus::Succeeded,
+        Some(AuthorizationStatus::Voided) => wire::PaymentStatus::Voided,
+        Some(AuthorizationStatus::Expired) => wire::PaymentStatus::Expired,
+    }
+}
+
+/// What captures may still take (0 for a payment charged at once).
+fn capturable_minor(payment: &Payment) -> i64 {
+    payment
+        .authorization()
+        .map_or(0, |hold| hold.capturable_minor())
+}
+
+/// What was taken: a succeeded charge's amount, an authorization's
+/// captures.
+fn captured_minor(payment: &Payment) -> i64 {
+    match (payment.capture, payment.authorization()) {
+        (_, Some(hold)) => hold.captured_minor(),
+        (PaymentCapture::Automatic, None) if payment.status == PaymentStatus::Succeeded => {
+            payment.amount.minor_units()
+        }
+        _ => 0,
+    }
+}
+
+/// A capture as the API shows it.
+pub fn capture(capture: &Capture) -> wire::Capture {
+    wire::Capture {
+        id: capture.id.as_str().to_owned(),
+        object: wire::CaptureObject::Capture,
+        payment_id: capture.payment_id.as_str().to_owned(),
+        shop_id: capture.shop_id.as_str().to_owned(),
+        status: match capture.status {
+            CaptureStatus::Pending => wire::CaptureStatus::Pending,
+            CaptureStatus::Succeeded => wire::CaptureStatus::Succeeded,
+            CaptureStatus::Failed => wire::CaptureStatus::Failed,
+        },
+        amount: amount(capture.amount),
+        last: capture.last,
+        provider_capture_id: capture.provider_capture_id.clone(),
+        failure_code: capture.failure_code.clone(),
+        created_at: rfc3339(capture.created_at),
+    }
+}
+
+/// The location of a capture resource.
+pub fn capture_location(capture: &Capture) -> String {
+    format!("/v1/captures/{}", capture.id)
 }
 
 /// A payment's status as the API names it.

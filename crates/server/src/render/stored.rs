@@ -5,7 +5,7 @@
 use axum::http::StatusCode;
 use chargeonce_core::{Payment, PaymentStatus, Render, Rendered, StoredResponse};
 
-use super::{payment_location, refund_location, to_bytes, to_value};
+use super::{capture_location, payment_location, refund_location, to_bytes, to_value};
 use crate::problem::{PROBLEM_JSON, Problem, ProblemCode};
 
 /// Renders final answers for the engine to store.
@@ -96,6 +96,52 @@ impl Render for HttpRender {
                 ),
                 payment,
             ),
+            Rendered::Captured(capture) => StoredResponse {
+                status: StatusCode::CREATED.as_u16(),
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("location".into(), capture_location(capture)),
+                ],
+                body: to_bytes(&super::capture(capture)),
+            },
+            Rendered::CaptureFailed(capture) => {
+                let problem = Problem::new(
+                    ProblemCode::CaptureFailed,
+                    format!(
+                        "the acquirer refused the capture: {}; its amount is capturable again",
+                        capture.failure_code.as_deref().unwrap_or("refused")
+                    ),
+                )
+                .with("failure_code", capture.failure_code.clone().into())
+                .with("capture", to_value(&super::capture(capture)));
+                StoredResponse {
+                    status: ProblemCode::CaptureFailed.status(),
+                    headers: vec![
+                        ("content-type".into(), PROBLEM_JSON.into()),
+                        ("location".into(), capture_location(capture)),
+                    ],
+                    body: problem.to_body(),
+                }
+            }
+            Rendered::Voided(payment) => Self::payment(StatusCode::OK, payment),
+            Rendered::VoidFailed(payment, code) => {
+                let problem = Problem::new(
+                    ProblemCode::VoidFailed,
+                    format!(
+                        "the acquirer refused the void: {code}; the authorization stands as it was"
+                    ),
+                )
+                .with("failure_code", code.into())
+                .with("payment", to_value(&super::payment(payment)));
+                StoredResponse {
+                    status: ProblemCode::VoidFailed.status(),
+                    headers: vec![
+                        ("content-type".into(), PROBLEM_JSON.into()),
+                        ("location".into(), payment_location(payment)),
+                    ],
+                    body: problem.to_body(),
+                }
+            }
         }
     }
 }

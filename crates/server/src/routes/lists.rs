@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{Cursor, MAX_PAGE_LIMIT, PageLimit, PageRequest, StoreError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -97,4 +97,23 @@ pub fn list_problem(error: StoreError) -> Problem {
 /// resource and the `POST` that made it answer the same bytes).
 pub fn list_response<T: Serialize>(data: Vec<T>, has_more: bool) -> Response {
     Json(chargeonce_wire::List::page(data, has_more)).into_response()
+}
+
+/// The query of the lists that take paging and nothing else (the refunds',
+/// a payment's captures): the spec's parameters, from these fields.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// How many objects, 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100, example = 10)]
+    pub limit: Option<u32>,
+    /// An object id from a previous page: the page after it (older). Not
+    /// with `ending_before`.
+    #[param(min_length = 1)]
+    pub starting_after: Option<String>,
+    /// An object id from a previous page: the page before it (newer), still
+    /// newest first. Not with `starting_after`.
+    #[param(min_length = 1)]
+    pub ending_before: Option<String>,
 }

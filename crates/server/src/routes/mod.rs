@@ -2,6 +2,7 @@
 
 mod amount;
 pub mod cancel;
+pub mod captures;
 pub mod events;
 pub mod health;
 pub mod history;
@@ -9,4 +10,5 @@ pub mod keys;
 pub mod lists;
 pub mod payments;
 pub mod refunds;
+pub mod void;
 pub mod webhooks;

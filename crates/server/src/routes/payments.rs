@@ -48,7 +48,10 @@ fn payment_request(body: &Value) -> Result<PaymentRequest, Problem> {
         reference,
         token,
         metadata,
-        capture_method: chargeonce_core::CaptureMethod::Automatic,
+        capture_method: match parsed.capture_method.unwrap_or_default() {
+            chargeonce_wire::CaptureMethod::Automatic => chargeonce_core::CaptureMethod::Automatic,
+            chargeonce_wire::CaptureMethod::Manual => chargeonce_core::CaptureMethod::Manual,
+        },
     })
 }
 

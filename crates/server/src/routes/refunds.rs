@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::amount;
-use super::lists::{list_problem, list_query, list_response, page_request};
+use super::lists::{ListQuery, list_problem, list_query, list_response, page_request};
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId, StrictQuery};
 use crate::pipeline::{self, Command};
@@ -120,25 +120,6 @@ pub async fn get(
         .map_err(store_problem)?
         .ok_or_else(refund_not_found)?;
     Ok(Json(render::refund(&refund)).into_response())
-}
-
-/// The query of the refund lists: paging, nothing else (the spec's
-/// parameters of both lists, from these fields).
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// How many objects, 1 to 100 (default 10).
-    #[param(minimum = 1, maximum = 100, example = 10)]
-    limit: Option<u32>,
-    /// An object id from a previous page: the page after it (older). Not
-    /// with `ending_before`.
-    #[param(min_length = 1)]
-    starting_after: Option<String>,
-    /// An object id from a previous page: the page before it (newer), still
-    /// newest first. Not with `starting_after`.
-    #[param(min_length = 1)]
-    ending_before: Option<String>,
 }
 
 /// The authenticated shop's refunds, newest first, a page at a time

@@ -91,9 +91,9 @@ async fn captures_reserve_within_the_hold_and_settle(f: Fixture) {
         .claim_capture(&payment.id, "c2", Some("1000.01"), false)
         .await
     {
-        CaptureClaim::Refused(CaptureClaimRefusal::Refused(
-            CaptureRefusal::ExceedsCapturable { capturable_minor },
-        )) => assert_eq!(capturable_minor, 100_000),
+        CaptureClaim::Refused(CaptureClaimRefusal::ExceedsCapturable {
+            capturable_minor, ..
+        }) => assert_eq!(capturable_minor, 100_000),
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert!(f.store.key(&f.shop, &key("c2")).await.unwrap().is_none());
@@ -338,9 +338,7 @@ async fn concurrent_capture_claims_never_exceed_the_hold(f: Fixture) {
     for task in tasks {
         match task.await.unwrap() {
             CaptureClaim::Acquired(_) => acquired += 1,
-            CaptureClaim::Refused(CaptureClaimRefusal::Refused(
-                CaptureRefusal::ExceedsCapturable { .. },
-            )) => {}
+            CaptureClaim::Refused(CaptureClaimRefusal::ExceedsCapturable { .. }) => {}
             other => panic!("unexpected {other:?}"),
         }
     }

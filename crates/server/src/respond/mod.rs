@@ -9,6 +9,8 @@ use chargeonce_core::{
 use crate::problem::{Problem, ProblemCode, retry_after_value};
 use crate::render::{self, payment_location, refund_location};
 
+mod lifecycle;
+
 /// Marks an answer that is a stored first response, replayed.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
@@ -26,20 +28,11 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         | Outcome::CancelPending {
             payment,
             retry_after,
-        } => {
-            let mut response = (
-                StatusCode::ACCEPTED,
-                [(header::CONTENT_TYPE, "application/json")],
-                render::to_bytes(&render::payment(&payment)),
-            )
-                .into_response();
-            let headers = response.headers_mut();
-            headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
-            if let Ok(location) = HeaderValue::try_from(payment_location(&payment)) {
-                headers.insert(header::LOCATION, location);
-            }
-            response
-        }
+        } => accepted(
+            render::to_bytes(&render::payment(&payment)),
+            retry_after,
+            &payment_location(&payment),
+        ),
         Outcome::NoSuchPayment => {
             Problem::new(ProblemCode::NotFound, "no such payment for this shop").into_response()
         }
@@ -106,6 +99,26 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         .retry_after(retry_after)
         .into_response(),
         Outcome::RefundRefused(reason) => refund_refused(reason).into_response(),
+        Outcome::CapturePending {
+            capture,
+            retry_after,
+        } => lifecycle::capture_pending(&capture, retry_after),
+        Outcome::CaptureAcquirerUnavailable {
+            capture,
+            retry_after,
+            resumed,
+        } => lifecycle::capture_not_sent(&capture, retry_after, resumed).into_response(),
+        Outcome::CaptureRefused(reason) => lifecycle::capture_refused(reason).into_response(),
+        Outcome::VoidPending {
+            payment,
+            retry_after,
+        } => lifecycle::void_pending(&payment, retry_after),
+        Outcome::VoidAcquirerUnavailable {
+            payment,
+            retry_after,
+            resumed,
+        } => lifecycle::void_not_sent(&payment, retry_after, resumed).into_response(),
+        Outcome::VoidRefused(reason) => lifecycle::void_refused(reason).into_response(),
     }
 }
 
@@ -144,15 +157,25 @@ const REFUND_NOT_SENT_YET: &str = "the acquirer could not be reached, so nothing
 
 /// 202 with the pending refund: its outcome at the acquirer is not known yet.
 fn refund_pending(refund: &Refund, retry_after: std::time::Duration) -> Response {
+    accepted(
+        render::to_bytes(&render::refund(refund)),
+        retry_after,
+        &refund_location(refund),
+    )
+}
+
+/// 202 with a JSON body (an object as it stands), `Retry-After` and the
+/// object's `Location`.
+fn accepted(body: Vec<u8>, retry_after: std::time::Duration, location: &str) -> Response {
     let mut response = (
         StatusCode::ACCEPTED,
         [(header::CONTENT_TYPE, "application/json")],
-        render::to_bytes(&render::refund(refund)),
+        body,
     )
         .into_response();
     let headers = response.headers_mut();
     headers.insert(header::RETRY_AFTER, retry_after_value(retry_after));
-    if let Ok(location) = HeaderValue::try_from(refund_location(refund)) {
+    if let Ok(location) = HeaderValue::try_from(location) {
         headers.insert(header::LOCATION, location);
     }
     response

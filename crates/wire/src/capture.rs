@@ -1,0 +1,88 @@
+//! A capture as the API shows it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Amount;
+
+/// Always `capture`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum CaptureObject {
+    /// `capture`.
+    #[default]
+    Capture,
+}
+
+/// What the capture did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum CaptureStatus {
+    /// No definite outcome yet; its amount is reserved on the
+    /// authorization. Ask again with the same key.
+    Pending,
+    /// The acquirer took the money.
+    Succeeded,
+    /// The acquirer refused it (`failure_code` says why); its amount is
+    /// capturable again.
+    Failed,
+}
+
+/// One capture of (part of) an authorized payment.
+///
+/// The fields are declared in the order the server sends them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(example = json!({
+        "id": "cap_01a22982a1c07d11b0f4c7e8e0d6a3b1",
+        "object": "capture",
+        "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
+        "shop_id": "demo",
+        "status": "succeeded",
+        "amount": {"value": "1000.00", "currency": "RUB"},
+        "final": false,
+        "provider_capture_id": "cp_01a22982a1c47a52a0e1b1d8c2f3e4a5",
+        "failure_code": null,
+        "created_at": "2026-11-29T22:45:01.120Z"
+    }))
+)]
+pub struct Capture {
+    /// Its id (`cap_...`).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "cap_01a22982a1c07d11b0f4c7e8e0d6a3b1")
+    )]
+    pub id: String,
+    /// Always `capture`.
+    pub object: CaptureObject,
+    /// The captured payment.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "pay_01a2297968b375bcb36eb8e661248216")
+    )]
+    pub payment_id: String,
+    /// The owning shop.
+    #[cfg_attr(feature = "openapi", schema(example = "demo"))]
+    pub shop_id: String,
+    /// What the capture did.
+    pub status: CaptureStatus,
+    /// The amount taken, in the payment's currency.
+    pub amount: Amount,
+    /// Whether it is the last capture: once it succeeded, the rest of the
+    /// authorization was released.
+    #[serde(rename = "final")]
+    pub last: bool,
+    /// The acquirer's id of the capture, once known.
+    pub provider_capture_id: Option<String>,
+    /// Why the acquirer refused, when it did.
+    pub failure_code: Option<String>,
+    /// When it was created (RFC 3339, UTC, milliseconds).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = DateTime, example = "2026-11-29T22:45:01.120Z")
+    )]
+    pub created_at: String,
+}
