@@ -138,6 +138,16 @@ pub struct ChaosArgs {
     /// of a payment already final must be refused.
     #[arg(long, default_value_t = 0.03)]
     pub cancel_rate: f64,
+    /// Share of intents that only authorize (`capture_method` `manual`) and
+    /// then capture in one or several parts (sometimes at once, through
+    /// several instances), void (sometimes racing a capture), or let the
+    /// authorization expire; refunds then give back captured money only.
+    #[arg(long, default_value_t = 0.15)]
+    pub authorize_rate: f64,
+    /// The instances' `--authorization-ttl`: short, so authorizations left
+    /// alone expire within the run (and captures race the expiry).
+    #[arg(long, default_value = "8s", value_parser = humantime::parse_duration)]
+    pub authorization_ttl: Duration,
     /// Share of intents paid with a card that is declined.
     #[arg(long, default_value_t = 0.1)]
     pub decline_rate: f64,

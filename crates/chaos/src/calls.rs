@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use chargeonce_client::{
-    CreatePayment, CreateRefund, Error as ClientError, IdempotencyKey, Outcome, RefundOutcome,
+    CaptureOutcome, CreateCapture, CreatePayment, CreateRefund, Error as ClientError,
+    IdempotencyKey, Outcome, RefundOutcome, VoidOutcome,
 };
 
 use crate::clients::Clients;
@@ -36,6 +37,29 @@ fn shown_refund(r: &chargeonce_client::Refund) -> Shown {
         amount_minor: r.amount.minor_units(),
         parent: r.payment_id.clone(),
         metadata: Default::default(),
+    }
+}
+
+fn shown_capture(c: &chargeonce_client::Capture) -> Shown {
+    Shown {
+        id: c.id.clone(),
+        shop_id: c.shop_id.clone(),
+        status: c.status.as_str().to_owned(),
+        amount_minor: c.amount.minor_units(),
+        parent: c.payment_id.clone(),
+        metadata: Default::default(),
+    }
+}
+
+/// A payment as a void's answer showed it: its status is its
+/// authorization's (`voided`, `succeeded`, `authorized`, ...).
+fn shown_authorization(p: &chargeonce_client::Payment) -> Shown {
+    let status = p
+        .authorization_status
+        .map_or_else(|| p.status.as_str(), |s| s.as_str());
+    Shown {
+        status: status.to_owned(),
+        ..shown_payment(p)
     }
 }
 
@@ -240,4 +264,113 @@ pub(crate) async fn cancel_soon(
         cancel_call(clients, intent, &payment_id, &key, instance)
     })
     .await)
+}
+
+/// One capture call through `instance`.
+pub(crate) async fn capture_call(
+    clients: &Clients,
+    intent: &Intent,
+    number: u8,
+    payment_id: &str,
+    key: &IdempotencyKey,
+    request: &CreateCapture,
+    instance: usize,
+) -> CallRecord {
+    let started = Instant::now();
+    let client = clients.get(intent.shop, instance);
+    let (attempts, result) = match client.capture(payment_id, key, request).await {
+        Ok(done) => (
+            done.attempts.iter().map(AttemptRecord::of).collect(),
+            match &done.outcome {
+                CaptureOutcome::Captured(c) => CallResult::Captured(shown_capture(c)),
+                CaptureOutcome::Failed(c) => CallResult::CaptureFailed(shown_capture(c)),
+                CaptureOutcome::Uncertain { .. } => CallResult::Uncertain,
+            },
+        ),
+        Err(error) => (Vec::new(), refused(&error)),
+    };
+    CallRecord {
+        intent: intent.index,
+        kind: CallKind::Capture(number),
+        instance,
+        attempts,
+        result,
+        took: started.elapsed(),
+    }
+}
+
+/// Capture number `number` of the intent's authorization (`minor`, final
+/// when `last`), repeated while uncertain.
+pub(crate) async fn capture_until_known(
+    clients: &Clients,
+    intent: &Intent,
+    number: u8,
+    payment_id: &str,
+    (minor, last): (i64, bool),
+    first_instance: usize,
+) -> Result<Vec<CallRecord>, ChaosError> {
+    let key = IdempotencyKey::for_operation(&intent.reference, &format!("capture-{number}"))
+        .map_err(|e| ChaosError::Setup(format!("capture key: {e}")))?;
+    let mut request = CreateCapture::part(money(minor)?);
+    if last {
+        request = request.last();
+    }
+    Ok(
+        until_known(clients.instances(), first_instance, |instance| {
+            capture_call(
+                clients, intent, number, payment_id, &key, &request, instance,
+            )
+        })
+        .await,
+    )
+}
+
+/// One void call through `instance`.
+pub(crate) async fn void_call(
+    clients: &Clients,
+    intent: &Intent,
+    payment_id: &str,
+    key: &IdempotencyKey,
+    instance: usize,
+) -> CallRecord {
+    let started = Instant::now();
+    let client = clients.get(intent.shop, instance);
+    let (attempts, result) = match client.void(payment_id, key).await {
+        Ok(done) => (
+            done.attempts.iter().map(AttemptRecord::of).collect(),
+            match &done.outcome {
+                VoidOutcome::Voided(p) => CallResult::Voided(shown_authorization(p)),
+                VoidOutcome::Failed { payment, .. } => {
+                    CallResult::VoidFailed(shown_authorization(payment))
+                }
+                VoidOutcome::Uncertain { .. } => CallResult::Uncertain,
+            },
+        ),
+        Err(error) => (Vec::new(), refused(&error)),
+    };
+    CallRecord {
+        intent: intent.index,
+        kind: CallKind::Void,
+        instance,
+        attempts,
+        result,
+        took: started.elapsed(),
+    }
+}
+
+/// The void of the intent's authorization, repeated while uncertain.
+pub(crate) async fn void_until_known(
+    clients: &Clients,
+    intent: &Intent,
+    payment_id: &str,
+    first_instance: usize,
+) -> Result<Vec<CallRecord>, ChaosError> {
+    let key = IdempotencyKey::for_operation(&intent.reference, "void")
+        .map_err(|e| ChaosError::Setup(format!("void key: {e}")))?;
+    Ok(
+        until_known(clients.instances(), first_instance, |instance| {
+            void_call(clients, intent, payment_id, &key, instance)
+        })
+        .await,
+    )
 }

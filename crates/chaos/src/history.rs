@@ -24,6 +24,11 @@ pub enum CallKind {
     Refund(u8),
     /// A cancel of the intent's payment under its own key (`cancel`).
     Cancel,
+    /// A capture of the intent's authorization under its own key
+    /// (`capture-1`, ...).
+    Capture(u8),
+    /// A void of the intent's authorization under its own key (`void`).
+    Void,
 }
 
 impl CallKind {
@@ -68,6 +73,15 @@ pub enum CallResult {
     /// Definite: a cancel ended, with the payment as it ended (`canceled`,
     /// `declined`, or `succeeded` and refunded).
     CancelEnded(Shown),
+    /// Definite: captured (the capture as shown; `parent` is its payment).
+    Captured(Shown),
+    /// Definite: the acquirer refused the capture.
+    CaptureFailed(Shown),
+    /// Definite: the rest of the authorization released (the payment as
+    /// shown, `status` its authorization's: `voided` or `succeeded`).
+    Voided(Shown),
+    /// Definite: the acquirer refused the void (the payment as shown).
+    VoidFailed(Shown),
     /// Unknown: the budget ran out; either outcome is possible.
     Uncertain,
     /// Refused before anything executed (or after, if an earlier attempt may
@@ -89,10 +103,16 @@ impl CallResult {
     /// `ok`, `fail` or `info` (unknown), as Jepsen calls them.
     pub fn verdict(&self) -> &'static str {
         match self {
-            Self::Paid(_) | Self::Refunded(_) | Self::CancelEnded(_) => "ok",
+            Self::Paid(_)
+            | Self::Refunded(_)
+            | Self::CancelEnded(_)
+            | Self::Captured(_)
+            | Self::Voided(_) => "ok",
             Self::Declined(_)
             | Self::Canceled(_)
             | Self::RefundFailed(_)
+            | Self::CaptureFailed(_)
+            | Self::VoidFailed(_)
             | Self::Refused { .. } => "fail",
             Self::Uncertain | Self::Error { .. } => "info",
         }

@@ -23,6 +23,30 @@ pub struct RefundPlan {
     pub second_minor: Option<i64>,
 }
 
+/// What an intent that only authorizes does with its authorization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizePlan {
+    /// The captures, in minor units, each under its own key
+    /// (`capture-1`, ...); together they may ask more than was authorized
+    /// (the excess must be refused, never taken).
+    pub parts: Vec<i64>,
+    /// The captures are sent at once (through several instances).
+    pub concurrent: bool,
+    /// The last capture is `final` (the rest is released once it succeeds).
+    pub last_final: bool,
+    /// A void under its own key: after the captures, or racing them.
+    pub void: Option<VoidPlan>,
+}
+
+/// When an intent voids its authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoidPlan {
+    /// Once the captures ended.
+    After,
+    /// At the same time as the captures.
+    Racing,
+}
+
 /// One payment intent: an order of one shop, and what the client will do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Intent {
@@ -52,6 +76,8 @@ pub struct Intent {
     /// payments with and without it mix); every answer about its payment
     /// must show exactly these pairs (`metadata-as-sent`).
     pub metadata: BTreeMap<String, String>,
+    /// Only authorized, then captured, voided or left to expire.
+    pub authorize: Option<AuthorizePlan>,
 }
 
 /// SplitMix64: a seed per intent, so an intent's choices do not depend on
@@ -103,7 +129,13 @@ impl Intent {
         } else {
             BTreeMap::new()
         };
+        // Drawn after every other choice, as the cancel: runs of a seed
+        // from before stay as they were, with some intents authorizing.
+        let authorize = rng
+            .random_bool(args.authorize_rate.clamp(0.0, 1.0))
+            .then(|| AuthorizePlan::generate(&mut rng, amount_minor));
         Ok(Self {
+            authorize,
             index,
             shop,
             reference,
@@ -119,17 +151,53 @@ impl Intent {
         })
     }
 
-    /// The payment request.
+    /// The payment request (an authorization when the intent has a plan
+    /// for one).
     pub fn request(&self) -> Result<CreatePayment, ChaosError> {
-        let request = CreatePayment::new(
+        let mut request = CreatePayment::new(
             money(self.amount_minor)?,
             self.reference.clone(),
             self.token,
         );
+        if self.authorize.is_some() {
+            request = request.manual_capture();
+        }
         Ok(self
             .metadata
             .iter()
             .fold(request, |request, (k, v)| request.with_metadata(k, v)))
+    }
+}
+
+impl AuthorizePlan {
+    /// A plan for an authorization of `amount_minor`: a quarter left alone
+    /// (to expire), the rest captured in one to three parts that together
+    /// ask up to a fifth more than was authorized, and voided a third of
+    /// the time.
+    fn generate(rng: &mut StdRng, amount_minor: i64) -> Self {
+        if rng.random_bool(0.25) {
+            return Self {
+                parts: Vec::new(),
+                concurrent: false,
+                last_final: false,
+                void: None,
+            };
+        }
+        let n = rng.random_range(1..=3_i64);
+        let asked = amount_minor + amount_minor * rng.random_range(-8..=2_i64) / 10;
+        let share = (asked / n).max(1);
+        let parts = (0..n).map(|_| rng.random_range(1..=share)).collect();
+        let void = match rng.random_range(0..6) {
+            0 => Some(VoidPlan::After),
+            1 => Some(VoidPlan::Racing),
+            _ => None,
+        };
+        Self {
+            parts,
+            concurrent: rng.random_bool(0.5),
+            last_final: rng.random_bool(0.5),
+            void,
+        }
     }
 }
 

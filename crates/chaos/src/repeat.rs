@@ -71,8 +71,10 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
         .map(|mode| mode.to_string())
         .collect();
     command.push_str(&format!(
-        " --cancel-rate {} --acquirer-late-rate {} --in-flight-duplicate {}",
+        " --cancel-rate {} --authorize-rate {} --authorization-ttl {} --acquirer-late-rate {} --in-flight-duplicate {}",
         a.cancel_rate,
+        a.authorize_rate,
+        humantime::format_duration(a.authorization_ttl),
         a.acquirer_late_rate,
         modes.join(",")
     ));

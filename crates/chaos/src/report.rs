@@ -343,6 +343,15 @@ impl Report {
             b.ledger_refunds,
             b.ledger_total_minor
         );
+        let _ = writeln!(
+            s,
+            "  authorizations: {} authorized; captures {} succeeded, {} failed; released {} by void, {} by expiry",
+            b.authorizations,
+            b.captures_succeeded,
+            b.captures_failed,
+            b.released_by_void,
+            b.released_by_expiry
+        );
         let settlement = self
             .violations_by_invariant
             .get("history-has-one-settlement")

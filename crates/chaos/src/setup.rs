@@ -206,6 +206,10 @@ pub(crate) async fn instances(
             "1s".into(),
             "--max-connections".into(),
             "12".into(),
+            "--authorization-ttl".into(),
+            humantime::format_duration(args.authorization_ttl).to_string(),
+            "--expiry-interval".into(),
+            "1s".into(),
         ]);
         if i != 0 {
             serve.push("--no-reconciler".into());

@@ -224,7 +224,11 @@ impl Stage {
         while settling.elapsed() < args.settle_timeout {
             let pending = self.store.pending_payments(Duration::ZERO, 1).await;
             let stalled = self.store.stalled_keys(Duration::ZERO, 1).await;
-            if matches!((&pending, &stalled), (Ok(p), Ok(s)) if p.is_empty() && s.is_empty()) {
+            // Authorizations past their TTL are released by the expirer
+            // (every second): the run ends with none left to release.
+            let expiring = self.store.expired_authorizations(1).await;
+            if matches!((&pending, &stalled, &expiring), (Ok(p), Ok(s), Ok(e)) if p.is_empty() && s.is_empty() && e.is_empty())
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

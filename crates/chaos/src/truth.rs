@@ -8,7 +8,10 @@ use std::path::Path;
 
 use chargeonce_acquirer::{ChargeStatus, Simulator, SimulatorConfig};
 use chargeonce_core::history::HistoryEvent;
-use chargeonce_core::{PaymentId, PaymentStatus, RefundId, ShopId, Store};
+use chargeonce_core::{
+    CaptureMethod, Cursor, PageLimit, PageRequest, PaymentId, PaymentStatus, RefundId, ShopId,
+    Store,
+};
 use serde::Serialize;
 
 use crate::error::ChaosError;
@@ -33,6 +36,17 @@ pub struct DbPayment {
     pub refunded_minor: i64,
     /// Its metadata.
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// Only authorized (`capture_method` `manual`): then `hold` says
+    /// where its hold stands.
+    pub manual: bool,
+    /// The hold's state as stored (`open`, `closing`, `releasing_void`,
+    /// `captured`, `released_expiry`, ...); empty when charged at once.
+    pub hold: String,
+    /// What its captures took (the books' side), in minor units.
+    pub captured_minor: i64,
+    /// What it took from the customer: its amount when charged at once and
+    /// succeeded, its captures when authorized, else 0.
+    pub taken_minor: i64,
 }
 
 /// A refund as the database holds it.
@@ -50,6 +64,25 @@ pub struct DbRefund {
     pub amount_minor: i64,
 }
 
+/// A capture as the database holds it (every capture of every
+/// authorization of the run's shops).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbCapture {
+    /// `cap_...`.
+    pub id: String,
+    /// Its shop.
+    pub shop_id: String,
+    /// The captured payment.
+    pub payment_id: String,
+    /// `pending`, `succeeded`, `failed`.
+    pub status: String,
+    /// In minor units.
+    pub amount_minor: i64,
+    /// What the acquirer holds under its reference (our capture id): the
+    /// amount of each capture found, in minor units.
+    pub at_acquirer: Vec<i64>,
+}
+
 /// A charge attempt in the acquirer's ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerCharge {
@@ -63,8 +96,20 @@ pub struct LedgerCharge {
     pub reference: String,
     /// In minor units.
     pub amount_minor: i64,
-    /// Whether money moved.
+    /// Whether money moved (for an authorization: whether it was
+    /// authorized).
     pub succeeded: bool,
+    /// Only authorized.
+    pub manual: bool,
+    /// What captures took from an authorization.
+    pub captured_minor: i64,
+    /// An authorization whose rest was released by a void.
+    pub voided: bool,
+    /// An authorization closed by its last capture.
+    pub closed: bool,
+    /// What it took from the customer: the amount of a succeeded charge
+    /// made at once, the captures of an authorization.
+    pub taken_minor: i64,
 }
 
 /// A refund in the acquirer's ledger.
@@ -88,6 +133,9 @@ pub struct Truth {
     pub charges: Vec<LedgerCharge>,
     /// Every refund at the acquirer.
     pub ledger_refunds: Vec<LedgerRefund>,
+    /// Every capture of the run's authorizations in the database, with
+    /// what the acquirer holds under each one's reference.
+    pub captures: Vec<DbCapture>,
     /// Each payment's history as the store recorded it, oldest first, by
     /// payment id (a payment without an entry has an empty history).
     pub histories: HashMap<String, Vec<HistoryEvent>>,
@@ -133,6 +181,13 @@ pub(crate) async fn read(
                     provider_payment_id: p.provider_payment_id.clone(),
                     refunded_minor: p.refunded_minor,
                     metadata: p.metadata.as_map().clone(),
+                    manual: p.capture.method() == CaptureMethod::Manual,
+                    hold: p
+                        .authorization()
+                        .map(|h| h.hold().as_str().to_owned())
+                        .unwrap_or_default(),
+                    captured_minor: p.authorization().map_or(0, |h| h.captured_minor()),
+                    taken_minor: taken(p),
                 }),
         );
     }
@@ -181,14 +236,20 @@ pub(crate) async fn read(
         .await?
         .into_iter()
         .map(|e| LedgerCharge {
+            taken_minor: e.taken_minor(),
             id: e.id,
             shop_id: e.shop_id.as_str().to_owned(),
             payment_id: e.payment_id.as_str().to_owned(),
             reference: e.reference.as_str().to_owned(),
             amount_minor: e.amount.minor_units(),
             succeeded: e.status == ChargeStatus::Succeeded,
+            manual: e.capture_method == CaptureMethod::Manual,
+            captured_minor: e.captured_minor,
+            voided: e.voided,
+            closed: e.closed,
         })
         .collect();
+    truth.captures = captures(store, &truth.payments, &sim).await?;
     truth.ledger_refunds = sim
         .refunds()
         .await?
@@ -200,6 +261,69 @@ pub(crate) async fn read(
         .collect();
     sim.close().await;
     Ok(truth)
+}
+
+/// What a payment took from the customer, by the books.
+fn taken(p: &chargeonce_core::Payment) -> i64 {
+    match (p.capture.method(), p.authorization()) {
+        (_, Some(hold)) => hold.captured_minor(),
+        (CaptureMethod::Automatic, None) if p.status == PaymentStatus::Succeeded => {
+            p.amount.minor_units()
+        }
+        _ => 0,
+    }
+}
+
+/// Every capture of the authorizations among `payments`, each with what
+/// the acquirer holds under its reference.
+async fn captures(
+    store: &dyn Store,
+    payments: &[DbPayment],
+    sim: &Simulator,
+) -> Result<Vec<DbCapture>, ChaosError> {
+    let mut out = Vec::new();
+    for p in payments.iter().filter(|p| p.manual) {
+        let (Ok(shop), Ok(id)) = (ShopId::new(p.shop_id.clone()), PaymentId::parse(&p.id)) else {
+            continue;
+        };
+        let limit = PageLimit::new(chargeonce_core::MAX_PAGE_LIMIT).unwrap_or_default();
+        let mut page = PageRequest {
+            limit,
+            cursor: Cursor::Newest,
+        };
+        loop {
+            let listed = store.list_captures(&shop, &id, &page).await?;
+            for c in &listed.items {
+                let at_acquirer = match &p.provider_payment_id {
+                    Some(charge) => sim
+                        .captures_of(charge, Some(c.id.as_str()))
+                        .await?
+                        .into_iter()
+                        .map(|r| r.amount_minor)
+                        .collect(),
+                    None => Vec::new(),
+                };
+                out.push(DbCapture {
+                    id: c.id.as_str().to_owned(),
+                    shop_id: c.shop_id.as_str().to_owned(),
+                    payment_id: c.payment_id.as_str().to_owned(),
+                    status: c.status.as_str().to_owned(),
+                    amount_minor: c.amount.minor_units(),
+                    at_acquirer,
+                });
+            }
+            match (listed.has_more, listed.items.last()) {
+                (true, Some(last)) => {
+                    page = PageRequest {
+                        limit,
+                        cursor: Cursor::After(last.id.clone()),
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What the database and the ledger held at the end.
@@ -221,6 +345,16 @@ pub struct Books {
     pub ledger_refunds: usize,
     /// Money moved, in minor units.
     pub ledger_total_minor: i128,
+    /// Payments that only authorized, and got authorized.
+    pub authorizations: usize,
+    /// Their captures that succeeded.
+    pub captures_succeeded: usize,
+    /// Their captures the acquirer refused.
+    pub captures_failed: usize,
+    /// Authorizations whose rest a void released.
+    pub released_by_void: usize,
+    /// Authorizations whose rest the expirer released.
+    pub released_by_expiry: usize,
     /// Entries in the payments' histories.
     pub history_entries: usize,
     /// Payments whose history has an entry.
@@ -259,6 +393,31 @@ pub(crate) fn books(truth: &Truth) -> Books {
             .filter(|c| c.succeeded)
             .map(|c| i128::from(c.amount_minor))
             .sum(),
+        authorizations: truth
+            .payments
+            .iter()
+            .filter(|p| p.manual && p.status == "succeeded")
+            .count(),
+        captures_succeeded: truth
+            .captures
+            .iter()
+            .filter(|c| c.status == "succeeded")
+            .count(),
+        captures_failed: truth
+            .captures
+            .iter()
+            .filter(|c| c.status == "failed")
+            .count(),
+        released_by_void: truth
+            .payments
+            .iter()
+            .filter(|p| p.hold == "released_void")
+            .count(),
+        released_by_expiry: truth
+            .payments
+            .iter()
+            .filter(|p| p.hold == "released_expiry")
+            .count(),
         history_entries: truth.histories.values().map(Vec::len).sum(),
         payments_with_history: truth.histories.values().filter(|h| !h.is_empty()).count(),
     }

@@ -11,11 +11,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
 
-use crate::calls::{cancel_soon, pay_call, pay_until_known, refund_until_known};
+use crate::calls::{
+    cancel_soon, capture_until_known, pay_call, pay_until_known, refund_until_known,
+    void_until_known,
+};
 use crate::clients::Clients;
 use crate::error::ChaosError;
 use crate::history::{CallKind, CallRecord, CallResult};
-use crate::intent::{Intent, mix, money};
+use crate::intent::{AuthorizePlan, Intent, VoidPlan, mix, money};
 
 /// Everything an intent does, in order: pay (maybe twice at once, maybe
 /// canceled meanwhile), repeat with a changed body, refund.
@@ -72,6 +75,9 @@ pub async fn run_intent(
         CallResult::Paid(p) if c.kind.is_payment() => Some(p.id.clone()),
         _ => None,
     });
+    if let (Some(plan), Some(payment_id)) = (&intent.authorize, &paid) {
+        calls.extend(run_authorization(clients, intent, plan, payment_id, &mut rng).await?);
+    }
     if let (Some(plan), Some(payment_id)) = (intent.refund, paid) {
         let one = rng.random_range(0..instances);
         let two = rng.random_range(0..instances);
@@ -88,6 +94,60 @@ pub async fn run_intent(
                 refund_until_known(clients, intent, 1, &payment_id, plan.first_minor, one).await?,
             ),
         }
+    }
+    Ok(calls)
+}
+
+/// What an authorizing intent does once authorized: its captures (one
+/// after the other, or at once through several instances) and its void
+/// (after them, or racing them).
+async fn run_authorization(
+    clients: &Clients,
+    intent: &Intent,
+    plan: &AuthorizePlan,
+    payment_id: &str,
+    rng: &mut StdRng,
+) -> Result<Vec<CallRecord>, ChaosError> {
+    let instances = clients.instances();
+    let count = plan.parts.len();
+    let captures: Vec<_> = plan
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(i, &minor)| {
+            let number = u8::try_from(i + 1).unwrap_or(u8::MAX);
+            let last = plan.last_final && i + 1 == count;
+            let instance = rng.random_range(0..instances);
+            capture_until_known(clients, intent, number, payment_id, (minor, last), instance)
+        })
+        .collect();
+    let void_instance = rng.random_range(0..instances);
+    let voiding = void_until_known(clients, intent, payment_id, void_instance);
+    let mut calls = Vec::new();
+    let captured = async {
+        let mut done = Vec::new();
+        if plan.concurrent {
+            for result in join_all(captures).await {
+                done.extend(result?);
+            }
+        } else {
+            for capture in captures {
+                done.extend(capture.await?);
+            }
+        }
+        Ok::<_, ChaosError>(done)
+    };
+    match plan.void {
+        Some(VoidPlan::Racing) => {
+            let (captured, voided) = tokio::join!(captured, voiding);
+            calls.extend(captured?);
+            calls.extend(voided?);
+        }
+        Some(VoidPlan::After) => {
+            calls.extend(captured.await?);
+            calls.extend(voiding.await?);
+        }
+        None => calls.extend(captured.await?),
     }
     Ok(calls)
 }

@@ -68,7 +68,10 @@ mod outcome;
 mod problem;
 mod retry;
 
-pub use chargeonce_core::{IdempotencyKey, KeyError, Money, PaymentStatus};
+pub use chargeonce_core::authorization::AuthorizationStatus;
+pub use chargeonce_core::{
+    CaptureMethod, CaptureStatus, IdempotencyKey, KeyError, Money, PaymentStatus,
+};
 /// A payment's history as [`Client::payment_history`] reads it: the wire
 /// types themselves (entries are a tagged union on `type`).
 pub use chargeonce_wire::history::{
@@ -84,11 +87,12 @@ pub use lists::{
     PaymentListParams,
 };
 pub use model::{
-    CreatePayment, CreateRefund, Ledger, LedgerCharge, LedgerTotal, Payment, PaymentList, Refund,
+    Capture, CreateCapture, CreatePayment, CreateRefund, Ledger, LedgerCharge, LedgerTotal,
+    Payment, PaymentList, Refund,
 };
 pub use outcome::{
-    Attempt, AttemptAnswer, CancelOutcome, CancelResult, FailureKind, Outcome, PayResult,
-    RefundOutcome, RefundResult,
+    Attempt, AttemptAnswer, CancelOutcome, CancelResult, CaptureOutcome, CaptureResult,
+    FailureKind, Outcome, PayResult, RefundOutcome, RefundResult, VoidOutcome, VoidResult,
 };
 pub use problem::{Code, Problem, ProblemCode};
 pub use retry::{RetryPolicy, parse_retry_after};

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use chargeonce_core::authorization::AuthorizationStatus;
-use chargeonce_core::{CaptureMethod, Money, MoneyError, PaymentStatus};
+use chargeonce_core::{CaptureMethod, CaptureStatus, Money, MoneyError, PaymentStatus};
 use chargeonce_wire as wire;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -307,6 +307,104 @@ impl TryFrom<wire::Refund> for Refund {
             shop_id: refund.shop_id,
             provider_refund_id: refund.provider_refund_id,
             failure_code: refund.failure_code,
+        })
+    }
+}
+
+/// A capture request: `{}` captures all that is capturable as the final
+/// capture, an amount captures that much (more may follow unless final).
+///
+/// ```
+/// use chargeonce_client::CreateCapture;
+/// use chargeonce_core::Money;
+///
+/// assert_eq!(CreateCapture::rest().to_json().to_string(), "{}");
+/// let part = CreateCapture::part(Money::parse("1000.00", "RUB").unwrap());
+/// assert_eq!(
+///     part.to_json().to_string(),
+///     r#"{"amount":{"currency":"RUB","value":"1000.00"}}"#
+/// );
+/// assert_eq!(part.last().to_json()["final"], true);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateCapture {
+    /// How much; `None` captures all that is capturable, as the last capture.
+    pub amount: Option<Money>,
+    /// Sent as `final` when set.
+    pub last: Option<bool>,
+}
+
+impl CreateCapture {
+    /// Captures all that is capturable, as the last capture.
+    pub fn rest() -> Self {
+        Self::default()
+    }
+
+    /// Captures `amount`; more captures may follow.
+    pub fn part(amount: Money) -> Self {
+        Self {
+            amount: Some(amount),
+            last: None,
+        }
+    }
+
+    /// The same capture as the last one: the rest is released once it
+    /// succeeds.
+    pub fn last(mut self) -> Self {
+        self.last = Some(true);
+        self
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> Value {
+        let body = wire::CreateCapture {
+            amount: self.amount.map(amount),
+            last: self.last,
+        };
+        // Serialising strings into a `Value` cannot fail.
+        serde_json::to_value(body).unwrap_or_default()
+    }
+}
+
+/// A capture, as the API shows it (read from a [`wire::Capture`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "wire::Capture")]
+pub struct Capture {
+    /// Our id (`cap_...`).
+    pub id: String,
+    /// The captured payment.
+    pub payment_id: String,
+    /// The owning shop.
+    pub shop_id: String,
+    /// Where it stands.
+    pub status: CaptureStatus,
+    /// How much.
+    pub amount: Money,
+    /// Whether it is the last capture.
+    pub last: bool,
+    /// The acquirer's id of the capture, once known.
+    pub provider_capture_id: Option<String>,
+    /// Why the acquirer refused, when it did.
+    pub failure_code: Option<String>,
+}
+
+impl TryFrom<wire::Capture> for Capture {
+    type Error = String;
+
+    fn try_from(capture: wire::Capture) -> Result<Self, String> {
+        Ok(Self {
+            status: match capture.status {
+                wire::CaptureStatus::Pending => CaptureStatus::Pending,
+                wire::CaptureStatus::Succeeded => CaptureStatus::Succeeded,
+                wire::CaptureStatus::Failed => CaptureStatus::Failed,
+            },
+            amount: money(&capture.amount)?,
+            id: capture.id,
+            payment_id: capture.payment_id,
+            shop_id: capture.shop_id,
+            last: capture.last,
+            provider_capture_id: capture.provider_capture_id,
+            failure_code: capture.failure_code,
         })
     }
 }

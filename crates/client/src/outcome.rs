@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chargeonce_core::IdempotencyKey;
 
-use crate::{Code, Payment, Refund};
+use crate::{Capture, Code, Payment, Refund};
 
 /// Where a payment stands after a call: the only three answers a payment
 /// client may give.
@@ -259,6 +259,69 @@ pub struct CancelResult {
 pub struct RefundResult {
     /// Where the refund stands.
     pub outcome: RefundOutcome,
+    /// The key every attempt carried.
+    pub key: IdempotencyKey,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
+}
+
+/// Where a capture stands after [`Client::capture`](crate::Client::capture).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaptureOutcome {
+    /// The acquirer took the money (by this call or an earlier attempt of
+    /// the same key).
+    Captured(Capture),
+    /// The acquirer refused the capture: definite, nothing was taken, and
+    /// the amount is capturable again under a new capture key.
+    Failed(Capture),
+    /// The budget ran out before a definite answer: the capture may or may
+    /// not have happened (its amount stays reserved meanwhile). Retry later
+    /// with the same key, or read the capture.
+    Uncertain {
+        /// The capture, when an answer named it (`202` pending).
+        capture_id: Option<String>,
+    },
+}
+
+/// The result of a capture call: the outcome, its key, and every attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaptureResult {
+    /// Where the capture stands.
+    pub outcome: CaptureOutcome,
+    /// The key every attempt carried.
+    pub key: IdempotencyKey,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
+}
+
+/// Where a void stands after [`Client::void`](crate::Client::void).
+#[derive(Debug, Clone, PartialEq)]
+pub enum VoidOutcome {
+    /// The rest of the authorization was released: the payment is `voided`
+    /// (nothing captured) or `succeeded` with its captures.
+    Voided(Payment),
+    /// The acquirer refused the void: definite, the authorization is open
+    /// again as it was.
+    Failed {
+        /// The payment, its authorization open again.
+        payment: Payment,
+        /// The acquirer's code.
+        failure_code: Option<String>,
+    },
+    /// The budget ran out before a definite answer: the void may or may not
+    /// have happened (no capture is accepted meanwhile). Retry later with
+    /// the same key.
+    Uncertain {
+        /// The payment, when an answer named it.
+        payment_id: Option<String>,
+    },
+}
+
+/// The result of a void call: the outcome, its key, and every attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoidResult {
+    /// Where the void stands.
+    pub outcome: VoidOutcome,
     /// The key every attempt carried.
     pub key: IdempotencyKey,
     /// Every attempt, in order.

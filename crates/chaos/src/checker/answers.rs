@@ -10,7 +10,7 @@ use super::{Index, Violation, explain, violation};
 use crate::evidence;
 use crate::history::{CallKind, CallRecord, CallResult, Shown};
 use crate::intent::Intent;
-use crate::truth::{DbRefund, Truth};
+use crate::truth::{DbCapture, DbRefund, Truth};
 
 /// One call as the checks see it: its intent, the shop it was made for,
 /// and how a violation names it.
@@ -33,6 +33,8 @@ pub(super) fn check(
     let by_index: HashMap<usize, &Intent> = intents.iter().map(|i| (i.index, i)).collect();
     let refunds: HashMap<&str, &DbRefund> =
         truth.refunds.iter().map(|r| (r.id.as_str(), r)).collect();
+    let captures: HashMap<&str, &DbCapture> =
+        truth.captures.iter().map(|c| (c.id.as_str(), c)).collect();
     let origin = evidence::origin(calls);
     for call in calls {
         let Some(intent) = by_index.get(&call.intent) else {
@@ -55,6 +57,12 @@ pub(super) fn check(
             CallResult::CancelEnded(shown) => cancel_ended(out, &seen, shown, index),
             CallResult::Refunded(shown) | CallResult::RefundFailed(shown) => {
                 refund_answer(out, &seen, shown, &refunds);
+            }
+            CallResult::Captured(shown) | CallResult::CaptureFailed(shown) => {
+                capture_answer(out, &seen, shown, &captures);
+            }
+            CallResult::Voided(shown) | CallResult::VoidFailed(shown) => {
+                void_answer(out, &seen, shown, index);
             }
             CallResult::Refused { status, code } => refused(out, &seen, *status, code),
             CallResult::Uncertain => {}
@@ -207,6 +215,78 @@ fn refund_answer(
     }
 }
 
+/// A capture answered succeeded or failed: the database holds it so, of
+/// this shop, for the amount shown.
+fn capture_answer(
+    out: &mut Vec<Violation>,
+    seen: &Seen<'_>,
+    shown: &Shown,
+    captures: &HashMap<&str, &DbCapture>,
+) {
+    own_shop(out, seen, shown);
+    let what = &seen.what;
+    let expected = if matches!(seen.call.result, CallResult::Captured(_)) {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    match captures.get(shown.id.as_str()) {
+        Some(c)
+            if c.status == expected
+                && c.shop_id == seen.shop
+                && c.amount_minor == shown.amount_minor => {}
+        Some(c) => out.push(violation(
+            "answers-agree-with-database",
+            format!(
+                "{what}: told capture {} {expected} for {}, the database says {} for {} ({})",
+                c.id, shown.amount_minor, c.status, c.amount_minor, c.shop_id
+            ),
+        )),
+        None => out.push(violation(
+            "answers-agree-with-database",
+            format!(
+                "{what}: answered with capture {} that the database does not hold",
+                shown.id
+            ),
+        )),
+    }
+}
+
+/// A void answered: released (the hold released by the void in the
+/// books, and the status shown the one the books give), or refused by the
+/// acquirer (the payment exists, of this shop).
+fn void_answer(out: &mut Vec<Violation>, seen: &Seen<'_>, shown: &Shown, index: &Index<'_>) {
+    own_shop(out, seen, shown);
+    let what = &seen.what;
+    let Some(p) = index.payments.get(shown.id.as_str()) else {
+        out.push(violation(
+            "answers-agree-with-database",
+            format!(
+                "{what}: a void answered with payment {} that the database does not hold",
+                shown.id
+            ),
+        ));
+        return;
+    };
+    if !matches!(seen.call.result, CallResult::Voided(_)) {
+        return;
+    }
+    let status = if p.captured_minor == 0 {
+        "voided"
+    } else {
+        "succeeded"
+    };
+    if p.hold != "released_void" || shown.status != status {
+        out.push(violation(
+            "answers-agree-with-database",
+            format!(
+                "{what}: told {} {}, the books' hold is {:?} with {} captured",
+                p.id, shown.status, p.hold, p.captured_minor
+            ),
+        ));
+    }
+}
+
 /// `valid-requests-answered`: a valid request is refused only where the
 /// workload made it refusable.
 fn refused(out: &mut Vec<Violation>, seen: &Seen<'_>, status: u16, code: &str) {
@@ -216,6 +296,13 @@ fn refused(out: &mut Vec<Violation>, seen: &Seen<'_>, status: u16, code: &str) {
         CallKind::Refund(_) => code == "refund_exceeds_amount",
         // The payment ended before the cancel came.
         CallKind::Cancel => code == "payment_not_cancelable",
+        // Parts may together ask more than was authorized; a void, a final
+        // capture or the expiry may have closed the authorization first.
+        CallKind::Capture(_) => {
+            code == "capture_exceeds_capturable" || code == "payment_not_capturable"
+        }
+        // Used up by its captures, or expired, before the void came.
+        CallKind::Void => code == "payment_not_voidable",
         _ => false,
     };
     if !expected {
@@ -233,7 +320,11 @@ fn call_evidence(truth: &Truth, origin: Option<Instant>, call: &CallRecord) -> V
         CallResult::Paid(shown) | CallResult::Declined(shown) | CallResult::Canceled(shown) => {
             Some(&shown.id)
         }
-        CallResult::Refunded(shown) | CallResult::RefundFailed(shown) => Some(&shown.parent),
+        CallResult::Refunded(shown)
+        | CallResult::RefundFailed(shown)
+        | CallResult::Captured(shown)
+        | CallResult::CaptureFailed(shown) => Some(&shown.parent),
+        CallResult::Voided(shown) | CallResult::VoidFailed(shown) => Some(&shown.id),
         _ => None,
     };
     if let Some(payment) = payment {

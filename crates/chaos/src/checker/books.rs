@@ -115,21 +115,24 @@ pub(super) fn orders(out: &mut Vec<Violation>, truth: &Truth, index: &Index<'_>)
     }
 }
 
-/// `ledger-total-equals-payments`, `canceled-holds-nothing` (every charge
+/// `ledger-total-equals-payments` (what moved: a charge made at once its
+/// amount, an authorization its captures), `canceled-holds-nothing` (every charge
 /// that landed for a canceled payment was refunded in full), and
 /// `refunds-agree` / `refunds-within-amount`.
 pub(super) fn money(out: &mut Vec<Violation>, truth: &Truth, index: &Index<'_>) {
+    // What moved: a charge made at once its amount, an authorization
+    // what its captures took.
     let ledger_total: i128 = truth
         .charges
         .iter()
         .filter(|c| index.kept(c))
-        .map(|c| i128::from(c.amount_minor))
+        .map(|c| i128::from(c.taken_minor))
         .sum();
     let paid_total: i128 = truth
         .payments
         .iter()
         .filter(|p| p.status == "succeeded")
-        .map(|p| i128::from(p.amount_minor))
+        .map(|p| i128::from(p.taken_minor))
         .sum();
     if ledger_total != paid_total {
         out.push(violation(
@@ -149,7 +152,9 @@ pub(super) fn money(out: &mut Vec<Violation>, truth: &Truth, index: &Index<'_>) 
         .filter(|c| c.succeeded && index.canceled.contains(c.payment_id.as_str()))
     {
         let given_back = refunded_per_charge.get(c.id.as_str()).copied().unwrap_or(0);
-        if given_back < i128::from(c.amount_minor) {
+        // What it took: its amount, or an authorization's captures (an
+        // authorization that lands late takes nothing by itself).
+        if given_back < i128::from(c.taken_minor) {
             out.push(Violation {
                 evidence: evidence::payment_story(truth, &c.payment_id),
                 ..violation(
@@ -158,8 +163,8 @@ pub(super) fn money(out: &mut Vec<Violation>, truth: &Truth, index: &Index<'_>) 
                         "payment {} is canceled, but its charge {} of {} holds {} (refunded {given_back})",
                         c.payment_id,
                         c.id,
-                        c.amount_minor,
-                        i128::from(c.amount_minor) - given_back
+                        c.taken_minor,
+                        i128::from(c.taken_minor) - given_back
                     ),
                 )
             });
@@ -182,13 +187,16 @@ pub(super) fn money(out: &mut Vec<Violation>, truth: &Truth, index: &Index<'_>) 
                 ),
             ));
         }
-        if p.refunded_minor > p.amount_minor || at_acquirer > i128::from(p.amount_minor) {
+        // Refunds give back what was taken: an authorization's captures.
+        let taken = if p.manual {
+            p.captured_minor
+        } else {
+            p.amount_minor
+        };
+        if p.refunded_minor > taken || at_acquirer > i128::from(taken) {
             out.push(violation(
                 "refunds-within-amount",
-                format!(
-                    "payment {} of {} refunded {at_acquirer}",
-                    p.id, p.amount_minor
-                ),
+                format!("payment {} took {taken} and refunded {at_acquirer}", p.id),
             ));
         }
         explain(out, from, || evidence::payment_story(truth, &p.id));

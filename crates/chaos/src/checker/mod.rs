@@ -5,7 +5,8 @@
 //!
 //! [`check`] runs each invariant's check in turn, each in the module of
 //! what it reads: [`books`] (the charges, orders and money against the
-//! ledger), [`settlement`] (each payment's history), [`answers`] (what each
+//! ledger), [`settlement`] (each payment's history), [`authorizations`]
+//! (captures and releases against the ledger), [`answers`] (what each
 //! client was told) and [`replays`] (each key's answers alike).
 
 use std::collections::{HashMap, HashSet};
@@ -18,6 +19,7 @@ use crate::intent::Intent;
 use crate::truth::{DbPayment, LedgerCharge, Truth};
 
 mod answers;
+mod authorizations;
 mod books;
 mod replays;
 mod settlement;
@@ -86,10 +88,12 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// A succeeded charge of a payment not canceled: money the customer
-    /// paid for an order.
+    /// A succeeded charge of a payment not canceled, and not an
+    /// authorization released with nothing captured (which frees its
+    /// order): what the customer paid (or holds) for an order.
     fn kept(&self, charge: &LedgerCharge) -> bool {
-        charge.succeeded && !self.canceled.contains(charge.payment_id.as_str())
+        let released_empty = charge.manual && charge.voided && charge.captured_minor == 0;
+        charge.succeeded && !released_empty && !self.canceled.contains(charge.payment_id.as_str())
     }
 }
 
@@ -107,6 +111,7 @@ pub fn check(
     books::orders(&mut out, truth, &index);
     books::money(&mut out, truth, &index);
     settlement::check(&mut out, truth);
+    authorizations::check(&mut out, truth);
     answers::check(&mut out, intents, shops, calls, truth, &index);
     replays::check(&mut out, calls, truth);
     out
@@ -135,6 +140,7 @@ fn definite(out: &mut Vec<Violation>, truth: &Truth) {
             format!("refund {} of {} is still pending", r.id, r.payment_id),
         ));
     }
+    authorizations::definite(out, truth);
     if truth.pending_counted != truth.pending_rows {
         out.push(violation(
             "pending-queue-agrees",

@@ -66,6 +66,7 @@ fn shops() -> Vec<String> {
 fn intents() -> Vec<Intent> {
     let mut args = ChaosArgs::small(2, 1);
     args.decline_rate = 0.0;
+    args.authorize_rate = 0.0;
     (0..2)
         .map(|i| Intent::generate(7, i, &args).unwrap())
         .collect()
@@ -83,6 +84,10 @@ fn paid(intent: &Intent, id: &str, charge: &str) -> (DbPayment, LedgerCharge) {
             provider_payment_id: Some(charge.into()),
             refunded_minor: 0,
             metadata: intent.metadata.clone(),
+            manual: false,
+            hold: String::new(),
+            captured_minor: 0,
+            taken_minor: intent.amount_minor,
         },
         LedgerCharge {
             id: charge.into(),
@@ -91,6 +96,11 @@ fn paid(intent: &Intent, id: &str, charge: &str) -> (DbPayment, LedgerCharge) {
             reference: intent.reference.clone(),
             amount_minor: intent.amount_minor,
             succeeded: true,
+            manual: false,
+            captured_minor: 0,
+            voided: false,
+            closed: false,
+            taken_minor: intent.amount_minor,
         },
     )
 }
@@ -532,4 +542,137 @@ fn a_valid_request_refused_is_caught() {
         invariants(&intents, &calls, &truth),
         vec!["valid-requests-answered"]
     );
+}
+
+/// Intent 1 only authorized, then captured 100 of it under `capture-1`
+/// and voided the rest: a truth where books and ledger agree.
+fn authorized_captured_voided() -> (Vec<Intent>, Vec<CallRecord>, Truth) {
+    let (intents, mut calls, mut truth) = clean();
+    let p = &mut truth.payments[1];
+    p.manual = true;
+    p.hold = "released_void".into();
+    p.captured_minor = 100;
+    p.taken_minor = 100;
+    let c = &mut truth.charges[1];
+    c.manual = true;
+    c.captured_minor = 100;
+    c.voided = true;
+    c.taken_minor = 100;
+    truth.captures.push(crate::truth::DbCapture {
+        id: "cap_1".into(),
+        shop_id: truth.payments[1].shop_id.clone(),
+        payment_id: truth.payments[1].id.clone(),
+        status: "succeeded".into(),
+        amount_minor: 100,
+        at_acquirer: vec![100],
+    });
+    let captured = Shown {
+        id: "cap_1".into(),
+        shop_id: truth.payments[1].shop_id.clone(),
+        status: "succeeded".into(),
+        amount_minor: 100,
+        parent: truth.payments[1].id.clone(),
+        metadata: Default::default(),
+    };
+    calls.push(call(
+        &intents[1],
+        CallKind::Capture(1),
+        CallResult::Captured(captured),
+        vec![answer(201, 3)],
+    ));
+    let voided = Shown {
+        status: "succeeded".into(),
+        ..shown(&truth.payments[1])
+    };
+    calls.push(call(
+        &intents[1],
+        CallKind::Void,
+        CallResult::Voided(voided),
+        vec![answer(200, 4)],
+    ));
+    (intents, calls, truth)
+}
+
+#[test]
+fn an_authorization_that_agrees_passes() {
+    let (intents, calls, truth) = authorized_captured_voided();
+    assert_eq!(check(&intents, &shops(), &calls, &truth), vec![]);
+}
+
+#[test]
+fn a_capture_the_acquirer_does_not_hold_is_caught() {
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    truth.captures[0].at_acquirer.clear();
+    truth.charges[1].captured_minor = 0;
+    truth.charges[1].taken_minor = 0;
+    let found = invariants(&intents, &calls, &truth);
+    assert!(found.contains(&"captures-agree"), "{found:?}");
+    assert!(found.contains(&"ledger-total-equals-payments"), "{found:?}");
+}
+
+#[test]
+fn captures_beyond_the_authorization_are_caught() {
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    let over = truth.payments[1].amount_minor + 1;
+    truth.charges[1].captured_minor = over;
+    let found = invariants(&intents, &calls, &truth);
+    assert!(
+        found.contains(&"captures-within-authorization"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_release_the_acquirer_did_not_make_is_caught() {
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    truth.charges[1].voided = false;
+    assert_eq!(invariants(&intents, &calls, &truth), vec!["release-agrees"]);
+}
+
+#[test]
+fn a_capture_after_the_release_is_caught() {
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    let id = truth.payments[1].id.clone();
+    let capture_id = "cap_1".to_owned();
+    let history = truth.histories.entry(id).or_default();
+    history.push(HistoryEvent::ReleaseEnded {
+        reason: chargeonce_core::authorization::ReleaseReason::Void,
+        released: true,
+    });
+    history.push(HistoryEvent::CaptureEnded {
+        capture_id,
+        status: chargeonce_core::CaptureStatus::Succeeded,
+    });
+    assert_eq!(
+        invariants(&intents, &calls, &truth),
+        vec!["no-capture-after-release"]
+    );
+}
+
+#[test]
+fn a_capture_or_void_answer_the_books_contradict_is_caught() {
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    truth.captures[0].status = "failed".into();
+    truth.captures[0].at_acquirer.clear();
+    truth.payments[1].captured_minor = 0;
+    truth.payments[1].taken_minor = 0;
+    truth.charges[1].captured_minor = 0;
+    truth.charges[1].taken_minor = 0;
+    let found = invariants(&intents, &calls, &truth);
+    assert!(found.contains(&"answers-agree-with-database"), "{found:?}");
+
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    truth.payments[1].hold = "open".into();
+    truth.charges[1].voided = false;
+    let found = invariants(&intents, &calls, &truth);
+    assert_eq!(found, vec!["answers-agree-with-database"], "{found:?}");
+}
+
+#[test]
+fn a_pending_capture_or_a_hold_still_moving_is_not_definite() {
+    let (intents, calls, mut truth) = authorized_captured_voided();
+    truth.payments[1].hold = "releasing_void".into();
+    truth.charges[1].voided = false;
+    let found = invariants(&intents, &calls, &truth);
+    assert!(found.contains(&"every-intent-definite"), "{found:?}");
 }

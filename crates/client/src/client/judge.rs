@@ -6,8 +6,11 @@ use chargeonce_core::PaymentStatus;
 use serde::Deserialize;
 
 use super::answer::{Answer, transient};
-use crate::outcome::{AttemptAnswer, CancelOutcome, Outcome, RefundOutcome};
-use crate::{Error, Payment, Problem, ProblemCode, Refund};
+use crate::outcome::{
+    AttemptAnswer, CancelOutcome, CaptureOutcome, Outcome, RefundOutcome, VoidOutcome,
+};
+use crate::{Capture, Error, Payment, Problem, ProblemCode, Refund};
+use chargeonce_core::CaptureStatus;
 
 /// Reads one answer of a keyed POST: what the attempt saw and what to do
 /// next; records the id the answer named.
@@ -182,6 +185,122 @@ pub(super) fn judge_refund(
         (_, problem) => not_definite(answer, problem, attempts),
     };
     (seen, step)
+}
+
+/// Decides what a capture answer means: a `201` with a succeeded capture
+/// ends it, `422 capture_failed` is the acquirer's definite refusal, a
+/// `202` (pending) is retried; `409 payment_not_capturable` is a refusal
+/// unless the authorization itself is still pending (then not yet).
+pub(super) fn judge_capture(
+    answer: &Answer,
+    attempts: u32,
+    capture_id: &mut Option<String>,
+) -> (AttemptAnswer, Step<CaptureOutcome>) {
+    let status = answer.status;
+    if matches!(status, 200..=202) {
+        let capture: Option<Capture> = serde_json::from_slice(&answer.body).ok();
+        let seen = answer.seen(None, None);
+        let step = match capture {
+            Some(capture) => {
+                *capture_id = Some(capture.id.clone());
+                match capture.status {
+                    CaptureStatus::Succeeded if status != 202 => {
+                        Step::Done(CaptureOutcome::Captured(capture))
+                    }
+                    _ => Step::Retry(answer.retry_after()),
+                }
+            }
+            None => Step::Retry(answer.retry_after()),
+        };
+        return (seen, step);
+    }
+    let problem = answer.problem();
+    let seen = answer.seen(None, problem.as_ref());
+    let capture = problem
+        .as_ref()
+        .and_then(|p| p.raw.get("capture"))
+        .and_then(|c| Capture::deserialize(c).ok());
+    if let Some(capture) = &capture {
+        *capture_id = Some(capture.id.clone());
+    }
+    let step = match (status, problem) {
+        (422, Some(problem)) if problem.code == ProblemCode::CaptureFailed => match capture {
+            Some(capture) => Step::Done(CaptureOutcome::Failed(capture)),
+            None => unexpected(answer, attempts),
+        },
+        (409, Some(problem)) if refused_for_good(&problem, ProblemCode::PaymentNotCapturable) => {
+            Step::Fail(Error::Rejected {
+                problem: Box::new(problem),
+                attempts,
+            })
+        }
+        (_, problem) => not_definite(answer, problem, attempts),
+    };
+    (seen, step)
+}
+
+/// Decides what a void answer means: a `200` ends it (the payment says
+/// how), `422 void_failed` is the acquirer's definite refusal, a `202` is
+/// retried; `409 payment_not_voidable` is a refusal unless the
+/// authorization itself is still pending.
+pub(super) fn judge_void(
+    answer: &Answer,
+    attempts: u32,
+    payment_id: &mut Option<String>,
+) -> (AttemptAnswer, Step<VoidOutcome>) {
+    let status = answer.status;
+    if matches!(status, 200..=202) {
+        let payment: Option<Payment> = serde_json::from_slice(&answer.body).ok();
+        let seen = answer.seen(payment.as_ref(), None);
+        let step = match payment {
+            Some(payment) if status == 200 => {
+                *payment_id = Some(payment.id.clone());
+                Step::Done(VoidOutcome::Voided(payment))
+            }
+            Some(payment) => {
+                *payment_id = Some(payment.id.clone());
+                Step::Retry(answer.retry_after())
+            }
+            None => Step::Retry(answer.retry_after()),
+        };
+        return (seen, step);
+    }
+    let problem = answer.problem();
+    let seen = answer.seen(
+        problem.as_ref().and_then(|p| p.payment.as_ref()),
+        problem.as_ref(),
+    );
+    let step = match (status, problem) {
+        (422, Some(problem)) if problem.code == ProblemCode::VoidFailed => {
+            match problem.payment.clone() {
+                Some(payment) => Step::Done(VoidOutcome::Failed {
+                    failure_code: problem
+                        .raw
+                        .get("failure_code")
+                        .and_then(|c| c.as_str())
+                        .map(str::to_owned),
+                    payment,
+                }),
+                None => unexpected(answer, attempts),
+            }
+        }
+        (409, Some(problem)) if refused_for_good(&problem, ProblemCode::PaymentNotVoidable) => {
+            Step::Fail(Error::Rejected {
+                problem: Box::new(problem),
+                attempts,
+            })
+        }
+        (_, problem) => not_definite(answer, problem, attempts),
+    };
+    (seen, step)
+}
+
+/// A `409` refusal of an authorization's move that waiting cannot change:
+/// `code`, unless the authorization itself is still pending (then it may
+/// become capturable: retried like any 409).
+fn refused_for_good(problem: &Problem, code: ProblemCode) -> bool {
+    problem.code == code
+        && problem.raw.get("payment_status").and_then(|s| s.as_str()) != Some("pending")
 }
 
 /// An answer that is neither the resource nor its problem document.

@@ -7,13 +7,15 @@ use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
 
 use super::answer::{failure, send};
-use super::judge::{Judge, Step, judge_cancel, judge_payment, judge_refund};
+use super::judge::{
+    Judge, Step, judge_cancel, judge_capture, judge_payment, judge_refund, judge_void,
+};
 use super::{Client, IDEMPOTENCY_KEY, PREFER};
 use crate::outcome::{
-    Attempt, AttemptAnswer, CancelOutcome, CancelResult, FailureKind, Outcome, PayResult,
-    RefundOutcome, RefundResult,
+    Attempt, AttemptAnswer, CancelOutcome, CancelResult, CaptureOutcome, CaptureResult,
+    FailureKind, Outcome, PayResult, RefundOutcome, RefundResult, VoidOutcome, VoidResult,
 };
-use crate::{CreatePayment, CreateRefund, Error};
+use crate::{CreateCapture, CreatePayment, CreateRefund, Error};
 
 impl Client {
     /// `POST /v1/payments` under `key`, retried until a definite answer or the
@@ -126,10 +128,7 @@ impl Client {
     ) -> Result<RefundResult, Error> {
         let body = serde_json::to_vec(&request.to_json())
             .map_err(|e| Error::Config(format!("serialising the refund: {e}")))?;
-        let mut url = self.url("v1/payments/");
-        if let Ok(mut segments) = url.path_segments_mut() {
-            segments.pop_if_empty().push(payment_id).push("refunds");
-        }
+        let url = self.payment_url(payment_id, "refunds");
         let (outcome, attempts) = self
             .post_idempotent(url, key, body, false, judge_refund, |refund_id| {
                 RefundOutcome::Uncertain { refund_id }
@@ -160,10 +159,7 @@ impl Client {
         payment_id: &str,
         key: &IdempotencyKey,
     ) -> Result<CancelResult, Error> {
-        let mut url = self.url("v1/payments/");
-        if let Ok(mut segments) = url.path_segments_mut() {
-            segments.pop_if_empty().push(payment_id).push("cancel");
-        }
+        let url = self.payment_url(payment_id, "cancel");
         let (outcome, attempts) = self
             .post_idempotent(
                 url,
@@ -179,6 +175,77 @@ impl Client {
             key: key.clone(),
             attempts,
         })
+    }
+
+    /// `POST /v1/payments/{payment_id}/captures` under `key` (the capture's
+    /// own key), retried like [`Client::refund`] until a definite answer or
+    /// the end of the budget.
+    ///
+    /// Definite: [`CaptureOutcome::Captured`] (`201`, or its replay) and
+    /// [`CaptureOutcome::Failed`] (`422 capture_failed`: the acquirer
+    /// refused, nothing was taken). `202` (pending), `409`
+    /// (`request_in_progress`, `authorization_busy`, an authorization still
+    /// pending), `429`, `5xx` and lost answers are retried with the same key
+    /// and body; when the budget runs out the outcome is
+    /// [`CaptureOutcome::Uncertain`]. Refusals (`422
+    /// capture_exceeds_capturable`, `409 payment_not_capturable`, `404`) are
+    /// errors.
+    ///
+    /// The key should name the intent:
+    /// `IdempotencyKey::for_operation("order-123", "capture-1")`.
+    pub async fn capture(
+        &self,
+        payment_id: &str,
+        key: &IdempotencyKey,
+        request: &CreateCapture,
+    ) -> Result<CaptureResult, Error> {
+        let body = serde_json::to_vec(&request.to_json())
+            .map_err(|e| Error::Config(format!("serialising the capture: {e}")))?;
+        let url = self.payment_url(payment_id, "captures");
+        let (outcome, attempts) = self
+            .post_idempotent(url, key, body, false, judge_capture, |capture_id| {
+                CaptureOutcome::Uncertain { capture_id }
+            })
+            .await?;
+        Ok(CaptureResult {
+            outcome,
+            key: key.clone(),
+            attempts,
+        })
+    }
+
+    /// `POST /v1/payments/{payment_id}/void` under `key` (the void's own
+    /// key), retried while the answer is not definite.
+    ///
+    /// Definite: [`VoidOutcome::Voided`] (`200`: the payment `voided`, or
+    /// `succeeded` with the rest released) and [`VoidOutcome::Failed`]
+    /// (`422 void_failed`). `409 payment_not_voidable` is a refusal
+    /// ([`Error::Rejected`]); `409 authorization_busy` (captures in flight)
+    /// is retried.
+    ///
+    /// The key should name the intent:
+    /// `IdempotencyKey::for_operation("order-123", "void")`.
+    pub async fn void(&self, payment_id: &str, key: &IdempotencyKey) -> Result<VoidResult, Error> {
+        let url = self.payment_url(payment_id, "void");
+        let (outcome, attempts) = self
+            .post_idempotent(url, key, b"{}".to_vec(), false, judge_void, |payment_id| {
+                VoidOutcome::Uncertain { payment_id }
+            })
+            .await?;
+        Ok(VoidResult {
+            outcome,
+            key: key.clone(),
+            attempts,
+        })
+    }
+
+    /// `/v1/payments/{payment_id}/{what}`, the id escaped as one segment.
+    fn payment_url(&self, payment_id: &str, what: &str) -> Url {
+        let mut url = self.url("v1/payments/");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(payment_id).push(what);
+        }
+        url
     }
 
     /// The retry loop of every keyed POST: the same key and body bytes on
