@@ -17,6 +17,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod acquirer;
 mod args;
+mod authorization;
 mod demo;
 mod findings;
 mod lists;

@@ -77,6 +77,11 @@ pub struct PayArgs {
     /// again with other pairs under the same key is refused.
     #[arg(long = "metadata", value_name = "KEY=VALUE", value_parser = metadata_pair)]
     metadata: Vec<(String, String)>,
+    /// Only authorize: the amount is held, nothing taken; take it with
+    /// `chargeonce payment capture`, release it with `chargeonce payment
+    /// void` (else it expires).
+    #[arg(long)]
+    manual_capture: bool,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -113,14 +118,25 @@ pub enum PaymentCommand {
         #[command(flatten)]
         connect: ConnectArgs,
     },
+    /// Capture (part of) an authorized payment under the capture's own key
+    /// (one key per shipment: `order-123-capture-1`, `-2`, ...). Retries
+    /// with the same key until the capture ends or the budget does. Exit 0
+    /// captured, 2 refused by the acquirer, 3 not known yet.
+    Capture(crate::authorization::CaptureArgs),
+    /// Void what is left of an authorized payment (the captures are kept).
+    /// Exit 0 released, 2 refused by the acquirer, 3 not known yet.
+    Void(crate::authorization::VoidArgs),
 }
 
 /// One line about a payment.
 pub fn describe(payment: &Payment) -> String {
+    let status = payment
+        .authorization_status
+        .map_or_else(|| payment.status.as_str(), |s| s.as_str());
     let mut line = format!(
         "{} {} {} {}, order {}",
         payment.id,
-        payment.status.as_str(),
+        status,
         payment.amount.to_decimal_string(),
         payment.amount.currency(),
         payment.reference
@@ -201,10 +217,13 @@ pub async fn pay(args: PayArgs) -> anyhow::Result<()> {
         ),
     };
     let client = args.connect.client()?;
-    let request = args.metadata.iter().fold(
+    let mut request = args.metadata.iter().fold(
         CreatePayment::new(amount, &args.reference, &args.token),
         |request, (k, v)| request.with_metadata(k, v),
     );
+    if args.manual_capture {
+        request = request.manual_capture();
+    }
     println!(
         "paying {} {} for order {} with key {} ({origin})",
         amount.to_decimal_string(),
@@ -265,6 +284,8 @@ pub async fn payment(command: PaymentCommand) -> anyhow::Result<()> {
             idempotency_key,
             connect,
         } => cancel(&id, idempotency_key, &connect).await,
+        PaymentCommand::Capture(args) => crate::authorization::capture(args).await,
+        PaymentCommand::Void(args) => crate::authorization::void(args).await,
     }
 }
 

@@ -1,4 +1,5 @@
-//! `chargeonce pay`, `chargeonce payment get`, `chargeonce payments list`,
+//! `chargeonce pay`, `chargeonce payment get`, `payment capture`, `payment
+//! void`, `chargeonce payments list`,
 //! `chargeonce keys get` and `chargeonce demo`: the
 //! client crate from the command line, against a real server process.
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -216,6 +217,89 @@ async fn pay_and_payment_get_from_the_command_line() {
     let ledger = common::ledger(&common::client(), &server.operator).await;
     assert_eq!(common::charges_for(&ledger, "order-cli-1").len(), 1);
     assert_eq!(common::charges_for(&ledger, "order-cli-3").len(), 1);
+}
+
+/// `pay --manual-capture`, then `payment capture` twice (one key per
+/// shipment, the second final) and `payment void` of another
+/// authorization; a capture run again with its key is the same capture.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn authorize_capture_and_void_from_the_command_line() {
+    let db = TestDb::sqlite();
+    common::add_shop(db.url()).await;
+    let ledger = common::ledger_path(&db.dir());
+    let server = Server::start(ServerConfig::new("S"), db.url(), &ledger).await;
+    let base = server.base.as_str();
+    let connect = ["--url", base, "--shop", SHOP, "--secret", SECRET];
+    let word = |text: &str, prefix: &str| {
+        text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ':' | '(' | ')'))
+            .find(|w| w.starts_with(prefix))
+            .map(str::to_owned)
+    };
+
+    let out = pay(base, "order-cli-auth", &["--manual-capture"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("authorized"), "{}", stdout(&out));
+    let id = word(&stdout(&out), "pay_").unwrap();
+    let capture = |key: &str, amount: &str, last: bool| {
+        let mut args = vec![
+            "payment".to_owned(),
+            "capture".to_owned(),
+            id.clone(),
+            "--idempotency-key".to_owned(),
+            key.to_owned(),
+            "--amount".to_owned(),
+            amount.to_owned(),
+            "--currency".to_owned(),
+            "RUB".to_owned(),
+        ];
+        if last {
+            args.push("--final".to_owned());
+        }
+        args.extend(connect.iter().map(|a| (*a).to_owned()));
+        args
+    };
+    async fn run(args: Vec<String>) -> Output {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        chargeonce(&args).await
+    }
+    let first = run(capture("order-cli-auth-capture-1", "1000.00", false)).await;
+    assert_eq!(first.status.code(), Some(0));
+    assert!(
+        stdout(&first).contains("captured 1000.00 RUB"),
+        "{}",
+        stdout(&first)
+    );
+    let again = run(capture("order-cli-auth-capture-1", "1000.00", false)).await;
+    assert_eq!(again.status.code(), Some(0));
+    assert!(stdout(&again).contains("replayed"), "{}", stdout(&again));
+    assert_eq!(
+        word(&stdout(&first), "cap_"),
+        word(&stdout(&again), "cap_"),
+        "the same capture"
+    );
+    let last = run(capture("order-cli-auth-capture-2", "500.00", true)).await;
+    assert_eq!(last.status.code(), Some(0));
+    // Used up: a third capture is refused (exit 1, nothing taken).
+    let over = run(capture("order-cli-auth-capture-3", "1.00", false)).await;
+    assert_eq!(over.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&over.stderr).contains("payment_not_capturable"),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+
+    let out = pay(base, "order-cli-void", &["--manual-capture"]).await;
+    let other = word(&stdout(&out), "pay_").unwrap();
+    let mut args = vec!["payment", "void", other.as_str()];
+    args.extend_from_slice(&connect);
+    let voided = chargeonce(&args).await;
+    assert_eq!(voided.status.code(), Some(0));
+    assert!(
+        stdout(&voided).contains("released: pay_"),
+        "{}",
+        stdout(&voided)
+    );
+    assert!(stdout(&voided).contains(" voided "), "{}", stdout(&voided));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,8 @@
 //! - [`payments`], [`payment`]: the list and one payment (its refunds,
 //!   timeline, keys' repeats, merchant events, and the refund form);
 //! - [`cancel`]: the cancel of a pending payment, with its confirmation;
+//! - [`authorization`]: the capture and the void of an authorization, each
+//!   with its confirmation;
 //! - [`keys`], [`findings`], [`events`], [`shops`]: the other pages.
 //!
 //! Everything it serves is inside the binary: askama templates
@@ -45,6 +47,7 @@ use chargeonce_server::AppState;
 
 pub mod action;
 pub mod auth;
+pub mod authorization;
 pub mod cancel;
 pub mod events;
 pub mod findings;
@@ -215,6 +218,11 @@ pub fn router(console: Console) -> Router<AppState> {
         .route("/console/payments/{id}", get(payment::page))
         .route("/console/payments/{id}/refund", post(refund::refund))
         .route("/console/payments/{id}/cancel", post(cancel::cancel))
+        .route(
+            "/console/payments/{id}/capture",
+            post(authorization::capture),
+        )
+        .route("/console/payments/{id}/void", post(authorization::void))
         .route("/console/events", get(events::page))
         .route("/console/events/{id}/resend", post(events::resend))
         .route("/console/keys", get(keys::page))

@@ -2,7 +2,9 @@
 //! history told as a timeline (oldest first, one sentence an entry:
 //! `console::timeline`), the repeats of its keys, its merchant events with
 //! their deliveries and a resend button, a refund form (`console::refund`),
-//! and a cancel form for a pending payment (`console::cancel`).
+//! a cancel form for a pending payment (`console::cancel`), and for an
+//! authorization its captures with capture and void forms
+//! (`console::authorization`).
 
 use askama::Template;
 use axum::extract::State;
@@ -169,6 +171,46 @@ pub struct RefundRow {
     pub created: String,
 }
 
+/// A capture's row.
+pub struct CaptureRow {
+    /// Its id.
+    pub id: String,
+    /// Its status.
+    pub status: &'static str,
+    /// Its amount.
+    pub amount: String,
+    /// Whether it was the last capture.
+    pub last: bool,
+    /// Its key.
+    pub key: String,
+    /// Why it failed.
+    pub failure: Option<String>,
+    /// When it was created.
+    pub created: String,
+}
+
+/// Where an authorization stands, for the page.
+pub struct AuthorizationView {
+    /// `authorized`, `partially_captured`, `succeeded`, `voided`, `expired`.
+    pub status: &'static str,
+    /// What was captured.
+    pub captured: String,
+    /// What captures may still take.
+    pub capturable: String,
+    /// When it is released unless captured.
+    pub expires: String,
+    /// Its captures, newest first.
+    pub captures: Vec<CaptureRow>,
+    /// The capture form's key.
+    pub capture_key: String,
+    /// The void form's key.
+    pub void_key: String,
+    /// Whether a capture can be asked (the hold open, something left).
+    pub capturable_now: bool,
+    /// Whether a void can be asked (the hold open).
+    pub voidable_now: bool,
+}
+
 /// The payment page.
 #[derive(Template)]
 #[template(path = "console/payment.html")]
@@ -192,6 +234,7 @@ struct PaymentPage {
     refundable: bool,
     cancel_key: String,
     cancelable: bool,
+    authorization: Option<AuthorizationView>,
     back: String,
 }
 
@@ -216,11 +259,14 @@ pub async fn page(
     let (entries, repeats) = history::read(state.store().as_ref(), None, &payment).await?;
     let events = state.store().payment_events(&payment.id).await?;
     let refunded = chargeonce_server::render::amount_minor(payment.refunded_minor, payment.amount);
+    let authorization = authorization_view(&state, &payment).await?;
     html(&PaymentPage {
         page: Chrome::new(&operator, format!("Payment {}", payment.id), "payments"),
         id: payment.id.as_str().to_owned(),
         shop: payment.shop_id.as_str().to_owned(),
-        status: payment.status.as_str(),
+        status: payment
+            .authorization()
+            .map_or_else(|| payment.status.as_str(), |hold| hold.status().as_str()),
         amount: money(payment.amount),
         refunded: format!("{} {}", refunded.value, refunded.currency),
         reference: payment.reference.as_str().to_owned(),
@@ -251,9 +297,71 @@ pub async fn page(
         cancel_key: fresh_key("cancel", &payment.id),
         cancelable: payment.status == chargeonce_core::PaymentStatus::Pending,
         refundable: payment.status == chargeonce_core::PaymentStatus::Succeeded
-            && payment.refunded_minor < payment.amount.minor_units(),
+            && payment.refunded_minor < refundable_limit(&payment),
+        authorization,
         back: format!("/console/payments/{}", payment.id),
     })
+}
+
+/// What refunds may give back in all: the amount, or an authorization's
+/// captures.
+fn refundable_limit(payment: &Payment) -> i64 {
+    match payment.authorization() {
+        Some(hold) => hold.captured_minor(),
+        None => payment.amount.minor_units(),
+    }
+}
+
+/// The authorization part of the page, for a payment that only authorized
+/// and was authorized.
+async fn authorization_view(
+    state: &Console,
+    payment: &Payment,
+) -> Result<Option<AuthorizationView>, ConsoleError> {
+    let (Some(hold), chargeonce_core::PaymentCapture::Manual { expires_at, .. }) =
+        (payment.authorization(), payment.capture)
+    else {
+        return Ok(None);
+    };
+    let captures = state
+        .store()
+        .list_captures(
+            &payment.shop_id,
+            &payment.id,
+            &PageRequest {
+                limit: PageLimit::new(chargeonce_core::MAX_PAGE_LIMIT).unwrap_or_default(),
+                cursor: Cursor::Newest,
+            },
+        )
+        .await?;
+    let amount = |minor| {
+        let a = chargeonce_server::render::amount_minor(minor, payment.amount);
+        format!("{} {}", a.value, a.currency)
+    };
+    let open = hold.hold() == chargeonce_core::authorization::Hold::Open;
+    Ok(Some(AuthorizationView {
+        status: hold.status().as_str(),
+        captured: amount(hold.captured_minor()),
+        capturable: amount(hold.capturable_minor()),
+        expires: when(expires_at),
+        captures: captures
+            .items
+            .iter()
+            .map(|c| CaptureRow {
+                id: c.id.as_str().to_owned(),
+                status: c.status.as_str(),
+                amount: money(c.amount),
+                last: c.last,
+                key: c.idempotency_key.as_str().to_owned(),
+                failure: c.failure_code.clone(),
+                created: when(c.created_at),
+            })
+            .collect(),
+        capture_key: fresh_key("capture", &payment.id),
+        void_key: fresh_key("void", &payment.id),
+        capturable_now: open && hold.capturable_minor() > 0,
+        voidable_now: open,
+    }))
 }
 
 #[cfg(test)]
@@ -467,6 +575,7 @@ mod tests {
             refundable: true,
             cancel_key: fresh_key("cancel", &payment.id),
             cancelable: false,
+            authorization: None,
             back: "/console/payments/x".into(),
             metadata: Default::default(),
         };

@@ -499,6 +499,68 @@ describe("the operator console, with the seed incident", () => {
     assert.ok(types.includes("cancel_requested"), `a cancel_requested entry: ${types.join(", ")}`);
   });
 
+  it("10d. an authorization captured in two shipments and refunded from the console; another voided", async () => {
+    const made = await api(world, "POST", "/v1/payments", {
+      key: `${ORDER}-ship-authorize`,
+      body: { amount: AMOUNT, reference: `${ORDER}-ship`, payment_method: { token: "tok_ok" }, capture_method: "manual" },
+    });
+    assert.equal(made.status, 201, made.text);
+    assert.equal(made.json.status, "authorized");
+    const id = made.json.id;
+    await open(`/console/payments/${id}`);
+    assert.equal(await page.locator("[data-testid=authorization-status]").innerText(), "authorized");
+    assert.equal(await page.locator("form[data-testid=refund-form]").count(), 0, "nothing captured: nothing to refund");
+    /** @param {string} value @param {boolean} last */
+    const captureFromPage = async (value, last) => {
+      const form = page.locator("form[data-testid=capture-form]");
+      await form.locator("input[name=amount]").fill(value);
+      if (last) await form.locator("input[name=final]").check();
+      await Promise.all([page.waitForURL((u) => u.pathname === `/console/payments/${id}/capture`), form.locator("button[type=submit]").click()]);
+      const confirm = page.locator("button[data-testid=confirm-capture]");
+      await confirm.waitFor();
+      await remember();
+      return submitAction(confirm);
+    };
+    const first = await captureFromPage("1000.00", false);
+    assert.match(first, /captured 1000\.00/, first);
+    assert.equal(await page.locator("[data-testid=authorization-status]").innerText(), "partially_captured");
+    await shot("capture");
+    const second = await captureFromPage("500.00", true);
+    assert.match(second, /captured 500\.00/, second);
+    assert.equal(await page.locator("[data-testid=authorization-status]").innerText(), "succeeded");
+    assert.equal(await page.locator("tr[data-testid=capture-row]").count(), 2);
+    assert.match(await page.locator("[data-testid=amount-captured]").innerText(), /1500\.00/);
+    assert.equal(await page.locator("form[data-testid=void-form]").count(), 0, "used up: nothing to void");
+    const refund = await api(world, "POST", `/v1/payments/${id}/refunds`, {
+      key: `${ORDER}-ship-refund-1`,
+      body: { amount: { value: "200.00", currency: "RUB" } },
+    });
+    assert.equal(refund.status, 201, refund.text);
+    await open(`/console/payments/${id}`);
+    const types = (await timeline()).map((e) => e.type);
+    for (const type of ["capture_reserved", "capture_ended", "refund_reserved"]) {
+      assert.ok(types.includes(type), `a ${type} entry: ${types.join(", ")}`);
+    }
+    await shot("authorization");
+
+    const other = await api(world, "POST", "/v1/payments", {
+      key: `${ORDER}-void-authorize`,
+      body: { amount: AMOUNT, reference: `${ORDER}-void`, payment_method: { token: "tok_ok" }, capture_method: "manual" },
+    });
+    assert.equal(other.status, 201, other.text);
+    await open(`/console/payments/${other.json.id}`);
+    const form = page.locator("form[data-testid=void-form]");
+    await Promise.all([page.waitForURL((u) => u.pathname === `/console/payments/${other.json.id}/void`), form.locator("button[type=submit]").click()]);
+    const confirm = page.locator("button[data-testid=confirm-void]");
+    await confirm.waitFor();
+    await remember();
+    const flash = await submitAction(confirm);
+    assert.match(flash, /released.*voided/, flash);
+    assert.equal(await page.locator("[data-testid=authorization-status]").innerText(), "voided");
+    const shown = await api(world, "GET", `/v1/payments/${other.json.id}`);
+    assert.equal(shown.json.status, "voided", "the API agrees with the console");
+  });
+
   it("10c. the public port keeps the operator's side off it; /docs renders under its CSP; / names the API", async () => {
     for (const path of ["/console", "/console/login", "/metrics", "/sim/ledger"]) {
       const res = await fetch(`${world.url}${path}`, { redirect: "manual" });

@@ -177,12 +177,14 @@ fn not_authorized(code: ProblemCode, status: PaymentStatus, what: &str) -> Probl
 
 /// A hold used up, voided or expired.
 fn closed(code: ProblemCode, status: AuthorizationStatus, what: &str) -> Problem {
+    let how = match status {
+        AuthorizationStatus::Voided => "was voided",
+        AuthorizationStatus::Expired => "expired",
+        _ => "was used up by its captures",
+    };
     Problem::new(
         code,
-        format!(
-            "the authorization is {}: nothing is left to be {what}",
-            status.as_str()
-        ),
+        format!("the authorization {how}: nothing is left to be {what}"),
     )
     .with("payment_status", status.as_str().into())
 }
