@@ -22,6 +22,9 @@ from ._models import (
     Amount,
     AnsweredEntry,
     CancelRequestedEntry,
+    Capture,
+    CaptureMethod,
+    CaptureStatus,
     ClaimedEntry,
     EventAttemptEntry,
     EventResentEntry,
@@ -84,7 +87,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Amount", "AsyncClient", "Attempt", "CancelCanceled", "CancelCharged", "CancelDeclined",
-    "CancelOutcome", "CancelRefunded", "CancelResult", "CancelUncertain", "Canceled", "ChargeonceError", "Client", "ConfigError", "Declined",
+    "CancelOutcome", "CancelRefunded", "Capture", "CaptureMethod", "CaptureStatus", "CancelResult", "CancelUncertain", "Canceled", "ChargeonceError", "Client", "ConfigError", "Declined",
     "IdempotencyKey", "IdempotencyKeyInfo", "InvalidKey", "KeyReused", "OrderAlreadyPaid", "Outcome", "Page", "Paid",
     "PayResult", "Payment", "PaymentNotCancelable", "PaymentStatus", "Problem", "ProblemCode", "ProblemError", "Refund",
     "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
