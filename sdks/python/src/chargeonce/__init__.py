@@ -2,10 +2,12 @@
 
 Keys come from the intent (:meth:`IdempotencyKey.for_operation`); every retry
 sends the same key and the same body bytes; a payment ends :class:`Paid`,
-:class:`Declined`, :class:`Canceled` or :class:`Uncertain` (never "try again with a
-new key"); a pending payment is canceled with ``cancel``.
+:class:`Declined`, :class:`Canceled`, :class:`Authorized` or :class:`Uncertain`
+(never "try again with a new key"); a pending payment is canceled with
+``cancel``; an authorization (``authorize``) is taken by ``capture`` and
+released by ``void``.
 """
-from ._client import AsyncClient, Client, payment_body, refund_body
+from ._client import AsyncClient, Client, capture_body, payment_body, refund_body
 from ._errors import (
     ChargeonceError,
     ConfigError,
@@ -61,6 +63,7 @@ from ._models import (
 )
 from ._outcome import (
     Attempt,
+    Authorized,
     CancelCanceled,
     CancelCharged,
     CancelDeclined,
@@ -69,6 +72,12 @@ from ._outcome import (
     CancelResult,
     CancelUncertain,
     Canceled,
+    CaptureFailed,
+    Captured,
+    CaptureOutcome,
+    CaptureRefused,
+    CaptureResult,
+    CaptureUncertain,
     Declined,
     Outcome,
     Paid,
@@ -79,6 +88,13 @@ from ._outcome import (
     RefundResult,
     RefundUncertain,
     Uncertain,
+    VoidFailed,
+    VoidOutcome,
+    VoidRefused,
+    VoidReleased,
+    VoidResult,
+    VoidUncertain,
+    VoidVoided,
 )
 from ._retry import RetryPolicy, is_transient, parse_retry_after
 from . import webhooks
@@ -93,6 +109,10 @@ __all__ = [
     "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
     "Unavailable", "Uncertain", "UnexpectedAnswer", "is_transient", "parse_retry_after",
     "payment_body", "refund_body", "webhooks",
+    # Authorizations: authorize, capture in parts, void.
+    "Authorized", "capture_body", "CaptureFailed", "Captured", "CaptureOutcome", "CaptureRefused", "CaptureResult",
+    "CaptureUncertain", "VoidFailed", "VoidOutcome", "VoidRefused", "VoidReleased", "VoidResult", "VoidUncertain",
+    "VoidVoided",
     # A payment's history (GET /v1/payments/{id}/history).
     "AcquirerCallEntry", "AnsweredEntry", "CancelRequestedEntry", "ClaimedEntry", "EventAttemptEntry", "EventResentEntry",
     "FindingEntry", "FindingResolvedEntry", "HISTORY_ENTRY_TYPES", "HistoryAcquirerCall",
