@@ -232,6 +232,12 @@ export interface CreatePayment {
    * returned on the payment. Part of the request: the same key with other metadata is refused.
    */
   metadata?: Readonly<Record<string, string>> | undefined;
+  /**
+   * `manual` only authorizes: the payment answers `authorized` (the amount held,
+   * nothing taken) for captures and a void; `automatic` (the default, also when
+   * absent) charges at once. Sent only when given; part of the request.
+   */
+  captureMethod?: CaptureMethod | undefined;
 }
 
 /** The wire JSON of a payment request, serialised once per call. */
@@ -241,6 +247,7 @@ export function paymentBody(request: CreatePayment): string {
     reference: request.reference,
     payment_method: { token: request.token },
     ...(request.metadata === undefined ? {} : { metadata: request.metadata }),
+    ...(request.captureMethod === undefined ? {} : { capture_method: request.captureMethod }),
   });
 }
 
@@ -253,6 +260,23 @@ export function refundBody(request: CreateRefund): string {
   return request.amount === undefined
     ? "{}"
     : JSON.stringify({ amount: { value: request.amount.value, currency: request.amount.currency } });
+}
+
+/**
+ * A capture: no amount captures all that is capturable as the final capture;
+ * an amount captures that much, and more captures may follow unless `final`.
+ */
+export interface CreateCapture {
+  amount?: Amount | undefined;
+  final?: boolean | undefined;
+}
+
+/** The wire JSON of a capture request (members only when given), serialised once per call. */
+export function captureBody(request: CreateCapture): string {
+  return JSON.stringify({
+    ...(request.amount === undefined ? {} : { amount: { value: request.amount.value, currency: request.amount.currency } }),
+    ...(request.final === undefined ? {} : { final: request.final }),
+  });
 }
 
 /** One charge in the simulator's ledger (`GET /sim/ledger`, a test tool). */
