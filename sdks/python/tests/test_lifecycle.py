@@ -438,3 +438,33 @@ def test_lost_capture_answers_are_retried_with_the_same_key_and_bytes(server: Se
     sent = p.recorded(key.value)
     assert len(sent) == 3 and len({r.body for r in sent}) == 1 and check_recorded(p.recorded()) is None
     assert json.loads(sent[0].body) == {"amount": {"value": "1500.00", "currency": RUB}, "final": True}
+
+
+@pytest.fixture(scope="module")
+def expiring_server() -> Any:
+    """Authorizations held one second, the expirer passing every 200 ms."""
+    s = Server(["--authorization-ttl", "1s", "--expiry-interval", "200ms"])
+    yield s
+    s.stop()
+
+
+def test_an_expired_authorization_refuses_captures_and_voids(expiring_server: Server) -> None:
+    import time
+
+    ref = order("expiry")
+    with Client(expiring_server.url, SHOP, SECRET, POLICY) as client:
+        held = client.authorize(IdempotencyKey.for_operation(ref, "pay"), rub("100.00"), ref, "tok_ok")
+        assert isinstance(held.outcome, Authorized)
+        pid = held.outcome.payment.id
+        deadline = time.monotonic() + 15
+        while (payment := client.payment(pid)).status != PaymentStatus.EXPIRED.value:
+            assert time.monotonic() < deadline, f"not expired: {payment}"
+            time.sleep(0.1)
+        assert payment.amount_capturable.decimal == 0 and payment.amount_captured.decimal == 0
+        late = client.capture(pid, IdempotencyKey.for_operation(ref, "capture-1"))
+        assert isinstance(late.outcome, CaptureRefused) and late.outcome.payment_status == "expired", late.outcome
+        void = client.void(pid, IdempotencyKey.for_operation(ref, "void"))
+        assert isinstance(void.outcome, VoidRefused) and void.outcome.code == ProblemCode.PAYMENT_NOT_VOIDABLE
+        # The authorization's own key still replays what it answered then.
+        again = client.authorize(IdempotencyKey.for_operation(ref, "pay"), rub("100.00"), ref, "tok_ok")
+        assert isinstance(again.outcome, Authorized) and again.replayed

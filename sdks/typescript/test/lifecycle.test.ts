@@ -377,3 +377,34 @@ test("lost capture answers are retried with the same key and body bytes", { time
     await proxy.stop();
   }
 });
+
+test("an expired authorization refuses captures and voids", { timeout: 60_000 }, async (t) => {
+  if (!haveBinary()) {
+    t.skip("no chargeonce binary (set CHARGEONCE_BIN)");
+    return;
+  }
+  // Authorizations held one second, the expirer passing every 200 ms.
+  const expiring = await startServer(["--authorization-ttl", "1s", "--expiry-interval", "200ms"]);
+  try {
+    const client = new Client(expiring.url, SHOP, SECRET, { retry: RETRY });
+    const ref = order("expiry");
+    const held = await client.authorize(IdempotencyKey.forOperation(ref, "pay"), { amount: rub("100.00"), reference: ref, token: "tok_ok" });
+    assert.ok(held.outcome.kind === "authorized");
+    const pid = held.outcome.payment.id;
+    const deadline = Date.now() + 15_000;
+    let payment = await client.payment(pid);
+    while (payment.status !== "expired") {
+      assert.ok(Date.now() < deadline, `not expired: ${JSON.stringify(payment)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      payment = await client.payment(pid);
+    }
+    assert.deepEqual(payment.amount_capturable, rub("0.00"));
+    const late = await client.capture(pid, IdempotencyKey.forOperation(ref, "capture-1"));
+    assert.ok(late.outcome.kind === "refused" && late.outcome.code === "payment_not_capturable", JSON.stringify(late.outcome));
+    assert.equal(late.outcome.problem.raw["payment_status"], "expired");
+    const voided = await client.void(pid, IdempotencyKey.forOperation(ref, "void"));
+    assert.ok(voided.outcome.kind === "refused" && voided.outcome.code === "payment_not_voidable");
+  } finally {
+    await expiring.stop();
+  }
+});
