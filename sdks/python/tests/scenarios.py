@@ -11,9 +11,10 @@ from typing import Any, Dict, List, Optional
 import httpx
 
 from chargeonce import (
-    Amount, AsyncClient, CancelCanceled, CancelCharged, CancelDeclined, CancelRefunded, CancelUncertain,
-    Canceled, ChargeonceError, Client, Declined, IdempotencyKey, KeyReused, Paid, ProblemError,
-    RefundFailed, Refunded, RefundUncertain, RetryPolicy, Uncertain, payment_body,
+    Amount, AsyncClient, Authorized, CancelCanceled, CancelCharged, CancelDeclined, CancelRefunded, CancelUncertain,
+    Canceled, CaptureFailed, Captured, CaptureRefused, CaptureUncertain, ChargeonceError, Client, Declined,
+    IdempotencyKey, KeyReused, Paid, ProblemError, RefundFailed, Refunded, RefundUncertain, RetryPolicy, Uncertain,
+    VoidFailed, VoidRefused, VoidReleased, VoidUncertain, VoidVoided, payment_body,
 )
 
 from harness import SECRET, SHOP, FaultProxy, Recorded
@@ -174,13 +175,30 @@ class Run:
         r: Dict[str, Any] = {"do": do}
         amount = Amount.from_json(step["amount"]) if step.get("amount") else None
         try:
-            if do in ("pay", "pay_order"):
+            if do in ("pay", "pay_order", "authorize"):
                 ref = self.reference(step["order"])
                 res = await self.call(do, self.key(step["order"], step.get("operation", "pay")), amount, ref, step["token"])
                 r.update(outcome=res.outcome, attempts=res.attempts, found=res.found_before_paying)
-                if isinstance(res.outcome, (Paid, Declined, Canceled)):
-                    r["payment_id"] = res.outcome.payment.id
-                    r["resource"] = res.outcome.payment.raw
+                if res.payment is not None:
+                    r["payment_id"] = res.payment.id
+                    r["resource"] = res.payment.raw
+            elif do == "capture":
+                payment_id = self.results[step["payment_of"]]["payment_id"]
+                key = self.key(step["order"], step["operation"])
+                res = await self.call("capture", payment_id, key, amount, step.get("final"))
+                r.update(outcome=res.outcome, attempts=res.attempts)
+                if res.capture is not None:
+                    r.update(capture_id=res.capture.id, payment_id=res.capture.payment_id, resource=res.capture.raw)
+                elif isinstance(res.outcome, CaptureRefused):
+                    r.update(refusal=res.outcome.problem, resource=res.outcome.problem.raw)
+            elif do == "void":
+                payment_id = self.results[step["payment_of"]]["payment_id"]
+                res = await self.call("void", payment_id, self.key(step["order"], step["operation"]))
+                r.update(outcome=res.outcome, attempts=res.attempts)
+                if res.payment is not None:
+                    r.update(payment_id=res.payment.id, resource=res.payment.raw)
+                elif isinstance(res.outcome, VoidRefused):
+                    r.update(refusal=res.outcome.problem, resource=res.outcome.problem.raw)
             elif do == "refund":
                 payment_id = self.results[step["payment_of"]]["payment_id"]
                 res = await self.call("refund", payment_id, self.key(step["order"], step["operation"]), amount)
@@ -225,6 +243,12 @@ class Run:
                 r["count"] = len(items)
                 if len(items) == 1:
                     r.update(refund_id=items[0].id, resource=items[0].raw)
+            elif do == "list_captures":
+                payment_id = self.results[step["payment_of"]]["payment_id"]
+                items = await self.collect("iter_payment_captures", payment_id, limit=step.get("limit"))
+                r["count"] = len(items)
+                if len(items) == 1:
+                    r.update(capture_id=items[0].id, resource=items[0].raw)
             else:
                 raise ScenarioFailure(f"unknown step kind {do!r}")
         except ChargeonceError as error:
@@ -244,15 +268,18 @@ class Run:
         error = r.get("error")
         if step["do"] != "raw_pay":
             if "error_code" in e:
-                if not isinstance(error, ProblemError):
+                # A capture's or void's refusal before executing is its outcome
+                # (``refused``), the problem's code checked like a raised one.
+                problem = error.problem if isinstance(error, ProblemError) else r.get("refusal")
+                if problem is None:
                     self.fail(where, "error_code", f"expected {e['error_code']}, got {r.get('outcome', error)!r}")
-                code = error.code if isinstance(error.code, str) else error.code.value
+                code = problem.code if isinstance(problem.code, str) else problem.code.value
                 if code != e["error_code"]:
                     self.fail(where, "error_code", f"expected {e['error_code']}, got {code}")
                 if code == "idempotency_key_reused" and not isinstance(error, KeyReused):
                     self.fail(where, "error_code", "not raised as KeyReused")
-                if "status" in e and error.status != e["status"]:
-                    self.fail(where, "status", f"expected {e['status']}, got {error.status}")
+                if "status" in e and problem.status != e["status"]:
+                    self.fail(where, "status", f"expected {e['status']}, got {problem.status}")
             elif error is not None:
                 self.fail(where, "error", f"unexpected error {error!r}")
         else:
@@ -260,10 +287,15 @@ class Run:
                 if member in e and r.get(member) != e[member]:
                     self.fail(where, member, f"expected {e[member]!r}, got {r.get(member)!r}")
         if "outcome" in e:
-            names = {Paid: "paid", Declined: "declined", Canceled: "canceled", Uncertain: "uncertain",
+            names = {Paid: "paid", Declined: "declined", Canceled: "canceled", Authorized: "authorized",
+                     Uncertain: "uncertain",
                      Refunded: "refunded", RefundFailed: "refund_failed", RefundUncertain: "uncertain",
                      CancelCanceled: "canceled", CancelRefunded: "refunded", CancelCharged: "charged",
-                     CancelDeclined: "declined", CancelUncertain: "uncertain"}
+                     CancelDeclined: "declined", CancelUncertain: "uncertain",
+                     Captured: "captured", CaptureFailed: "capture_failed", CaptureRefused: "refused",
+                     CaptureUncertain: "uncertain",
+                     VoidVoided: "voided", VoidReleased: "released", VoidFailed: "void_failed", VoidRefused: "refused",
+                     VoidUncertain: "uncertain"}
             got = names.get(type(r.get("outcome")))
             if got != e["outcome"]:
                 self.fail(where, "outcome", f"expected {e['outcome']}, got {r.get('outcome')!r}")
@@ -284,10 +316,11 @@ class Run:
             self.fail(where, "found_before_paying", f"expected {e['found_before_paying']}")
         if "payment_id" in e:
             outcome = r.get("outcome")
-            pid = getattr(outcome, "payment_id", getattr(outcome, "refund_id", None))
+            pid = getattr(outcome, "payment_id", getattr(outcome, "refund_id", getattr(outcome, "capture_id", None)))
             if (e["payment_id"] is None) != (pid is None):
                 self.fail(where, "payment_id", f"expected {e['payment_id']!r}, got {pid!r}")
-        for member, field in (("same_payment_as", "payment_id"), ("same_refund_as", "refund_id")):
+        for member, field in (("same_payment_as", "payment_id"), ("same_refund_as", "refund_id"),
+                              ("same_capture_as", "capture_id")):
             if member in e:
                 other = self.results.get(e[member], {}).get(field)
                 if other is None or r.get(field) != other:

@@ -30,6 +30,11 @@ def no_losses(spec: dict) -> None:
         ("lost_answers", lambda s: s["steps"][0]["expect"].update(attempts=1), "attempts"),
         ("declined", lambda s: s["steps"][0]["expect"].update(outcome="paid"), "outcome"),
         ("pay_order", lambda s: s["steps"][1]["expect"].update(found_before_paying=False), "found_before_paying"),
+        # A capture's or void's refusal is its outcome, its code checked like a raised one's.
+        ("authorize_capture", lambda s: s["steps"][3]["expect"].update(error_code="payment_not_capturable"), "error_code"),
+        ("authorize_capture", lambda s: s["steps"][2]["expect"].update(replayed=False), "replayed"),
+        ("authorize_capture", lambda s: s["steps"][12]["expect"].update(same_capture_as="c1"), "same_capture_as"),
+        ("void", lambda s: s["steps"][1]["expect"].update(outcome="released"), "outcome"),
         # A proxy scenario in which nothing was retried proves nothing.
         ("lost_answers", no_losses, "no key was sent more than once"),
     ],

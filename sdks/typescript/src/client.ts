@@ -5,8 +5,11 @@
  */
 import { IdempotencyKey } from "./key.js";
 import {
+  captureBody,
   paymentBody,
   refundBody,
+  type Capture,
+  type CreateCapture,
   type CreatePayment,
   type CreateRefund,
   type IdempotencyKeyInfo,
@@ -19,9 +22,12 @@ import {
 } from "./model.js";
 import {
   classifyFailure,
+  isHeld,
   judgePayment,
   judgeCancel,
+  judgeCapture,
   judgeRefund,
+  judgeVoid,
   problemOf,
   retryAfterOf,
   type Answer,
@@ -32,6 +38,10 @@ import {
   type PayResult,
   type CancelOutcome,
   type CancelResult,
+  type CaptureOutcome,
+  type CaptureResult,
+  type VoidOutcome,
+  type VoidResult,
   type RefundOutcome,
   type RefundResult,
   answersRequest,
@@ -97,6 +107,10 @@ export interface PayOptions {
 
 /** Options of one cancel call: like a payment's, `signal` ends it as `{kind: "uncertain"}`, never an error. */
 export type CancelOptions = PayOptions;
+/** Options of one capture call: `signal` ends it as `{kind: "uncertain"}`, never an error. */
+export type CaptureOptions = PayOptions;
+/** Options of one void call: `signal` ends it as `{kind: "uncertain"}`, never an error. */
+export type VoidOptions = PayOptions;
 
 /** `sleeping`, or less when `signal` aborts first. */
 async function untilAborted(sleeping: Promise<void>, signal?: AbortSignal): Promise<void> {
@@ -166,8 +180,9 @@ export class Client {
    * `POST /v1/payments` under `key`, retried until a definite answer or the
    * end of the budget, always with the same key and the same body bytes:
    * `paid`, `declined`, `canceled` (409 `payment_canceled`: the payment was
-   * canceled, nothing taken; the order may be paid again under a new key), or
-   * `uncertain`. Never throws for an unknown outcome: that is `{kind: "uncertain"}`.
+   * canceled, nothing taken; the order may be paid again under a new key),
+   * `authorized` (`captureMethod: "manual"`: held, nothing taken; see
+   * {@link Client.authorize}), or `uncertain`. Never throws for an unknown outcome: that is `{kind: "uncertain"}`.
    * Throws {@link KeyReusedError} (never retried) and {@link ProblemError}.
    */
   async pay(key: KeyLike, request: CreatePayment, options: PayOptions = {}): Promise<PayResult> {
@@ -203,11 +218,73 @@ export class Client {
     const value = keyValue(key);
     const existing = await this.paymentsFor(request.reference);
     const paid = existing.find((p) => p.status === "succeeded");
-    if (paid !== undefined) {
-      if (!answersRequest(paid, request)) throw OrderAlreadyPaidError.of(paid, 0);
-      return { outcome: { kind: "paid", payment: paid }, key: value, attempts: [], foundBeforePaying: true, replayed: false };
+    // An authorization still holding money is the order's too (the server answers it to a new key).
+    const held = existing.find((p) => isHeld(p.status));
+    const found = paid ?? held;
+    if (found !== undefined) {
+      if (!answersRequest(found, request)) throw OrderAlreadyPaidError.of(found, 0);
+      const outcome: PayOutcome = paid !== undefined ? { kind: "paid", payment: paid } : { kind: "authorized", payment: found };
+      return { outcome, key: value, attempts: [], foundBeforePaying: true, replayed: false };
     }
     return this.pay(value, request, options);
+  }
+
+  /**
+   * {@link Client.pay} with `captureMethod: "manual"`: holds the amount on the
+   * card and takes nothing: `authorized` (then {@link Client.capture} and
+   * {@link Client.void}), `declined` or `uncertain`. The key is the order's
+   * payment key (`forOperation(order, "pay")`).
+   */
+  authorize(key: KeyLike, request: Omit<CreatePayment, "captureMethod">, options: PayOptions = {}): Promise<PayResult> {
+    return this.pay(key, { ...request, captureMethod: "manual" }, options);
+  }
+
+  /**
+   * `POST /v1/payments/{id}/captures` under the capture's own key
+   * (`forOperation(order, "capture-1")`, `"capture-2"` for the next shipment),
+   * retried with the same key and body bytes while the answer is 202 (pending
+   * at the acquirer), 409 (`request_in_progress`, `authorization_busy`) or 503:
+   * `captured`, `failed` (the acquirer refused; stored), `refused` (nothing
+   * executed: `capture_exceeds_capturable`, `payment_not_capturable`, ...), or
+   * `uncertain` when the budget (or `signal`) ran out first — never capture
+   * again under a new key then. No amount captures all that is capturable, as
+   * the final capture. Throws {@link KeyReusedError} and {@link ProblemError}
+   * (`invalid_request`, ...).
+   */
+  async capture(paymentId: string, key: KeyLike, request: CreateCapture = {}, options: CaptureOptions = {}): Promise<CaptureResult> {
+    const value = keyValue(key);
+    const { outcome, attempts } = await this.#postIdempotent<CaptureOutcome>(
+      this.#url(`v1/payments/${encodeURIComponent(paymentId)}/captures`),
+      value,
+      captureBody(request),
+      false,
+      judgeCapture,
+      (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", captureId: id }),
+      options.signal,
+    );
+    return { outcome, key: value, attempts, replayed: lastReplayed(attempts) };
+  }
+
+  /**
+   * `POST /v1/payments/{id}/void` under the void's own key
+   * (`forOperation(order, "void")`), retried with the same key while the answer
+   * is 202 (in flight), 409 or 503: `voided` (nothing captured: nothing
+   * taken), `released` (the captures kept, `succeeded`, the rest released),
+   * `failed` (the acquirer refused; stored), `refused` (nothing executed:
+   * `payment_not_voidable`, ...), or `uncertain`.
+   */
+  async void(paymentId: string, key: KeyLike, options: VoidOptions = {}): Promise<VoidResult> {
+    const value = keyValue(key);
+    const { outcome, attempts } = await this.#postIdempotent<VoidOutcome>(
+      this.#url(`v1/payments/${encodeURIComponent(paymentId)}/void`),
+      value,
+      "{}",
+      false,
+      judgeVoid,
+      (id) => (id === null ? { kind: "uncertain" } : { kind: "uncertain", paymentId: id }),
+      options.signal,
+    );
+    return { outcome, key: value, attempts, replayed: lastReplayed(attempts) };
   }
 
   /**
@@ -271,10 +348,14 @@ export class Client {
     // Whether an earlier attempt may have executed (sent, no definite answer):
     // from then on a refusal proves nothing, and the result is uncertain.
     let maybeExecuted = false;
+    // The last answer proved the key executed nothing (`authorization_busy`):
+    // the outcome if the call ends there and nothing earlier may have executed.
+    let refused: { outcome: O } | null = null;
+    const ended = (): O => (refused !== null && !maybeExecuted ? refused.outcome : uncertain(namedId));
     for (;;) {
       // The caller gave up: whatever was sent may have executed. Uncertain,
       // never an error that reads as "not charged".
-      if (signal?.aborted) return { outcome: uncertain(namedId), attempts };
+      if (signal?.aborted) return { outcome: ended(), attempts };
       const number = attempts.length + 1;
       const timeout = Math.min(policy.attemptTimeoutMs, Math.max(deadline - this.#now(), 1));
       const headers: Record<string, string> = {
@@ -288,17 +369,21 @@ export class Client {
       let seen: AttemptAnswer;
       let raw: string | null = null;
       let retryAfter: number | null = null;
-      let done: { outcome: O } | null = null;
+      let done: { outcome: O; refusal: boolean } | null = null;
       let failure: Error | null = null;
+      refused = null;
       try {
         const answer = await this.#send(url, { method: "POST", headers, body }, timeout, signal);
         const judged = judge(answer, number, this.#now());
         seen = judged.seen;
         raw = answer.body;
         if (judged.namedId !== null) namedId = judged.namedId;
-        if (judged.step.kind === "done") done = { outcome: judged.step.outcome };
+        if (judged.step.kind === "done") done = { outcome: judged.step.outcome, refusal: judged.step.refusal === true };
         else if (judged.step.kind === "fail") failure = judged.step.error;
-        else retryAfter = judged.step.retryAfterMs;
+        else {
+          retryAfter = judged.step.retryAfterMs;
+          if (judged.step.refused !== undefined) refused = { outcome: judged.step.refused };
+        }
       } catch (error) {
         const { failure: kind, message } = classifyFailure(error);
         seen = { kind: "failed", failure: kind, message };
@@ -306,7 +391,8 @@ export class Client {
       const attempt: Attempt = { number, sentAt, tookMs: this.#now() - sentAt, answer: seen, body: raw, retryInMs: null };
       if (done !== null) {
         attempts.push(attempt);
-        return { outcome: done.outcome, attempts };
+        // A refusal after an attempt that may have executed proves nothing.
+        return { outcome: done.refusal && maybeExecuted ? uncertain(namedId) : done.outcome, attempts };
       }
       if (failure !== null) {
         if (maybeExecuted) {
@@ -315,11 +401,12 @@ export class Client {
         }
         throw failure;
       }
-      maybeExecuted ||= !(seen.kind === "failed" && seen.failure === "connect");
+      // A connect failure sent nothing; `authorization_busy` executed nothing under this key.
+      maybeExecuted ||= !(seen.kind === "failed" && seen.failure === "connect") && refused === null;
       const delay = delayMs(policy, number, retryAfter, this.#random);
       if (number >= policy.maxAttempts || this.#now() + delay >= deadline) {
         attempts.push(attempt);
-        return { outcome: uncertain(namedId), attempts };
+        return { outcome: ended(), attempts };
       }
       attempt.retryInMs = delay;
       attempts.push(attempt);
@@ -415,6 +502,26 @@ export class Client {
 
   async *paymentRefundPages(paymentId: string, params: ListParams = {}): AsyncGenerator<List<Refund>, void, undefined> {
     yield* pages((cursor) => this.paymentRefunds(paymentId, { ...params, ...cursor }), params);
+  }
+
+  /** `GET /v1/captures/{id}` (a `ProblemError` with code `not_found` when there is none). */
+  captureById(id: string): Promise<Capture> {
+    return this.#read(this.#url(`v1/captures/${encodeURIComponent(id)}`));
+  }
+
+  /** `GET /v1/payments/{id}/captures`: one page of a payment's captures, newest first. */
+  paymentCaptures(paymentId: string, params: ListParams = {}): Promise<List<Capture>> {
+    return this.#read(this.#url(`v1/payments/${encodeURIComponent(paymentId)}/captures`, listPairs(params)));
+  }
+
+  /** Every page of a payment's captures from `params` on, one page at a time. */
+  async *paymentCapturePages(paymentId: string, params: ListParams = {}): AsyncGenerator<List<Capture>, void, undefined> {
+    yield* pages((cursor) => this.paymentCaptures(paymentId, { ...params, ...cursor }), params);
+  }
+
+  /** Every capture of a payment, over all pages, newest first. */
+  async *allPaymentCaptures(paymentId: string, params: ListParams = {}): AsyncGenerator<Capture, void, undefined> {
+    for await (const page of this.paymentCapturePages(paymentId, params)) yield* page.data;
   }
 
   /** `GET /v1/idempotency-keys/{key}`: what the service knows of one of the shop's keys. */

@@ -3,8 +3,9 @@
  *
  * - The key comes from the intent: `IdempotencyKey.forOperation(order, "pay")`.
  * - Retries only with the same key and the same body bytes.
- * - An honest outcome: `paid`, `declined`, `canceled`, or `uncertain` (never pay again under a new key);
- *   `cancel` ends a pending payment without charging the customer.
+ * - An honest outcome: `paid`, `declined`, `canceled`, `authorized`, or `uncertain` (never pay again under a new key);
+ *   `cancel` ends a pending payment without charging the customer; an authorization
+ *   (`authorize`) is taken by `capture` (in parts) and released by `void`.
  */
 export { IdempotencyKey, KeyError, encodeKeyPart, type KeyErrorKind } from "./key.js";
 export {
@@ -21,5 +22,16 @@ export {
 export * from "./model.js";
 export * from "./problem.js";
 export * from "./outcome.js";
-export { Client, listPairs, paymentPairs, type ClientOptions, type ListParams, type PayOptions, type CancelOptions, type PaymentListParams } from "./client.js";
+export {
+  Client,
+  listPairs,
+  paymentPairs,
+  type ClientOptions,
+  type ListParams,
+  type PayOptions,
+  type CancelOptions,
+  type CaptureOptions,
+  type VoidOptions,
+  type PaymentListParams,
+} from "./client.js";
 export * from "./webhook.js";

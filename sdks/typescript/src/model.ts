@@ -41,9 +41,29 @@ function lists<Union extends string>() {
 /**
  * Every payment status: `canceled` is a payment canceled while pending (a
  * cancel, or the service gave up on it): nothing taken, the order free again.
+ * An authorization (`capture_method` `manual`) is `authorized` (held, nothing
+ * taken), `partially_captured` (some taken, more capturable), `succeeded`
+ * (capture finished), `voided` or `expired` (released with nothing taken).
  */
 export type PaymentStatus = Schemas["PaymentStatus"];
-export const PAYMENT_STATUSES = lists<PaymentStatus>()(["pending", "succeeded", "declined", "canceled"]);
+export const PAYMENT_STATUSES = lists<PaymentStatus>()([
+  "pending",
+  "succeeded",
+  "declined",
+  "canceled",
+  "authorized",
+  "partially_captured",
+  "voided",
+  "expired",
+]);
+/** How a payment takes its money: at once (`automatic`, the default) or authorized for captures (`manual`). */
+export type CaptureMethod = Schemas["CaptureMethod"];
+export const CAPTURE_METHODS = lists<CaptureMethod>()(["automatic", "manual"]);
+export type CaptureStatus = Schemas["CaptureStatus"];
+export const CAPTURE_STATUSES = lists<CaptureStatus>()(["pending", "succeeded", "failed"]);
+/** Why an authorization's rest is released (`release_requested`, `release_ended` entries). */
+export type ReleaseReason = Schemas["ReleaseReason"];
+export const RELEASE_REASONS = lists<ReleaseReason>()(["void", "expiry"]);
 export type PaymentRefundStatus = Schemas["PaymentRefundStatus"];
 export const PAYMENT_REFUND_STATUSES = lists<PaymentRefundStatus>()(["none", "partially_refunded", "refunded"]);
 export type RefundStatus = Schemas["RefundStatus"];
@@ -53,6 +73,8 @@ export const REFUND_STATUSES = lists<RefundStatus>()(["pending", "succeeded", "f
 export type Payment = Schemas["Payment"];
 /** A refund of (part of) a payment. */
 export type Refund = Schemas["Refund"];
+/** One capture of (part of) an authorized payment (`cap_...`). */
+export type Capture = Schemas["Capture"];
 
 /**
  * An `application/problem+json` document (RFC 9457 and the stable `code`);
@@ -69,7 +91,7 @@ export type KeyState = Schemas["KeyState"];
 
 /** Which acquirer call a history entry is about. */
 export type HistoryAcquirerCall = Schemas["HistoryAcquirerCall"];
-export const HISTORY_ACQUIRER_CALLS = lists<HistoryAcquirerCall>()(["charge", "lookup", "refund"]);
+export const HISTORY_ACQUIRER_CALLS = lists<HistoryAcquirerCall>()(["charge", "lookup", "refund", "capture", "void"]);
 /** How an acquirer call ended (`refused`: the request itself refused, a 4xx; `unknown`: no definite answer; `not_sent`: certainly never reached the acquirer). */
 export type HistoryCallOutcome = Schemas["HistoryCallOutcome"];
 export const HISTORY_CALL_OUTCOMES = lists<HistoryCallOutcome>()(["succeeded", "declined", "refused", "not_found", "unknown", "not_sent"]);
@@ -189,6 +211,9 @@ export const SCHEMA_ENUMS: Readonly<Record<string, readonly string[]>> = {
   PaymentStatus: PAYMENT_STATUSES,
   PaymentRefundStatus: PAYMENT_REFUND_STATUSES,
   RefundStatus: REFUND_STATUSES,
+  CaptureMethod: CAPTURE_METHODS,
+  CaptureStatus: CAPTURE_STATUSES,
+  ReleaseReason: RELEASE_REASONS,
   HistoryAcquirerCall: HISTORY_ACQUIRER_CALLS,
   HistoryCallOutcome: HISTORY_CALL_OUTCOMES,
   HistorySettledBy: HISTORY_SETTLED_BY,
@@ -207,6 +232,12 @@ export interface CreatePayment {
    * returned on the payment. Part of the request: the same key with other metadata is refused.
    */
   metadata?: Readonly<Record<string, string>> | undefined;
+  /**
+   * `manual` only authorizes: the payment answers `authorized` (the amount held,
+   * nothing taken) for captures and a void; `automatic` (the default, also when
+   * absent) charges at once. Sent only when given; part of the request.
+   */
+  captureMethod?: CaptureMethod | undefined;
 }
 
 /** The wire JSON of a payment request, serialised once per call. */
@@ -216,6 +247,7 @@ export function paymentBody(request: CreatePayment): string {
     reference: request.reference,
     payment_method: { token: request.token },
     ...(request.metadata === undefined ? {} : { metadata: request.metadata }),
+    ...(request.captureMethod === undefined ? {} : { capture_method: request.captureMethod }),
   });
 }
 
@@ -228,6 +260,23 @@ export function refundBody(request: CreateRefund): string {
   return request.amount === undefined
     ? "{}"
     : JSON.stringify({ amount: { value: request.amount.value, currency: request.amount.currency } });
+}
+
+/**
+ * A capture: no amount captures all that is capturable as the final capture;
+ * an amount captures that much, and more captures may follow unless `final`.
+ */
+export interface CreateCapture {
+  amount?: Amount | undefined;
+  final?: boolean | undefined;
+}
+
+/** The wire JSON of a capture request (members only when given), serialised once per call. */
+export function captureBody(request: CreateCapture): string {
+  return JSON.stringify({
+    ...(request.amount === undefined ? {} : { amount: { value: request.amount.value, currency: request.amount.currency } }),
+    ...(request.final === undefined ? {} : { final: request.final }),
+  });
 }
 
 /** One charge in the simulator's ledger (`GET /sim/ledger`, a test tool). */
@@ -255,6 +304,47 @@ export function asPayment(value: unknown): Payment | null {
     isAmount(value["amount"]) &&
     typeof value["reference"] === "string";
   return ok ? (value as unknown as Payment) : null;
+}
+
+/**
+ * How `payment` takes its money; `automatic` when the member is absent (an
+ * answer stored before authorizations existed: a payment charged at once).
+ */
+export function captureMethodOf(payment: Payment): CaptureMethod {
+  return payment.capture_method ?? "automatic";
+}
+
+/** What captures may still take; zero when absent (an answer stored before authorizations: charged at once). */
+export function amountCapturable(payment: Payment): Amount {
+  return payment.amount_capturable ?? { value: zeroLike(payment.amount.value), currency: payment.amount.currency };
+}
+
+/**
+ * What was taken; when absent (an answer stored before authorizations: a
+ * payment charged at once), its amount once it succeeded, else zero.
+ */
+export function amountCaptured(payment: Payment): Amount {
+  if (payment.amount_captured !== undefined && payment.amount_captured !== null) return payment.amount_captured;
+  if (payment.status === "succeeded") return payment.amount;
+  return { value: zeroLike(payment.amount.value), currency: payment.amount.currency };
+}
+
+/** Zero with the minor units of `value` (`"1500.00"` → `"0.00"`). */
+function zeroLike(value: string): string {
+  const fraction = value.split(".")[1];
+  return fraction === undefined ? "0" : `0.${"0".repeat(fraction.length)}`;
+}
+
+/** Reads a JSON value as a capture, or `null` when it is not one. */
+export function asCapture(value: unknown): Capture | null {
+  if (!isObject(value)) return null;
+  const ok =
+    typeof value["id"] === "string" &&
+    typeof value["payment_id"] === "string" &&
+    typeof value["status"] === "string" &&
+    typeof value["final"] === "boolean" &&
+    isAmount(value["amount"]);
+  return ok ? (value as unknown as Capture) : null;
 }
 
 /** Reads a JSON value as a refund, or `null` when it is not one. */

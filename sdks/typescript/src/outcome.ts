@@ -3,7 +3,7 @@
  * keyed POST means (done, retry, or fail). Pure: no I/O; answers come in as
  * plain values.
  */
-import { asPayment, asRefund, type Payment, type PaymentStatus, type Refund } from "./model.js";
+import { asCapture, asPayment, asRefund, type Capture, type Payment, type PaymentStatus, type Refund } from "./model.js";
 import {
   ChargeonceError,
   KeyReusedError,
@@ -17,7 +17,7 @@ import {
 } from "./problem.js";
 import { parseRetryAfter, transient } from "./retry.js";
 
-/** Where a payment stands after a call: the only four answers a payment client may give. */
+/** Where a payment stands after a call: the only answers a payment client may give. */
 export type PayOutcome =
   /** Charged (by this call, an earlier attempt of the same intent, or earlier for the same order). */
   | { kind: "paid"; payment: Payment }
@@ -25,6 +25,12 @@ export type PayOutcome =
   | { kind: "declined"; payment: Payment }
   /** Canceled before any charge was found (a cancel, or the service gave up on it): definite, nothing taken; the order may be paid again under a new key. */
   | { kind: "canceled"; payment: Payment }
+  /**
+   * Held, nothing taken yet: an authorization (`captureMethod: "manual"`, or the
+   * order's authorization found under another key), `authorized` or
+   * `partially_captured`. Captures take it, a void or the expiry releases it.
+   */
+  | { kind: "authorized"; payment: Payment }
   /**
    * The budget ran out before a definite answer: maybe charged. **Do not pay
    * again with a new key.** Retry later with the same key, or look it up.
@@ -49,6 +55,42 @@ export type CancelOutcome =
   /** The acquirer had declined the charge: nothing taken. */
   | { kind: "declined"; payment: Payment }
   /** The budget ran out while the cancel still ran: retry later with the same key (the service ends it on its own too). */
+  | { kind: "uncertain"; paymentId?: string };
+
+/** A refusal that executed nothing (no amount reserved, nothing sent to the acquirer): its code, status and document. */
+export interface Refusal {
+  kind: "refused";
+  code: ProblemCode;
+  status: number;
+  problem: Problem;
+}
+
+/** Where a capture stands after a call. */
+export type CaptureOutcome =
+  /** The acquirer took the capture's amount. */
+  | { kind: "captured"; capture: Capture }
+  /** The acquirer refused (422 `capture_failed`, stored): nothing taken by it; its amount is capturable again under a new key. */
+  | { kind: "failed"; capture: Capture }
+  /**
+   * Refused before executing: `capture_exceeds_capturable` (`problem.raw.amount_capturable`),
+   * `payment_not_capturable` (`problem.raw.payment_status`), `currency_mismatch`,
+   * `not_found`, or `authorization_busy` still when the budget ran out.
+   */
+  | Refusal
+  /** The budget ran out while the capture was pending: it may have taken the money. **Never capture again under a new key**: retry later with the same key. */
+  | { kind: "uncertain"; captureId?: string };
+
+/** Where an authorization stands after a void call. */
+export type VoidOutcome =
+  /** Nothing was captured: `voided`, the hold released, nothing taken. */
+  | { kind: "voided"; payment: Payment }
+  /** Some was captured: `succeeded` with `amount_captured` taken and the rest released. */
+  | { kind: "released"; payment: Payment }
+  /** The acquirer refused the void (422 `void_failed`, stored): the authorization is open again. */
+  | { kind: "failed"; payment: Payment; failureCode: string | null }
+  /** Refused before executing: `payment_not_voidable` (charged at once: refund it instead; or used up, voided, expired), `not_found`, or `authorization_busy` still when the budget ran out. */
+  | Refusal
+  /** The budget ran out while the void was in flight: retry later with the same key (the service ends it on its own too). */
   | { kind: "uncertain"; paymentId?: string };
 
 /** Why an attempt got no answer. */
@@ -113,6 +155,22 @@ export interface RefundResult {
   attempts: Attempt[];
 }
 
+export interface CaptureResult {
+  outcome: CaptureOutcome;
+  key: string;
+  attempts: Attempt[];
+  /** The last attempt's answer was a replay of the key's first answer. */
+  replayed: boolean;
+}
+
+export interface VoidResult {
+  outcome: VoidOutcome;
+  key: string;
+  attempts: Attempt[];
+  /** The last attempt's answer was a replay of the key's first answer. */
+  replayed: boolean;
+}
+
 /** A raw HTTP answer: a status, lower-cased headers, the body text. */
 export interface Answer {
   status: number;
@@ -122,9 +180,19 @@ export interface Answer {
 
 /** What to do after one attempt. */
 export type Step<O> =
-  | { kind: "done"; outcome: O }
-  /** Unknown or transient: try again with the same key and body, not sooner than `retryAfterMs`. */
-  | { kind: "retry"; retryAfterMs: number | null }
+  /**
+   * `refusal`: the outcome is a refusal before executing (a capture's or
+   * void's `refused`): after an attempt that may have executed it proves
+   * nothing, and the call ends uncertain, as for a thrown refusal.
+   */
+  | { kind: "done"; outcome: O; refusal?: boolean }
+  /**
+   * Unknown or transient: try again with the same key and body, not sooner
+   * than `retryAfterMs`. `refused`: the answer proves the key executed nothing
+   * (409 `authorization_busy`): the outcome if the budget ends here and no
+   * earlier attempt may have executed (else uncertain).
+   */
+  | { kind: "retry"; retryAfterMs: number | null; refused?: O }
   | { kind: "fail"; error: ChargeonceError };
 
 export interface Judgement<O> {
@@ -179,6 +247,9 @@ export function judgePayment(answer: Answer, attempts: number, nowMs: number = D
     }
     if (payment.status === "declined" && status !== 202) {
       return { seen, step: { kind: "done", outcome: { kind: "declined", payment } }, namedId: payment.id };
+    }
+    if (isHeld(payment.status) && status !== 202) {
+      return { seen, step: { kind: "done", outcome: { kind: "authorized", payment } }, namedId: payment.id };
     }
     // 202, or a success status with a pending payment: not known yet.
     return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: payment.id };
@@ -282,6 +353,101 @@ export function judgeRefund(answer: Answer, attempts: number, nowMs: number = Da
   if (status === 422 && problem !== null && problem.code === "refund_failed") {
     if (refund !== null) return { seen, step: { kind: "done", outcome: { kind: "failed", refund } }, namedId };
     return { seen, step: unexpected(answer, attempts), namedId };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+/** An authorization still holding money for captures. */
+export function isHeld(status: PaymentStatus): boolean {
+  return status === "authorized" || status === "partially_captured";
+}
+
+function refusalOf(problem: Problem): Refusal {
+  return { kind: "refused", code: problem.code, status: problem.status, problem };
+}
+
+/** Refusals of a capture that executed nothing (the key is free again). */
+const CAPTURE_REFUSALS: readonly string[] = ["capture_exceeds_capturable", "payment_not_capturable", "currency_mismatch", "not_found"];
+/** Refusals of a void that executed nothing. */
+const VOID_REFUSALS: readonly string[] = ["payment_not_voidable", "not_found"];
+
+/**
+ * Decides what an answer of `POST /v1/payments/{id}/captures` means: 201 with
+ * the capture `succeeded` is `captured`; 202 (pending at the acquirer) is
+ * asked again with the same key; 422 `capture_failed` (stored) is `failed`; a
+ * refusal that executed nothing is `refused`; 409 `authorization_busy` is
+ * asked again (the refusal if the budget ends there); 503 and 409
+ * `request_in_progress` are retried as for every keyed POST.
+ */
+export function judgeCapture(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<CaptureOutcome> {
+  const { status } = answer;
+  if (status >= 200 && status <= 202) {
+    const capture = asCapture(parseJson(answer.body));
+    const seen = seenOf(answer, null, null);
+    if (capture === null) return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    if (capture.status === "succeeded" && status !== 202) {
+      return { seen, step: { kind: "done", outcome: { kind: "captured", capture } }, namedId: capture.id };
+    }
+    if (capture.status === "failed" && status !== 202) {
+      return { seen, step: { kind: "done", outcome: { kind: "failed", capture } }, namedId: capture.id };
+    }
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: capture.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, null, problem);
+  const capture = problem?.capture ?? null;
+  const namedId = capture?.id ?? null;
+  if (problem === null) return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+  if (status === 422 && problem.code === "capture_failed") {
+    if (capture !== null) return { seen, step: { kind: "done", outcome: { kind: "failed", capture } }, namedId };
+    return { seen, step: unexpected(answer, attempts), namedId };
+  }
+  if (status === 409 && problem.code === "authorization_busy") {
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs), refused: refusalOf(problem) }, namedId };
+  }
+  if (status >= 400 && status <= 499 && CAPTURE_REFUSALS.includes(problem.code)) {
+    return { seen, step: { kind: "done", outcome: refusalOf(problem), refusal: true }, namedId };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+/**
+ * Decides what an answer of `POST /v1/payments/{id}/void` means: a 200 ends it
+ * by the payment (`voided`, or `succeeded`: `released`, the captures kept); a
+ * 202 (in flight) is asked again with the same key; 422 `void_failed`
+ * (stored) is `failed`; a refusal that executed nothing is `refused`; 409
+ * `authorization_busy` is asked again.
+ */
+export function judgeVoid(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<VoidOutcome> {
+  const { status } = answer;
+  if (status >= 200 && status <= 202) {
+    const payment = asPayment(parseJson(answer.body));
+    const seen = seenOf(answer, payment, null);
+    if (payment === null) return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    if (status === 200 && payment.status === "voided") {
+      return { seen, step: { kind: "done", outcome: { kind: "voided", payment } }, namedId: payment.id };
+    }
+    if (status === 200 && payment.status === "succeeded") {
+      return { seen, step: { kind: "done", outcome: { kind: "released", payment } }, namedId: payment.id };
+    }
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: payment.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, problem?.payment ?? null, problem);
+  const namedId = problem?.payment?.id ?? null;
+  if (problem === null) return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+  if (status === 422 && problem.code === "void_failed") {
+    if (problem.payment !== null) {
+      const failureCode = typeof problem.raw["failure_code"] === "string" ? problem.raw["failure_code"] : null;
+      return { seen, step: { kind: "done", outcome: { kind: "failed", payment: problem.payment, failureCode } }, namedId };
+    }
+    return { seen, step: unexpected(answer, attempts), namedId };
+  }
+  if (status === 409 && problem.code === "authorization_busy") {
+    return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs), refused: refusalOf(problem) }, namedId };
+  }
+  if (status >= 400 && status <= 499 && VOID_REFUSALS.includes(problem.code)) {
+    return { seen, step: { kind: "done", outcome: refusalOf(problem), refusal: true }, namedId };
   }
   return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
 }

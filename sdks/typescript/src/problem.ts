@@ -2,7 +2,7 @@
  * The API's errors: RFC 9457 problem documents, typed by their stable
  * `code`, and the errors a call throws. Pure: no I/O.
  */
-import { asPayment, asRefund, isObject, type Payment, type Refund } from "./model.js";
+import { asCapture, asPayment, asRefund, isObject, type Capture, type Payment, type Refund } from "./model.js";
 
 /** The codes this client knows. A server may send others: they are kept as strings. */
 export const PROBLEM_CODES = [
@@ -35,6 +35,12 @@ export const PROBLEM_CODES = [
   "payment_not_refundable",
   "currency_mismatch",
   "refund_failed",
+  "capture_exceeds_capturable",
+  "payment_not_capturable",
+  "payment_not_voidable",
+  "authorization_busy",
+  "capture_failed",
+  "void_failed",
   "rate_limited",
   "too_many_requests",
   "body_timeout",
@@ -66,10 +72,12 @@ export interface Problem {
   detail: string;
   /** The answer's `request_id` member, or its `Request-Id` header. */
   requestId: string | null;
-  /** `payment_declined`, `acquirer_unavailable`, `order_already_paid`, `payment_canceled` and `payment_not_cancelable` carry the payment. */
+  /** `payment_declined`, `acquirer_unavailable`, `order_already_paid`, `payment_canceled`, `payment_not_cancelable` and `void_failed` carry the payment. */
   payment: Payment | null;
   /** `refund_failed` carries the refund. */
   refund: Refund | null;
+  /** `capture_failed` (and `acquirer_unavailable` of a capture) carries the capture. */
+  capture: Capture | null;
   /** The field a validation problem is about, when it names one. */
   field: string | null;
   /** Every member of the document, as sent. */
@@ -101,6 +109,7 @@ export function parseProblem(httpStatus: number, body: string, requestIdHeader: 
     requestId: text("request_id") ?? requestIdHeader,
     payment: asPayment(raw["payment"]),
     refund: asRefund(raw["refund"]),
+    capture: asCapture(raw["capture"]),
     field: text("field"),
     raw,
   };
@@ -187,6 +196,7 @@ export class OrderAlreadyPaidError extends ProblemError {
       requestId: null,
       payment,
       refund: null,
+      capture: null,
       field: null,
       raw: {},
     };

@@ -124,7 +124,18 @@ export function verifyWebhook(
  * The merchant event types this client knows (`payment.canceled`: a pending
  * payment was canceled, nothing taken). A newer server may send others.
  */
-export const MERCHANT_EVENT_TYPES = ["payment.succeeded", "payment.declined", "payment.canceled", "refund.succeeded", "refund.failed", "capture.succeeded", "capture.failed", "payment.voided", "payment.expired"] as const;
+export const MERCHANT_EVENT_TYPES = [
+  "payment.succeeded",
+  "payment.declined",
+  "payment.canceled",
+  "payment.authorized",
+  "payment.voided",
+  "payment.expired",
+  "capture.succeeded",
+  "capture.failed",
+  "refund.succeeded",
+  "refund.failed",
+] as const;
 export type KnownMerchantEventType = (typeof MERCHANT_EVENT_TYPES)[number];
 /** A known event type, or any other string (a newer server's): autocompletes, never narrows away. */
 export type MerchantEventType = KnownMerchantEventType | (string & {});

@@ -158,7 +158,7 @@ test("cancel refusals: payment_not_cancelable carries the payment; not_found and
 
 test("a canceled payment is read as a payment, and pay's 409 payment_canceled is the canceled outcome", () => {
   assert.equal(asPayment(payment("canceled"))?.status, "canceled");
-  assert.equal(asPayment(payment("voided")), null, "a status this client does not know is not a payment");
+  assert.equal(asPayment(payment("chargeback_lost")), null, "a status this client does not know is not a payment");
   const judged = judgePayment(answer(409, problem(409, "payment_canceled", { payment: payment("canceled") }), { "idempotent-replayed": "true" }), 1);
   assert.ok(judged.step.kind === "done" && judged.step.outcome.kind === "canceled");
   assert.ok(judged.seen.kind === "http" && judged.seen.problem === "payment_canceled" && judged.seen.paymentStatus === "canceled");

@@ -19,6 +19,7 @@ import {
   ChargeonceError,
   type Amount,
   type Attempt,
+  type Capture,
   type Ledger,
   type Payment,
   type Refund,
@@ -39,6 +40,7 @@ interface Step {
   token?: string;
   payment_of?: string;
   limit?: number;
+  final?: boolean;
   calls?: Step[];
   stagger_ms?: number;
   expect?: Record<string, Json>;
@@ -68,6 +70,9 @@ interface Result {
   paymentId?: string | null;
   uncertainId?: string | null;
   refund?: Refund | null;
+  capture?: Capture | null;
+  /** A capture's or void's refusal before executing: its problem's code and status. */
+  refusal?: { code: string; status: number };
   resource?: unknown;
   count?: number;
 }
@@ -147,11 +152,17 @@ for (const file of files) {
     async function run(step: Step): Promise<Result> {
       switch (step.do) {
         case "pay":
-        case "pay_order": {
+        case "pay_order":
+        case "authorize": {
           const key = keyOf(step, "pay");
           const request = { amount: step.amount!, reference: reference(step.order!), token: step.token! };
           try {
-            const r = step.do === "pay" ? await client.pay(key, request) : await client.payOrder(key, request);
+            const r =
+              step.do === "pay"
+                ? await client.pay(key, request)
+                : step.do === "authorize"
+                  ? await client.authorize(key, request)
+                  : await client.payOrder(key, request);
             const payment = r.outcome.kind === "uncertain" ? null : r.outcome.payment;
             return {
               outcome: r.outcome.kind,
@@ -207,6 +218,49 @@ for (const file of files) {
             return { error };
           }
         }
+        case "capture": {
+          const key = keyOf(step, "");
+          const payment = paymentOf(step.payment_of);
+          try {
+            const request = { ...(step.amount === undefined ? {} : { amount: step.amount }), ...(step.final === undefined ? {} : { final: step.final }) };
+            const r = await client.capture(payment.id, key, request);
+            const o = r.outcome;
+            const capture = o.kind === "captured" || o.kind === "failed" ? o.capture : null;
+            return {
+              outcome: o.kind === "failed" ? "capture_failed" : o.kind,
+              attempts: r.attempts,
+              replayed: r.replayed,
+              capture,
+              paymentId: capture?.payment_id ?? null,
+              uncertainId: o.kind === "uncertain" ? (o.captureId ?? null) : null,
+              ...(o.kind === "refused" ? { refusal: { code: o.code, status: o.status } } : {}),
+              resource: o.kind === "refused" ? o.problem.raw : capture,
+            };
+          } catch (error) {
+            return { error };
+          }
+        }
+        case "void": {
+          const key = keyOf(step, "");
+          const payment = paymentOf(step.payment_of);
+          try {
+            const r = await client.void(payment.id, key);
+            const o = r.outcome;
+            const ended = o.kind === "voided" || o.kind === "released" || o.kind === "failed" ? o.payment : null;
+            return {
+              outcome: o.kind === "failed" ? "void_failed" : o.kind,
+              attempts: r.attempts,
+              replayed: r.replayed,
+              payment: ended,
+              paymentId: ended?.id ?? null,
+              uncertainId: o.kind === "uncertain" ? (o.paymentId ?? null) : null,
+              ...(o.kind === "refused" ? { refusal: { code: o.code, status: o.status } } : {}),
+              resource: o.kind === "refused" ? o.problem.raw : ended,
+            };
+          } catch (error) {
+            return { error };
+          }
+        }
         case "raw_pay": {
           const key = keyOf(step, "pay");
           const body = JSON.stringify({
@@ -255,6 +309,13 @@ for (const file of files) {
           const only = all.length === 1 ? all[0]! : null;
           return { count: all.length, refund: only, resource: only };
         }
+        case "list_captures": {
+          const payment = paymentOf(step.payment_of);
+          const all: Capture[] = [];
+          for await (const c of client.allPaymentCaptures(payment.id, step.limit === undefined ? {} : { limit: step.limit })) all.push(c);
+          const only = all.length === 1 ? all[0]! : null;
+          return { count: all.length, capture: only, resource: only };
+        }
         default:
           throw new Error(`unknown step kind ${step.do}`);
       }
@@ -265,7 +326,12 @@ for (const file of files) {
       const where = (member: string) => `${file} step ${index} (${step.do}${step.id ? ` ${step.id}` : ""}): ${member}`;
       const error = r.error;
       if (error !== undefined && !(error instanceof ChargeonceError)) throw error;
-      if ("error_code" in expect && step.do !== "raw_pay") {
+      if ("error_code" in expect && r.refusal !== undefined) {
+        // A capture's or void's refusal before executing is its outcome
+        // ("refused"), its code and status checked like a thrown problem's.
+        assert.equal(r.refusal.code, expect["error_code"], where("error_code"));
+        if ("status" in expect) assert.equal(r.refusal.status, expect["status"], where("status"));
+      } else if ("error_code" in expect && step.do !== "raw_pay") {
         assert.ok(error instanceof ProblemError, `${where("error_code")}: expected ${String(expect["error_code"])}, got ${r.outcome}`);
         assert.equal(error.code, expect["error_code"], where("error_code"));
         if (expect["error_code"] === "idempotency_key_reused") assert.ok(error instanceof KeyReusedError, where("error_code: KeyReusedError"));
@@ -282,6 +348,7 @@ for (const file of files) {
       assert.equal(error, undefined, `${where("no error expected")}: ${String(error)}`);
       for (const [member, want] of Object.entries(expect)) {
         const attempts = r.attempts ?? [];
+        if (r.refusal !== undefined && (member === "error_code" || member === "status")) continue;
         switch (member) {
           case "outcome":
             assert.equal(r.outcome, want, where(member));
@@ -326,6 +393,10 @@ for (const file of files) {
           case "same_refund_as":
             assert.ok(r.refund, where(member));
             assert.equal(r.refund.id, results.get(want as string)?.refund?.id, where(member));
+            break;
+          case "same_capture_as":
+            assert.ok(r.capture, where(member));
+            assert.equal(r.capture.id, results.get(want as string)?.capture?.id, where(member));
             break;
           case "count":
             assert.equal(r.count, want, where(member));

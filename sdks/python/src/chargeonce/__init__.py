@@ -2,10 +2,12 @@
 
 Keys come from the intent (:meth:`IdempotencyKey.for_operation`); every retry
 sends the same key and the same body bytes; a payment ends :class:`Paid`,
-:class:`Declined`, :class:`Canceled` or :class:`Uncertain` (never "try again with a
-new key"); a pending payment is canceled with ``cancel``.
+:class:`Declined`, :class:`Canceled`, :class:`Authorized` or :class:`Uncertain`
+(never "try again with a new key"); a pending payment is canceled with
+``cancel``; an authorization (``authorize``) is taken by ``capture`` and
+released by ``void``.
 """
-from ._client import AsyncClient, Client, payment_body, refund_body
+from ._client import AsyncClient, Client, capture_body, payment_body, refund_body
 from ._errors import (
     ChargeonceError,
     ConfigError,
@@ -22,6 +24,9 @@ from ._models import (
     Amount,
     AnsweredEntry,
     CancelRequestedEntry,
+    Capture,
+    CaptureMethod,
+    CaptureStatus,
     ClaimedEntry,
     EventAttemptEntry,
     EventResentEntry,
@@ -58,6 +63,7 @@ from ._models import (
 )
 from ._outcome import (
     Attempt,
+    Authorized,
     CancelCanceled,
     CancelCharged,
     CancelDeclined,
@@ -66,6 +72,12 @@ from ._outcome import (
     CancelResult,
     CancelUncertain,
     Canceled,
+    CaptureFailed,
+    Captured,
+    CaptureOutcome,
+    CaptureRefused,
+    CaptureResult,
+    CaptureUncertain,
     Declined,
     Outcome,
     Paid,
@@ -76,6 +88,13 @@ from ._outcome import (
     RefundResult,
     RefundUncertain,
     Uncertain,
+    VoidFailed,
+    VoidOutcome,
+    VoidRefused,
+    VoidReleased,
+    VoidResult,
+    VoidUncertain,
+    VoidVoided,
 )
 from ._retry import RetryPolicy, is_transient, parse_retry_after
 from . import webhooks
@@ -84,12 +103,16 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Amount", "AsyncClient", "Attempt", "CancelCanceled", "CancelCharged", "CancelDeclined",
-    "CancelOutcome", "CancelRefunded", "CancelResult", "CancelUncertain", "Canceled", "ChargeonceError", "Client", "ConfigError", "Declined",
+    "CancelOutcome", "CancelRefunded", "Capture", "CaptureMethod", "CaptureStatus", "CancelResult", "CancelUncertain", "Canceled", "ChargeonceError", "Client", "ConfigError", "Declined",
     "IdempotencyKey", "IdempotencyKeyInfo", "InvalidKey", "KeyReused", "OrderAlreadyPaid", "Outcome", "Page", "Paid",
     "PayResult", "Payment", "PaymentNotCancelable", "PaymentStatus", "Problem", "ProblemCode", "ProblemError", "Refund",
     "RefundFailed", "RefundOutcome", "RefundResult", "RefundUncertain", "Refunded", "RetryPolicy",
     "Unavailable", "Uncertain", "UnexpectedAnswer", "is_transient", "parse_retry_after",
     "payment_body", "refund_body", "webhooks",
+    # Authorizations: authorize, capture in parts, void.
+    "Authorized", "capture_body", "CaptureFailed", "Captured", "CaptureOutcome", "CaptureRefused", "CaptureResult",
+    "CaptureUncertain", "VoidFailed", "VoidOutcome", "VoidRefused", "VoidReleased", "VoidResult", "VoidUncertain",
+    "VoidVoided",
     # A payment's history (GET /v1/payments/{id}/history).
     "AcquirerCallEntry", "AnsweredEntry", "CancelRequestedEntry", "ClaimedEntry", "EventAttemptEntry", "EventResentEntry",
     "FindingEntry", "FindingResolvedEntry", "HISTORY_ENTRY_TYPES", "HistoryAcquirerCall",

@@ -21,17 +21,35 @@ from ._judge import (
     KeyedCall,
     ReadCall,
     Sleep,
+    HELD,
     answers_request,
     judge_cancel,
+    judge_capture,
     judge_payment,
     judge_refund,
+    judge_void,
     uncertain_cancel,
+    uncertain_capture,
     uncertain_payment,
     uncertain_refund,
+    uncertain_void,
 )
 from ._keys import IdempotencyKey, KeyLike, as_key
-from ._models import Amount, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
-from ._outcome import CONNECT, LOST, TIMEOUT, CancelResult, Canceled, Declined, Paid, PayResult, RefundResult
+from ._models import Amount, Capture, CaptureMethod, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
+from ._outcome import (
+    CONNECT,
+    LOST,
+    TIMEOUT,
+    Authorized,
+    CancelResult,
+    Canceled,
+    CaptureResult,
+    Declined,
+    Paid,
+    PayResult,
+    RefundResult,
+    VoidResult,
+)
 from ._retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -40,15 +58,26 @@ USER_AGENT = f"chargeonce-python/{__version__}"
 T = TypeVar("T")
 
 
+CaptureMethodLike = Union[CaptureMethod, str]
+
+
 def payment_body(
-    amount: Amount, reference: str, token: str, metadata: Optional[Mapping[str, str]] = None
+    amount: Amount,
+    reference: str,
+    token: str,
+    metadata: Optional[Mapping[str, str]] = None,
+    capture_method: Optional[CaptureMethodLike] = None,
 ) -> bytes:
     """The ``POST /v1/payments`` body, serialised once (every retry sends these bytes).
     ``metadata`` (at most 50 pairs, keys of 1 to 40 characters, values of at most
-    500) is part of the request: the same key with other metadata is refused."""
+    500) is part of the request: the same key with other metadata is refused.
+    ``capture_method`` (``"manual"``: authorize only) is sent only when given;
+    it is part of the request too."""
     body: Dict[str, Any] = {"amount": amount.to_json(), "reference": reference, "payment_method": {"token": token}}
     if metadata is not None:
         body["metadata"] = dict(metadata)
+    if capture_method is not None:
+        body["capture_method"] = capture_method.value if isinstance(capture_method, CaptureMethod) else str(capture_method)
     return _dump(body)
 
 
@@ -56,8 +85,22 @@ def refund_body(amount: Optional[Amount]) -> bytes:
     return _dump({"amount": amount.to_json()} if amount is not None else {})
 
 
+def capture_body(amount: Optional[Amount] = None, final: Optional[bool] = None) -> bytes:
+    """The ``POST /v1/payments/{id}/captures`` body: ``{}`` captures all that is
+    capturable as the final capture; an ``amount`` captures that much (more
+    may follow unless ``final`` is true). Members only when given."""
+    body: Dict[str, Any] = {}
+    if amount is not None:
+        body["amount"] = amount.to_json()
+    if final is not None:
+        body["final"] = bool(final)
+    return _dump(body)
+
+
 #: The ``POST /v1/payments/{id}/cancel`` body.
 CANCEL_BODY = b"{}"
+#: The ``POST /v1/payments/{id}/void`` body.
+VOID_BODY = b"{}"
 
 
 def _dump(value: Any) -> bytes:
@@ -70,10 +113,22 @@ def _paid_for(result: PayResult, amount: Amount, reference: str) -> PayResult:
     order's payment found by ``pay_order``): then :class:`OrderAlreadyPaid`,
     never "paid"."""
     outcome = result.outcome
-    payment = outcome.payment if isinstance(outcome, (Paid, Declined, Canceled)) else None
+    payment = outcome.payment if isinstance(outcome, (Paid, Declined, Canceled, Authorized)) else None
     if payment is not None and not answers_request(payment, amount, reference):
         raise OrderAlreadyPaid.of(payment, len(result.attempts))
     return result
+
+
+def _found(payments: List[Payment], key: IdempotencyKey) -> Optional[PayResult]:
+    """The order's payment that ``pay_order`` finds (nothing sent): a succeeded
+    one is paid; an authorization still holding money is authorized."""
+    for payment in payments:
+        if payment.status == "succeeded":
+            return PayResult(Paid(payment), key, [], found_before_paying=True)
+    for payment in payments:
+        if payment.status in HELD:
+            return PayResult(Authorized(payment), key, [], found_before_paying=True)
+    return None
 
 
 def _segment(value: str) -> str:
@@ -213,19 +268,21 @@ class Client(_Base):
         *,
         deadline: Optional[float] = None,
         metadata: Optional[Mapping[str, str]] = None,
+        capture_method: Optional[CaptureMethodLike] = None,
     ) -> PayResult:
         """``POST /v1/payments`` under ``key``, retried (same key, same body bytes)
         until a definite answer or the end of the budget: :class:`Paid`,
-        :class:`Declined`, or :class:`Uncertain` when the budget ran out.
+        :class:`Declined`, :class:`Canceled`, :class:`Authorized` (with
+        ``capture_method="manual"``: held, nothing taken; see :meth:`authorize`),
+        or :class:`Uncertain` when the budget ran out.
         ``deadline`` (seconds from now) ends the call sooner, as :class:`Uncertain`
         when no definite answer came by then: bound a payment with it, never
         with an outer cancellation, whose exception says nothing of the charge.
         Raises :class:`KeyReused` (never retried), :class:`OrderAlreadyPaid` and
         :class:`ProblemError`."""
         key = as_key(key)
-        call = KeyedCall(
-            self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token, metadata), True
-        )
+        body = payment_body(amount, reference, token, metadata, capture_method)
+        call = KeyedCall(self.policy, judge_payment, uncertain_payment, body, True)
         call.end_by(deadline)
         outcome = self._run(self._url("v1/payments"), key, call)
         return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
@@ -254,15 +311,81 @@ class Client(_Base):
         outcome = self._run(self._url(f"v1/payments/{_segment(payment_id)}/cancel"), key, call)
         return CancelResult(outcome=outcome, key=key, attempts=call.attempts)
 
-    def pay_order(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+    def authorize(
+        self,
+        key: KeyLike,
+        amount: Amount,
+        reference: str,
+        token: str,
+        *,
+        deadline: Optional[float] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> PayResult:
+        """:meth:`pay` with ``capture_method="manual"``: holds ``amount`` on the
+        card, takes nothing: :class:`Authorized` (then :meth:`capture` and
+        :meth:`void`), :class:`Declined` or :class:`Uncertain`. The key is the
+        order's payment key (``for_operation(order, "pay")``)."""
+        return self.pay(
+            key, amount, reference, token, deadline=deadline, metadata=metadata, capture_method=CaptureMethod.MANUAL
+        )
+
+    def capture(
+        self,
+        payment_id: str,
+        key: KeyLike,
+        amount: Optional[Amount] = None,
+        final: Optional[bool] = None,
+        *,
+        deadline: Optional[float] = None,
+    ) -> CaptureResult:
+        """``POST /v1/payments/{id}/captures`` under the capture's own key
+        (``for_operation(order, "capture-1")``, ``"capture-2"`` for the next
+        shipment), retried with the same key and body bytes while the answer is
+        202 (pending at the acquirer), 409 (``request_in_progress``,
+        ``authorization_busy``) or 503: :class:`Captured`, :class:`CaptureFailed`
+        (the acquirer refused; stored), :class:`CaptureRefused` (nothing executed:
+        ``capture_exceeds_capturable``, ``payment_not_capturable``, ...), or
+        :class:`CaptureUncertain` when the budget (or ``deadline``) ran out
+        first: never capture again under a new key then. ``amount=None``
+        captures all that is capturable, as the final capture."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_capture, uncertain_capture, capture_body(amount, final), False)
+        call.end_by(deadline)
+        outcome = self._run(self._url(f"v1/payments/{_segment(payment_id)}/captures"), key, call)
+        return CaptureResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    def void(self, payment_id: str, key: KeyLike, *, deadline: Optional[float] = None) -> VoidResult:
+        """``POST /v1/payments/{id}/void`` under the void's own key
+        (``for_operation(order, "void")``), retried with the same key while the
+        answer is 202 (in flight), 409 or 503: :class:`VoidVoided` (nothing was
+        captured: nothing taken), :class:`VoidReleased` (the captures kept, the
+        rest released), :class:`VoidFailed` (the acquirer refused; stored),
+        :class:`VoidRefused` (nothing executed: ``payment_not_voidable``, ...), or
+        :class:`VoidUncertain` when the budget (or ``deadline``) ran out."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_void, uncertain_void, VOID_BODY, False)
+        call.end_by(deadline)
+        outcome = self._run(self._url(f"v1/payments/{_segment(payment_id)}/void"), key, call)
+        return VoidResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    def pay_order(
+        self,
+        key: KeyLike,
+        amount: Amount,
+        reference: str,
+        token: str,
+        *,
+        capture_method: Optional[CaptureMethodLike] = None,
+    ) -> PayResult:
         """Looks the order up first (``GET /v1/payments?reference=``): an order that
         already has a succeeded payment gets it back with nothing sent
-        (``found_before_paying``); otherwise :meth:`pay`."""
+        (``found_before_paying``), and so does one with an authorization still
+        holding money (:class:`Authorized`); otherwise :meth:`pay`."""
         key = as_key(key)
-        for payment in self.payments_for(reference):
-            if payment.status == "succeeded":
-                return _paid_for(PayResult(Paid(payment), key, [], found_before_paying=True), amount, reference)
-        return self.pay(key, amount, reference, token)
+        found = _found(self.payments_for(reference), key)
+        if found is not None:
+            return _paid_for(found, amount, reference)
+        return self.pay(key, amount, reference, token, capture_method=capture_method)
 
     def _run(self, url: str, key: IdempotencyKey, call: KeyedCall[T]) -> T:
         while True:
@@ -315,6 +438,32 @@ class Client(_Base):
 
     def refund_by_id(self, refund_id: str) -> Refund:
         return _parsed(self._get(f"v1/refunds/{_segment(refund_id)}"), Refund.from_json)
+
+    def capture_by_id(self, capture_id: str) -> Capture:
+        """``GET /v1/captures/{id}``."""
+        return _parsed(self._get(f"v1/captures/{_segment(capture_id)}"), Capture.from_json)
+
+    def payment_captures(
+        self,
+        payment_id: str,
+        *,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+    ) -> Page[Capture]:
+        """One page of ``GET /v1/payments/{id}/captures``, newest first."""
+        params = _list_params(limit=limit, starting_after=starting_after, ending_before=ending_before)
+        return _page(self._get(f"v1/payments/{_segment(payment_id)}/captures", params), Capture.from_json)
+
+    def iter_payment_captures(self, payment_id: str, *, limit: Optional[int] = None) -> Iterator[Capture]:
+        """Every capture of a payment, newest first, over all pages."""
+        after: Optional[str] = None
+        while True:
+            page = self.payment_captures(payment_id, limit=limit, starting_after=after)
+            yield from page.data
+            if not page.has_more or page.last_id is None:
+                return
+            after = page.last_id
 
     def payments_for(self, reference: str) -> List[Payment]:
         """Every payment of one order (oldest first)."""
@@ -436,15 +585,15 @@ class AsyncClient(_Base):
         *,
         deadline: Optional[float] = None,
         metadata: Optional[Mapping[str, str]] = None,
+        capture_method: Optional[CaptureMethodLike] = None,
     ) -> PayResult:
         """As :meth:`Client.pay`. Bound it with ``deadline``, not ``asyncio.wait_for``:
         a cancellation raises ``CancelledError`` (or ``TimeoutError``) while an
         attempt may have been sent, which says nothing of the charge; the
         deadline ends the call as :class:`Uncertain`."""
         key = as_key(key)
-        call = KeyedCall(
-            self.policy, judge_payment, uncertain_payment, payment_body(amount, reference, token, metadata), True
-        )
+        body = payment_body(amount, reference, token, metadata, capture_method)
+        call = KeyedCall(self.policy, judge_payment, uncertain_payment, body, True)
         call.end_by(deadline)
         outcome = await self._run(self._url("v1/payments"), key, call)
         return _paid_for(PayResult(outcome=outcome, key=key, attempts=call.attempts), amount, reference)
@@ -463,12 +612,59 @@ class AsyncClient(_Base):
         outcome = await self._run(self._url(f"v1/payments/{_segment(payment_id)}/cancel"), key, call)
         return CancelResult(outcome=outcome, key=key, attempts=call.attempts)
 
-    async def pay_order(self, key: KeyLike, amount: Amount, reference: str, token: str) -> PayResult:
+    async def authorize(
+        self,
+        key: KeyLike,
+        amount: Amount,
+        reference: str,
+        token: str,
+        *,
+        deadline: Optional[float] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> PayResult:
+        """As :meth:`Client.authorize`."""
+        return await self.pay(
+            key, amount, reference, token, deadline=deadline, metadata=metadata, capture_method=CaptureMethod.MANUAL
+        )
+
+    async def capture(
+        self,
+        payment_id: str,
+        key: KeyLike,
+        amount: Optional[Amount] = None,
+        final: Optional[bool] = None,
+        *,
+        deadline: Optional[float] = None,
+    ) -> CaptureResult:
+        """As :meth:`Client.capture`."""
         key = as_key(key)
-        for payment in await self.payments_for(reference):
-            if payment.status == "succeeded":
-                return _paid_for(PayResult(Paid(payment), key, [], found_before_paying=True), amount, reference)
-        return await self.pay(key, amount, reference, token)
+        call = KeyedCall(self.policy, judge_capture, uncertain_capture, capture_body(amount, final), False)
+        call.end_by(deadline)
+        outcome = await self._run(self._url(f"v1/payments/{_segment(payment_id)}/captures"), key, call)
+        return CaptureResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    async def void(self, payment_id: str, key: KeyLike, *, deadline: Optional[float] = None) -> VoidResult:
+        """As :meth:`Client.void`."""
+        key = as_key(key)
+        call = KeyedCall(self.policy, judge_void, uncertain_void, VOID_BODY, False)
+        call.end_by(deadline)
+        outcome = await self._run(self._url(f"v1/payments/{_segment(payment_id)}/void"), key, call)
+        return VoidResult(outcome=outcome, key=key, attempts=call.attempts)
+
+    async def pay_order(
+        self,
+        key: KeyLike,
+        amount: Amount,
+        reference: str,
+        token: str,
+        *,
+        capture_method: Optional[CaptureMethodLike] = None,
+    ) -> PayResult:
+        key = as_key(key)
+        found = _found(await self.payments_for(reference), key)
+        if found is not None:
+            return _paid_for(found, amount, reference)
+        return await self.pay(key, amount, reference, token, capture_method=capture_method)
 
     async def _run(self, url: str, key: IdempotencyKey, call: KeyedCall[T]) -> T:
         while True:
@@ -516,6 +712,30 @@ class AsyncClient(_Base):
 
     async def refund_by_id(self, refund_id: str) -> Refund:
         return _parsed(await self._get(f"v1/refunds/{_segment(refund_id)}"), Refund.from_json)
+
+    async def capture_by_id(self, capture_id: str) -> Capture:
+        return _parsed(await self._get(f"v1/captures/{_segment(capture_id)}"), Capture.from_json)
+
+    async def payment_captures(
+        self,
+        payment_id: str,
+        *,
+        limit: Optional[int] = None,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+    ) -> Page[Capture]:
+        params = _list_params(limit=limit, starting_after=starting_after, ending_before=ending_before)
+        return _page(await self._get(f"v1/payments/{_segment(payment_id)}/captures", params), Capture.from_json)
+
+    async def iter_payment_captures(self, payment_id: str, *, limit: Optional[int] = None) -> AsyncIterator[Capture]:
+        after: Optional[str] = None
+        while True:
+            page = await self.payment_captures(payment_id, limit=limit, starting_after=after)
+            for capture in page.data:
+                yield capture
+            if not page.has_more or page.last_id is None:
+                return
+            after = page.last_id
 
     async def payments_for(self, reference: str) -> List[Payment]:
         found = [p async for p in self.iter_payments(reference=reference, limit=100)]

@@ -22,22 +22,32 @@ from ._errors import (
     Unavailable,
     UnexpectedAnswer,
 )
-from ._models import Amount, Payment, Problem, ProblemCode, Refund
+from ._models import Amount, Capture, Payment, Problem, ProblemCode, Refund
 from ._outcome import (
     CONNECT,
     Attempt,
+    Authorized,
     CancelCanceled,
     CancelCharged,
     CancelDeclined,
     CancelRefunded,
     CancelUncertain,
     Canceled,
+    CaptureFailed,
+    Captured,
+    CaptureRefused,
+    CaptureUncertain,
     Declined,
     Paid,
     RefundFailed,
     Refunded,
     RefundUncertain,
     Uncertain,
+    VoidFailed,
+    VoidRefused,
+    VoidReleased,
+    VoidUncertain,
+    VoidVoided,
 )
 from ._retry import RetryPolicy, is_transient, parse_retry_after
 
@@ -88,11 +98,19 @@ class Answer:
 @dataclass(frozen=True)
 class Done:
     value: Any
+    #: ``value`` is a refusal before executing (a capture's or void's
+    #: ``*Refused``): after an attempt that may have executed it proves
+    #: nothing, and the call ends uncertain, as for a raised refusal.
+    refusal: bool = False
 
 
 @dataclass(frozen=True)
 class Retry:
     retry_after: Optional[float]
+    #: The answer proves this key executed nothing (409 ``authorization_busy``):
+    #: the outcome when the budget ends here and no earlier attempt may have
+    #: executed (else uncertain).
+    refused: Any = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +149,13 @@ def _payment(data: Any) -> Optional[Payment]:
         return None
 
 
+def _capture(data: Any) -> Optional[Capture]:
+    try:
+        return Capture.from_json(data) if isinstance(data, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _refund(data: Any) -> Optional[Refund]:
     try:
         return Refund.from_json(data) if isinstance(data, dict) else None
@@ -155,6 +180,8 @@ def judge_payment(answer: Answer, number: int, took: float) -> Tuple[Attempt, St
             return seen, Done(Paid(payment)), payment.id
         if payment.status == "declined" and status != 202:
             return seen, Done(Declined(payment)), payment.id
+        if payment.status in HELD and status != 202:
+            return seen, Done(Authorized(payment)), payment.id
         return seen, Retry(answer.retry_after()), payment.id
     problem = answer.problem()
     named = problem.payment if problem else None
@@ -171,6 +198,10 @@ def judge_payment(answer: Answer, number: int, took: float) -> Tuple[Attempt, St
             return seen, Done(Canceled(named)), named_id
         return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
     return seen, not_definite(answer, problem, number), named_id
+
+
+#: The statuses of an authorization that still holds money for captures.
+HELD = ("authorized", "partially_captured")
 
 
 def _cancel_ended(payment: Payment) -> Any:
@@ -238,6 +269,89 @@ def judge_refund(answer: Answer, number: int, took: float) -> Tuple[Attempt, Ste
         if refund is not None:
             return seen, Done(RefundFailed(refund)), named_id
         return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
+    return seen, not_definite(answer, problem, number), named_id
+
+
+#: Refusals of a capture that executed nothing (the key is free again).
+CAPTURE_REFUSALS = (
+    ProblemCode.CAPTURE_EXCEEDS_CAPTURABLE,
+    ProblemCode.PAYMENT_NOT_CAPTURABLE,
+    ProblemCode.CURRENCY_MISMATCH,
+    ProblemCode.NOT_FOUND,
+)
+#: Refusals of a void that executed nothing.
+VOID_REFUSALS = (ProblemCode.PAYMENT_NOT_VOIDABLE, ProblemCode.NOT_FOUND)
+
+
+def judge_capture(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:
+    """Reads one answer of ``POST /v1/payments/{id}/captures``: 201 with the
+    capture ``succeeded`` is :class:`Captured`; 202 (pending at the acquirer)
+    is asked again with the same key; 422 ``capture_failed`` (stored) is
+    :class:`CaptureFailed`; a refusal that executed nothing is
+    :class:`CaptureRefused`; 409 ``authorization_busy`` is asked again (the
+    refusal if the budget ends there); 503 ``acquirer_unavailable`` and 409
+    ``request_in_progress`` are retried as for every keyed POST."""
+    status = answer.status
+    if 200 <= status <= 202:
+        capture = _capture(answer.json())
+        seen = _seen(answer, number, took, None, None)
+        if capture is None:
+            return seen, Retry(answer.retry_after()), None
+        if capture.status == "succeeded" and status != 202:
+            return seen, Done(Captured(capture)), capture.id
+        if capture.status == "failed" and status != 202:
+            return seen, Done(CaptureFailed(capture)), capture.id
+        return seen, Retry(answer.retry_after()), capture.id
+    problem = answer.problem()
+    seen = _seen(answer, number, took, problem, problem.payment_status if problem else None)
+    capture = problem.capture if problem else None
+    named_id = capture.id if capture else None
+    if problem is None:
+        return seen, not_definite(answer, problem, number), named_id
+    if status == 422 and problem.code == ProblemCode.CAPTURE_FAILED:
+        if capture is not None:
+            return seen, Done(CaptureFailed(capture)), named_id
+        return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
+    if status == 409 and problem.code == ProblemCode.AUTHORIZATION_BUSY:
+        return seen, Retry(answer.retry_after(), refused=CaptureRefused(problem)), named_id
+    if 400 <= status <= 499 and problem.code in CAPTURE_REFUSALS:
+        return seen, Done(CaptureRefused(problem), refusal=True), named_id
+    return seen, not_definite(answer, problem, number), named_id
+
+
+def judge_void(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:
+    """Reads one answer of ``POST /v1/payments/{id}/void``: a 200 ends it by the
+    payment (``voided``: :class:`VoidVoided`; ``succeeded``, the captures kept
+    and the rest released: :class:`VoidReleased`); a 202 (in flight) is asked
+    again with the same key; 422 ``void_failed`` (stored) is
+    :class:`VoidFailed`; a refusal that executed nothing is
+    :class:`VoidRefused`; 409 ``authorization_busy`` is asked again."""
+    status = answer.status
+    if 200 <= status <= 202:
+        payment = _payment(answer.json())
+        seen = _seen(answer, number, took, None, payment.status if payment else None)
+        if payment is None:
+            return seen, Retry(answer.retry_after()), None
+        if status == 200 and payment.status == "voided":
+            return seen, Done(VoidVoided(payment)), payment.id
+        if status == 200 and payment.status == "succeeded":
+            return seen, Done(VoidReleased(payment)), payment.id
+        return seen, Retry(answer.retry_after()), payment.id
+    problem = answer.problem()
+    named = problem.payment if problem else None
+    payment_status = named.status if named else (problem.payment_status if problem else None)
+    seen = _seen(answer, number, took, problem, payment_status)
+    named_id = named.id if named else None
+    if problem is None:
+        return seen, not_definite(answer, problem, number), named_id
+    if status == 422 and problem.code == ProblemCode.VOID_FAILED:
+        if named is not None:
+            return seen, Done(VoidFailed(named, problem.failure_code)), named_id
+        return seen, Fail(UnexpectedAnswer(status, answer.excerpt(), number)), named_id
+    if status == 409 and problem.code == ProblemCode.AUTHORIZATION_BUSY:
+        return seen, Retry(answer.retry_after(), refused=VoidRefused(problem)), named_id
+    if 400 <= status <= 499 and problem.code in VOID_REFUSALS:
+        return seen, Done(VoidRefused(problem), refusal=True), named_id
     return seen, not_definite(answer, problem, number), named_id
 
 
@@ -331,6 +445,8 @@ class KeyedCall(Generic[O]):
         number = seen.number
         if isinstance(step, Done):
             self.attempts.append(seen)
+            if step.refusal and self.maybe_executed:
+                return Done(self.uncertain(self.named_id))
             return step
         if isinstance(step, Fail):
             if self.maybe_executed:
@@ -338,11 +454,15 @@ class KeyedCall(Generic[O]):
                 return Done(self.uncertain(self.named_id))
             step.error.attempts = number
             return step
-        if seen.failure != CONNECT:
+        # A connect failure sent nothing, and a refusal such as
+        # ``authorization_busy`` executed nothing under this key.
+        if seen.failure != CONNECT and step.refused is None:
             self.maybe_executed = True
         delay = self.policy.delay(number, step.retry_after, self.rng)
         if number >= self.policy.max_attempts or self.clock() + delay >= self.deadline:
             self.attempts.append(seen)
+            if step.refused is not None and not self.maybe_executed:
+                return Done(step.refused)
             return Done(self.uncertain(self.named_id))
         self.attempts.append(_with_retry(seen, delay))
         return Sleep(delay)
@@ -413,3 +533,11 @@ def uncertain_refund(refund_id: Optional[str]) -> RefundUncertain:
 
 def uncertain_cancel(payment_id: Optional[str]) -> CancelUncertain:
     return CancelUncertain(payment_id)
+
+
+def uncertain_capture(capture_id: Optional[str]) -> CaptureUncertain:
+    return CaptureUncertain(capture_id)
+
+
+def uncertain_void(payment_id: Optional[str]) -> VoidUncertain:
+    return VoidUncertain(payment_id)

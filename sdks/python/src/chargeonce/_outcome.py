@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Union
 
 from ._keys import IdempotencyKey
-from ._models import Code, Payment, Refund
+from ._models import Amount, Capture, Code, Payment, Problem, Refund
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,17 @@ class Canceled:
 
 
 @dataclass(frozen=True)
+class Authorized:
+    """The amount is held on the customer's card, nothing taken yet (an
+    authorization: ``capture_method="manual"``, or the order's authorization
+    found under another key). Captures take it (``capture``), a void or the
+    expiry (``authorization_expires_at``) releases it. ``payment.status`` is
+    ``authorized`` (or ``partially_captured``)."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
 class Uncertain:
     """The budget ran out before a definite answer: the payment may have been
     charged. **Do not pay again with a new key**: retry later with the same key,
@@ -40,7 +51,7 @@ class Uncertain:
     payment_id: Optional[str] = None
 
 
-Outcome = Union[Paid, Declined, Canceled, Uncertain]
+Outcome = Union[Paid, Declined, Canceled, Authorized, Uncertain]
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,120 @@ class CancelUncertain:
 
 CancelOutcome = Union[CancelCanceled, CancelRefunded, CancelCharged, CancelDeclined, CancelUncertain]
 
+@dataclass(frozen=True)
+class Captured:
+    """The acquirer took the capture's amount (``capture.status`` ``succeeded``)."""
+
+    capture: Capture
+
+
+@dataclass(frozen=True)
+class CaptureFailed:
+    """The acquirer refused the capture (422 ``capture_failed``, a stored answer):
+    nothing taken by it; its amount is capturable again, under a new key.
+    ``capture.failure_code`` says why."""
+
+    capture: Capture
+
+
+@dataclass(frozen=True)
+class CaptureRefused:
+    """Refused before anything was executed (nothing reserved, nothing sent to
+    the acquirer; the key is free): ``code`` says why —
+    ``capture_exceeds_capturable`` (more than ``amount_capturable``),
+    ``payment_not_capturable`` (``payment_status``: charged at once, not
+    authorized yet, or its hold used up, voided or expired),
+    ``currency_mismatch``, ``not_found``, or ``authorization_busy`` (a final
+    capture or a void was still in flight when the budget ran out)."""
+
+    problem: Problem
+
+    @property
+    def code(self) -> Code:
+        return self.problem.code
+
+    @property
+    def status(self) -> int:
+        return self.problem.status
+
+    @property
+    def amount_capturable(self) -> Optional[Amount]:
+        return self.problem.amount_capturable
+
+    @property
+    def payment_status(self) -> Optional[str]:
+        return self.problem.payment_status
+
+
+@dataclass(frozen=True)
+class CaptureUncertain:
+    """The budget ran out while the capture was pending (or its answers lost):
+    it may have taken the money. **Never capture again under a new key**:
+    retry later with the same key (the service ends it on its own too)."""
+
+    capture_id: Optional[str] = None
+
+
+CaptureOutcome = Union[Captured, CaptureFailed, CaptureRefused, CaptureUncertain]
+
+
+@dataclass(frozen=True)
+class VoidVoided:
+    """Nothing was captured: the payment is ``voided``, the hold released,
+    nothing taken."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
+class VoidReleased:
+    """Some was captured: the payment is ``succeeded`` with
+    ``amount_captured`` taken and the rest of the hold released."""
+
+    payment: Payment
+
+
+@dataclass(frozen=True)
+class VoidFailed:
+    """The acquirer refused the void (422 ``void_failed``, a stored answer): the
+    authorization is open again (``payment``); ``failure_code`` says why."""
+
+    payment: Payment
+    failure_code: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class VoidRefused:
+    """Refused before anything was executed: ``payment_not_voidable``
+    (``payment_status``: charged at once — refund it instead — or its hold
+    used up, voided or expired), ``not_found``, or ``authorization_busy``
+    (captures still in flight when the budget ran out)."""
+
+    problem: Problem
+
+    @property
+    def code(self) -> Code:
+        return self.problem.code
+
+    @property
+    def status(self) -> int:
+        return self.problem.status
+
+    @property
+    def payment_status(self) -> Optional[str]:
+        return self.problem.payment_status
+
+
+@dataclass(frozen=True)
+class VoidUncertain:
+    """The budget ran out while the void was in flight: retry later with the
+    same key (the service ends it on its own too)."""
+
+    payment_id: Optional[str] = None
+
+
+VoidOutcome = Union[VoidVoided, VoidReleased, VoidFailed, VoidRefused, VoidUncertain]
+
 #: Why an attempt got no HTTP answer.
 CONNECT = "connect"  # not sent: always safe to retry
 TIMEOUT = "timeout"  # sent, no answer in time: may have executed
@@ -158,7 +283,7 @@ class PayResult:
 
     @property
     def payment(self) -> Optional[Payment]:
-        return self.outcome.payment if isinstance(self.outcome, (Paid, Declined, Canceled)) else None
+        return self.outcome.payment if isinstance(self.outcome, (Paid, Declined, Canceled, Authorized)) else None
 
 
 @dataclass(frozen=True)
@@ -189,3 +314,35 @@ class RefundResult:
     @property
     def refund(self) -> Optional[Refund]:
         return self.outcome.refund if isinstance(self.outcome, (Refunded, RefundFailed)) else None
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    outcome: CaptureOutcome
+    key: IdempotencyKey
+    attempts: List[Attempt]
+
+    @property
+    def replayed(self) -> bool:
+        return bool(self.attempts) and self.attempts[-1].replayed
+
+    @property
+    def capture(self) -> Optional[Capture]:
+        return self.outcome.capture if isinstance(self.outcome, (Captured, CaptureFailed)) else None
+
+
+@dataclass(frozen=True)
+class VoidResult:
+    outcome: VoidOutcome
+    key: IdempotencyKey
+    attempts: List[Attempt]
+
+    @property
+    def replayed(self) -> bool:
+        return bool(self.attempts) and self.attempts[-1].replayed
+
+    @property
+    def payment(self) -> Optional[Payment]:
+        if isinstance(self.outcome, (VoidVoided, VoidReleased, VoidFailed)):
+            return self.outcome.payment
+        return None

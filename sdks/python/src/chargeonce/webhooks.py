@@ -15,6 +15,20 @@ import time
 from typing import Any, Optional, Union
 
 SIGNATURE_HEADER = "Chargeonce-Signature"
+#: The merchant event types this SDK knows (an event's ``type``); a newer
+#: server may send others: keep them, never fail on them.
+EVENT_TYPES = (
+    "payment.succeeded",
+    "payment.declined",
+    "payment.canceled",
+    "payment.authorized",
+    "payment.voided",
+    "payment.expired",
+    "capture.succeeded",
+    "capture.failed",
+    "refund.succeeded",
+    "refund.failed",
+)
 TOLERANCE_SECONDS = 300
 MAX_SIGNATURES = 8
 MAX_HEADER_BYTES = 1024

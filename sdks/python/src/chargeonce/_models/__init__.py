@@ -41,7 +41,7 @@ from .history import (
     history_entry,
 )
 from .key import IdempotencyKeyInfo
-from .payment import Payment, PaymentStatus, Refund
+from .payment import Capture, CaptureMethod, CaptureStatus, Payment, PaymentStatus, Refund
 from .problem import Code, Problem, ProblemCode, parse_code
 
 __all__ = [
@@ -50,6 +50,9 @@ __all__ = [
     "Amount",
     "AnsweredEntry",
     "CancelRequestedEntry",
+    "Capture",
+    "CaptureMethod",
+    "CaptureStatus",
     "ClaimedEntry",
     "Code",
     "EventAttemptEntry",

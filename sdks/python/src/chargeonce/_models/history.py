@@ -15,6 +15,8 @@ class HistoryAcquirerCall(str, Enum):
     CHARGE = "charge"
     LOOKUP = "lookup"
     REFUND = "refund"
+    CAPTURE = "capture"
+    VOID = "void"
 
 
 class HistoryCallOutcome(str, Enum):

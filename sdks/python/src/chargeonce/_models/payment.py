@@ -1,10 +1,11 @@
-"""Payments and refunds, as the API shows them. Pure: no I/O."""
+"""Payments, refunds and captures, as the API shows them. Pure: no I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, Mapping, Optional
 
+from .._decode import Wire
 from .common import _LOCAL, Amount, _opt
 
 
@@ -15,6 +16,29 @@ class PaymentStatus(str, Enum):
     #: Canceled while pending (``POST /v1/payments/{id}/cancel``, or the service
     #: gave up on it): nothing was taken, and its order may be paid again.
     CANCELED = "canceled"
+    #: An authorization (``capture_method`` ``manual``): the amount is held,
+    #: nothing taken yet; captures take it, a void or the expiry releases it.
+    AUTHORIZED = "authorized"
+    #: Some of the authorization captured, more still capturable.
+    PARTIALLY_CAPTURED = "partially_captured"
+    #: Voided with nothing captured: nothing was taken, the hold released.
+    VOIDED = "voided"
+    #: Nobody captured it before ``authorization_expires_at``: nothing was
+    #: taken, the hold released.
+    EXPIRED = "expired"
+
+
+class CaptureMethod(str, Enum):
+    """How a payment takes its money: at once, or authorized for captures."""
+
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+class CaptureStatus(str, Enum):
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -30,6 +54,18 @@ class Payment:
     created_at: str
     amount_refunded: Amount
     refund_status: str
+    #: ``automatic`` (charged at once) or ``manual`` (authorized for captures):
+    #: a :class:`CaptureMethod` value, kept as received.
+    capture_method: str
+    #: What captures may still take (``0`` for a payment charged at once, and
+    #: once the hold is used up, voided or expired).
+    amount_capturable: Amount
+    #: What was taken: the amount of a payment charged at once that
+    #: succeeded, the succeeded captures of an authorization.
+    amount_captured: Amount
+    #: When an authorization is released unless captured (RFC 3339);
+    #: ``None`` for a payment charged at once.
+    authorization_expires_at: Optional[str]
     #: The shop's own pairs, as its request gave them (``{}`` when none).
     metadata: Dict[str, str] = field(default_factory=dict)
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
@@ -38,11 +74,15 @@ class Payment:
     def from_json(cls, data: Mapping[str, Any]) -> "Payment":
         refunded = data.get("amount_refunded")
         amount = Amount.from_json(data["amount"])
+        status = str(data["status"])
+        zero = Amount("0", amount.currency)
+        capturable = data.get("amount_capturable")
+        captured = data.get("amount_captured")
         return cls(
             id=str(data["id"]),
             object=str(data.get("object", "payment")),
             shop_id=str(data["shop_id"]),
-            status=str(data["status"]),
+            status=status,
             amount=amount,
             reference=str(data["reference"]),
             provider_payment_id=_opt(data, "provider_payment_id"),
@@ -51,6 +91,15 @@ class Payment:
             # Both are absent only from a server from before refunds: nothing refunded.
             amount_refunded=Amount.from_json(refunded) if refunded else Amount("0", amount.currency),
             refund_status=str(data.get("refund_status") or "none"),
+            # The four are absent only from answers stored before authorizations
+            # existed: a payment charged at once, whose captured amount is its
+            # amount once it succeeded.
+            capture_method=str(data.get("capture_method") or CaptureMethod.AUTOMATIC.value),
+            amount_capturable=Amount.from_json(capturable) if capturable else zero,
+            amount_captured=(
+                Amount.from_json(captured) if captured else amount if status == PaymentStatus.SUCCEEDED.value else zero
+            ),
+            authorization_expires_at=_opt(data, "authorization_expires_at"),
             # Absent only from answers stored before metadata existed.
             metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()},
             raw=dict(data),
@@ -84,3 +133,23 @@ class Refund:
             created_at=str(data["created_at"]),
             raw=dict(data),
         )
+
+
+@dataclass(frozen=True)
+class Capture(Wire):
+    """One capture of (part of) an authorized payment (``cap_...``)."""
+
+    id: str
+    object: str
+    payment_id: str
+    shop_id: str
+    #: ``pending``, ``succeeded`` or ``failed`` (a :class:`CaptureStatus` value).
+    status: str
+    #: The amount taken, in the payment's currency.
+    amount: Amount
+    #: The last capture: once it succeeded, the rest of the authorization was released.
+    final: bool
+    provider_capture_id: Optional[str]
+    failure_code: Optional[str]
+    created_at: str
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)

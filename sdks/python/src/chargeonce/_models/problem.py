@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, Mapping, Optional, Union
 
-from .common import _LOCAL, _opt
-from .payment import Payment, Refund
+from .common import _LOCAL, Amount, _opt
+from .payment import Capture, Payment, Refund
 
 
 class ProblemCode(str, Enum):
@@ -44,6 +44,12 @@ class ProblemCode(str, Enum):
     REFUND_EXCEEDS_AMOUNT = "refund_exceeds_amount"
     PAYMENT_NOT_REFUNDABLE = "payment_not_refundable"
     CURRENCY_MISMATCH = "currency_mismatch"
+    CAPTURE_EXCEEDS_CAPTURABLE = "capture_exceeds_capturable"
+    PAYMENT_NOT_CAPTURABLE = "payment_not_capturable"
+    PAYMENT_NOT_VOIDABLE = "payment_not_voidable"
+    AUTHORIZATION_BUSY = "authorization_busy"
+    CAPTURE_FAILED = "capture_failed"
+    VOID_FAILED = "void_failed"
     INVALID_SIGNATURE = "invalid_signature"
     MISSING_SIGNATURE = "missing_signature"
     STALE_SIGNATURE = "stale_signature"
@@ -92,6 +98,34 @@ class Problem:
             return Refund.from_json(data) if isinstance(data, dict) else None
         except (KeyError, TypeError, ValueError):
             return None
+
+    @property
+    def capture(self) -> Optional[Capture]:
+        """The capture a problem names (``capture_failed``, ``acquirer_unavailable`` of a capture)."""
+        data = self.raw.get("capture")
+        try:
+            return Capture.from_json(data) if isinstance(data, dict) else None
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    @property
+    def amount_capturable(self) -> Optional[Amount]:
+        """What the authorization had left (``capture_exceeds_capturable``)."""
+        data = self.raw.get("amount_capturable")
+        try:
+            return Amount.from_json(data) if isinstance(data, dict) else None
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    @property
+    def payment_status(self) -> Optional[str]:
+        """The payment's status (``payment_not_capturable``, ``payment_not_voidable``)."""
+        return _opt(self.raw, "payment_status")
+
+    @property
+    def failure_code(self) -> Optional[str]:
+        """Why the acquirer refused (``capture_failed``, ``void_failed``, ``refund_failed``)."""
+        return _opt(self.raw, "failure_code")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], status: int) -> Optional["Problem"]:
