@@ -15,8 +15,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chargeonce_client::{
-    Attempt, AttemptAnswer, CancelOutcome, Client, CreatePayment, CreateRefund, Error,
-    IdempotencyKey, ListParams, Money, Outcome, PaymentListParams, RefundOutcome, RetryPolicy,
+    Attempt, AttemptAnswer, CancelOutcome, CaptureMethod, CaptureOutcome, Client, CreateCapture,
+    CreatePayment, CreateRefund, Error, IdempotencyKey, ListParams, Money, Outcome,
+    PaymentListParams, RefundOutcome, RetryPolicy, VoidOutcome,
 };
 use serde_json::{Map, Value};
 
@@ -51,6 +52,8 @@ scenarios! {
     s11_orders_are_separate => "11_orders_are_separate.json",
     s12_order_already_paid => "12_order_already_paid.json",
     s13_cancel => "13_cancel.json",
+    s14_authorize_capture => "14_authorize_capture.json",
+    s15_void => "15_void.json",
 }
 
 fn scenario_dir() -> PathBuf {
@@ -108,6 +111,7 @@ const EXPECT: &[&str] = &[
     "payment_id",
     "same_payment_as",
     "same_refund_as",
+    "same_capture_as",
     "count",
     "fields",
 ];
@@ -115,7 +119,10 @@ const EXPECT: &[&str] = &[
 /// The members a step of kind `do` may have (besides `do`, `id`, `expect`).
 fn step_members(what: &str) -> Option<&'static [&'static str]> {
     Some(match what {
-        "pay" | "pay_order" | "raw_pay" => &["order", "amount", "token", "operation"],
+        "pay" | "pay_order" | "raw_pay" | "authorize" => &["order", "amount", "token", "operation"],
+        "capture" => &["order", "operation", "payment_of", "amount", "final"],
+        "void" => &["order", "operation", "payment_of"],
+        "list_captures" => &["payment_of", "limit"],
         "refund" => &["order", "operation", "payment_of", "amount"],
         "cancel" => &["order", "operation", "payment_of"],
         "get_key" => &["order", "operation"],
@@ -269,7 +276,8 @@ async fn start_server(dir: &Path, args: &[String]) -> Process {
 /// What a step did, as the expectations read it.
 #[derive(Debug, Default)]
 struct Done {
-    /// `paid`, `declined`, `uncertain`, `refunded`, `refund_failed`.
+    /// `paid`, `authorized`, `declined`, `uncertain`, `refunded`,
+    /// `refund_failed`, `captured`, `voided`, `refused`, ...
     outcome: Option<&'static str>,
     /// The id an `Uncertain` outcome carries.
     uncertain_id: Option<String>,
@@ -278,6 +286,7 @@ struct Done {
     found_before_paying: Option<bool>,
     payment_id: Option<String>,
     refund_id: Option<String>,
+    capture_id: Option<String>,
     /// The resource as JSON, for `fields`.
     resource: Option<Value>,
     count: Option<usize>,
@@ -393,15 +402,18 @@ impl Run {
             .and_then(Value::as_str)
             .unwrap_or("pay");
         match text(step, "do") {
-            what @ ("pay" | "pay_order") => {
+            what @ ("pay" | "pay_order" | "authorize") => {
                 let order = text(step, "order");
-                let request = CreatePayment::new(
+                let mut request = CreatePayment::new(
                     amount_of(step).expect("an amount"),
                     self.reference(order),
                     text(step, "token"),
                 );
+                if what == "authorize" {
+                    request = request.manual_capture();
+                }
                 let key = self.key(order, operation);
-                let result = if what == "pay" {
+                let result = if what != "pay_order" {
                     self.client.pay(&key, &request).await
                 } else {
                     self.client.pay_order(&key, &request).await
@@ -409,6 +421,9 @@ impl Run {
                 match result {
                     Ok(result) => {
                         done.outcome = Some(match &result.outcome {
+                            Outcome::Paid(p) if p.capture_method == CaptureMethod::Manual => {
+                                "authorized"
+                            }
                             Outcome::Paid(_) => "paid",
                             Outcome::Declined(_) => "declined",
                             Outcome::Canceled(_) => "canceled",
@@ -499,6 +514,15 @@ impl Run {
                     }
                 }
             }
+            "capture" => self.capture(step, &mut done).await,
+            "void" => self.void(step, &mut done).await,
+            "list_captures" => {
+                let payment_id = self.payment_of(step);
+                match self.all_captures(&payment_id, limit_of(step)).await {
+                    Ok(items) => done.listed(items, "capture"),
+                    Err(error) => done.error = Some(Raised::of(&error)),
+                }
+            }
             "raw_pay" => {
                 let order = text(step, "order");
                 let amount = &step["amount"];
@@ -583,6 +607,100 @@ impl Run {
             items.extend(page.data);
             match last {
                 Some(id) if page.has_more => params.page.starting_after = Some(id),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// A `capture` step: captured, refused by the acquirer, uncertain, or
+    /// refused before anything executed (`refused`, with its problem as
+    /// the resource for `fields`).
+    async fn capture(&self, step: &Value, done: &mut Done) {
+        let payment_id = self.payment_of(step);
+        let key = self.key(text(step, "order"), text(step, "operation"));
+        let mut request = match amount_of(step) {
+            Some(amount) => CreateCapture::part(amount),
+            None => CreateCapture::rest(),
+        };
+        if step.get("final").and_then(Value::as_bool) == Some(true) {
+            request = request.last();
+        }
+        match self.client.capture(&payment_id, &key, &request).await {
+            Ok(result) => {
+                done.outcome = Some(match &result.outcome {
+                    CaptureOutcome::Captured(_) => "captured",
+                    CaptureOutcome::Failed(_) => "capture_failed",
+                    CaptureOutcome::Uncertain { .. } => "uncertain",
+                });
+                match &result.outcome {
+                    CaptureOutcome::Captured(c) | CaptureOutcome::Failed(c) => {
+                        done.capture_id = Some(c.id.clone());
+                        done.payment_id = Some(c.payment_id.clone());
+                        done.resource = resource_of(&result.attempts, "capture");
+                    }
+                    CaptureOutcome::Uncertain { capture_id } => {
+                        done.uncertain_id = capture_id.clone();
+                    }
+                }
+                done.attempt_count = Some(result.attempts.len());
+                done.attempts = result.attempts;
+            }
+            Err(error) => done.refused(&error),
+        }
+    }
+
+    /// A `void` step, as [`Run::capture`].
+    async fn void(&self, step: &Value, done: &mut Done) {
+        let payment_id = self.payment_of(step);
+        let key = self.key(text(step, "order"), text(step, "operation"));
+        match self.client.void(&payment_id, &key).await {
+            Ok(result) => {
+                done.outcome = Some(match &result.outcome {
+                    // Part captured: the rest released, the payment succeeded.
+                    VoidOutcome::Voided(p) if p.captured_minor > 0 => "released",
+                    VoidOutcome::Voided(_) => "voided",
+                    VoidOutcome::Failed { .. } => "void_failed",
+                    VoidOutcome::Uncertain { .. } => "uncertain",
+                });
+                match &result.outcome {
+                    VoidOutcome::Voided(p) | VoidOutcome::Failed { payment: p, .. } => {
+                        done.payment_id = Some(p.id.clone());
+                        done.resource = resource_of(&result.attempts, "payment");
+                    }
+                    VoidOutcome::Uncertain { payment_id } => {
+                        done.uncertain_id = payment_id.clone();
+                    }
+                }
+                done.attempt_count = Some(result.attempts.len());
+                done.attempts = result.attempts;
+            }
+            Err(error) => done.refused(&error),
+        }
+    }
+
+    async fn all_captures(
+        &self,
+        payment_id: &str,
+        limit: Option<u32>,
+    ) -> Result<Vec<Value>, Error> {
+        let mut params = ListParams {
+            limit,
+            ..ListParams::default()
+        };
+        let mut items = Vec::new();
+        loop {
+            let page = self
+                .client
+                .payment_captures_json(payment_id, &params)
+                .await?;
+            let last = page
+                .data
+                .last()
+                .and_then(|p| p["id"].as_str())
+                .map(str::to_owned);
+            items.extend(page.data);
+            match last {
+                Some(id) if page.has_more => params.starting_after = Some(id),
                 _ => return Ok(items),
             }
         }
@@ -806,6 +924,7 @@ impl Run {
                 (|d: &Done| d.payment_id.clone()) as fn(&Done) -> Option<String>,
             ),
             ("same_refund_as", |d: &Done| d.refund_id.clone()),
+            ("same_capture_as", |d: &Done| d.capture_id.clone()),
         ] {
             if let Some(other) = expect.get(member) {
                 let other = other.as_str().unwrap_or_default();
@@ -929,13 +1048,25 @@ impl Done {
         self.count = Some(items.len());
         if let [only] = items.as_slice() {
             let id = only["id"].as_str().map(str::to_owned);
-            if kind == "payment" {
-                self.payment_id = id;
-            } else {
-                self.refund_id = id;
+            match kind {
+                "payment" => self.payment_id = id,
+                "capture" => self.capture_id = id,
+                _ => self.refund_id = id,
             }
             self.resource = Some(only.clone());
         }
+    }
+
+    /// An error of an authorization's move: a refusal before anything
+    /// executed is the outcome `refused`, its problem the resource (for
+    /// `fields`); every error is also raised (for `error_code`).
+    fn refused(&mut self, error: &Error) {
+        self.attempt_count = Some(error.attempts() as usize);
+        if let Error::Rejected { problem, .. } = error {
+            self.outcome = Some("refused");
+            self.resource = Some(Value::Object(problem.raw.clone()));
+        }
+        self.error = Some(Raised::of(error));
     }
 }
 

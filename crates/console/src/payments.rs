@@ -7,8 +7,8 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use chargeonce_core::{
-    Cursor, PageLimit, PageRequest, Payment, PaymentFilter, PaymentId, PaymentStatus, Reference,
-    ShopId,
+    Cursor, PageLimit, PageRequest, Payment, PaymentFilter, PaymentId, Reference, ShopId,
+    ShownStatus,
 };
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -57,7 +57,7 @@ impl Row {
         Self {
             id: payment.id.as_str().to_owned(),
             shop: payment.shop_id.as_str().to_owned(),
-            status: payment.status.as_str(),
+            status: ShownStatus::of(payment).as_str(),
             amount: money(payment.amount),
             refunded: format!("{} {}", refunded.value, refunded.currency),
             reference: payment.reference.as_str().to_owned(),
@@ -113,10 +113,11 @@ pub async fn page(
             None
         }
     });
-    let status = given(&query.status).and_then(|s| match PaymentStatus::parse(s) {
+    let status = given(&query.status).and_then(|s| match ShownStatus::parse(s) {
         Some(status) => Some(status),
         None => {
-            errors.push("status: pending, succeeded or declined".to_owned());
+            let names: Vec<_> = ShownStatus::ALL.iter().map(ShownStatus::as_str).collect();
+            errors.push(format!("status: one of {}", names.join(", ")));
             None
         }
     });

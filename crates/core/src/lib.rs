@@ -71,7 +71,7 @@ pub use money::{Currency, Money, MoneyError};
 pub use observe::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, NoObserver, Observer};
 pub use payment::{
     AcquirerKey, CardToken, DEFAULT_AUTHORIZATION_TTL, NewPayment, Payment, PaymentCapture,
-    PaymentId, PaymentRequest, PaymentStatus, Reference, Settlement, ValidationError,
+    PaymentId, PaymentRequest, PaymentStatus, Reference, Settlement, ShownStatus, ValidationError,
 };
 pub use refund::{NewRefund, Refund, RefundId, RefundRefusal, RefundSettlement, RefundStatus};
 pub use shop::{InvalidShopSecret, SecretHash, ShopId, ShopSecret};

@@ -362,6 +362,86 @@ impl Payment {
     }
 }
 
+/// A payment's status as the API shows it: the charge's, or an
+/// authorization's own once it stands (what `GET /v1/payments?status=`
+/// filters on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ShownStatus {
+    /// No definite answer yet.
+    Pending,
+    /// Charged at once, or an authorization whose capture finished.
+    Succeeded,
+    /// Declined.
+    Declined,
+    /// Canceled while pending.
+    Canceled,
+    /// Authorized, nothing captured yet.
+    Authorized,
+    /// Some captured, more capturable.
+    PartiallyCaptured,
+    /// Released by a void with nothing captured.
+    Voided,
+    /// Released by expiry with nothing captured.
+    Expired,
+}
+
+impl ShownStatus {
+    /// Every status, in the API's order.
+    pub const ALL: [Self; 8] = [
+        Self::Pending,
+        Self::Succeeded,
+        Self::Declined,
+        Self::Canceled,
+        Self::Authorized,
+        Self::PartiallyCaptured,
+        Self::Voided,
+        Self::Expired,
+    ];
+
+    /// As the API names it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Declined => "declined",
+            Self::Canceled => "canceled",
+            Self::Authorized => "authorized",
+            Self::PartiallyCaptured => "partially_captured",
+            Self::Voided => "voided",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Parses the API's name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+
+    /// What `payment` shows.
+    pub fn of(payment: &Payment) -> Self {
+        use crate::authorization::AuthorizationStatus as A;
+        match payment.authorization().map(|hold| hold.status()) {
+            None => payment.status.into(),
+            Some(A::Authorized) => Self::Authorized,
+            Some(A::PartiallyCaptured) => Self::PartiallyCaptured,
+            Some(A::Succeeded) => Self::Succeeded,
+            Some(A::Voided) => Self::Voided,
+            Some(A::Expired) => Self::Expired,
+        }
+    }
+}
+
+impl From<PaymentStatus> for ShownStatus {
+    fn from(status: PaymentStatus) -> Self {
+        match status {
+            PaymentStatus::Pending => Self::Pending,
+            PaymentStatus::Succeeded => Self::Succeeded,
+            PaymentStatus::Declined => Self::Declined,
+            PaymentStatus::Canceled => Self::Canceled,
+        }
+    }
+}
+
 /// A definite acquirer answer, as phase 3 writes it on the payment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settlement {

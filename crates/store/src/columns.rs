@@ -39,3 +39,21 @@ macro_rules! capture_columns {
     };
 }
 pub(crate) use capture_columns;
+
+/// A payment's status as the API shows it ([`chargeonce_core::ShownStatus`]),
+/// as an SQL expression over its row, the same in both dialects: the
+/// charge's status, or an authorization's own once it stands (the rule of
+/// `Authorization::status`).
+macro_rules! shown_status {
+    () => {
+        "(CASE WHEN hold IS NULL OR status <> 'succeeded' THEN status \
+              WHEN hold = 'captured' \
+                  OR (hold IN ('released_void', 'released_expiry') AND captured_minor > 0) \
+                  THEN 'succeeded' \
+              WHEN hold = 'released_void' THEN 'voided' \
+              WHEN hold = 'released_expiry' THEN 'expired' \
+              WHEN captured_minor > 0 THEN 'partially_captured' \
+              ELSE 'authorized' END)"
+    };
+}
+pub(crate) use shown_status;

@@ -1,11 +1,14 @@
 //! The list reads and key introspection: `GET /v1/payments`,
-//! `GET /v1/refunds`, `GET /v1/payments/{id}/refunds` and
+//! `GET /v1/refunds`, `GET /v1/payments/{id}/refunds`,
+//! `GET /v1/payments/{id}/captures` and
 //! `GET /v1/idempotency-keys/{key}`.
 
 use serde::de::DeserializeOwned;
 
 use super::Client;
-use crate::{Error, IdempotencyKeyInfo, ListParams, Page, Payment, PaymentListParams, Refund};
+use crate::{
+    Capture, Error, IdempotencyKeyInfo, ListParams, Page, Payment, PaymentListParams, Refund,
+};
 
 impl Client {
     /// `GET /v1/payments`: one page of this shop's payments, newest first.
@@ -65,9 +68,40 @@ impl Client {
         payment_id: &str,
         params: &ListParams,
     ) -> Result<Page<T>, Error> {
+        self.payment_list_page(payment_id, "refunds", params).await
+    }
+
+    /// `GET /v1/payments/{id}/captures`: one page of an authorized
+    /// payment's captures, newest first (`Rejected` with `not_found` when
+    /// the payment is not this shop's).
+    pub async fn payment_captures(
+        &self,
+        payment_id: &str,
+        params: &ListParams,
+    ) -> Result<Page<Capture>, Error> {
+        self.payment_list_page(payment_id, "captures", params).await
+    }
+
+    /// [`Client::payment_captures`] with each capture as the JSON the
+    /// server sent.
+    pub async fn payment_captures_json(
+        &self,
+        payment_id: &str,
+        params: &ListParams,
+    ) -> Result<Page<serde_json::Value>, Error> {
+        self.payment_list_page(payment_id, "captures", params).await
+    }
+
+    /// One page of `/v1/payments/{payment_id}/{list}`.
+    async fn payment_list_page<T: DeserializeOwned>(
+        &self,
+        payment_id: &str,
+        list: &str,
+        params: &ListParams,
+    ) -> Result<Page<T>, Error> {
         let mut url = self.url("v1/payments/");
         if let Ok(mut segments) = url.path_segments_mut() {
-            segments.pop_if_empty().push(payment_id).push("refunds");
+            segments.pop_if_empty().push(payment_id).push(list);
         }
         url.query_pairs_mut().extend_pairs(params.pairs());
         Ok(self.read(url, true).await?.0)

@@ -5,13 +5,14 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::{Page, PageRequest, StoreError};
-use crate::{Payment, PaymentId, PaymentStatus, Reference, ShopId};
+use crate::{Payment, PaymentId, Reference, ShopId, ShownStatus};
 
 /// Which of a shop's payments a list shows; every field given must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PaymentFilter {
-    /// Only payments in this status.
-    pub status: Option<PaymentStatus>,
+    /// Only payments showing this status (an authorization's own once it
+    /// stands: [`ShownStatus::of`]).
+    pub status: Option<ShownStatus>,
     /// Only payments of this order.
     pub reference: Option<Reference>,
     /// Only payments created at or after this time.

@@ -6,7 +6,9 @@
 use chargeonce_core::authorization::ReleaseReason;
 use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, SettledBy, Tally};
 use chargeonce_core::store::KeyRepeats;
-use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, CaptureStatus, Payment, RefundStatus};
+use chargeonce_core::{
+    AcquirerCall, AcquirerOutcomeKind, CaptureMethod, CaptureStatus, Payment, RefundStatus,
+};
 use chargeonce_wire as wire;
 
 use super::{money_of, payment_status, recovery_point, rfc3339};
@@ -199,6 +201,7 @@ pub fn view(
     entries: &[HistoryEntry],
     keys: &[KeyRepeats],
 ) -> wire::PaymentHistory {
+    let manual = payment.capture.method() == CaptureMethod::Manual;
     wire::PaymentHistory {
         object: wire::PaymentHistoryObject::PaymentHistory,
         payment_id: payment.id.as_str().to_owned(),
@@ -208,10 +211,30 @@ pub fn view(
                 seq: entry.seq,
                 at: rfc3339(entry.at),
                 refund_id: entry.refund_id.as_ref().map(|id| id.as_str().to_owned()),
-                event: event_view(&entry.event),
+                event: authorization_settled(event_view(&entry.event), manual),
             })
             .collect(),
         keys: keys.iter().map(key_view).collect(),
+    }
+}
+
+/// An authorization's charge settles it `authorized` (nothing was taken
+/// yet), as its merchant event says; the store records the charge's own
+/// status.
+fn authorization_settled(event: wire::HistoryEvent, manual: bool) -> wire::HistoryEvent {
+    match event {
+        wire::HistoryEvent::Settled {
+            status: wire::PaymentStatus::Succeeded,
+            by,
+            key,
+            event_id,
+        } if manual => wire::HistoryEvent::Settled {
+            status: wire::PaymentStatus::Authorized,
+            by,
+            key,
+            event_id,
+        },
+        other => other,
     }
 }
 

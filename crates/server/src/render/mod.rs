@@ -11,10 +11,9 @@ mod stored;
 
 pub use stored::HttpRender;
 
-use chargeonce_core::authorization::AuthorizationStatus;
 use chargeonce_core::{
     Capture, CaptureMethod, CaptureStatus, Currency, KeyInfo, Money, Payment, PaymentCapture,
-    PaymentStatus, RecoveryPoint, Refund, RefundStatus,
+    PaymentStatus, RecoveryPoint, Refund, RefundStatus, ShownStatus,
 };
 use chargeonce_wire as wire;
 use serde::Serialize;
@@ -86,13 +85,15 @@ pub fn payment(payment: &Payment) -> wire::Payment {
 /// What a payment's status shows: an authorization's own once it stands
 /// (`authorized`, `partially_captured`, `succeeded`, `voided`, `expired`).
 fn shown_status(payment: &Payment) -> wire::PaymentStatus {
-    match payment.authorization().map(|hold| hold.status()) {
-        None => payment_status(payment.status),
-        Some(AuthorizationStatus::Authorized) => wire::PaymentStatus::Authorized,
-        Some(AuthorizationStatus::PartiallyCaptured) => wire::PaymentStatus::PartiallyCaptured,
-        Some(AuthorizationStatus::Succeeded) => wire::PaymentStatus::Succeeded,
-        Some(AuthorizationStatus::Voided) => wire::PaymentStatus::Voided,
-        Some(AuthorizationStatus::Expired) => wire::PaymentStatus::Expired,
+    match ShownStatus::of(payment) {
+        ShownStatus::Pending => wire::PaymentStatus::Pending,
+        ShownStatus::Succeeded => wire::PaymentStatus::Succeeded,
+        ShownStatus::Declined => wire::PaymentStatus::Declined,
+        ShownStatus::Canceled => wire::PaymentStatus::Canceled,
+        ShownStatus::Authorized => wire::PaymentStatus::Authorized,
+        ShownStatus::PartiallyCaptured => wire::PaymentStatus::PartiallyCaptured,
+        ShownStatus::Voided => wire::PaymentStatus::Voided,
+        ShownStatus::Expired => wire::PaymentStatus::Expired,
     }
 }
 

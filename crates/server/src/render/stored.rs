@@ -3,7 +3,7 @@
 //! replays those bytes.
 
 use axum::http::StatusCode;
-use chargeonce_core::{Payment, PaymentStatus, Render, Rendered, StoredResponse};
+use chargeonce_core::{Payment, PaymentStatus, Render, Rendered, ShownStatus, StoredResponse};
 
 use super::{capture_location, payment_location, refund_location, to_bytes, to_value};
 use crate::problem::{PROBLEM_JSON, Problem, ProblemCode};
@@ -87,11 +87,13 @@ impl Render for HttpRender {
                 ProblemCode::PaymentNotCancelable,
                 format!(
                     "the payment was already {} when the cancel came; {}",
-                    payment.status.as_str(),
-                    if payment.status == PaymentStatus::Succeeded {
-                        "refund it instead"
-                    } else {
-                        "nothing was taken"
+                    ShownStatus::of(payment).as_str(),
+                    match (payment.status, payment.authorization()) {
+                        (PaymentStatus::Succeeded, Some(_)) => {
+                            "void what is left of the authorization, or refund what was captured"
+                        }
+                        (PaymentStatus::Succeeded, None) => "refund it instead",
+                        _ => "nothing was taken",
                     }
                 ),
                 payment,

@@ -39,11 +39,11 @@ pub fn outcome_response(outcome: Outcome) -> Response {
         Outcome::OrderPaidOtherwise { payment } => Problem::new(
             ProblemCode::OrderAlreadyPaid,
             format!(
-                "order {} already has a {} payment of {} {} under another key; nothing was \
+                "order {} already has a payment ({}) of {} {} under another key; nothing was \
                  charged. The request asks for another amount: do not ship it as paid, and do \
                  not retry it as is",
                 payment.reference.as_str(),
-                payment.status.as_str(),
+                chargeonce_core::ShownStatus::of(&payment).as_str(),
                 payment.amount.to_decimal_string(),
                 payment.amount.currency().code()
             ),

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::{
-    CardToken, Metadata, PaymentFilter, PaymentId, PaymentRequest, PaymentStatus, Reference,
+    CardToken, Metadata, PaymentFilter, PaymentId, PaymentRequest, Reference, ShownStatus,
 };
 use chargeonce_wire::{CreatePayment, Payment};
 use serde::Deserialize;
@@ -230,9 +230,12 @@ pub async fn list(
     let status = query
         .status
         .map(|s| {
-            PaymentStatus::parse(&s).ok_or_else(|| {
-                invalid_parameter("status must be pending, succeeded or declined")
-                    .with("parameter", "status".into())
+            ShownStatus::parse(&s).ok_or_else(|| {
+                invalid_parameter(
+                    "status must be pending, succeeded, declined, canceled, authorized, \
+                     partially_captured, voided or expired",
+                )
+                .with("parameter", "status".into())
             })
         })
         .transpose()?;

@@ -446,13 +446,28 @@ impl Authorizations for PgStore {
 
     /// Expired holds still open, or releasing for the expiry.
     async fn expired_authorizations(&self, limit: u32) -> Result<Vec<Payment>, StoreError> {
+        // The queue's due rows whose hold has nothing left to release (used
+        // up, voided, or never authorized) leave it first.
+        sqlx::query(
+            "DELETE FROM authorization_expiries e \
+             WHERE e.expires_at <= now() AND NOT EXISTS ( \
+                 SELECT 1 FROM payments p \
+                 WHERE p.shop_id = e.shop_id AND p.id = e.payment_id \
+                     AND (p.status = 'pending' OR p.hold IN ('open', 'releasing_expiry')))",
+        )
+        .execute(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
         super::all(
             self,
             sqlx::query_as::<_, PaymentRow>(concat!(
                 "SELECT ",
                 payment_columns!(),
-                " FROM payments WHERE hold IN ('open', 'releasing_expiry') \
-                   AND authorization_expires_at <= now() AND status = 'succeeded' \
+                " FROM payments \
+                 WHERE (shop_id, id) IN ( \
+                     SELECT shop_id, payment_id FROM authorization_expiries \
+                     WHERE expires_at <= now()) \
+                   AND status = 'succeeded' AND hold IN ('open', 'releasing_expiry') \
                  ORDER BY authorization_expires_at LIMIT $1"
             ))
             .bind(i64::from(limit)),

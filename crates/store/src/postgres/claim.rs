@@ -8,8 +8,8 @@ use std::time::Duration;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::store::{Authorizations, Payments, Refunds};
 use chargeonce_core::{
-    Acquired, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease, LeaseToken,
-    NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
+    Acquired, CaptureMethod, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease,
+    LeaseToken, NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
 };
 use sqlx::{Postgres, Transaction};
 
@@ -33,6 +33,12 @@ pub(super) async fn claim_payment(
     payment: &NewPayment,
     timing: KeyTiming,
 ) -> Result<Claim, StoreError> {
+    // An authorization also enters the expirer's queue, in the claim's
+    // transaction: the one-statement claim stays the hot path of payments
+    // charged at once, untouched by it.
+    if payment.request.capture_method == CaptureMethod::Manual {
+        return claim_in_transaction(store, claim, payment, timing).await;
+    }
     let token = LeaseToken::generate();
     match claim_in_one_statement(store, claim, payment, token, timing).await? {
         FastClaim::Created => {
@@ -256,6 +262,18 @@ async fn insert_payment(
         .await
         .map_err(store_error)?;
         if inserted.is_some() {
+            if let Some(expires_at) = payment.authorization_expires_at {
+                sqlx::query(
+                    "INSERT INTO authorization_expiries (shop_id, payment_id, expires_at) \
+                     VALUES ($1, $2, $3)",
+                )
+                .bind(payment.shop_id.as_str())
+                .bind(payment.id.as_str())
+                .bind(expires_at)
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+            }
             return Ok(Some((RecoveryPoint::PaymentCreated, payment.to_payment())));
         }
         // A new statement sees the live payment the conflict waited for.

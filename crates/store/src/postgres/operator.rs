@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use super::outbox::event_columns;
 use super::{PgStore, store_error};
-use crate::columns::payment_columns;
+use crate::columns::{payment_columns, shown_status};
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
 use crate::rows::{EventRow, PaymentRow};
 
@@ -31,7 +31,9 @@ use crate::rows::{EventRow, PaymentRow};
 const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
-    " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+    " FROM payments WHERE ($1::text IS NULL OR ",
+    shown_status!(),
+    " = $1) \
        AND ($2::text IS NULL OR reference = $2) \
        AND ($3::timestamptz IS NULL OR created_at >= $3) \
        AND ($4::timestamptz IS NULL OR created_at < $4) \
@@ -43,7 +45,9 @@ const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
 const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
-    " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+    " FROM payments WHERE ($1::text IS NULL OR ",
+    shown_status!(),
+    " = $1) \
        AND ($2::text IS NULL OR reference = $2) \
        AND ($3::timestamptz IS NULL OR created_at >= $3) \
        AND ($4::timestamptz IS NULL OR created_at < $4) \
@@ -56,7 +60,9 @@ const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
 const ANY_SHOP_PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
-    " FROM payments WHERE ($1::text IS NULL OR status = $1) \
+    " FROM payments WHERE ($1::text IS NULL OR ",
+    shown_status!(),
+    " = $1) \
        AND ($2::text IS NULL OR reference = $2) \
        AND ($3::timestamptz IS NULL OR created_at >= $3) \
        AND ($4::timestamptz IS NULL OR created_at < $4) \

@@ -9,7 +9,7 @@ use chargeonce_core::{
 use time::OffsetDateTime;
 
 use super::{PgStore, store_error};
-use crate::columns::payment_columns;
+use crate::columns::{payment_columns, shown_status};
 use crate::rows::PaymentRow;
 
 /// The newest page of a shop's payments that match the filter: `$1` the
@@ -19,7 +19,9 @@ const PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3) \
-       AND ($2::text IS NULL OR status = $2) \
+       AND ($2::text IS NULL OR ",
+    shown_status!(),
+    " = $2) \
        AND ($4::timestamptz IS NULL OR created_at >= $4) \
        AND ($5::timestamptz IS NULL OR created_at < $5) \
      ORDER BY created_at DESC, id DESC LIMIT $6"
@@ -31,7 +33,9 @@ const PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3) \
-       AND ($2::text IS NULL OR status = $2) \
+       AND ($2::text IS NULL OR ",
+    shown_status!(),
+    " = $2) \
        AND ($4::timestamptz IS NULL OR created_at >= $4) \
        AND ($5::timestamptz IS NULL OR created_at < $5) \
        AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
@@ -43,7 +47,9 @@ const PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = $1 AND ($3::text IS NULL OR reference = $3) \
-       AND ($2::text IS NULL OR status = $2) \
+       AND ($2::text IS NULL OR ",
+    shown_status!(),
+    " = $2) \
        AND ($4::timestamptz IS NULL OR created_at >= $4) \
        AND ($5::timestamptz IS NULL OR created_at < $5) \
        AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"
@@ -58,7 +64,9 @@ const ORDER_PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = $1 AND reference = $3 \
-       AND ($2::text IS NULL OR status = $2) \
+       AND ($2::text IS NULL OR ",
+    shown_status!(),
+    " = $2) \
        AND ($4::timestamptz IS NULL OR created_at >= $4) \
        AND ($5::timestamptz IS NULL OR created_at < $5) \
      ORDER BY created_at DESC, id DESC LIMIT $6"
@@ -70,7 +78,9 @@ const ORDER_PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = $1 AND reference = $3 \
-       AND ($2::text IS NULL OR status = $2) \
+       AND ($2::text IS NULL OR ",
+    shown_status!(),
+    " = $2) \
        AND ($4::timestamptz IS NULL OR created_at >= $4) \
        AND ($5::timestamptz IS NULL OR created_at < $5) \
        AND (created_at, id) < ($7, $8) ORDER BY created_at DESC, id DESC LIMIT $6"
@@ -82,7 +92,9 @@ const ORDER_PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = $1 AND reference = $3 \
-       AND ($2::text IS NULL OR status = $2) \
+       AND ($2::text IS NULL OR ",
+    shown_status!(),
+    " = $2) \
        AND ($4::timestamptz IS NULL OR created_at >= $4) \
        AND ($5::timestamptz IS NULL OR created_at < $5) \
        AND (created_at, id) > ($7, $8) ORDER BY created_at, id LIMIT $6"

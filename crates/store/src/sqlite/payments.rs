@@ -12,7 +12,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
 use super::{Result, SqliteStore, all, now_ms, one, unix_ms};
-use crate::columns::payment_columns;
+use crate::columns::{payment_columns, shown_status};
 use crate::rows::{FromSqliteRow, PaymentRow};
 
 /// One payment of one shop, on whichever connection.
@@ -165,7 +165,9 @@ pub(super) const PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3) \
-       AND (?2 IS NULL OR status = ?2) \
+       AND (?2 IS NULL OR ",
+    shown_status!(),
+    " = ?2) \
        AND (?4 IS NULL OR created_at >= ?4) \
        AND (?5 IS NULL OR created_at < ?5) \
      ORDER BY created_at DESC, id DESC LIMIT ?6"
@@ -177,7 +179,9 @@ pub(super) const PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3) \
-       AND (?2 IS NULL OR status = ?2) \
+       AND (?2 IS NULL OR ",
+    shown_status!(),
+    " = ?2) \
        AND (?4 IS NULL OR created_at >= ?4) \
        AND (?5 IS NULL OR created_at < ?5) \
        AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
@@ -189,7 +193,9 @@ pub(super) const PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments WHERE shop_id = ?1 AND (?3 IS NULL OR reference = ?3) \
-       AND (?2 IS NULL OR status = ?2) \
+       AND (?2 IS NULL OR ",
+    shown_status!(),
+    " = ?2) \
        AND (?4 IS NULL OR created_at >= ?4) \
        AND (?5 IS NULL OR created_at < ?5) \
        AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"
@@ -203,7 +209,9 @@ pub(super) const ORDER_PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3 \
-       AND (?2 IS NULL OR status = ?2) \
+       AND (?2 IS NULL OR ",
+    shown_status!(),
+    " = ?2) \
        AND (?4 IS NULL OR created_at >= ?4) \
        AND (?5 IS NULL OR created_at < ?5) \
      ORDER BY created_at DESC, id DESC LIMIT ?6"
@@ -215,7 +223,9 @@ pub(super) const ORDER_PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3 \
-       AND (?2 IS NULL OR status = ?2) \
+       AND (?2 IS NULL OR ",
+    shown_status!(),
+    " = ?2) \
        AND (?4 IS NULL OR created_at >= ?4) \
        AND (?5 IS NULL OR created_at < ?5) \
        AND (created_at, id) < (?7, ?8) ORDER BY created_at DESC, id DESC LIMIT ?6"
@@ -227,7 +237,9 @@ pub(super) const ORDER_PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
     " FROM payments INDEXED BY payments_by_order WHERE shop_id = ?1 AND reference = ?3 \
-       AND (?2 IS NULL OR status = ?2) \
+       AND (?2 IS NULL OR ",
+    shown_status!(),
+    " = ?2) \
        AND (?4 IS NULL OR created_at >= ?4) \
        AND (?5 IS NULL OR created_at < ?5) \
        AND (created_at, id) > (?7, ?8) ORDER BY created_at, id LIMIT ?6"

@@ -9,8 +9,8 @@ use chargeonce_core::authorization::{AuthorizationStatus, CaptureRefusal, Hold};
 use chargeonce_core::events::EventType;
 use chargeonce_core::{
     CaptureClaim, CaptureClaimRefusal, CaptureMethod, CaptureSettlement, CaptureStatus, Claim,
-    Cursor, FinishOutcome, PageLimit, PageRequest, PaymentCapture, PaymentStatus, RecoveryPoint,
-    RefundClaim, RefundRefusal,
+    Cursor, FinishOutcome, PageLimit, PageRequest, PaymentCapture, PaymentFilter, PaymentStatus,
+    RecoveryPoint, RefundClaim, RefundRefusal, ReleaseClaim, ShownStatus, VoidSettlement,
 };
 use chargeonce_testkit::on_both_stores;
 
@@ -427,6 +427,68 @@ async fn an_authorization_refunds_captured_money_only(f: Fixture) {
     assert_eq!(all.refund.unwrap().amount.minor_units(), 40_000);
 }
 
+/// A shop's payments filtered by the status the API shows: an
+/// authorization's own once it stands (authorized, partially captured,
+/// voided), a payment charged at once as its charge.
+async fn payments_are_listed_by_the_status_they_show(f: Fixture) {
+    let untouched = f.authorized_payment("order-1").await;
+    let partly = f.authorized_payment("order-2").await;
+    let taken = f
+        .capture_acquired(&partly.id, "c1", Some("100.00"), false)
+        .await;
+    let capture_id = taken.capture.as_ref().unwrap().id.clone();
+    f.finish_capture(
+        &taken.lease,
+        Some((&capture_id, &capture_succeeded("cp_1"))),
+        "{}",
+    )
+    .await;
+    let voided = f.authorized_payment("order-3").await;
+    let ReleaseClaim::Acquired(void) = f.claim_void(&voided.id, "v1").await else {
+        panic!("a void of an open hold")
+    };
+    let released = VoidSettlement::Succeeded {
+        provider_void_id: "vd_1".into(),
+        released: voided.amount,
+    };
+    f.finish_void(&void.lease, Some((&voided.id, &released)), "{}")
+        .await;
+    let paid = f.paid_payment("order-4").await;
+    let listed = |status: ShownStatus| {
+        let filter = PaymentFilter {
+            status: Some(status),
+            ..PaymentFilter::default()
+        };
+        let store = f.store.clone();
+        let shop = f.shop.clone();
+        async move {
+            store
+                .list_payments(
+                    &shop,
+                    &filter,
+                    &PageRequest {
+                        limit: PageLimit::DEFAULT,
+                        cursor: Cursor::Newest,
+                    },
+                )
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|p| p.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(ShownStatus::Authorized).await, vec![untouched.id]);
+    assert_eq!(
+        listed(ShownStatus::PartiallyCaptured).await,
+        vec![partly.id]
+    );
+    assert_eq!(listed(ShownStatus::Voided).await, vec![voided.id]);
+    assert_eq!(listed(ShownStatus::Succeeded).await, vec![paid.id]);
+    assert!(listed(ShownStatus::Expired).await.is_empty());
+}
+
 on_both_stores!(
     fixture =>
     an_authorization_holds_its_amount_once_its_charge_succeeded,
@@ -435,4 +497,5 @@ on_both_stores!(
     concurrent_capture_claims_never_exceed_the_hold,
     a_capture_key_is_taken_over_with_its_capture_and_not_before,
     an_authorization_refunds_captured_money_only,
+    payments_are_listed_by_the_status_they_show,
 );

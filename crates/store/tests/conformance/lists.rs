@@ -231,7 +231,7 @@ async fn lists_filter_by_status_reference_and_created_range(f: Fixture) {
     assert_eq!(all.len(), 5);
 
     let succeeded = PaymentFilter {
-        status: Some(PaymentStatus::Succeeded),
+        status: Some(PaymentStatus::Succeeded.into()),
         ..PaymentFilter::default()
     };
     let listed = f
@@ -242,7 +242,7 @@ async fn lists_filter_by_status_reference_and_created_range(f: Fixture) {
     assert_eq!(listed.items.len(), 1);
     assert_eq!(listed.items[0].id, paid.id);
     let pending = PaymentFilter {
-        status: Some(PaymentStatus::Pending),
+        status: Some(PaymentStatus::Pending.into()),
         ..PaymentFilter::default()
     };
     let listed = f

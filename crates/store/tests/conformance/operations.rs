@@ -200,7 +200,7 @@ async fn all_payments_pages_across_shops_both_ways(f: Fixture) {
     // Filters apply across shops.
     f.settle(&ids[2], &succeeded()).await;
     let succeeded_only = PaymentFilter {
-        status: Some(PaymentStatus::Succeeded),
+        status: Some(PaymentStatus::Succeeded.into()),
         ..PaymentFilter::default()
     };
     let found = walk(&f, None, &succeeded_only, 10, Cursor::Newest).await;

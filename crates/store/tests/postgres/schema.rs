@@ -539,3 +539,59 @@ async fn the_authorization_migration_keeps_orders_and_checks_every_hold() {
     .await
     .unwrap();
 }
+
+/// Migration 0014 moves the expirer's queue off the payments table: an
+/// authorization still to release (or still pending) enters the queue with
+/// its expiry, one that ended does not, and the partial index is gone.
+#[tokio::test]
+async fn the_expiry_queue_migration_keeps_every_hold_to_release() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(13, &pool)
+        .await
+        .unwrap();
+    let insert = |id: &str, status: &str, hold: &str| {
+        format!(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, acquirer_key, created_at, capture_method, hold, \
+                 authorization_expires_at) \
+             VALUES ('{id}', 'shop-a', 'k-{id}', 'order-{id}', 1000, 'RUB', 'tok_ok', \
+                 '{status}', 'acq-{id}', now(), 'manual', '{hold}', now())"
+        )
+    };
+    let open = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6eb1";
+    let pending = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6eb2";
+    let voided = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6eb3";
+    sqlx::query("INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'))")
+        .execute(&pool)
+        .await
+        .unwrap();
+    for statement in [
+        insert(open, "succeeded", "open"),
+        insert(pending, "pending", "open"),
+        insert(voided, "succeeded", "released_void"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    let queued: Vec<String> =
+        sqlx::query_scalar("SELECT payment_id FROM authorization_expiries ORDER BY payment_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(queued, vec![open.to_owned(), pending.to_owned()]);
+    let index: Option<String> = sqlx::query_scalar(
+        "SELECT indexname::text FROM pg_indexes WHERE indexname = 'payments_holds_expiring'",
+    )
+    .fetch_optional(&pool)
+    .await
+    .unwrap();
+    assert_eq!(index, None, "the payments table carries no expiry index");
+}
