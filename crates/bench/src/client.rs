@@ -154,6 +154,18 @@ impl Target {
         self.post(&self.payments, Some(key), body).await
     }
 
+    /// A POST of `body` under an idempotency key to any path of the target
+    /// (a capture).
+    pub async fn post_keyed(
+        &self,
+        path: &str,
+        key: &str,
+        body: String,
+    ) -> Result<Answer, reqwest::Error> {
+        let url = format!("{}{path}", self.base);
+        self.post(&url, Some(key), body).await
+    }
+
     /// A POST to any path of the target (used for the ceiling endpoints).
     pub async fn post_path(&self, path: &str, body: String) -> Result<Answer, reqwest::Error> {
         let url = format!("{}{path}", self.base);
@@ -225,6 +237,13 @@ impl Target {
 pub fn payment_body(reference: &str, value: &str) -> String {
     format!(
         r#"{{"amount":{{"value":"{value}","currency":"RUB"}},"reference":"{reference}","payment_method":{{"token":"tok_ok"}}}}"#
+    )
+}
+
+/// The body of an authorization (`capture_method` `manual`) of `value` RUB.
+pub fn manual_payment_body(reference: &str, value: &str) -> String {
+    format!(
+        r#"{{"amount":{{"value":"{value}","currency":"RUB"}},"reference":"{reference}","payment_method":{{"token":"tok_ok"}},"capture_method":"manual"}}"#
     )
 }
 

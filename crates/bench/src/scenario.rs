@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 
-use crate::client::{Answer, Target, payment_body};
+use crate::client::{Answer, Target, manual_payment_body, payment_body};
 use crate::report::{LedgerReport, Tally};
 
 /// A load shape.
@@ -21,6 +21,10 @@ pub enum Scenario {
     Storm,
     /// 80 % fresh, 15 % replay, 5 % same key with another body (422).
     Mixed,
+    /// Every turn a new authorization (`capture_method` `manual`) and its
+    /// capture of everything, each under its own new key: the lifecycle's
+    /// durable path, two requests a turn.
+    AuthorizeCapture,
     /// `POST /bench/ceiling` (needs `serve --bench-ceiling`): auth, no idempotency.
     Ceiling,
     /// `POST /bench/noop` (needs `serve --bench-ceiling`): no auth, no database.
@@ -35,6 +39,7 @@ impl Scenario {
             Self::Replay => "replay",
             Self::Storm => "storm",
             Self::Mixed => "mixed",
+            Self::AuthorizeCapture => "authorize-capture",
             Self::Ceiling => "ceiling",
             Self::Noop => "noop",
         }
@@ -129,6 +134,52 @@ async fn fresh(
             tally.transport_error(&error);
             None
         }
+    }
+}
+
+/// Authorizes a new order and captures all of it under the capture's own
+/// key; both must execute (201), the authorization `authorized`, the
+/// capture `succeeded`.
+async fn authorize_and_capture(target: &Target, key: String, reference: String, tally: &mut Tally) {
+    let body = manual_payment_body(&reference, "10.00");
+    let authorized = match target.pay(&key, body).await {
+        Ok(answer) => answer,
+        Err(error) => return tally.transport_error(&error),
+    };
+    tally.answer(authorized.status, authorized.replayed, authorized.latency);
+    let shown: serde_json::Value = serde_json::from_slice(&authorized.body).unwrap_or_default();
+    let id = match (
+        authorized.status,
+        shown["status"].as_str(),
+        shown["id"].as_str(),
+    ) {
+        (201, Some("authorized"), Some(id)) if !authorized.replayed => id.to_owned(),
+        (status, ..) if status >= 500 => return,
+        (status, ..) => {
+            return tally.violation(format!(
+                "new authorization {key} answered {status}: {}",
+                String::from_utf8_lossy(&authorized.body)
+            ));
+        }
+    };
+    tally.executions += 1;
+    tally.executed_references.push(reference);
+    let path = format!("/v1/payments/{id}/captures");
+    match target
+        .post_keyed(&path, &format!("{key}-capture"), "{}".to_owned())
+        .await
+    {
+        Ok(answer) => {
+            tally.answer(answer.status, answer.replayed, answer.latency);
+            if answer.status < 500 && (answer.status != 201 || answer.replayed) {
+                tally.violation(format!(
+                    "the capture of {id} answered {}: {}",
+                    answer.status,
+                    String::from_utf8_lossy(&answer.body)
+                ));
+            }
+        }
+        Err(error) => tally.transport_error(&error),
     }
 }
 
@@ -257,6 +308,11 @@ pub async fn closed_loop(
                     let done = pool[pick()].clone();
                     mismatch(&target, &done, &mut tally).await;
                 }
+            }
+            Scenario::AuthorizeCapture => {
+                let (key, reference) = names.payment(worker, n);
+                n += 1;
+                authorize_and_capture(&target, key, reference, &mut tally).await;
             }
             Scenario::Ceiling | Scenario::Noop => {
                 let path = if scenario == Scenario::Ceiling {
