@@ -26,8 +26,11 @@
 
 use std::collections::HashMap;
 
+use chargeonce_core::authorization::Hold;
 use chargeonce_core::findings::{FindingKind, NewFinding};
-use chargeonce_core::{AcquirerCharge, Money, Payment, PaymentStatus, Reference, ShopId};
+use chargeonce_core::{
+    AcquirerCharge, Money, Payment, PaymentStatus, Reference, ShopId, ShownStatus,
+};
 
 /// The verdict on one order's group of succeeded charges.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,11 +78,27 @@ pub(super) fn judge(group: &[(AcquirerCharge, Option<Payment>)]) -> Verdict {
 /// agrees with anything).
 pub(super) fn agrees(payment: &Payment, charge: &AcquirerCharge) -> bool {
     (match payment.status {
-        PaymentStatus::Succeeded => charge.outcome.is_succeeded(),
+        PaymentStatus::Succeeded => {
+            charge.outcome.is_succeeded() && captures_agree(payment, charge)
+        }
         PaymentStatus::Declined => !charge.outcome.is_succeeded(),
         PaymentStatus::Canceled => !charge.holds_money(),
         PaymentStatus::Pending => true,
     }) && payment.amount == charge.amount
+}
+
+/// Whether an authorization's captures are what the acquirer's
+/// authorization says it captured. Judged only once the hold is final
+/// (captured, or released): while it is open a capture may be claimed
+/// between the reads of the books and of the ledger, and one in flight
+/// is the books' until it ends.
+fn captures_agree(payment: &Payment, charge: &AcquirerCharge) -> bool {
+    match payment.authorization() {
+        Some(hold) if matches!(hold.hold(), Hold::Captured | Hold::Released(_)) => {
+            hold.captured_minor() == charge.taken_minor
+        }
+        _ => true,
+    }
 }
 
 /// A payment that disagrees with the charge it names.
@@ -93,19 +112,29 @@ pub(super) fn mismatch(payment: &Payment, charge: &AcquirerCharge) -> NewFinding
         // The money the acquirer moved (or refused) for it.
         amount: Some(charge.amount),
         refunded: Vec::new(),
-        detail: format!(
-            "payment {} {} {}, charge {} {} {}",
-            payment.status.as_str(),
-            payment.amount.to_decimal_string(),
-            payment.amount.currency(),
-            if charge.outcome.is_succeeded() {
-                "succeeded"
-            } else {
-                "declined"
-            },
-            charge.amount.to_decimal_string(),
-            charge.amount.currency()
-        ),
+        detail: match payment.authorization() {
+            Some(hold) => format!(
+                "authorization {} captured {} minor units of {} {}, the acquirer's captured {}",
+                ShownStatus::of(payment).as_str(),
+                hold.captured_minor(),
+                payment.amount.to_decimal_string(),
+                payment.amount.currency(),
+                charge.taken_minor
+            ),
+            None => format!(
+                "payment {} {} {}, charge {} {} {}",
+                payment.status.as_str(),
+                payment.amount.to_decimal_string(),
+                payment.amount.currency(),
+                if charge.outcome.is_succeeded() {
+                    "succeeded"
+                } else {
+                    "declined"
+                },
+                charge.amount.to_decimal_string(),
+                charge.amount.currency()
+            ),
+        },
     }
 }
 
@@ -388,5 +417,38 @@ mod tests {
         let mut other = payment_for(&c, PaymentStatus::Succeeded, true);
         other.amount = Money::parse("11.00", "RUB").unwrap();
         assert!(!agrees(&other, &c));
+    }
+
+    #[test]
+    fn an_authorization_agrees_once_final_on_what_was_captured() {
+        use chargeonce_core::authorization::{Authorization, ReleaseReason};
+        let mut c = charge("ch_1", 1, true, 0);
+        c.capture_method = chargeonce_core::CaptureMethod::Manual;
+        c.taken_minor = 400;
+        let manual = |hold: Hold, captured: i64| {
+            let mut p = payment_for(&c, PaymentStatus::Succeeded, true);
+            p.capture = chargeonce_core::PaymentCapture::Manual {
+                hold: Authorization::from_parts(1000, captured, 0, 0, hold),
+                expires_at: p.created_at,
+            };
+            p
+        };
+        assert!(agrees(
+            &manual(Hold::Released(ReleaseReason::Void), 400),
+            &c
+        ));
+        assert!(!agrees(
+            &manual(Hold::Released(ReleaseReason::Void), 300),
+            &c
+        ));
+        assert!(!agrees(&manual(Hold::Captured, 1000), &c));
+        // Open: a capture may land between the two reads; judged later.
+        assert!(agrees(&manual(Hold::Open, 300), &c));
+        let finding = mismatch(&manual(Hold::Captured, 1000), &c);
+        assert!(
+            finding.detail.contains("the acquirer's captured 400"),
+            "{}",
+            finding.detail
+        );
     }
 }
