@@ -98,6 +98,27 @@ async fn an_expired_authorization_is_released_once(backend: Backend) {
     late.assert_problem(409, "payment_not_capturable");
     assert_eq!(late.json()["payment_status"], "expired");
 
+    // The void the expirer asked for is in the payment's history, before
+    // the release's end.
+    let history = send(s.get(&format!("/v1/payments/{untouched}/history")))
+        .await
+        .json();
+    let kinds: Vec<(String, String)> = history["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_owned(),
+                e["call"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let call = kinds
+        .iter()
+        .position(|k| k == &("acquirer_call".to_owned(), "void".to_owned()));
+    let ended = kinds.iter().position(|(kind, _)| kind == "release_ended");
+    assert!(call.is_some() && call < ended, "{kinds:?}");
     // A second pass (another instance's) finds nothing to do.
     let again = expire_once(&s.engine, 100).await.unwrap();
     assert_eq!(again, ExpiryPass::default());

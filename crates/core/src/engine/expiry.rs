@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::{Engine, EngineError};
 use crate::acquirer::AUTHORIZATION_VOIDED;
+use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{AcquirerError, AcquirerKey, Payment, VoidRequest, VoidSettlement};
 
@@ -68,7 +69,9 @@ impl Engine {
             charge_id,
             token: payment.token.clone(),
         };
-        let released = match self.send_void(&request).await {
+        let (answer, attempt) = self.send_void(&request).await;
+        let attempts = [attempt];
+        let released = match answer {
             Ok(VoidSettlement::Succeeded { .. }) => true,
             // Voided at the acquirer already (its own expiry, or an earlier
             // attempt of this release whose answer was lost): nothing is
@@ -76,7 +79,7 @@ impl Engine {
             Ok(VoidSettlement::Failed { code }) if code == AUTHORIZATION_VOIDED => true,
             Ok(VoidSettlement::Failed { code }) | Err(AcquirerError::Rejected(code)) => {
                 tracing::error!(payment = %payment.id, %code, "the acquirer refused to release an expired authorization; it stays open, and the next pass asks again");
-                let ended = self.end_expiry(&payment, false).await?;
+                let ended = self.end_expiry(&payment, false, &attempts).await?;
                 return Ok(
                     ended.map_or(Expiry::Skipped, |payment| Expiry::Refused { payment, code })
                 );
@@ -86,13 +89,16 @@ impl Engine {
                 return Ok(Expiry::Unresolved);
             }
         };
-        let ended = self.end_expiry(&payment, released).await?;
+        let ended = self.end_expiry(&payment, released, &attempts).await?;
         Ok(ended.map_or(Expiry::Skipped, Expiry::Released))
     }
 
     /// The acquirer's void, bounded by the acquirer timeout, reported to
-    /// the observer.
-    async fn send_void(&self, request: &VoidRequest) -> Result<VoidSettlement, AcquirerError> {
+    /// the observer; with the attempt for the payment's history.
+    async fn send_void(
+        &self,
+        request: &VoidRequest,
+    ) -> (Result<VoidSettlement, AcquirerError>, AcquirerAttempt) {
         let started = Instant::now();
         let timeout = self.config.acquirer_timeout;
         let answer = tokio::time::timeout(timeout, self.acquirer.void(request))
@@ -102,26 +108,37 @@ impl Engine {
                     "no answer within {timeout:?}"
                 )))
             });
-        let kind = match &answer {
-            Ok(VoidSettlement::Succeeded { .. }) => AcquirerOutcomeKind::Succeeded,
-            Ok(VoidSettlement::Failed { .. }) => AcquirerOutcomeKind::Declined,
-            Err(AcquirerError::Rejected(_)) => AcquirerOutcomeKind::Refused,
-            Err(AcquirerError::NotSent(_)) => AcquirerOutcomeKind::NotSent,
-            Err(AcquirerError::Unknown(_)) => AcquirerOutcomeKind::Unknown,
+        let (outcome, reason) = match &answer {
+            Ok(VoidSettlement::Succeeded { .. }) => (AcquirerOutcomeKind::Succeeded, None),
+            Ok(VoidSettlement::Failed { code }) => {
+                (AcquirerOutcomeKind::Declined, Some(code.clone()))
+            }
+            Err(AcquirerError::Rejected(r)) => (AcquirerOutcomeKind::Refused, Some(r.clone())),
+            Err(AcquirerError::NotSent(r)) => (AcquirerOutcomeKind::NotSent, Some(r.clone())),
+            Err(AcquirerError::Unknown(r)) => (AcquirerOutcomeKind::Unknown, Some(r.clone())),
         };
+        let latency = started.elapsed();
         self.observer
-            .acquirer_call(AcquirerCall::Void, kind, started.elapsed());
-        answer
+            .acquirer_call(AcquirerCall::Void, outcome, latency);
+        let attempt = AcquirerAttempt {
+            call: AcquirerCall::Void,
+            outcome,
+            latency,
+            acquirer_key: request.acquirer_key.as_str().to_owned(),
+            reason,
+        };
+        (answer, attempt)
     }
 
     async fn end_expiry(
         &self,
         payment: &Payment,
         released: bool,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Option<Payment>, EngineError> {
         Ok(self
             .store
-            .end_expiry(&payment.shop_id, &payment.id, released)
+            .end_expiry(&payment.shop_id, &payment.id, released, attempts)
             .await?)
     }
 }

@@ -130,13 +130,15 @@ pub trait Authorizations: Send + Sync + 'static {
 
     /// Ends the release of an expired hold with the acquirer's answer, in
     /// one transaction: released (with the `payment.expired` event) or,
-    /// refused, open again. `None` when the hold was no longer releasing
-    /// for the expiry; else the payment as it ended.
+    /// refused, open again, with the acquirer calls made (`attempts`) in
+    /// the payment's history. `None` when the hold was no longer releasing
+    /// for the expiry (nothing written); else the payment as it ended.
     async fn end_expiry(
         &self,
         shop_id: &ShopId,
         payment_id: &PaymentId,
         released: bool,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Option<Payment>, StoreError>;
 
     /// One capture of one shop.

@@ -512,8 +512,13 @@ impl Authorizations for PgStore {
         shop_id: &ShopId,
         payment_id: &PaymentId,
         released: bool,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Option<Payment>, StoreError> {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
+        if !attempts.is_empty() {
+            let calls = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
+            record(&mut *tx, payment_id.as_str(), None, &calls).await?;
+        }
         let ended = settle_release(
             &mut tx,
             shop_id,

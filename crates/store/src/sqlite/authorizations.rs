@@ -507,9 +507,17 @@ impl Authorizations for SqliteStore {
         shop_id: &ShopId,
         payment_id: &PaymentId,
         released: bool,
+        attempts: &[AcquirerAttempt],
     ) -> Result<Option<Payment>, StoreError> {
         let (shop_id, payment_id) = (shop_id.clone(), payment_id.clone());
+        let calls: Vec<HistoryEvent> = attempts
+            .iter()
+            .map(|a| a.to_event(&self.instance))
+            .collect();
         self.write(move |conn| {
+            for call in &calls {
+                record(conn, payment_id.as_str(), None, call)?;
+            }
             let ended =
                 settle_release(conn, &shop_id, &payment_id, ReleaseReason::Expiry, released)?;
             let Some(payment) = ended else {

@@ -224,7 +224,7 @@ async fn expired_holds_are_found_released_once_and_resumed(f: Fixture) {
 
     let ended = f
         .store
-        .end_expiry(&f.shop, &expired.id, true)
+        .end_expiry(&f.shop, &expired.id, true, &[])
         .await
         .unwrap()
         .unwrap();
@@ -233,7 +233,7 @@ async fn expired_holds_are_found_released_once_and_resumed(f: Fixture) {
     assert_eq!(f.hold(&expired.id).await, hold);
     assert!(
         f.store
-            .end_expiry(&f.shop, &expired.id, true)
+            .end_expiry(&f.shop, &expired.id, true, &[])
             .await
             .unwrap()
             .is_none(),
