@@ -185,12 +185,13 @@ SELECT id, shop_id, idempotency_key, reference, amount_minor, currency, token, s
     acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor, metadata,
     capture_method, hold, authorization_expires_at, captured_minor, capture_reserved_minor,
     captures_in_flight
-FROM payments WHERE shop_id = 'bench' AND id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+FROM payments WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+  AND shop_id IS NOT DISTINCT FROM 'bench'
 FOR UPDATE;
 UPDATE payments SET hold = 'closing', captured_minor = 0, capture_reserved_minor = 1000,
     captures_in_flight = 1, updated_at = now()
-WHERE shop_id = 'bench' AND id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
-  AND capture_method = 'manual';
+WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+  AND (shop_id, capture_method) IS NOT DISTINCT FROM ('bench', 'manual');
 INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor,
     currency, is_final, status, acquirer_key, created_at)
 VALUES ('bench', 'cap_pgbench_' || :client_id::text || '_' || :k::text,
@@ -257,12 +258,13 @@ SELECT id, shop_id, idempotency_key, reference, amount_minor, currency, token, s
     acquirer_key, provider_payment_id, decline_code, created_at, refunded_minor, metadata,
     capture_method, hold, authorization_expires_at, captured_minor, capture_reserved_minor,
     captures_in_flight
-FROM payments WHERE shop_id = 'bench' AND id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+FROM payments WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+  AND shop_id IS NOT DISTINCT FROM 'bench'
 FOR UPDATE;
 UPDATE payments SET hold = 'captured', captured_minor = 1000, capture_reserved_minor = 0,
     captures_in_flight = 0, updated_at = now()
-WHERE shop_id = 'bench' AND id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
-  AND capture_method = 'manual';
+WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
+  AND (shop_id, capture_method) IS NOT DISTINCT FROM ('bench', 'manual');
 INSERT INTO payment_history (payment_id, refund_id, kind, event)
 SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n),
     CASE WHEN count(*) = 1 THEN min(e.event)
