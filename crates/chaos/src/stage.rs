@@ -228,15 +228,21 @@ impl Stage {
             let pending = self.store.pending_payments(Duration::ZERO, 1).await;
             let stalled = self.store.stalled_keys(Duration::ZERO, 1).await;
             // Authorizations past their TTL are released by the expirer
-            // (every second): the run waits for them, for a TTL and a few
-            // passes at most (an acquirer that refuses a release keeps its
-            // hold open, which the checker then judges).
-            let expiring = if settling.elapsed() < args.authorization_ttl + EXPIRY_GRACE {
+            // (every second). Every authorization was made before the
+            // settle began, so one TTL into it all are due: the run waits
+            // that long (else an expiry begun just after the settle would
+            // be cut by the end of the run), then for the due ones to be
+            // released, for a few passes at most (an acquirer that refuses
+            // a release keeps its hold open, which the checker judges).
+            let waited = settling.elapsed();
+            let all_due = args.authorize_rate <= 0.0 || waited >= args.authorization_ttl;
+            let expiring = if waited < args.authorization_ttl + EXPIRY_GRACE {
                 self.store.expired_authorizations(1).await
             } else {
                 Ok(Vec::new())
             };
-            if matches!((&pending, &stalled, &expiring), (Ok(p), Ok(s), Ok(e)) if p.is_empty() && s.is_empty() && e.is_empty())
+            if all_due
+                && matches!((&pending, &stalled, &expiring), (Ok(p), Ok(s), Ok(e)) if p.is_empty() && s.is_empty() && e.is_empty())
             {
                 break;
             }

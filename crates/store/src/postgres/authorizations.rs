@@ -453,14 +453,17 @@ impl Authorizations for PgStore {
 
     /// Expired holds still open, or releasing for the expiry.
     async fn expired_authorizations(&self, limit: u32) -> Result<Vec<Payment>, StoreError> {
-        // The queue's due rows whose hold has nothing left to release (used
-        // up, voided, or never authorized) leave it first.
+        // The queue's due rows whose hold has ended (used up, released, or
+        // never authorized) leave it first. A hold still moving stays: a
+        // final capture or a void in flight that the acquirer refuses
+        // leaves it open again, to expire.
         sqlx::query(
             "DELETE FROM authorization_expiries e \
              WHERE e.expires_at <= now() AND NOT EXISTS ( \
                  SELECT 1 FROM payments p \
                  WHERE p.shop_id = e.shop_id AND p.id = e.payment_id \
-                     AND (p.status = 'pending' OR p.hold IN ('open', 'releasing_expiry')))",
+                     AND (p.status = 'pending' OR p.hold IN ('open', 'closing', \
+                          'releasing_void', 'releasing_expiry')))",
         )
         .execute(&mut *self.conn().await?)
         .await

@@ -267,10 +267,37 @@ async fn expired_holds_are_found_released_once_and_resumed(f: Fixture) {
     );
 }
 
+/// A hold whose final capture is in flight when it expires is not
+/// released meanwhile (the capture holds the rest), and, the acquirer
+/// refusing that capture, it is open again and still expires: the
+/// expirer's queue keeps a hold that is still moving.
+async fn a_hold_open_again_after_a_refused_final_capture_still_expires(f: Fixture) {
+    let expired = f.authorized_for("order-1", Duration::ZERO).await;
+    let last = f.capture_acquired(&expired.id, "c1", None, true).await;
+    assert!(
+        f.store.expired_authorizations(10).await.unwrap().is_empty(),
+        "a final capture in flight: nothing to release"
+    );
+    let capture_id = last.capture.as_ref().unwrap().id.clone();
+    let refused = chargeonce_core::CaptureSettlement::Failed {
+        code: "acquirer_rejected".into(),
+    };
+    f.finish_capture(&last.lease, Some((&capture_id, &refused)), "{}")
+        .await;
+    assert_eq!(f.hold(&expired.id).await.hold(), Hold::Open);
+    let due = f.store.expired_authorizations(10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
+        vec![expired.id.clone()],
+        "open again, it expires"
+    );
+}
+
 on_both_stores!(
     fixture =>
     a_void_releases_the_rest_once_and_frees_an_uncaptured_order,
     a_void_waits_for_captures_and_keeps_an_order_that_took_money,
     voids_of_payments_that_hold_nothing_are_refused_and_not_stored,
     expired_holds_are_found_released_once_and_resumed,
+    a_hold_open_again_after_a_refused_final_capture_still_expires,
 );
