@@ -683,51 +683,17 @@ impl Run {
         payment_id: &str,
         limit: Option<u32>,
     ) -> Result<Vec<Value>, Error> {
-        let mut params = ListParams {
-            limit,
-            ..ListParams::default()
-        };
-        let mut items = Vec::new();
-        loop {
-            let page = self
-                .client
-                .payment_captures_json(payment_id, &params)
-                .await?;
-            let last = page
-                .data
-                .last()
-                .and_then(|p| p["id"].as_str())
-                .map(str::to_owned);
-            items.extend(page.data);
-            match last {
-                Some(id) if page.has_more => params.starting_after = Some(id),
-                _ => return Ok(items),
-            }
-        }
+        all_pages(limit, |params| async move {
+            self.client.payment_captures_json(payment_id, &params).await
+        })
+        .await
     }
 
     async fn all_refunds(&self, payment_id: &str, limit: Option<u32>) -> Result<Vec<Value>, Error> {
-        let mut params = ListParams {
-            limit,
-            ..ListParams::default()
-        };
-        let mut items = Vec::new();
-        loop {
-            let page = self
-                .client
-                .payment_refunds_json(payment_id, &params)
-                .await?;
-            let last = page
-                .data
-                .last()
-                .and_then(|p| p["id"].as_str())
-                .map(str::to_owned);
-            items.extend(page.data);
-            match last {
-                Some(id) if page.has_more => params.starting_after = Some(id),
-                _ => return Ok(items),
-            }
-        }
+        all_pages(limit, |params| async move {
+            self.client.payment_refunds_json(payment_id, &params).await
+        })
+        .await
     }
 
     /// The order's payment `id` as JSON (for `fields` of a payment found
@@ -1034,6 +1000,32 @@ impl Run {
             if got > 1 {
                 self.fail("ledger", &order, format!("charged {got} times"));
             }
+        }
+    }
+}
+
+/// Every item of a payment's list, page after page (`limit` a page).
+async fn all_pages<F, Fut>(limit: Option<u32>, fetch: F) -> Result<Vec<Value>, Error>
+where
+    F: Fn(ListParams) -> Fut,
+    Fut: std::future::Future<Output = Result<chargeonce_client::Page<Value>, Error>>,
+{
+    let mut params = ListParams {
+        limit,
+        ..ListParams::default()
+    };
+    let mut items = Vec::new();
+    loop {
+        let page = fetch(params.clone()).await?;
+        let last = page
+            .data
+            .last()
+            .and_then(|p| p["id"].as_str())
+            .map(str::to_owned);
+        items.extend(page.data);
+        match last {
+            Some(id) if page.has_more => params.starting_after = Some(id),
+            _ => return Ok(items),
         }
     }
 }

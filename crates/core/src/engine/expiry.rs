@@ -8,8 +8,6 @@
 //! next pass resumes it under the same acquirer key, so the acquirer voids
 //! once however often it is asked.
 
-use std::time::Instant;
-
 use super::{Engine, EngineError};
 use crate::acquirer::AUTHORIZATION_VOIDED;
 use crate::history::AcquirerAttempt;
@@ -93,41 +91,18 @@ impl Engine {
         Ok(ended.map_or(Expiry::Skipped, Expiry::Released))
     }
 
-    /// The acquirer's void, bounded by the acquirer timeout, reported to
-    /// the observer; with the attempt for the payment's history.
+    /// The acquirer's void, timed and observed as every acquirer call.
     async fn send_void(
         &self,
         request: &VoidRequest,
     ) -> (Result<VoidSettlement, AcquirerError>, AcquirerAttempt) {
-        let started = Instant::now();
-        let timeout = self.config.acquirer_timeout;
-        let answer = tokio::time::timeout(timeout, self.acquirer.void(request))
+        let kind = |answer: &VoidSettlement| match answer {
+            VoidSettlement::Succeeded { .. } => AcquirerOutcomeKind::Succeeded,
+            VoidSettlement::Failed { .. } => AcquirerOutcomeKind::Declined,
+        };
+        let call = (AcquirerCall::Void, request.acquirer_key.as_str());
+        self.timed_call(call, self.acquirer.void(request), kind)
             .await
-            .unwrap_or_else(|_| {
-                Err(AcquirerError::Unknown(format!(
-                    "no answer within {timeout:?}"
-                )))
-            });
-        let (outcome, reason) = match &answer {
-            Ok(VoidSettlement::Succeeded { .. }) => (AcquirerOutcomeKind::Succeeded, None),
-            Ok(VoidSettlement::Failed { code }) => {
-                (AcquirerOutcomeKind::Declined, Some(code.clone()))
-            }
-            Err(AcquirerError::Rejected(r)) => (AcquirerOutcomeKind::Refused, Some(r.clone())),
-            Err(AcquirerError::NotSent(r)) => (AcquirerOutcomeKind::NotSent, Some(r.clone())),
-            Err(AcquirerError::Unknown(r)) => (AcquirerOutcomeKind::Unknown, Some(r.clone())),
-        };
-        let latency = started.elapsed();
-        self.observer
-            .acquirer_call(AcquirerCall::Void, outcome, latency);
-        let attempt = AcquirerAttempt {
-            call: AcquirerCall::Void,
-            outcome,
-            latency,
-            acquirer_key: request.acquirer_key.as_str().to_owned(),
-            reason,
-        };
-        (answer, attempt)
     }
 
     async fn end_expiry(

@@ -69,6 +69,24 @@ impl Engine {
             lease.clone(),
             hold,
         )));
+        let (result, attempt) = self
+            .timed_call((call, acquirer_key), request, outcome_kind)
+            .await;
+        drop(heartbeat);
+        trail.push(attempt);
+        result
+    }
+
+    /// One acquirer call bounded by the acquirer timeout (a call that takes
+    /// longer is an unknown outcome), reported to the observer; with the
+    /// attempt the payment's history records. [`Engine::holding_lease`]
+    /// runs it under a key's lease; the expirer, which holds no key, alone.
+    pub(super) async fn timed_call<T>(
+        &self,
+        (call, acquirer_key): (AcquirerCall, &str),
+        request: impl Future<Output = Result<T, AcquirerError>>,
+        outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
+    ) -> (Result<T, AcquirerError>, AcquirerAttempt) {
         let timeout = self.config.acquirer_timeout;
         let started = Instant::now();
         let result = tokio::time::timeout(timeout, request)
@@ -78,7 +96,6 @@ impl Engine {
                     "no answer within {timeout:?}"
                 )))
             });
-        drop(heartbeat);
         let (kind, reason) = match &result {
             Ok(answer) => (outcome_kind(answer), None),
             Err(AcquirerError::Unknown(reason)) => (AcquirerOutcomeKind::Unknown, Some(reason)),
@@ -87,14 +104,14 @@ impl Engine {
         };
         let latency = started.elapsed();
         self.observer.acquirer_call(call, kind, latency);
-        trail.push(AcquirerAttempt {
+        let attempt = AcquirerAttempt {
             call,
             outcome: kind,
             latency,
             acquirer_key: acquirer_key.to_owned(),
             reason: reason.cloned(),
-        });
-        result
+        };
+        (result, attempt)
     }
 
     /// Before anything reaches an acquirer that ignores keys, the lease
