@@ -6,8 +6,9 @@
 //! Every move of a hold locks its payment's row first (after the key row,
 //! the order every transaction that takes both keeps), judges the move with
 //! the hold's own rules (`chargeonce_core::authorization`), and writes the
-//! hold back; the table's CHECK keeps captured plus reserved within the
-//! authorized amount whatever a statement does.
+//! hold back; the hold's rule (a CHECK until migration 0015, now triggers
+//! that a payment charged at once never fires) keeps captured plus reserved
+//! within the authorized amount whatever a statement does.
 
 use std::time::Duration;
 

@@ -495,6 +495,14 @@ async fn the_authorization_migration_keeps_orders_and_checks_every_hold() {
         "UPDATE payments SET hold = 'open' \
          WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea0'"
             .to_owned(),
+        // Inserts are checked too (the rule is a trigger since migration
+        // 0015): a hold the rule does not know, an expiry without a hold.
+        insert("pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea8", "order-8", "gone"),
+        "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+             currency, token, status, acquirer_key, created_at, authorization_expires_at) \
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea9', 'shop-a', 'k-9', 'order-9', 1000, \
+             'RUB', 'tok_ok', 'pending', 'acq-9', now(), now())"
+            .to_owned(),
     ] {
         let error = sqlx::query(sqlx::AssertSqlSafe(refused.clone()))
             .execute(&pool)
