@@ -25,6 +25,20 @@ pub enum Sabotage {
     AsyncReplication,
 }
 
+/// The store the instances keep their books in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    /// PostgreSQL: a private cluster, `--database-url`, or `--pg-ha`.
+    Postgres,
+    /// An SQLite file in the run's folder. The SQLite store is one process by
+    /// design, so the run has one instance (`--instances 1`): its kills are
+    /// crashes of the only process (the file must hold everything it
+    /// acknowledged, and the restarted process must resume what it left),
+    /// its freezes stall everything, and there is no database restart.
+    Sqlite,
+}
+
 /// Flags of `chargeonce chaos`.
 #[derive(Debug, Clone, Args)]
 pub struct ChaosArgs {
@@ -168,6 +182,10 @@ pub struct ChaosArgs {
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     pub settle_timeout: Duration,
 
+    /// The store: `postgres` (default) or `sqlite` (one instance, see
+    /// [`StoreKind::Sqlite`]).
+    #[arg(long, value_enum, default_value_t = StoreKind::Postgres)]
+    pub store: StoreKind,
     /// PostgreSQL to use: by default a private cluster started for the run
     /// (so its restart disturbs nobody else). With a URL, that database,
     /// restarted by `--pg-restart-command`.

@@ -22,7 +22,11 @@ pub struct Postgres {
 enum Kind {
     Private(Private),
     Ha(Ha),
-    External { restart: Option<String> },
+    External {
+        restart: Option<String>,
+    },
+    /// Not PostgreSQL: an SQLite file (`--store sqlite`), never restarted.
+    Sqlite,
 }
 
 /// deploy/ha/cluster, written into the run's folder from the copy compiled
@@ -254,7 +258,7 @@ impl Postgres {
     pub fn log(&self) -> Option<&Path> {
         match &self.kind {
             Kind::Private(private) => Some(&private.log),
-            Kind::Ha(_) | Kind::External { .. } => None,
+            Kind::Ha(_) | Kind::External { .. } | Kind::Sqlite => None,
         }
     }
 
@@ -339,11 +343,25 @@ impl Postgres {
         }
     }
 
+    /// The SQLite file at `path` (`--store sqlite`): no server, no restart,
+    /// no log to read.
+    pub fn sqlite(path: &Path) -> Self {
+        Self {
+            url: format!("sqlite://{}", path.display()),
+            kind: Kind::Sqlite,
+        }
+    }
+
+    /// Whether the run's store is SQLite.
+    pub fn is_sqlite(&self) -> bool {
+        matches!(self.kind, Kind::Sqlite)
+    }
+
     /// Whether this run can restart PostgreSQL.
     pub fn can_restart(&self) -> bool {
         match &self.kind {
             Kind::Private(_) => true,
-            Kind::Ha(_) => false,
+            Kind::Ha(_) | Kind::Sqlite => false,
             Kind::External { restart } => restart.is_some(),
         }
     }
@@ -361,7 +379,7 @@ impl Postgres {
                 command.arg("-c").arg(cmd).stdin(Stdio::null());
                 run(command, "--pg-restart-command")?;
             }
-            Kind::Ha(_) | Kind::External { restart: None } => {
+            Kind::Ha(_) | Kind::External { restart: None } | Kind::Sqlite => {
                 return Err(ChaosError::Setup(
                     "no restart for this database (an external one needs --pg-restart-command; --pg-ha fails over instead)".into(),
                 ));
@@ -380,7 +398,7 @@ impl Drop for Postgres {
             Kind::Ha(ha) => {
                 let _ = ha.cluster(&["stop"]);
             }
-            Kind::External { .. } => {}
+            Kind::External { .. } | Kind::Sqlite => {}
         }
     }
 }

@@ -47,7 +47,7 @@ pub mod truth;
 
 use std::path::{Path, PathBuf};
 
-pub use args::{ChaosArgs, Sabotage};
+pub use args::{ChaosArgs, Sabotage, StoreKind};
 pub use checker::{Violation, check};
 pub use error::ChaosError;
 pub use report::Report;
@@ -111,6 +111,19 @@ async fn run_in(
         return Err(ChaosError::Setup(
             "--sabotage async-replication needs --pg-ha".into(),
         ));
+    }
+    if args.store == StoreKind::Sqlite {
+        if args.pg_ha || args.database_url.is_some() {
+            return Err(ChaosError::Setup(
+                "--store sqlite takes neither --pg-ha nor --database-url".into(),
+            ));
+        }
+        if args.instances != 1 {
+            return Err(ChaosError::Setup(
+                "--store sqlite runs one instance (the SQLite store is one process): pass --instances 1"
+                    .into(),
+            ));
+        }
     }
     let (mut stage, commits) = Stage::up(args, seed, work, bin).await?;
     let mut driven = stage.drive(args, seed, commits).await?;
@@ -187,6 +200,7 @@ fn report(
         seed,
         repeat: repeat::command(seed, args),
         sabotage: args.sabotage,
+        store: args.store,
         instances: args.instances.max(1),
         clients: args.clients,
         shops: stage.shop_ids.len(),

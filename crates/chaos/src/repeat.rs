@@ -1,6 +1,6 @@
 //! The command that repeats a run: its seed and every flag that shapes it.
 
-use crate::args::{ChaosArgs, Sabotage};
+use crate::args::{ChaosArgs, Sabotage, StoreKind};
 
 /// `chargeonce chaos ...` with the seed and flags of this run.
 pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
@@ -17,7 +17,11 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
         a.kills,
         a.freezes,
         a.commit_window_kills,
-        if a.pg_ha { 0 } else { a.pg_restarts },
+        if a.pg_ha || a.store == StoreKind::Sqlite {
+            0
+        } else {
+            a.pg_restarts
+        },
         a.delay_rate,
         a.reset_rate,
         a.drop_rate,
@@ -32,6 +36,9 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
         humantime::format_duration(a.attempt_timeout),
         humantime::format_duration(a.call_budget),
     );
+    if a.store == StoreKind::Sqlite {
+        command.push_str(" --store sqlite");
+    }
     if a.pg_ha {
         command.push_str(&format!(
             " --pg-ha --pg-failovers {} --pg-ha-base-port {}",

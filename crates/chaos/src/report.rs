@@ -8,7 +8,7 @@ use std::time::Duration;
 use chargeonce_prooftools::histogram::{Latency, LatencySummary};
 use serde::Serialize;
 
-use crate::args::Sabotage;
+use crate::args::{Sabotage, StoreKind};
 use crate::checker::Violation;
 use crate::history::{AttemptRecord, CallKind, CallRecord};
 use crate::nemesis::NemesisLog;
@@ -95,6 +95,8 @@ pub struct Report {
     pub repeat: String,
     /// The component broken on purpose, if any.
     pub sabotage: Sabotage,
+    /// The store the instances kept their books in.
+    pub store: StoreKind,
     /// Service instances.
     pub instances: usize,
     /// Concurrent clients.
@@ -209,6 +211,9 @@ impl Report {
     /// What PostgreSQL's log said, in a line.
     fn postgres_log_line(&self) -> String {
         let log = &self.postgres_log;
+        if self.store == StoreKind::Sqlite {
+            return "none (the store is an SQLite file)".to_owned();
+        }
         if !log.read {
             return "not read (only the run's own cluster's log is at hand)".to_owned();
         }
@@ -238,11 +243,15 @@ impl Report {
         let _ = writeln!(s, "chargeonce chaos — seed {}", self.seed);
         let _ = writeln!(
             s,
-            "  {} intents, {} clients, {} instances, {} shops{}",
+            "  {} intents, {} clients, {} instances, {} shops, store {}{}",
             self.intents,
             self.clients,
             self.instances,
             self.shops,
+            match self.store {
+                StoreKind::Postgres => "PostgreSQL",
+                StoreKind::Sqlite => "SQLite",
+            },
             match self.sabotage {
                 Sabotage::None => String::new(),
                 other => format!(", SABOTAGE {other:?}"),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chargeonce_core::{ShopId, ShopSecret, Store};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::args::{ChaosArgs, Sabotage};
+use crate::args::{ChaosArgs, Sabotage, StoreKind};
 use crate::cluster::{HaOptions, Postgres};
 use crate::error::ChaosError;
 use crate::nemesis::Instances;
@@ -18,9 +18,13 @@ use crate::intent;
 use crate::proxy::{self, FaultRates};
 use crate::tap::{CommitSeen, Tap};
 
-/// The PostgreSQL of the run: external (`--database-url`), a
+/// The store of the run: an SQLite file in the run's folder (`--store
+/// sqlite`), or PostgreSQL: external (`--database-url`), a
 /// high-availability cluster (`--pg-ha`), or a private one.
 pub(crate) async fn postgres(args: &ChaosArgs, work: &Path) -> Result<Arc<Postgres>, ChaosError> {
+    if args.store == StoreKind::Sqlite {
+        return Ok(Arc::new(Postgres::sqlite(&work.join("chargeonce.db"))));
+    }
     Ok(Arc::new(match &args.database_url {
         Some(url) => Postgres::external(url.clone(), args.pg_restart_command.clone()),
         None if args.pg_ha => {

@@ -129,3 +129,30 @@ async fn an_acquirer_that_skips_its_key_check_is_caught() {
     );
     assert!(stdout.contains("FAILED"), "{stdout}");
 }
+
+/// The same faults on the SQLite store (`--store sqlite`): one process by
+/// design, so one instance, whose kills are crashes of the only process
+/// (what it acknowledged must be in the file; what it left running, the
+/// restarted process resumes), including the kill between the acquirer's
+/// commit and the store's; no database restart. The lifecycle
+/// (authorizations, captures, voids, expiries) runs as on PostgreSQL.
+#[tokio::test]
+async fn a_small_run_on_sqlite_passes() {
+    let (code, report, stdout) =
+        chaos(&["--seed", "14", "--store", "sqlite", "--instances", "1"]).await;
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["store"], "sqlite");
+    assert!(
+        stdout.contains("--instances 1 ") && stdout.contains(" --store sqlite"),
+        "the repeat command names the store: {stdout}"
+    );
+    let nemesis = &report["nemesis"];
+    assert!(nemesis["kills"].as_u64().unwrap() >= 2, "{nemesis}");
+    assert_eq!(nemesis["commit_window_kills"], 1, "{nemesis}");
+    assert_eq!(nemesis["pg_restarts"], 0, "{nemesis}");
+    assert!(report["outcomes"]["paid"].as_u64().unwrap() > 100);
+    assert!(report["books"]["authorizations"].as_u64().unwrap() > 0);
+    assert_eq!(report["books"]["payments_pending"], 0);
+    assert!(stdout.contains("store SQLite"), "{stdout}");
+}
