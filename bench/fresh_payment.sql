@@ -1,6 +1,7 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
 -- (crates/store/src/postgres/: claim.rs, finish.rs), for `pgbench -n -M prepared -f`:
--- two autocommitted statements. The claim (key row + payment row + its place in
+-- two autocommitted statements (a payment charged at once: no metadata, capture
+-- method `automatic`, no hold, as `bench fresh` sends). The claim (key row + payment row + its place in
 -- the pending queue; a new key for a free order, the common case) and the
 -- finish (the key row locked while the lease holds, the settled payment off the
 -- queue, the stored response, and the merchant
@@ -33,17 +34,19 @@ WITH k AS (
     RETURNING 1),
 p AS (
     INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor,
-        currency, token, status, acquirer_key, created_at, claimed_by)
+        currency, token, status, acquirer_key, created_at, claimed_by, metadata,
+        capture_method, hold, authorization_expires_at)
     SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
         'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
         'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
-        'acq_pgbench_' || :client_id::text || '_' || :k::text, now(), 'bench-host:123456'
+        'acq_pgbench_' || :client_id::text || '_' || :k::text, now(), 'bench-host:123456',
+        NULL::text, 'automatic', NULL::text, NULL::timestamptz
     FROM k
     ON CONFLICT (shop_id, live_reference) DO NOTHING
-    RETURNING id),
+    RETURNING id, created_at),
 queued AS (
     INSERT INTO pending_payments (created_at, payment_id)
-    SELECT now(), id FROM p)
+    SELECT created_at, id FROM p)
 SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
     SELECT 1 FROM idempotency_keys
