@@ -591,25 +591,15 @@ impl Run {
     }
 
     async fn all_payments(&self, reference: &str, limit: Option<u32>) -> Result<Vec<Value>, Error> {
-        let mut params = PaymentListParams {
-            reference: Some(reference.to_owned()),
-            ..PaymentListParams::default()
-        };
-        params.page.limit = limit;
-        let mut items = Vec::new();
-        loop {
-            let page = self.client.list_payments_json(&params).await?;
-            let last = page
-                .data
-                .last()
-                .and_then(|p| p["id"].as_str())
-                .map(str::to_owned);
-            items.extend(page.data);
-            match last {
-                Some(id) if page.has_more => params.page.starting_after = Some(id),
-                _ => return Ok(items),
-            }
-        }
+        all_pages(limit, |page| async move {
+            let params = PaymentListParams {
+                reference: Some(reference.to_owned()),
+                page,
+                ..PaymentListParams::default()
+            };
+            self.client.list_payments_json(&params).await
+        })
+        .await
     }
 
     /// A `capture` step: captured, refused by the acquirer, uncertain, or
@@ -1004,7 +994,7 @@ impl Run {
     }
 }
 
-/// Every item of a payment's list, page after page (`limit` a page).
+/// Every item of a list, page after page (`limit` a page).
 async fn all_pages<F, Fut>(limit: Option<u32>, fetch: F) -> Result<Vec<Value>, Error>
 where
     F: Fn(ListParams) -> Fut,
