@@ -81,6 +81,10 @@ pub struct LedgerEntry {
     pub closed: bool,
     /// An authorization whose rest was released by a void.
     pub voided: bool,
+    /// The W3C trace id of the request that recorded it (its
+    /// `traceparent`), when it carried one: how a caller's trace finds the
+    /// charge.
+    pub trace_id: Option<String>,
 }
 
 impl LedgerEntry {
@@ -164,6 +168,8 @@ struct EntryJson<'a> {
     closed: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     voided: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
 }
 
 impl Serialize for LedgerEntry {
@@ -188,6 +194,7 @@ impl Serialize for LedgerEntry {
             captured_minor: manual.then_some(self.captured_minor),
             closed: manual.then_some(self.closed),
             voided: manual.then_some(self.voided),
+            trace_id: self.trace_id.as_deref(),
         }
         .serialize(serializer)
     }

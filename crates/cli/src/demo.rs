@@ -109,7 +109,7 @@ async fn start_service(scratch: &Scratch) -> anyhow::Result<Service> {
         "--no-demo-shop",
     ])
     .context("the embedded service's flags")?;
-    let service = tokio::spawn(serve::run(embedded.serve));
+    let service = tokio::spawn(serve::run(embedded.serve, None));
 
     let ready_by = Instant::now() + Duration::from_secs(15);
     while tokio::net::TcpStream::connect(addr).await.is_err() {

@@ -3,6 +3,7 @@
 //! (`chargeonce-store`), the acquirer simulator (`chargeonce-acquirer`) and the
 //! HTTP layer (`chargeonce-server`).
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::args::logs::LogFormat;
@@ -104,21 +105,43 @@ enum Command {
 }
 
 /// Logs to standard error, filtered by `RUST_LOG` (else `default`), in the
-/// asked format.
-fn init_tracing(default: &str, format: LogFormat) {
+/// asked format; and, with `traces`, exports the service's spans to an OTLP
+/// endpoint (whatever `RUST_LOG` says: the logs' filter is the logs' own).
+fn init_tracing(
+    default: &str,
+    format: LogFormat,
+    traces: Option<chargeonce_telemetry::Config>,
+) -> anyhow::Result<Option<chargeonce_telemetry::Telemetry>> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => logs.init(),
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        LogFormat::Text => logs.with_filter(filter).boxed(),
         LogFormat::Json => logs
             .json()
             .with_current_span(true)
             .with_span_list(true)
-            .init(),
-    }
+            .with_filter(filter)
+            .boxed(),
+    };
+    let telemetry = traces
+        .map(|config| {
+            chargeonce_telemetry::Telemetry::start(&config)
+                .with_context(|| format!("starting traces to {}", config.traces_url()))
+        })
+        .transpose()?;
+    let exported = telemetry
+        .as_ref()
+        .map(chargeonce_telemetry::Telemetry::layer);
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(exported)
+        .init();
+    Ok(telemetry)
 }
 
 #[tokio::main]
@@ -143,10 +166,30 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Serve(args)) => args.log_format(),
         Some(_) => LogFormat::Text,
     };
-    init_tracing(if client_side { "error" } else { "info" }, format);
+    let traces = match &cli.command {
+        None => cli.serve.traces(),
+        Some(Command::Serve(args)) => args.traces(),
+        Some(_) => None,
+    };
+    let telemetry = init_tracing(if client_side { "error" } else { "info" }, format, traces)?;
+    let counters = telemetry
+        .as_ref()
+        .map(chargeonce_telemetry::Telemetry::counters);
+    let result = run(cli, counters).await;
+    if let Some(telemetry) = telemetry {
+        // Exports what is still queued, within the export timeout.
+        tokio::task::spawn_blocking(move || telemetry.shutdown())
+            .await
+            .ok();
+    }
+    result
+}
+
+/// Runs the command (traces, when on, count their spans in `counters`).
+async fn run(cli: Cli, counters: Option<chargeonce_telemetry::SpanCounters>) -> anyhow::Result<()> {
     match cli.command {
-        None => serve::run(cli.serve).await,
-        Some(Command::Serve(args)) => serve::run(args).await,
+        None => serve::run(cli.serve, counters).await,
+        Some(Command::Serve(args)) => serve::run(args, counters).await,
         Some(Command::Shops { command }) => shops::run(command).await,
         Some(Command::Bench(args)) => chargeonce_bench::main(args)
             .await

@@ -12,12 +12,14 @@ use chargeonce_core::{Engine, ShopId, ShopSecret, Store};
 use chargeonce_server::cache::ResponseCacheLimits;
 use chargeonce_server::conn::{FD_RESERVE, serve_observed};
 use chargeonce_server::{AppState, HttpRender};
+use chargeonce_telemetry::SpanCounters;
 use clap::Args;
 
 use crate::args::engine::EngineArgs;
 use crate::args::limits::LimitsArgs;
 use crate::args::logs::{LogArgs, LogFormat};
 use crate::args::store::StoreArgs;
+use crate::args::traces::TraceArgs;
 use crate::args::upstream::UpstreamArgs;
 use crate::args::workers::WorkersArgs;
 use crate::upstream::Upstream;
@@ -125,6 +127,9 @@ pub struct ServeArgs {
     // --log-format.
     #[command(flatten)]
     logs: LogArgs,
+    // --otlp-endpoint and the other trace flags.
+    #[command(flatten)]
+    traces: TraceArgs,
 }
 
 /// `--operator-listen`: an address, or `off`.
@@ -149,6 +154,11 @@ impl ServeArgs {
     /// The shape of the log lines asked for.
     pub fn log_format(&self) -> LogFormat {
         self.logs.log_format
+    }
+
+    /// Where traces go, when they are on.
+    pub fn traces(&self) -> Option<chargeonce_telemetry::Config> {
+        self.traces.config()
     }
 }
 
@@ -227,10 +237,10 @@ pub async fn shutdown_signal() {
 }
 
 /// Serves until a shutdown signal.
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub async fn run(args: ServeArgs, traces: Option<SpanCounters>) -> anyhow::Result<()> {
     let store = args.store.connect().await?;
     let upstream = Upstream::connect(&args.upstream).await?;
-    let (state, workers, closed) = app_state(&args, &store, &upstream)?;
+    let (state, workers, closed) = app_state(&args, &store, &upstream, traces)?;
     let operator_listener = match args.operator_listen {
         OperatorListen::Off => None,
         OperatorListen::At(addr) => Some(
@@ -321,8 +331,13 @@ fn app_state(
     args: &ServeArgs,
     store: &Arc<dyn chargeonce_core::Store>,
     upstream: &Upstream,
+    traces: Option<SpanCounters>,
 ) -> anyhow::Result<(AppState, Workers, chargeonce_server::conn::CloseObserver)> {
-    let metrics = Arc::new(chargeonce_server::Metrics::new());
+    let metrics = chargeonce_server::Metrics::new();
+    let metrics = Arc::new(match traces {
+        Some(counters) => metrics.with_trace_spans(counters),
+        None => metrics,
+    });
     let config = args.engine.config(&args.upstream);
     let engine = Arc::new(
         Engine::new(

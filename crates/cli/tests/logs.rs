@@ -55,6 +55,9 @@ async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
         .arg("--sim-ledger")
         .arg(common::ledger_path(dir.path()))
         .args(["--no-demo-shop", "--log-format", "json"])
+        // Traces on (to an endpoint nobody listens on: the spans are
+        // dropped), so each line also carries the request's trace id.
+        .args(["--otlp-endpoint", "http://127.0.0.1:9"])
         .env("RUST_LOG", "info,tower_http=debug,chargeonce_core=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -82,6 +85,10 @@ async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
         .header("idempotency-key", "log-1")
         .header("content-type", "application/json")
         .header("request-id", "cli-log-1")
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
         .body(common::payment_body("order-log", "tok_ok"))
         .send()
         .await
@@ -118,6 +125,16 @@ async fn json_logs_carry_the_request_id_on_every_line_of_a_request() {
     assert_eq!(span["request_id"], "cli-log-1");
     assert_eq!(span["method"], "POST");
     assert_eq!(span["path"], "/v1/payments");
+    for line in &mine {
+        assert!(
+            line["spans"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|span| span["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"),
+            "every line of the request carries the caller's trace id: {line}"
+        );
+    }
 }
 
 /// Credentials for the acquirer never reach the output: the userinfo of

@@ -239,7 +239,14 @@ impl HttpAcquirer {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<Vec<u8>, AcquirerError> {
-        let response = request.send().await.map_err(|e| classify_transport(&e))?;
+        // The caller's trace goes with the call (nothing while traces are off).
+        let mut trace = reqwest::header::HeaderMap::new();
+        chargeonce_telemetry::context::inject_current(&mut trace);
+        let response = request
+            .headers(trace)
+            .send()
+            .await
+            .map_err(|e| classify_transport(&e))?;
         let status = response.status();
         // A body that breaks off after the status is an answer lost mid-way.
         let body = response.bytes().await.map_err(|e| {

@@ -21,6 +21,17 @@ pub enum AcquirerCall {
 }
 
 impl AcquirerCall {
+    /// The name of the call's trace span (`acquirer charge`, ...).
+    pub fn span_name(&self) -> &'static str {
+        match self {
+            Self::Charge => "acquirer charge",
+            Self::Lookup => "acquirer lookup",
+            Self::Refund => "acquirer refund",
+            Self::Capture => "acquirer capture",
+            Self::Void => "acquirer void",
+        }
+    }
+
     /// A stable label (`charge`, `lookup`, `refund`, `capture`, `void`).
     pub fn as_str(&self) -> &'static str {
         match self {

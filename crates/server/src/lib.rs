@@ -49,6 +49,7 @@ pub mod request_id;
 pub mod respond;
 pub mod routes;
 pub mod state;
+pub mod trace_spans;
 
 pub use metrics::Metrics;
 pub use render::HttpRender;
@@ -145,11 +146,25 @@ fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str
                 std::future::ready(response)
             },
         ))
-        .layer(TraceLayer::new_for_http().make_span_with(request_id::make_span))
+        .layer(match listener {
+            "operator" => TraceLayer::new_for_http()
+                .make_span_with(request_id::make_operator_span as SpanMaker)
+                .on_response(request_id::record_response as ResponseRecorder),
+            _ => TraceLayer::new_for_http()
+                .make_span_with(request_id::make_span as SpanMaker)
+                .on_response(request_id::record_response as ResponseRecorder),
+        })
         // Outermost: every answer above carries the request's id (and the
         // span above records it); see `request_id`.
         .layer(axum::middleware::from_fn(request_id::middleware))
 }
+
+/// How a listener's requests get their span (see [`request_id`]).
+type SpanMaker = fn(&axum::http::Request<axum::body::Body>) -> tracing::Span;
+
+/// How an answer is recorded on its request's span.
+type ResponseRecorder =
+    fn(&axum::http::Response<axum::body::Body>, std::time::Duration, &tracing::Span);
 
 /// Serves a router until `shutdown` resolves, then stops accepting and lets
 /// requests in flight finish, with the default [`conn::ConnectionLimits`]

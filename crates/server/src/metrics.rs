@@ -129,6 +129,14 @@ fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str
 }
 
 impl Metrics {
+    /// Adds the trace export queue's counters ([`crate::trace_spans`]), with
+    /// traces on.
+    pub fn with_trace_spans(mut self, counters: chargeonce_telemetry::SpanCounters) -> Self {
+        self.registry
+            .register_collector(Box::new(crate::trace_spans::TraceSpans(counters)));
+        self
+    }
+
     /// A registry with every metric registered at zero.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("chargeonce");

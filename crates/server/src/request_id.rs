@@ -31,6 +31,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -123,22 +124,99 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
     response
 }
 
-/// The span of a request, for `TraceLayer::make_span_with`: at INFO (so the
-/// id is on every line the default filter lets through), with
+/// The span of a request to the API, for `TraceLayer::make_span_with`: at
+/// INFO (so the id is on every line the default filter lets through), with
 /// `request_id`, `method` and `path` (without the query: it may hold what
 /// is nobody's business in a log). Headers and bodies are never recorded.
+///
+/// With traces on (`chargeonce_telemetry`), it is also the request's
+/// OpenTelemetry span: named by the route template (`POST /v1/payments`),
+/// continuing the caller's `traceparent`, with `trace_id` in every log
+/// line; [`record_response`] adds the status and whether it was a replay,
+/// the authentication adds `shop_id`.
 pub fn make_span<B>(request: &axum::http::Request<B>) -> Span {
-    let id = request
+    let route = request
         .extensions()
-        .get::<RequestId>()
-        .map(RequestId::as_str)
-        .unwrap_or_default();
-    tracing::info_span!(
+        .get::<axum::extract::MatchedPath>()
+        .map(axum::extract::MatchedPath::as_str);
+    let span = tracing::info_span!(
         "request",
-        request_id = id,
+        request_id = id_of(request),
+        method = %request.method(),
+        path = %loggable_path(request.uri().path()),
+        trace_id = tracing::field::Empty,
+        shop_id = tracing::field::Empty,
+        replayed = tracing::field::Empty,
+        "otel.name" = %OtelName(request.method(), route),
+        "otel.kind" = "server",
+        "http.route" = route,
+        "http.response.status_code" = tracing::field::Empty,
+        "otel.status_code" = tracing::field::Empty,
+    );
+    if let Some(trace_id) = chargeonce_telemetry::context::continue_trace(&span, request.headers())
+    {
+        span.record("trace_id", trace_id);
+    }
+    span
+}
+
+/// The span of a request to the operator listener: the same fields for the
+/// logs, under [`chargeonce_telemetry::OPERATOR_TARGET`], which traces leave
+/// out (scrapes and health checks are not what anyone follows).
+pub fn make_operator_span<B>(request: &axum::http::Request<B>) -> Span {
+    tracing::info_span!(
+        target: chargeonce_telemetry::OPERATOR_TARGET,
+        "request",
+        request_id = id_of(request),
         method = %request.method(),
         path = %loggable_path(request.uri().path()),
     )
+}
+
+/// Records the answer on the request's span, for `TraceLayer::on_response`:
+/// its status, whether it replayed a stored answer, and a server error as
+/// the span's error status.
+pub fn record_response<B>(response: &axum::http::Response<B>, latency: Duration, span: &Span) {
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    let replayed = response
+        .headers()
+        .contains_key(crate::respond::IDEMPOTENT_REPLAYED);
+    span.record("replayed", replayed);
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
+    // Under tower-http's own target, as its default line was: `RUST_LOG`
+    // filters that showed it still do.
+    tracing::debug!(
+        target: "tower_http::trace::on_response",
+        parent: span,
+        status = status.as_u16(),
+        latency_us = latency.as_micros() as u64,
+        "finished processing request"
+    );
+}
+
+fn id_of<B>(request: &axum::http::Request<B>) -> &str {
+    request
+        .extensions()
+        .get::<RequestId>()
+        .map(RequestId::as_str)
+        .unwrap_or_default()
+}
+
+/// A span's name as OpenTelemetry's HTTP conventions make it: the method
+/// and the route template, or the method alone for a request no route
+/// matched (its path could be anything).
+struct OtelName<'a>(&'a axum::http::Method, Option<&'a str>);
+
+impl fmt::Display for OtelName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(route) => write!(f, "{} {route}", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
 }
 
 /// The path of idempotency-key introspection names a key.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use chargeonce_core::{Chain, CompleterResult, Engine, Outcome, StalledKey, StoreError};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 /// Completer settings.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +67,23 @@ pub struct CompleterPass {
 }
 
 async fn complete_one(engine: &Engine, key: &StalledKey, give_up: Duration) -> CompleterResult {
+    // A trace of its own (with traces on): the store and acquirer calls of
+    // resuming this key, under the key's hash as in every log line.
+    let span = tracing::info_span!(
+        "worker.complete_key",
+        shop_id = %key.shop_id,
+        key = %key.key.log_id(),
+        result = tracing::field::Empty,
+        "otel.name" = "completer resume",
+    );
+    let result = complete_one_in(engine, key, give_up)
+        .instrument(span.clone())
+        .await;
+    span.record("result", result.as_str());
+    result
+}
+
+async fn complete_one_in(engine: &Engine, key: &StalledKey, give_up: Duration) -> CompleterResult {
     match engine.complete_or_give_up(key, give_up).await {
         Ok(Some(Outcome::Executed(_))) => CompleterResult::Finished,
         Ok(Some(

@@ -71,6 +71,7 @@ async fn plant_at(
         captured_minor: 0,
         closed: false,
         voided: false,
+        trace_id: None,
     };
     h.sim.plant(&entry).await.unwrap();
     entry

@@ -37,8 +37,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chargeonce_core::{
-    Acquirer, AcquirerError, AcquirerKey, CaptureMethod, CardToken, ChargeRequest, Money,
-    PaymentId, Reference, ShopId,
+    AcquirerError, AcquirerKey, CaptureMethod, CardToken, ChargeRequest, Money, PaymentId,
+    Reference, ShopId,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -229,7 +229,8 @@ async fn create_charge(
         Err(refused) => return refused.answer(),
     };
     let hang = Duration::from_millis(sim.faults().hang_ms);
-    let answer = match sim.charge(&request).await {
+    let trace_id = chargeonce_telemetry::context::trace_id_of_traceparent(&headers);
+    let answer = match sim.charge_traced(&request, trace_id).await {
         Ok(result) => match sim
             .ledger_handle()
             .charge(result.provider_payment_id())
@@ -511,6 +512,7 @@ async fn plant(State(sim): State<Arc<Simulator>>, body: Bytes) -> Response {
             captured_minor: 0,
             closed: false,
             voided: false,
+            trace_id: None,
         })
     })();
     let entry = match entry {

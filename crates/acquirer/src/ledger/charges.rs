@@ -27,14 +27,14 @@ impl Ledger {
                 let sql = if deduplicated {
                     "INSERT INTO acquirer_ledger \
                        (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                        status, decline_code, created_at, capture_method, deduplicated) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1) \
+                        status, decline_code, created_at, capture_method, trace_id, deduplicated) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 1) \
                      ON CONFLICT (acquirer_key) WHERE deduplicated = 1 DO NOTHING"
                 } else {
                     "INSERT INTO acquirer_ledger \
                        (id, acquirer_key, shop_id, payment_id, reference, amount_minor, currency, \
-                        status, decline_code, created_at, capture_method, deduplicated) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0)"
+                        status, decline_code, created_at, capture_method, trace_id, deduplicated) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)"
                 };
                 let inserted = conn.prepare_cached(sql)?.execute(params![
                     entry.id,
@@ -48,6 +48,7 @@ impl Ledger {
                     entry.decline_code,
                     unix_millis(entry.created_at),
                     entry.capture_method.as_str(),
+                    entry.trace_id,
                 ])? == 1;
                 if inserted {
                     for event in &events {

@@ -20,7 +20,7 @@ use chargeonce_sqlite::Database;
 macro_rules! charge_columns {
     () => {
         "l.id, l.acquirer_key, l.shop_id, l.payment_id, l.reference, l.amount_minor, \
-         l.currency, l.status, l.decline_code, l.created_at, l.capture_method, \
+         l.currency, l.status, l.decline_code, l.created_at, l.capture_method, l.trace_id, \
          COALESCE((SELECT SUM(r.amount_minor) FROM acquirer_refunds r WHERE r.charge_id = l.id), 0) \
              AS refunded_minor, \
          COALESCE((SELECT SUM(c.amount_minor) FROM acquirer_captures c WHERE c.charge_id = l.id), 0) \

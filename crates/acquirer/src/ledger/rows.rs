@@ -24,6 +24,7 @@ struct Row {
     captured_minor: i64,
     closed: bool,
     voided: bool,
+    trace_id: Option<String>,
 }
 
 impl TryFrom<Row> for LedgerEntry {
@@ -55,6 +56,7 @@ impl TryFrom<Row> for LedgerEntry {
             captured_minor: row.captured_minor,
             closed: row.closed,
             voided: row.voided,
+            trace_id: row.trace_id.clone(),
         };
         Ok(entry)
     }
@@ -88,6 +90,7 @@ impl Row {
             captured_minor: row.get("captured_minor")?,
             closed: row.get("closed")?,
             voided: row.get("voided")?,
+            trace_id: row.get("trace_id")?,
         })
     }
 }

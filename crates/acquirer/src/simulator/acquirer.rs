@@ -172,9 +172,14 @@ fn write_failed(error: SimulatorError) -> AcquirerError {
     }
 }
 
-#[async_trait]
-impl Acquirer for Simulator {
-    async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
+impl Simulator {
+    /// A charge, recording the trace of the request that asked for it
+    /// (`trace_id`, from its `traceparent`) on the charge.
+    pub async fn charge_traced(
+        &self,
+        request: &ChargeRequest,
+        trace_id: Option<String>,
+    ) -> Result<ChargeResult, AcquirerError> {
         let in_flight = self.enter_in_flight(&request.acquirer_key, &request.payment_id)?;
         let mut behaviour = Behaviour::of(&request.token);
         if behaviour == Behaviour::Succeed && self.roll(|f, rng| f.declines(rng)) {
@@ -196,6 +201,7 @@ impl Acquirer for Simulator {
             captured_minor: 0,
             closed: false,
             voided: false,
+            trace_id,
         };
         let events = self.events_for(&entry);
         let delay = self.delay_of(behaviour);
@@ -235,6 +241,16 @@ impl Acquirer for Simulator {
             Behaviour::Succeed | Behaviour::Decline(_) | Behaviour::Late => {}
         }
         Ok(entry.result())
+    }
+}
+
+#[async_trait]
+impl Acquirer for Simulator {
+    /// In process, the trace is the caller's current one (the engine's
+    /// acquirer span), when traces are on.
+    async fn charge(&self, request: &ChargeRequest) -> Result<ChargeResult, AcquirerError> {
+        let trace_id = chargeonce_telemetry::context::trace_id(&tracing::Span::current());
+        self.charge_traced(request, trace_id).await
     }
 
     async fn refunds_for_refund(

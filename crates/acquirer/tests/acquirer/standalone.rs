@@ -560,6 +560,7 @@ async fn plant_at(
         captured_minor: 0,
         closed: false,
         voided: false,
+        trace_id: None,
     };
     sim.plant(&entry).await.unwrap();
     entry

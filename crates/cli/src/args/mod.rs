@@ -9,6 +9,7 @@
 //!   outbox relay).
 //! - [`limits`]: the HTTP layer's timeouts, connection caps and rate limits.
 //! - [`logs`]: the shape of the log lines (`--log-format`).
+//! - [`traces`]: where OpenTelemetry traces go (`--otlp-endpoint`).
 //!
 //! Where a subcommand words a shared flag's help its own way, it says so
 //! with `#[command(mut_arg(...))]` next to the flatten.
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod limits;
 pub mod logs;
 pub mod store;
+pub mod traces;
 pub mod upstream;
 pub mod workers;
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio_util::task::AbortOnDropHandle;
+use tracing::Instrument as _;
 
 use super::Engine;
 use crate::history::AcquirerAttempt;
@@ -88,8 +89,19 @@ impl Engine {
         outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
     ) -> (Result<T, AcquirerError>, AcquirerAttempt) {
         let timeout = self.config.acquirer_timeout;
+        // The call's span (a trace's client span when traces are on): the
+        // adapter sends its context on, so the acquirer can join the trace.
+        let span = tracing::info_span!(
+            "acquirer.call",
+            call = call.as_str(),
+            outcome = tracing::field::Empty,
+            latency_us = tracing::field::Empty,
+            "otel.name" = call.span_name(),
+            "otel.kind" = "client",
+            "otel.status_code" = tracing::field::Empty,
+        );
         let started = Instant::now();
-        let result = tokio::time::timeout(timeout, request)
+        let result = tokio::time::timeout(timeout, request.instrument(span.clone()))
             .await
             .unwrap_or_else(|_| {
                 Err(AcquirerError::Unknown(format!(
@@ -103,6 +115,11 @@ impl Engine {
             Err(AcquirerError::Rejected(reason)) => (AcquirerOutcomeKind::Refused, Some(reason)),
         };
         let latency = started.elapsed();
+        span.record("outcome", kind.as_str());
+        span.record("latency_us", latency.as_micros() as u64);
+        if kind == AcquirerOutcomeKind::Unknown {
+            span.record("otel.status_code", "ERROR");
+        }
         self.observer.acquirer_call(call, kind, latency);
         let attempt = AcquirerAttempt {
             call,

@@ -56,6 +56,8 @@ fn credentials(parts: &Parts) -> Result<(ShopId, ShopSecret), Problem> {
 /// An authenticated shop's request, within the shop's rate limit (checked
 /// only after the credentials: nobody can spend another shop's allowance).
 fn admit(state: &AppState, shop: ShopId) -> Result<AuthenticatedShop, Problem> {
+    // The request's span (its log lines, its trace) names the shop from here.
+    tracing::Span::current().record("shop_id", shop.as_str());
     match state.rate_limiter.check(&shop) {
         Ok(()) => Ok(AuthenticatedShop(shop)),
         Err(wait) => {

@@ -261,6 +261,7 @@ async fn capture_cursor(
 #[async_trait]
 impl Authorizations for PgStore {
     /// Phase 1 of a capture, one transaction.
+    #[tracing::instrument(level = "debug", name = "store.claim_capture", skip_all, fields(db.system = "postgresql"))]
     async fn claim_capture(
         &self,
         claim: &ClaimRequest,
@@ -320,6 +321,7 @@ impl Authorizations for PgStore {
 
     /// Phase 3 of a capture, one transaction, fenced by the lease token,
     /// with its history entries (the acquirer calls, the answer).
+    #[tracing::instrument(level = "debug", name = "store.finish_capture", skip_all, fields(db.system = "postgresql"))]
     async fn finish_capture(
         &self,
         lease: &Lease,
@@ -360,6 +362,7 @@ impl Authorizations for PgStore {
     }
 
     /// A void key's claim, one transaction.
+    #[tracing::instrument(level = "debug", name = "store.claim_void", skip_all, fields(db.system = "postgresql"))]
     async fn claim_void(
         &self,
         claim: &ClaimRequest,
@@ -418,6 +421,7 @@ impl Authorizations for PgStore {
     }
 
     /// The end of a void key, one transaction, fenced by the lease token.
+    #[tracing::instrument(level = "debug", name = "store.finish_void", skip_all, fields(db.system = "postgresql"))]
     async fn finish_void(
         &self,
         lease: &Lease,
@@ -453,6 +457,7 @@ impl Authorizations for PgStore {
     }
 
     /// Expired holds still open, or releasing for the expiry.
+    #[tracing::instrument(level = "debug", name = "store.expired_authorizations", skip_all, fields(db.system = "postgresql"))]
     async fn expired_authorizations(&self, limit: u32) -> Result<Vec<Payment>, StoreError> {
         // The queue's due rows whose hold has ended (used up, released, or
         // never authorized) leave it first. A hold still moving stays: a
@@ -487,6 +492,7 @@ impl Authorizations for PgStore {
     }
 
     /// Begins the release of an expired hold, one transaction.
+    #[tracing::instrument(level = "debug", name = "store.begin_expiry", skip_all, fields(db.system = "postgresql"))]
     async fn begin_expiry(
         &self,
         shop_id: &ShopId,
@@ -518,6 +524,7 @@ impl Authorizations for PgStore {
     }
 
     /// Ends the release of an expired hold, one transaction.
+    #[tracing::instrument(level = "debug", name = "store.end_expiry", skip_all, fields(db.system = "postgresql"))]
     async fn end_expiry(
         &self,
         shop_id: &ShopId,
@@ -547,6 +554,7 @@ impl Authorizations for PgStore {
     }
 
     /// One capture of one shop.
+    #[tracing::instrument(level = "debug", name = "store.capture", skip_all, fields(db.system = "postgresql"))]
     async fn capture(
         &self,
         shop_id: &ShopId,
@@ -566,6 +574,7 @@ impl Authorizations for PgStore {
     }
 
     /// One page of a payment's captures, newest first by `(created_at, id)`.
+    #[tracing::instrument(level = "debug", name = "store.list_captures", skip_all, fields(db.system = "postgresql"))]
     async fn list_captures(
         &self,
         shop_id: &ShopId,

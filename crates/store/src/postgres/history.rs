@@ -227,6 +227,7 @@ impl History for PgStore {
     /// claimed before migration 0007, whose entry is a history row), in the
     /// same statement, so in the same snapshot, as the rows. A row of several
     /// entries (a JSON array) reads back as its entries, in order.
+    #[tracing::instrument(level = "debug", name = "store.payment_history", skip_all, fields(db.system = "postgresql"))]
     async fn payment_history(
         &self,
         shop_id: Option<&ShopId>,
@@ -261,6 +262,7 @@ impl History for PgStore {
 
     /// The repeat counts of those of the keys that exist (an expired finished
     /// key is gone, as for `key_info`).
+    #[tracing::instrument(level = "debug", name = "store.key_repeats", skip_all, fields(db.system = "postgresql"))]
     async fn key_repeats(
         &self,
         shop_id: &ShopId,
@@ -293,6 +295,7 @@ impl History for PgStore {
     /// statement for the batch. Tallies of one key are summed first (an
     /// `UPDATE ... FROM` updates a row once, whatever it joins), and the rows
     /// are locked in key order, so two instances' batches cannot deadlock.
+    #[tracing::instrument(level = "debug", name = "store.add_repeats", skip_all, fields(db.system = "postgresql"))]
     async fn add_repeats(&self, tallies: &[RepeatTally]) -> Result<(), StoreError> {
         if tallies.is_empty() {
             return Ok(());

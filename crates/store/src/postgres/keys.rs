@@ -270,6 +270,7 @@ struct SweptRow {
 
 #[async_trait]
 impl Keys for PgStore {
+    #[tracing::instrument(level = "debug", name = "store.claim_payment", skip_all, fields(db.system = "postgresql"))]
     async fn claim_payment(
         &self,
         claim: &ClaimRequest,
@@ -279,6 +280,7 @@ impl Keys for PgStore {
         claim::claim_payment(self, claim, payment, timing).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.take_over", skip_all, fields(db.system = "postgresql"))]
     async fn take_over(
         &self,
         shop_id: &ShopId,
@@ -289,10 +291,12 @@ impl Keys for PgStore {
         claim::take_over(self, shop_id, key, fingerprint, lease).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.renew_lease", skip_all, fields(db.system = "postgresql"))]
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
         claim::renew_lease(self, lease, duration).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.release_lease", skip_all, fields(db.system = "postgresql"))]
     async fn release_lease(
         &self,
         lease: &Lease,
@@ -301,6 +305,7 @@ impl Keys for PgStore {
         claim::release_lease(self, lease, attempts).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.park_lease", skip_all, fields(db.system = "postgresql"))]
     async fn park_lease(
         &self,
         lease: &Lease,
@@ -310,6 +315,7 @@ impl Keys for PgStore {
         claim::park_lease(self, lease, hold, attempts).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_lost_lease_calls", skip_all, fields(db.system = "postgresql"))]
     async fn record_lost_lease_calls(
         &self,
         lease: &Lease,
@@ -318,10 +324,12 @@ impl Keys for PgStore {
         claim::record_lost_lease_calls(self, lease, attempts).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.abandon_key", skip_all, fields(db.system = "postgresql"))]
     async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
         claim::abandon_key(self, lease).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.claim_cancel", skip_all, fields(db.system = "postgresql"))]
     async fn claim_cancel(
         &self,
         claim: &ClaimRequest,
@@ -331,6 +339,7 @@ impl Keys for PgStore {
         cancel::claim_cancel(self, claim, payment_id, timing).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.request_cancel", skip_all, fields(db.system = "postgresql"))]
     async fn request_cancel(
         &self,
         shop_id: &ShopId,
@@ -340,6 +349,7 @@ impl Keys for PgStore {
         cancel::request_cancel(self, shop_id, payment_id, key).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.finish", skip_all, fields(db.system = "postgresql"))]
     async fn finish(
         &self,
         lease: &Lease,
@@ -352,6 +362,7 @@ impl Keys for PgStore {
     }
 
     /// One key of one shop.
+    #[tracing::instrument(level = "debug", name = "store.key", skip_all, fields(db.system = "postgresql"))]
     async fn key(
         &self,
         shop_id: &ShopId,
@@ -372,6 +383,7 @@ impl Keys for PgStore {
 
     /// One key of one shop as introspection shows it (times in unix
     /// milliseconds, by the database's clock); an expired finished key is gone.
+    #[tracing::instrument(level = "debug", name = "store.key_info", skip_all, fields(db.system = "postgresql"))]
     async fn key_info(
         &self,
         shop_id: &ShopId,
@@ -405,6 +417,7 @@ impl Keys for PgStore {
     /// Deletes up to `batch` finished keys whose expiry has passed, and writes
     /// into each one's payment history how often it was repeated
     /// ([`HistoryEvent::KeyExpired`]), in the same transaction.
+    #[tracing::instrument(level = "debug", name = "store.sweep_expired_keys", skip_all, fields(db.system = "postgresql"))]
     async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         let swept = sqlx::query_as::<_, SweptRow>(concat!(
@@ -426,6 +439,7 @@ impl Keys for PgStore {
     }
 
     /// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
+    #[tracing::instrument(level = "debug", name = "store.stalled_keys", skip_all, fields(db.system = "postgresql"))]
     async fn stalled_keys(
         &self,
         idle: Duration,

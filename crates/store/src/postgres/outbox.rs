@@ -75,6 +75,7 @@ pub(super) async fn insert_event(
 #[async_trait]
 impl Outbox for PgStore {
     /// A shop's merchant events, newest first.
+    #[tracing::instrument(level = "debug", name = "store.events", skip_all, fields(db.system = "postgresql"))]
     async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         super::all(
             self,
@@ -95,6 +96,7 @@ impl Outbox for PgStore {
     }
 
     /// One merchant event of one shop.
+    #[tracing::instrument(level = "debug", name = "store.event", skip_all, fields(db.system = "postgresql"))]
     async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
         super::one(
             self,
@@ -111,6 +113,7 @@ impl Outbox for PgStore {
 
     /// Makes an event due again now, as if just written, with its payment's
     /// history entry ([`HistoryEvent::EventResent`]) in the same statement.
+    #[tracing::instrument(level = "debug", name = "store.resend_event", skip_all, fields(db.system = "postgresql"))]
     async fn resend_event(
         &self,
         shop_id: &ShopId,
@@ -141,6 +144,7 @@ impl Outbox for PgStore {
     }
 
     /// Claims due events for one delivery attempt each, under a lease.
+    #[tracing::instrument(level = "debug", name = "store.claim_due_events", skip_all, fields(db.system = "postgresql"))]
     async fn claim_due_events(
         &self,
         limit: u32,
@@ -210,6 +214,7 @@ impl Outbox for PgStore {
     /// from them as serde's compact form, in its field order (the status left
     /// out when there is none), checked by the conformance tests. The two
     /// statements differ only in `u`.
+    #[tracing::instrument(level = "debug", name = "store.record_attempt", skip_all, fields(db.system = "postgresql"))]
     async fn record_attempt(
         &self,
         id: &EventId,

@@ -121,6 +121,7 @@ async fn payment_cursor(
 #[async_trait]
 impl Payments for PgStore {
     /// One payment of one shop.
+    #[tracing::instrument(level = "debug", name = "store.payment", skip_all, fields(db.system = "postgresql"))]
     async fn payment(
         &self,
         shop_id: &ShopId,
@@ -140,6 +141,7 @@ impl Payments for PgStore {
     }
 
     /// All payments of one shop for one order, oldest first.
+    #[tracing::instrument(level = "debug", name = "store.payments_by_reference", skip_all, fields(db.system = "postgresql"))]
     async fn payments_by_reference(
         &self,
         shop_id: &ShopId,
@@ -159,6 +161,7 @@ impl Payments for PgStore {
     }
 
     /// One page of a shop's payments, newest first by `(created_at, id)`.
+    #[tracing::instrument(level = "debug", name = "store.list_payments", skip_all, fields(db.system = "postgresql"))]
     async fn list_payments(
         &self,
         shop_id: &ShopId,

@@ -22,6 +22,7 @@ impl Reconciliation for PgStore {
     /// Pending payments created at least `older_than` ago, oldest first: the
     /// first `limit` of the pending queue (`pending_payments`, in its key's
     /// order), read from their rows.
+    #[tracing::instrument(level = "debug", name = "store.pending_payments", skip_all, fields(db.system = "postgresql"))]
     async fn pending_payments(
         &self,
         older_than: Duration,
@@ -46,6 +47,7 @@ impl Reconciliation for PgStore {
     }
 
     /// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
+    #[tracing::instrument(level = "debug", name = "store.payments_created_between", skip_all, fields(db.system = "postgresql"))]
     async fn payments_created_between(
         &self,
         from: OffsetDateTime,
@@ -70,6 +72,7 @@ impl Reconciliation for PgStore {
     }
 
     /// The payment that carries an acquirer key.
+    #[tracing::instrument(level = "debug", name = "store.payment_by_acquirer_key", skip_all, fields(db.system = "postgresql"))]
     async fn payment_by_acquirer_key(
         &self,
         key: &AcquirerKey,
@@ -86,6 +89,7 @@ impl Reconciliation for PgStore {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.settle_payment", skip_all, fields(db.system = "postgresql"))]
     async fn settle_payment(
         &self,
         shop_id: &ShopId,
@@ -95,6 +99,7 @@ impl Reconciliation for PgStore {
         events::settle_payment(self, shop_id, id, settlement).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_event", skip_all, fields(db.system = "postgresql"))]
     async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
         events::record_event(self, event).await
     }

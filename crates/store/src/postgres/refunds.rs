@@ -105,6 +105,7 @@ async fn refund_cursor(
 #[async_trait]
 impl Refunds for PgStore {
     /// Phase 1 of a refund, one transaction.
+    #[tracing::instrument(level = "debug", name = "store.claim_refund", skip_all, fields(db.system = "postgresql"))]
     async fn claim_refund(
         &self,
         claim: &ClaimRequest,
@@ -226,6 +227,7 @@ impl Refunds for PgStore {
 
     /// Phase 3 of a refund, one transaction, fenced by the lease token, with
     /// its history entries (the acquirer calls, the answer, the refund's end).
+    #[tracing::instrument(level = "debug", name = "store.finish_refund", skip_all, fields(db.system = "postgresql"))]
     async fn finish_refund(
         &self,
         lease: &Lease,
@@ -296,6 +298,7 @@ impl Refunds for PgStore {
     }
 
     /// One refund of one shop.
+    #[tracing::instrument(level = "debug", name = "store.refund", skip_all, fields(db.system = "postgresql"))]
     async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
         super::one(
             self,
@@ -312,6 +315,7 @@ impl Refunds for PgStore {
 
     /// One page of a shop's refunds (of one payment), newest first by
     /// `(created_at, id)`.
+    #[tracing::instrument(level = "debug", name = "store.list_refunds", skip_all, fields(db.system = "postgresql"))]
     async fn list_refunds(
         &self,
         shop_id: &ShopId,

@@ -11,6 +11,7 @@ use super::{PgStore, store_error};
 #[async_trait]
 impl Shops for PgStore {
     /// Registers a shop with the hash of its secret.
+    #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "postgresql"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
         let done = sqlx::query(
             "INSERT INTO shops (id, secret_sha256) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
@@ -27,6 +28,7 @@ impl Shops for PgStore {
     }
 
     /// The stored secret hash of a shop.
+    #[tracing::instrument(level = "debug", name = "store.shop_secret", skip_all, fields(db.system = "postgresql"))]
     async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
         let row = sqlx::query("SELECT secret_sha256 FROM shops WHERE id = $1")
             .bind(shop_id.as_str())
@@ -41,6 +43,7 @@ impl Shops for PgStore {
     }
 
     /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
+    #[tracing::instrument(level = "debug", name = "store.set_webhook", skip_all, fields(db.system = "postgresql"))]
     async fn set_webhook(
         &self,
         shop_id: &ShopId,

@@ -258,6 +258,7 @@ fn capture_cursor(
 #[async_trait]
 impl Authorizations for SqliteStore {
     /// Phase 1 of a capture, one write.
+    #[tracing::instrument(level = "debug", name = "store.claim_capture", skip_all, fields(db.system = "sqlite"))]
     async fn claim_capture(
         &self,
         claim: &ClaimRequest,
@@ -311,6 +312,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// Phase 3 of a capture, one write, fenced by the lease token.
+    #[tracing::instrument(level = "debug", name = "store.finish_capture", skip_all, fields(db.system = "sqlite"))]
     async fn finish_capture(
         &self,
         lease: &Lease,
@@ -352,6 +354,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// A void key's claim, one write.
+    #[tracing::instrument(level = "debug", name = "store.claim_void", skip_all, fields(db.system = "sqlite"))]
     async fn claim_void(
         &self,
         claim: &ClaimRequest,
@@ -411,6 +414,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// The end of a void key, one write, fenced by the lease token.
+    #[tracing::instrument(level = "debug", name = "store.finish_void", skip_all, fields(db.system = "sqlite"))]
     async fn finish_void(
         &self,
         lease: &Lease,
@@ -449,6 +453,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// Expired holds still open, or releasing for the expiry.
+    #[tracing::instrument(level = "debug", name = "store.expired_authorizations", skip_all, fields(db.system = "sqlite"))]
     async fn expired_authorizations(&self, limit: u32) -> Result<Vec<Payment>, StoreError> {
         self.read(move |conn| {
             all::<PaymentRow, _>(
@@ -468,6 +473,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// Begins the release of an expired hold, one write.
+    #[tracing::instrument(level = "debug", name = "store.begin_expiry", skip_all, fields(db.system = "sqlite"))]
     async fn begin_expiry(
         &self,
         shop_id: &ShopId,
@@ -502,6 +508,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// Ends the release of an expired hold, one write.
+    #[tracing::instrument(level = "debug", name = "store.end_expiry", skip_all, fields(db.system = "sqlite"))]
     async fn end_expiry(
         &self,
         shop_id: &ShopId,
@@ -530,6 +537,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// One capture of one shop.
+    #[tracing::instrument(level = "debug", name = "store.capture", skip_all, fields(db.system = "sqlite"))]
     async fn capture(
         &self,
         shop_id: &ShopId,
@@ -540,6 +548,7 @@ impl Authorizations for SqliteStore {
     }
 
     /// One page of a payment's captures, newest first by `(created_at, id)`.
+    #[tracing::instrument(level = "debug", name = "store.list_captures", skip_all, fields(db.system = "sqlite"))]
     async fn list_captures(
         &self,
         shop_id: &ShopId,

@@ -262,6 +262,7 @@ const ADD_MISMATCHES: &str = "UPDATE idempotency_keys SET mismatched = mismatche
 impl History for SqliteStore {
     /// Every entry of one payment's history, oldest first; with a shop, only
     /// when the payment is that shop's.
+    #[tracing::instrument(level = "debug", name = "store.payment_history", skip_all, fields(db.system = "sqlite"))]
     async fn payment_history(
         &self,
         shop_id: Option<&ShopId>,
@@ -308,6 +309,7 @@ impl History for SqliteStore {
     /// The repeat counts of those of the shop's keys that exist, in the order
     /// asked; a finished key past its expiry but not swept yet still counts
     /// (its counts reach the history only when it is swept or claimed anew).
+    #[tracing::instrument(level = "debug", name = "store.key_repeats", skip_all, fields(db.system = "sqlite"))]
     async fn key_repeats(
         &self,
         shop_id: &ShopId,
@@ -337,6 +339,7 @@ impl History for SqliteStore {
     /// in one write; keys that are gone are skipped. A new write (refused, with
     /// nothing done, when the writer is overloaded: the caller keeps its
     /// tallies for the next batch), so counting never delays a payment.
+    #[tracing::instrument(level = "debug", name = "store.add_repeats", skip_all, fields(db.system = "sqlite"))]
     async fn add_repeats(&self, tallies: &[RepeatTally]) -> Result<(), StoreError> {
         let tallies: Vec<RepeatTally> = tallies.iter().filter(|t| t.count > 0).cloned().collect();
         if tallies.is_empty() {

@@ -258,6 +258,7 @@ pub(super) fn key_in(
 
 #[async_trait]
 impl Keys for SqliteStore {
+    #[tracing::instrument(level = "debug", name = "store.claim_payment", skip_all, fields(db.system = "sqlite"))]
     async fn claim_payment(
         &self,
         claim: &ClaimRequest,
@@ -267,6 +268,7 @@ impl Keys for SqliteStore {
         claim::claim_payment(self, claim, payment, timing).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.take_over", skip_all, fields(db.system = "sqlite"))]
     async fn take_over(
         &self,
         shop_id: &ShopId,
@@ -277,10 +279,12 @@ impl Keys for SqliteStore {
         claim::take_over(self, shop_id, key, fingerprint, lease).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.renew_lease", skip_all, fields(db.system = "sqlite"))]
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> Result<bool, StoreError> {
         claim::renew_lease(self, lease, duration).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.release_lease", skip_all, fields(db.system = "sqlite"))]
     async fn release_lease(
         &self,
         lease: &Lease,
@@ -289,6 +293,7 @@ impl Keys for SqliteStore {
         claim::release_lease(self, lease, attempts).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.park_lease", skip_all, fields(db.system = "sqlite"))]
     async fn park_lease(
         &self,
         lease: &Lease,
@@ -298,6 +303,7 @@ impl Keys for SqliteStore {
         claim::park_lease(self, lease, hold, attempts).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_lost_lease_calls", skip_all, fields(db.system = "sqlite"))]
     async fn record_lost_lease_calls(
         &self,
         lease: &Lease,
@@ -306,10 +312,12 @@ impl Keys for SqliteStore {
         claim::record_lost_lease_calls(self, lease, attempts).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.abandon_key", skip_all, fields(db.system = "sqlite"))]
     async fn abandon_key(&self, lease: &Lease) -> Result<bool, StoreError> {
         claim::abandon_key(self, lease).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.claim_cancel", skip_all, fields(db.system = "sqlite"))]
     async fn claim_cancel(
         &self,
         claim: &ClaimRequest,
@@ -319,6 +327,7 @@ impl Keys for SqliteStore {
         cancel::claim_cancel(self, claim, payment_id, timing).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.request_cancel", skip_all, fields(db.system = "sqlite"))]
     async fn request_cancel(
         &self,
         shop_id: &ShopId,
@@ -328,6 +337,7 @@ impl Keys for SqliteStore {
         cancel::request_cancel(self, shop_id, payment_id, key).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.finish", skip_all, fields(db.system = "sqlite"))]
     async fn finish(
         &self,
         lease: &Lease,
@@ -340,6 +350,7 @@ impl Keys for SqliteStore {
     }
 
     /// One key of one shop.
+    #[tracing::instrument(level = "debug", name = "store.key", skip_all, fields(db.system = "sqlite"))]
     async fn key(
         &self,
         shop_id: &ShopId,
@@ -351,6 +362,7 @@ impl Keys for SqliteStore {
 
     /// One key of one shop as introspection shows it (times in unix
     /// milliseconds); an expired finished key is gone.
+    #[tracing::instrument(level = "debug", name = "store.key_info", skip_all, fields(db.system = "sqlite"))]
     async fn key_info(
         &self,
         shop_id: &ShopId,
@@ -386,6 +398,7 @@ impl Keys for SqliteStore {
     /// are read first, then deleted one by one by rowid: the writer is the only
     /// one, so nothing changes between the two, and the entries are built by
     /// serde, the one shape they are read back with.
+    #[tracing::instrument(level = "debug", name = "store.sweep_expired_keys", skip_all, fields(db.system = "sqlite"))]
     async fn sweep_expired_keys(&self, batch: u32) -> Result<u64, StoreError> {
         self.write(move |conn| {
             let expired = {
@@ -429,6 +442,7 @@ impl Keys for SqliteStore {
     }
 
     /// Unfinished keys whose lease ran out at least `idle` ago, longest idle first.
+    #[tracing::instrument(level = "debug", name = "store.stalled_keys", skip_all, fields(db.system = "sqlite"))]
     async fn stalled_keys(
         &self,
         idle: Duration,

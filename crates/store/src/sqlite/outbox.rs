@@ -86,6 +86,7 @@ fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<
 #[async_trait]
 impl Outbox for SqliteStore {
     /// A shop's merchant events, newest first.
+    #[tracing::instrument(level = "debug", name = "store.events", skip_all, fields(db.system = "sqlite"))]
     async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let (shop_id, query) = (shop_id.clone(), query.clone());
         self.read(move |conn| {
@@ -111,12 +112,14 @@ impl Outbox for SqliteStore {
     }
 
     /// One merchant event of one shop.
+    #[tracing::instrument(level = "debug", name = "store.event", skip_all, fields(db.system = "sqlite"))]
     async fn event(&self, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>, StoreError> {
         let (shop_id, id) = (shop_id.clone(), id.clone());
         self.read(move |conn| event_in(conn, &shop_id, &id)).await
     }
 
     /// Makes an event due again now, as if just written.
+    #[tracing::instrument(level = "debug", name = "store.resend_event", skip_all, fields(db.system = "sqlite"))]
     async fn resend_event(
         &self,
         shop_id: &ShopId,
@@ -154,6 +157,7 @@ impl Outbox for SqliteStore {
     }
 
     /// Claims due events for one delivery attempt each, under a lease.
+    #[tracing::instrument(level = "debug", name = "store.claim_due_events", skip_all, fields(db.system = "sqlite"))]
     async fn claim_due_events(
         &self,
         limit: u32,
@@ -243,6 +247,7 @@ impl Outbox for SqliteStore {
     /// read before the update (what the entry names, and whether it had been
     /// given up already) and, after a failure, its `gave_up_at` after it: the
     /// update alone decides by SQLite's clock whether this attempt gives up.
+    #[tracing::instrument(level = "debug", name = "store.record_attempt", skip_all, fields(db.system = "sqlite"))]
     async fn record_attempt(
         &self,
         id: &EventId,

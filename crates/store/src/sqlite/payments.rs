@@ -261,6 +261,7 @@ fn payment_cursor(conn: &Connection, shop_id: &ShopId, id: &PaymentId) -> Result
 #[async_trait]
 impl Payments for SqliteStore {
     /// One payment of one shop.
+    #[tracing::instrument(level = "debug", name = "store.payment", skip_all, fields(db.system = "sqlite"))]
     async fn payment(
         &self,
         shop_id: &ShopId,
@@ -271,6 +272,7 @@ impl Payments for SqliteStore {
     }
 
     /// All payments of one shop for one order, oldest first.
+    #[tracing::instrument(level = "debug", name = "store.payments_by_reference", skip_all, fields(db.system = "sqlite"))]
     async fn payments_by_reference(
         &self,
         shop_id: &ShopId,
@@ -293,6 +295,7 @@ impl Payments for SqliteStore {
     }
 
     /// One page of a shop's payments, newest first by `(created_at, id)`.
+    #[tracing::instrument(level = "debug", name = "store.list_payments", skip_all, fields(db.system = "sqlite"))]
     async fn list_payments(
         &self,
         shop_id: &ShopId,

@@ -21,6 +21,7 @@ use crate::rows::PaymentRow;
 #[async_trait]
 impl Reconciliation for SqliteStore {
     /// Pending payments created at least `older_than` ago, oldest first.
+    #[tracing::instrument(level = "debug", name = "store.pending_payments", skip_all, fields(db.system = "sqlite"))]
     async fn pending_payments(
         &self,
         older_than: Duration,
@@ -43,6 +44,7 @@ impl Reconciliation for SqliteStore {
     }
 
     /// Payments created in `[from, to)`, by id, after `after` (keyset pagination).
+    #[tracing::instrument(level = "debug", name = "store.payments_created_between", skip_all, fields(db.system = "sqlite"))]
     async fn payments_created_between(
         &self,
         from: OffsetDateTime,
@@ -72,6 +74,7 @@ impl Reconciliation for SqliteStore {
     }
 
     /// The payment that carries an acquirer key.
+    #[tracing::instrument(level = "debug", name = "store.payment_by_acquirer_key", skip_all, fields(db.system = "sqlite"))]
     async fn payment_by_acquirer_key(
         &self,
         key: &AcquirerKey,
@@ -91,6 +94,7 @@ impl Reconciliation for SqliteStore {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.settle_payment", skip_all, fields(db.system = "sqlite"))]
     async fn settle_payment(
         &self,
         shop_id: &ShopId,
@@ -100,6 +104,7 @@ impl Reconciliation for SqliteStore {
         events::settle_payment(self, shop_id, id, settlement).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_event", skip_all, fields(db.system = "sqlite"))]
     async fn record_event(&self, event: &InboundEvent) -> Result<EventRecorded, StoreError> {
         events::record_event(self, event).await
     }

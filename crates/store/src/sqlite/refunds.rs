@@ -208,6 +208,7 @@ fn reserve_refund(
 #[async_trait]
 impl Refunds for SqliteStore {
     /// Phase 1 of a refund, one write.
+    #[tracing::instrument(level = "debug", name = "store.claim_refund", skip_all, fields(db.system = "sqlite"))]
     async fn claim_refund(
         &self,
         claim: &ClaimRequest,
@@ -262,6 +263,7 @@ impl Refunds for SqliteStore {
     }
 
     /// Phase 3 of a refund, one write, fenced by the lease token.
+    #[tracing::instrument(level = "debug", name = "store.finish_refund", skip_all, fields(db.system = "sqlite"))]
     async fn finish_refund(
         &self,
         lease: &Lease,
@@ -340,6 +342,7 @@ impl Refunds for SqliteStore {
     }
 
     /// One refund of one shop.
+    #[tracing::instrument(level = "debug", name = "store.refund", skip_all, fields(db.system = "sqlite"))]
     async fn refund(&self, shop_id: &ShopId, id: &RefundId) -> Result<Option<Refund>, StoreError> {
         let (shop_id, id) = (shop_id.clone(), id.clone());
         self.read(move |conn| refund_in(conn, &shop_id, &id)).await
@@ -347,6 +350,7 @@ impl Refunds for SqliteStore {
 
     /// One page of a shop's refunds (of one payment), newest first by
     /// `(created_at, id)`.
+    #[tracing::instrument(level = "debug", name = "store.list_refunds", skip_all, fields(db.system = "sqlite"))]
     async fn list_refunds(
         &self,
         shop_id: &ShopId,

@@ -12,6 +12,7 @@ use super::{Fail, SqliteStore, now_ms};
 #[async_trait]
 impl Shops for SqliteStore {
     /// Registers a shop with the hash of its secret.
+    #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "sqlite"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
         let (shop_id, secret) = (shop_id.clone(), secret.clone());
         self.write(move |conn| {
@@ -31,6 +32,7 @@ impl Shops for SqliteStore {
     }
 
     /// The stored secret hash of a shop.
+    #[tracing::instrument(level = "debug", name = "store.shop_secret", skip_all, fields(db.system = "sqlite"))]
     async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
         let shop_id = shop_id.clone();
         self.read(move |conn| {
@@ -51,6 +53,7 @@ impl Shops for SqliteStore {
     }
 
     /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
+    #[tracing::instrument(level = "debug", name = "store.set_webhook", skip_all, fields(db.system = "sqlite"))]
     async fn set_webhook(
         &self,
         shop_id: &ShopId,

@@ -169,6 +169,7 @@ impl Harness {
             captured_minor: 0,
             closed: false,
             voided: false,
+            trace_id: None,
         };
         self.sim.plant(&entry).await.unwrap();
         entry
