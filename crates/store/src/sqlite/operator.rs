@@ -349,6 +349,11 @@ mod tests {
         let plan = read(COUNTS).await;
         assert!(plan.contains("INDEX payments_pending"), "{plan}");
         assert!(plan.contains("INDEX events_due"), "{plan}");
+        // The events due: the open events' index, each one's shop by its key.
+        assert!(plan.contains("e USING INDEX events_due"), "{plan}");
+        assert!(plan.contains("SEARCH s USING"), "{plan}");
+        assert!(!plan.contains("SCAN e;"), "{plan}");
+        assert!(!plan.contains("SCAN s"), "{plan}");
         // One payment's events: a range of their index, already in order.
         let plan = read(PAYMENT_EVENTS).await;
         assert!(
