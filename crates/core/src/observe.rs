@@ -147,7 +147,8 @@ pub trait Observer: Send + Sync + 'static {
         let _ = deleted;
     }
     /// The outbox relay attempted one merchant event delivery (`result`:
-    /// `delivered` or `failed`).
+    /// `delivered`, `failed` (due again later) or `gave_up` (failed, and the
+    /// event was given up)).
     fn event_delivery(&self, result: &'static str) {
         let _ = result;
     }

@@ -20,26 +20,39 @@
 //! | `chargeonce_reconciler_resolved_total` | | pending payments settled from the acquirer's answer |
 //! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
-//! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`) |
+//! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`: due again later, `gave_up`: failed and the event given up) |
 //! | `chargeonce_refusals_total` | `reason` | requests refused by a limit: `rate_limited` (a shop's rate), `auth_failures` (a client address past its failure budget), `unseen_lookups` (the ceiling on look-ups of unseen shops), `console_logins`, `body_timeout`, `request_timeout`, `store_overloaded`, `waiters_instance`, `waiters_shop` (see [`crate::limits`], [`crate::auth_limits`]) |
 //! | `chargeonce_http_responses_total` | `listener`, `class` | answers by listener (`api`, `operator`) and status class (`2xx`, `3xx`, `4xx`, `5xx`) |
 //! | `chargeonce_payments_pending` | | payments still pending, read from the store at each scrape |
 //! | `chargeonce_payments_pending_oldest_age_seconds` | | how long the oldest pending payment has waited (0 when none), at each scrape |
 //! | `chargeonce_findings_open` | | reconciliation findings not resolved, at each scrape |
+//! | `chargeonce_findings_open_by_kind` | `kind` | the same by kind (every kind a series, 0 when none) |
 //! | `chargeonce_events_undelivered` | | merchant events neither delivered nor given up (parked ones of shops without a webhook URL included), at each scrape |
+//! | `chargeonce_events_due` | | merchant events the relay owes: neither delivered nor given up, of shops with a webhook URL (not parked), at each scrape |
+//! | `chargeonce_events_due_oldest_age_seconds` | | how long the oldest of them has been due (0 when none), at each scrape |
+//! | `chargeonce_sqlite_write_queue_depth` | | SQLite store only: writes waiting for the writer, at each scrape ([`StorePressure`]) |
+//! | `chargeonce_sqlite_write_queue_limit` | | SQLite store only: the most that may wait before new work is refused (`--sqlite-queue`; 0: no limit) |
+//! | `chargeonce_pg_pool_connections` | `state` | PostgreSQL store only: open connections `idle` and `in_use`, at each scrape |
+//! | `chargeonce_pg_pool_max_connections` | | PostgreSQL store only: the pool's maximum (`--max-connections`) |
+//! | `chargeonce_pg_pool_acquire_wait_seconds` | | PostgreSQL store only: histogram of the waits for a connection (100 µs doubling to about 3.3 s) |
 //! | `chargeonce_connections_closed_total` | `reason` | client connections the server closed: `make_room` (idle, for a new connection at the cap), `client_share` (idle, for the same client at its share), `share_busy` (a new one over its client's share, all busy), `header_timeout`, `idle_timeout` (see [`crate::conn`]) |
 
 use std::time::Duration;
 
-use chargeonce_core::store::StoreCounts;
+use chargeonce_core::findings::FindingKind;
+use chargeonce_core::store::{StoreCounts, StorePressure};
 use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, Observer};
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use time::OffsetDateTime;
 
 /// Label pairs.
@@ -113,7 +126,92 @@ pub struct Metrics {
     payments_pending: Gauge,
     pending_oldest_age: Gauge<f64, AtomicU64>,
     findings_open: Gauge,
+    findings_open_by_kind: Family<Labels, Gauge>,
     events_undelivered: Gauge,
+    events_due: Gauge,
+    events_due_oldest_age: Gauge<f64, AtomicU64>,
+    pressure: Arc<PressureGauges>,
+}
+
+/// The gauges of the store's own resources ([`StorePressure`]): written at
+/// each scrape, and only the families the store has (the SQLite writer's
+/// queue, or the PostgreSQL pool) are in the exposition at all.
+#[derive(Debug, Default)]
+struct PressureGauges {
+    latest: Mutex<Option<StorePressure>>,
+}
+
+/// A histogram read whole from a snapshot (the pool's acquire waits).
+#[derive(Debug)]
+struct ConstHistogram<'a>(&'a chargeonce_core::store::WaitHistogram);
+
+impl EncodeMetric for ConstHistogram<'_> {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<NoLabelSet>(
+            self.0.sum_seconds,
+            self.0.count,
+            &self.0.buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// `n` as a gauge's value.
+fn gauge_value(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Collector for PressureGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(pressure) = self.latest.lock().ok().and_then(|latest| latest.clone()) else {
+            return Ok(());
+        };
+        let mut gauge = |name: &str, help: &str, value: u64| -> Result<(), std::fmt::Error> {
+            let metric = ConstGauge::new(gauge_value(value));
+            metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+        };
+        if let Some(queue) = pressure.write_queue {
+            gauge(
+                "sqlite_write_queue_depth",
+                "Writes waiting for the SQLite writer (read at each scrape)",
+                queue.depth,
+            )?;
+            gauge(
+                "sqlite_write_queue_limit",
+                "The most writes that may wait for the SQLite writer before new work is refused (--sqlite-queue; 0: no limit)",
+                queue.limit,
+            )?;
+        }
+        if let Some(pool) = pressure.pool {
+            gauge(
+                "pg_pool_max_connections",
+                "The most connections the PostgreSQL pool opens (--max-connections)",
+                pool.max,
+            )?;
+            let mut family = encoder.encode_descriptor(
+                "pg_pool_connections",
+                "Open PostgreSQL pool connections by state (read at each scrape)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (state, value) in [("idle", pool.idle), ("in_use", pool.in_use)] {
+                let labels: Labels = vec![("state", state)];
+                ConstGauge::new(gauge_value(value)).encode(family.encode_family(&labels)?)?;
+            }
+            let waits = ConstHistogram(&pool.acquire_wait);
+            waits.encode(encoder.encode_descriptor(
+                "pg_pool_acquire_wait_seconds",
+                "How long the store waited for a PostgreSQL connection",
+                None,
+                waits.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
 }
 
 impl Default for Metrics {
@@ -263,12 +361,35 @@ impl Metrics {
                 "Reconciliation findings not resolved (read at each scrape)",
                 Gauge::default(),
             ),
+            findings_open_by_kind: registered(
+                r,
+                "findings_open_by_kind",
+                "Reconciliation findings not resolved, by kind (read at each scrape)",
+                Family::<Labels, Gauge>::default(),
+            ),
             events_undelivered: registered(
                 r,
                 "events_undelivered",
                 "Merchant events neither delivered nor given up (read at each scrape)",
                 Gauge::default(),
             ),
+            events_due: registered(
+                r,
+                "events_due",
+                "Merchant events due for delivery to shops with a webhook URL (read at each scrape)",
+                Gauge::default(),
+            ),
+            events_due_oldest_age: registered(
+                r,
+                "events_due_oldest_age_seconds",
+                "How long the oldest merchant event due for delivery has been due (0 when none)",
+                Gauge::<f64, AtomicU64>::default(),
+            ),
+            pressure: {
+                let pressure = Arc::new(PressureGauges::default());
+                r.register_collector(Box::new(pressure.clone()));
+                pressure
+            },
             registry,
         }
     }
@@ -347,16 +468,32 @@ impl Metrics {
     /// Sets the gauges read from the store: its counts, and the age of the
     /// oldest pending payment at `now`.
     pub fn store_counts(&self, counts: &StoreCounts, now: OffsetDateTime) {
-        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let gauge = gauge_value;
         self.payments_pending.set(gauge(counts.pending_payments));
         self.findings_open.set(gauge(counts.open_findings));
+        for kind in FindingKind::ALL {
+            self.findings_open_by_kind
+                .get_or_create(&vec![("kind", kind.as_str())])
+                .set(gauge(counts.open_findings_of(kind)));
+        }
         self.events_undelivered
             .set(gauge(counts.undelivered_events));
-        let age = counts
-            .oldest_pending_at
-            .map(|at| (now - at).as_seconds_f64().max(0.0))
-            .unwrap_or(0.0);
-        self.pending_oldest_age.set(age);
+        self.events_due.set(gauge(counts.due_events));
+        let age = |at: Option<OffsetDateTime>| {
+            at.map(|at| (now - at).as_seconds_f64().max(0.0))
+                .unwrap_or(0.0)
+        };
+        self.pending_oldest_age.set(age(counts.oldest_pending_at));
+        self.events_due_oldest_age.set(age(counts.oldest_due_at));
+    }
+
+    /// Sets the gauges of the store's writer queue or connection pool, read
+    /// at each scrape (families the store does not have stay out of the
+    /// exposition).
+    pub fn store_pressure(&self, pressure: StorePressure) {
+        if let Ok(mut latest) = self.pressure.latest.lock() {
+            *latest = Some(pressure);
+        }
     }
 
     /// The Prometheus text format of every metric.
@@ -460,11 +597,15 @@ mod tests {
             &StoreCounts {
                 pending_payments: 3,
                 open_findings: 1,
+                open_findings_by_kind: [0, 1, 0, 0],
                 undelivered_events: 4,
+                due_events: 2,
+                oldest_due_at: Some(now - Duration::from_secs(30)),
                 oldest_pending_at: Some(now - Duration::from_secs(90)),
             },
             now,
         );
+        metrics.event_delivery("gave_up");
         let text = metrics.render();
         for line in [
             "chargeonce_claims_total 2",
@@ -482,9 +623,71 @@ mod tests {
             "chargeonce_payments_pending_oldest_age_seconds 90.0",
             "chargeonce_findings_open 1",
             "chargeonce_events_undelivered 4",
+            "chargeonce_findings_open_by_kind{kind=\"orphan_charge\"} 1",
+            "chargeonce_findings_open_by_kind{kind=\"duplicate_charge\"} 0",
+            "chargeonce_events_due 2",
+            "chargeonce_events_due_oldest_age_seconds 30.0",
+            "chargeonce_event_deliveries_total{result=\"gave_up\"} 1",
         ] {
             assert!(text.contains(line), "missing `{line}` in:\n{text}");
         }
+        // No pressure read yet: neither store's families.
+        assert!(!text.contains("sqlite_write_queue"), "{text}");
+        assert!(!text.contains("pg_pool"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn each_store_pressure_shows_only_its_own_families() {
+        use chargeonce_core::store::{PoolUse, WaitHistogram, WriteQueue};
+        let metrics = Metrics::new();
+        metrics.store_pressure(StorePressure {
+            write_queue: Some(WriteQueue {
+                depth: 7,
+                limit: 4096,
+            }),
+            pool: None,
+        });
+        let text = metrics.render();
+        for line in [
+            "# TYPE chargeonce_sqlite_write_queue_depth gauge",
+            "chargeonce_sqlite_write_queue_depth 7",
+            "chargeonce_sqlite_write_queue_limit 4096",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        assert!(!text.contains("pg_pool"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+
+        metrics.store_pressure(StorePressure {
+            write_queue: None,
+            pool: Some(PoolUse {
+                idle: 3,
+                in_use: 5,
+                max: 16,
+                acquire_wait: WaitHistogram {
+                    buckets: vec![(0.001, 4), (0.01, 1), (f64::INFINITY, 1)],
+                    count: 6,
+                    sum_seconds: 5.5,
+                },
+            }),
+        });
+        let text = metrics.render();
+        for line in [
+            "# TYPE chargeonce_pg_pool_connections gauge",
+            "chargeonce_pg_pool_connections{state=\"idle\"} 3",
+            "chargeonce_pg_pool_connections{state=\"in_use\"} 5",
+            "chargeonce_pg_pool_max_connections 16",
+            "# TYPE chargeonce_pg_pool_acquire_wait_seconds histogram",
+            "chargeonce_pg_pool_acquire_wait_seconds_sum 5.5",
+            "chargeonce_pg_pool_acquire_wait_seconds_count 6",
+            "chargeonce_pg_pool_acquire_wait_seconds_bucket{le=\"0.001\"} 4",
+            "chargeonce_pg_pool_acquire_wait_seconds_bucket{le=\"0.01\"} 5",
+            "chargeonce_pg_pool_acquire_wait_seconds_bucket{le=\"+Inf\"} 6",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        assert!(!text.contains("sqlite_write_queue"), "{text}");
         assert!(text.ends_with("# EOF\n"));
     }
 }

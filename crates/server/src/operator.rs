@@ -36,9 +36,11 @@ const COUNTS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `GET /metrics`: every metric of this instance, in the OpenMetrics text
 /// format, the store's counts (pending payments, open findings, undelivered
-/// events) read first; when the store does not answer in time they keep
+/// and due events) and its pressure (writer queue or pool) read first; when the store does not answer in time they keep
 /// their last values and the failure counts as a store error.
 pub async fn metrics(State(state): State<AppState>) -> Response {
+    // From memory, no statement: read even when the store does not answer.
+    state.metrics().store_pressure(state.store().pressure());
     match tokio::time::timeout(COUNTS_TIMEOUT, state.store().counts()).await {
         Ok(Ok(counts)) => state
             .metrics()

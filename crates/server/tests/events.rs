@@ -170,9 +170,11 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
         },
     )
     .unwrap()
+    .with_observer(s.metrics.clone())
     .spawn();
     let gave_up = wait_for_state(&s, &id, "gave_up").await;
-    assert!(gave_up["delivery"]["attempts"].as_u64().unwrap() >= 2);
+    let attempts = gave_up["delivery"]["attempts"].as_u64().unwrap();
+    assert!(attempts >= 2);
     assert_eq!(gave_up["delivery"]["last_status"], 503);
     assert!(gave_up["delivery"]["gave_up_at"].is_string());
     let tried = merchant.received().len();
@@ -181,6 +183,26 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
         merchant.received().len(),
         tried,
         "no attempt after giving up"
+    );
+    // `/metrics`: the last attempt counted as `gave_up`, the ones before as
+    // `failed`; the event is no longer due.
+    let scraped = send(s.http.get(s.operator_url("/metrics"))).await;
+    let text = String::from_utf8(scraped.bytes).unwrap();
+    assert!(
+        text.contains("chargeonce_event_deliveries_total{result=\"gave_up\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "chargeonce_event_deliveries_total{{result=\"failed\"}} {}\n",
+            attempts - 1
+        )),
+        "{text}"
+    );
+    assert!(text.contains("chargeonce_events_due 0\n"), "{text}");
+    assert!(
+        text.contains("chargeonce_events_due_oldest_age_seconds 0.0\n"),
+        "{text}"
     );
 
     // Resend by hand (the merchant is back): delivered, with the same id.

@@ -440,6 +440,13 @@ impl Database {
             .unwrap_or_else(|_| Err(E::from(Failure::Closed)))
     }
 
+    /// The most writes that may wait for the writer before
+    /// [`Database::write_or_shed`] refuses new work ([`Options::queue`];
+    /// zero: no limit).
+    pub fn queue_limit(&self) -> usize {
+        self.shared.queue
+    }
+
     /// The writer's counters so far.
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters;

@@ -211,8 +211,6 @@ impl Relay {
             Err(error) => failure(None, error.without_url().to_string()),
         };
         let delivered = matches!(outcome, AttemptOutcome::Delivered { .. });
-        self.observer
-            .event_delivery(if delivered { "delivered" } else { "failed" });
         tracing::debug!(
             event_id = %event.id,
             shop_id = %event.shop_id,
@@ -220,7 +218,25 @@ impl Relay {
             delivered,
             "merchant event delivery attempt"
         );
-        self.store.record_attempt(&event.id, &outcome).await?;
+        // Each attempt counts once: delivered, failed (due again later), or
+        // gave_up (failed, and the store gave the event up). An attempt whose
+        // record failed counts as what it was.
+        let recorded = self.store.record_attempt(&event.id, &outcome).await;
+        let result = match (&recorded, delivered) {
+            (_, true) => "delivered",
+            (Ok(true), false) => "gave_up",
+            _ => "failed",
+        };
+        self.observer.event_delivery(result);
+        if matches!(recorded, Ok(true)) {
+            tracing::warn!(
+                event_id = %event.id,
+                shop_id = %event.shop_id,
+                attempts = event.delivery.attempts + 1,
+                "merchant event given up"
+            );
+        }
+        recorded?;
         Ok(delivered)
     }
 }

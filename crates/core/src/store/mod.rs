@@ -37,7 +37,9 @@ pub use keys::{
     Acquired, CancelClaim, Claim, ClaimRequest, FinishOutcome, KeyInfo, KeyLease, KeyRecord,
     KeyTiming, Keys, Lease, LeaseToken, RecoveryPoint, StalledKey, StoredResponse,
 };
-pub use operator::{Operator, ShopSummary, StoreCounts};
+pub use operator::{
+    Operator, PoolUse, ShopSummary, StoreCounts, StorePressure, WaitHistogram, WriteQueue,
+};
 pub use outbox::Outbox;
 pub use page::{Cursor, MAX_PAGE_LIMIT, Page, PageLimit, PageRequest};
 pub use payments::{PaymentFilter, Payments};

@@ -40,9 +40,11 @@ pub trait Outbox: Send + Sync + 'static {
 
     /// Records how a delivery attempt ended and ends its lease: delivered,
     /// or due again later, or given up once the give-up time has passed.
+    /// `true` when this attempt gave the event up (the relay counts it as
+    /// `gave_up`); `false` otherwise, and when there is no such event.
     async fn record_attempt(
         &self,
         id: &EventId,
         outcome: &AttemptOutcome,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
 }

@@ -22,8 +22,11 @@
 //! while a caller waits on the pool: the wait ends on whichever comes
 //! first, a parked connection or one from the pool.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use chargeonce_core::store::{PoolUse, WaitHistogram};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
@@ -44,6 +47,56 @@ pub(super) struct Connections {
     /// Woken when a connection is parked.
     parked_one: Notify,
     acquire_timeout: Duration,
+    /// How long each [`Connections::take`] waited.
+    waits: Waits,
+}
+
+/// The upper bounds of the acquire-wait buckets, in seconds: 100 µs
+/// doubling to about 3.3 s, then infinity (the acquire timeout ends a wait).
+const WAIT_BOUNDS: [f64; 16] = [
+    0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048,
+    0.4096, 0.8192, 1.6384, 3.2768,
+];
+
+/// A histogram of the waits for a connection: an atomic add or two per
+/// statement, read at a scrape.
+#[derive(Debug, Default)]
+struct Waits {
+    /// One per bound of [`WAIT_BOUNDS`], and the last for waits above them.
+    buckets: [AtomicU64; WAIT_BOUNDS.len() + 1],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Waits {
+    fn observe(&self, wait: Duration) {
+        let seconds = wait.as_secs_f64();
+        let bucket = WAIT_BOUNDS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(WAIT_BOUNDS.len());
+        if let Some(counter) = self.buckets.get(bucket) {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn histogram(&self) -> WaitHistogram {
+        let buckets = WAIT_BOUNDS
+            .iter()
+            .copied()
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(&self.buckets)
+            .map(|(bound, counter)| (bound, counter.load(Ordering::Relaxed)))
+            .collect();
+        WaitHistogram {
+            buckets,
+            count: self.count.load(Ordering::Relaxed),
+            sum_seconds: Duration::from_nanos(self.sum_nanos.load(Ordering::Relaxed)).as_secs_f64(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -60,6 +113,23 @@ impl Connections {
             parked: Mutex::new(Vec::new()),
             parked_one: Notify::new(),
             acquire_timeout,
+            waits: Waits::default(),
+        }
+    }
+
+    /// The connections now (a parked one counts as idle: the next statement
+    /// takes it), the pool's maximum, and the waits for one so far.
+    pub(super) fn usage(&self) -> PoolUse {
+        let parked = self.parked.lock().map(|p| p.len()).unwrap_or(0);
+        let open = u64::from(self.pool.size());
+        let idle = u64::try_from(self.pool.num_idle().saturating_add(parked))
+            .unwrap_or(u64::MAX)
+            .min(open);
+        PoolUse {
+            idle,
+            in_use: open - idle,
+            max: u64::from(self.pool.options().get_max_connections()),
+            acquire_wait: self.waits.histogram(),
         }
     }
 
@@ -94,14 +164,21 @@ impl Connections {
 
     /// A connection: the one parked last, else one from the pool, whichever
     /// comes first; `PoolTimedOut` past the acquire timeout.
+    /// Each call's wait is counted ([`Connections::usage`]): none when a
+    /// parked connection was there, else from the call to the connection or
+    /// the timeout.
     pub(super) async fn take(self: &Arc<Self>) -> Result<PoolConnection<Postgres>, sqlx::Error> {
         // The common case under load, with no timer and no wait registered.
         if let Some(conn) = self.unpark() {
+            self.waits.observe(Duration::ZERO);
             return Ok(conn);
         }
-        tokio::time::timeout(self.acquire_timeout, self.wait_for_one())
+        let started = Instant::now();
+        let taken = tokio::time::timeout(self.acquire_timeout, self.wait_for_one())
             .await
-            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut));
+        self.waits.observe(started.elapsed());
+        taken
     }
 
     async fn wait_for_one(self: &Arc<Self>) -> Result<PoolConnection<Postgres>, sqlx::Error> {

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use chargeonce_core::events::{Event, EventId};
-use chargeonce_core::store::{Operator, Payments, ShopSummary, StoreCounts};
+use chargeonce_core::store::{Operator, Payments, ShopSummary, StoreCounts, StorePressure};
 use chargeonce_core::{
     Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, SecretHash, ShopId,
     StoreError,
@@ -213,25 +213,63 @@ impl Operator for PgStore {
 
     /// The overview's counts, each from a table or index of exactly the rows it
     /// counts where there is one (`pending_payments`, `events_due`); the
-    /// findings are few and counted from their table.
+    /// findings are few and counted from their table. The open findings by
+    /// kind follow [`chargeonce_core::findings::FindingKind::ALL`]'s order.
+    /// The events due (the relay's backlog) are the open ones (`events_due`)
+    /// of shops with a webhook URL, whether their next attempt is now or
+    /// after a backoff; their age runs from `due_since`.
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
-        let (pending, open, undelivered, oldest) =
-            sqlx::query_as::<_, (i64, i64, i64, Option<time::OffsetDateTime>)>(
-                "SELECT \
-                 (SELECT count(*) FROM pending_payments), \
-                 (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-                 (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
-                 (SELECT min(created_at) FROM pending_payments)",
-            )
-            .fetch_one(&mut *self.conn().await?)
-            .await
-            .map_err(store_error)?;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let row = sqlx::query(
+            "SELECT \
+             (SELECT count(*) FROM pending_payments), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+                 AND kind = 'duplicate_charge'), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+                 AND kind = 'orphan_charge'), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+                 AND kind = 'missing_charge'), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+                 AND kind = 'mismatch'), \
+             (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+             (SELECT count(*) FROM events e JOIN shops s ON s.id = e.shop_id \
+                 WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+                   AND s.webhook_url IS NOT NULL), \
+             (SELECT min(e.due_since) FROM events e JOIN shops s ON s.id = e.shop_id \
+                 WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL \
+                   AND s.webhook_url IS NOT NULL), \
+             (SELECT min(created_at) FROM pending_payments)",
+        )
+        .fetch_one(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
+        let count = |i: usize| {
+            row.try_get::<i64, _>(i)
+                .map(|n| u64::try_from(n).unwrap_or(0))
+                .map_err(store_error)
+        };
+        let at = |i: usize| {
+            row.try_get::<Option<OffsetDateTime>, _>(i)
+                .map_err(store_error)
+        };
         Ok(StoreCounts {
-            pending_payments: count(pending),
-            open_findings: count(open),
-            undelivered_events: count(undelivered),
-            oldest_pending_at: oldest,
+            pending_payments: count(0)?,
+            open_findings: count(1)?,
+            open_findings_by_kind: [count(2)?, count(3)?, count(4)?, count(5)?],
+            undelivered_events: count(6)?,
+            due_events: count(7)?,
+            oldest_due_at: at(8)?,
+            oldest_pending_at: at(9)?,
         })
+    }
+
+    /// The connection pool: open connections idle (in sqlx's pool or parked
+    /// by the store for the next statement) and in use, its maximum, and
+    /// the waits for a connection so far.
+    fn pressure(&self) -> StorePressure {
+        StorePressure {
+            write_queue: None,
+            pool: Some(self.conns.usage()),
+        }
     }
 }

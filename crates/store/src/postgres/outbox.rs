@@ -213,17 +213,18 @@ impl Outbox for PgStore {
     /// merchant's status; `h` builds the entry ([`HistoryEvent::EventAttempt`])
     /// from them as serde's compact form, in its field order (the status left
     /// out when there is none), checked by the conformance tests. The two
-    /// statements differ only in `u`.
+    /// statements differ only in `u`. `true` when this attempt gave the event
+    /// up.
     #[tracing::instrument(level = "debug", name = "store.record_attempt", skip_all, fields(db.system = "postgresql"))]
     async fn record_attempt(
         &self,
         id: &EventId,
         outcome: &AttemptOutcome,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
         let status = status.map(|s| s as i32);
         let query = if delivered {
-            sqlx::query(
+            sqlx::query_scalar::<_, bool>(
                 "WITH u AS ( \
                      UPDATE events SET attempts = attempts + 1, last_status = $2, \
                          last_error = NULL, delivered_at = COALESCE(delivered_at, now()), \
@@ -240,7 +241,7 @@ impl Outbox for PgStore {
                          || ',\"result\":\"' || u.result || '\"' \
                          || coalesce(',\"status\":' || $2::int::text, '') || '}' \
                      FROM u) \
-                 SELECT 1",
+                 SELECT u.result = 'given_up' FROM u",
             )
             .bind(id.as_str())
             .bind(status)
@@ -248,7 +249,7 @@ impl Outbox for PgStore {
             // The last retry is due at the give-up time at the latest; an
             // attempt that fails at or after it gives up (its `gave_up_at` is
             // this statement's `now()`).
-            sqlx::query(
+            sqlx::query_scalar::<_, bool>(
                 "WITH u AS ( \
                      UPDATE events SET attempts = attempts + 1, last_status = $2, \
                          last_error = $3, locked_until = NULL, \
@@ -270,7 +271,7 @@ impl Outbox for PgStore {
                          || ',\"result\":\"' || u.result || '\"' \
                          || coalesce(',\"status\":' || $2::int::text, '') || '}' \
                      FROM u) \
-                 SELECT 1",
+                 SELECT u.result = 'given_up' FROM u",
             )
             .bind(id.as_str())
             .bind(status)
@@ -278,10 +279,10 @@ impl Outbox for PgStore {
             .bind(retry_ms as f64)
             .bind(give_up_ms as f64)
         };
-        query
-            .execute(&mut *self.conn().await?)
+        let gave_up = query
+            .fetch_optional(&mut *self.conn().await?)
             .await
             .map_err(store_error)?;
-        Ok(())
+        Ok(gave_up.unwrap_or(false))
     }
 }

@@ -3,7 +3,9 @@
 
 use async_trait::async_trait;
 use chargeonce_core::events::{Event, EventId};
-use chargeonce_core::store::{Operator, Payments, ShopSummary, StoreCounts};
+use chargeonce_core::store::{
+    Operator, Payments, ShopSummary, StoreCounts, StorePressure, WriteQueue,
+};
 use chargeonce_core::{
     Cursor, Page, PageRequest, Payment, PaymentFilter, PaymentId, Reference, SecretHash, ShopId,
     StoreError,
@@ -94,10 +96,28 @@ const PAYMENT_EVENTS: &str = concat!(
 /// The overview's counts, each from an index of exactly the rows it counts
 /// where there is one (`payments_pending`, `events_due`); the findings are
 /// few and counted from their table.
+///
+/// The open findings by kind follow
+/// [`chargeonce_core::findings::FindingKind::ALL`]'s order. The events
+/// due (the relay's backlog) are the open ones (`events_due`) of shops with a
+/// webhook URL, whether their next attempt is now or after a backoff; their
+/// age runs from `due_since`.
 const COUNTS: &str = "SELECT \
      (SELECT count(*) FROM payments WHERE status = 'pending'), \
      (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+         AND kind = 'duplicate_charge'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+         AND kind = 'orphan_charge'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+         AND kind = 'missing_charge'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+         AND kind = 'mismatch'), \
      (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+     (SELECT count(*) FROM events e JOIN shops s ON s.id = e.shop_id \
+         WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL AND s.webhook_url IS NOT NULL), \
+     (SELECT min(e.due_since) FROM events e JOIN shops s ON s.id = e.shop_id \
+         WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL AND s.webhook_url IS NOT NULL), \
      (SELECT min(created_at) FROM payments WHERE status = 'pending')";
 
 #[async_trait]
@@ -250,24 +270,43 @@ impl Operator for SqliteStore {
     /// The overview's counts.
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
         self.read(|conn| {
-            let (pending, open, undelivered, oldest) =
+            let mut counts = [0_i64; 8];
+            let (oldest_due, oldest_pending) =
                 conn.prepare_cached(COUNTS)?.query_row([], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, Option<At>>(3)?,
-                    ))
+                    for (i, count) in counts.iter_mut().enumerate() {
+                        *count = row.get::<_, i64>(i)?;
+                    }
+                    Ok((row.get::<_, Option<At>>(8)?, row.get::<_, Option<At>>(9)?))
                 })?;
             let count = |n: i64| u64::try_from(n).unwrap_or(0);
             Ok(StoreCounts {
-                pending_payments: count(pending),
-                open_findings: count(open),
-                undelivered_events: count(undelivered),
-                oldest_pending_at: oldest.map(|at| at.0),
+                pending_payments: count(counts[0]),
+                open_findings: count(counts[1]),
+                open_findings_by_kind: [
+                    count(counts[2]),
+                    count(counts[3]),
+                    count(counts[4]),
+                    count(counts[5]),
+                ],
+                undelivered_events: count(counts[6]),
+                due_events: count(counts[7]),
+                oldest_due_at: oldest_due.map(|at| at.0),
+                oldest_pending_at: oldest_pending.map(|at| at.0),
             })
         })
         .await
+    }
+
+    /// The writer's queue: the writes waiting for it and `--sqlite-queue`.
+    fn pressure(&self) -> StorePressure {
+        let as_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        StorePressure {
+            write_queue: Some(WriteQueue {
+                depth: as_u64(self.db.stats().queued),
+                limit: as_u64(self.db.queue_limit()),
+            }),
+            pool: None,
+        }
     }
 }
 
@@ -310,6 +349,11 @@ mod tests {
         let plan = read(COUNTS).await;
         assert!(plan.contains("INDEX payments_pending"), "{plan}");
         assert!(plan.contains("INDEX events_due"), "{plan}");
+        // The events due: the open events' index, each one's shop by its key.
+        assert!(plan.contains("e USING INDEX events_due"), "{plan}");
+        assert!(plan.contains("SEARCH s USING"), "{plan}");
+        assert!(!plan.contains("SCAN e;"), "{plan}");
+        assert!(!plan.contains("SCAN s"), "{plan}");
         // One payment's events: a range of their index, already in order.
         let plan = read(PAYMENT_EVENTS).await;
         assert!(

@@ -246,13 +246,14 @@ impl Outbox for SqliteStore {
     /// `event_attempt` entry in the history of the event's payment. The row is
     /// read before the update (what the entry names, and whether it had been
     /// given up already) and, after a failure, its `gave_up_at` after it: the
-    /// update alone decides by SQLite's clock whether this attempt gives up.
+    /// update alone decides by SQLite's clock whether this attempt gives up
+    /// (`true`).
     #[tracing::instrument(level = "debug", name = "store.record_attempt", skip_all, fields(db.system = "sqlite"))]
     async fn record_attempt(
         &self,
         id: &EventId,
         outcome: &AttemptOutcome,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let id = id.clone();
         let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
         let answered = match outcome {
@@ -276,7 +277,7 @@ impl Outbox for SqliteStore {
                 })
                 .optional()?
             else {
-                return Ok(Write::Commit(()));
+                return Ok(Write::Commit(false));
             };
             let result = if delivered {
                 conn.prepare_cached(concat!(
@@ -327,7 +328,7 @@ impl Outbox for SqliteStore {
                     status: answered,
                 },
             )?;
-            Ok(Write::Commit(()))
+            Ok(Write::Commit(result == "given_up"))
         })
         .await
     }

@@ -574,22 +574,29 @@ async fn merchant_event_deliveries_are_written(f: Fixture) {
         retry_in: Duration::from_secs(60),
         give_up_after,
     };
-    f.store
-        .record_attempt(&id, &failed(Some(500), Duration::from_secs(3600)))
-        .await
-        .unwrap();
+    assert!(
+        !f.store
+            .record_attempt(&id, &failed(Some(500), Duration::from_secs(3600)))
+            .await
+            .unwrap()
+    );
     f.store.resend_event(&f.shop, &id).await.unwrap().unwrap();
     assert_eq!(claim_one().await, id);
-    f.store
-        .record_attempt(&id, &failed(None, Duration::ZERO))
-        .await
-        .unwrap();
+    assert!(
+        f.store
+            .record_attempt(&id, &failed(None, Duration::ZERO))
+            .await
+            .unwrap(),
+        "a failure past the give-up time gives the event up"
+    );
     f.store.resend_event(&f.shop, &id).await.unwrap().unwrap();
     assert_eq!(claim_one().await, id);
-    f.store
-        .record_attempt(&id, &AttemptOutcome::Delivered { status: 204 })
-        .await
-        .unwrap();
+    assert!(
+        !f.store
+            .record_attempt(&id, &AttemptOutcome::Delivered { status: 204 })
+            .await
+            .unwrap()
+    );
     let attempt = |attempt, result: &str, status| HistoryEvent::EventAttempt {
         event_id: id.as_str().to_owned(),
         event_type: "payment.succeeded".into(),

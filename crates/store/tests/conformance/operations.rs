@@ -317,7 +317,9 @@ async fn shops_are_listed_without_their_secrets(f: Fixture) {
 }
 
 /// The overview's counts: pending payments (and when the oldest was
-/// created), open findings, events neither delivered nor given up.
+/// created), open findings (all, and by kind), events neither delivered nor
+/// given up, and those of them due (of shops with a webhook URL) with the
+/// oldest one's `due_since`.
 async fn the_counts_follow_the_rows(f: Fixture) {
     assert_eq!(f.store.counts().await.unwrap(), StoreCounts::default());
     let b = f.other_shop(&ShopSecret::from_string("b")).await;
@@ -339,14 +341,43 @@ async fn the_counts_follow_the_rows(f: Fixture) {
         .record_findings(&[finding("ch_1"), finding("ch_2")])
         .await
         .unwrap();
+    // The paid payment's event is parked (the shop has no webhook URL):
+    // undelivered, not due.
     assert_eq!(
         f.store.counts().await.unwrap(),
         StoreCounts {
             pending_payments: 2,
             open_findings: 2,
+            open_findings_by_kind: [0, 2, 0, 0],
             undelivered_events: 1,
+            due_events: 0,
+            oldest_due_at: None,
             oldest_pending_at: Some(oldest.created_at),
         }
+    );
+    assert_eq!(
+        f.store
+            .counts()
+            .await
+            .unwrap()
+            .open_findings_of(FindingKind::OrphanCharge),
+        2
+    );
+    // A webhook URL makes it due, due since then.
+    let before = time::OffsetDateTime::now_utc();
+    let endpoint = WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: WebhookSecret::new("whsec_test"),
+    };
+    f.store.set_webhook(&f.shop, Some(&endpoint)).await.unwrap();
+    let after = time::OffsetDateTime::now_utc();
+    let counts = f.store.counts().await.unwrap();
+    assert_eq!((counts.undelivered_events, counts.due_events), (1, 1));
+    let due_since = counts.oldest_due_at.expect("due since the webhook was set");
+    let slack = time::Duration::seconds(1);
+    assert!(
+        due_since >= before - slack && due_since <= after + slack,
+        "{before} <= {due_since} <= {after}"
     );
     f.store
         .resolve_finding(
@@ -368,7 +399,10 @@ async fn the_counts_follow_the_rows(f: Fixture) {
         StoreCounts {
             pending_payments: 2,
             open_findings: 1,
+            open_findings_by_kind: [0, 1, 0, 0],
             undelivered_events: 0,
+            due_events: 0,
+            oldest_due_at: None,
             oldest_pending_at: Some(oldest.created_at),
         }
     );

@@ -198,7 +198,8 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
     );
 
     // A failed attempt: due again later, still blocking the refund event.
-    f.store
+    let gave_up = f
+        .store
         .record_attempt(
             &first,
             &AttemptOutcome::Failed {
@@ -210,6 +211,7 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
         )
         .await
         .unwrap();
+    assert!(!gave_up, "a failure before the give-up time is retried");
     let logged = f.store.event(&f.shop, &first).await.unwrap().unwrap();
     assert_eq!(logged.delivery.attempts, 1);
     assert_eq!(logged.delivery.last_status, Some(500));
@@ -244,7 +246,8 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
     assert_eq!(due.len(), 1);
     let second = due[0].event.id.clone();
     assert_eq!(due[0].event.event_type, EventType::RefundSucceeded);
-    f.store
+    let gave_up = f
+        .store
         .record_attempt(
             &second,
             &AttemptOutcome::Failed {
@@ -256,6 +259,7 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
         )
         .await
         .unwrap();
+    assert!(gave_up, "a failure past the give-up time gives up");
     let logged = f.store.event(&f.shop, &second).await.unwrap().unwrap();
     assert_eq!(logged.delivery.state(), DeliveryState::GaveUp);
     assert_eq!(
