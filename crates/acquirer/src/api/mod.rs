@@ -3,7 +3,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /v1/charges` | charge; `Idempotency-Key` header required; optional `"capture_method": "manual"` only authorizes (holds the amount for captures); 200 with the charge (succeeded or declined), 422 `idempotency_key_reused`, 400 bad input |
+//! | `POST /v1/charges` | charge; `Idempotency-Key` header required; optional `"capture_method": "manual"` only authorizes (holds the amount for captures); a W3C `traceparent` header's trace id is recorded on the charge (`trace_id`); 200 with the charge (succeeded or declined), 422 `idempotency_key_reused`, 400 bad input |
 //! | `GET /v1/charges?acquirer_key=K` | the charge recorded under a key (idempotent mode only) |
 //! | `GET /v1/charges?shop_id=S&payment_id=P` | the charges for a caller's payment (its reference) |
 //! | `GET /v1/charges?from=MS&to=MS` | the charges recorded in a window (unix ms), oldest first |
