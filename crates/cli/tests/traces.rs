@@ -296,6 +296,21 @@ async fn a_payment_a_replay_and_a_resumed_payment_are_traced_to_the_acquirer() {
         names(&replay)
     );
 
+    // A caller that did not sample its trace (flags 00): nothing exported
+    // for it, while the sampled request after it is.
+    let (_, unsampled, parent) = traceparent();
+    let header = format!("00-{unsampled}-{parent}-00");
+    let answer = pay(&service, "trace-key-4", "order-trace-4", "tok_ok", &header).await;
+    assert_eq!(answer.status(), 201);
+    let (header, after, _) = traceparent();
+    let answer = pay(&service, "trace-key-4", "order-trace-4", "tok_ok", &header).await;
+    assert_eq!(answer.status(), 201);
+    receiver.trace(&after).await;
+    assert!(
+        receiver.of_trace(&unsampled).is_empty(),
+        "the caller's sampling decision is kept"
+    );
+
     // A payment whose answer the acquirer loses, then the retry resumes it.
     let (header, lost_trace, _) = traceparent();
     let answer = pay(

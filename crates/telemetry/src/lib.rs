@@ -192,12 +192,27 @@ impl Telemetry {
                 metadata.is_span()
                     && (ROOT_SPANS.contains(&metadata.name()) || cx.lookup_current().is_some())
             },
-        );
+        )
+        // Events are never exported: their call sites are off for this layer
+        // once and for all, not asked at every event.
+        .with_callsite_filter(|metadata: &'static tracing::Metadata<'static>| {
+            if metadata.is_span() {
+                tracing::subscriber::Interest::sometimes()
+            } else {
+                tracing::subscriber::Interest::never()
+            }
+        });
         tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_location(false)
+            .with_target(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            // Not made the thread's current OpenTelemetry context at every
+            // poll of an instrumented future: nothing here reads
+            // `Context::current()` (the acquirer call's context is taken
+            // from its span), and entering spans is the hot part.
+            .with_context_activation(false)
             .with_filter(ours.and(in_a_trace))
     }
 
