@@ -76,8 +76,9 @@ pub struct ChaosArgs {
 
     /// Run PostgreSQL highly available: deploy/ha/cluster (etcd, three nodes
     /// under Patroni with synchronous replication, HAProxy to the leader),
-    /// whose leader the nemesis kills `--pg-failovers` times. Needs the
-    /// Debian packages patroni, etcd-server and haproxy.
+    /// whose leader the nemesis kills `--pg-failovers` times. Needs
+    /// deploy/ha/install's Patroni and the Debian packages etcd-server and
+    /// haproxy.
     #[arg(long, conflicts_with = "database_url")]
     pub pg_ha: bool,
     /// With `--pg-ha`: leader failovers (SIGKILL of the leader's postgres;
@@ -89,6 +90,19 @@ pub struct ChaosArgs {
     /// for its leader key to expire (the loss of a whole node).
     #[arg(long)]
     pub pg_failover_with_patroni: bool,
+    /// With `--pg-ha`: leader freezes. The leader's Patroni and PostgreSQL
+    /// are SIGSTOPped (a silent host) past the leader key's `ttl` (20 s,
+    /// deploy/ha/patroni.yml.in) until another node leads and takes writes
+    /// through HAProxy, then SIGCONTed; the old leader must demote and
+    /// rejoin as a replica, never take the key back.
+    #[arg(long, default_value_t = 0)]
+    pub pg_leader_freezes: usize,
+    /// With `--pg-ha`: etcd member kills. One of the three etcd members
+    /// (etcd's leader) is SIGKILLed, the PostgreSQL leader is killed while
+    /// two members are left (the election must work on the quorum), and
+    /// the member is started again.
+    #[arg(long, default_value_t = 0)]
+    pub etcd_member_kills: usize,
     /// With `--pg-ha`: the cluster's first port (HAProxy; the nodes and etcd
     /// use the next 80).
     #[arg(long, default_value_t = 15600)]

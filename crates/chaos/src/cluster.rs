@@ -88,6 +88,56 @@ impl Ha {
     }
 }
 
+/// One leader freeze, as the nemesis saw it: the leader's Patroni and
+/// PostgreSQL SIGSTOPped past the leader key's `ttl`, another node promoted
+/// and taking writes, then the old leader SIGCONTed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LeaderFreeze {
+    /// The node that was frozen (the leader then).
+    pub victim: String,
+    /// How long it stayed frozen, in milliseconds.
+    pub frozen_ms: u64,
+    /// The leader key's `ttl` of the cluster's configuration, in seconds.
+    pub ttl_s: u64,
+    /// The node promoted while it was frozen.
+    pub promoted: String,
+    /// From the freeze to the promoted node showing as leader in Patroni's
+    /// `/cluster`, in milliseconds.
+    pub freeze_to_promotion_ms: u64,
+    /// From the freeze to the first write committed through HAProxy, in
+    /// milliseconds.
+    pub freeze_to_first_write_ms: u64,
+    /// What the old leader did once resumed, from its Patroni log and
+    /// `/cluster`: demoted, rewound, rejoined as a replica (or took the
+    /// leader key back, which fails the run).
+    pub on_resume: String,
+    /// From the SIGCONT to the old leader running as a replica again, in
+    /// milliseconds (`None` if it did not within 120 s).
+    pub resume_to_replica_ms: Option<u64>,
+    /// When it was frozen.
+    #[serde(skip)]
+    pub frozen_at: Instant,
+}
+
+/// One etcd member killed, as the nemesis saw it: with two of three members
+/// left, a leader election must still work.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EtcdMemberKill {
+    /// The etcd member killed (`etcd1`..`etcd3`; etcd's own leader then).
+    pub member: String,
+    /// Members answering healthy while it was down.
+    pub healthy_left: u32,
+    /// The PostgreSQL leader killed while the member was down.
+    pub pg_victim: String,
+    /// The node elected then.
+    pub pg_leader: String,
+    /// From the PostgreSQL leader's kill to the first write through HAProxy,
+    /// in milliseconds.
+    pub to_first_write_ms: u64,
+    /// From the member's restart to all three answering healthy, in milliseconds.
+    pub member_back_ms: u64,
+}
+
 /// One leader failover, as the nemesis saw it.
 #[derive(Debug, Clone)]
 pub struct Failover {
@@ -99,6 +149,57 @@ pub struct Failover {
     pub to_first_write: Duration,
     /// When the leader was killed.
     pub killed: Instant,
+}
+
+/// SIGCONTs a frozen node when dropped, whatever happened meanwhile.
+struct FreezeGuard<'a> {
+    ha: &'a Ha,
+    node: &'a str,
+}
+
+impl Drop for FreezeGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.ha.cluster(&["thaw", self.node]);
+    }
+}
+
+/// Restarts a killed etcd member when dropped (on an early return).
+struct EtcdGuard<'a> {
+    ha: &'a Ha,
+    index: &'a str,
+}
+
+impl Drop for EtcdGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.ha.cluster(&["revive-etcd-member", self.index]);
+    }
+}
+
+/// The leader key's `ttl` in seconds, from the compiled-in patroni.yml.in
+/// (30, Patroni's default, if it sets none).
+pub fn leader_ttl() -> u64 {
+    ttl_of(HA_FILES[1].1).unwrap_or(30)
+}
+
+fn ttl_of(yaml: &str) -> Option<u64> {
+    yaml.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("ttl:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// What `path` holds from byte `from` on (empty if it cannot be read).
+fn read_from(path: &Path, from: u64) -> String {
+    std::fs::read(path)
+        .map(|bytes| {
+            let from = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+            String::from_utf8_lossy(&bytes[from..]).into_owned()
+        })
+        .unwrap_or_default()
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[derive(Debug)]
@@ -335,6 +436,165 @@ impl Postgres {
         })
     }
 
+    /// Freezes the leader (its Patroni, postmaster and backends SIGSTOPped:
+    /// a silent host) for at least the leader key's `ttl` plus 5 s and
+    /// until another node leads and a write commits through HAProxy, then
+    /// SIGCONTs it and follows what it does: Patroni with the leader-key fix
+    /// finds its key taken, demotes its PostgreSQL, rewinds it if needed and
+    /// rejoins as a replica. Waits until the cluster has a synchronous
+    /// standby again. A resumed leader that takes the key back is an error.
+    pub fn freeze_leader(&self) -> Result<LeaderFreeze, ChaosError> {
+        let Kind::Ha(ha) = &self.kind else {
+            return Err(ChaosError::Setup("a leader freeze needs --pg-ha".into()));
+        };
+        let ttl = leader_ttl();
+        let frozen_at = Instant::now();
+        let victim = ha.cluster(&["freeze-leader"])?;
+        let thawed = FreezeGuard { ha, node: &victim };
+        let mut promoted = None;
+        while frozen_at.elapsed() < Duration::from_secs(ttl + 120) {
+            let now = ha.cluster(&["leader"]).unwrap_or_default();
+            if !now.is_empty() && now != victim {
+                promoted = Some((now, frozen_at.elapsed()));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let Some((promoted, to_promotion)) = promoted else {
+            return Err(ChaosError::Setup(format!(
+                "leader freeze: no node was promoted while {victim} was frozen ({}s)",
+                ttl + 120
+            )));
+        };
+        ha.cluster(&["wait-leader", "120"])?;
+        let to_first_write = frozen_at.elapsed();
+        let at_least = Duration::from_secs(ttl + 5);
+        if let Some(rest) = at_least.checked_sub(frozen_at.elapsed()) {
+            std::thread::sleep(rest);
+        }
+        let log = ha.run_dir.join(format!("{victim}.log"));
+        let log_from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        let frozen = frozen_at.elapsed();
+        drop(thawed);
+        let resumed = Instant::now();
+        let mut took_back = false;
+        let mut replica = None;
+        while resumed.elapsed() < Duration::from_secs(120) {
+            let members = ha.cluster(&["members"]).unwrap_or_default();
+            let me = members
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(victim.as_str()));
+            if let Some(line) = me {
+                let mut fields = line.split_whitespace().skip(1);
+                let role = fields.next().unwrap_or("");
+                let state = fields.next().unwrap_or("");
+                let timeline = fields.next().unwrap_or("-");
+                if role == "leader" {
+                    took_back = true;
+                    break;
+                }
+                if matches!(role, "replica" | "sync_standby")
+                    && matches!(state, "running" | "streaming")
+                {
+                    replica = Some((role.to_owned(), timeline.to_owned(), resumed.elapsed()));
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let said = read_from(&log, log_from);
+        let mut did = Vec::new();
+        if said.contains("Demoting self") || said.contains("demote") {
+            did.push("demoted its PostgreSQL".to_owned());
+        }
+        if said.contains("pg_rewind") || said.contains("rewind") {
+            did.push("rewound (pg_rewind)".to_owned());
+        }
+        let on_resume = match (&replica, took_back) {
+            (_, true) => format!("{victim} took the leader key back from {promoted}"),
+            (Some((role, timeline, after)), false) => {
+                did.push(format!(
+                    "rejoined as {role} on timeline {timeline} after {:.1} s",
+                    after.as_secs_f64()
+                ));
+                did.join(", ")
+            }
+            (None, false) => {
+                did.push("did not rejoin as a replica within 120 s".to_owned());
+                did.join(", ")
+            }
+        };
+        if took_back {
+            return Err(ChaosError::Setup(format!(
+                "leader freeze: the resumed {victim} took the leader key back from {promoted} (the leader key overwrite of Patroni before 3.1.0)"
+            )));
+        }
+        if replica.is_none() {
+            return Err(ChaosError::Setup(format!(
+                "leader freeze: {victim} {on_resume} (logs in {})",
+                ha.run_dir.display()
+            )));
+        }
+        ha.cluster(&["wait-ready", "120"])?;
+        Ok(LeaderFreeze {
+            victim,
+            frozen_ms: millis(frozen),
+            ttl_s: ttl,
+            promoted,
+            freeze_to_promotion_ms: millis(to_promotion),
+            freeze_to_first_write_ms: millis(to_first_write),
+            on_resume,
+            resume_to_replica_ms: replica.map(|(_, _, after)| millis(after)),
+            frozen_at,
+        })
+    }
+
+    /// Kills etcd's leader member (SIGKILL), and with two of the three
+    /// members left kills the PostgreSQL leader: the election must still
+    /// work. Then restarts the member and waits until all three are healthy
+    /// and the cluster has a synchronous standby again.
+    pub fn kill_etcd_member(&self) -> Result<EtcdMemberKill, ChaosError> {
+        let Kind::Ha(ha) = &self.kind else {
+            return Err(ChaosError::Setup(
+                "an etcd member kill needs --pg-ha".into(),
+            ));
+        };
+        let index = ha.cluster(&["kill-etcd-member"])?;
+        let member = format!("etcd{index}");
+        let revive = EtcdGuard { ha, index: &index };
+        // etcd elects a new leader among the two left (election timeout 1 s).
+        let mut healthy_left = 0;
+        for _ in 0..100 {
+            healthy_left = ha
+                .cluster(&["etcd-health"])
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            if healthy_left >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let killed = Instant::now();
+        let pg_victim = ha.cluster(&["kill-leader"])?;
+        ha.cluster(&["wait-leader", "120"])?;
+        let to_first_write = killed.elapsed();
+        let pg_leader = ha.cluster(&["leader"])?;
+        std::mem::forget(revive);
+        let back = Instant::now();
+        ha.cluster(&["revive-etcd-member", &index])?;
+        let member_back = back.elapsed();
+        ha.cluster(&["wait-ready", "120"])?;
+        Ok(EtcdMemberKill {
+            member,
+            healthy_left,
+            pg_victim,
+            pg_leader,
+            to_first_write_ms: millis(to_first_write),
+            member_back_ms: millis(member_back),
+        })
+    }
+
     /// A database given by URL, restarted (if at all) by `restart` (`sh -c`).
     pub fn external(url: String, restart: Option<String>) -> Self {
         Self {
@@ -400,5 +660,17 @@ impl Drop for Postgres {
             }
             Kind::External { .. } | Kind::Sqlite => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ttl_comes_from_the_patroni_template() {
+        assert_eq!(leader_ttl(), 20);
+        assert_eq!(ttl_of("a: 1\n    ttl: 7\n"), Some(7));
+        assert_eq!(ttl_of("a: 1\n"), None);
     }
 }

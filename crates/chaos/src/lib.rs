@@ -112,6 +112,11 @@ async fn run_in(
             "--sabotage async-replication needs --pg-ha".into(),
         ));
     }
+    if (args.pg_leader_freezes > 0 || args.etcd_member_kills > 0) && !args.pg_ha {
+        return Err(ChaosError::Setup(
+            "--pg-leader-freezes and --etcd-member-kills need --pg-ha".into(),
+        ));
+    }
     if args.store == StoreKind::Sqlite {
         if args.pg_ha || args.database_url.is_some() {
             return Err(ChaosError::Setup(

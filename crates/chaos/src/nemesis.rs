@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tokio::sync::{Mutex, mpsc};
 
-use crate::cluster::Postgres;
+use crate::cluster::{EtcdMemberKill, LeaderFreeze, Postgres};
 use crate::procs::Proc;
 use crate::tap::{CommitSeen, Tap};
 use crate::workload::Work;
@@ -31,6 +31,12 @@ pub enum Action {
     PgRestart,
     /// SIGKILL the HA cluster's leader; Patroni promotes its synchronous standby.
     PgFailover,
+    /// SIGSTOP the HA cluster's leader (Patroni and PostgreSQL) past the
+    /// leader key's ttl, let another node lead, then SIGCONT it.
+    PgLeaderFreeze,
+    /// SIGKILL one of the three etcd members, fail the PostgreSQL leader
+    /// over on the two left, then restart the member.
+    EtcdMemberKill,
 }
 
 /// The schedule: each action and the share of the work done before it starts.
@@ -85,6 +91,25 @@ impl Plan {
         steps.sort_by(|a, b| a.0.total_cmp(&b.0));
         Self { steps }
     }
+
+    /// Adds the HA cluster's leader freezes and etcd member kills, at points
+    /// drawn from the seed over 10 %..80 % of the work (the rest of the plan
+    /// unchanged: a run without them keeps its schedule).
+    #[must_use]
+    pub fn with_ha_faults(mut self, seed: u64, leader_freezes: usize, etcd_kills: usize) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x00F2_EE2E);
+        let n = (leader_freezes + etcd_kills).max(1) as f64;
+        let mut actions: Vec<Action> = std::iter::repeat_n(Action::PgLeaderFreeze, leader_freezes)
+            .chain(std::iter::repeat_n(Action::EtcdMemberKill, etcd_kills))
+            .collect();
+        actions.shuffle(&mut rng);
+        for (i, action) in actions.into_iter().enumerate() {
+            let at = 0.1 + 0.7 * (i as f64 + rng.random::<f64>()) / n;
+            self.steps.push((at, action));
+        }
+        self.steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self
+    }
 }
 
 /// What the nemesis did.
@@ -113,6 +138,11 @@ pub struct NemesisLog {
     /// the window whose failed requests the report counts.
     #[serde(skip)]
     pub pg_failover_kills: Vec<Instant>,
+    /// Each leader freeze: the frozen node, the promotion, and what the old
+    /// leader did once resumed.
+    pub pg_leader_freezes: Vec<LeaderFreeze>,
+    /// Each etcd member kill and the election made on the two members left.
+    pub etcd_member_kills: Vec<EtcdMemberKill>,
     /// What happened, with the time since the start of the run.
     pub events: Vec<String>,
     /// Faults the nemesis could not inject (a failed restart, ...).
@@ -175,6 +205,8 @@ pub async fn run(
             Action::CommitWindowKill(i) => nemesis.commit_window_kill(i, pause).await,
             Action::PgFailover => nemesis.pg_failover().await,
             Action::PgRestart => nemesis.pg_restart().await,
+            Action::PgLeaderFreeze => nemesis.pg_leader_freeze().await,
+            Action::EtcdMemberKill => nemesis.etcd_member_kill().await,
         }
     }
     nemesis.log
@@ -287,6 +319,54 @@ impl Nemesis {
         }
     }
 
+    /// Freeze the HA cluster's leader past its key's ttl, then resume it.
+    async fn pg_leader_freeze(&mut self) {
+        let t = self.t();
+        let pg = self.postgres.clone();
+        match tokio::task::spawn_blocking(move || pg.freeze_leader()).await {
+            Ok(Ok(f)) => {
+                self.log.events.push(format!(
+                    "{t:.1}s PostgreSQL leader {} frozen (Patroni and postgres SIGSTOPped) for {:.1} s, ttl {} s; {} promoted after {:.1} s, first write after {:.1} s; on SIGCONT {}: {}",
+                    f.victim,
+                    f.frozen_ms as f64 / 1000.0,
+                    f.ttl_s,
+                    f.promoted,
+                    f.freeze_to_promotion_ms as f64 / 1000.0,
+                    f.freeze_to_first_write_ms as f64 / 1000.0,
+                    f.victim,
+                    f.on_resume
+                ));
+                self.log.pg_leader_freezes.push(f);
+            }
+            Ok(Err(e)) => self.log.errors.push(e.to_string()),
+            Err(e) => self.log.errors.push(e.to_string()),
+        }
+    }
+
+    /// Kill an etcd member, fail the PostgreSQL leader over on the two
+    /// members left, and restart the member.
+    async fn etcd_member_kill(&mut self) {
+        let t = self.t();
+        let pg = self.postgres.clone();
+        match tokio::task::spawn_blocking(move || pg.kill_etcd_member()).await {
+            Ok(Ok(k)) => {
+                self.log.events.push(format!(
+                    "{t:.1}s etcd member {} killed ({} of 3 healthy left); PostgreSQL leader {} killed meanwhile, {} elected, first write after {:.1} s; {} back after {:.1} s",
+                    k.member,
+                    k.healthy_left,
+                    k.pg_victim,
+                    k.pg_leader,
+                    k.to_first_write_ms as f64 / 1000.0,
+                    k.member,
+                    k.member_back_ms as f64 / 1000.0
+                ));
+                self.log.etcd_member_kills.push(k);
+            }
+            Ok(Err(e)) => self.log.errors.push(e.to_string()),
+            Err(e) => self.log.errors.push(e.to_string()),
+        }
+    }
+
     /// Restart PostgreSQL with `-m immediate` and time the outage.
     async fn pg_restart(&mut self) {
         let t = self.t();
@@ -374,5 +454,32 @@ async fn restart(proc: &mut Proc, http: &reqwest::Client, log: &mut NemesisLog) 
     match proc.start(http).await {
         Ok(()) => log.restarts += 1,
         Err(e) => log.errors.push(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ha_faults_join_the_plan_without_moving_the_rest() {
+        let base = Plan::generate(36, 3, 1, 0, 1, 0, 2);
+        let plan = base.clone().with_ha_faults(36, 2, 1);
+        assert_eq!(plan.steps.len(), base.steps.len() + 3);
+        let count = |a: Action| plan.steps.iter().filter(|(_, b)| *b == a).count();
+        assert_eq!(count(Action::PgLeaderFreeze), 2);
+        assert_eq!(count(Action::EtcdMemberKill), 1);
+        assert_eq!(count(Action::PgFailover), 2);
+        for step in &base.steps {
+            assert!(plan.steps.contains(step), "{step:?} kept");
+        }
+        assert!(plan.steps.windows(2).all(|w| w[0].0 <= w[1].0), "in order");
+        assert!(
+            plan.steps
+                .iter()
+                .filter(|(_, a)| matches!(a, Action::PgLeaderFreeze | Action::EtcdMemberKill))
+                .all(|(at, _)| (0.1..=0.8).contains(at))
+        );
+        assert_eq!(base.clone().with_ha_faults(36, 0, 0), base);
     }
 }

@@ -44,6 +44,12 @@ pub(crate) fn command(seed: u64, a: &ChaosArgs) -> String {
             " --pg-ha --pg-failovers {} --pg-ha-base-port {}",
             a.pg_failovers, a.pg_ha_base_port
         ));
+        if a.pg_leader_freezes > 0 {
+            command.push_str(&format!(" --pg-leader-freezes {}", a.pg_leader_freezes));
+        }
+        if a.etcd_member_kills > 0 {
+            command.push_str(&format!(" --etcd-member-kills {}", a.etcd_member_kills));
+        }
         if a.pg_failover_with_patroni {
             command.push_str(" --pg-failover-with-patroni");
         }

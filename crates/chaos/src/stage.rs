@@ -199,6 +199,19 @@ impl Stage {
             restarts,
             failovers,
         )
+        .with_ha_faults(
+            seed,
+            if self.postgres.can_fail_over() {
+                args.pg_leader_freezes
+            } else {
+                0
+            },
+            if self.postgres.can_fail_over() {
+                args.etcd_member_kills
+            } else {
+                0
+            },
+        )
     }
 
     /// Lifts every fault, restarts what is down, and waits (up to
