@@ -663,6 +663,42 @@ impl Drop for Postgres {
     }
 }
 
+/// What the report and the nemesis's event line say of a freeze: the node,
+/// how long, the promotion, and what the old leader did on resume.
+impl std::fmt::Display for LeaderFreeze {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} frozen (Patroni and postgres SIGSTOPped) for {:.1} s, ttl {} s; {} promoted {:.1} s after the freeze, first write through HAProxy {:.1} s after; on SIGCONT {}: {}",
+            self.victim,
+            self.frozen_ms as f64 / 1000.0,
+            self.ttl_s,
+            self.promoted,
+            self.freeze_to_promotion_ms as f64 / 1000.0,
+            self.freeze_to_first_write_ms as f64 / 1000.0,
+            self.victim,
+            self.on_resume
+        )
+    }
+}
+
+/// What the report and the nemesis's event line say of an etcd member kill.
+impl std::fmt::Display for EtcdMemberKill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} killed ({} of 3 healthy left); PostgreSQL leader {} killed meanwhile, {} elected, first write {:.1} s after; {} back and healthy {:.1} s after its restart",
+            self.member,
+            self.healthy_left,
+            self.pg_victim,
+            self.pg_leader,
+            self.to_first_write_ms as f64 / 1000.0,
+            self.member,
+            self.member_back_ms as f64 / 1000.0
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -325,17 +325,9 @@ impl Nemesis {
         let pg = self.postgres.clone();
         match tokio::task::spawn_blocking(move || pg.freeze_leader()).await {
             Ok(Ok(f)) => {
-                self.log.events.push(format!(
-                    "{t:.1}s PostgreSQL leader {} frozen (Patroni and postgres SIGSTOPped) for {:.1} s, ttl {} s; {} promoted after {:.1} s, first write after {:.1} s; on SIGCONT {}: {}",
-                    f.victim,
-                    f.frozen_ms as f64 / 1000.0,
-                    f.ttl_s,
-                    f.promoted,
-                    f.freeze_to_promotion_ms as f64 / 1000.0,
-                    f.freeze_to_first_write_ms as f64 / 1000.0,
-                    f.victim,
-                    f.on_resume
-                ));
+                self.log
+                    .events
+                    .push(format!("{t:.1}s PostgreSQL leader {f}"));
                 self.log.pg_leader_freezes.push(f);
             }
             Ok(Err(e)) => self.log.errors.push(e.to_string()),
@@ -350,16 +342,7 @@ impl Nemesis {
         let pg = self.postgres.clone();
         match tokio::task::spawn_blocking(move || pg.kill_etcd_member()).await {
             Ok(Ok(k)) => {
-                self.log.events.push(format!(
-                    "{t:.1}s etcd member {} killed ({} of 3 healthy left); PostgreSQL leader {} killed meanwhile, {} elected, first write after {:.1} s; {} back after {:.1} s",
-                    k.member,
-                    k.healthy_left,
-                    k.pg_victim,
-                    k.pg_leader,
-                    k.to_first_write_ms as f64 / 1000.0,
-                    k.member,
-                    k.member_back_ms as f64 / 1000.0
-                ));
+                self.log.events.push(format!("{t:.1}s etcd member {k}"));
                 self.log.etcd_member_kills.push(k);
             }
             Ok(Err(e)) => self.log.errors.push(e.to_string()),

@@ -321,33 +321,10 @@ impl Report {
             );
         }
         for (i, f) in n.pg_leader_freezes.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  leader freeze {}: {} frozen (Patroni and postgres SIGSTOPped) for {:.1} s, ttl {} s; {} promoted {:.1} s after the freeze, first write through HAProxy {:.1} s after; on SIGCONT {}: {}",
-                i + 1,
-                f.victim,
-                f.frozen_ms as f64 / 1000.0,
-                f.ttl_s,
-                f.promoted,
-                f.freeze_to_promotion_ms as f64 / 1000.0,
-                f.freeze_to_first_write_ms as f64 / 1000.0,
-                f.victim,
-                f.on_resume
-            );
+            let _ = writeln!(s, "  leader freeze {}: {f}", i + 1);
         }
         for (i, k) in n.etcd_member_kills.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  etcd member kill {}: {} killed ({} of 3 healthy left); PostgreSQL leader {} killed meanwhile, {} elected, first write {:.1} s after; {} back and healthy {:.1} s after its restart",
-                i + 1,
-                k.member,
-                k.healthy_left,
-                k.pg_victim,
-                k.pg_leader,
-                k.to_first_write_ms as f64 / 1000.0,
-                k.member,
-                k.member_back_ms as f64 / 1000.0
-            );
+            let _ = writeln!(s, "  etcd member kill {}: {k}", i + 1);
         }
         let _ = writeln!(
             s,
