@@ -11,7 +11,7 @@ use std::time::Duration;
 use chargeonce_acquirer::{LedgerEntry, Simulator, SimulatorConfig};
 use chargeonce_console::{Console, ConsoleSettings};
 use chargeonce_core::webhook::WebhookSecret;
-use chargeonce_core::{Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
+use chargeonce_core::{Acquirer, Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
 use chargeonce_server::conn::ConnectionLimits;
 use chargeonce_server::{AppState, HttpRender, Metrics};
 use chargeonce_store::{PgStore, PoolConfig, SqliteStore, SqliteWriterStats};
@@ -39,6 +39,9 @@ const SLOW: Duration = Duration::from_millis(1500);
 type StateTweak = Box<dyn FnOnce(AppState) -> AppState + Send>;
 /// More routes, merged into the server's router.
 type Routes = Box<dyn FnOnce(AppState) -> axum::Router + Send>;
+/// What the engine calls instead of the simulator itself (a wrapper that
+/// misbehaves on purpose, say).
+type AcquirerWrap = Box<dyn FnOnce(Arc<Simulator>) -> Arc<dyn Acquirer> + Send>;
 
 /// The options tests vary, for [`TestService::builder`]. Unless changed:
 /// leases of 30 s, keys kept an hour, the acquirer timeout of
@@ -58,6 +61,7 @@ pub struct ServiceBuilder {
     sim_routes: bool,
     routes: Vec<Routes>,
     acquirer_ignores_keys: bool,
+    acquirer: AcquirerWrap,
     console: ConsoleSettings,
 }
 
@@ -80,6 +84,7 @@ impl ServiceBuilder {
             sim_routes: false,
             routes: Vec::new(),
             acquirer_ignores_keys: false,
+            acquirer: Box::new(|sim| sim),
             console: ConsoleSettings::default(),
         }
     }
@@ -113,6 +118,16 @@ impl ServiceBuilder {
     /// unknown outcome instead of sending again.
     pub fn acquirer_ignores_keys(mut self) -> Self {
         self.acquirer_ignores_keys = true;
+        self
+    }
+
+    /// What the engine calls: `wrap` of the simulator (which the tests
+    /// still read and steer through [`TestService::sim`]).
+    pub fn acquirer(
+        mut self,
+        wrap: impl FnOnce(Arc<Simulator>) -> Arc<dyn Acquirer> + Send + 'static,
+    ) -> Self {
+        self.acquirer = Box::new(wrap);
         self
     }
 
@@ -201,15 +216,11 @@ impl ServiceBuilder {
                 .with_idempotency(!self.acquirer_ignores_keys),
         );
         let metrics = Arc::new(Metrics::new());
+        let acquirer = (self.acquirer)(sim.clone());
         let engine = Arc::new(
-            Engine::new(
-                store.clone(),
-                sim.clone(),
-                Arc::new(HttpRender),
-                self.engine,
-            )
-            .unwrap()
-            .with_observer(metrics.clone()),
+            Engine::new(store.clone(), acquirer, Arc::new(HttpRender), self.engine)
+                .unwrap()
+                .with_observer(metrics.clone()),
         );
         let mut state = AppState::new(engine.clone()).with_metrics(metrics.clone());
         if let Some(secret) = self.webhook_secret {

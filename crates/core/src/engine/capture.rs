@@ -6,13 +6,17 @@
 //! The key is looked up before any rule about the payment: the retry of the
 //! capture that used the authorization up gets that capture, never
 //! "exceeds capturable". Two refusals are a capture's own ambiguity (see
-//! `Capturing::judge`).
+//! `Capturing::refused_on_resend`).
 
 use std::time::Duration;
 
 use super::send::{Movement, rejected_look_up};
 use super::{Engine, EngineError, Holder, Outcome, Rendered};
 use crate::acquirer::{AUTHORIZATION_CLOSED, CAPTURE_EXCEEDS_AUTHORIZATION, REJECTED};
+
+/// The capture refusals a resend alone makes ambiguous (see
+/// [`Capturing::refused_on_resend`]).
+const AMBIGUOUS_ON_RESEND: [&str; 2] = [CAPTURE_EXCEEDS_AUTHORIZATION, AUTHORIZATION_CLOSED];
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{
@@ -199,33 +203,31 @@ impl Movement for Capturing {
         answer
     }
 
-    fn rejected() -> CaptureSettlement {
+    /// A refusal confirmed: failed with the refusal's code when it is one
+    /// of [`Capturing::refused_on_resend`]'s, `rejected` otherwise.
+    fn rejected(refusal: &str) -> CaptureSettlement {
+        let code = if AMBIGUOUS_ON_RESEND.contains(&refusal) {
+            refusal
+        } else {
+            REJECTED
+        };
         CaptureSettlement::Failed {
-            code: REJECTED.to_owned(),
+            code: code.to_owned(),
         }
     }
 
     /// "Exceeds the authorization" or "closed" for a capture sent again to
-    /// an acquirer that ignores keys is ambiguous: the attempt resumed may
-    /// be what used the authorization up, though the look-up did not show
-    /// it. It is unknown, never a failure that would give the reservation
-    /// back (and let another capture take it twice), and logged as an error
-    /// for a person to look at. Other refusals are definite.
-    fn judge(
-        settlement: CaptureSettlement,
-        resend: bool,
-    ) -> Result<CaptureSettlement, AcquirerError> {
-        match settlement {
-            CaptureSettlement::Failed { code }
-                if resend
-                    && (code == CAPTURE_EXCEEDS_AUTHORIZATION || code == AUTHORIZATION_CLOSED) =>
-            {
-                tracing::error!(%code, "a resent capture was refused, though no capture was found under its reference: left pending");
-                Err(AcquirerError::Unknown(format!(
-                    "a resent capture was refused ({code}); the attempt resumed may have been made"
-                )))
+    /// an acquirer that ignores keys: the attempt resumed may be what used
+    /// the authorization up, though the look-up did not show it. Confirmed
+    /// by the resend rule (a look-up after the settle window) before the
+    /// capture fails and gives its reservation back; other refusals are
+    /// definite.
+    fn refused_on_resend(answer: &CaptureSettlement) -> Option<&str> {
+        match answer {
+            CaptureSettlement::Failed { code } if AMBIGUOUS_ON_RESEND.contains(&code.as_str()) => {
+                Some(code)
             }
-            other => Ok(other),
+            _ => None,
         }
     }
 
@@ -296,17 +298,25 @@ mod tests {
     }
 
     #[test]
-    fn using_the_authorization_up_is_unknown_only_for_a_resend() {
+    fn using_the_authorization_up_is_a_refusal_to_confirm_on_a_resend() {
         for code in [CAPTURE_EXCEEDS_AUTHORIZATION, AUTHORIZATION_CLOSED] {
-            let judged = Capturing::judge(failed(code), true);
-            assert!(matches!(judged, Err(AcquirerError::Unknown(_))), "{code}");
-            assert_eq!(Capturing::judge(failed(code), false), Ok(failed(code)));
+            assert_eq!(Capturing::refused_on_resend(&failed(code)), Some(code));
+            assert_eq!(
+                Capturing::rejected(code),
+                failed(code),
+                "confirmed: its code"
+            );
         }
         let voided = failed(crate::acquirer::AUTHORIZATION_VOIDED);
-        assert_eq!(Capturing::judge(voided.clone(), true), Ok(voided));
+        assert_eq!(Capturing::refused_on_resend(&voided), None);
         let done = CaptureSettlement::Succeeded {
             provider_capture_id: "cp_1".to_owned(),
         };
-        assert_eq!(Capturing::judge(done.clone(), true), Ok(done));
+        assert_eq!(Capturing::refused_on_resend(&done), None);
+        assert_eq!(
+            Capturing::rejected("400 Bad Request: amount"),
+            failed(REJECTED),
+            "a refusal's text is not a code"
+        );
     }
 }

@@ -222,9 +222,6 @@ impl Engine {
         self.park(lease, attempts).await
     }
 
-    /// Parks the key for the settle window, recording the calls made under
-    /// its lease: nobody may look at the acquirer again before an attempt
-    /// still in flight could appear. Returns when to try again.
     /// Parks the key for `hold` (no calls to record): nobody may take it
     /// over before then.
     pub(super) async fn park_for(&self, lease: &Lease, hold: Duration) {
@@ -233,6 +230,9 @@ impl Engine {
         self.lease_ended(parked, lease, &[], failed).await;
     }
 
+    /// Parks the key for the settle window, recording the calls made under
+    /// its lease: nobody may look at the acquirer again before an attempt
+    /// still in flight could appear. Returns when to try again.
     pub(super) async fn park(&self, lease: &Lease, attempts: &[AcquirerAttempt]) -> Duration {
         let window = self.config.settle_window;
         let parked = self.store.park_lease(lease, window, attempts).await;

@@ -245,7 +245,7 @@ impl Movement for Charge {
         answer.settlement()
     }
 
-    fn rejected() -> Settlement {
+    fn rejected(_refusal: &str) -> Settlement {
         Settlement::rejected()
     }
 

@@ -4,7 +4,7 @@
 //!
 //! The key is looked up before any rule about the payment: the retry of a
 //! refund that used the payment up gets that refund, never "exceeds amount".
-//! One refusal is a refund's own ambiguity (see `Refunding::judge`).
+//! One refusal is a refund's own ambiguity (see `Refunding::refused_on_resend`).
 
 use std::time::Duration;
 
@@ -154,29 +154,28 @@ impl Movement for Refunding {
         answer
     }
 
-    fn rejected() -> RefundSettlement {
+    /// A refusal confirmed: failed with `refund_exceeds_charge` when that
+    /// was the refusal, `rejected` otherwise.
+    fn rejected(refusal: &str) -> RefundSettlement {
+        let code = if refusal == REFUND_EXCEEDS_CHARGE {
+            refusal
+        } else {
+            REJECTED
+        };
         RefundSettlement::Failed {
-            code: REJECTED.to_owned(),
+            code: code.to_owned(),
         }
     }
 
     /// "Exceeds what is left of the charge" for a refund sent again to an
-    /// acquirer that ignores keys is ambiguous: the attempt resumed may be
-    /// what used the charge up, though the look-up did not show it. It is
-    /// unknown, never a failure that would free the reservation, and logged
-    /// as an error for a person to look at. Other refusals are definite.
-    fn judge(
-        settlement: RefundSettlement,
-        resend: bool,
-    ) -> Result<RefundSettlement, AcquirerError> {
-        match settlement {
-            RefundSettlement::Failed { code } if resend && code == REFUND_EXCEEDS_CHARGE => {
-                tracing::error!(%code, "a resent refund was refused as exceeding the charge, though no refund was found under its reference: left pending");
-                Err(AcquirerError::Unknown(format!(
-                    "a resent refund was refused ({code}); the attempt resumed may have been made"
-                )))
-            }
-            other => Ok(other),
+    /// acquirer that ignores keys: the attempt resumed may be what used the
+    /// charge up, though the look-up did not show it. Confirmed by the
+    /// resend rule (a look-up after the settle window) before the refund
+    /// fails and frees its reservation; other refusals are definite.
+    fn refused_on_resend(answer: &RefundSettlement) -> Option<&str> {
+        match answer {
+            RefundSettlement::Failed { code } if code == REFUND_EXCEEDS_CHARGE => Some(code),
+            _ => None,
         }
     }
 
@@ -244,18 +243,18 @@ mod tests {
     }
 
     #[test]
-    fn exceeding_the_charge_is_unknown_only_for_a_resend() {
-        let judged = Refunding::judge(failed(REFUND_EXCEEDS_CHARGE), true);
-        assert!(matches!(judged, Err(AcquirerError::Unknown(_))));
-        let first = Refunding::judge(failed(REFUND_EXCEEDS_CHARGE), false);
-        assert_eq!(first, Ok(failed(REFUND_EXCEEDS_CHARGE)));
+    fn exceeding_the_charge_is_a_refusal_to_confirm_on_a_resend() {
+        let exceeds = failed(REFUND_EXCEEDS_CHARGE);
         assert_eq!(
-            Refunding::judge(failed(REJECTED), true),
-            Ok(failed(REJECTED))
+            Refunding::refused_on_resend(&exceeds),
+            Some(REFUND_EXCEEDS_CHARGE)
         );
+        assert_eq!(Refunding::rejected(REFUND_EXCEEDS_CHARGE), exceeds);
+        assert_eq!(Refunding::refused_on_resend(&failed(REJECTED)), None);
+        assert_eq!(Refunding::rejected("422: bad amount"), failed(REJECTED));
         let done = RefundSettlement::Succeeded {
             provider_refund_id: "re_1".to_owned(),
         };
-        assert_eq!(Refunding::judge(done.clone(), true), Ok(done));
+        assert_eq!(Refunding::refused_on_resend(&done), None);
     }
 }

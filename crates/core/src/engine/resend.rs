@@ -17,24 +17,38 @@
 //!    sends nothing. Found: that is the answer. Nothing: the refusal is
 //!    confirmed, the payment declined (its order free) or the refund failed.
 //!
+//! Some definite-looking answers are refusals of this kind when they answer
+//! a resend (a capture's "authorization closed", a refund's "exceeds the
+//! charge": the attempt resumed may be what closed it): the engine records
+//! them as refused, with their code as the reason, and the rule confirms
+//! them the same way; confirmed, the operation fails with that code. Before
+//! the rule covered them, such a capture stayed pending for ever: every
+//! holder looked up, sent again and was refused again.
+//!
 //! A first send's refusal is believed at once: nothing was sent before it.
 //! The judgement here is pure; the engine reads the history and the trail.
 
 use crate::history::{HistoryEntry, HistoryEvent};
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 
-/// Whether the last send (`send`: a charge or a refund call) among `calls`,
-/// oldest first, was refused: a refusal that awaits its confirmation while
-/// the operation is unsettled. Look-ups do not count: they send nothing.
-pub(super) fn last_send_refused(
-    calls: impl IntoIterator<Item = (AcquirerCall, AcquirerOutcomeKind)>,
+/// One acquirer call as the rule reads it: which call, how it ended, and
+/// the refusal's reason (empty when none was recorded).
+pub(super) type Call<'a> = (AcquirerCall, AcquirerOutcomeKind, &'a str);
+
+/// The refusal that awaits its confirmation while the operation is
+/// unsettled: the reason of the last send (`send`: the movement's call)
+/// among `calls`, oldest first, if that send was refused. Look-ups do not
+/// count: they send nothing.
+pub(super) fn refusal_awaiting<'a>(
+    calls: impl IntoIterator<Item = Call<'a>>,
     send: AcquirerCall,
-) -> bool {
+) -> Option<&'a str> {
     calls
         .into_iter()
-        .filter(|(call, _)| *call == send)
+        .filter(|(call, _, _)| *call == send)
         .last()
-        .is_some_and(|(_, outcome)| outcome == AcquirerOutcomeKind::Refused)
+        .filter(|(_, outcome, _)| *outcome == AcquirerOutcomeKind::Refused)
+        .map(|(_, _, reason)| reason)
 }
 
 /// The acquirer calls of one acquirer key in a payment's history, oldest
@@ -42,14 +56,15 @@ pub(super) fn last_send_refused(
 pub(super) fn calls_of<'a>(
     history: &'a [HistoryEntry],
     acquirer_key: &'a str,
-) -> impl Iterator<Item = (AcquirerCall, AcquirerOutcomeKind)> + 'a {
+) -> impl Iterator<Item = Call<'a>> + 'a {
     history.iter().filter_map(move |entry| match &entry.event {
         HistoryEvent::AcquirerCall {
             call,
             outcome,
             acquirer_key: key,
+            reason,
             ..
-        } if key == acquirer_key => Some((*call, *outcome)),
+        } if key == acquirer_key => Some((*call, *outcome, reason.as_deref().unwrap_or(""))),
         _ => None,
     })
 }
@@ -57,8 +72,29 @@ pub(super) fn calls_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use AcquirerCall::{Charge, Lookup, Refund};
+    use AcquirerCall::{Capture, Charge, Lookup, Refund};
     use AcquirerOutcomeKind::{Declined, NotFound, Refused, Succeeded, Unknown};
+
+    /// Whether the last send among `calls` (with no reasons) was refused.
+    fn last_send_refused<const N: usize>(
+        calls: [(AcquirerCall, AcquirerOutcomeKind); N],
+        send: AcquirerCall,
+    ) -> bool {
+        refusal_awaiting(calls.map(|(call, outcome)| (call, outcome, "")), send).is_some()
+    }
+
+    #[test]
+    fn the_refusal_awaiting_carries_its_reason() {
+        let calls = [
+            (Capture, Unknown, "connection reset"),
+            (Lookup, NotFound, ""),
+            (Capture, Refused, "authorization_closed"),
+        ];
+        assert_eq!(
+            refusal_awaiting(calls, Capture),
+            Some("authorization_closed")
+        );
+    }
 
     #[test]
     fn only_a_refused_last_send_awaits_confirmation() {

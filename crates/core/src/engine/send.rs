@@ -19,6 +19,8 @@
 //!   look-up finds at once is the answer; if it finds nothing, the key is
 //!   parked for the settle window, and only a look-up after it that still
 //!   finds nothing confirms the refusal (nothing is sent again meanwhile).
+//!   An answer that only a resend makes ambiguous
+//!   ([`Movement::refused_on_resend`]) is such a refusal too.
 //! - **a look-up's own refusal proves nothing** about the attempt looked for:
 //!   unknown.
 //! - the answer then ends as a settlement (phase 3), "not sent" (the lease is
@@ -62,8 +64,17 @@ pub(super) trait Movement: Send + Sync + Sized {
     fn kind(answer: &Self::Answer) -> AcquirerOutcomeKind;
     /// What a definite answer records.
     fn settlement(answer: Self::Answer) -> Self::Settlement;
-    /// What a refusal for good records.
-    fn rejected() -> Self::Settlement;
+    /// What a refusal for good records (`refusal`: its reason, which may be
+    /// a code of [`Movement::refused_on_resend`]).
+    fn rejected(refusal: &str) -> Self::Settlement;
+    /// The code of a definite-looking answer that, to a resend to an
+    /// acquirer that ignores keys, is a refusal the resend rule confirms
+    /// before it is believed: the attempt resumed may be what the answer is
+    /// about, though the look-up before the resend did not show it.
+    fn refused_on_resend(answer: &Self::Answer) -> Option<&str> {
+        let _ = answer;
+        None
+    }
     /// A last look at a settlement, for what only this movement knows to
     /// be ambiguous (`resend`: the attempt resumed may have executed, and
     /// nothing was found under its reference).
@@ -111,26 +122,29 @@ impl Engine {
         history: Option<&[HistoryEntry]>,
     ) -> Result<Outcome, EngineError> {
         let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
-        let confirming = holder == Holder::Resumer && self.refusal_awaits(&op, history).await?;
+        let awaiting = match holder {
+            Holder::Resumer => self.refusal_awaits(&op, history).await?,
+            Holder::Claimant => None,
+        };
         let trail = Trail::default();
-        let answer = if confirming {
+        let answer = if awaiting.is_some() {
             self.look_up_to_confirm(&op, lease, &trail).await
         } else if resend {
             self.look_up_else_send(&op, lease, &trail).await
         } else {
-            self.send_holding_lease(&op, lease, &trail).await
+            self.send_holding_lease(&op, lease, &trail, false).await
         };
-        let settlement = match answer {
-            Ok(answer) => Ok(O::settlement(answer)),
-            Err(AcquirerError::Rejected(reason)) if confirming => {
+        let settlement = match (answer, awaiting) {
+            (Ok(answer), _) => Ok(O::settlement(answer)),
+            (Err(AcquirerError::Rejected(reason)), Some(refusal)) => {
                 op.log_refused(lease, holder, &reason);
-                Ok(O::rejected())
+                Ok(O::rejected(&refusal))
             }
-            Err(AcquirerError::Rejected(reason)) => {
+            (Err(AcquirerError::Rejected(reason)), None) => {
                 self.confirm_rejection(&op, lease, holder, reason, &trail)
                     .await
             }
-            Err(error) => Err(error),
+            (Err(error), _) => Err(error),
         };
         let judged = settlement.and_then(|settlement| O::judge(settlement, resend));
         self.conclude(op, lease, holder, judged, &trail.take())
@@ -147,7 +161,7 @@ impl Engine {
     ) -> Result<O::Answer, AcquirerError> {
         match self.found(op, lease, trail).await? {
             Some(found) => Ok(found),
-            None => self.send_holding_lease(op, lease, trail).await,
+            None => self.send_holding_lease(op, lease, trail, true).await,
         }
     }
 
@@ -166,15 +180,15 @@ impl Engine {
         Ok(found)
     }
 
-    /// Whether the movement's last send, by an earlier holder, was refused
-    /// and awaits its confirmation ([`super::resend`]): read from the
-    /// payment's history, where the release or parking that ended that
-    /// holder's lease wrote its calls.
+    /// The reason of the movement's last send, by an earlier holder, if it
+    /// was refused and awaits its confirmation ([`super::resend`]): read
+    /// from the payment's history, where the release or parking that ended
+    /// that holder's lease wrote its calls.
     async fn refusal_awaits<O: Movement>(
         &self,
         op: &O,
         known: Option<&[HistoryEntry]>,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<Option<String>, EngineError> {
         let read;
         let history = match known {
             Some(history) => history,
@@ -185,7 +199,7 @@ impl Engine {
             }
         };
         let calls = resend::calls_of(history, op.acquirer_key());
-        Ok(resend::last_send_refused(calls, O::CALL))
+        Ok(resend::refusal_awaiting(calls, O::CALL).map(str::to_owned))
     }
 
     /// The settle window has passed since a refused resend: the movement
@@ -219,7 +233,7 @@ impl Engine {
     ) -> Result<O::Settlement, AcquirerError> {
         op.log_refused(lease, holder, &reason);
         if holder == Holder::Claimant {
-            return Ok(O::rejected());
+            return Ok(O::rejected(&reason));
         }
         match self.look_up_holding_lease(op, lease, trail).await {
             Ok(Some(found)) => Ok(O::settlement(found)),
@@ -266,8 +280,10 @@ impl Engine {
             // A rejection was confirmed (a settlement) or made unknown above.
             Err(AcquirerError::Unknown(reason) | AcquirerError::Rejected(reason)) => {
                 op.log_unknown(lease, &reason);
-                let calls = attempts.iter().map(|a| (a.call, a.outcome));
-                let retry_after = if resend::last_send_refused(calls, O::CALL) {
+                let calls = attempts
+                    .iter()
+                    .map(|a| (a.call, a.outcome, a.reason.as_deref().unwrap_or("")));
+                let retry_after = if resend::refusal_awaiting(calls, O::CALL).is_some() {
                     // A refused resend: nobody looks again before the
                     // window has passed, whatever the acquirer's mode.
                     self.park(lease, attempts).await
@@ -279,14 +295,23 @@ impl Engine {
         }
     }
 
-    /// Sends, holding the lease.
+    /// Sends, holding the lease (`resend`: a resumed attempt to an acquirer
+    /// that ignores keys, whose ambiguous answers are refusals to confirm,
+    /// recorded as such with their code).
     async fn send_holding_lease<O: Movement>(
         &self,
         op: &O,
         lease: &Lease,
         trail: &Trail,
+        resend: bool,
     ) -> Result<O::Answer, AcquirerError> {
-        let send = op.send(self.acquirer.as_ref());
+        let send = async {
+            let answer = op.send(self.acquirer.as_ref()).await?;
+            match O::refused_on_resend(&answer) {
+                Some(code) if resend => Err(AcquirerError::Rejected(code.to_owned())),
+                _ => Ok(answer),
+            }
+        };
         let call = (O::CALL, op.acquirer_key());
         self.holding_lease(lease, call, send, O::kind, trail).await
     }

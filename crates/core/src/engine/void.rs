@@ -208,7 +208,7 @@ impl Movement for Voiding {
         answer
     }
 
-    fn rejected() -> VoidSettlement {
+    fn rejected(_refusal: &str) -> VoidSettlement {
         VoidSettlement::Failed {
             code: REJECTED.to_owned(),
         }
