@@ -79,10 +79,10 @@ WITH p AS (
         'pending', 'acq_pgbench_' || :client_id::text || '_' || :k::text, now(),
         'bench-host:123456', NULL, 'manual', 'open', now() + interval '7 days')
     ON CONFLICT (shop_id, live_reference) DO NOTHING
-    RETURNING id, created_at),
+    RETURNING id, created_at, shop_id),
 queued AS (
-    INSERT INTO pending_payments (created_at, payment_id)
-    SELECT created_at, id FROM p)
+    INSERT INTO pending_payments (created_at, payment_id, shop_id)
+    SELECT created_at, id, shop_id FROM p)
 SELECT id FROM p;
 INSERT INTO authorization_expiries (shop_id, payment_id, expires_at)
 VALUES ('bench', 'pay_pgbench_' || :client_id::text || '_' || :k::text,
@@ -110,10 +110,11 @@ settled AS (
     WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
       AND (shop_id, status) IS NOT DISTINCT FROM ('bench', 'pending')
       AND EXISTS (SELECT 1 FROM held)
-    RETURNING id, created_at),
+    RETURNING id, created_at, shop_id),
 dequeued AS (
     DELETE FROM pending_payments q USING settled
-    WHERE q.created_at = settled.created_at AND q.payment_id = settled.id),
+    WHERE q.created_at = settled.created_at AND q.payment_id = settled.id
+        AND q.shop_id = settled.shop_id),
 finished AS (
     UPDATE idempotency_keys SET recovery_point = 'finished',
         response_status = 201,
@@ -139,18 +140,18 @@ event AS (
     FROM settled
     RETURNING 1),
 history AS (
-    INSERT INTO payment_history (payment_id, refund_id, kind, event)
-    SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n),
+    INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event)
+    SELECT w.payment_id, w.refund_id, w.shop_id, string_agg(e.kind, ',' ORDER BY e.n),
         CASE WHEN count(*) = 1 THEN min(e.event)
              ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
-    FROM (SELECT id AS payment_id, NULL::text AS refund_id FROM settled) w,
+    FROM (SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM settled) w,
         unnest(ARRAY['acquirer_call', 'answered', 'settled']::text[],
             ARRAY[convert_from('\x7b2274797065223a2261637175697265725f63616c6c222c2263616c6c223a22636861726765222c226f7574636f6d65223a22737563636565646564222c226c6174656e63795f6d73223a31322c2261637175697265725f6b6579223a226368617267656f6e63652d7061795f3031613232393739363862333735626362333665623865363631323438323136222c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8'),
                   convert_from('\x7b2274797065223a22616e737765726564222c226b6579223a223031323334353637383961622d31322d333435362d706179222c22737461747573223a3230317d'::bytea, 'UTF8'),
                   convert_from('\x7b2274797065223a22736574746c6564222c22737461747573223a22737563636565646564222c226279223a2272657175657374222c226b6579223a223031323334353637383961622d31322d333435362d706179227d'::bytea, 'UTF8')]::text[])
         WITH ORDINALITY AS e(kind, event, n)
     WHERE w.payment_id IS NOT NULL
-    GROUP BY w.payment_id, w.refund_id, (e.n - 1) / 16
+    GROUP BY w.payment_id, w.refund_id, w.shop_id, (e.n - 1) / 16
     ORDER BY (e.n - 1) / 16)
 SELECT h.held, s.n AS settled,
     1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
@@ -198,17 +199,17 @@ VALUES ('bench', 'cap_pgbench_' || :client_id::text || '_' || :k::text,
     'pay_pgbench_' || :client_id::text || '_' || :k::text,
     'pgbench-' || :client_id::text || '-' || :k::text || '-pay-capture', 1000, 'RUB', true,
     'pending', 'acq_cap_pgbench_' || :client_id::text || '_' || :k::text, now());
-INSERT INTO payment_history (payment_id, refund_id, kind, event)
-SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n),
+INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event)
+SELECT w.payment_id, w.refund_id, w.shop_id, string_agg(e.kind, ',' ORDER BY e.n),
     CASE WHEN count(*) = 1 THEN min(e.event)
          ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
 FROM (SELECT ('pay_pgbench_' || :client_id::text || '_' || :k::text)::text AS payment_id,
-        NULL::text AS refund_id) w,
+        NULL::text AS refund_id, 'bench'::text AS shop_id) w,
     unnest(ARRAY['capture_reserved']::text[],
         ARRAY[convert_from('\x7b2274797065223a22636170747572655f7265736572766564222c22636170747572655f6964223a226361705f3031613232393832613163303764313162306634633765386530643661336231222c226b6579223a223031323334353637383961622d31322d333435362d7061792d63617074757265222c22616d6f756e745f6d696e6f72223a313030302c2263757272656e6379223a22525542222c226c617374223a747275652c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8')]::text[])
     WITH ORDINALITY AS e(kind, event, n)
 WHERE w.payment_id IS NOT NULL
-GROUP BY w.payment_id, w.refund_id, (e.n - 1) / 16
+GROUP BY w.payment_id, w.refund_id, w.shop_id, (e.n - 1) / 16
 ORDER BY (e.n - 1) / 16;
 COMMIT;
 -- 4. The capture's finish: `finish_capture` (authorizations.rs).
@@ -232,10 +233,10 @@ WITH f AS (
     WHERE shop_id = 'bench' AND key = 'pgbench-' || :client_id::text || '-' || :k::text || '-pay-capture'
       AND lease_token = '0193a5c2-7d2e-7b5c-9f1e-2a3b4c5d6e80'
       AND recovery_point <> 'finished'
-    RETURNING payment_id, refund_id),
+    RETURNING payment_id, refund_id, shop_id),
 h AS (
-    INSERT INTO payment_history (payment_id, refund_id, kind, event)
-    SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n),
+    INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event)
+    SELECT w.payment_id, w.refund_id, w.shop_id, string_agg(e.kind, ',' ORDER BY e.n),
         CASE WHEN count(*) = 1 THEN min(e.event)
              ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
     FROM f w,
@@ -244,7 +245,7 @@ h AS (
                   convert_from('\x7b2274797065223a22616e737765726564222c226b6579223a223031323334353637383961622d31322d333435362d7061792d63617074757265222c22737461747573223a3230317d'::bytea, 'UTF8')]::text[])
         WITH ORDINALITY AS e(kind, event, n)
     WHERE w.payment_id IS NOT NULL
-    GROUP BY w.payment_id, w.refund_id, (e.n - 1) / 16
+    GROUP BY w.payment_id, w.refund_id, w.shop_id, (e.n - 1) / 16
     ORDER BY (e.n - 1) / 16)
 SELECT count(*) FROM f;
 UPDATE captures SET status = 'succeeded',
@@ -265,17 +266,17 @@ UPDATE payments SET hold = 'captured', captured_minor = 1000, capture_reserved_m
     captures_in_flight = 0, updated_at = now()
 WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
   AND (shop_id, capture_method) IS NOT DISTINCT FROM ('bench', 'manual');
-INSERT INTO payment_history (payment_id, refund_id, kind, event)
-SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n),
+INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event)
+SELECT w.payment_id, w.refund_id, w.shop_id, string_agg(e.kind, ',' ORDER BY e.n),
     CASE WHEN count(*) = 1 THEN min(e.event)
          ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
 FROM (SELECT ('pay_pgbench_' || :client_id::text || '_' || :k::text)::text AS payment_id,
-        NULL::text AS refund_id) w,
+        NULL::text AS refund_id, 'bench'::text AS shop_id) w,
     unnest(ARRAY['capture_ended']::text[],
         ARRAY[convert_from('\x7b2274797065223a22636170747572655f656e646564222c22636170747572655f6964223a226361705f3031613232393832613163303764313162306634633765386530643661336231222c22737461747573223a22737563636565646564227d'::bytea, 'UTF8')]::text[])
     WITH ORDINALITY AS e(kind, event, n)
 WHERE w.payment_id IS NOT NULL
-GROUP BY w.payment_id, w.refund_id, (e.n - 1) / 16
+GROUP BY w.payment_id, w.refund_id, w.shop_id, (e.n - 1) / 16
 ORDER BY (e.n - 1) / 16;
 INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload,
     next_attempt_at, capture_id)

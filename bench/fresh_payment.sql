@@ -43,10 +43,10 @@ p AS (
         NULL::text, 'automatic', NULL::text, NULL::timestamptz
     FROM k
     ON CONFLICT (shop_id, live_reference) DO NOTHING
-    RETURNING id, created_at),
+    RETURNING id, created_at, shop_id),
 queued AS (
-    INSERT INTO pending_payments (created_at, payment_id)
-    SELECT created_at, id FROM p)
+    INSERT INTO pending_payments (created_at, payment_id, shop_id)
+    SELECT created_at, id, shop_id FROM p)
 SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
     SELECT 1 FROM idempotency_keys
@@ -60,10 +60,11 @@ settled AS (
     WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
         AND (shop_id, status) IS NOT DISTINCT FROM ('bench', 'pending')
         AND EXISTS (SELECT 1 FROM held)
-    RETURNING id, created_at),
+    RETURNING id, created_at, shop_id),
 dequeued AS (
     DELETE FROM pending_payments q USING settled
-    WHERE q.created_at = settled.created_at AND q.payment_id = settled.id),
+    WHERE q.created_at = settled.created_at AND q.payment_id = settled.id
+        AND q.shop_id = settled.shop_id),
 finished AS (
     UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201,
         response_headers = 'content-type: application/json' || chr(10) || 'location: /v1/payments/pay_pgbench_' || :k::text,
@@ -85,8 +86,8 @@ event AS (
     FROM settled
     RETURNING 1),
 history AS (
-    INSERT INTO payment_history (payment_id, kind, event)
-    SELECT settled.id, string_agg(e.kind, ',' ORDER BY e.n),
+    INSERT INTO payment_history (payment_id, shop_id, kind, event)
+    SELECT settled.id, settled.shop_id, string_agg(e.kind, ',' ORDER BY e.n),
         CASE WHEN count(*) = 1 THEN min(e.event)
              ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
     FROM settled, unnest(ARRAY['acquirer_call', 'answered', 'settled'],
@@ -94,7 +95,7 @@ history AS (
               convert_from('\x7b2274797065223a22616e737765726564222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179222c22737461747573223a3230317d'::bytea, 'UTF8'),
               convert_from('\x7b2274797065223a22736574746c6564222c22737461747573223a22737563636565646564222c226279223a2272657175657374222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179227d'::bytea, 'UTF8')])
         WITH ORDINALITY AS e(kind, event, n)
-    GROUP BY settled.id, (e.n - 1) / 16 ORDER BY (e.n - 1) / 16)
+    GROUP BY settled.id, settled.shop_id, (e.n - 1) / 16 ORDER BY (e.n - 1) / 16)
 SELECT h.held, s.n AS settled,
     1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
 FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h,

@@ -215,7 +215,14 @@ async fn settle_release(
     let hold = hold.release_settled(released);
     write_hold(tx, shop_id, payment_id, &hold).await?;
     let ended = HistoryEvent::ReleaseEnded { reason, released };
-    record(&mut **tx, payment_id.as_str(), None, &Entries::of([ended])).await?;
+    record(
+        &mut **tx,
+        shop_id.as_str(),
+        payment_id.as_str(),
+        None,
+        &Entries::of([ended]),
+    )
+    .await?;
     Ok(Some(payment.with_hold(hold)))
 }
 
@@ -303,6 +310,7 @@ impl Authorizations for PgStore {
             };
             record(
                 &mut *tx,
+                claim.shop_id.as_str(),
                 created.payment_id.as_str(),
                 None,
                 &Entries::of([reserved]),
@@ -349,6 +357,7 @@ impl Authorizations for PgStore {
             };
             record(
                 &mut *tx,
+                lease.shop_id.as_str(),
                 capture.payment_id.as_str(),
                 None,
                 &Entries::of([ended]),
@@ -403,7 +412,14 @@ impl Authorizations for PgStore {
                 key: Some(claim.key.as_str().to_owned()),
                 instance: self.instance.to_string(),
             };
-            record(&mut *tx, payment_id.as_str(), None, &Entries::of([asked])).await?;
+            record(
+                &mut *tx,
+                claim.shop_id.as_str(),
+                payment_id.as_str(),
+                None,
+                &Entries::of([asked]),
+            )
+            .await?;
             tx.commit().await.map_err(store_error)?;
             let payment = payment.with_hold(hold);
             return Ok(ReleaseClaim::Acquired(acquired(
@@ -518,7 +534,14 @@ impl Authorizations for PgStore {
             key: None,
             instance: self.instance.to_string(),
         };
-        record(&mut *tx, payment_id.as_str(), None, &Entries::of([asked])).await?;
+        record(
+            &mut *tx,
+            shop_id.as_str(),
+            payment_id.as_str(),
+            None,
+            &Entries::of([asked]),
+        )
+        .await?;
         tx.commit().await.map_err(store_error)?;
         Ok(Some(payment.with_hold(hold)))
     }
@@ -535,7 +558,14 @@ impl Authorizations for PgStore {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         if !attempts.is_empty() {
             let calls = Entries::of(attempts.iter().map(|a| a.to_event(&self.instance)));
-            record(&mut *tx, payment_id.as_str(), None, &calls).await?;
+            record(
+                &mut *tx,
+                shop_id.as_str(),
+                payment_id.as_str(),
+                None,
+                &calls,
+            )
+            .await?;
         }
         let ended = settle_release(
             &mut tx,

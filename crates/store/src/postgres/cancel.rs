@@ -55,7 +55,7 @@ pub(super) async fn claim_cancel(
             continue;
         }
         if payment.status == PaymentStatus::Pending {
-            record_request(&mut tx, store, payment_id, Some(&claim.key)).await?;
+            record_request(&mut tx, store, &claim.shop_id, payment_id, Some(&claim.key)).await?;
         }
         tx.commit().await.map_err(store_error)?;
         return Ok(CancelClaim::Acquired(acquired(
@@ -84,7 +84,7 @@ pub(super) async fn request_cancel(
     if let Some(payment) = &payment
         && payment.status == PaymentStatus::Pending
     {
-        record_request(&mut tx, store, payment_id, key).await?;
+        record_request(&mut tx, store, shop_id, payment_id, key).await?;
     }
     tx.commit().await.map_err(store_error)?;
     Ok(payment)
@@ -112,6 +112,7 @@ async fn locked_payment(
 async fn record_request(
     tx: &mut Transaction<'static, Postgres>,
     store: &PgStore,
+    shop_id: &ShopId,
     payment_id: &PaymentId,
     key: Option<&IdempotencyKey>,
 ) -> Result<(), StoreError> {
@@ -121,6 +122,7 @@ async fn record_request(
     };
     record(
         &mut **tx,
+        shop_id.as_str(),
         payment_id.as_str(),
         None,
         &Entries::of([requested]),

@@ -123,10 +123,10 @@ async fn claim_in_one_statement(
              SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19, \
                  $20, $21, $22 FROM k \
              ON CONFLICT (shop_id, live_reference) DO NOTHING \
-             RETURNING id, created_at), \
+             RETURNING id, created_at, shop_id), \
          queued AS ( \
-             INSERT INTO pending_payments (created_at, payment_id) \
-             SELECT created_at, id FROM p) \
+             INSERT INTO pending_payments (created_at, payment_id, shop_id) \
+             SELECT created_at, id, shop_id FROM p) \
          SELECT 1 FROM p",
     )
     .bind(claim.shop_id.as_str())
@@ -238,10 +238,10 @@ async fn insert_payment(
                      capture_method, hold, authorization_expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (shop_id, live_reference) DO NOTHING \
-                 RETURNING id, created_at), \
+                 RETURNING id, created_at, shop_id), \
              queued AS ( \
-                 INSERT INTO pending_payments (created_at, payment_id) \
-                 SELECT created_at, id FROM p) \
+                 INSERT INTO pending_payments (created_at, payment_id, shop_id) \
+                 SELECT created_at, id, shop_id FROM p) \
              SELECT id FROM p",
         )
         .bind(payment.id.as_str())
@@ -293,9 +293,9 @@ async fn insert_payment(
                 "WITH u AS ( \
                      UPDATE idempotency_keys \
                      SET payment_id = $3, recovery_point = 'order_already_paid' \
-                     WHERE shop_id = $1 AND key = $2 RETURNING payment_id) \
-                 INSERT INTO payment_history (payment_id, kind, event) \
-                 SELECT payment_id, 'linked', $4 FROM u",
+                     WHERE shop_id = $1 AND key = $2 RETURNING payment_id, shop_id) \
+                 INSERT INTO payment_history (payment_id, shop_id, kind, event) \
+                 SELECT payment_id, shop_id, 'linked', $4 FROM u",
             )
             .bind(payment.shop_id.as_str())
             .bind(payment.idempotency_key.as_str())
@@ -336,10 +336,10 @@ pub(super) async fn take_over(
                         AND EXISTS ( \
                         SELECT 1 FROM payments p WHERE p.shop_id = k.shop_id \
                           AND p.id = k.payment_id AND p.status <> 'pending'))) \
-             RETURNING k.payment_id, k.refund_id, k.capture_id, k.recovery_point), \
+             RETURNING k.payment_id, k.refund_id, k.capture_id, k.recovery_point, k.shop_id), \
          h AS ( \
-             INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-             SELECT payment_id, refund_id, 'taken_over', \
+             INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \
+             SELECT payment_id, refund_id, shop_id, 'taken_over', \
                  '{\"type\":\"taken_over\",\"key\":' || to_json($2::text)::text \
                  || ',\"instance\":' || to_json($6::text)::text \
                  || ',\"recovery_point\":' || to_json(recovery_point)::text || '}' \
@@ -417,7 +417,7 @@ const RELEASE_LEASE: &str = concat!(
          UPDATE idempotency_keys SET lease_token = NULL, locked_until = now() \
          WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
            AND recovery_point <> 'finished' \
-         RETURNING payment_id, refund_id), \
+         RETURNING payment_id, refund_id, shop_id), \
      h AS (",
     insert_entries!("u", "$4", "$5"),
     ") SELECT count(*) FROM u"
@@ -442,7 +442,7 @@ const PARK_LEASE: &str = concat!(
              locked_until = clock_timestamp() + $6::float8 * interval '1 millisecond' \
          WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
            AND recovery_point <> 'finished' \
-         RETURNING payment_id, refund_id), \
+         RETURNING payment_id, refund_id, shop_id), \
      h AS (",
     insert_entries!("u", "$4", "$5"),
     ") SELECT count(*) FROM u"
@@ -499,7 +499,7 @@ pub(super) async fn record_lost_lease_calls(
     }
     let entries = Entries::of(attempts.iter().map(|a| a.to_event(&store.instance)));
     sqlx::query(concat!(
-        "WITH k AS (SELECT payment_id, refund_id FROM idempotency_keys \
+        "WITH k AS (SELECT payment_id, refund_id, shop_id FROM idempotency_keys \
                     WHERE shop_id = $1 AND key = $2) ",
         insert_entries!("k", "$3", "$4")
     ))

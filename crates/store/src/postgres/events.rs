@@ -31,7 +31,8 @@ const SETTLE_BY_ID: &str = concat!(
     "), \
      dequeued AS ( \
          DELETE FROM pending_payments q USING settled \
-         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
+         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
+           AND q.shop_id = settled.shop_id) \
      SELECT ",
     payment_columns!(),
     " FROM settled"
@@ -50,7 +51,8 @@ const SETTLE_BY_ACQUIRER_KEY: &str = concat!(
     "), \
      dequeued AS ( \
          DELETE FROM pending_payments q USING settled \
-         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id) \
+         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
+           AND q.shop_id = settled.shop_id) \
      SELECT ",
     payment_columns!(),
     " FROM settled"
@@ -98,7 +100,14 @@ pub(super) async fn settle_payment(
             status: payment.status,
             by: SettledBy::Reconciler,
         };
-        record(&mut *tx, payment.id.as_str(), None, &Entries::of([settled])).await?;
+        record(
+            &mut *tx,
+            payment.shop_id.as_str(),
+            payment.id.as_str(),
+            None,
+            &Entries::of([settled]),
+        )
+        .await?;
         insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
         tx.commit().await.map_err(store_error)?;
         return Ok(SettleOutcome::Settled(payment));
@@ -120,7 +129,7 @@ pub(super) async fn record_event(
     let mut tx = store.conns.begin().await.map_err(store_error)?;
     let inserted = sqlx::query(
         "INSERT INTO acquirer_events (event_id, event_type, acquirer_key, shop_id, result) \
-         VALUES ($1, $2, $3, $4, 'unchanged') ON CONFLICT (event_id) DO NOTHING RETURNING 1",
+         VALUES ($1, $2, $3, $4, 'unchanged') ON CONFLICT (event_id, shop_id) DO NOTHING RETURNING 1",
     )
     .bind(&event.event_id)
     .bind(event.kind.as_str())
@@ -152,7 +161,14 @@ pub(super) async fn record_event(
                     event_id: event.event_id.clone(),
                 },
             };
-            record(&mut *tx, payment.id.as_str(), None, &Entries::of([settled])).await?;
+            record(
+                &mut *tx,
+                payment.shop_id.as_str(),
+                payment.id.as_str(),
+                None,
+                &Entries::of([settled]),
+            )
+            .await?;
             insert_event(&mut tx, NewEvent::payment_settled(&payment)).await?;
             EventRecorded::Settled(payment)
         }
@@ -176,6 +192,7 @@ pub(super) async fn record_event(
                     };
                     record(
                         &mut *tx,
+                        payment.shop_id.as_str(),
                         payment.id.as_str(),
                         None,
                         &Entries::of([received]),
@@ -187,9 +204,10 @@ pub(super) async fn record_event(
             }
         }
     };
-    sqlx::query("UPDATE acquirer_events SET result = $2 WHERE event_id = $1")
+    sqlx::query("UPDATE acquirer_events SET result = $2 WHERE event_id = $1 AND shop_id = $3")
         .bind(&event.event_id)
         .bind(event_result(&recorded))
+        .bind(event.shop_id.as_str())
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;

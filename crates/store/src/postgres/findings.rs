@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chargeonce_core::findings::{Finding, FindingId, FindingQuery, NewFinding, Resolution};
 use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::store::Findings;
-use chargeonce_core::{PaymentId, StoreError};
+use chargeonce_core::{PaymentId, ShopId, StoreError};
 use sqlx::{Postgres, Transaction};
 
 use super::{PgStore, store_error};
@@ -80,7 +80,7 @@ async fn resolve_in(
             finding_id: id.0,
             how: how.to_owned(),
         };
-        append_history(tx, payment_id, &event).await?;
+        append_history(tx, &finding.shop_id, payment_id, &event).await?;
     }
     Ok(Some(finding))
 }
@@ -89,16 +89,18 @@ async fn resolve_in(
 /// transaction's time.
 async fn append_history(
     tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
     payment_id: &PaymentId,
     event: &HistoryEvent,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO payment_history (payment_id, refund_id, at, kind, event) \
-         VALUES ($1, NULL, now(), $2, $3)",
+        "INSERT INTO payment_history (payment_id, refund_id, shop_id, at, kind, event) \
+         VALUES ($1, NULL, $4, now(), $2, $3)",
     )
     .bind(payment_id.as_str())
     .bind(event.kind())
     .bind(event.to_json())
+    .bind(shop_id.as_str())
     .execute(&mut **tx)
     .await
     .map_err(store_error)?;
@@ -132,7 +134,7 @@ impl Findings for PgStore {
                 "INSERT INTO reconciliation_findings (identity, kind, shop_id, reference, payment_id, \
                      charge_ids, amount_minor, currency, detail) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-                 ON CONFLICT (identity) DO UPDATE SET detail = EXCLUDED.detail, last_seen = now(), \
+                 ON CONFLICT (identity, shop_id) DO UPDATE SET detail = EXCLUDED.detail, last_seen = now(), \
                      seen = reconciliation_findings.seen + 1 \
                  RETURNING id, seen, payment_id",
             )
@@ -154,7 +156,7 @@ impl Findings for PgStore {
                     finding_id: id.0,
                     kind: finding.kind.as_str().to_owned(),
                 };
-                append_history(&mut tx, payment_id, &event).await?;
+                append_history(&mut tx, &finding.shop_id, payment_id, &event).await?;
             }
             if !finding.refunded.is_empty() {
                 let resolution = Resolution::Refunded {

@@ -100,10 +100,11 @@ pub(super) async fn finish(
                  decline_code = $10, updated_at = now() \
              WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
                AND EXISTS (SELECT 1 FROM held) \
-             RETURNING id, created_at), \
+             RETURNING id, created_at, shop_id), \
          dequeued AS ( \
              DELETE FROM pending_payments q USING settled \
-             WHERE q.created_at = settled.created_at AND q.payment_id = settled.id), \
+             WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
+               AND q.shop_id = settled.shop_id), \
          finished AS ( \
              UPDATE idempotency_keys SET recovery_point = 'finished', \
                  response_status = $4, response_headers = $5, response_body = $6, \
@@ -125,7 +126,7 @@ pub(super) async fn finish(
              RETURNING 1), \
          history AS (",
         insert_entries!(
-            "(SELECT id AS payment_id, NULL::text AS refund_id FROM settled)",
+            "(SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM settled)",
             "$16",
             "$17"
         ),

@@ -75,15 +75,15 @@ impl Entries {
 /// would be six copies that must agree with each other and with the read.
 ///
 /// Arguments, each an SQL fragment: `source`, the FROM item of the write's
-/// row (or rows) with columns `payment_id` and `refund_id` (a CTE's name or
+/// row (or rows) with columns `payment_id`, `refund_id` and `shop_id` (a CTE's name or
 /// a parenthesised subquery; it is aliased `w`), and the two array
 /// parameters (`kind`s and events). Entries are written only for a row with
 /// a payment (a key row may have none).
 macro_rules! insert_entries {
     ($source:literal, $kinds:literal, $events:literal) => {
         concat!(
-            "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-             SELECT w.payment_id, w.refund_id, string_agg(e.kind, ',' ORDER BY e.n), \
+            "INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \
+             SELECT w.payment_id, w.refund_id, w.shop_id, string_agg(e.kind, ',' ORDER BY e.n), \
                  CASE WHEN count(*) = 1 THEN min(e.event) \
                       ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END \
              FROM ",
@@ -95,7 +95,7 @@ macro_rules! insert_entries {
             "::text[]) \
                  WITH ORDINALITY AS e(kind, event, n) \
              WHERE w.payment_id IS NOT NULL \
-             GROUP BY w.payment_id, w.refund_id, (e.n - 1) / 16 \
+             GROUP BY w.payment_id, w.refund_id, w.shop_id, (e.n - 1) / 16 \
              ORDER BY (e.n - 1) / 16"
         )
     };
@@ -106,6 +106,7 @@ pub(super) use insert_entries;
 /// caller's transaction, in one statement.
 pub(super) async fn record<'e>(
     executor: impl PgExecutor<'e>,
+    shop_id: &str,
     payment_id: &str,
     refund_id: Option<&str>,
     entries: &Entries,
@@ -114,7 +115,7 @@ pub(super) async fn record<'e>(
         return Ok(());
     }
     sqlx::query(insert_entries!(
-        "(SELECT $1::text AS payment_id, $2::text AS refund_id)",
+        "(SELECT $1::text AS payment_id, $2::text AS refund_id, $5::text AS shop_id)",
         "$3",
         "$4"
     ))
@@ -122,6 +123,7 @@ pub(super) async fn record<'e>(
     .bind(refund_id)
     .bind(&entries.kinds)
     .bind(&entries.events)
+    .bind(shop_id)
     .execute(executor)
     .await
     .map_err(store_error)?;

@@ -164,7 +164,7 @@ pub(super) async fn finish_key<'e>(
                  expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
                AND recovery_point <> 'finished' \
-             RETURNING payment_id, refund_id), \
+             RETURNING payment_id, refund_id, shop_id), \
          h AS (",
         insert_entries!("f", "$8", "$9"),
         ") SELECT count(*) FROM f"
@@ -188,7 +188,7 @@ pub(super) async fn finish_key<'e>(
 /// millisecond, as every other read of a key gives them (and SQLite keeps them).
 macro_rules! swept_columns {
     () => {
-        "key, payment_id, refund_id, \
+        "shop_id, key, payment_id, refund_id, \
          replayed, date_trunc('milliseconds', last_replayed_at) AS last_replayed_at, \
          conflicted, date_trunc('milliseconds', last_conflicted_at) AS last_conflicted_at, \
          mismatched, date_trunc('milliseconds', last_mismatched_at) AS last_mismatched_at"
@@ -226,6 +226,7 @@ async fn record_expired(
     tx: &mut Transaction<'static, Postgres>,
     swept: Vec<SweptRow>,
 ) -> Result<(), StoreError> {
+    let mut shops = Vec::new();
     let mut payments = Vec::new();
     let mut refunds = Vec::new();
     let mut events = Vec::new();
@@ -237,21 +238,23 @@ async fn record_expired(
             repeats: row.repeats.counts(),
             key: row.repeats.key,
         };
+        shops.push(row.shop_id);
         payments.push(payment_id);
         refunds.push(row.refund_id);
         events.push(event.to_json());
     }
     if !events.is_empty() {
         sqlx::query(
-            "INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-             SELECT e.payment_id, e.refund_id, 'key_expired', e.event \
-             FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY \
-                 AS e(payment_id, refund_id, event, n) \
+            "INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \
+             SELECT e.payment_id, e.refund_id, e.shop_id, 'key_expired', e.event \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY \
+                 AS e(payment_id, refund_id, event, shop_id, n) \
              ORDER BY e.n",
         )
         .bind(payments)
         .bind(refunds)
         .bind(events)
+        .bind(shops)
         .execute(&mut **tx)
         .await
         .map_err(store_error)?;
@@ -262,6 +265,7 @@ async fn record_expired(
 /// A swept key row: what its history entry needs.
 #[derive(sqlx::FromRow)]
 struct SweptRow {
+    shop_id: String,
     payment_id: Option<String>,
     refund_id: Option<String>,
     #[sqlx(flatten)]

@@ -130,8 +130,8 @@ impl Outbox for PgStore {
                          locked_until = NULL, next_attempt_at = now(), due_since = now() \
                      WHERE shop_id = $1 AND id = $2 RETURNING *), \
                  h AS ( \
-                     INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-                     SELECT payment_id, refund_id, 'event_resent', $3 FROM e) \
+                     INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \
+                     SELECT payment_id, refund_id, shop_id, 'event_resent', $3 FROM e) \
                  SELECT ",
                 event_columns!(),
                 " FROM e"
@@ -230,11 +230,11 @@ impl Outbox for PgStore {
                          last_error = NULL, delivered_at = COALESCE(delivered_at, now()), \
                          locked_until = NULL \
                      WHERE id = $1 \
-                     RETURNING id, event_type, payment_id, refund_id, attempts, \
+                     RETURNING id, event_type, payment_id, refund_id, shop_id, attempts, \
                          'delivered' AS result), \
                  h AS ( \
-                     INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-                     SELECT u.payment_id, u.refund_id, 'event_attempt', \
+                     INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \
+                     SELECT u.payment_id, u.refund_id, u.shop_id, 'event_attempt', \
                          '{\"type\":\"event_attempt\",\"event_id\":' || to_json(u.id)::text \
                          || ',\"event_type\":' || to_json(u.event_type)::text \
                          || ',\"attempt\":' || u.attempts::text \
@@ -259,12 +259,12 @@ impl Outbox for PgStore {
                          next_attempt_at = LEAST(now() + $4::float8 * interval '1 millisecond', \
                              due_since + $5::float8 * interval '1 millisecond') \
                      WHERE id = $1 \
-                     RETURNING id, event_type, payment_id, refund_id, attempts, \
+                     RETURNING id, event_type, payment_id, refund_id, shop_id, attempts, \
                          CASE WHEN gave_up_at IS NOT NULL AND gave_up_at = now() \
                               THEN 'given_up' ELSE 'failed' END AS result), \
                  h AS ( \
-                     INSERT INTO payment_history (payment_id, refund_id, kind, event) \
-                     SELECT u.payment_id, u.refund_id, 'event_attempt', \
+                     INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \
+                     SELECT u.payment_id, u.refund_id, u.shop_id, 'event_attempt', \
                          '{\"type\":\"event_attempt\",\"event_id\":' || to_json(u.id)::text \
                          || ',\"event_type\":' || to_json(u.event_type)::text \
                          || ',\"attempt\":' || u.attempts::text \

@@ -205,6 +205,7 @@ impl Refunds for PgStore {
             };
             record(
                 &mut *tx,
+                created.shop_id.as_str(),
                 created.payment_id.as_str(),
                 Some(created.id.as_str()),
                 &Entries::of([reserved]),
@@ -284,6 +285,7 @@ impl Refunds for PgStore {
             let reference: String = payment.try_get("reference").map_err(store_error)?;
             record(
                 &mut *tx,
+                refund.shop_id.as_str(),
                 refund.payment_id.as_str(),
                 Some(refund.id.as_str()),
                 &Entries::of([HistoryEvent::RefundEnded {

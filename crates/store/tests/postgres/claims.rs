@@ -39,12 +39,15 @@ async fn insert_claim(
     .execute(&mut **tx)
     .await
     .unwrap();
-    sqlx::query("INSERT INTO pending_payments (created_at, payment_id) VALUES ($1, $2)")
-        .bind(p.created_at)
-        .bind(p.id.as_str())
-        .execute(&mut **tx)
-        .await
-        .unwrap();
+    sqlx::query(
+        "INSERT INTO pending_payments (created_at, payment_id, shop_id) VALUES ($1, $2, $3)",
+    )
+    .bind(p.created_at)
+    .bind(p.id.as_str())
+    .bind(p.shop_id.as_str())
+    .execute(&mut **tx)
+    .await
+    .unwrap();
 }
 
 /// Runs a claim of `k` for `reference` while a transaction holding the

@@ -53,9 +53,10 @@ const TAKE_OVER: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uu
                          WHERE key = $1 AND payment_id = $2";
 const SETTLE: &str = "WITH settled AS (UPDATE payments SET status = 'succeeded', \
                           provider_payment_id = 'ch_theirs' \
-                      WHERE idempotency_key = $1 AND id = $2 RETURNING id, created_at) \
+                      WHERE idempotency_key = $1 AND id = $2 RETURNING id, created_at, shop_id) \
                       DELETE FROM pending_payments q USING settled \
-                      WHERE q.created_at = settled.created_at AND q.payment_id = settled.id";
+                      WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
+                        AND q.shop_id = settled.shop_id";
 const LOCK_KEY: &str = "SELECT 1 FROM idempotency_keys WHERE key = $1 AND payment_id = $2 \
                         FOR UPDATE";
 

@@ -3,7 +3,9 @@
 //! transaction open until the store's statement waits on it
 //! ([`against_open`]); the schema's stored forms and migrations; the
 //! connections under a read-only node, a parked connection and a cancelled
-//! `BEGIN`. One file a concern; the fixture and the race helper here.
+//! `BEGIN`; keys ready to distribute by shop, and the hot path's statements
+//! on their indexes. One file a concern; the fixture and the race helper
+//! here.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -11,6 +13,7 @@ mod claims;
 mod connections;
 mod finishes;
 mod schema;
+mod sharding;
 
 use std::future::Future;
 use std::sync::Arc;
