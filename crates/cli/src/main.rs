@@ -17,6 +17,7 @@ use crate::args::logs::LogFormat;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod acquirer;
+mod api_keys;
 mod args;
 mod authorization;
 mod demo;

@@ -67,10 +67,11 @@ pub struct ServeArgs {
     #[cfg(feature = "bench-routes")]
     #[arg(long)]
     bench_ceiling: bool,
-    /// How long a shop's secret hash read from the store is trusted before it
-    /// is read again (the presented secret is checked against it on every
-    /// request). A rotated or removed secret stops working within this. `0s`:
-    /// read it on every request.
+    /// How long a shop's API keys read from the store are trusted before
+    /// they are read again (the presented secret is checked against them on
+    /// every request). A revoked key stops working on every instance within
+    /// this; an expired one at its expiry, cached or not. `0s`: read them on
+    /// every request.
     #[arg(long, env = "CHARGEONCE_AUTH_CACHE_TTL", default_value = "30s", value_parser = humantime::parse_duration)]
     auth_cache_ttl: Duration,
     /// Most completed responses kept in memory to answer replays without the
@@ -166,7 +167,7 @@ impl ServeArgs {
 /// credentials once (only the hash is stored).
 async fn ensure_demo_shop(store: &dyn Store, listen: SocketAddr) -> anyhow::Result<()> {
     let id = ShopId::new(DEMO_SHOP)?;
-    if store.shop_secret(&id).await?.is_some() {
+    if store.shop_keys(&id).await?.is_some() {
         println!("demo shop `{DEMO_SHOP}` exists (its secret key was printed when it was created)");
         return Ok(());
     }
@@ -274,7 +275,7 @@ pub async fn run(args: ServeArgs, traces: Option<SpanCounters>) -> anyhow::Resul
         let console = chargeonce_console::router(Console::new(state.clone(), console));
         chargeonce_server::operator_router(state.clone(), console.merge(sim))
     });
-    let app = public_app(&args, state);
+    let app = public_app(&args, state.clone());
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -286,6 +287,8 @@ pub async fn run(args: ServeArgs, traces: Option<SpanCounters>) -> anyhow::Resul
     print_listening(&args, &upstream, local, operator_addr);
 
     let limits = connection_limits(&args);
+    let key_uses =
+        chargeonce_server::key_use::spawn(&state, chargeonce_server::key_use::RECORD_EVERY);
     let stop = tokio_util::sync::CancellationToken::new();
     let signal = stop.clone();
     tokio::spawn(async move {
@@ -310,6 +313,8 @@ pub async fn run(args: ServeArgs, traces: Option<SpanCounters>) -> anyhow::Resul
     };
     let (served, operator_served) = tokio::join!(public, operator);
     let served = served.and(operator_served);
+    key_uses.abort();
+    chargeonce_server::key_use::flush(&state).await;
     workers.stop().await;
     engine_tasks.close();
     if tokio::time::timeout(args.shutdown_grace, engine_tasks.wait())

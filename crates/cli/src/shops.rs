@@ -11,7 +11,8 @@ use crate::args::store::DatabaseArgs;
 /// Shop management.
 #[derive(Debug, Subcommand)]
 pub enum ShopsCommand {
-    /// Register a shop. Prints its secret key once; only its SHA-256 is stored.
+    /// Register a shop. Prints its secret key once (its first API key: live,
+    /// full); only its SHA-256 is stored.
     Add {
         /// The shop id (1 to 64 of A-Z a-z 0-9 _ -): the user name of HTTP Basic auth.
         id: String,
@@ -38,11 +39,17 @@ pub enum ShopsCommand {
         #[command(flatten)]
         store: DatabaseArgs,
     },
+    /// Manage a shop's API keys: add, list, roll, revoke.
+    Keys {
+        #[command(subcommand)]
+        command: crate::api_keys::KeysCommand,
+    },
 }
 
 /// Runs a shops subcommand.
 pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
     match command {
+        ShopsCommand::Keys { command } => crate::api_keys::run(command).await,
         ShopsCommand::Add { id, secret, store } => {
             let id = ShopId::new(id)?;
             // Checked before the store is opened (or created).

@@ -33,6 +33,7 @@
 //! ```
 
 pub mod acquirer;
+pub mod api_key;
 pub mod authorization;
 pub mod capture;
 mod chain;
@@ -43,6 +44,7 @@ pub mod fingerprint;
 pub mod history;
 mod id;
 pub mod key;
+pub mod keyring;
 pub mod metadata;
 pub mod money;
 pub mod observe;

@@ -25,6 +25,9 @@ pub enum ValidationError {
     /// A capture id that is not ours (`cap_` and 32 hex digits).
     #[error("`{0}` is not a capture id")]
     CaptureId(String),
+    /// An API key id that is not ours (`key_` and 32 hex digits).
+    #[error("`{0}` is not an API key id")]
+    ApiKeyId(String),
 }
 
 crate::id::prefixed_id!(

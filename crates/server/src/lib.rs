@@ -37,6 +37,7 @@ pub mod conn;
 
 pub mod extract;
 pub mod home;
+pub mod key_use;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;

@@ -159,7 +159,12 @@ impl IntoResponse for Problem {
                 .headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        if self.code == ProblemCode::Unauthorized {
+        // A shop's 401s name the scheme to authenticate with (RFC 9110
+        // §15.5.2); the acquirer's webhooks are signed instead.
+        if matches!(
+            self.code,
+            ProblemCode::Unauthorized | ProblemCode::ApiKeyRevoked | ProblemCode::ApiKeyExpired
+        ) {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"chargeonce\""),

@@ -21,6 +21,7 @@ use chargeonce_core::{Store, StoreError};
 mod codec;
 mod columns;
 mod finding_rows;
+mod key_rows;
 pub mod postgres;
 mod rows;
 pub mod sqlite;

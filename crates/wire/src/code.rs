@@ -33,6 +33,14 @@ pub enum ProblemCode {
     /// 401: no valid HTTP Basic credentials of a shop. Nothing was executed;
     /// check the shop id and secret.
     Unauthorized,
+    /// 401: the API key was revoked. Nothing was executed; use another key.
+    ApiKeyRevoked,
+    /// 401: the API key expired (a roll sets the replaced key's expiry).
+    /// Nothing was executed; use its successor.
+    ApiKeyExpired,
+    /// 403: the API key's scope does not allow this request (a `read_only`
+    /// key's write, a `payments` key's list). Nothing was executed.
+    InsufficientScope,
     /// 402: the acquirer declined the payment: a definite, stored answer,
     /// replayed to every retry with the same key. The problem carries the
     /// `payment` and its `decline_code`. Do not retry; ask for another
@@ -172,6 +180,9 @@ impl ProblemCode {
         Self::InvalidParameter,
         Self::InvalidCursor,
         Self::Unauthorized,
+        Self::ApiKeyRevoked,
+        Self::ApiKeyExpired,
+        Self::InsufficientScope,
         Self::PaymentDeclined,
         Self::NotFound,
         Self::MethodNotAllowed,
@@ -223,6 +234,9 @@ impl ProblemCode {
             Self::InvalidParameter => "invalid_parameter",
             Self::InvalidCursor => "invalid_cursor",
             Self::Unauthorized => "unauthorized",
+            Self::ApiKeyRevoked => "api_key_revoked",
+            Self::ApiKeyExpired => "api_key_expired",
+            Self::InsufficientScope => "insufficient_scope",
             Self::PaymentDeclined => "payment_declined",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -276,8 +290,13 @@ impl ProblemCode {
             | Self::InvalidCursor
             | Self::MissingSignature
             | Self::BadRequest => 400,
-            Self::Unauthorized | Self::InvalidSignature | Self::StaleSignature => 401,
+            Self::Unauthorized
+            | Self::ApiKeyRevoked
+            | Self::ApiKeyExpired
+            | Self::InvalidSignature
+            | Self::StaleSignature => 401,
             Self::PaymentDeclined => 402,
+            Self::InsufficientScope => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,
@@ -324,6 +343,9 @@ impl ProblemCode {
             Self::InvalidParameter => "A query parameter is not valid",
             Self::InvalidCursor => "The cursor is not one of this list's objects",
             Self::Unauthorized => "Shop credentials are missing or wrong",
+            Self::ApiKeyRevoked => "The API key was revoked",
+            Self::ApiKeyExpired => "The API key expired",
+            Self::InsufficientScope => "The API key's scope does not allow this request",
             Self::PaymentDeclined => "The payment was declined",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",

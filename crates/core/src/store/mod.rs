@@ -16,6 +16,7 @@
 
 use async_trait::async_trait;
 
+mod api_keys;
 mod authorizations;
 mod error;
 mod findings;
@@ -29,6 +30,7 @@ mod reconciliation;
 mod refunds;
 mod shops;
 
+pub use api_keys::ApiKeys;
 pub use authorizations::{Authorizations, CaptureClaim, ReleaseClaim};
 pub use error::{BoxError, StoreError};
 pub use findings::Findings;
@@ -51,7 +53,7 @@ pub use shops::Shops;
 /// or generic store.
 pub mod prelude {
     pub use super::{
-        Authorizations, Findings, Health, History, Keys, Operator, Outbox, Payments,
+        ApiKeys, Authorizations, Findings, Health, History, Keys, Operator, Outbox, Payments,
         Reconciliation, Refunds, Shops, Store,
     };
 }
@@ -68,6 +70,7 @@ pub trait Health: Send + Sync + 'static {
 /// caller's.
 pub trait Store:
     Keys
+    + ApiKeys
     + Refunds
     + Authorizations
     + Payments
@@ -83,6 +86,7 @@ pub trait Store:
 
 impl<T> Store for T where
     T: Keys
+        + ApiKeys
         + Refunds
         + Authorizations
         + Payments

@@ -1,4 +1,5 @@
-//! The shops role: the API's tenants, their secrets and webhook endpoints.
+//! The shops role: the API's tenants and their webhook endpoints (their
+//! API keys are [`super::ApiKeys`]).
 
 use async_trait::async_trait;
 
@@ -11,9 +12,6 @@ use crate::{SecretHash, ShopId};
 pub trait Shops: Send + Sync + 'static {
     /// Registers a shop with the hash of its secret.
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError>;
-
-    /// The stored secret hash of a shop.
-    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError>;
 
     /// Sets a shop's webhook endpoint (or removes it, with `None`). `false`
     /// when there is no such shop.

@@ -1,47 +1,57 @@
-//! [`AuthCache`]: each shop's stored secret hash, for a short time.
+//! [`AuthCache`]: each shop's API keys as the store last returned them, for
+//! a short time; and which keys were used since their use was last written.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chargeonce_core::{SecretHash, ShopId};
+use chargeonce_core::ShopId;
+use chargeonce_core::api_key::{ApiKeyId, KeyCredential};
 
 use super::lock;
 
-/// How long a shop's secret hash is trusted without reading the store again.
+/// How long a shop's keys are trusted without reading the store again: also
+/// the longest a revoked key keeps working on an instance that read it
+/// before (docs/api.md, "API keys"). An expired key is refused at once: its
+/// expiry travels with it.
 pub const AUTH_CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// Most shops the auth cache holds (past it, the cache starts over).
 const AUTH_CACHE_SHOPS: usize = 10_000;
 
-/// Shops' secret hashes read from the store, for a short time.
+/// One shop's keys, and when they were read.
+type ShopKeys = (Arc<[KeyCredential]>, Instant);
+
+/// Shops' keys read from the store, for a short time.
 #[derive(Debug)]
 pub struct AuthCache {
     ttl: Duration,
-    shops: Mutex<HashMap<ShopId, (SecretHash, Instant)>>,
+    shops: Mutex<HashMap<ShopId, ShopKeys>>,
+    used: Mutex<HashSet<(ShopId, ApiKeyId)>>,
 }
 
 impl AuthCache {
-    /// A cache keeping each hash `ttl`; a zero `ttl` turns it off.
+    /// A cache keeping each shop's keys `ttl`; a zero `ttl` turns it off.
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
             shops: Mutex::new(HashMap::new()),
+            used: Mutex::new(HashSet::new()),
         }
     }
 
-    /// The shop's cached hash, unless absent or older than the TTL.
-    pub fn get(&self, shop: &ShopId) -> Option<SecretHash> {
+    /// The shop's cached keys, unless absent or older than the TTL.
+    pub fn get(&self, shop: &ShopId) -> Option<Arc<[KeyCredential]>> {
         if self.ttl.is_zero() {
             return None;
         }
         let shops = lock(&self.shops);
-        let (hash, stored_at) = shops.get(shop)?;
-        (stored_at.elapsed() < self.ttl).then(|| hash.clone())
+        let (keys, stored_at) = shops.get(shop)?;
+        (stored_at.elapsed() < self.ttl).then(|| keys.clone())
     }
 
-    /// Remembers a hash just read from the store.
-    pub fn insert(&self, shop: ShopId, hash: SecretHash) {
+    /// Remembers a shop's keys just read from the store.
+    pub fn insert(&self, shop: ShopId, keys: Arc<[KeyCredential]>) {
         if self.ttl.is_zero() {
             return;
         }
@@ -53,7 +63,21 @@ impl AuthCache {
                 shops.clear();
             }
         }
-        shops.insert(shop, (hash, Instant::now()));
+        shops.insert(shop, (keys, Instant::now()));
+    }
+
+    /// Notes that `key` of `shop` authenticated a request, for the next
+    /// [`Self::take_uses`]; in memory only, so a request writes nothing.
+    pub fn note_use(&self, shop: &ShopId, key: &ApiKeyId) {
+        let mut used = lock(&self.used);
+        if used.len() < AUTH_CACHE_SHOPS && !used.contains(&(shop.clone(), key.clone())) {
+            used.insert((shop.clone(), key.clone()));
+        }
+    }
+
+    /// The keys used since the last call, each once.
+    pub fn take_uses(&self) -> Vec<(ShopId, ApiKeyId)> {
+        lock(&self.used).drain().collect()
     }
 }
 
@@ -68,16 +92,48 @@ impl Default for AuthCache {
 mod tests {
     use super::*;
     use crate::cache::fixtures::*;
+    use chargeonce_core::api_key::{ApiKeySecret, Mode, NewApiKey, Scope};
+
+    fn keys() -> Arc<[KeyCredential]> {
+        let secret = ApiKeySecret::generate(Mode::Live);
+        let new = NewApiKey::of(shop("a"), Mode::Live, Scope::Full, &secret);
+        let key = chargeonce_core::api_key::ApiKey {
+            id: new.id,
+            shop_id: new.shop_id,
+            mode: new.mode,
+            scope: new.scope,
+            prefix: Some(new.prefix),
+            description: None,
+            created_at: time::OffsetDateTime::now_utc(),
+            expires_at: None,
+            revoked_at: None,
+            last_used_at: None,
+        };
+        Arc::from(vec![KeyCredential {
+            key,
+            hash: new.hash,
+        }])
+    }
 
     #[test]
     fn auth_cache_expires_and_can_be_off() {
-        let hash = chargeonce_core::ShopSecret::from_string("s").hash();
         let cache = AuthCache::new(Duration::from_secs(30));
-        cache.insert(shop("a"), hash.clone());
-        assert_eq!(cache.get(&shop("a")), Some(hash.clone()));
+        let keys = keys();
+        cache.insert(shop("a"), keys.clone());
+        assert_eq!(cache.get(&shop("a")), Some(keys.clone()));
         assert_eq!(cache.get(&shop("b")), None);
         let off = AuthCache::new(Duration::ZERO);
-        off.insert(shop("a"), hash);
+        off.insert(shop("a"), keys);
         assert_eq!(off.get(&shop("a")), None);
+    }
+
+    #[test]
+    fn a_keys_uses_are_taken_once() {
+        let cache = AuthCache::default();
+        let id = ApiKeyId::generate();
+        cache.note_use(&shop("a"), &id);
+        cache.note_use(&shop("a"), &id);
+        assert_eq!(cache.take_uses(), vec![(shop("a"), id)]);
+        assert!(cache.take_uses().is_empty());
     }
 }

@@ -1,5 +1,7 @@
-//! HTTP Basic auth of a shop: `shop_id:secret_key`, then the shop's rate
-//! limit (see [`crate::limits::ShopRateLimiter`]). Before the store is asked
+//! HTTP Basic auth of a shop: `shop_id:secret_key`, where the secret is one
+//! of the shop's API keys (`chargeonce_core::api_key`) that is neither
+//! revoked nor expired and whose scope allows the request; then the shop's
+//! rate limit (see [`crate::limits::ShopRateLimiter`]). Before the store is asked
 //! about a shop, the limits on unauthenticated work apply
 //! ([`crate::auth_limits`]).
 
@@ -8,8 +10,12 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use std::sync::Arc;
+
+use chargeonce_core::api_key::{ApiKey, KeyCredential, identify};
 use chargeonce_core::{SecretHash, ShopId, ShopSecret};
 
+use super::scope;
 use crate::AppState;
 use crate::auth_limits::too_many_failures;
 use crate::conn::ClientKey;
@@ -81,9 +87,19 @@ fn no_shop_hash(secret: &ShopSecret) -> SecretHash {
 
 /// A failed authentication: 401, or 429 once the client is past its budget.
 fn refused(state: &AppState, client: ClientKey) -> Problem {
+    refused_as(
+        state,
+        client,
+        unauthorized("unknown shop or wrong secret key"),
+    )
+}
+
+/// A failed authentication answered `problem` (a 401), or 429 once the
+/// client is past its budget: a revoked or expired key counts as a failure.
+fn refused_as(state: &AppState, client: ClientKey, problem: Problem) -> Problem {
     match state.auth_limits.failed(client) {
         Some(wait) => over_budget(state, wait),
-        None => unauthorized("unknown shop or wrong secret key"),
+        None => problem,
     }
 }
 
@@ -107,53 +123,104 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
                 });
             }
         };
-        // A hash read in the last few seconds is trusted (see `crate::cache`);
+        // Keys read in the last few seconds are trusted (see `crate::cache`);
         // the presented secret is still hashed and compared every time, which
         // costs no I/O: even a client past its failure budget gets this far.
-        if let Some(hash) = state.auth_cache.get(&shop) {
-            return if hash.verify(&secret) {
-                admit(state, shop)
-            } else {
-                Err(refused(state, client))
-            };
-        }
-        // Past here a request may cost a store read.
-        if let Some(wait) = state.auth_limits.blocked(client) {
-            return Err(over_budget(state, wait));
-        }
-        if state.auth_limits.is_known_unknown(&shop) {
-            // The same comparison a cached shop costs, so timing does not
-            // tell which shop ids exist.
-            let _ = no_shop_hash(&secret).verify(&secret);
-            return Err(refused(state, client));
-        }
-        if !state.auth_limits.is_known(&shop) {
-            state.auth_limits.unseen_lookup().map_err(|wait| {
-                state.metrics.refused("unseen_lookups");
-                too_many_failures(wait)
-            })?;
-        }
-        let stored = state
-            .store
-            .shop_secret(&shop)
-            .await
-            .map_err(store_problem)?;
-        // Unknown shops cost the same comparison as known ones.
-        let (hash, known) = match stored {
-            Some(hash) => (hash, true),
-            None => (no_shop_hash(&secret), false),
+        let keys = match state.auth_cache.get(&shop) {
+            Some(keys) => keys,
+            None => read_keys(state, &shop, &secret, client).await?,
         };
-        let verified = hash.verify(&secret);
-        if known {
-            state.auth_limits.know([shop.clone()]);
-            state.auth_cache.insert(shop.clone(), hash);
-        } else {
-            state.auth_limits.remember_unknown(shop.clone());
+        let key = match identify(&keys, &secret) {
+            Some(key) => key,
+            None => return Err(refused(state, client)),
+        };
+        if let Some(problem) = inactive(key) {
+            return Err(refused_as(state, client, problem));
         }
-        if verified && known {
-            admit(state, shop)
-        } else {
+        let asked = scope::access(&parts.method, matched_path(parts));
+        if !key.scope.allows(asked) {
+            state.metrics.refused("insufficient_scope");
+            return Err(Problem::new(
+                ProblemCode::InsufficientScope,
+                format!(
+                    "this API key's scope ({}) does not allow this request",
+                    key.scope.as_str()
+                ),
+            ));
+        }
+        record_use(state, key);
+        admit(state, shop)
+    }
+}
+
+/// A shop's keys from the store (remembered in the auth cache), after the
+/// limits on work an unauthenticated client may cause; an unknown shop is
+/// refused with the same hash comparison a known one costs.
+async fn read_keys(
+    state: &AppState,
+    shop: &ShopId,
+    secret: &ShopSecret,
+    client: ClientKey,
+) -> Result<Arc<[KeyCredential]>, Problem> {
+    if let Some(wait) = state.auth_limits.blocked(client) {
+        return Err(over_budget(state, wait));
+    }
+    if state.auth_limits.is_known_unknown(shop) {
+        // The same comparison a cached shop costs, so timing does not
+        // tell which shop ids exist.
+        let _ = no_shop_hash(secret).verify(secret);
+        return Err(refused(state, client));
+    }
+    if !state.auth_limits.is_known(shop) {
+        state.auth_limits.unseen_lookup().map_err(|wait| {
+            state.metrics.refused("unseen_lookups");
+            too_many_failures(wait)
+        })?;
+    }
+    match state.store.shop_keys(shop).await.map_err(store_problem)? {
+        Some(keys) => {
+            let keys: Arc<[KeyCredential]> = Arc::from(keys);
+            state.auth_limits.know([shop.clone()]);
+            state.auth_cache.insert(shop.clone(), keys.clone());
+            Ok(keys)
+        }
+        None => {
+            // Unknown shops cost the same comparison as known ones.
+            let _ = no_shop_hash(secret).verify(secret);
+            state.auth_limits.remember_unknown(shop.clone());
             Err(refused(state, client))
         }
     }
+}
+
+/// The 401 of a key that matched but no longer authenticates.
+fn inactive(key: &ApiKey) -> Option<Problem> {
+    let now = time::OffsetDateTime::now_utc();
+    if key.revoked_at.is_some() {
+        Some(Problem::new(
+            ProblemCode::ApiKeyRevoked,
+            format!("API key {} was revoked", key.id),
+        ))
+    } else if !key.active_at(now) {
+        Some(Problem::new(
+            ProblemCode::ApiKeyExpired,
+            format!("API key {} expired; use the key that replaced it", key.id),
+        ))
+    } else {
+        None
+    }
+}
+
+/// The route template a request matched (`/v1/payments/{id}`), if any.
+fn matched_path(parts: &Parts) -> Option<&str> {
+    parts
+        .extensions
+        .get::<axum::extract::MatchedPath>()
+        .map(axum::extract::MatchedPath::as_str)
+}
+
+/// Notes that `key` was used, in memory: [`crate::key_use`] writes the
+/// notes down once a minute, so a request writes nothing.
+fn record_use(state: &AppState, key: &ApiKey) {
+    state.auth_cache.note_use(&key.shop_id, &key.id);
 }

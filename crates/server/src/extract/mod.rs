@@ -8,6 +8,7 @@ mod body;
 mod idempotency_key;
 mod path;
 mod query;
+mod scope;
 
 pub use auth::{AuthenticatedShop, client_key};
 pub use body::{JsonBody, MAX_BODY_BYTES, check_declared_length, parse_strict_json, read_body};

@@ -25,6 +25,7 @@ use crate::PoolConfig;
 /// or its order's payment declined meanwhile).
 const CLAIM_ATTEMPTS: usize = 3;
 
+mod api_keys;
 mod authorizations;
 mod cancel;
 mod claim;

@@ -1,23 +1,31 @@
 //! Shops: registering one, its secret, and its webhook endpoint.
 
 use async_trait::async_trait;
+use chargeonce_core::api_key::ApiKeyId;
 use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
 use chargeonce_core::store::Shops;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
-use sqlx::Row;
 
 use super::{PgStore, store_error};
 
 #[async_trait]
 impl Shops for PgStore {
-    /// Registers a shop with the hash of its secret.
+    /// Registers a shop with the hash of its secret, which becomes its
+    /// first API key (live, full).
     #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "postgresql"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
         let done = sqlx::query(
-            "INSERT INTO shops (id, secret_sha256) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+            "WITH s AS ( \
+                 INSERT INTO shops (id, secret_sha256) VALUES ($1, $2) \
+                 ON CONFLICT (id) DO NOTHING RETURNING id, secret_sha256, created_at) \
+             INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, description, \
+                 created_at) \
+             SELECT id, $3, 'live', 'full', secret_sha256, 'the shop''s first secret', created_at \
+             FROM s",
         )
         .bind(shop_id.as_str())
         .bind(secret.as_bytes().as_slice())
+        .bind(ApiKeyId::generate().as_str())
         .execute(&mut *self.conn().await?)
         .await
         .map_err(store_error)?;
@@ -25,21 +33,6 @@ impl Shops for PgStore {
             return Err(StoreError::ShopExists(shop_id.to_string()));
         }
         Ok(())
-    }
-
-    /// The stored secret hash of a shop.
-    #[tracing::instrument(level = "debug", name = "store.shop_secret", skip_all, fields(db.system = "postgresql"))]
-    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
-        let row = sqlx::query("SELECT secret_sha256 FROM shops WHERE id = $1")
-            .bind(shop_id.as_str())
-            .fetch_optional(&mut *self.conn().await?)
-            .await
-            .map_err(store_error)?;
-        let Some(row) = row else { return Ok(None) };
-        let bytes: Vec<u8> = row.try_get("secret_sha256").map_err(store_error)?;
-        SecretHash::from_bytes(&bytes)
-            .map(Some)
-            .ok_or_else(|| StoreError::corrupt(format!("secret hash of shop {shop_id}")))
     }
 
     /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.

@@ -41,6 +41,7 @@ use time::OffsetDateTime;
 use crate::PoolConfig;
 use crate::rows::FromSqliteRow;
 
+mod api_keys;
 mod authorizations;
 mod cancel;
 mod claim;

@@ -1,17 +1,19 @@
 //! Shops: registering one, its secret, and its webhook endpoint.
 
 use async_trait::async_trait;
+use chargeonce_core::api_key::ApiKeyId;
 use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
 use chargeonce_core::store::Shops;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
 use chargeonce_sqlite::Write;
-use chargeonce_sqlite::rusqlite::{OptionalExtension, params};
+use chargeonce_sqlite::rusqlite::params;
 
 use super::{Fail, SqliteStore, now_ms};
 
 #[async_trait]
 impl Shops for SqliteStore {
-    /// Registers a shop with the hash of its secret.
+    /// Registers a shop with the hash of its secret, which becomes its
+    /// first API key (live, full).
     #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "sqlite"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
         let (shop_id, secret) = (shop_id.clone(), secret.clone());
@@ -26,28 +28,16 @@ impl Shops for SqliteStore {
             if added == 0 {
                 return Err(Fail(StoreError::ShopExists(shop_id.to_string())));
             }
+            // Its secret is its first API key: live, full.
+            conn.prepare_cached(
+                "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, description, \
+                     created_at) \
+                 SELECT id, ?2, 'live', 'full', secret_sha256, 'the shop''s first secret', \
+                     created_at \
+                 FROM shops WHERE id = ?1",
+            )?
+            .execute(params![shop_id.as_str(), ApiKeyId::generate().as_str()])?;
             Ok(Write::Commit(()))
-        })
-        .await
-    }
-
-    /// The stored secret hash of a shop.
-    #[tracing::instrument(level = "debug", name = "store.shop_secret", skip_all, fields(db.system = "sqlite"))]
-    async fn shop_secret(&self, shop_id: &ShopId) -> Result<Option<SecretHash>, StoreError> {
-        let shop_id = shop_id.clone();
-        self.read(move |conn| {
-            let Some(bytes) = conn
-                .prepare_cached("SELECT secret_sha256 FROM shops WHERE id = ?1")?
-                .query_row(params![shop_id.as_str()], |row| row.get::<_, Vec<u8>>(0))
-                .optional()?
-            else {
-                return Ok(None);
-            };
-            SecretHash::from_bytes(&bytes).map(Some).ok_or_else(|| {
-                Fail(StoreError::corrupt(format!(
-                    "secret hash of shop {shop_id}"
-                )))
-            })
         })
         .await
     }

@@ -14,17 +14,16 @@ async fn shops_are_kept_apart(f: Fixture) {
             .await,
         Err(StoreError::ShopExists(_))
     ));
+    // Its secret is its first key: live, full, active.
+    let keys = f.store.shop_keys(&other).await.unwrap().unwrap();
+    assert_eq!(keys.len(), 1);
+    assert!(keys[0].hash.verify(&secret));
+    assert_eq!(keys[0].key.mode, chargeonce_core::api_key::Mode::Live);
+    assert_eq!(keys[0].key.scope, chargeonce_core::api_key::Scope::Full);
+    assert!(keys[0].key.active_at(time::OffsetDateTime::now_utc()));
     assert!(
         f.store
-            .shop_secret(&other)
-            .await
-            .unwrap()
-            .unwrap()
-            .verify(&secret)
-    );
-    assert!(
-        f.store
-            .shop_secret(&ShopId::new("nobody").unwrap())
+            .shop_keys(&ShopId::new("nobody").unwrap())
             .await
             .unwrap()
             .is_none()
