@@ -184,7 +184,13 @@ impl SecretHash {
 
     /// Compares a presented secret with this hash in constant time.
     pub fn verify(&self, presented: &ShopSecret) -> bool {
-        presented.hash().0.ct_eq(&self.0).into()
+        self.matches(&presented.hash())
+    }
+
+    /// Compares two hashes in constant time (a presented secret hashed
+    /// once, against each of a shop's keys).
+    pub fn matches(&self, other: &SecretHash) -> bool {
+        other.0.ct_eq(&self.0).into()
     }
 }
 
