@@ -6,7 +6,9 @@
 //!
 //! Scenarios ([`Scenario`]): `fresh` (a new key and a new order per request),
 //! `replay` (repeats of completed keys), `storm` (many concurrent duplicates of
-//! one key at a time), `mixed` (80 % fresh, 15 % replay, 5 % mismatch), and
+//! one key at a time), `mixed` (80 % fresh, 15 % replay, 5 % mismatch),
+//! `authorize-capture` and `refund` (each turn a new payment and its capture
+//! or its whole refund, two requests), and
 //! `ceiling` / `noop`, the server's no-idempotency endpoints of
 //! `serve --bench-ceiling`.
 //!

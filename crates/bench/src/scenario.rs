@@ -25,6 +25,9 @@ pub enum Scenario {
     /// capture of everything, each under its own new key: the lifecycle's
     /// durable path, two requests a turn.
     AuthorizeCapture,
+    /// Every turn a new payment and the refund of all of it, each under its
+    /// own new key: the refund's durable path, two requests a turn.
+    Refund,
     /// `POST /bench/ceiling` (needs `serve --bench-ceiling`): auth, no idempotency.
     Ceiling,
     /// `POST /bench/noop` (needs `serve --bench-ceiling`): no auth, no database.
@@ -40,6 +43,7 @@ impl Scenario {
             Self::Storm => "storm",
             Self::Mixed => "mixed",
             Self::AuthorizeCapture => "authorize-capture",
+            Self::Refund => "refund",
             Self::Ceiling => "ceiling",
             Self::Noop => "noop",
         }
@@ -183,6 +187,54 @@ async fn authorize_and_capture(target: &Target, key: String, reference: String, 
     }
 }
 
+/// Pays a new order and refunds all of it under the refund's own key
+/// (`{"amount": ...}` of the whole amount); both must execute (201), the
+/// payment `succeeded`, the refund `succeeded`.
+async fn pay_and_refund(target: &Target, key: String, reference: String, tally: &mut Tally) {
+    const AMOUNT: &str = "10.00";
+    let paid = match target.pay(&key, payment_body(&reference, AMOUNT)).await {
+        Ok(answer) => answer,
+        Err(error) => return tally.transport_error(&error),
+    };
+    tally.answer(paid.status, paid.replayed, paid.latency);
+    let shown: serde_json::Value = serde_json::from_slice(&paid.body).unwrap_or_default();
+    let id = match (paid.status, shown["status"].as_str(), shown["id"].as_str()) {
+        (201, Some("succeeded"), Some(id)) if !paid.replayed => id.to_owned(),
+        (status, ..) if status >= 500 => return,
+        (status, ..) => {
+            return tally.violation(format!(
+                "new payment {key} answered {status}: {}",
+                String::from_utf8_lossy(&paid.body)
+            ));
+        }
+    };
+    tally.executions += 1;
+    tally.executed_references.push(reference);
+    let path = format!("/v1/payments/{id}/refunds");
+    let body = format!(r#"{{"amount":{{"value":"{AMOUNT}","currency":"RUB"}}}}"#);
+    match target
+        .post_keyed(&path, &format!("{key}-refund"), body)
+        .await
+    {
+        Ok(answer) => {
+            tally.answer(answer.status, answer.replayed, answer.latency);
+            if answer.status >= 500 {
+                return;
+            }
+            let shown: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+            if answer.status != 201 || answer.replayed || shown["status"] != "succeeded" {
+                tally.violation(format!(
+                    "the refund of {id} answered {} (replayed: {}): {}",
+                    answer.status,
+                    answer.replayed,
+                    String::from_utf8_lossy(&answer.body)
+                ));
+            }
+        }
+        Err(error) => tally.transport_error(&error),
+    }
+}
+
 /// Repeats a completed key: must be the first answer, byte for byte.
 async fn replay(target: &Target, done: &Completed, tally: &mut Tally) {
     match target.pay(&done.key, done.body.clone()).await {
@@ -313,6 +365,11 @@ pub async fn closed_loop(
                 let (key, reference) = names.payment(worker, n);
                 n += 1;
                 authorize_and_capture(&target, key, reference, &mut tally).await;
+            }
+            Scenario::Refund => {
+                let (key, reference) = names.payment(worker, n);
+                n += 1;
+                pay_and_refund(&target, key, reference, &mut tally).await;
             }
             Scenario::Ceiling | Scenario::Noop => {
                 let path = if scenario == Scenario::Ceiling {

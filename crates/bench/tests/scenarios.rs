@@ -99,3 +99,32 @@ async fn wrong_credentials_fail_the_run() {
     assert!(!report.passed);
     assert!(report.violations > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn authorize_capture_and_refund_execute_both_requests_of_a_turn() {
+    let service = start().await;
+    let target = Target::new(&service.base, SHOP, SECRET, 4)
+        .unwrap()
+        .with_ledger_base(Some(&service.operator_base));
+    for scenario in [Scenario::AuthorizeCapture, Scenario::Refund] {
+        let mut config = config(scenario, 4);
+        config.duration = Duration::from_millis(500);
+        let report = chargeonce_bench::run(&target, &config).await.unwrap();
+        assert!(report.passed, "{}", report.to_text());
+        assert!(report.executions > 0, "{}", report.to_text());
+        // Two answers a turn, every one a first execution (201).
+        assert_eq!(
+            report.statuses.get("201").copied().unwrap_or(0),
+            report.requests,
+            "{}",
+            report.to_text()
+        );
+        assert!(
+            report.requests >= 2 * report.executions,
+            "{}",
+            report.to_text()
+        );
+        let ledger = report.ledger.clone().unwrap();
+        assert_eq!((ledger.charged_twice, ledger.missing), (0, 0));
+    }
+}
