@@ -46,6 +46,7 @@ use time::macros::format_description;
 use chargeonce_server::AppState;
 
 pub mod action;
+pub mod api_keys;
 pub mod auth;
 pub mod authorization;
 pub mod cancel;
@@ -229,6 +230,8 @@ pub fn router(console: Console) -> Router<AppState> {
         .route("/console/findings", get(findings::page))
         .route("/console/findings/{id}/resolve", post(findings::resolve))
         .route("/console/shops", get(shops::page))
+        .route("/console/shops/{id}/api-keys", get(api_keys::page))
+        .route("/console/api-keys/revoke", post(api_keys::revoke))
         .route("/console/api/overview", get(overview::json))
         .route("/console/api/findings", get(findings::json))
         .route(

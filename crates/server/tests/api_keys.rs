@@ -10,9 +10,9 @@ mod common;
 
 use std::time::Duration;
 
+use chargeonce_core::ShopId;
 use chargeonce_core::api_key::Scope;
 use chargeonce_core::keyring::{self, KeyRequest};
-use chargeonce_core::ShopId;
 use chargeonce_testkit::on_both_stores;
 use common::{Backend, SHOP, TestService, body, send};
 

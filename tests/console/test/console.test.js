@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
-import { REPO_DIR, api, ledger, plantCharge, run, startWorld, until } from "./harness.js";
+import { REPO_DIR, api, ledger, plantCharge, run, runOk, startWorld, until } from "./harness.js";
 
 /** @typedef {import("playwright-core").Page} Page */
 /** @typedef {import("playwright-core").Browser} Browser */
@@ -44,6 +44,8 @@ const NOTE = "refunded the planted second charge at the acquirer by hand (drill)
 
 /** @type {World} */
 let world;
+/** The secret of the key test 10e makes and revokes, for test 11's check. */
+let lostSecret = "";
 /** @type {Browser} */
 let browser;
 /** @type {Page} */
@@ -591,6 +593,41 @@ describe("the operator console, with the seed incident", () => {
     assert.ok(await page.locator("a[href='/docs/']").count() === 1, "the landing page links the docs");
   });
 
+  it("10e. API keys: listed without secrets; a lost one revoked from the console, then refused by the API", async () => {
+    const made = await runOk(["shops", "keys", "add", "--shop", world.shop, "--scope", "read-only",
+      "--description", "lost laptop", "--database-url", world.db]);
+    const id = /key (key_[0-9a-f]{32}) /.exec(made.stdout)?.[1];
+    lostSecret = /secret key \(shown once, store it now\): (\S+)/.exec(made.stdout)?.[1] ?? "";
+    assert.ok(id !== undefined && lostSecret.startsWith("sk_live_"), made.stdout);
+    const asLost = () => fetch(`${world.url}/v1/payments`, {
+      headers: { authorization: `Basic ${Buffer.from(`${world.shop}:${lostSecret}`).toString("base64")}` },
+    });
+    assert.equal((await asLost()).status, 200, "the new key works");
+
+    await open("/console/shops");
+    await page.locator(`tr[data-testid=shop-row][data-shop-id="${world.shop}"] a[data-testid=shop-api-keys]`).click();
+    await page.waitForLoadState("load");
+    await remember();
+    const rows = page.locator("tr[data-testid=api-key-row]");
+    assert.equal(await rows.count(), 2, "the shop's first secret and the new key");
+    assert.equal(await rows.first().getAttribute("data-state"), "active");
+    const row = page.locator(`tr[data-testid=api-key-row][data-key-id="${id}"]`);
+    const text = await row.innerText();
+    assert.match(text, /read_only/);
+    assert.match(text, /lost laptop/);
+    assert.match(text, new RegExp(lostSecret.slice(0, 12)), "its prefix");
+    const flash = await submitAction(row.locator("button[data-testid=revoke-api-key]"));
+    assert.match(flash, /revoked/, flash);
+    assert.equal(await page.locator(`tr[data-testid=api-key-row][data-key-id="${id}"]`).getAttribute("data-state"), "revoked");
+    await shot("api-keys");
+    // Refused on the instance within its auth cache's TTL (2 s here).
+    const refused = /** @type {{code: string}} */ (await until(async () => {
+      const res = await asLost();
+      return res.status === 401 ? await res.json() : undefined;
+    }, "the revoked key refused", { ms: 10_000 }));
+    assert.equal(refused.code, "api_key_revoked");
+  });
+
   it("11. no page showed a secret, ran into a script error, or fetched anything from elsewhere", () => {
     assert.ok(seenHtml.size >= 8, `pages seen: ${[...seenHtml.keys()].join(" ")}`);
     for (const [url, html] of seenHtml) {
@@ -598,6 +635,7 @@ describe("the operator console, with the seed incident", () => {
         ["the operator secret", world.operatorSecret],
         ["the shop's secret", world.shopSecret],
         ["the webhook signing secret", world.webhookSecret],
+        ["the secret of the key made in 10e", lostSecret],
       ]) {
         assert.ok(!html.includes(/** @type {string} */ (value)), `${url} shows ${what}`);
       }

@@ -234,6 +234,8 @@ export async function startWorld() {
     "--operator-listen", "127.0.0.1:0",
     "--no-demo-shop",
     "--rate-limit", "0",
+    // A revoked API key is refused within this (test 10e).
+    "--auth-cache-ttl", "2s",
     "--key-ttl", `${keyTtlMs}ms`,
     "--sweep-interval", "500ms",
     "--relay-interval", "200ms",

@@ -1,7 +1,7 @@
 //! [`AuthCache`]: each shop's API keys as the store last returned them, for
 //! a short time; and which keys were used since their use was last written.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,9 @@ type ShopKeys = (Arc<[KeyCredential]>, Instant);
 pub struct AuthCache {
     ttl: Duration,
     shops: Mutex<HashMap<ShopId, ShopKeys>>,
-    used: Mutex<HashSet<(ShopId, ApiKeyId)>>,
+    /// The keys used since the last write of their use (ids are unique
+    /// across shops), with their shops.
+    used: Mutex<HashMap<ApiKeyId, ShopId>>,
 }
 
 impl AuthCache {
@@ -36,7 +38,7 @@ impl AuthCache {
         Self {
             ttl,
             shops: Mutex::new(HashMap::new()),
-            used: Mutex::new(HashSet::new()),
+            used: Mutex::new(HashMap::new()),
         }
     }
 
@@ -70,14 +72,18 @@ impl AuthCache {
     /// [`Self::take_uses`]; in memory only, so a request writes nothing.
     pub fn note_use(&self, shop: &ShopId, key: &ApiKeyId) {
         let mut used = lock(&self.used);
-        if used.len() < AUTH_CACHE_SHOPS && !used.contains(&(shop.clone(), key.clone())) {
-            used.insert((shop.clone(), key.clone()));
+        // Allocates only for a key's first use since the last write.
+        if used.len() < AUTH_CACHE_SHOPS && !used.contains_key(key) {
+            used.insert(key.clone(), shop.clone());
         }
     }
 
     /// The keys used since the last call, each once.
     pub fn take_uses(&self) -> Vec<(ShopId, ApiKeyId)> {
-        lock(&self.used).drain().collect()
+        lock(&self.used)
+            .drain()
+            .map(|(key, shop)| (shop, key))
+            .collect()
     }
 }
 
