@@ -195,13 +195,6 @@ fn refusal(refusal: KeyRefusal) -> anyhow::Error {
 
 /// One key as a tab-separated line of `keys list`.
 fn row(key: &ApiKey, now: OffsetDateTime) -> String {
-    let state = if key.revoked_at.is_some() {
-        "revoked"
-    } else if key.active_at(now) {
-        "active"
-    } else {
-        "expired"
-    };
     format!(
         "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
         key.id,
@@ -210,7 +203,7 @@ fn row(key: &ApiKey, now: OffsetDateTime) -> String {
         key.prefix
             .as_deref()
             .map_or("-".to_owned(), |p| format!("{p}…")),
-        state,
+        key.state_at(now),
         stamp(Some(key.created_at)),
         stamp(key.expires_at),
         stamp(key.last_used_at),

@@ -42,19 +42,12 @@ pub struct KeyRow {
 
 impl KeyRow {
     fn of(key: &ApiKey, now: time::OffsetDateTime) -> Self {
-        let state = if key.revoked_at.is_some() {
-            "revoked"
-        } else if key.active_at(now) {
-            "active"
-        } else {
-            "expired"
-        };
         Self {
             id: key.id.to_string(),
             mode: key.mode.as_str(),
             scope: key.scope.as_str(),
             prefix: key.prefix.clone(),
-            state,
+            state: key.state_at(now),
             created: when(key.created_at),
             expires: key.expires_at.map(when),
             last_used: key.last_used_at.map(when),

@@ -211,6 +211,18 @@ impl ApiKey {
     pub fn active_at(&self, now: OffsetDateTime) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|at| now < at)
     }
+
+    /// Its state at `now`, as lists show it: `active`, `expired` or
+    /// `revoked` (a revoked key is revoked whatever its expiry).
+    pub fn state_at(&self, now: OffsetDateTime) -> &'static str {
+        if self.revoked_at.is_some() {
+            "revoked"
+        } else if self.active_at(now) {
+            "active"
+        } else {
+            "expired"
+        }
+    }
 }
 
 /// A key with the hash its secret is checked against: what authentication
@@ -320,6 +332,9 @@ mod tests {
         assert!(key(Some(now + hour), false).active_at(now));
         assert!(!key(Some(now), false).active_at(now), "expired at its time");
         assert!(!key(None, true).active_at(now));
+        assert_eq!(key(None, false).state_at(now), "active");
+        assert_eq!(key(Some(now), false).state_at(now), "expired");
+        assert_eq!(key(Some(now), true).state_at(now), "revoked");
     }
 
     #[test]
