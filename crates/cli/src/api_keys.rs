@@ -64,8 +64,9 @@ pub enum KeysCommand {
         #[command(flatten)]
         store: DatabaseArgs,
     },
-    /// Roll a key: make its successor (same scope; its secret printed once)
-    /// and let the old key expire after an overlap.
+    /// Roll a key: make its successor (same scope; its secret printed once,
+    /// working at once) and let the old key expire after an overlap (every
+    /// instance refuses it within the auth cache's TTL after that).
     Roll {
         /// The shop id.
         #[arg(long)]

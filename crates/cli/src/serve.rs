@@ -69,9 +69,10 @@ pub struct ServeArgs {
     bench_ceiling: bool,
     /// How long a shop's API keys read from the store are trusted before
     /// they are read again (the presented secret is checked against them on
-    /// every request). A revoked key stops working on every instance within
-    /// this; an expired one at its expiry, cached or not. `0s`: read them on
-    /// every request.
+    /// every request). A revoked key, or a rolled one past its new expiry,
+    /// stops working on every instance within this; a new key works at once
+    /// (a secret matching no cached key has them read again). `0s`: read
+    /// them on every request.
     #[arg(long, env = "CHARGEONCE_AUTH_CACHE_TTL", default_value = "30s", value_parser = humantime::parse_duration)]
     auth_cache_ttl: Duration,
     /// Most completed responses kept in memory to answer replays without the

@@ -371,13 +371,18 @@ pub trait Acquirer: Send + Sync + 'static {
     /// Every capture the acquirer holds for one of our captures (our
     /// reference for it is the capture id), oldest first, taking nothing.
     /// Asked before a capture is sent again to an acquirer that does not
-    /// deduplicate on keys. None by default (no authorizations, no captures).
+    /// deduplicate on keys, and to confirm a resent capture's refusal. By
+    /// default the look-up is not supported: an unknown outcome, never
+    /// "nothing found" (which would let a refusal be confirmed, and a
+    /// capture that was made be failed).
     async fn captures_for_capture(
         &self,
         request: &CaptureRequest,
     ) -> Result<Vec<AcquirerCapture>, AcquirerError> {
         let _ = request;
-        Ok(Vec::new())
+        Err(AcquirerError::Unknown(
+            "this acquirer cannot look captures up".to_owned(),
+        ))
     }
 }
 

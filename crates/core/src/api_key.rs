@@ -274,16 +274,23 @@ impl NewApiKey {
 
 /// Finds which of a shop's keys a presented secret is, active or not: the
 /// caller tells a revoked or expired key ([`ApiKey::active_at`]) from a
-/// wrong secret. The secret is hashed once and its hash compared with each
-/// key's: a comparison's timing tells at most how much of a *hash* matched,
-/// which leads nowhere near a secret of 192 random bits (the reason tokens
-/// are looked up by their hash in an index, as the store could), so the
-/// compare need not be constant-time, and a shop's many keys cost one hash.
+/// wrong secret. The secret is hashed once ([`position`] takes the hash).
 pub fn identify<'a>(keys: &'a [KeyCredential], presented: &ShopSecret) -> Option<&'a ApiKey> {
-    let presented = presented.hash();
-    keys.iter()
-        .find(|credential| credential.hash.as_bytes() == presented.as_bytes())
-        .map(|credential| &credential.key)
+    position(keys, &presented.hash()).map(|at| &keys[at].key)
+}
+
+/// Where among a shop's keys the key of a presented secret's hash is, every
+/// key's hash compared in constant time (an operator may have chosen a
+/// shop's first secret, and its hash is unsalted: no timing of a compare
+/// should say how much of it matched).
+pub fn position(keys: &[KeyCredential], presented: &SecretHash) -> Option<usize> {
+    let mut found = None;
+    for (at, credential) in keys.iter().enumerate() {
+        if credential.hash.matches(presented) {
+            found = Some(at);
+        }
+    }
+    found
 }
 
 /// Why a key could not be made, rolled or revoked.

@@ -176,8 +176,50 @@ async fn a_shop_holds_at_most_32_active_keys(backend: Backend) {
     ));
 }
 
+/// A key made while an instance holds the shop's keys in its cache works at
+/// once: a secret that matches no cached key has them read again (when the
+/// cached read is at least `REREAD_AFTER_MISS` old), so a roll's successor
+/// can be deployed right away.
+async fn a_new_key_works_at_once_on_a_warm_instance(backend: Backend) {
+    let s = TestService::start(backend).await; // the auth cache's 30 s TTL
+    let shop = ShopId::new(SHOP).unwrap();
+    assert_eq!(send(list(&s, common::SECRET)).await.status, 200, "warm");
+    // The cache's read must be older than the re-read gate, as any read is
+    // a moment after it was made.
+    tokio::time::sleep(chargeonce_server::cache::REREAD_AFTER_MISS).await;
+    let rolled = keyring::roll(
+        s.store.as_ref(),
+        &shop,
+        &first_key(&s, &shop).await,
+        Duration::from_secs(3600),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(send(list(&s, rolled.secret.expose())).await.status, 200);
+    assert_eq!(
+        send(list(&s, common::SECRET)).await.status,
+        200,
+        "the overlap"
+    );
+    // Wrong secrets cost the store a read at most every REREAD_AFTER_MISS.
+    for _ in 0..5 {
+        send(list(&s, "sk_wrong_0123456789abcdef"))
+            .await
+            .assert_problem(401, "unauthorized");
+    }
+}
+
+async fn first_key(s: &TestService, shop: &ShopId) -> chargeonce_core::api_key::ApiKeyId {
+    s.store.shop_keys(shop).await.unwrap().unwrap()[0]
+        .key
+        .id
+        .clone()
+}
+
 on_both_stores!(
     keys_live_revoke_expire_and_record_their_use,
     a_read_only_key_writes_nothing,
     a_shop_holds_at_most_32_active_keys,
+    a_new_key_works_at_once_on_a_warm_instance,
 );

@@ -55,3 +55,13 @@ impl TryFrom<ApiKeyRow> for KeyCredential {
         Ok(Self { key, hash })
     }
 }
+
+/// 32 random bytes: a hash no secret has, to retire the copy of a first
+/// secret's hash in `shops.secret_sha256` (read only by binaries from before
+/// the keys' migration).
+pub(crate) fn random_hash() -> [u8; 32] {
+    use rand::RngCore as _;
+    let mut bytes = [0_u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes
+}

@@ -11,16 +11,22 @@ use chargeonce_core::api_key::{ApiKeyId, KeyCredential};
 use super::lock;
 
 /// How long a shop's keys are trusted without reading the store again: also
-/// the longest a revoked key keeps working on an instance that read it
-/// before (docs/api.md, "API keys"). An expired key is refused at once: its
-/// expiry travels with it.
+/// the longest a revoked key, or a rolled key past its new expiry, keeps
+/// working on an instance that read it before (docs/api.md, "API keys"). A
+/// key made with an expiry is refused at it: its expiry travels with it.
 pub const AUTH_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// How old cached keys must be for a secret that matches none of them to
+/// make the instance read them again (a key made or rolled since): at most
+/// ten reads a second per shop, however many wrong secrets arrive (and each
+/// client's wrong secrets count against its failure budget).
+pub const REREAD_AFTER_MISS: Duration = Duration::from_millis(100);
 
 /// Most shops the auth cache holds (past it, the cache starts over).
 const AUTH_CACHE_SHOPS: usize = 10_000;
 
-/// One shop's keys, and when they were read.
-type ShopKeys = (Arc<[KeyCredential]>, Instant);
+/// One shop's keys, and when the read that found them began.
+pub type ShopKeys = (Arc<[KeyCredential]>, Instant);
 
 /// Shops' keys read from the store, for a short time.
 #[derive(Debug)]
@@ -42,18 +48,21 @@ impl AuthCache {
         }
     }
 
-    /// The shop's cached keys, unless absent or older than the TTL.
-    pub fn get(&self, shop: &ShopId) -> Option<Arc<[KeyCredential]>> {
+    /// The shop's cached keys and when their read began, unless absent or
+    /// older than the TTL.
+    pub fn get(&self, shop: &ShopId) -> Option<ShopKeys> {
         if self.ttl.is_zero() {
             return None;
         }
         let shops = lock(&self.shops);
-        let (keys, stored_at) = shops.get(shop)?;
-        (stored_at.elapsed() < self.ttl).then(|| keys.clone())
+        let (keys, read_at) = shops.get(shop)?;
+        (read_at.elapsed() < self.ttl).then(|| (keys.clone(), *read_at))
     }
 
-    /// Remembers a shop's keys just read from the store.
-    pub fn insert(&self, shop: ShopId, keys: Arc<[KeyCredential]>) {
+    /// Remembers a shop's keys read from the store by a read that began at
+    /// `read_at`; an entry of a read that began later stays (a slow read
+    /// must not bring back a key revoked since).
+    pub fn insert(&self, shop: ShopId, keys: Arc<[KeyCredential]>, read_at: Instant) {
         if self.ttl.is_zero() {
             return;
         }
@@ -65,7 +74,12 @@ impl AuthCache {
                 shops.clear();
             }
         }
-        shops.insert(shop, (keys, Instant::now()));
+        match shops.get(&shop) {
+            Some((_, newer)) if *newer > read_at => {}
+            _ => {
+                shops.insert(shop, (keys, read_at));
+            }
+        }
     }
 
     /// Notes that `key` of `shop` authenticated a request, for the next
@@ -125,12 +139,17 @@ mod tests {
     fn auth_cache_expires_and_can_be_off() {
         let cache = AuthCache::new(Duration::from_secs(30));
         let keys = keys();
-        cache.insert(shop("a"), keys.clone());
-        assert_eq!(cache.get(&shop("a")), Some(keys.clone()));
+        let read_at = Instant::now();
+        cache.insert(shop("a"), keys.clone(), read_at);
+        assert_eq!(cache.get(&shop("a")), Some((keys.clone(), read_at)));
         assert_eq!(cache.get(&shop("b")), None);
         let off = AuthCache::new(Duration::ZERO);
-        off.insert(shop("a"), keys);
+        off.insert(shop("a"), keys.clone(), read_at);
         assert_eq!(off.get(&shop("a")), None);
+        // A read that began earlier does not replace a later one's keys.
+        let stale: Arc<[KeyCredential]> = Arc::from(Vec::new());
+        cache.insert(shop("a"), stale, read_at - Duration::from_millis(5));
+        assert_eq!(cache.get(&shop("a")), Some((keys, read_at)));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! In-process caches that spare the store work it would answer the same way.
 //!
-//! - [`AuthCache`]: each shop's stored secret hash, for a short time
-//!   ([`AUTH_CACHE_TTL`] by default). The presented secret is still hashed and
-//!   compared with it in constant time on every request; only the store read
-//!   is saved. A shop whose secret was rotated or that was removed keeps
-//!   working with its old secret on an instance for at most the TTL.
+//! - [`AuthCache`]: each shop's API keys, for a short time ([`AUTH_CACHE_TTL`]
+//!   by default). The presented secret is still hashed and compared with
+//!   every key's hash in constant time on every request; only the store read
+//!   is saved. A revoked key, or a rolled one past its new expiry, keeps
+//!   working on an instance for at most the TTL; a secret that matches no
+//!   cached key has them read again (at most ten times a second per shop), so
+//!   a new key works at once.
 //! - [`ResponseCache`]: the final responses this instance executed, per
 //!   (shop, key), with their fingerprint. A finished key's response never
 //!   changes until the key expires, so a repeat with the same fingerprint is
@@ -27,7 +29,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chargeonce_core::{IdempotencyKey, ShopId};
 
-pub use auth::{AUTH_CACHE_TTL, AuthCache};
+pub use auth::{AUTH_CACHE_TTL, AuthCache, REREAD_AFTER_MISS, ShopKeys};
 pub use flights::{Arrival, FLIGHT_WAIT, FlightFollower, FlightLeader, Flights, MAX_FLIGHTS, Seat};
 pub use responses::{CacheHit, CachedAnswer, ResponseCache, ResponseCacheLimits};
 

@@ -11,13 +11,15 @@ use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
+use std::time::Instant;
 
-use chargeonce_core::api_key::{ApiKey, KeyCredential, identify};
+use chargeonce_core::api_key::{ApiKey, KeyCredential, position};
 use chargeonce_core::{SecretHash, ShopId, ShopSecret};
 
 use super::scope;
 use crate::AppState;
 use crate::auth_limits::too_many_failures;
+use crate::cache::REREAD_AFTER_MISS;
 use crate::conn::ClientKey;
 use crate::problem::{Problem, ProblemCode};
 use crate::respond::store_problem;
@@ -126,13 +128,23 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         // Keys read in the last few seconds are trusted (see `crate::cache`);
         // the presented secret is still hashed and compared every time, which
         // costs no I/O: even a client past its failure budget gets this far.
-        let keys = match state.auth_cache.get(&shop) {
-            Some(keys) => keys,
-            None => read_keys(state, &shop, &secret, client).await?,
+        let presented = secret.hash();
+        let (mut keys, read_at) = match state.auth_cache.get(&shop) {
+            Some(cached) => cached,
+            None => (
+                read_keys(state, &shop, &secret, client).await?,
+                Instant::now(),
+            ),
         };
-        let key = match identify(&keys, &secret) {
-            Some(key) => key,
-            None => return Err(refused(state, client)),
+        let mut at = position(&keys, &presented);
+        if at.is_none() && read_at.elapsed() >= REREAD_AFTER_MISS {
+            // Perhaps a key made or rolled since the keys were read: once
+            // more from the store (at most ten times a second per shop).
+            keys = read_keys(state, &shop, &secret, client).await?;
+            at = position(&keys, &presented);
+        }
+        let Some(key) = at.map(|at| &keys[at].key) else {
+            return Err(refused(state, client));
         };
         if let Some(problem) = inactive(key) {
             return Err(refused_as(state, client, problem));
@@ -177,11 +189,12 @@ async fn read_keys(
             too_many_failures(wait)
         })?;
     }
+    let read_at = Instant::now();
     match state.store.shop_keys(shop).await.map_err(store_problem)? {
         Some(keys) => {
             let keys: Arc<[KeyCredential]> = Arc::from(keys);
             state.auth_limits.know([shop.clone()]);
-            state.auth_cache.insert(shop.clone(), keys.clone());
+            state.auth_cache.insert(shop.clone(), keys.clone(), read_at);
             Ok(keys)
         }
         None => {

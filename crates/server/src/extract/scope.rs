@@ -7,13 +7,10 @@ use axum::http::Method;
 use chargeonce_core::api_key::Access;
 
 /// The reads of one object by its id: what a `payments` key may read back
-/// of what it made.
-const READ_OWN: [&str; 4] = [
-    "/v1/payments/{id}",
-    "/v1/refunds/{id}",
-    "/v1/captures/{id}",
-    "/v1/idempotency-keys/{key}",
-];
+/// of what it made. Only unguessable ids (UUIDv7): not an idempotency key's
+/// introspection, whose keys a shop may choose as guessably as
+/// `order-123-pay` and which names the payment a key made.
+const READ_OWN: [&str; 3] = ["/v1/payments/{id}", "/v1/refunds/{id}", "/v1/captures/{id}"];
 
 /// The writes that change the shop's setup rather than move money.
 const MANAGE: [&str; 1] = ["/v1/events/{id}/resend"];

@@ -1,6 +1,8 @@
 //! A shop's API keys: read for authentication, made, rolled and revoked.
 //! Each write is one transaction that locks the shop's row first, so two
 //! makes or rolls of one shop count its active keys one after the other.
+//! Rolling or revoking the shop's first secret also retires its copy in
+//! `shops.secret_sha256`.
 
 use async_trait::async_trait;
 use chargeonce_core::api_key::{
@@ -19,6 +21,13 @@ impl ApiKeys for PgStore {
     #[tracing::instrument(level = "debug", name = "store.shop_keys", skip_all, fields(db.system = "postgresql"))]
     async fn shop_keys(&self, shop_id: &ShopId) -> Result<Option<Vec<KeyCredential>>, StoreError> {
         let mut conn = self.conn().await?;
+        // Both statements for every shop, known or not, so the time of a
+        // refusal does not tell which shop ids exist.
+        let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM shops WHERE id = $1)")
+            .bind(shop_id.as_str())
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(store_error)?;
         let rows: Vec<ApiKeyRow> = sqlx::query_as(concat!(
             "SELECT ",
             api_key_columns!(),
@@ -28,16 +37,8 @@ impl ApiKeys for PgStore {
         .fetch_all(&mut *conn)
         .await
         .map_err(store_error)?;
-        if rows.is_empty() {
-            // A shop has a key from its first day; none: no such shop, unless
-            // every key of it was deleted by hand.
-            let known: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM shops WHERE id = $1)")
-                    .bind(shop_id.as_str())
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(store_error)?;
-            return Ok(known.then(Vec::new));
+        if !known {
+            return Ok(None);
         }
         rows.into_iter()
             .map(KeyCredential::try_from)
@@ -82,6 +83,7 @@ impl ApiKeys for PgStore {
         if rolled.rows_affected() == 0 {
             return Ok(Err(missing_or_inactive(&mut tx, shop_id, id).await?));
         }
+        retire_legacy_secret(&mut tx, shop_id, id).await?;
         let added = insert(&mut tx, successor).await?;
         tx.commit().await.map_err(store_error)?;
         Ok(Ok(added))
@@ -93,6 +95,7 @@ impl ApiKeys for PgStore {
         shop_id: &ShopId,
         id: &ApiKeyId,
     ) -> Result<Result<ApiKey, KeyRefusal>, StoreError> {
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
         let row: Option<ApiKeyRow> = sqlx::query_as(concat!(
             "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) \
              WHERE shop_id = $1 AND id = $2 RETURNING ",
@@ -100,13 +103,15 @@ impl ApiKeys for PgStore {
         ))
         .bind(shop_id.as_str())
         .bind(id.as_str())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(store_error)?;
-        match row {
-            Some(row) => Ok(Ok(KeyCredential::try_from(row)?.key)),
-            None => Ok(Err(KeyRefusal::NoKey(id.to_string()))),
-        }
+        let Some(row) = row else {
+            return Ok(Err(KeyRefusal::NoKey(id.to_string())));
+        };
+        retire_legacy_secret(&mut tx, shop_id, id).await?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(Ok(KeyCredential::try_from(row)?.key))
     }
 
     #[tracing::instrument(level = "debug", name = "store.touch_api_key", skip_all, fields(db.system = "postgresql"))]
@@ -126,27 +131,61 @@ impl ApiKeys for PgStore {
 }
 
 /// Locks the shop's row (so its key writes run one after the other) and
-/// checks it may hold one more active key.
+/// checks it may hold one more active key. The count is a statement of its
+/// own, after the lock: its snapshot sees the keys of a make that held the
+/// lock before (one statement would count from a snapshot taken before it
+/// waited).
 async fn room_for_a_key(
     tx: &mut Transaction<'static, Postgres>,
     shop_id: &ShopId,
 ) -> Result<Result<(), KeyRefusal>, StoreError> {
-    let active: Option<i64> = sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM api_keys k WHERE k.shop_id = s.id \
-                 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())) \
-         FROM shops s WHERE s.id = $1 FOR NO KEY UPDATE OF s",
+    let locked: Option<i32> =
+        sqlx::query_scalar("SELECT 1 FROM shops WHERE id = $1 FOR NO KEY UPDATE")
+            .bind(shop_id.as_str())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(store_error)?;
+    if locked.is_none() {
+        return Ok(Err(KeyRefusal::NoShop(shop_id.to_string())));
+    }
+    let active: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM api_keys WHERE shop_id = $1 AND revoked_at IS NULL \
+           AND (expires_at IS NULL OR expires_at > now())",
     )
     .bind(shop_id.as_str())
-    .fetch_optional(&mut **tx)
+    .fetch_one(&mut **tx)
     .await
     .map_err(store_error)?;
-    Ok(match active {
-        None => Err(KeyRefusal::NoShop(shop_id.to_string())),
-        Some(n) if usize::try_from(n).unwrap_or(usize::MAX) >= MAX_ACTIVE_KEYS => {
+    Ok(
+        if usize::try_from(active).unwrap_or(usize::MAX) >= MAX_ACTIVE_KEYS {
             Err(KeyRefusal::TooMany)
-        }
-        Some(_) => Ok(()),
-    })
+        } else {
+            Ok(())
+        },
+    )
+}
+
+/// When key `id` is the shop's first secret, replaces the copy of its hash
+/// that `shops.secret_sha256` still holds (read only by binaries from before
+/// migration 0017) with random bytes: a binary rolled back to must not let a
+/// revoked or rolled first secret in again.
+async fn retire_legacy_secret(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+    id: &ApiKeyId,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE shops SET secret_sha256 = $3 \
+         WHERE id = $1 AND secret_sha256 = ( \
+             SELECT secret_sha256 FROM api_keys WHERE shop_id = $1 AND id = $2)",
+    )
+    .bind(shop_id.as_str())
+    .bind(id.as_str())
+    .bind(crate::key_rows::random_hash().as_slice())
+    .execute(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    Ok(())
 }
 
 /// Why a roll found no active key `id`.

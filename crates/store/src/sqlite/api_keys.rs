@@ -30,10 +30,10 @@ impl ApiKeys for SqliteStore {
                 ),
                 params![shop_id.as_str()],
             )?;
-            if keys.is_empty() && !shop_exists(conn, &shop_id)? {
-                return Ok(None);
-            }
-            Ok(Some(keys))
+            // Asked for every shop, so the time of a refusal does not tell
+            // which shop ids exist.
+            let known = shop_exists(conn, &shop_id)?;
+            Ok(known.then_some(keys))
         })
         .await
     }
@@ -80,6 +80,7 @@ impl ApiKeys for SqliteStore {
                 let refusal = missing_or_inactive(conn, &shop_id, &id)?;
                 return Ok(Write::Rollback(Err(refusal)));
             }
+            retire_legacy_secret(conn, &shop_id, &id)?;
             insert(conn, &successor).map(|added| Write::Commit(Ok(added)))
         })
         .await
@@ -103,10 +104,11 @@ impl ApiKeys for SqliteStore {
                 ),
                 params![shop_id.as_str(), id.as_str()],
             )?;
-            Ok(Write::Commit(match revoked {
-                Some(credential) => Ok(credential.key),
-                None => Err(KeyRefusal::NoKey(id.to_string())),
-            }))
+            let Some(credential) = revoked else {
+                return Ok(Write::Rollback(Err(KeyRefusal::NoKey(id.to_string()))));
+            };
+            retire_legacy_secret(conn, &shop_id, &id)?;
+            Ok(Write::Commit(Ok(credential.key)))
         })
         .await
     }
@@ -158,6 +160,24 @@ fn room_for_a_key(conn: &Connection, shop_id: &ShopId) -> Result<Result<(), KeyR
             Ok(())
         },
     )
+}
+
+/// When key `id` is the shop's first secret, replaces the copy of its hash
+/// that `shops.secret_sha256` still holds (read only by binaries from before
+/// migration 0015) with random bytes: a binary rolled back to must not let a
+/// revoked or rolled first secret in again.
+fn retire_legacy_secret(conn: &Connection, shop_id: &ShopId, id: &ApiKeyId) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE shops SET secret_sha256 = ?3 \
+         WHERE id = ?1 AND secret_sha256 = ( \
+             SELECT secret_sha256 FROM api_keys WHERE shop_id = ?1 AND id = ?2)",
+    )?
+    .execute(params![
+        shop_id.as_str(),
+        id.as_str(),
+        crate::key_rows::random_hash().as_slice()
+    ])?;
+    Ok(())
 }
 
 /// Why a roll found no active key `id`.
