@@ -22,7 +22,6 @@
 //! ```
 
 use std::fmt;
-use std::time::Duration;
 
 use rand::RngCore as _;
 use time::OffsetDateTime;
@@ -39,10 +38,6 @@ crate::id::prefixed_id!(
 /// revoked nor expired): enough for one per service and a roll of each, few
 /// enough that checking a secret against them all stays cheap.
 pub const MAX_ACTIVE_KEYS: usize = 32;
-
-/// How long the key a roll replaces keeps working unless the caller says
-/// otherwise: a day, for every instance and deploy to take the new one.
-pub const DEFAULT_ROLL_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
 /// Whose money a key moves: `live` (the acquirer's) or `test` (the
 /// simulator's, never a real card).
@@ -128,14 +123,6 @@ impl Scope {
             Self::ReadOnly => matches!(access, Access::Read | Access::ReadOwn),
             Self::Payments => matches!(access, Access::Move | Access::ReadOwn),
         }
-    }
-
-    /// Whether a key of this scope may make a key of `other`: never one
-    /// wider than itself. Only a full key manages keys at all, and every
-    /// scope is within it.
-    pub fn may_grant(self, other: Scope) -> bool {
-        let _ = other;
-        self.allows(Access::Manage)
     }
 }
 
@@ -272,15 +259,10 @@ impl NewApiKey {
     }
 }
 
-/// Finds which of a shop's keys a presented secret is, active or not: the
-/// caller tells a revoked or expired key ([`ApiKey::active_at`]) from a
-/// wrong secret. The secret is hashed once ([`position`] takes the hash).
-pub fn identify<'a>(keys: &'a [KeyCredential], presented: &ShopSecret) -> Option<&'a ApiKey> {
-    position(keys, &presented.hash()).map(|at| &keys[at].key)
-}
-
-/// Where among a shop's keys the key of a presented secret's hash is, every
-/// key's hash compared in constant time (an operator may have chosen a
+/// Where among a shop's keys the key of a presented secret's hash is (the
+/// secret hashed once by the caller), active or not: the caller tells a
+/// revoked or expired key ([`ApiKey::active_at`]) from a wrong secret. Every
+/// key's hash is compared in constant time (an operator may have chosen a
 /// shop's first secret, and its hash is unsalted: no timing of a compare
 /// should say how much of it matched).
 pub fn position(keys: &[KeyCredential], presented: &SecretHash) -> Option<usize> {
@@ -360,14 +342,17 @@ mod tests {
             },
         ];
         let presented = |s: &ApiKeySecret| ShopSecret::from_string(s.expose());
-        assert_eq!(identify(&keys, &presented(&new)), Some(&keys[1].key));
-        let expired = identify(&keys, &presented(&old)).unwrap();
+        assert_eq!(position(&keys, &presented(&new).hash()), Some(1));
+        let expired = &keys[position(&keys, &presented(&old).hash()).unwrap()].key;
         assert!(
             !expired.active_at(now),
             "found, and told apart by its expiry"
         );
         assert_eq!(
-            identify(&keys, &ShopSecret::from_string("sk_guess_0123456789")),
+            position(
+                &keys,
+                &ShopSecret::from_string("sk_guess_0123456789").hash()
+            ),
             None
         );
     }
@@ -382,12 +367,8 @@ mod tests {
         assert!(!Scope::ReadOnly.allows(Manage));
         assert!(Scope::Payments.allows(ReadOwn));
         assert!(!Scope::Payments.allows(Manage));
-        assert!(Scope::Full.may_grant(Scope::ReadOnly));
-        assert!(
-            !Scope::ReadOnly.may_grant(Scope::ReadOnly),
-            "manages no keys"
-        );
-        assert!(!Scope::Payments.may_grant(Scope::Full));
+        // Only a full key manages keys, so none makes a key wider than itself.
+        assert!(!Scope::Payments.allows(Manage) && !Scope::ReadOnly.allows(Manage));
         for scope in [Scope::Full, Scope::ReadOnly, Scope::Payments] {
             assert_eq!(Scope::parse(scope.as_str()), Some(scope));
         }
