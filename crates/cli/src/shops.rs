@@ -6,6 +6,7 @@ use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret, StoreError};
 use clap::Subcommand;
 
+use crate::args::egress::EgressArgs;
 use crate::args::store::DatabaseArgs;
 
 /// Shop management.
@@ -29,7 +30,9 @@ pub enum ShopsCommand {
         /// The shop id.
         #[arg(long)]
         shop: String,
-        /// The webhook URL (`http://` or `https://`).
+        /// The webhook URL: `https://` (or `http://` with
+        /// `--webhook-allow-http`), its host resolving only to public
+        /// addresses (or allowed networks).
         #[arg(long)]
         url: String,
         /// The signing secret, at least 16 characters; by default 32 random
@@ -38,6 +41,8 @@ pub enum ShopsCommand {
         secret: Option<String>,
         #[command(flatten)]
         store: DatabaseArgs,
+        #[command(flatten)]
+        egress: EgressArgs,
     },
     /// Manage a shop's API keys: add, list, roll, revoke.
     Keys {
@@ -77,13 +82,9 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             url,
             secret,
             store,
+            egress,
         } => {
             let id = ShopId::new(shop)?;
-            anyhow::ensure!(
-                (url.starts_with("http://") || url.starts_with("https://"))
-                    && !url.chars().any(char::is_whitespace),
-                "--url must be an http:// or https:// URL"
-            );
             let (secret, generated) = match secret {
                 Some(secret) => (
                     WebhookSecret::chosen(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
@@ -91,6 +92,12 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
                 ),
                 None => (WebhookSecret::generate(), true),
             };
+            // The same judgement the relay makes at every connection.
+            egress
+                .egress()
+                .check_url(&url)
+                .await
+                .map_err(|refusal| anyhow::anyhow!("--url: {refusal}"))?;
             let store = store.connect().await?;
             let endpoint = WebhookEndpoint { url, secret };
             if !store

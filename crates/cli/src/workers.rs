@@ -59,7 +59,7 @@ impl Workers {
             handles.push(reconciler.spawn(args.reconciler()));
         }
         if !args.no_relay {
-            let relay = Relay::new(engine.store().clone(), args.relay())
+            let relay = Relay::new(engine.store().clone(), args.relay(), args.egress.egress())
                 .context("starting the relay")?
                 .with_observer(observer.clone());
             handles.push(relay.spawn());

@@ -55,6 +55,26 @@ async fn an_event_committed_before_a_kill_is_delivered_by_the_next_process() {
     ])
     .await;
     assert!(!bad_url.status.success(), "only http(s) URLs");
+    // Loopback is refused unless the operator allows it (and http too).
+    let internal = chargeonce(&[
+        "shops",
+        "set-webhook",
+        "--shop",
+        common::SHOP,
+        "--url",
+        &url,
+        "--webhook-allow-http",
+        "--database-url",
+        db.url(),
+    ])
+    .await;
+    assert!(!internal.status.success(), "a loopback URL was accepted");
+    assert!(
+        String::from_utf8_lossy(&internal.stderr)
+            .contains("--url: the URL's host does not resolve to a public address"),
+        "{}",
+        String::from_utf8_lossy(&internal.stderr)
+    );
     let set = chargeonce(&[
         "shops",
         "set-webhook",
@@ -62,6 +82,9 @@ async fn an_event_committed_before_a_kill_is_delivered_by_the_next_process() {
         common::SHOP,
         "--url",
         &url,
+        "--webhook-allow-http",
+        "--webhook-allow-networks",
+        "127.0.0.0/8,::1/128",
         "--database-url",
         db.url(),
     ])
@@ -81,7 +104,15 @@ async fn an_event_committed_before_a_kill_is_delivered_by_the_next_process() {
     assert!(!String::from_utf8_lossy(&set.stderr).contains(&secret));
 
     let ledger = common::ledger_path(&db.dir());
-    let relay_flags: &[&'static str] = &["--relay-interval", "50ms", "--relay-timeout", "1s"];
+    let relay_flags: &[&'static str] = &[
+        "--relay-interval",
+        "50ms",
+        "--relay-timeout",
+        "1s",
+        "--webhook-allow-http",
+        "--webhook-allow-networks",
+        "127.0.0.0/8",
+    ];
     let mut a = Server::start(ServerConfig::new("A").args(relay_flags), db.url(), &ledger).await;
     let client = common::client();
     let paid = common::pay(

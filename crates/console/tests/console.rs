@@ -16,6 +16,7 @@ use chargeonce_core::events::{EventId, WebhookEndpoint};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{ShopId, ShopSecret};
 use chargeonce_testkit::{TestMerchant, client_from, on_both_stores};
+use chargeonce_workers::egress::{Egress, EgressPolicy};
 use chargeonce_workers::relay::{Relay, RelayConfig};
 use common::{Backend, OTHER_SECRET, SECRET, SHOP, TestService, WEBHOOK_SECRET, body, send};
 use serde_json::Value;
@@ -588,7 +589,13 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
         interval: Duration::from_millis(20),
         ..RelayConfig::default()
     };
-    let relay = Relay::new(s.store.clone(), config).unwrap().spawn();
+    let relay = Relay::new(
+        s.store.clone(),
+        config,
+        Egress::new(EgressPolicy::loopback()),
+    )
+    .unwrap()
+    .spawn();
     let events = send(s.get("/v1/events")).await.json();
     let event_id = events["data"][0]["id"].as_str().unwrap().to_owned();
     let event = EventId::parse(&event_id).unwrap();

@@ -14,6 +14,7 @@ use chargeonce_core::ShopId;
 use chargeonce_core::events::{DeliveryState, EventId, WebhookEndpoint};
 use chargeonce_core::webhook::{self, WebhookSecret};
 use chargeonce_testkit::{Received, Reply, TestMerchant, on_both_stores};
+use chargeonce_workers::egress::{Egress, EgressPolicy};
 use chargeonce_workers::relay::{Relay, RelayConfig};
 use common::{Backend, OTHER_SECRET, OTHER_SHOP, TestService, body, send};
 use serde_json::{Value, json};
@@ -120,10 +121,14 @@ async fn a_merchant_failing_three_times_gets_the_event_once_acknowledged(backend
     assert_eq!(listed["data"][0]["payment_id"], payment_id.as_str());
 
     let metrics = Arc::new(chargeonce_server::Metrics::new());
-    let relay = Relay::new(s.store.clone(), fast())
-        .unwrap()
-        .with_observer(metrics.clone())
-        .spawn();
+    let relay = Relay::new(
+        s.store.clone(),
+        fast(),
+        Egress::new(EgressPolicy::loopback()),
+    )
+    .unwrap()
+    .with_observer(metrics.clone())
+    .spawn();
     let delivered = wait_for_state(&s, &id, "delivered").await;
     // Acknowledged: never sent again.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -168,6 +173,7 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
             give_up_after: Duration::from_millis(500),
             ..fast()
         },
+        Egress::new(EgressPolicy::loopback()),
     )
     .unwrap()
     .with_observer(s.metrics.clone())
@@ -262,7 +268,13 @@ async fn events_of_one_payment_are_delivered_in_order(backend: Backend) {
     );
     assert_eq!(listed["data"][1]["type"], "payment.succeeded");
 
-    let relay = Relay::new(s.store.clone(), fast()).unwrap().spawn();
+    let relay = Relay::new(
+        s.store.clone(),
+        fast(),
+        Egress::new(EgressPolicy::loopback()),
+    )
+    .unwrap()
+    .spawn();
     wait_for_state(&s, &ids[0], "delivered").await;
     relay.abort();
     let types: Vec<String> = merchant
@@ -309,7 +321,13 @@ async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Back
         request_timeout: Duration::from_secs(1),
         ..fast()
     };
-    let first = Relay::new(s.store.clone(), config).unwrap().spawn();
+    let first = Relay::new(
+        s.store.clone(),
+        config,
+        Egress::new(EgressPolicy::loopback()),
+    )
+    .unwrap()
+    .spawn();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while merchant.received().is_empty() {
         assert!(tokio::time::Instant::now() < deadline, "never sent");
@@ -328,7 +346,13 @@ async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Back
     );
 
     // A new relay delivers it once the dead one's lease is over.
-    let second = Relay::new(s.store.clone(), config).unwrap().spawn();
+    let second = Relay::new(
+        s.store.clone(),
+        config,
+        Egress::new(EgressPolicy::loopback()),
+    )
+    .unwrap()
+    .spawn();
     let delivered = wait_for_state(&s, &id, "delivered").await;
     second.abort();
     assert_eq!(delivered["delivery"]["attempts"], 1);

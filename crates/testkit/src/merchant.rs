@@ -8,16 +8,19 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use chargeonce_core::webhook::SIGNATURE_HEADER;
 
 /// How the test merchant answers one delivery.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Reply {
     /// Answers at once with this status.
     Status(u16),
     /// Never answers in time (a minute): the sender's request times out or
     /// the sender is killed meanwhile.
     Hang,
+    /// Answers `307 Temporary Redirect` to this location.
+    Redirect(String),
 }
 
 /// One delivery as the merchant received it.
@@ -102,7 +105,7 @@ async fn hook(
     State(script): State<Shared>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> StatusCode {
+) -> axum::response::Response {
     let header = |name: &str| {
         headers
             .get(name)
@@ -122,12 +125,13 @@ async fn hook(
         script.replies.pop_front().unwrap_or(Reply::Status(then))
     };
     match reply {
-        Reply::Status(code) => {
-            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-        }
+        Reply::Status(code) => StatusCode::from_u16(code)
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            .into_response(),
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
-            StatusCode::OK
+            StatusCode::OK.into_response()
         }
+        Reply::Redirect(location) => axum::response::Redirect::temporary(&location).into_response(),
     }
 }

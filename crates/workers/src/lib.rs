@@ -12,7 +12,8 @@
 //! - [`reconciler`] makes our books and the acquirer's agree, and says where
 //!   they do not;
 //! - [`relay`] delivers merchant events from the outbox to the shops'
-//!   webhook URLs;
+//!   webhook URLs, only where [`egress`] allows (no request forgery into
+//!   the service's own network);
 //! - [`sweeper`] deletes finished idempotency keys whose retention has
 //!   passed;
 //! - [`tally`] adds the repeats an instance answered from its caches to
@@ -26,6 +27,7 @@
 //! `run_once`, `sweep_once`, `flush_once`) for tests and the CLI.
 
 pub mod completer;
+pub mod egress;
 pub mod expirer;
 pub mod reconciler;
 pub mod relay;

@@ -15,6 +15,13 @@
 //!   [`RelayConfig::give_up_after`] has passed since it became due; then it
 //!   is marked given up (a shop can resend it by hand).
 //!
+//! The relay connects only where [`crate::egress`] allows: every address a
+//! URL's host resolves to is checked at each connection, and an event whose
+//! URL leads to a refused address fails its attempt without a request
+//! (`last_error` says "the destination is not a public address"). What the
+//! shop sees of a failure is a short fixed phrase (see [`failure_text`]),
+//! never the connection's own error (which may name internal addresses).
+//!
 //! Delivery is at least once: a relay that dies after the shop answered but
 //! before recording it sends the event again once its lease is over. The
 //! receiver deduplicates on the event id. Events of one payment go out in
@@ -27,6 +34,9 @@ use std::time::Duration;
 use chargeonce_core::events::{AttemptOutcome, DueEvent};
 use chargeonce_core::webhook::{SIGNATURE_HEADER, sign};
 use chargeonce_core::{Chain, NoObserver, Observer, Outbox, StoreError};
+use reqwest::Url;
+
+use crate::egress::{Egress, refused_in};
 use futures::StreamExt;
 use rand::Rng;
 use time::OffsetDateTime;
@@ -123,22 +133,34 @@ pub struct RelayPass {
 pub struct Relay {
     store: Arc<dyn Outbox>,
     http: reqwest::Client,
+    egress: Egress,
     config: RelayConfig,
     observer: Arc<dyn Observer>,
 }
 
 impl Relay {
-    /// A relay over a store.
-    pub fn new(store: Arc<dyn Outbox>, config: RelayConfig) -> Result<Self, RelayError> {
+    /// A relay over a store, delivering only where `egress` allows.
+    pub fn new(
+        store: Arc<dyn Outbox>,
+        config: RelayConfig,
+        egress: Egress,
+    ) -> Result<Self, RelayError> {
+        // Names resolve through the guard (checked addresses only); no
+        // redirect is followed (a 3xx is a failed attempt: it could point
+        // anywhere); no proxy from the environment (it would resolve names
+        // itself).
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
             .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(egress.resolver())
             .user_agent(concat!("chargeonce-relay/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| RelayError::Client(e.to_string()))?;
         Ok(Self {
             store,
             http,
+            egress,
             config,
             observer: Arc::new(NoObserver),
         })
@@ -181,34 +203,16 @@ impl Relay {
     /// One delivery attempt, recorded. `true` when the shop acknowledged it.
     async fn attempt(&self, due: DueEvent) -> Result<bool, StoreError> {
         let event = &due.event;
-        let now = OffsetDateTime::now_utc().unix_timestamp();
-        let signature = sign(&due.endpoint.secret, now, &event.payload);
-        let sent = self
-            .http
-            .post(&due.endpoint.url)
-            .header("content-type", "application/json")
-            .header(EVENT_ID_HEADER, event.id.as_str())
-            .header(EVENT_TYPE_HEADER, event.event_type.as_str())
-            .header(SIGNATURE_HEADER, signature)
-            .body(event.payload.clone())
-            .send()
-            .await;
         let failure = |status: Option<u16>, error: String| AttemptOutcome::Failed {
             status,
             error,
             retry_in: self.config.backoff(event.delivery.attempts + 1),
             give_up_after: self.config.give_up_after,
         };
-        let outcome = match sent {
-            Ok(response) if response.status().is_success() => AttemptOutcome::Delivered {
-                status: response.status().as_u16(),
-            },
-            Ok(response) => {
-                let status = response.status();
-                failure(Some(status.as_u16()), format!("HTTP {status}"))
-            }
-            // Without the URL: it is the shop's and may carry credentials.
-            Err(error) => failure(None, error.without_url().to_string()),
+        let outcome = match self.send(&due).await {
+            Ok(status) if (200..300).contains(&status) => AttemptOutcome::Delivered { status },
+            Ok(status) => failure(Some(status), status_text(status)),
+            Err(error) => failure(None, error),
         };
         let delivered = matches!(outcome, AttemptOutcome::Delivered { .. });
         tracing::debug!(
@@ -238,6 +242,80 @@ impl Relay {
         }
         recorded?;
         Ok(delivered)
+    }
+}
+
+impl Relay {
+    /// POSTs one event to its endpoint: the status the endpoint answered,
+    /// or what the shop may read of why there was none.
+    async fn send(&self, due: &DueEvent) -> Result<u16, String> {
+        let event = &due.event;
+        let Ok(url) = Url::parse(&due.endpoint.url) else {
+            return Err("the webhook URL is not valid".to_owned());
+        };
+        if let Err(refused) = self.egress.check_literal(&url) {
+            self.note_refused(due, refused.range);
+            return Err(refused.to_string());
+        }
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let signature = sign(&due.endpoint.secret, now, &event.payload);
+        let sent = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .header(EVENT_ID_HEADER, event.id.as_str())
+            .header(EVENT_TYPE_HEADER, event.event_type.as_str())
+            .header(SIGNATURE_HEADER, signature)
+            .body(event.payload.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(response) => Ok(response.status().as_u16()),
+            Err(error) => {
+                if let Some(refused) = refused_in(&error) {
+                    self.note_refused(due, refused.range);
+                    return Err(refused.to_string());
+                }
+                // The operator's log has the whole chain (without the URL:
+                // it is the shop's and may carry credentials); the shop
+                // reads a fixed phrase.
+                let error = error.without_url();
+                tracing::debug!(event_id = %event.id, error = %Chain(&error), "delivery failed");
+                Err(failure_text(&error).to_owned())
+            }
+        }
+    }
+
+    /// Tells the operator a shop's URL led to a refused address (the shop
+    /// reads only that it is not public).
+    fn note_refused(&self, due: &DueEvent, range: &str) {
+        tracing::warn!(
+            event_id = %due.event.id,
+            shop_id = %due.event.shop_id,
+            range,
+            "webhook destination refused: not a public address"
+        );
+    }
+}
+
+/// What a shop reads of a delivery that got no answer: a fixed phrase by
+/// kind, never the error's text (it can name addresses, resolvers, TLS
+/// internals).
+pub fn failure_text(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "timed out waiting for the endpoint"
+    } else if error.is_connect() {
+        "could not connect to the endpoint"
+    } else {
+        "the request to the endpoint failed"
+    }
+}
+
+/// What a shop reads of an answer that was not a 2xx.
+fn status_text(status: u16) -> String {
+    match reqwest::StatusCode::from_u16(status) {
+        Ok(code) => format!("HTTP {code}"),
+        Err(_) => format!("HTTP {status}"),
     }
 }
 

@@ -11,6 +11,7 @@ use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_example_merchant::{Merchant, router};
 use chargeonce_testkit::{Backend, SECRET, SHOP, TestService, body};
+use chargeonce_workers::egress::{Egress, EgressPolicy};
 use chargeonce_workers::relay::{Relay, RelayConfig};
 use serde_json::Value;
 
@@ -56,6 +57,7 @@ async fn a_payment_fulfils_its_order_once_through_the_relay() {
             backoff_base: Duration::from_millis(50),
             ..RelayConfig::default()
         },
+        Egress::new(EgressPolicy::loopback()),
     )
     .unwrap()
     .spawn();

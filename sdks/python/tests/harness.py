@@ -15,7 +15,9 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 REPO = Path(__file__).resolve().parents[3]
 SHOP = "pytest"
 SECRET = "sk_pytest_0123456789abcdef"
-BASE_ARGS = ["--sim-slow", "2s", "--rate-limit", "0", "--no-demo-shop"]
+# The test merchant listens on loopback over http: allowed explicitly.
+WEBHOOK_ARGS = ["--webhook-allow-http", "--webhook-allow-networks", "127.0.0.0/8"]
+BASE_ARGS = ["--sim-slow", "2s", "--rate-limit", "0", "--no-demo-shop", *WEBHOOK_ARGS]
 
 
 def binary() -> str:
@@ -48,7 +50,8 @@ class Server:
         if webhook_url:
             subprocess.run(
                 [bin_, "shops", "set-webhook", "--shop", SHOP, "--url", webhook_url,
-                 "--secret", webhook_secret or "whsec_pytest_0123456789", "--database-url", db],
+                 "--secret", webhook_secret or "whsec_pytest_0123456789", "--database-url", db,
+                 *WEBHOOK_ARGS],
                 check=True, capture_output=True, timeout=60,
             )
         self.log = open(os.path.join(self.dir, "server.log"), "w+")

@@ -10,6 +10,8 @@ import { CHARGEONCE_BIN } from "./paths.js";
 
 export const SHOP = "tsshop";
 export const SECRET = "sk_ts_0123456789abcdef0123";
+// The test merchant listens on loopback over http: allowed explicitly.
+const WEBHOOK_ARGS = ["--webhook-allow-http", "--webhook-allow-networks", "127.0.0.0/8"];
 
 export interface Server {
   url: string;
@@ -38,7 +40,7 @@ export async function startServer(
   if (webhook !== undefined) {
     execFileSync(
       CHARGEONCE_BIN,
-      ["shops", "set-webhook", "--shop", SHOP, "--url", webhook.url, "--secret", webhook.secret, "--database-url", db],
+      ["shops", "set-webhook", "--shop", SHOP, "--url", webhook.url, "--secret", webhook.secret, "--database-url", db, ...WEBHOOK_ARGS],
       { stdio: "pipe" },
     );
   }
@@ -46,6 +48,7 @@ export async function startServer(
     CHARGEONCE_BIN,
     [
       "serve",
+      ...WEBHOOK_ARGS,
       "--database-url", db,
       "--sim-ledger", join(dir, "sim.db"),
       "--listen", "127.0.0.1:0",

@@ -218,7 +218,9 @@ export async function startWorld() {
   const operatorSecret = secret("op_console_");
   const receiver = await startReceiver();
   await runOk(["shops", "add", shop, "--secret", shopSecret, "--database-url", db]);
-  await runOk(["shops", "set-webhook", "--shop", shop, "--url", receiver.url, "--secret", webhookSecret, "--database-url", db]);
+  // The receiver listens on loopback over http: allowed explicitly.
+  const webhookArgs = ["--webhook-allow-http", "--webhook-allow-networks", "127.0.0.0/8"];
+  await runOk(["shops", "set-webhook", "--shop", shop, "--url", receiver.url, "--secret", webhookSecret, "--database-url", db, ...webhookArgs]);
   const help = (await run(["serve", "--help"])).stdout;
   const hasConsole = help.includes("--operator-secret");
   // Keys live a few seconds, so the test can wait for one to expire; long
@@ -227,6 +229,7 @@ export async function startWorld() {
   const keyTtlMs = 6_000;
   const args = [
     "serve",
+    ...webhookArgs,
     "--database-url", db,
     "--sim-ledger", ledger,
     "--listen", "127.0.0.1:0",

@@ -7,6 +7,7 @@
 //! - [`engine`]: the engine's timings (lease, key TTL, acquirer timeout).
 //! - [`workers`]: the background workers (sweeper, completer, reconciler,
 //!   outbox relay).
+//! - [`egress`]: where webhooks may be delivered (`--webhook-allow-*`).
 //! - [`limits`]: the HTTP layer's timeouts, connection caps and rate limits.
 //! - [`logs`]: the shape of the log lines (`--log-format`).
 //! - [`traces`]: where OpenTelemetry traces go (`--otlp-endpoint`).
@@ -16,6 +17,7 @@
 
 use chargeonce_core::webhook::WebhookSecret;
 
+pub mod egress;
 pub mod engine;
 pub mod limits;
 pub mod logs;

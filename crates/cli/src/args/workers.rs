@@ -89,6 +89,9 @@ pub struct WorkersArgs {
     /// shutdown. `0` disables it: the keys' counts then miss those repeats.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub repeat_flush_interval: Duration,
+    /// Where the relay may deliver.
+    #[command(flatten)]
+    pub egress: super::egress::EgressArgs,
 }
 
 impl WorkersArgs {
