@@ -204,7 +204,7 @@ fn row(key: &ApiKey, now: OffsetDateTime) -> String {
         key.prefix
             .as_deref()
             .map_or("-".to_owned(), |p| format!("{p}…")),
-        key.state_at(now),
+        key.state_at(now).as_str(),
         stamp(Some(key.created_at)),
         stamp(key.expires_at),
         stamp(key.last_used_at),

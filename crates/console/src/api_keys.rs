@@ -47,7 +47,7 @@ impl KeyRow {
             mode: key.mode.as_str(),
             scope: key.scope.as_str(),
             prefix: key.prefix.clone(),
-            state: key.state_at(now),
+            state: key.state_at(now).as_str(),
             created: when(key.created_at),
             expires: key.expires_at.map(when),
             last_used: key.last_used_at.map(when),

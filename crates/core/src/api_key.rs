@@ -199,15 +199,37 @@ impl ApiKey {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|at| now < at)
     }
 
-    /// Its state at `now`, as lists show it: `active`, `expired` or
-    /// `revoked` (a revoked key is revoked whatever its expiry).
-    pub fn state_at(&self, now: OffsetDateTime) -> &'static str {
+    /// Its state at `now`, as lists show it (a revoked key is revoked
+    /// whatever its expiry).
+    pub fn state_at(&self, now: OffsetDateTime) -> KeyState {
         if self.revoked_at.is_some() {
-            "revoked"
+            KeyState::Revoked
         } else if self.active_at(now) {
-            "active"
+            KeyState::Active
         } else {
-            "expired"
+            KeyState::Expired
+        }
+    }
+}
+
+/// Whether a key works at a moment ([`ApiKey::state_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyState {
+    /// It authenticates requests.
+    Active,
+    /// Its expiry has passed.
+    Expired,
+    /// It was revoked.
+    Revoked,
+}
+
+impl KeyState {
+    /// `active`, `expired` or `revoked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
         }
     }
 }
@@ -241,6 +263,31 @@ pub struct NewApiKey {
     pub description: Option<String>,
     /// When it stops working, if ever.
     pub expires_at: Option<OffsetDateTime>,
+    /// The shop's request that makes it, when it came through the API: its
+    /// `Idempotency-Key`, kept with the key so that a repeat finds it.
+    pub request: Option<MakingRequest>,
+}
+
+/// The request that makes a key through the API: its idempotency key and
+/// the fingerprint of what it asked (operation, path and body), so that a
+/// repeat is told from a different request reusing the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MakingRequest {
+    /// The `Idempotency-Key` header.
+    pub idempotency_key: String,
+    /// SHA-256 of the operation, the path's key id (for a roll) and the body.
+    pub fingerprint: [u8; 32],
+}
+
+/// A key written by a make or a roll, or found as the answer to an earlier
+/// request with the same idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredKey {
+    /// The key.
+    pub key: ApiKey,
+    /// `true` when an earlier request with the same idempotency key made it
+    /// (nothing was written now; its secret was shown to that request).
+    pub replayed: bool,
 }
 
 impl NewApiKey {
@@ -255,6 +302,7 @@ impl NewApiKey {
             prefix: secret.prefix(),
             description: None,
             expires_at: None,
+            request: None,
         }
     }
 }
@@ -290,6 +338,9 @@ pub enum KeyRefusal {
     /// The shop holds [`MAX_ACTIVE_KEYS`] active keys.
     #[error("the shop holds {MAX_ACTIVE_KEYS} active keys; revoke one first")]
     TooMany,
+    /// The idempotency key made a key with a different request.
+    #[error("this idempotency key was used with a different request")]
+    RequestReused,
 }
 
 #[cfg(test)]
@@ -321,9 +372,9 @@ mod tests {
         assert!(key(Some(now + hour), false).active_at(now));
         assert!(!key(Some(now), false).active_at(now), "expired at its time");
         assert!(!key(None, true).active_at(now));
-        assert_eq!(key(None, false).state_at(now), "active");
-        assert_eq!(key(Some(now), false).state_at(now), "expired");
-        assert_eq!(key(Some(now), true).state_at(now), "revoked");
+        assert_eq!(key(None, false).state_at(now), KeyState::Active);
+        assert_eq!(key(Some(now), false).state_at(now), KeyState::Expired);
+        assert_eq!(key(Some(now), true).state_at(now), KeyState::Revoked);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use crate::ShopId;
-use crate::api_key::{ApiKey, ApiKeyId, ApiKeySecret, KeyRefusal, Mode, NewApiKey, Scope};
+use crate::api_key::{
+    ApiKey, ApiKeyId, ApiKeySecret, KeyRefusal, MakingRequest, Mode, NewApiKey, Scope,
+};
 use crate::store::{ApiKeys, StoreError};
 
 /// A key just made, with its secret in clear: to show once.
@@ -20,6 +22,16 @@ pub struct MadeKey {
     pub key: ApiKey,
     /// Its secret, never stored in clear.
     pub secret: ApiKeySecret,
+}
+
+/// What a make or roll through the API answered.
+#[derive(Debug)]
+pub enum Made {
+    /// A key made now, with its secret.
+    New(MadeKey),
+    /// The key an earlier request with the same idempotency key made; its
+    /// secret was shown to that request only.
+    Replayed(ApiKey),
 }
 
 /// What a new key is asked to be.
@@ -42,14 +54,30 @@ pub async fn make(
     shop_id: &ShopId,
     request: KeyRequest,
 ) -> Result<Result<MadeKey, KeyRefusal>, StoreError> {
+    match make_once(store, shop_id, request, None).await? {
+        Ok(made) => fresh(made).map(Ok),
+        Err(refusal) => Ok(Err(refusal)),
+    }
+}
+
+/// Makes a live key of `shop_id` for a request of the API: a repeat of
+/// `making` (the same idempotency key and fingerprint) answers the key the
+/// first made, without its secret.
+pub async fn make_once(
+    store: &dyn ApiKeys,
+    shop_id: &ShopId,
+    request: KeyRequest,
+    making: Option<MakingRequest>,
+) -> Result<Result<Made, KeyRefusal>, StoreError> {
     let secret = ApiKeySecret::generate(Mode::Live);
     let mut new = NewApiKey::of(shop_id.clone(), Mode::Live, request.scope, &secret);
     new.description = request.description;
     new.expires_at = request.expires_at;
+    new.request = making;
     Ok(store
         .add_api_key(&new)
         .await?
-        .map(|key| MadeKey { key, secret }))
+        .map(|stored| made(stored, secret)))
 }
 
 /// Rolls key `id` of `shop_id`: its successor (same mode, scope and
@@ -61,6 +89,21 @@ pub async fn roll(
     id: &ApiKeyId,
     overlap: Duration,
 ) -> Result<Result<MadeKey, KeyRefusal>, StoreError> {
+    match roll_once(store, shop_id, id, overlap, None).await? {
+        Ok(made) => fresh(made).map(Ok),
+        Err(refusal) => Ok(Err(refusal)),
+    }
+}
+
+/// Rolls key `id` for a request of the API; a repeat of `making` answers
+/// the successor the first made, without its secret, and changes nothing.
+pub async fn roll_once(
+    store: &dyn ApiKeys,
+    shop_id: &ShopId,
+    id: &ApiKeyId,
+    overlap: Duration,
+    making: Option<MakingRequest>,
+) -> Result<Result<Made, KeyRefusal>, StoreError> {
     let Some(keys) = store.shop_keys(shop_id).await? else {
         return Ok(Err(KeyRefusal::NoShop(shop_id.to_string())));
     };
@@ -70,11 +113,36 @@ pub async fn roll(
     let secret = ApiKeySecret::generate(old.mode);
     let mut successor = NewApiKey::of(shop_id.clone(), old.mode, old.scope, &secret);
     successor.description = old.description.clone();
+    successor.request = making;
     let old_expires_at = OffsetDateTime::now_utc() + overlap;
     Ok(store
         .roll_api_key(shop_id, id, &successor, old_expires_at)
         .await?
-        .map(|key| MadeKey { key, secret }))
+        .map(|stored| made(stored, secret)))
+}
+
+fn made(stored: crate::api_key::StoredKey, secret: ApiKeySecret) -> Made {
+    if stored.replayed {
+        Made::Replayed(stored.key)
+    } else {
+        Made::New(MadeKey {
+            key: stored.key,
+            secret,
+        })
+    }
+}
+
+/// A make without a making request is never a repeat: the key made now.
+fn fresh(made: Made) -> Result<MadeKey, StoreError> {
+    match made {
+        Made::New(key) => Ok(key),
+        // Only a making request can find an earlier key; the operator's
+        // makes carry none.
+        Made::Replayed(key) => Err(StoreError::corrupt(format!(
+            "key {} answered as a repeat of a request that had no idempotency key",
+            key.id
+        ))),
+    }
 }
 
 /// Every key of a shop (revoked and expired ones too), oldest first;

@@ -41,6 +41,11 @@ pub enum ProblemCode {
     /// 403: the API key's scope does not allow this request (a `read_only`
     /// key's write, a `payments` key's list). Nothing was executed.
     InsufficientScope,
+    /// 409: the shop holds 32 active API keys; revoke one before making or
+    /// rolling another. Nothing was made.
+    ApiKeyLimitReached,
+    /// 409: the key to roll is revoked or expired already. Nothing was made.
+    ApiKeyInactive,
     /// 402: the acquirer declined the payment: a definite, stored answer,
     /// replayed to every retry with the same key. The problem carries the
     /// `payment` and its `decline_code`. Do not retry; ask for another
@@ -183,6 +188,8 @@ impl ProblemCode {
         Self::ApiKeyRevoked,
         Self::ApiKeyExpired,
         Self::InsufficientScope,
+        Self::ApiKeyLimitReached,
+        Self::ApiKeyInactive,
         Self::PaymentDeclined,
         Self::NotFound,
         Self::MethodNotAllowed,
@@ -237,6 +244,8 @@ impl ProblemCode {
             Self::ApiKeyRevoked => "api_key_revoked",
             Self::ApiKeyExpired => "api_key_expired",
             Self::InsufficientScope => "insufficient_scope",
+            Self::ApiKeyLimitReached => "api_key_limit_reached",
+            Self::ApiKeyInactive => "api_key_inactive",
             Self::PaymentDeclined => "payment_declined",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -307,7 +316,9 @@ impl ProblemCode {
             | Self::PaymentNotYetRefundable
             | Self::PaymentNotCapturable
             | Self::PaymentNotVoidable
-            | Self::AuthorizationBusy => 409,
+            | Self::AuthorizationBusy
+            | Self::ApiKeyLimitReached
+            | Self::ApiKeyInactive => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::IdempotencyKeyReused
@@ -346,6 +357,8 @@ impl ProblemCode {
             Self::ApiKeyRevoked => "The API key was revoked",
             Self::ApiKeyExpired => "The API key expired",
             Self::InsufficientScope => "The API key's scope does not allow this request",
+            Self::ApiKeyLimitReached => "The shop holds as many active API keys as it may",
+            Self::ApiKeyInactive => "The API key is revoked or expired",
             Self::PaymentDeclined => "The payment was declined",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",

@@ -9,6 +9,8 @@
 //! - the resources: [`Payment`], [`Refund`], [`Event`], with [`Amount`], and
 //!   the [`List`] envelope, an [`IdempotencyKeyInfo`] as introspection shows it,
 //!   and a payment's [`PaymentHistory`];
+//! - a shop's [`ApiKey`] and the bodies that make, roll and revoke one
+//!   ([`api_key`]);
 //! - the request bodies: [`CreatePayment`], [`CreateRefund`] ([`request`]).
 //!
 //! The types are plain owned serde types, with no domain rules: the server
@@ -32,6 +34,7 @@
 //! ```
 
 pub mod amount;
+pub mod api_key;
 pub mod capture;
 pub mod code;
 pub mod event;
@@ -44,6 +47,9 @@ pub mod refund;
 pub mod request;
 
 pub use amount::Amount;
+pub use api_key::{
+    ApiKey, ApiKeyObject, ApiKeyScope, ApiKeyState, CreateApiKey, RevokeApiKey, RollApiKey,
+};
 pub use capture::{Capture, CaptureObject};
 pub use code::ProblemCode;
 pub use event::{DeliveryState, Event, EventDelivery, EventObject, EventType};

@@ -38,6 +38,87 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The shop's API keys, newest first (never their secrets)
+         * @description Every key of the shop, revoked and expired ones too, newest first, in one page (`has_more` is false).
+         */
+        get: operations["listApiKeys"];
+        put?: never;
+        /**
+         * Make an API key (once per Idempotency-Key)
+         * @description Makes a live key with the scope asked (a `full` key may make any scope). The answer carries the secret, once: it is stored hashed. A repeat with the same Idempotency-Key answers the same key without its secret (`Idempotent-Replayed: true`) and makes nothing. At most 32 active keys a shop.
+         */
+        post: operations["createApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an API key (never its secret) */
+        get: operations["getApiKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key now
+         * @description The key stops working at once on the instance that answers, and on every instance within `--auth-cache-ttl`. Revoking a revoked key changes nothing and answers it as it is, so the Idempotency-Key is required but not stored. A key may revoke itself.
+         */
+        post: operations["revokeApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys/{id}/roll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Roll an API key: its successor now, the old key expiring later (once per Idempotency-Key)
+         * @description Makes the successor (same scope and description; its `secret` answered once) and has the old key expire after `expire_old_in_seconds` (24 h by default, 0 at once, at most 7 days; never later than it was to expire), in one transaction. Every instance refuses the old key within `--auth-cache-ttl` after its expiry. A repeat with the same Idempotency-Key answers the same successor without its secret and changes nothing.
+         */
+        post: operations["rollApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/captures/{id}": {
         parameters: {
             query?: never;
@@ -343,6 +424,63 @@ export interface components {
              */
             currency: string;
         };
+        /** @description An API key of a shop. */
+        ApiKey: {
+            /**
+             * @description `key_` and 32 hex digits.
+             * @example key_01a2297968c07d11b0f4c7e8e0d6a3b1
+             */
+            id: string;
+            /** @description Always `api_key`. */
+            object: components["schemas"]["ApiKeyObject"];
+            /** @description `true` for a live key (test keys come with test mode). */
+            livemode: boolean;
+            /** @description What it may do. */
+            scope: components["schemas"]["ApiKeyScope"];
+            /**
+             * @description The visible start of its secret (`sk_live_4f3a`); `null` for a
+             *     shop's first secret, set before keys had prefixes.
+             * @example sk_live_4f3a
+             */
+            prefix?: string | null;
+            /** @description What it is for. */
+            description?: string | null;
+            /** @description Whether it works now. */
+            state: components["schemas"]["ApiKeyState"];
+            /** @description When it was made (RFC 3339, UTC, milliseconds). */
+            created_at: string;
+            /** @description When it stops working, if ever. */
+            expires_at?: string | null;
+            /** @description When it was revoked, if it was. */
+            revoked_at?: string | null;
+            /**
+             * @description When it last authenticated a request, to the minute (written once a
+             *     minute at most); `null` if never.
+             */
+            last_used_at?: string | null;
+            /**
+             * @description The secret, in the answer to the request that made the key only: it
+             *     is stored hashed and never shown again (a repeat of that request
+             *     answers the key without it).
+             * @example sk_live_4f3a9c0e5b7d1f2a3c4e5f60718293a4b5c6d7e8f9011223
+             */
+            secret?: string | null;
+        };
+        /**
+         * @description Always `api_key`.
+         * @enum {string}
+         */
+        ApiKeyObject: "api_key";
+        /**
+         * @description What a key may do (docs/api.md, "API keys", argues the set).
+         * @enum {string}
+         */
+        ApiKeyScope: "full" | "read_only" | "payments";
+        /**
+         * @description Whether a key works now.
+         * @enum {string}
+         */
+        ApiKeyState: "active" | "expired" | "revoked";
         /**
          * @description The body of `POST /v1/payments/{id}/cancel`: an empty object (the
          *     payment is named by the path). Kept an object so that options can be
@@ -423,6 +561,18 @@ export interface components {
          * @enum {string}
          */
         CaptureStatus: "pending" | "succeeded" | "failed";
+        /** @description The body of `POST /v1/api-keys`. */
+        CreateApiKey: {
+            /** @description What the key may do. */
+            scope: components["schemas"]["ApiKeyScope"];
+            /** @description What it is for (at most 200 characters). */
+            description?: string | null;
+            /**
+             * @description When it stops working (RFC 3339, in the future); never by default.
+             * @example 2027-01-01T00:00:00Z
+             */
+            expires_at?: string | null;
+        };
         /**
          * @description The body of `POST /v1/payments/{id}/captures`: `{}` captures all that
          *     is capturable as the final capture; an amount captures that much, and
@@ -997,6 +1147,60 @@ export interface components {
          *     The members are declared (and sent) in the order the server has always
          *     sent them: sorted by name.
          */
+        List_ApiKey: {
+            /** @description The resources of this page. */
+            data: {
+                /**
+                 * @description `key_` and 32 hex digits.
+                 * @example key_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+                /** @description Always `api_key`. */
+                object: components["schemas"]["ApiKeyObject"];
+                /** @description `true` for a live key (test keys come with test mode). */
+                livemode: boolean;
+                /** @description What it may do. */
+                scope: components["schemas"]["ApiKeyScope"];
+                /**
+                 * @description The visible start of its secret (`sk_live_4f3a`); `null` for a
+                 *     shop's first secret, set before keys had prefixes.
+                 * @example sk_live_4f3a
+                 */
+                prefix?: string | null;
+                /** @description What it is for. */
+                description?: string | null;
+                /** @description Whether it works now. */
+                state: components["schemas"]["ApiKeyState"];
+                /** @description When it was made (RFC 3339, UTC, milliseconds). */
+                created_at: string;
+                /** @description When it stops working, if ever. */
+                expires_at?: string | null;
+                /** @description When it was revoked, if it was. */
+                revoked_at?: string | null;
+                /**
+                 * @description When it last authenticated a request, to the minute (written once a
+                 *     minute at most); `null` if never.
+                 */
+                last_used_at?: string | null;
+                /**
+                 * @description The secret, in the answer to the request that made the key only: it
+                 *     is stored hashed and never shown again (a repeat of that request
+                 *     answers the key without it).
+                 * @example sk_live_4f3a9c0e5b7d1f2a3c4e5f60718293a4b5c6d7e8f9011223
+                 */
+                secret?: string | null;
+            }[];
+            /** @description Whether another page follows. `false` where a route lists everything. */
+            has_more: boolean;
+            /** @description Always `list`. */
+            object: components["schemas"]["ListObject"];
+        };
+        /**
+         * @description A page of resources, oldest or newest first as the route says.
+         *
+         *     The members are declared (and sent) in the order the server has always
+         *     sent them: sorted by name.
+         */
         List_Capture: {
             /** @description The resources of this page. */
             data: {
@@ -1401,7 +1605,7 @@ export interface components {
          * @example idempotency_key_reused
          * @enum {string}
          */
-        ProblemCode: "missing_idempotency_key" | "invalid_idempotency_key" | "duplicate_idempotency_key" | "malformed_json" | "missing_parameter" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "api_key_revoked" | "api_key_expired" | "insufficient_scope" | "payment_declined" | "not_found" | "method_not_allowed" | "request_in_progress" | "order_already_paid" | "payment_canceled" | "payment_not_cancelable" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "invalid_request" | "invalid_amount" | "unsupported_currency" | "store_unavailable" | "acquirer_unavailable" | "missing_signature" | "invalid_signature" | "stale_signature" | "webhooks_disabled" | "refund_exceeds_amount" | "payment_not_refundable" | "currency_mismatch" | "refund_failed" | "capture_exceeds_capturable" | "payment_not_capturable" | "payment_not_voidable" | "authorization_busy" | "capture_failed" | "void_failed" | "rate_limited" | "too_many_requests" | "body_timeout" | "request_timeout" | "store_overloaded" | "internal_error" | "bad_request" | "http_error";
+        ProblemCode: "missing_idempotency_key" | "invalid_idempotency_key" | "duplicate_idempotency_key" | "malformed_json" | "missing_parameter" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "api_key_revoked" | "api_key_expired" | "insufficient_scope" | "api_key_limit_reached" | "api_key_inactive" | "payment_declined" | "not_found" | "method_not_allowed" | "request_in_progress" | "order_already_paid" | "payment_canceled" | "payment_not_cancelable" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "invalid_request" | "invalid_amount" | "unsupported_currency" | "store_unavailable" | "acquirer_unavailable" | "missing_signature" | "invalid_signature" | "stale_signature" | "webhooks_disabled" | "refund_exceeds_amount" | "payment_not_refundable" | "currency_mismatch" | "refund_failed" | "capture_exceeds_capturable" | "payment_not_capturable" | "payment_not_voidable" | "authorization_busy" | "capture_failed" | "void_failed" | "rate_limited" | "too_many_requests" | "body_timeout" | "request_timeout" | "store_overloaded" | "internal_error" | "bad_request" | "http_error";
         /**
          * @description A refund of (part of) a payment.
          *
@@ -1469,6 +1673,18 @@ export interface components {
          * @enum {string}
          */
         ReleaseReason: "void" | "expiry";
+        /** @description The body of `POST /v1/api-keys/{id}/revoke`: `{}`. */
+        RevokeApiKey: Record<string, never>;
+        /** @description The body of `POST /v1/api-keys/{id}/roll`. */
+        RollApiKey: {
+            /**
+             * Format: int64
+             * @description Seconds the old key keeps working: 0 (at once) to 604800 (7 days);
+             *     86400 (24 h) by default.
+             * @example 3600
+             */
+            expire_old_in_seconds?: number | null;
+        };
         /**
          * @description The body of `POST /v1/payments/{id}/void`: an empty object.
          * @example {}
@@ -1591,6 +1807,673 @@ export interface operations {
                 };
             };
             /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["List_ApiKey"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key reads keys. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1 to 255 visible ASCII characters, exactly one header; kept with the key made, for as long as the key.
+                 * @example support-tool-key-1
+                 */
+                "Idempotency-Key": string;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The key's scope, and optionally a description and an expiry (at most 64 KiB, strict JSON). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateApiKey"];
+            };
+        };
+        responses: {
+            /** @description Made: the key with its `secret` (shown once). A repeat answers the key as it is now, without `secret`, with `Idempotent-Replayed: true`. */
+            201: {
+                headers: {
+                    /** @description `true` on a repeat; absent otherwise. */
+                    "Idempotent-Replayed"?: string;
+                    /** @description `/v1/api-keys/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`, `bad_request`. Nothing was made. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages keys. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `api_key_limit_reached`: the shop holds 32 active keys. Nothing was made. */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: an unknown scope or field, a description over 200 characters, an expiry not in the future; `idempotency_key_reused`: the key made a key with another request. Nothing was made. */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry with the same key. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The key's id (`key_...`).
+                 * @example key_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key reads keys. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such key for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    revokeApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1 to 255 visible ASCII characters, exactly one header (required on every state-changing POST; not stored here).
+                 * @example revoke-laptop-key
+                 */
+                "Idempotency-Key": string;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The key to revoke (`key_...`).
+                 * @example key_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description `{}`. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeApiKey"];
+            };
+        };
+        responses: {
+            /** @description Revoked (now, or earlier). */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`, `bad_request`. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages keys. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such key for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: the body is not `{}`. */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rollApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1 to 255 visible ASCII characters, exactly one header; kept with the successor.
+                 * @example roll-2026-12
+                 */
+                "Idempotency-Key": string;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The key to roll (`key_...`).
+                 * @example key_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description `{}`, or how long the old key keeps working. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RollApiKey"];
+            };
+        };
+        responses: {
+            /** @description Rolled: the successor with its `secret` (shown once). A repeat answers it without `secret`, with `Idempotent-Replayed: true`. */
+            201: {
+                headers: {
+                    /** @description `true` on a repeat; absent otherwise. */
+                    "Idempotent-Replayed"?: string;
+                    /** @description `/v1/api-keys/{id}` of the successor */
+                    Location?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`, `bad_request`. Nothing was changed. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages keys. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such key for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `api_key_inactive`: the key is revoked or expired; `api_key_limit_reached`: the shop holds 32 active keys. Nothing was changed. */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: an overlap over 7 days or an unknown field; `idempotency_key_reused`: the key was used with another request. Nothing was changed. */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry with the same key. */
             503: {
                 headers: {
                     /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */

@@ -15,6 +15,8 @@ export const PROBLEM_CODES = [
   "api_key_revoked",
   "api_key_expired",
   "insufficient_scope",
+  "api_key_limit_reached",
+  "api_key_inactive",
   "payment_declined",
   "not_found",
   "method_not_allowed",

@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 
 use super::StoreError;
 use crate::ShopId;
-use crate::api_key::{ApiKey, ApiKeyId, KeyCredential, KeyRefusal, NewApiKey};
+use crate::api_key::{ApiKey, ApiKeyId, KeyCredential, KeyRefusal, NewApiKey, StoredKey};
 
 /// A shop's API keys.
 #[async_trait]
@@ -18,21 +18,31 @@ pub trait ApiKeys: Send + Sync + 'static {
 
     /// Stores a new key, unless the shop is unknown or holds
     /// [`crate::api_key::MAX_ACTIVE_KEYS`] active keys already (checked in
-    /// the same transaction, by the store's clock).
-    async fn add_api_key(&self, key: &NewApiKey) -> Result<Result<ApiKey, KeyRefusal>, StoreError>;
+    /// the same transaction, by the store's clock). When the key carries its
+    /// making request and a key of the shop was made with the same
+    /// idempotency key, nothing is written: that key is returned as
+    /// replayed (same fingerprint), or the request is refused
+    /// ([`KeyRefusal::RequestReused`]). Checked first, so a repeat is
+    /// answered even once the shop is at the cap.
+    async fn add_api_key(
+        &self,
+        key: &NewApiKey,
+    ) -> Result<Result<StoredKey, KeyRefusal>, StoreError>;
 
     /// Rolls key `id`: stores `successor` (which the caller made with the
     /// old key's mode and scope) and has the old key expire at
     /// `old_expires_at` (or earlier, if it was to expire earlier), in one
     /// transaction. Refused when the old key is unknown or no longer
-    /// active. Returns the successor.
+    /// active. Returns the successor; a repeat of a roll (the successor's
+    /// making request) is answered as [`ApiKeys::add_api_key`] answers one,
+    /// before the old key is looked at (it may have expired since).
     async fn roll_api_key(
         &self,
         shop_id: &ShopId,
         id: &ApiKeyId,
         successor: &NewApiKey,
         old_expires_at: OffsetDateTime,
-    ) -> Result<Result<ApiKey, KeyRefusal>, StoreError>;
+    ) -> Result<Result<StoredKey, KeyRefusal>, StoreError>;
 
     /// Revokes key `id` now. Revoking a revoked key changes nothing and
     /// returns it as it is.

@@ -33,6 +33,11 @@ pub type ShopKeys = (Arc<[KeyCredential]>, Instant);
 pub struct AuthCache {
     ttl: Duration,
     shops: Mutex<HashMap<ShopId, ShopKeys>>,
+    /// When this instance changed a shop's keys itself ([`Self::forget`]):
+    /// a read that began before is not cached (it may hold a key revoked
+    /// since). Entries older than the TTL are dropped: such a read is
+    /// stale anyway.
+    fences: Mutex<HashMap<ShopId, Instant>>,
     /// The keys used since the last write of their use (ids are unique
     /// across shops), with their shops.
     used: Mutex<HashMap<ApiKeyId, ShopId>>,
@@ -44,6 +49,7 @@ impl AuthCache {
         Self {
             ttl,
             shops: Mutex::new(HashMap::new()),
+            fences: Mutex::new(HashMap::new()),
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -63,7 +69,7 @@ impl AuthCache {
     /// `read_at`; an entry of a read that began later stays (a slow read
     /// must not bring back a key revoked since).
     pub fn insert(&self, shop: ShopId, keys: Arc<[KeyCredential]>, read_at: Instant) {
-        if self.ttl.is_zero() {
+        if self.ttl.is_zero() || self.fenced(&shop, read_at) {
             return;
         }
         let mut shops = lock(&self.shops);
@@ -80,6 +86,27 @@ impl AuthCache {
                 shops.insert(shop, (keys, read_at));
             }
         }
+    }
+
+    /// Drops the shop's cached keys after this instance changed them (a
+    /// revocation, a roll through the API): its next request reads them
+    /// again, so the change holds here at once (other instances within the
+    /// TTL). A read that began before now is not cached afterwards.
+    pub fn forget(&self, shop: &ShopId) {
+        let now = Instant::now();
+        {
+            let mut fences = lock(&self.fences);
+            let ttl = self.ttl;
+            fences.retain(|_, at| at.elapsed() < ttl);
+            fences.insert(shop.clone(), now);
+        }
+        lock(&self.shops).remove(shop);
+    }
+
+    fn fenced(&self, shop: &ShopId, read_at: Instant) -> bool {
+        lock(&self.fences)
+            .get(shop)
+            .is_some_and(|fence| read_at < *fence)
     }
 
     /// Notes that `key` of `shop` authenticated a request, for the next

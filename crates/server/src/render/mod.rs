@@ -5,6 +5,7 @@
 //! what [`HttpRender`] ([`stored`]) renders, and replays those bytes
 //! unchanged.
 
+pub mod api_key;
 pub mod event;
 pub mod history;
 mod stored;

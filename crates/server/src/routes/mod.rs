@@ -1,6 +1,7 @@
 //! The API's routes.
 
 mod amount;
+pub mod api_keys;
 pub mod cancel;
 pub mod captures;
 pub mod events;

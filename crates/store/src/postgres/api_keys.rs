@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use chargeonce_core::api_key::{
-    ApiKey, ApiKeyId, KeyCredential, KeyRefusal, MAX_ACTIVE_KEYS, NewApiKey,
+    ApiKey, ApiKeyId, KeyCredential, KeyRefusal, MAX_ACTIVE_KEYS, NewApiKey, StoredKey,
 };
 use chargeonce_core::store::ApiKeys;
 use chargeonce_core::{ShopId, StoreError};
@@ -47,8 +47,17 @@ impl ApiKeys for PgStore {
     }
 
     #[tracing::instrument(level = "debug", name = "store.add_api_key", skip_all, fields(db.system = "postgresql"))]
-    async fn add_api_key(&self, key: &NewApiKey) -> Result<Result<ApiKey, KeyRefusal>, StoreError> {
+    async fn add_api_key(
+        &self,
+        key: &NewApiKey,
+    ) -> Result<Result<StoredKey, KeyRefusal>, StoreError> {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
+        if let Err(refusal) = lock_shop(&mut tx, &key.shop_id).await? {
+            return Ok(Err(refusal));
+        }
+        if let Some(earlier) = earlier_request(&mut tx, key).await? {
+            return Ok(earlier);
+        }
         if let Err(refusal) = room_for_a_key(&mut tx, &key.shop_id).await? {
             return Ok(Err(refusal));
         }
@@ -64,8 +73,14 @@ impl ApiKeys for PgStore {
         id: &ApiKeyId,
         successor: &NewApiKey,
         old_expires_at: OffsetDateTime,
-    ) -> Result<Result<ApiKey, KeyRefusal>, StoreError> {
+    ) -> Result<Result<StoredKey, KeyRefusal>, StoreError> {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
+        if let Err(refusal) = lock_shop(&mut tx, shop_id).await? {
+            return Ok(Err(refusal));
+        }
+        if let Some(earlier) = earlier_request(&mut tx, successor).await? {
+            return Ok(earlier);
+        }
         if let Err(refusal) = room_for_a_key(&mut tx, shop_id).await? {
             return Ok(Err(refusal));
         }
@@ -130,12 +145,10 @@ impl ApiKeys for PgStore {
     }
 }
 
-/// Locks the shop's row (so its key writes run one after the other) and
-/// checks it may hold one more active key. The count is a statement of its
-/// own, after the lock: its snapshot sees the keys of a make that held the
-/// lock before (one statement would count from a snapshot taken before it
-/// waited).
-async fn room_for_a_key(
+/// Locks the shop's row, so that its key writes run one after the other:
+/// two makes count the active keys in turn, two repeats of one request find
+/// each other.
+async fn lock_shop(
     tx: &mut Transaction<'static, Postgres>,
     shop_id: &ShopId,
 ) -> Result<Result<(), KeyRefusal>, StoreError> {
@@ -145,9 +158,60 @@ async fn room_for_a_key(
             .fetch_optional(&mut **tx)
             .await
             .map_err(store_error)?;
-    if locked.is_none() {
-        return Ok(Err(KeyRefusal::NoShop(shop_id.to_string())));
+    Ok(match locked {
+        Some(_) => Ok(()),
+        None => Err(KeyRefusal::NoShop(shop_id.to_string())),
+    })
+}
+
+/// The key an earlier request with `key`'s idempotency key made, if any:
+/// replayed when it asked the same, refused when it asked something else.
+/// `None` for a key without a making request, or a first request.
+async fn earlier_request(
+    tx: &mut Transaction<'static, Postgres>,
+    key: &NewApiKey,
+) -> Result<Option<Result<StoredKey, KeyRefusal>>, StoreError> {
+    let Some(request) = &key.request else {
+        return Ok(None);
+    };
+    let fingerprint: Option<Vec<u8>> = sqlx::query_scalar(
+        "SELECT request_sha256 FROM api_keys WHERE shop_id = $1 AND idempotency_key = $2",
+    )
+    .bind(key.shop_id.as_str())
+    .bind(&request.idempotency_key)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    let Some(fingerprint) = fingerprint else {
+        return Ok(None);
+    };
+    if fingerprint != request.fingerprint {
+        return Ok(Some(Err(KeyRefusal::RequestReused)));
     }
+    let row: ApiKeyRow = sqlx::query_as(concat!(
+        "SELECT ",
+        api_key_columns!(),
+        " FROM api_keys WHERE shop_id = $1 AND idempotency_key = $2"
+    ))
+    .bind(key.shop_id.as_str())
+    .bind(&request.idempotency_key)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    Ok(Some(Ok(StoredKey {
+        key: KeyCredential::try_from(row)?.key,
+        replayed: true,
+    })))
+}
+
+/// Checks the shop may hold one more active key. The count is a statement
+/// of its own, after the shop's row lock ([`lock_shop`]): its snapshot sees
+/// the keys of a make that held the lock before (one statement would count
+/// from a snapshot taken before it waited).
+async fn room_for_a_key(
+    tx: &mut Transaction<'static, Postgres>,
+    shop_id: &ShopId,
+) -> Result<Result<(), KeyRefusal>, StoreError> {
     let active: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM api_keys WHERE shop_id = $1 AND revoked_at IS NULL \
            AND (expires_at IS NULL OR expires_at > now())",
@@ -211,11 +275,11 @@ async fn missing_or_inactive(
 async fn insert(
     tx: &mut Transaction<'static, Postgres>,
     key: &NewApiKey,
-) -> Result<ApiKey, StoreError> {
+) -> Result<StoredKey, StoreError> {
     let row: ApiKeyRow = sqlx::query_as(concat!(
         "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, prefix, description, \
-             expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ",
+             expires_at, idempotency_key, request_sha256) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ",
         api_key_columns!()
     ))
     .bind(key.shop_id.as_str())
@@ -226,8 +290,13 @@ async fn insert(
     .bind(&key.prefix)
     .bind(&key.description)
     .bind(key.expires_at)
+    .bind(key.request.as_ref().map(|r| r.idempotency_key.as_str()))
+    .bind(key.request.as_ref().map(|r| r.fingerprint.as_slice()))
     .fetch_one(&mut **tx)
     .await
     .map_err(store_error)?;
-    Ok(KeyCredential::try_from(row)?.key)
+    Ok(StoredKey {
+        key: KeyCredential::try_from(row)?.key,
+        replayed: false,
+    })
 }

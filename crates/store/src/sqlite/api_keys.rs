@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use chargeonce_core::api_key::{
-    ApiKey, ApiKeyId, KeyCredential, KeyRefusal, MAX_ACTIVE_KEYS, NewApiKey,
+    ApiKey, ApiKeyId, KeyCredential, KeyRefusal, MAX_ACTIVE_KEYS, NewApiKey, StoredKey,
 };
 use chargeonce_core::store::ApiKeys;
 use chargeonce_core::{ShopId, StoreError};
@@ -39,9 +39,15 @@ impl ApiKeys for SqliteStore {
     }
 
     #[tracing::instrument(level = "debug", name = "store.add_api_key", skip_all, fields(db.system = "sqlite"))]
-    async fn add_api_key(&self, key: &NewApiKey) -> Result<Result<ApiKey, KeyRefusal>, StoreError> {
+    async fn add_api_key(
+        &self,
+        key: &NewApiKey,
+    ) -> Result<Result<StoredKey, KeyRefusal>, StoreError> {
         let key = key.clone();
         self.write(move |conn| {
+            if let Some(earlier) = earlier_request(conn, &key)? {
+                return Ok(Write::Rollback(earlier));
+            }
             if let Err(refusal) = room_for_a_key(conn, &key.shop_id)? {
                 return Ok(Write::Rollback(Err(refusal)));
             }
@@ -57,9 +63,12 @@ impl ApiKeys for SqliteStore {
         id: &ApiKeyId,
         successor: &NewApiKey,
         old_expires_at: OffsetDateTime,
-    ) -> Result<Result<ApiKey, KeyRefusal>, StoreError> {
+    ) -> Result<Result<StoredKey, KeyRefusal>, StoreError> {
         let (shop_id, id, successor) = (shop_id.clone(), id.clone(), successor.clone());
         self.write(move |conn| {
+            if let Some(earlier) = earlier_request(conn, &successor)? {
+                return Ok(Write::Rollback(earlier));
+            }
             if let Err(refusal) = room_for_a_key(conn, &shop_id)? {
                 return Ok(Write::Rollback(Err(refusal)));
             }
@@ -180,6 +189,50 @@ fn retire_legacy_secret(conn: &Connection, shop_id: &ShopId, id: &ApiKeyId) -> R
     Ok(())
 }
 
+/// The key an earlier request with `key`'s idempotency key made, if any:
+/// replayed when it asked the same, refused when it asked something else.
+/// `None` for a key without a making request, or a first request. (The one
+/// writer keeps two repeats apart.)
+fn earlier_request(
+    conn: &Connection,
+    key: &NewApiKey,
+) -> Result<Option<Result<StoredKey, KeyRefusal>>> {
+    let Some(request) = &key.request else {
+        return Ok(None);
+    };
+    let fingerprint: Option<Vec<u8>> = conn
+        .prepare_cached(
+            "SELECT request_sha256 FROM api_keys WHERE shop_id = ?1 AND idempotency_key = ?2",
+        )?
+        .query_row(
+            params![key.shop_id.as_str(), request.idempotency_key],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let Some(fingerprint) = fingerprint else {
+        return Ok(None);
+    };
+    if fingerprint != request.fingerprint {
+        return Ok(Some(Err(KeyRefusal::RequestReused)));
+    }
+    let found = one::<ApiKeyRow, KeyCredential>(
+        conn,
+        concat!(
+            "SELECT ",
+            api_key_columns!(),
+            " FROM api_keys WHERE shop_id = ?1 AND idempotency_key = ?2"
+        ),
+        params![key.shop_id.as_str(), request.idempotency_key],
+    )?;
+    let key = found
+        .map(|credential| credential.key)
+        .ok_or_else(|| StoreError::other("a key found by its request returned no row"))?;
+    Ok(Some(Ok(StoredKey {
+        key,
+        replayed: true,
+    })))
+}
+
 /// Why a roll found no active key `id`.
 fn missing_or_inactive(conn: &Connection, shop_id: &ShopId, id: &ApiKeyId) -> Result<KeyRefusal> {
     let exists = conn
@@ -194,15 +247,15 @@ fn missing_or_inactive(conn: &Connection, shop_id: &ShopId, id: &ApiKeyId) -> Re
     })
 }
 
-fn insert(conn: &Connection, key: &NewApiKey) -> Result<ApiKey> {
+fn insert(conn: &Connection, key: &NewApiKey) -> Result<StoredKey> {
     let inserted = one::<ApiKeyRow, KeyCredential>(
         conn,
         concat!(
             "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, prefix, description, \
-                 created_at, expires_at) \
+                 created_at, expires_at, idempotency_key, request_sha256) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
             now_ms!(),
-            ", ?8) RETURNING ",
+            ", ?8, ?9, ?10) RETURNING ",
             api_key_columns!()
         ),
         params![
@@ -214,9 +267,14 @@ fn insert(conn: &Connection, key: &NewApiKey) -> Result<ApiKey> {
             key.prefix,
             key.description,
             key.expires_at.map(unix_ms),
+            key.request.as_ref().map(|r| r.idempotency_key.as_str()),
+            key.request.as_ref().map(|r| r.fingerprint.as_slice()),
         ],
     )?;
     inserted
-        .map(|credential| credential.key)
+        .map(|credential| StoredKey {
+            key: credential.key,
+            replayed: false,
+        })
         .ok_or_else(|| StoreError::other("an inserted key returned no row").into())
 }

@@ -23,6 +23,8 @@ class ProblemCode(str, Enum):
     API_KEY_REVOKED = "api_key_revoked"
     API_KEY_EXPIRED = "api_key_expired"
     INSUFFICIENT_SCOPE = "insufficient_scope"
+    API_KEY_LIMIT_REACHED = "api_key_limit_reached"
+    API_KEY_INACTIVE = "api_key_inactive"
     PAYMENT_DECLINED = "payment_declined"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
