@@ -44,6 +44,24 @@ pub enum ShopsCommand {
         #[command(flatten)]
         egress: EgressArgs,
     },
+    /// Roll the shop's webhook signing secret: the new one signs from now
+    /// on, and the old one keeps signing too (a second signature on every
+    /// delivery) until the overlap ends, so the receiver can switch secrets
+    /// without refusing an event. Prints a generated secret once.
+    RollWebhookSecret {
+        /// The shop id.
+        #[arg(long)]
+        shop: String,
+        /// How long the old secret keeps signing (`0s`: it stops at once).
+        #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+        expire_old_in: std::time::Duration,
+        /// The new signing secret, at least 16 characters; by default 32
+        /// random bytes are generated.
+        #[arg(long, env = "CHARGEONCE_SHOP_WEBHOOK_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+        #[command(flatten)]
+        store: DatabaseArgs,
+    },
     /// Manage a shop's API keys: add, list, roll, revoke.
     Keys {
         #[command(subcommand)]
@@ -55,6 +73,12 @@ pub enum ShopsCommand {
 pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
     match command {
         ShopsCommand::Keys { command } => crate::api_keys::run(command).await,
+        ShopsCommand::RollWebhookSecret {
+            shop,
+            expire_old_in,
+            secret,
+            store,
+        } => roll_webhook_secret(shop, expire_old_in, secret, store).await,
         ShopsCommand::Add { id, secret, store } => {
             let id = ShopId::new(id)?;
             // Checked before the store is opened (or created).
@@ -117,4 +141,43 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `shops roll-webhook-secret`.
+async fn roll_webhook_secret(
+    shop: String,
+    expire_old_in: std::time::Duration,
+    secret: Option<String>,
+    store: DatabaseArgs,
+) -> anyhow::Result<()> {
+    let id = ShopId::new(shop)?;
+    let (secret, generated) = match secret {
+        Some(secret) => (
+            WebhookSecret::chosen(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
+            false,
+        ),
+        None => (WebhookSecret::generate(), true),
+    };
+    let old_valid_until = time::OffsetDateTime::now_utc() + expire_old_in;
+    let store = store.connect().await?;
+    if !store
+        .roll_webhook_secret(&id, &secret, old_valid_until)
+        .await
+        .context("rolling the webhook secret")?
+    {
+        anyhow::bail!("no shop `{id}` with a webhook (set one with `shops set-webhook`)");
+    }
+    println!(
+        "webhook secret of shop {id} rolled; the old one signs too until {}",
+        old_valid_until
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default()
+    );
+    if generated {
+        println!(
+            "signing secret (shown once, give it to the shop's receiver): {}",
+            secret.expose()
+        );
+    }
+    Ok(())
 }

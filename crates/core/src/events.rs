@@ -496,6 +496,10 @@ pub struct DueEvent {
     pub event: Event,
     /// The shop's endpoint.
     pub endpoint: WebhookEndpoint,
+    /// The secret a roll replaced, while its overlap lasts: each delivery
+    /// then carries a second signature made with it, so a receiver that
+    /// still verifies with the old secret keeps accepting events.
+    pub previous_secret: Option<WebhookSecret>,
 }
 
 /// How one delivery attempt ended.

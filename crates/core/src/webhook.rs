@@ -288,6 +288,28 @@ pub fn sign(secret: &WebhookSecret, timestamp: i64, body: &[u8]) -> String {
     format!("t={timestamp},v1={}", hex::encode(tag))
 }
 
+/// The signature header value signed with each of `secrets` (the current
+/// one first): `t=<timestamp>,v1=<hex>,v1=<hex>`. A receiver verifying with
+/// any one of them accepts it ([`verify`] compares every `v1`).
+///
+/// ```
+/// use chargeonce_core::webhook::{WebhookSecret, sign_all, verify, TOLERANCE};
+///
+/// let (new, old) = (WebhookSecret::new("whsec_new_0123456789"), WebhookSecret::new("whsec_old_0123456789"));
+/// let header = sign_all(&[&new, &old], 1000, b"{}");
+/// assert_eq!(verify(&old, &header, b"{}", 1000, TOLERANCE), Ok(()));
+/// assert_eq!(verify(&new, &header, b"{}", 1000, TOLERANCE), Ok(()));
+/// ```
+pub fn sign_all(secrets: &[&WebhookSecret], timestamp: i64, body: &[u8]) -> String {
+    let mut header = format!("t={timestamp}");
+    for secret in secrets.iter().take(MAX_SIGNATURES) {
+        let tag = signature(secret, timestamp, body).finalize().into_bytes();
+        header.push_str(",v1=");
+        header.push_str(&hex::encode(tag));
+    }
+    header
+}
+
 /// Checks a signature header against the body and its timestamp against
 /// `now` (unix seconds), in bounded work: the header is parsed first
 /// ([`SignatureHeader::parse`]: at most [`MAX_HEADER_BYTES`] and

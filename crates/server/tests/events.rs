@@ -424,7 +424,120 @@ async fn events_are_kept_apart_between_shops(backend: Backend) {
         .assert_problem(401, "unauthorized");
 }
 
+/// A rolled signing secret: during the overlap each delivery carries a
+/// signature with each secret, either verifies; after it, only the new one.
+async fn a_rolled_secret_signs_beside_the_new_one_during_the_overlap(backend: Backend) {
+    let s = TestService::start(backend).await;
+    let merchant = TestMerchant::start(Vec::new()).await;
+    set_webhook(&s, &merchant.url).await;
+    let shop = ShopId::new(common::SHOP).unwrap();
+    let old = WebhookSecret::new(HOOK_SECRET);
+    let new = WebhookSecret::new("whsec_merchant_a_rolled");
+    let in_an_hour = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+    assert!(
+        s.store
+            .roll_webhook_secret(&shop, &new, in_an_hour)
+            .await
+            .unwrap()
+    );
+    let nobody = ShopId::new("nobody").unwrap();
+    assert!(
+        !s.store
+            .roll_webhook_secret(&nobody, &new, in_an_hour)
+            .await
+            .unwrap()
+    );
+
+    let relay = Relay::new(
+        s.store.clone(),
+        fast(),
+        Egress::new(EgressPolicy::loopback()),
+    )
+    .unwrap();
+    pay(&s, "order-1", "tok_ok").await;
+    assert_eq!(relay.run_once().await.unwrap().delivered, 1);
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let first = merchant.received().pop().unwrap();
+    assert_eq!(
+        first.signature.matches("v1=").count(),
+        2,
+        "{}",
+        first.signature
+    );
+    for secret in [&old, &new] {
+        assert_eq!(
+            webhook::verify(
+                secret,
+                &first.signature,
+                &first.body,
+                now,
+                webhook::TOLERANCE
+            ),
+            Ok(())
+        );
+    }
+
+    // A roll with no overlap: the secret it replaces stops signing at once.
+    let newest = WebhookSecret::new("whsec_merchant_a_newest");
+    let now_at = time::OffsetDateTime::now_utc();
+    assert!(
+        s.store
+            .roll_webhook_secret(&shop, &newest, now_at)
+            .await
+            .unwrap()
+    );
+    pay(&s, "order-2", "tok_ok").await;
+    assert_eq!(relay.run_once().await.unwrap().delivered, 1);
+    let second = merchant.received().pop().unwrap();
+    assert_eq!(
+        second.signature.matches("v1=").count(),
+        1,
+        "{}",
+        second.signature
+    );
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    assert_eq!(
+        webhook::verify(
+            &newest,
+            &second.signature,
+            &second.body,
+            now,
+            webhook::TOLERANCE
+        ),
+        Ok(())
+    );
+    assert!(
+        webhook::verify(
+            &new,
+            &second.signature,
+            &second.body,
+            now,
+            webhook::TOLERANCE
+        )
+        .is_err()
+    );
+
+    // Setting the webhook anew drops a rolled-over secret too.
+    assert!(
+        s.store
+            .roll_webhook_secret(&shop, &new, in_an_hour)
+            .await
+            .unwrap()
+    );
+    set_webhook(&s, &merchant.url).await;
+    pay(&s, "order-3", "tok_ok").await;
+    assert_eq!(relay.run_once().await.unwrap().delivered, 1);
+    let third = merchant.received().pop().unwrap();
+    assert_eq!(
+        third.signature.matches("v1=").count(),
+        1,
+        "{}",
+        third.signature
+    );
+}
+
 on_both_stores!(
+    a_rolled_secret_signs_beside_the_new_one_during_the_overlap,
     a_merchant_failing_three_times_gets_the_event_once_acknowledged,
     an_event_is_given_up_after_the_configured_time_and_resent_by_hand,
     events_of_one_payment_are_delivered_in_order,

@@ -220,10 +220,13 @@ rows! {
         recovery_point: String,
     }
 
-    /// A shop's webhook columns: `webhook_url, webhook_secret`.
+    /// A shop's webhook columns: `webhook_url, webhook_secret`, and the
+    /// rolled-over secret while it still signs (`NULL` once its overlap is
+    /// over, by the store's clock).
     struct EndpointRow {
         webhook_url: Option<String>,
         webhook_secret: Option<String>,
+        webhook_previous_secret: Option<String>,
     }
 }
 
@@ -545,13 +548,17 @@ impl TakenKeyRow {
 }
 
 impl EndpointRow {
-    /// The shop's endpoint, if it has one.
-    pub(crate) fn endpoint(self) -> Option<WebhookEndpoint> {
+    /// The shop's endpoint, if it has one, and the rolled-over secret that
+    /// still signs, if any.
+    pub(crate) fn endpoint(self) -> Option<(WebhookEndpoint, Option<WebhookSecret>)> {
         match (self.webhook_url, self.webhook_secret) {
-            (Some(url), Some(secret)) => Some(WebhookEndpoint {
-                url,
-                secret: WebhookSecret::new(secret),
-            }),
+            (Some(url), Some(secret)) => Some((
+                WebhookEndpoint {
+                    url,
+                    secret: WebhookSecret::new(secret),
+                },
+                self.webhook_previous_secret.map(WebhookSecret::new),
+            )),
             _ => None,
         }
     }

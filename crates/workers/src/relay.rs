@@ -6,7 +6,8 @@
 //! PostgreSQL claims with `FOR UPDATE SKIP LOCKED`), POSTs each one's stored
 //! bytes to its shop's URL, signed afresh with the shop's secret
 //! (`Chargeonce-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`, the
-//! scheme of [`chargeonce_core::webhook`]) and with its stable id in
+//! scheme of [`chargeonce_core::webhook`]; during a secret roll's overlap a
+//! second `v1=` made with the old secret) and with its stable id in
 //! `Chargeonce-Event-Id`, and records the attempt:
 //!
 //! * a 2xx answer marks it delivered;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chargeonce_core::events::{AttemptOutcome, DueEvent};
-use chargeonce_core::webhook::{SIGNATURE_HEADER, sign};
+use chargeonce_core::webhook::{SIGNATURE_HEADER, sign_all};
 use chargeonce_core::{Chain, NoObserver, Observer, Outbox, StoreError};
 use reqwest::Url;
 
@@ -258,7 +259,11 @@ impl Relay {
             return Err(refused.to_string());
         }
         let now = OffsetDateTime::now_utc().unix_timestamp();
-        let signature = sign(&due.endpoint.secret, now, &event.payload);
+        // During a secret roll's overlap, a second signature with the old
+        // secret: a receiver verifying with either accepts the event.
+        let mut secrets = vec![&due.endpoint.secret];
+        secrets.extend(due.previous_secret.as_ref());
+        let signature = sign_all(&secrets, now, &event.payload);
         let sent = self
             .http
             .post(url)

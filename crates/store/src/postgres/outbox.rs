@@ -13,6 +13,7 @@ use chargeonce_core::events::{
 };
 use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::store::Outbox;
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use sqlx::{Postgres, Transaction};
 
@@ -179,14 +180,18 @@ impl Outbox for PgStore {
             .collect::<Result<Vec<_>, _>>()?;
         claimed.sort_by_key(|(seq, _)| *seq);
         // One read of each shop's endpoint per claim, not one per event.
-        let mut endpoints: HashMap<ShopId, WebhookEndpoint> = HashMap::new();
+        let mut endpoints: HashMap<ShopId, (WebhookEndpoint, Option<WebhookSecret>)> =
+            HashMap::new();
         let mut due = Vec::with_capacity(claimed.len());
         for (_, event) in claimed {
-            let endpoint = if let Some(known) = endpoints.get(&event.shop_id) {
+            let (endpoint, previous_secret) = if let Some(known) = endpoints.get(&event.shop_id) {
                 known.clone()
             } else {
                 let found = sqlx::query_as::<_, EndpointRow>(
-                    "SELECT webhook_url, webhook_secret FROM shops WHERE id = $1",
+                    "SELECT webhook_url, webhook_secret, \
+                         CASE WHEN webhook_previous_secret_until > now() \
+                              THEN webhook_previous_secret END AS webhook_previous_secret \
+                     FROM shops WHERE id = $1",
                 )
                 .bind(event.shop_id.as_str())
                 .fetch_one(&mut *tx)
@@ -199,7 +204,11 @@ impl Outbox for PgStore {
                 endpoints.insert(event.shop_id.clone(), found.clone());
                 found
             };
-            due.push(DueEvent { event, endpoint });
+            due.push(DueEvent {
+                event,
+                endpoint,
+                previous_secret,
+            });
         }
         tx.commit().await.map_err(store_error)?;
         Ok(due)

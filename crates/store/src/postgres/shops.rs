@@ -4,7 +4,9 @@ use async_trait::async_trait;
 use chargeonce_core::api_key::ApiKeyId;
 use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
 use chargeonce_core::store::Shops;
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
+use time::OffsetDateTime;
 
 use super::{PgStore, store_error};
 
@@ -43,14 +45,17 @@ impl Shops for PgStore {
         endpoint: Option<&WebhookEndpoint>,
     ) -> Result<bool, StoreError> {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
-        let done =
-            sqlx::query("UPDATE shops SET webhook_url = $2, webhook_secret = $3 WHERE id = $1")
-                .bind(shop_id.as_str())
-                .bind(endpoint.map(|e| e.url.as_str()))
-                .bind(endpoint.map(|e| e.secret.expose()))
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
+        let done = sqlx::query(
+            "UPDATE shops SET webhook_url = $2, webhook_secret = $3, \
+                     webhook_previous_secret = NULL, webhook_previous_secret_until = NULL \
+                 WHERE id = $1",
+        )
+        .bind(shop_id.as_str())
+        .bind(endpoint.map(|e| e.url.as_str()))
+        .bind(endpoint.map(|e| e.secret.expose()))
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
         if endpoint.is_some() {
             // Events parked while the shop had no URL are due now; their
             // give-up clock starts now.
@@ -66,6 +71,29 @@ impl Shops for PgStore {
             .map_err(store_error)?;
         }
         tx.commit().await.map_err(store_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Rolls the shop's webhook signing secret; the old one keeps signing
+    /// until `old_valid_until`.
+    #[tracing::instrument(level = "debug", name = "store.roll_webhook_secret", skip_all, fields(db.system = "postgresql"))]
+    async fn roll_webhook_secret(
+        &self,
+        shop_id: &ShopId,
+        secret: &WebhookSecret,
+        old_valid_until: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE shops SET webhook_previous_secret = webhook_secret, \
+                 webhook_previous_secret_until = $3, webhook_secret = $2 \
+             WHERE id = $1 AND webhook_url IS NOT NULL",
+        )
+        .bind(shop_id.as_str())
+        .bind(secret.expose())
+        .bind(old_valid_until)
+        .execute(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
         Ok(done.rows_affected() == 1)
     }
 }

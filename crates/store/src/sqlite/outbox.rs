@@ -13,6 +13,7 @@ use chargeonce_core::events::{
 };
 use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::store::Outbox;
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
@@ -213,16 +214,21 @@ impl Outbox for SqliteStore {
             )?;
             claimed.sort_by_key(|(seq, _)| *seq);
             // One read of each shop's endpoint per claim, not one per event.
-            let mut endpoints: HashMap<ShopId, WebhookEndpoint> = HashMap::new();
+            let mut endpoints: HashMap<ShopId, (WebhookEndpoint, Option<WebhookSecret>)> =
+                HashMap::new();
             let mut due = Vec::with_capacity(claimed.len());
             for (_, event) in claimed {
-                let endpoint = match endpoints.get(&event.shop_id) {
+                let (endpoint, previous_secret) = match endpoints.get(&event.shop_id) {
                     Some(known) => known.clone(),
                     None => {
                         let found = conn
-                            .prepare_cached(
-                                "SELECT webhook_url, webhook_secret FROM shops WHERE id = ?1",
-                            )?
+                            .prepare_cached(concat!(
+                                "SELECT webhook_url, webhook_secret, \
+                                     CASE WHEN webhook_previous_secret_until > ",
+                                now_ms!(),
+                                " THEN webhook_previous_secret END AS webhook_previous_secret \
+                                 FROM shops WHERE id = ?1"
+                            ))?
                             .query_row(params![event.shop_id.as_str()], EndpointRow::from_sqlite)?
                             .endpoint()
                             .ok_or_else(|| {
@@ -235,7 +241,11 @@ impl Outbox for SqliteStore {
                         found
                     }
                 };
-                due.push(DueEvent { event, endpoint });
+                due.push(DueEvent {
+                    event,
+                    endpoint,
+                    previous_secret,
+                });
             }
             Ok(Write::Commit(due))
         })

@@ -4,11 +4,14 @@ use async_trait::async_trait;
 use chargeonce_core::api_key::ApiKeyId;
 use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
 use chargeonce_core::store::Shops;
+use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::params;
 
-use super::{Fail, SqliteStore, now_ms};
+use time::OffsetDateTime;
+
+use super::{Fail, SqliteStore, now_ms, unix_ms};
 
 #[async_trait]
 impl Shops for SqliteStore {
@@ -53,7 +56,9 @@ impl Shops for SqliteStore {
         self.write(move |conn| {
             let done = conn
                 .prepare_cached(
-                    "UPDATE shops SET webhook_url = ?2, webhook_secret = ?3 WHERE id = ?1",
+                    "UPDATE shops SET webhook_url = ?2, webhook_secret = ?3, \
+                         webhook_previous_secret = NULL, webhook_previous_secret_until = NULL \
+                     WHERE id = ?1",
                 )?
                 .execute(params![
                     shop_id.as_str(),
@@ -73,6 +78,30 @@ impl Shops for SqliteStore {
                 ))?
                 .execute(params![shop_id.as_str(), PARKED_UNTIL_MS])?;
             }
+            Ok(Write::Commit(done == 1))
+        })
+        .await
+    }
+
+    /// Rolls the shop's webhook signing secret; the old one keeps signing
+    /// until `old_valid_until`.
+    #[tracing::instrument(level = "debug", name = "store.roll_webhook_secret", skip_all, fields(db.system = "sqlite"))]
+    async fn roll_webhook_secret(
+        &self,
+        shop_id: &ShopId,
+        secret: &WebhookSecret,
+        old_valid_until: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let (shop_id, secret) = (shop_id.clone(), secret.expose());
+        let until = unix_ms(old_valid_until);
+        self.write(move |conn| {
+            let done = conn
+                .prepare_cached(
+                    "UPDATE shops SET webhook_previous_secret = webhook_secret, \
+                         webhook_previous_secret_until = ?3, webhook_secret = ?2 \
+                     WHERE id = ?1 AND webhook_url IS NOT NULL",
+                )?
+                .execute(params![shop_id.as_str(), secret, until])?;
             Ok(Write::Commit(done == 1))
         })
         .await
