@@ -139,9 +139,18 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
         let mut at = position(&keys, &presented);
         if at.is_none() && read_at.elapsed() >= REREAD_AFTER_MISS {
             // Perhaps a key made or rolled since the keys were read: once
-            // more from the store (at most ten times a second per shop).
-            keys = read_keys(state, &shop, &secret, client).await?;
-            at = position(&keys, &presented);
+            // more from the store (at most ten times a second per shop). A
+            // store that cannot answer leaves the cached keys' answer: a
+            // wrong secret for a cached shop is refused while the store is
+            // down, as when the cache answers alone.
+            match read_keys(state, &shop, &secret, client).await {
+                Ok(fresh) => {
+                    keys = fresh;
+                    at = position(&keys, &presented);
+                }
+                Err(problem) if problem.status().is_server_error() => {}
+                Err(problem) => return Err(problem),
+            }
         }
         let Some(key) = at.map(|at| &keys[at].key) else {
             return Err(refused(state, client));
