@@ -52,12 +52,15 @@ pub enum ShopsCommand {
         /// The shop id.
         #[arg(long)]
         shop: String,
-        /// How long the old secret keeps signing (`0s`: it stops at once).
-        #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+        /// How long the old secret keeps signing (`0s`: it stops at once; at
+        /// most 30 days).
+        #[arg(long, default_value = "24h", value_parser = overlap)]
         expire_old_in: std::time::Duration,
-        /// The new signing secret, at least 16 characters; by default 32
-        /// random bytes are generated.
-        #[arg(long, env = "CHARGEONCE_SHOP_WEBHOOK_SECRET", hide_env_values = true)]
+        /// The new signing secret, at least 16 characters, not the current
+        /// one; by default 32 random bytes are generated. (No environment
+        /// variable: the one `set-webhook` reads would roll to the same
+        /// secret.)
+        #[arg(long)]
         secret: Option<String>,
         #[command(flatten)]
         store: DatabaseArgs,
@@ -158,15 +161,17 @@ async fn roll_webhook_secret(
         ),
         None => (WebhookSecret::generate(), true),
     };
-    let old_valid_until = time::OffsetDateTime::now_utc() + expire_old_in;
     let store = store.connect().await?;
-    if !store
-        .roll_webhook_secret(&id, &secret, old_valid_until)
+    let Some(old_valid_until) = store
+        .roll_webhook_secret(&id, &secret, expire_old_in)
         .await
         .context("rolling the webhook secret")?
-    {
-        anyhow::bail!("no shop `{id}` with a webhook (set one with `shops set-webhook`)");
-    }
+    else {
+        anyhow::bail!(
+            "no shop `{id}` with a webhook (set one with `shops set-webhook`), \
+             or --secret is the one it signs with already"
+        );
+    };
     println!(
         "webhook secret of shop {id} rolled; the old one signs too until {}",
         old_valid_until
@@ -180,4 +185,16 @@ async fn roll_webhook_secret(
         );
     }
     Ok(())
+}
+
+/// The longest overlap of a webhook secret roll.
+const MAX_ROLL_OVERLAP: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Parses `--expire-old-in`: a duration of at most [`MAX_ROLL_OVERLAP`].
+fn overlap(value: &str) -> Result<std::time::Duration, String> {
+    let overlap = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    if overlap > MAX_ROLL_OVERLAP {
+        return Err("at most 30 days".to_owned());
+    }
+    Ok(overlap)
 }

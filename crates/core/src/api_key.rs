@@ -341,6 +341,9 @@ pub enum KeyRefusal {
     /// The idempotency key made a key with a different request.
     #[error("this idempotency key was used with a different request")]
     RequestReused,
+    /// The new key's expiry is not in the future (by the store's clock).
+    #[error("the key's expiry is not in the future")]
+    ExpiryPassed,
 }
 
 #[cfg(test)]

@@ -433,20 +433,19 @@ async fn a_rolled_secret_signs_beside_the_new_one_during_the_overlap(backend: Ba
     let shop = ShopId::new(common::SHOP).unwrap();
     let old = WebhookSecret::new(HOOK_SECRET);
     let new = WebhookSecret::new("whsec_merchant_a_rolled");
-    let in_an_hour = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
-    assert!(
-        s.store
-            .roll_webhook_secret(&shop, &new, in_an_hour)
-            .await
-            .unwrap()
-    );
+    let hour = Duration::from_secs(3600);
+    let until = s
+        .store
+        .roll_webhook_secret(&shop, &new, hour)
+        .await
+        .unwrap();
+    assert!(until.unwrap() > time::OffsetDateTime::now_utc() + Duration::from_secs(3500));
     let nobody = ShopId::new("nobody").unwrap();
-    assert!(
-        !s.store
-            .roll_webhook_secret(&nobody, &new, in_an_hour)
-            .await
-            .unwrap()
-    );
+    let roll = s.store.roll_webhook_secret(&nobody, &new, hour).await;
+    assert_eq!(roll.unwrap(), None);
+    // A roll to the secret it signs with already rotates nothing.
+    let same = s.store.roll_webhook_secret(&shop, &new, hour).await;
+    assert_eq!(same.unwrap(), None);
 
     let relay = Relay::new(
         s.store.clone(),
@@ -477,15 +476,11 @@ async fn a_rolled_secret_signs_beside_the_new_one_during_the_overlap(backend: Ba
         );
     }
 
-    // A roll with no overlap: the secret it replaces stops signing at once.
+    // A roll with no overlap: the secret it replaces stops signing at once
+    // (an overlap that ended, as the store's clock says).
     let newest = WebhookSecret::new("whsec_merchant_a_newest");
-    let now_at = time::OffsetDateTime::now_utc();
-    assert!(
-        s.store
-            .roll_webhook_secret(&shop, &newest, now_at)
-            .await
-            .unwrap()
-    );
+    let roll = s.store.roll_webhook_secret(&shop, &newest, Duration::ZERO);
+    assert!(roll.await.unwrap().is_some());
     pay(&s, "order-2", "tok_ok").await;
     assert_eq!(relay.run_once().await.unwrap().delivered, 1);
     let second = merchant.received().pop().unwrap();
@@ -518,12 +513,8 @@ async fn a_rolled_secret_signs_beside_the_new_one_during_the_overlap(backend: Ba
     );
 
     // Setting the webhook anew drops a rolled-over secret too.
-    assert!(
-        s.store
-            .roll_webhook_secret(&shop, &new, in_an_hour)
-            .await
-            .unwrap()
-    );
+    let roll = s.store.roll_webhook_secret(&shop, &new, hour);
+    assert!(roll.await.unwrap().is_some());
     set_webhook(&s, &merchant.url).await;
     pay(&s, "order-3", "tok_ok").await;
     assert_eq!(relay.run_once().await.unwrap().delivered, 1);

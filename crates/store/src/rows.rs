@@ -402,7 +402,7 @@ impl TryFrom<KeyRow> for KeyRecord {
 }
 
 /// A time stored as unix milliseconds.
-fn from_ms(ms: i64) -> Result<OffsetDateTime, StoreError> {
+pub(crate) fn from_ms(ms: i64) -> Result<OffsetDateTime, StoreError> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .map_err(StoreError::corrupt_by)
 }

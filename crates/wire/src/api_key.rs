@@ -40,7 +40,7 @@ pub enum ApiKeyState {
 }
 
 /// An API key of a shop.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiKey {
     /// `key_` and 32 hex digits.
@@ -81,6 +81,20 @@ pub struct ApiKey {
         schema(example = "sk_live_4f3a9c0e5b7d1f2a3c4e5f60718293a4b5c6d7e8f9011223")
     )]
     pub secret: Option<String>,
+}
+
+/// Hides the secret.
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("id", &self.id)
+            .field("livemode", &self.livemode)
+            .field("scope", &self.scope)
+            .field("prefix", &self.prefix)
+            .field("state", &self.state)
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
 }
 
 /// The body of `POST /v1/api-keys`.

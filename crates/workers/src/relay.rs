@@ -254,6 +254,14 @@ impl Relay {
         let Ok(url) = Url::parse(&due.endpoint.url) else {
             return Err("the webhook URL is not valid".to_owned());
         };
+        if let Err(refused) = self.egress.check_scheme(&url) {
+            tracing::warn!(
+                event_id = %event.id,
+                shop_id = %event.shop_id,
+                "webhook URL refused: http is not allowed (--webhook-allow-http)"
+            );
+            return Err(refused.to_string());
+        }
         if let Err(refused) = self.egress.check_literal(&url) {
             self.note_refused(due, refused.range);
             return Err(refused.to_string());
@@ -318,9 +326,12 @@ pub fn failure_text(error: &reqwest::Error) -> &'static str {
 
 /// What a shop reads of an answer that was not a 2xx.
 fn status_text(status: u16) -> String {
-    match reqwest::StatusCode::from_u16(status) {
-        Ok(code) => format!("HTTP {code}"),
-        Err(_) => format!("HTTP {status}"),
+    match reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|code| code.canonical_reason())
+    {
+        Some(reason) => format!("HTTP {status} {reason}"),
+        None => format!("HTTP {status}"),
     }
 }
 

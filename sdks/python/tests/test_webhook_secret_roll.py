@@ -15,6 +15,7 @@ from harness import SECRET, SHOP, Server, binary
 
 OLD_SECRET = "whsec_pytest_roll_old_0123456789"
 NEW_SECRET = "whsec_pytest_roll_new_0123456789"
+NEWEST_SECRET = "whsec_pytest_roll_newest_01234567"
 
 
 def _receiver() -> "tuple[http.server.ThreadingHTTPServer, queue.Queue[tuple[dict, bytes]]]":
@@ -36,9 +37,9 @@ def _receiver() -> "tuple[http.server.ThreadingHTTPServer, queue.Queue[tuple[dic
     return httpd, received
 
 
-def _roll(server: Server, expire_old_in: str) -> None:
+def _roll(server: Server, secret: str, expire_old_in: str) -> None:
     subprocess.run(
-        [binary(), "shops", "roll-webhook-secret", "--shop", SHOP, "--secret", NEW_SECRET,
+        [binary(), "shops", "roll-webhook-secret", "--shop", SHOP, "--secret", secret,
          "--expire-old-in", expire_old_in, "--database-url", f"sqlite://{server.dir}/db.sqlite"],
         check=True, capture_output=True, timeout=60,
     )
@@ -59,7 +60,7 @@ def test_during_the_overlap_either_secret_verifies() -> None:
         webhook_secret=OLD_SECRET,
     )
     try:
-        _roll(server, "1h")
+        _roll(server, NEW_SECRET, "1h")
         _pay(server)
         headers, body = received.get(timeout=20)
         signature = headers["chargeonce-signature"]
@@ -67,15 +68,15 @@ def test_during_the_overlap_either_secret_verifies() -> None:
         verify(OLD_SECRET, signature, body)
         verify(NEW_SECRET, signature, body)
 
-        # A roll whose overlap is over: the old secret no longer verifies.
-        _roll(server, "0s")
+        # A roll with no overlap: the secret it replaced no longer verifies.
+        _roll(server, NEWEST_SECRET, "0s")
         _pay(server)
         headers, body = received.get(timeout=20)
         signature = headers["chargeonce-signature"]
         assert signature.count("v1=") == 1, signature
-        verify(NEW_SECRET, signature, body)
+        verify(NEWEST_SECRET, signature, body)
         try:
-            verify(OLD_SECRET, signature, body)
+            verify(NEW_SECRET, signature, body)
         except SignatureError as error:
             assert error.reason == "mismatch"
         else:

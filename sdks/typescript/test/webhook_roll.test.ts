@@ -12,16 +12,17 @@ import { CHARGEONCE_BIN } from "./paths.js";
 
 const OLD_SECRET = "whsec_ts_roll_old_0123456789";
 const NEW_SECRET = "whsec_ts_roll_new_0123456789";
+const NEWEST_SECRET = "whsec_ts_roll_newest_01234567";
 
 interface Delivery {
   header: string;
   raw: Buffer;
 }
 
-function roll(server: Server, expireOldIn: string): void {
+function roll(server: Server, secret: string, expireOldIn: string): void {
   execFileSync(
     CHARGEONCE_BIN,
-    ["shops", "roll-webhook-secret", "--shop", SHOP, "--secret", NEW_SECRET, "--expire-old-in", expireOldIn,
+    ["shops", "roll-webhook-secret", "--shop", SHOP, "--secret", secret, "--expire-old-in", expireOldIn,
       "--database-url", `sqlite://${join(server.dir, "db.sqlite")}`],
     { stdio: "pipe" },
   );
@@ -61,17 +62,17 @@ test("during a secret roll's overlap either secret verifies a delivery", { timeo
     }
   };
   try {
-    roll(server, "1h");
+    roll(server, NEW_SECRET, "1h");
     const during = await payAndReceive("roll-1");
     assert.equal(during.header.split("v1=").length - 1, 2, during.header);
     verifyWebhook(OLD_SECRET, during.header, during.raw);
     verifyWebhook(NEW_SECRET, during.header, during.raw);
 
-    roll(server, "0s");
+    roll(server, NEWEST_SECRET, "0s");
     const after = await payAndReceive("roll-2");
     assert.equal(after.header.split("v1=").length - 1, 1, after.header);
-    verifyWebhook(NEW_SECRET, after.header, after.raw);
-    assert.throws(() => verifyWebhook(OLD_SECRET, after.header, after.raw), (e: unknown) => e instanceof SignatureError && e.kind === "mismatch");
+    verifyWebhook(NEWEST_SECRET, after.header, after.raw);
+    assert.throws(() => verifyWebhook(NEW_SECRET, after.header, after.raw), (e: unknown) => e instanceof SignatureError && e.kind === "mismatch");
   } finally {
     await server.stop();
     receiver.close();

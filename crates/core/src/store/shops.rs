@@ -4,6 +4,8 @@
 use async_trait::async_trait;
 
 use super::StoreError;
+use std::time::Duration;
+
 use time::OffsetDateTime;
 
 use crate::events::WebhookEndpoint;
@@ -26,13 +28,15 @@ pub trait Shops: Send + Sync + 'static {
 
     /// Rolls a shop's webhook signing secret: `secret` signs from now on,
     /// and the one it replaces keeps signing too (a second signature on
-    /// every delivery) until `old_valid_until`, by the store's clock. A
-    /// secret rolled over before that is dropped (two at most). `false`
-    /// when there is no such shop or it has no webhook.
+    /// every delivery) for `overlap`, counted and compared by the store's
+    /// clock. A secret rolled over before that is dropped (two at most).
+    /// The end of the overlap; `None` when there is no such shop, it has no
+    /// webhook, or `secret` is the one it signs with already (a roll to the
+    /// same secret would rotate nothing).
     async fn roll_webhook_secret(
         &self,
         shop_id: &ShopId,
         secret: &WebhookSecret,
-        old_valid_until: OffsetDateTime,
-    ) -> Result<bool, StoreError>;
+        overlap: Duration,
+    ) -> Result<Option<OffsetDateTime>, StoreError>;
 }

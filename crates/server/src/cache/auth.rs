@@ -28,16 +28,26 @@ const AUTH_CACHE_SHOPS: usize = 10_000;
 /// One shop's keys, and when the read that found them began.
 pub type ShopKeys = (Arc<[KeyCredential]>, Instant);
 
+/// The cache's maps.
+#[derive(Debug, Default)]
+struct Entries {
+    /// Each shop's keys and when their read began.
+    keys: HashMap<ShopId, ShopKeys>,
+    /// When this instance changed a shop's keys itself ([`AuthCache::forget`]):
+    /// a read that began before is not cached (it may hold a key revoked
+    /// since). Entries older than the TTL are dropped: such a read is
+    /// stale anyway.
+    fences: HashMap<ShopId, Instant>,
+}
+
 /// Shops' keys read from the store, for a short time.
 #[derive(Debug)]
 pub struct AuthCache {
     ttl: Duration,
-    shops: Mutex<HashMap<ShopId, ShopKeys>>,
-    /// When this instance changed a shop's keys itself ([`Self::forget`]):
-    /// a read that began before is not cached (it may hold a key revoked
-    /// since). Entries older than the TTL are dropped: such a read is
-    /// stale anyway.
-    fences: Mutex<HashMap<ShopId, Instant>>,
+    /// The cached keys and the fences, under one lock: a fence set by
+    /// [`Self::forget`] and an [`Self::insert`] of an older read cannot
+    /// interleave.
+    shops: Mutex<Entries>,
     /// The keys used since the last write of their use (ids are unique
     /// across shops), with their shops.
     used: Mutex<HashMap<ApiKeyId, ShopId>>,
@@ -48,8 +58,7 @@ impl AuthCache {
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
-            shops: Mutex::new(HashMap::new()),
-            fences: Mutex::new(HashMap::new()),
+            shops: Mutex::new(Entries::default()),
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -61,7 +70,7 @@ impl AuthCache {
             return None;
         }
         let shops = lock(&self.shops);
-        let (keys, read_at) = shops.get(shop)?;
+        let (keys, read_at) = shops.keys.get(shop)?;
         (read_at.elapsed() < self.ttl).then(|| (keys.clone(), *read_at))
     }
 
@@ -69,10 +78,18 @@ impl AuthCache {
     /// `read_at`; an entry of a read that began later stays (a slow read
     /// must not bring back a key revoked since).
     pub fn insert(&self, shop: ShopId, keys: Arc<[KeyCredential]>, read_at: Instant) {
-        if self.ttl.is_zero() || self.fenced(&shop, read_at) {
+        if self.ttl.is_zero() {
             return;
         }
-        let mut shops = lock(&self.shops);
+        let mut entries = lock(&self.shops);
+        if entries
+            .fences
+            .get(&shop)
+            .is_some_and(|fence| read_at < *fence)
+        {
+            return;
+        }
+        let shops = &mut entries.keys;
         if shops.len() >= AUTH_CACHE_SHOPS {
             let ttl = self.ttl;
             shops.retain(|_, (_, stored_at)| stored_at.elapsed() < ttl);
@@ -93,20 +110,11 @@ impl AuthCache {
     /// again, so the change holds here at once (other instances within the
     /// TTL). A read that began before now is not cached afterwards.
     pub fn forget(&self, shop: &ShopId) {
-        let now = Instant::now();
-        {
-            let mut fences = lock(&self.fences);
-            let ttl = self.ttl;
-            fences.retain(|_, at| at.elapsed() < ttl);
-            fences.insert(shop.clone(), now);
-        }
-        lock(&self.shops).remove(shop);
-    }
-
-    fn fenced(&self, shop: &ShopId, read_at: Instant) -> bool {
-        lock(&self.fences)
-            .get(shop)
-            .is_some_and(|fence| read_at < *fence)
+        let mut entries = lock(&self.shops);
+        let ttl = self.ttl;
+        entries.fences.retain(|_, at| at.elapsed() < ttl);
+        entries.fences.insert(shop.clone(), Instant::now());
+        entries.keys.remove(shop);
     }
 
     /// Notes that `key` of `shop` authenticated a request, for the next
@@ -160,6 +168,23 @@ mod tests {
             key,
             hash: new.hash,
         }])
+    }
+
+    #[test]
+    fn a_read_begun_before_a_forget_is_not_cached() {
+        let cache = AuthCache::new(Duration::from_secs(30));
+        let before = Instant::now();
+        cache.insert(shop("a"), keys(), before);
+        cache.forget(&shop("a"));
+        assert_eq!(cache.get(&shop("a")), None, "forgotten");
+        // A read that began before the forget (a revoked key in it) comes
+        // back late: it is not cached.
+        cache.insert(shop("a"), keys(), before);
+        assert_eq!(cache.get(&shop("a")), None, "fenced");
+        let after = Instant::now();
+        let fresh = keys();
+        cache.insert(shop("a"), fresh.clone(), after);
+        assert_eq!(cache.get(&shop("a")), Some((fresh, after)));
     }
 
     #[test]

@@ -16,7 +16,8 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::header::LOCATION;
-use axum::http::{HeaderName, StatusCode, Uri};
+use axum::http::header::{CACHE_CONTROL, PRAGMA};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal, MakingRequest};
 use chargeonce_core::keyring::{self, KeyRequest, MAX_DESCRIPTION, Made};
@@ -58,12 +59,16 @@ fn refusal_problem(refusal: KeyRefusal) -> Problem {
         KeyRefusal::RequestReused => {
             Problem::new(ProblemCode::IdempotencyKeyReused, refusal.to_string())
         }
+        KeyRefusal::ExpiryPassed => invalid("expires_at must be in the future"),
     }
 }
 
-/// The request that makes a key: its idempotency key and fingerprint.
-fn making(key: &IdempotencyKey, uri: &Uri, body: &Value) -> Result<MakingRequest, Problem> {
-    let fingerprint = Fingerprint::compute("POST", uri.path(), body)
+/// The request that makes a key: its idempotency key and the fingerprint
+/// of its operation (`path` as the route names it, with the parsed key id:
+/// a percent-encoded path of the same request is the same request) and
+/// body.
+fn making(key: &IdempotencyKey, path: &str, body: &Value) -> Result<MakingRequest, Problem> {
+    let fingerprint = Fingerprint::compute("POST", path, body)
         .map_err(|e| Problem::new(ProblemCode::MalformedJson, e.to_string()))?;
     Ok(MakingRequest {
         idempotency_key: key.as_str().to_owned(),
@@ -84,17 +89,21 @@ fn made_response(made: Made) -> Response {
     };
     let location = format!("/v1/api-keys/{}", view.id);
     let mut response = (StatusCode::CREATED, [(LOCATION, location)], Json(view)).into_response();
+    // The answer may carry a secret: no cache on the way may keep it.
+    let headers = response.headers_mut();
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(PRAGMA, HeaderValue::from_static("no-cache"));
     if replayed {
-        response.headers_mut().insert(
+        headers.insert(
             HeaderName::from_static(IDEMPOTENT_REPLAYED),
-            axum::http::HeaderValue::from_static("true"),
+            HeaderValue::from_static("true"),
         );
     }
     response
 }
 
 /// The checks of a new key's description and expiry.
-fn key_request(body: wire::CreateApiKey, now: OffsetDateTime) -> Result<KeyRequest, Problem> {
+fn key_request(body: wire::CreateApiKey) -> Result<KeyRequest, Problem> {
     if let Some(description) = &body.description
         && (description.chars().count() > MAX_DESCRIPTION
             || description.chars().any(char::is_control))
@@ -110,9 +119,8 @@ fn key_request(body: wire::CreateApiKey, now: OffsetDateTime) -> Result<KeyReque
                 .map_err(|_| invalid("expires_at must be an RFC 3339 time"))
         })
         .transpose()?;
-    if expires_at.is_some_and(|at| at <= now) {
-        return Err(invalid("expires_at must be in the future"));
-    }
+    // Whether it is in the future is the store's to say, by its clock and
+    // after it looked for a repeat (whose expiry may have passed since).
     Ok(KeyRequest {
         scope: scope_of(body.scope),
         description: body.description,
@@ -155,12 +163,11 @@ pub async fn create(
     State(state): State<AppState>,
     AuthenticatedShop(shop_id): AuthenticatedShop,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
-    uri: Uri,
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let request = wire::CreateApiKey::deserialize(&body).map_err(|e| invalid(e.to_string()))?;
-    let request = key_request(request, OffsetDateTime::now_utc())?;
-    let making = making(&key, &uri, &body)?;
+    let request = key_request(request)?;
+    let making = making(&key, "/v1/api-keys", &body)?;
     let made = keyring::make_once(state.store.as_ref(), &shop_id, request, Some(making))
         .await
         .map_err(store_problem)?
@@ -266,7 +273,6 @@ pub async fn roll(
     AuthenticatedShop(shop_id): AuthenticatedShop,
     IdempotencyKeyHeader(key): IdempotencyKeyHeader,
     PathId(id): PathId,
-    uri: Uri,
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let id = ApiKeyId::parse(&id).map_err(|_| not_found())?;
@@ -279,7 +285,7 @@ pub async fn roll(
             "expire_old_in_seconds must be 0 to 604800 (7 days)",
         ));
     }
-    let making = making(&key, &uri, &body)?;
+    let making = making(&key, &format!("/v1/api-keys/{id}/roll"), &body)?;
     let made = keyring::roll_once(state.store.as_ref(), &shop_id, &id, overlap, Some(making))
         .await
         .map_err(store_problem)?

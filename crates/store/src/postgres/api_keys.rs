@@ -61,6 +61,16 @@ impl ApiKeys for PgStore {
         if let Err(refusal) = room_for_a_key(&mut tx, &key.shop_id).await? {
             return Ok(Err(refusal));
         }
+        if let Some(at) = key.expires_at {
+            let passed: bool = sqlx::query_scalar("SELECT $1 <= now()")
+                .bind(at)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            if passed {
+                return Ok(Err(KeyRefusal::ExpiryPassed));
+            }
+        }
         let added = insert(&mut tx, key).await?;
         tx.commit().await.map_err(store_error)?;
         Ok(Ok(added))

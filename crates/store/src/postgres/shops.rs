@@ -6,7 +6,11 @@ use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
 use chargeonce_core::store::Shops;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
+use std::time::Duration;
+
 use time::OffsetDateTime;
+
+use crate::codec::millis;
 
 use super::{PgStore, store_error};
 
@@ -75,25 +79,26 @@ impl Shops for PgStore {
     }
 
     /// Rolls the shop's webhook signing secret; the old one keeps signing
-    /// until `old_valid_until`.
+    /// for `overlap`.
     #[tracing::instrument(level = "debug", name = "store.roll_webhook_secret", skip_all, fields(db.system = "postgresql"))]
     async fn roll_webhook_secret(
         &self,
         shop_id: &ShopId,
         secret: &WebhookSecret,
-        old_valid_until: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        overlap: Duration,
+    ) -> Result<Option<OffsetDateTime>, StoreError> {
+        sqlx::query_scalar(
             "UPDATE shops SET webhook_previous_secret = webhook_secret, \
-                 webhook_previous_secret_until = $3, webhook_secret = $2 \
-             WHERE id = $1 AND webhook_url IS NOT NULL",
+                 webhook_previous_secret_until = now() + $3::float8 * interval '1 millisecond', \
+                 webhook_secret = $2 \
+             WHERE id = $1 AND webhook_url IS NOT NULL AND webhook_secret <> $2 \
+             RETURNING webhook_previous_secret_until",
         )
         .bind(shop_id.as_str())
         .bind(secret.expose())
-        .bind(old_valid_until)
-        .execute(&mut *self.conn().await?)
+        .bind(millis(overlap) as f64)
+        .fetch_optional(&mut *self.conn().await?)
         .await
-        .map_err(store_error)?;
-        Ok(done.rows_affected() == 1)
+        .map_err(store_error)
     }
 }

@@ -51,6 +51,14 @@ impl ApiKeys for SqliteStore {
             if let Err(refusal) = room_for_a_key(conn, &key.shop_id)? {
                 return Ok(Write::Rollback(Err(refusal)));
             }
+            if let Some(at) = key.expires_at {
+                let passed: bool = conn
+                    .prepare_cached(concat!("SELECT ?1 <= ", now_ms!()))?
+                    .query_row(params![unix_ms(at)], |row| row.get(0))?;
+                if passed {
+                    return Ok(Write::Rollback(Err(KeyRefusal::ExpiryPassed)));
+                }
+            }
             insert(conn, &key).map(|added| Write::Commit(Ok(added)))
         })
         .await

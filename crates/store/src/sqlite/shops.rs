@@ -11,7 +11,12 @@ use chargeonce_sqlite::rusqlite::params;
 
 use time::OffsetDateTime;
 
-use super::{Fail, SqliteStore, now_ms, unix_ms};
+use std::time::Duration;
+
+use chargeonce_sqlite::rusqlite::OptionalExtension;
+
+use super::{Fail, SqliteStore, now_ms};
+use crate::codec::millis;
 
 #[async_trait]
 impl Shops for SqliteStore {
@@ -84,26 +89,34 @@ impl Shops for SqliteStore {
     }
 
     /// Rolls the shop's webhook signing secret; the old one keeps signing
-    /// until `old_valid_until`.
+    /// for `overlap`.
     #[tracing::instrument(level = "debug", name = "store.roll_webhook_secret", skip_all, fields(db.system = "sqlite"))]
     async fn roll_webhook_secret(
         &self,
         shop_id: &ShopId,
         secret: &WebhookSecret,
-        old_valid_until: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
+        overlap: Duration,
+    ) -> Result<Option<OffsetDateTime>, StoreError> {
         let (shop_id, secret) = (shop_id.clone(), secret.expose());
-        let until = unix_ms(old_valid_until);
-        self.write(move |conn| {
-            let done = conn
-                .prepare_cached(
-                    "UPDATE shops SET webhook_previous_secret = webhook_secret, \
-                         webhook_previous_secret_until = ?3, webhook_secret = ?2 \
-                     WHERE id = ?1 AND webhook_url IS NOT NULL",
-                )?
-                .execute(params![shop_id.as_str(), secret, until])?;
-            Ok(Write::Commit(done == 1))
-        })
-        .await
+        let overlap_ms = millis(overlap);
+        let until: Option<i64> = self
+            .write(move |conn| {
+                let until = conn
+                    .prepare_cached(concat!(
+                        "UPDATE shops SET webhook_previous_secret = webhook_secret, \
+                             webhook_previous_secret_until = ",
+                        now_ms!(),
+                        " + ?3, webhook_secret = ?2 \
+                         WHERE id = ?1 AND webhook_url IS NOT NULL AND webhook_secret <> ?2 \
+                         RETURNING webhook_previous_secret_until"
+                    ))?
+                    .query_row(params![shop_id.as_str(), secret, overlap_ms], |row| {
+                        row.get(0)
+                    })
+                    .optional()?;
+                Ok(Write::Commit(until))
+            })
+            .await?;
+        until.map(crate::rows::from_ms).transpose()
     }
 }

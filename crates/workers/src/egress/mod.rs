@@ -82,13 +82,19 @@ impl EgressPolicy {
     }
 
     /// Judges one address: allowed when it is public or in an allowed
-    /// network. A mapped IPv6 address is judged as the IPv4 one it is.
+    /// network. An IPv6 address that embeds an IPv4 one is judged as that
+    /// address.
     pub fn check_address(&self, ip: IpAddr) -> Result<(), AddressRefused> {
-        let canonical = ip.to_canonical();
+        // An allowed IPv4 network allows the IPv6 forms that lead to it
+        // (mapped, NAT64, 6to4) too: they are judged as that address.
+        let inner = match ip {
+            IpAddr::V6(v6) => ranges::embedded_v4(v6).map(IpAddr::V4),
+            IpAddr::V4(_) => None,
+        };
         let allowed = self
             .allowed_networks
             .iter()
-            .any(|net| net.contains(&ip) || net.contains(&canonical));
+            .any(|net| net.contains(&ip) || inner.is_some_and(|inner| net.contains(&inner)));
         match special_purpose(ip) {
             Some(range) if !allowed => Err(AddressRefused { range }),
             _ => Ok(()),
@@ -185,11 +191,7 @@ impl Egress {
             return Err(UrlRefusal::Malformed);
         }
         let parsed = Url::parse(url).map_err(|_| UrlRefusal::Malformed)?;
-        match parsed.scheme() {
-            "https" => {}
-            "http" if self.policy.allow_http => {}
-            _ => return Err(UrlRefusal::Scheme),
-        }
+        self.check_scheme(&parsed)?;
         match parsed.host() {
             None => Err(UrlRefusal::NoHost),
             Some(Host::Ipv4(ip)) => self.judge_all(&[IpAddr::V4(ip)]),
@@ -200,6 +202,17 @@ impl Egress {
             }
         }
         .map(|()| parsed)
+    }
+
+    /// Judges the scheme of a URL about to be delivered to: `https`, or
+    /// `http` where allowed. A URL stored before the policy (or with
+    /// `--webhook-allow-http` since turned off) is not sent in clear.
+    pub fn check_scheme(&self, url: &Url) -> Result<(), UrlRefusal> {
+        match url.scheme() {
+            "https" => Ok(()),
+            "http" if self.policy.allow_http => Ok(()),
+            _ => Err(UrlRefusal::Scheme),
+        }
     }
 
     /// Judges the host of a URL about to be delivered to when it is an IP

@@ -16,6 +16,9 @@ const V4: &[(Ipv4Net, &str)] = &[
     (v4(127, 0, 0, 0, 8), "loopback"),
     // 169.254.169.254 is the metadata service of most clouds.
     (v4(169, 254, 0, 0, 16), "link-local (cloud metadata)"),
+    // A public address that Azure's hosts answer themselves (WireServer,
+    // the metadata proxy): inside the cloud, an internal endpoint.
+    (v4(168, 63, 129, 16, 32), "Azure platform endpoint"),
     (v4(172, 16, 0, 0, 12), "private (RFC 1918)"),
     // 192.0.0.192 is Oracle Cloud's metadata service.
     (v4(192, 0, 0, 0, 24), "IETF protocol assignments"),
@@ -38,6 +41,10 @@ const V6: &[(Ipv6Net, &str)] = &[
     (
         v6([0, 0, 0, 0, 0, 0, 0, 0], 96),
         "IPv4-compatible (deprecated)",
+    ),
+    (
+        v6([0, 0, 0, 0, 0xffff, 0, 0, 0], 96),
+        "IPv4-translated (SIIT)",
     ),
     (v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48), "local-use NAT64"),
     (v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64), "discard-only"),
@@ -139,6 +146,7 @@ mod tests {
             "192.168.1.1",
             "100.64.0.1",
             "100.100.100.200",
+            "168.63.129.16",
             "192.0.0.192",
             "198.18.0.1",
             "224.0.0.1",
@@ -153,6 +161,7 @@ mod tests {
             "64:ff9b::a00:1",
             "2002:7f00:1::",
             "::127.0.0.1",
+            "::ffff:0:7f00:1",
         ] {
             assert!(judge(ip).is_some(), "{ip} passed");
         }
