@@ -609,7 +609,17 @@ pub(crate) fn create_api_key_json(
             .transpose()
             .map_err(|e| format!("expires_at: {e}"))?,
     };
-    serde_json::to_value(body).map_err(|e| e.to_string())
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
+}
+
+/// A body without its `null` members: the same bytes as the other SDKs
+/// send for the same request (the service fingerprints the JSON, so a
+/// repeat under the same key from another SDK is recognised).
+fn without_nulls(mut value: Value) -> Result<Value, String> {
+    if let Some(members) = value.as_object_mut() {
+        members.retain(|_, v| !v.is_null());
+    }
+    Ok(value)
 }
 
 /// The body of `POST /v1/api-keys/{id}/roll`, as sent: the old key's
@@ -619,11 +629,7 @@ pub(crate) fn roll_api_key_json(expire_old_in: Option<Duration>) -> Result<Value
     let body = wire::RollApiKey {
         expire_old_in_seconds: expire_old_in.map(|overlap| overlap.as_secs()),
     };
-    let mut value = serde_json::to_value(body).map_err(|e| e.to_string())?;
-    if let Some(members) = value.as_object_mut() {
-        members.retain(|_, v| !v.is_null());
-    }
-    Ok(value)
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
 }
 
 /// `GET /v1/api-keys`: every key of the shop, newest first, in one page.
@@ -682,6 +688,12 @@ mod tests {
         let body = create_api_key_json(ApiKeyScope::ReadOnly, Some("support"), None).unwrap();
         assert_eq!(body["scope"], "read_only");
         assert_eq!(body["description"], "support");
+        assert_eq!(
+            create_api_key_json(ApiKeyScope::Full, None, None)
+                .unwrap()
+                .to_string(),
+            r#"{"scope":"full"}"#
+        );
         assert_eq!(roll_api_key_json(None).unwrap().to_string(), "{}");
         assert_eq!(
             roll_api_key_json(Some(Duration::from_secs(3600)))
