@@ -56,6 +56,44 @@
 //! # }
 //! ```
 //!
+//! ## API keys
+//!
+//! With a `full` key, a shop makes, rolls and revokes its own keys
+//! ([`Client::create_api_key`], [`Client::roll_api_key`],
+//! [`Client::revoke_api_key`]; [`Client::list_api_keys`] and
+//! [`Client::api_key`] read them). A make or a roll is once per
+//! idempotency key, retried with the same key like a payment. The new
+//! key's [`secret`](ApiKey::secret) is in that answer only: a repeat under
+//! the same key answers the same key with `secret: None` and
+//! [`replayed`](ApiKey::replayed) set.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use chargeonce_client::{ApiKeyScope, Client, IdempotencyKey};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::new("http://127.0.0.1:8080", "demo", "sk_...")?;
+//!
+//! let make = IdempotencyKey::for_operation("support-tool", "make-key-1")?;
+//! let made = client
+//!     .create_api_key(ApiKeyScope::ReadOnly, Some("support tool"), None, &make)
+//!     .await?;
+//! // Shown once: store it now. A repeat with `make` answers `None`.
+//! let secret = made.secret.clone();
+//!
+//! // The successor (its own secret, once); the old key stops at once.
+//! let roll = IdempotencyKey::for_operation(&made.id, "roll-1")?;
+//! let successor = client.roll_api_key(&made.id, Some(Duration::ZERO), &roll).await?;
+//!
+//! let revoke = IdempotencyKey::for_operation(&successor.id, "revoke")?;
+//! client.revoke_api_key(&successor.id, &revoke).await?;
+//! # drop(secret);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`Client::pay`] has an example that runs (as a doc test) against an
 //! embedded service: a repeat with the same key is answered from the first
 //! request, and the acquirer's ledger holds one charge.
@@ -87,8 +125,8 @@ pub use lists::{
     PaymentListParams,
 };
 pub use model::{
-    Capture, CreateCapture, CreatePayment, CreateRefund, Ledger, LedgerCharge, LedgerTotal,
-    Payment, PaymentList, Refund,
+    ApiKey, ApiKeyScope, ApiKeyState, Capture, CreateCapture, CreatePayment, CreateRefund, Ledger,
+    LedgerCharge, LedgerTotal, Payment, PaymentList, Refund,
 };
 pub use outcome::{
     Attempt, AttemptAnswer, CancelOutcome, CancelResult, CaptureOutcome, CaptureResult,

@@ -1,6 +1,8 @@
 //! The API's requests and resources, typed.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
 
 use chargeonce_core::authorization::AuthorizationStatus;
 use chargeonce_core::{CaptureMethod, CaptureStatus, Money, MoneyError, PaymentStatus};
@@ -482,6 +484,168 @@ pub struct LedgerTotal {
     pub count: u64,
 }
 
+/// What an API key may do (read from the wire's `scope`): `full` (keys
+/// included), `read_only` (every read, no POST) or `payments` (money moves
+/// and reading back what they made).
+pub use chargeonce_core::api_key::Scope as ApiKeyScope;
+
+/// Whether an API key works now (read from the wire's `state`): `active`,
+/// `expired` or `revoked`.
+pub use chargeonce_core::api_key::KeyState as ApiKeyState;
+
+/// A shop's API key, as `/v1/api-keys` shows it (read from a
+/// [`wire::ApiKey`]).
+///
+/// Its [`secret`](ApiKey::secret) is there only in the answer to the
+/// request that made the key ([`Client::create_api_key`](crate::Client::create_api_key),
+/// [`Client::roll_api_key`](crate::Client::roll_api_key)): the service keeps
+/// only its hash. A repeat of that request under the same idempotency key
+/// answers the same key without it ([`ApiKey::replayed`]). `Debug` does not
+/// show the secret.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "wire::ApiKey")]
+pub struct ApiKey {
+    /// Its id (`key_` and 32 hex digits).
+    pub id: String,
+    /// `true` for a live key.
+    pub livemode: bool,
+    /// What it may do.
+    pub scope: ApiKeyScope,
+    /// The visible start of its secret (`sk_live_4f3a`); `None` for a
+    /// shop's first secret.
+    pub prefix: Option<String>,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Whether it works now.
+    pub state: ApiKeyState,
+    /// When it was made.
+    pub created_at: OffsetDateTime,
+    /// When it stops working, if ever.
+    pub expires_at: Option<OffsetDateTime>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<OffsetDateTime>,
+    /// When it last authenticated a request (to the minute), if ever.
+    pub last_used_at: Option<OffsetDateTime>,
+    /// The secret, in the answer that made the key only; `None` everywhere
+    /// else, a replay included. Keep it now: it is never shown again.
+    pub secret: Option<String>,
+    /// Not a wire member: whether the answer was a replay of the
+    /// idempotency key's first request (`Idempotent-Replayed: true`), which
+    /// made nothing and carries no secret.
+    pub replayed: bool,
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("id", &self.id)
+            .field("livemode", &self.livemode)
+            .field("scope", &self.scope)
+            .field("prefix", &self.prefix)
+            .field("description", &self.description)
+            .field("state", &self.state)
+            .field("created_at", &self.created_at)
+            .field("expires_at", &self.expires_at)
+            .field("revoked_at", &self.revoked_at)
+            .field("last_used_at", &self.last_used_at)
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .field("replayed", &self.replayed)
+            .finish()
+    }
+}
+
+/// An optional RFC 3339 time of an answer.
+fn optional_time(at: Option<&str>, name: &str) -> Result<Option<OffsetDateTime>, String> {
+    at.map(|at| OffsetDateTime::parse(at, &Rfc3339))
+        .transpose()
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+impl TryFrom<wire::ApiKey> for ApiKey {
+    type Error = String;
+
+    fn try_from(key: wire::ApiKey) -> Result<Self, String> {
+        Ok(Self {
+            scope: match key.scope {
+                wire::ApiKeyScope::Full => ApiKeyScope::Full,
+                wire::ApiKeyScope::ReadOnly => ApiKeyScope::ReadOnly,
+                wire::ApiKeyScope::Payments => ApiKeyScope::Payments,
+            },
+            state: match key.state {
+                wire::ApiKeyState::Active => ApiKeyState::Active,
+                wire::ApiKeyState::Expired => ApiKeyState::Expired,
+                wire::ApiKeyState::Revoked => ApiKeyState::Revoked,
+            },
+            created_at: OffsetDateTime::parse(&key.created_at, &Rfc3339)
+                .map_err(|e| format!("created_at: {e}"))?,
+            expires_at: optional_time(key.expires_at.as_deref(), "expires_at")?,
+            revoked_at: optional_time(key.revoked_at.as_deref(), "revoked_at")?,
+            last_used_at: optional_time(key.last_used_at.as_deref(), "last_used_at")?,
+            id: key.id,
+            livemode: key.livemode,
+            prefix: key.prefix,
+            description: key.description,
+            secret: key.secret,
+            replayed: false,
+        })
+    }
+}
+
+/// The body of `POST /v1/api-keys`, as sent.
+pub(crate) fn create_api_key_json(
+    scope: ApiKeyScope,
+    description: Option<&str>,
+    expires_at: Option<OffsetDateTime>,
+) -> Result<Value, String> {
+    let body = wire::CreateApiKey {
+        scope: match scope {
+            ApiKeyScope::Full => wire::ApiKeyScope::Full,
+            ApiKeyScope::ReadOnly => wire::ApiKeyScope::ReadOnly,
+            ApiKeyScope::Payments => wire::ApiKeyScope::Payments,
+        },
+        description: description.map(str::to_owned),
+        expires_at: expires_at
+            .map(|at| at.format(&Rfc3339))
+            .transpose()
+            .map_err(|e| format!("expires_at: {e}"))?,
+    };
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
+}
+
+/// A body without its `null` members: the same bytes as the other SDKs
+/// send for the same request (the service fingerprints the JSON, so a
+/// repeat under the same key from another SDK is recognised).
+fn without_nulls(mut value: Value) -> Result<Value, String> {
+    if let Some(members) = value.as_object_mut() {
+        members.retain(|_, v| !v.is_null());
+    }
+    Ok(value)
+}
+
+/// The body of `POST /v1/api-keys/{id}/roll`, as sent: the old key's
+/// overlap in whole seconds (rounded down), or `{}` for the service's
+/// default (24 h).
+pub(crate) fn roll_api_key_json(expire_old_in: Option<Duration>) -> Result<Value, String> {
+    let body = wire::RollApiKey {
+        expire_old_in_seconds: expire_old_in.map(|overlap| overlap.as_secs()),
+    };
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
+}
+
+/// `GET /v1/api-keys`: every key of the shop, newest first, in one page.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "wire::List<ApiKey>")]
+pub(crate) struct ApiKeyList {
+    /// The keys.
+    pub(crate) data: Vec<ApiKey>,
+}
+
+impl From<wire::List<ApiKey>> for ApiKeyList {
+    fn from(list: wire::List<ApiKey>) -> Self {
+        Self { data: list.data }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -504,5 +668,38 @@ mod tests {
         let ledger: Ledger = serde_json::from_str(body).unwrap();
         assert_eq!(ledger.charges[0].amount.minor_units(), 150_000);
         assert_eq!(ledger.total_succeeded[0].count, 1);
+    }
+
+    #[test]
+    fn reads_an_api_key_and_hides_its_secret() {
+        let body = r#"{"id":"key_01a2297968c07d11b0f4c7e8e0d6a3b1","object":"api_key","livemode":true,"scope":"read_only","prefix":"sk_live_4f3a","description":"support","state":"active","created_at":"2026-12-06T10:00:00.000Z","expires_at":null,"revoked_at":null,"last_used_at":null,"secret":"sk_live_4f3a9c0e5b7d"}"#;
+        let key: ApiKey = serde_json::from_str(body).unwrap();
+        assert_eq!(key.scope, ApiKeyScope::ReadOnly);
+        assert_eq!(key.state, ApiKeyState::Active);
+        assert_eq!(key.secret.as_deref(), Some("sk_live_4f3a9c0e5b7d"));
+        assert!(!key.replayed);
+        assert!(!format!("{key:?}").contains("9c0e5b7d"));
+        let bad = body.replace("\"active\"", "\"lost\"");
+        assert!(serde_json::from_str::<ApiKey>(&bad).is_err());
+    }
+
+    #[test]
+    fn api_key_bodies() {
+        let body = create_api_key_json(ApiKeyScope::ReadOnly, Some("support"), None).unwrap();
+        assert_eq!(body["scope"], "read_only");
+        assert_eq!(body["description"], "support");
+        assert_eq!(
+            create_api_key_json(ApiKeyScope::Full, None, None)
+                .unwrap()
+                .to_string(),
+            r#"{"scope":"full"}"#
+        );
+        assert_eq!(roll_api_key_json(None).unwrap().to_string(), "{}");
+        assert_eq!(
+            roll_api_key_json(Some(Duration::from_secs(3600)))
+                .unwrap()
+                .to_string(),
+            r#"{"expire_old_in_seconds":3600}"#
+        );
     }
 }

@@ -16,6 +16,9 @@ import pytest
 from chargeonce import (
     HISTORY_ENTRY_TYPES,
     Amount,
+    ApiKey,
+    ApiKeyScope,
+    ApiKeyState,
     Capture,
     CaptureMethod,
     CaptureStatus,
@@ -49,6 +52,7 @@ MODELS = {
     PaymentHistory: ["PaymentHistory"],
     HistoryKey: ["HistoryKey"],
     HistoryTally: ["HistoryTally"],
+    ApiKey: ["ApiKey"],
 }
 
 
@@ -172,6 +176,8 @@ ENUMS = {
     "HistoryCallOutcome": [o.value for o in HistoryCallOutcome],
     "HistorySettledBy": [b.value for b in HistorySettledBy],
     "EventType": list(webhooks.EVENT_TYPES),
+    "ApiKeyScope": [s.value for s in ApiKeyScope],
+    "ApiKeyState": [s.value for s in ApiKeyState],
 }
 
 

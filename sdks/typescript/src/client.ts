@@ -6,6 +6,11 @@
 import { IdempotencyKey } from "./key.js";
 import {
   captureBody,
+  createApiKeyBody,
+  rollApiKeyBody,
+  type ApiKey,
+  type CreateApiKey,
+  type RollApiKey,
   paymentBody,
   refundBody,
   type Capture,
@@ -23,6 +28,7 @@ import {
 import {
   classifyFailure,
   isHeld,
+  judgeApiKey,
   judgePayment,
   judgeCancel,
   judgeCapture,
@@ -31,6 +37,8 @@ import {
   problemOf,
   retryAfterOf,
   type Answer,
+  type ApiKeyOutcome,
+  type ApiKeyResult,
   type Attempt,
   type AttemptAnswer,
   type Judgement,
@@ -332,6 +340,64 @@ export class Client {
     return { outcome, key: value, attempts };
   }
 
+  /**
+   * `POST /v1/api-keys` under `key` (with a `full` key): makes a live key,
+   * retried like {@link Client.pay} (same key, same body bytes) on transport
+   * failures, 429 and 5xx. `result.apiKey.secret` is shown once: store it
+   * now. A repeat under the same `key` makes nothing and answers the same key
+   * without its secret (`replayed: true`); so if an answer was lost and a
+   * retry got the replay, revoke that key and make another under a new
+   * idempotency key. Throws {@link ProblemError} (`insufficient_scope`,
+   * `api_key_limit_reached`, `invalid_request`), {@link KeyReusedError}, and
+   * {@link UnavailableError} when the budget ran out (retry later with the same key).
+   */
+  createApiKey(key: KeyLike, request: CreateApiKey): Promise<ApiKeyResult> {
+    return this.#postApiKey(this.#url("v1/api-keys"), key, createApiKeyBody(request));
+  }
+
+  /** `GET /v1/api-keys`: every key of the shop, newest first, revoked and expired ones too (never their secrets). */
+  async listApiKeys(): Promise<ApiKey[]> {
+    const list = await this.#read<List<ApiKey>>(this.#url("v1/api-keys"));
+    return list.data;
+  }
+
+  /** `GET /v1/api-keys/{id}`: one key of the shop, never its secret (a `ProblemError` with code `not_found` when there is none). */
+  apiKey(id: string): Promise<ApiKey> {
+    return this.#read(this.#url(`v1/api-keys/${encodeURIComponent(id)}`));
+  }
+
+  /**
+   * `POST /v1/api-keys/{id}/roll` under `key`: the successor (same scope and
+   * description; its secret shown once) and the old key expiring after
+   * `expireOldInSeconds` (0: at once; absent: 24 h; at most 7 days). Retried
+   * and replayed like {@link Client.createApiKey}; 409 `api_key_inactive`
+   * (revoked or expired) is a {@link ProblemError}.
+   */
+  rollApiKey(id: string, key: KeyLike, request: RollApiKey = {}): Promise<ApiKeyResult> {
+    return this.#postApiKey(this.#url(`v1/api-keys/${encodeURIComponent(id)}/roll`), key, rollApiKeyBody(request));
+  }
+
+  /**
+   * `POST /v1/api-keys/{id}/revoke` under `key`: the key stops working at
+   * once. Revoking a revoked key changes nothing, so retries are safe (the
+   * key is required, not stored).
+   */
+  revokeApiKey(id: string, key: KeyLike): Promise<ApiKeyResult> {
+    return this.#postApiKey(this.#url(`v1/api-keys/${encodeURIComponent(id)}/revoke`), key, "{}");
+  }
+
+  async #postApiKey(url: URL, key: KeyLike, body: string): Promise<ApiKeyResult> {
+    const value = keyValue(key);
+    const { outcome, attempts } = await this.#postIdempotent<ApiKeyOutcome>(url, value, body, false, judgeApiKey, (id) =>
+      id === null ? { kind: "uncertain" } : { kind: "uncertain", apiKeyId: id },
+    );
+    if (outcome.kind === "uncertain") {
+      const last = attempts[attempts.length - 1]?.answer;
+      throw new UnavailableError(last === undefined ? "no attempt" : describe(last), attempts.length);
+    }
+    return { apiKey: outcome.apiKey, key: value, attempts, replayed: lastReplayed(attempts) };
+  }
+
   async #postIdempotent<O>(
     url: URL,
     key: string,
@@ -537,6 +603,12 @@ export class Client {
   acquirerLedger(operatorUrl: string): Promise<Ledger> {
     return this.#read(new URL("sim/ledger", operatorUrl.replace(/\/*$/, "/")), false);
   }
+}
+
+/** One attempt's answer, for an error message. */
+function describe(answer: AttemptAnswer): string {
+  if (answer.kind === "failed") return `${answer.failure}: ${answer.message}`;
+  return answer.problem === null ? `${answer.status}` : `${answer.status} ${answer.problem}`;
 }
 
 function lastReplayed(attempts: Attempt[]): boolean {

@@ -202,6 +202,51 @@ export function historyKey(history: PaymentHistory, key: string): HistoryKey | u
   return history.keys.find((k) => k.key === key);
 }
 
+/** What an API key may do: `full` (keys included), `read_only` (every read, no POST), `payments` (money moves, reading back what they made). */
+export type ApiKeyScope = Schemas["ApiKeyScope"];
+export const API_KEY_SCOPES = lists<ApiKeyScope>()(["full", "read_only", "payments"]);
+/** Whether an API key works now (`expired`: its expiry passed, as a roll sets on the key it replaces). */
+export type ApiKeyState = Schemas["ApiKeyState"];
+export const API_KEY_STATES = lists<ApiKeyState>()(["active", "expired", "revoked"]);
+
+/**
+ * One of the shop's API keys (`key_...`), as `/v1/api-keys` shows it. Its
+ * `secret` is there only in the answer to the request that made it
+ * ({@link Client.createApiKey}, {@link Client.rollApiKey}): the service keeps
+ * only its hash, and a repeat of that request answers the key without it.
+ */
+export type ApiKey = Schemas["ApiKey"];
+
+/** The body of `POST /v1/api-keys`. */
+export interface CreateApiKey {
+  scope: ApiKeyScope;
+  /** What it is for (at most 200 characters, no control characters). */
+  description?: string | undefined;
+  /** When it stops working (RFC 3339 or a `Date`, in the future); never by default. */
+  expiresAt?: string | Date | undefined;
+}
+
+/** The wire JSON of a key's make (members only when given), serialised once per call. */
+export function createApiKeyBody(request: CreateApiKey): string {
+  const expiresAt = request.expiresAt instanceof Date ? request.expiresAt.toISOString() : request.expiresAt;
+  return JSON.stringify({
+    scope: request.scope,
+    ...(request.description === undefined ? {} : { description: request.description }),
+    ...(expiresAt === undefined ? {} : { expires_at: expiresAt }),
+  });
+}
+
+/** A roll: how long the old key keeps working. */
+export interface RollApiKey {
+  /** 0 (at once) to 604800 (7 days); the service's default (24 h) when absent. */
+  expireOldInSeconds?: number | undefined;
+}
+
+/** The wire JSON of a roll: `{}`, or the old key's overlap. */
+export function rollApiKeyBody(request: RollApiKey): string {
+  return request.expireOldInSeconds === undefined ? "{}" : JSON.stringify({ expire_old_in_seconds: request.expireOldInSeconds });
+}
+
 /**
  * The closed enumerations of the model, by the name of their component schema
  * in `docs/openapi.json`; a test compares each with the schema's `enum`
@@ -218,6 +263,8 @@ export const SCHEMA_ENUMS: Readonly<Record<string, readonly string[]>> = {
   HistoryCallOutcome: HISTORY_CALL_OUTCOMES,
   HistorySettledBy: HISTORY_SETTLED_BY,
   KeyRecoveryPoint: KEY_RECOVERY_POINTS,
+  ApiKeyScope: API_KEY_SCOPES,
+  ApiKeyState: API_KEY_STATES,
 };
 
 /** The body of `POST /v1/payments`. */
@@ -345,6 +392,19 @@ export function asCapture(value: unknown): Capture | null {
     typeof value["final"] === "boolean" &&
     isAmount(value["amount"]);
   return ok ? (value as unknown as Capture) : null;
+}
+
+/** Reads a JSON value as an API key, or `null` when it is not one. */
+export function asApiKey(value: unknown): ApiKey | null {
+  if (!isObject(value)) return null;
+  const ok =
+    typeof value["id"] === "string" &&
+    typeof value["scope"] === "string" &&
+    (API_KEY_SCOPES as readonly string[]).includes(value["scope"]) &&
+    typeof value["state"] === "string" &&
+    (API_KEY_STATES as readonly string[]).includes(value["state"]) &&
+    typeof value["created_at"] === "string";
+  return ok ? (value as unknown as ApiKey) : null;
 }
 
 /** Reads a JSON value as a refund, or `null` when it is not one. */

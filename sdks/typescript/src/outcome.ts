@@ -3,7 +3,7 @@
  * keyed POST means (done, retry, or fail). Pure: no I/O; answers come in as
  * plain values.
  */
-import { asCapture, asPayment, asRefund, type Capture, type Payment, type PaymentStatus, type Refund } from "./model.js";
+import { asApiKey, asCapture, asPayment, asRefund, type ApiKey, type Capture, type Payment, type PaymentStatus, type Refund } from "./model.js";
 import {
   ChargeonceError,
   KeyReusedError,
@@ -168,6 +168,27 @@ export interface VoidResult {
   key: string;
   attempts: Attempt[];
   /** The last attempt's answer was a replay of the key's first answer. */
+  replayed: boolean;
+}
+
+/**
+ * Where a key's make, roll or revoke stands: `made` (the key; its `secret`
+ * only when this call's request made it), or `uncertain` when the budget ran
+ * out first (the client throws {@link UnavailableError} then).
+ */
+export type ApiKeyOutcome = { kind: "made"; apiKey: ApiKey } | { kind: "uncertain"; apiKeyId?: string };
+
+/** A key made, rolled or revoked. */
+export interface ApiKeyResult {
+  /** The key (the successor, for a roll). `apiKey.secret` is set only when this call made it: store it now. */
+  apiKey: ApiKey;
+  /** The idempotency key sent. */
+  key: string;
+  attempts: Attempt[];
+  /**
+   * The answer was a replay of the idempotency key's first request
+   * (`Idempotent-Replayed: true`): nothing was made, and there is no secret.
+   */
   replayed: boolean;
 }
 
@@ -355,6 +376,33 @@ export function judgeRefund(answer: Answer, attempts: number, nowMs: number = Da
     return { seen, step: unexpected(answer, attempts), namedId };
   }
   return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId };
+}
+
+/** Refusals of a key's make or roll that waiting cannot change (409s, otherwise retried). */
+const API_KEY_REFUSALS: readonly string[] = ["api_key_limit_reached", "api_key_inactive"];
+
+/**
+ * Decides what an answer of `POST /v1/api-keys`, `.../{id}/roll` or
+ * `.../{id}/revoke` means: 200 or 201 with the key is `made`; 409
+ * `api_key_limit_reached` and `api_key_inactive` are {@link ProblemError};
+ * the rest as for every keyed POST (transient statuses retried with the same
+ * key and body).
+ */
+export function judgeApiKey(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<ApiKeyOutcome> {
+  const { status } = answer;
+  if (status === 200 || status === 201) {
+    const apiKey = asApiKey(parseJson(answer.body));
+    const seen = seenOf(answer, null, null);
+    // Mangled on the way: ask again (a repeat makes nothing).
+    if (apiKey === null) return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    return { seen, step: { kind: "done", outcome: { kind: "made", apiKey } }, namedId: apiKey.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, null, problem);
+  if (status === 409 && problem !== null && API_KEY_REFUSALS.includes(problem.code)) {
+    return { seen, step: { kind: "fail", error: new ProblemError(problem, attempts) }, namedId: null };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId: null };
 }
 
 /** An authorization still holding money for captures. */

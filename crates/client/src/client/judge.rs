@@ -315,7 +315,7 @@ fn unexpected<O>(answer: &Answer, attempts: u32) -> Step<O> {
 /// What an error answer that is not a definite outcome means, for every
 /// keyed POST: transient statuses are retried, `idempotency_key_reused` is
 /// its own error, other 4xx problems are refusals.
-fn not_definite<O>(answer: &Answer, problem: Option<Problem>, attempts: u32) -> Step<O> {
+pub(super) fn not_definite<O>(answer: &Answer, problem: Option<Problem>, attempts: u32) -> Step<O> {
     match (answer.status, problem) {
         (status, _) if transient(status) => Step::Retry(answer.retry_after()),
         (_, Some(problem)) if problem.code == ProblemCode::IdempotencyKeyReused => {

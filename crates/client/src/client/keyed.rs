@@ -251,7 +251,7 @@ impl Client {
     /// The retry loop of every keyed POST: the same key and body bytes on
     /// every attempt, until `judge` calls an answer definite, a refusal, or
     /// the budget ends (`uncertain` of the id an answer named, if any).
-    async fn post_idempotent<O>(
+    pub(super) async fn post_idempotent<O>(
         &self,
         url: Url,
         key: &IdempotencyKey,

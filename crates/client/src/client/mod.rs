@@ -2,9 +2,11 @@
 //!
 //! The keyed POSTs (pay, refund, pay an order) and their retry loop live in
 //! `keyed`, the reads in `reads` (lists and key introspection in `lists`), a raw answer and the transport in
-//! `answer`, and what an answer of a keyed POST means in `judge`.
+//! `answer`, what an answer of a keyed POST means in `judge`, and the shop's
+//! API keys (`/v1/api-keys`) in `api_keys`.
 
 mod answer;
+mod api_keys;
 mod judge;
 mod keyed;
 mod lists;

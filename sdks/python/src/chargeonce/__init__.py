@@ -5,9 +5,19 @@ sends the same key and the same body bytes; a payment ends :class:`Paid`,
 :class:`Declined`, :class:`Canceled`, :class:`Authorized` or :class:`Uncertain`
 (never "try again with a new key"); a pending payment is canceled with
 ``cancel``; an authorization (``authorize``) is taken by ``capture`` and
-released by ``void``.
+released by ``void``. A shop manages its own API keys with
+``create_api_key``, ``roll_api_key`` and ``revoke_api_key`` (an
+:class:`ApiKey`'s ``secret`` is shown once).
 """
-from ._client import AsyncClient, Client, capture_body, payment_body, refund_body
+from ._client import (
+    AsyncClient,
+    Client,
+    api_key_body,
+    capture_body,
+    payment_body,
+    refund_body,
+    roll_api_key_body,
+)
 from ._errors import (
     ChargeonceError,
     ConfigError,
@@ -23,6 +33,9 @@ from ._models import (
     AcquirerCallEntry,
     Amount,
     AnsweredEntry,
+    ApiKey,
+    ApiKeyScope,
+    ApiKeyState,
     CancelRequestedEntry,
     Capture,
     CaptureMethod,
@@ -120,4 +133,6 @@ __all__ = [
     "HistoryTally", "KeyExpiredEntry", "LinkedEntry", "PaymentHistory", "RefundEndedEntry",
     "RefundReservedEntry", "SettledEntry", "TakenOverEntry", "UnknownHistoryEntry", "WebhookReceivedEntry",
     "CaptureReservedEntry", "CaptureEndedEntry", "ReleaseRequestedEntry", "ReleaseEndedEntry",
+    # The shop's API keys (/v1/api-keys).
+    "ApiKey", "ApiKeyScope", "ApiKeyState", "api_key_body", "roll_api_key_body",
 ]

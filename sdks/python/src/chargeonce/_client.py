@@ -6,6 +6,7 @@ backoff, what an answer means) is in the pure modules, shared by both.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import time
 from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
@@ -13,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ._errors import ConfigError, OrderAlreadyPaid, UnexpectedAnswer
+from ._errors import ConfigError, OrderAlreadyPaid, Unavailable, UnexpectedAnswer
 from ._judge import (
     Answer,
     Done,
@@ -24,10 +25,12 @@ from ._judge import (
     HELD,
     answers_request,
     judge_cancel,
+    judge_api_key,
     judge_capture,
     judge_payment,
     judge_refund,
     judge_void,
+    uncertain_api_key,
     uncertain_cancel,
     uncertain_capture,
     uncertain_payment,
@@ -35,7 +38,7 @@ from ._judge import (
     uncertain_void,
 )
 from ._keys import IdempotencyKey, KeyLike, as_key
-from ._models import Amount, Capture, CaptureMethod, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
+from ._models import Amount, ApiKey, ApiKeyScope, Capture, CaptureMethod, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
 from ._outcome import (
     CONNECT,
     LOST,
@@ -59,6 +62,7 @@ T = TypeVar("T")
 
 
 CaptureMethodLike = Union[CaptureMethod, str]
+ApiKeyScopeLike = Union[ApiKeyScope, str]
 
 
 def payment_body(
@@ -101,6 +105,47 @@ def capture_body(amount: Optional[Amount] = None, final: Optional[bool] = None) 
 CANCEL_BODY = b"{}"
 #: The ``POST /v1/payments/{id}/void`` body.
 VOID_BODY = b"{}"
+
+
+def api_key_body(
+    scope: ApiKeyScopeLike,
+    description: Optional[str] = None,
+    expires_at: Optional[Union[str, datetime.datetime]] = None,
+) -> bytes:
+    """The ``POST /v1/api-keys`` body, serialised once: the scope, and the
+    description and expiry (RFC 3339, or an aware ``datetime``) only when
+    given."""
+    body: Dict[str, Any] = {"scope": scope.value if isinstance(scope, ApiKeyScope) else str(scope)}
+    if description is not None:
+        body["description"] = description
+    if expires_at is not None:
+        if isinstance(expires_at, datetime.datetime):
+            if expires_at.tzinfo is None:
+                raise ConfigError("expires_at must be an aware datetime (with a time zone)")
+            expires_at = expires_at.isoformat()
+        body["expires_at"] = expires_at
+    return _dump(body)
+
+
+def roll_api_key_body(expire_old_in_seconds: Optional[int] = None) -> bytes:
+    """The ``POST /v1/api-keys/{id}/roll`` body: ``{}`` (the old key works
+    24 h more), or how many seconds it keeps working (0 to 604800)."""
+    if expire_old_in_seconds is None:
+        return _dump({})
+    return _dump({"expire_old_in_seconds": int(expire_old_in_seconds)})
+
+
+#: The ``POST /v1/api-keys/{id}/revoke`` body.
+REVOKE_API_KEY_BODY = b"{}"
+
+
+def _made(made: Optional[ApiKey], call: KeyedCall[Optional[ApiKey]]) -> ApiKey:
+    """The key a make, roll or revoke answered, or :class:`Unavailable` when
+    the budget ran out first (retry later with the same idempotency key)."""
+    if made is None:
+        last = call.attempts[-1].describe() if call.attempts else "no attempt"
+        raise Unavailable(last, len(call.attempts))
+    return made
 
 
 def _dump(value: Any) -> bytes:
@@ -537,6 +582,55 @@ class Client(_Base):
         """``GET /v1/idempotency-keys/{key}``: what the service knows of one key."""
         return _parsed(self._get(f"v1/idempotency-keys/{_segment(as_key(key).value)}"), IdempotencyKeyInfo.from_json)
 
+    # -- API keys ------------------------------------------------------------
+
+    def create_api_key(
+        self,
+        scope: ApiKeyScopeLike,
+        key: KeyLike,
+        *,
+        description: Optional[str] = None,
+        expires_at: Optional[Union[str, datetime.datetime]] = None,
+    ) -> ApiKey:
+        """``POST /v1/api-keys`` under ``key`` (with a ``full`` key): makes a live
+        key with ``scope``, retried like :meth:`pay` (same key, same body bytes)
+        on transport failures, 429 and 5xx. The answer's ``secret`` is shown
+        once: store it now. A repeat under the same ``key`` makes nothing and
+        answers the same key with ``secret=None`` and ``replayed=True`` (so if
+        an answer was lost and a retry got the replay, revoke that key and
+        make another under a new idempotency key). Raises :class:`ProblemError`
+        (``insufficient_scope``, ``api_key_limit_reached``, ``invalid_request``),
+        :class:`KeyReused`, and :class:`Unavailable` when the budget ran out."""
+        return self._api_key_post("v1/api-keys", key, api_key_body(scope, description, expires_at))
+
+    def list_api_keys(self) -> List[ApiKey]:
+        """``GET /v1/api-keys``: every key of the shop, newest first, revoked and
+        expired ones too (never their secrets)."""
+        return _page(self._get("v1/api-keys"), ApiKey.from_json).data
+
+    def api_key(self, api_key_id: str) -> ApiKey:
+        """``GET /v1/api-keys/{id}``: one key of the shop (never its secret)."""
+        return _parsed(self._get(f"v1/api-keys/{_segment(api_key_id)}"), ApiKey.from_json)
+
+    def roll_api_key(self, api_key_id: str, key: KeyLike, *, expire_old_in_seconds: Optional[int] = None) -> ApiKey:
+        """``POST /v1/api-keys/{id}/roll`` under ``key``: the successor (same scope
+        and description; its ``secret`` shown once), the old key expiring after
+        ``expire_old_in_seconds`` (0: at once; ``None``: 24 h; at most 7 days).
+        Retried and replayed like :meth:`create_api_key`; 409
+        ``api_key_inactive`` (revoked or expired) is a :class:`ProblemError`."""
+        path = f"v1/api-keys/{_segment(api_key_id)}/roll"
+        return self._api_key_post(path, key, roll_api_key_body(expire_old_in_seconds))
+
+    def revoke_api_key(self, api_key_id: str, key: KeyLike) -> ApiKey:
+        """``POST /v1/api-keys/{id}/revoke`` under ``key``: the key stops working at
+        once. Revoking a revoked key changes nothing, so retries are safe (the
+        key is required, not stored)."""
+        return self._api_key_post(f"v1/api-keys/{_segment(api_key_id)}/revoke", key, REVOKE_API_KEY_BODY)
+
+    def _api_key_post(self, path: str, key: KeyLike, body: bytes) -> ApiKey:
+        call: KeyedCall[Optional[ApiKey]] = KeyedCall(self.policy, judge_api_key, uncertain_api_key, body, False)
+        return _made(self._run(self._url(path), as_key(key), call), call)
+
     def acquirer_ledger(self, operator_url: str) -> Any:
         """``GET /sim/ledger`` on the service's operator listener (``operator_url``,
         e.g. ``http://127.0.0.1:8081``; never on the public one): the embedded
@@ -800,6 +894,37 @@ class AsyncClient(_Base):
         return _parsed(
             await self._get(f"v1/idempotency-keys/{_segment(as_key(key).value)}"), IdempotencyKeyInfo.from_json
         )
+
+    # -- API keys ------------------------------------------------------------
+
+    async def create_api_key(
+        self,
+        scope: ApiKeyScopeLike,
+        key: KeyLike,
+        *,
+        description: Optional[str] = None,
+        expires_at: Optional[Union[str, datetime.datetime]] = None,
+    ) -> ApiKey:
+        return await self._api_key_post("v1/api-keys", key, api_key_body(scope, description, expires_at))
+
+    async def list_api_keys(self) -> List[ApiKey]:
+        return _page(await self._get("v1/api-keys"), ApiKey.from_json).data
+
+    async def api_key(self, api_key_id: str) -> ApiKey:
+        return _parsed(await self._get(f"v1/api-keys/{_segment(api_key_id)}"), ApiKey.from_json)
+
+    async def roll_api_key(
+        self, api_key_id: str, key: KeyLike, *, expire_old_in_seconds: Optional[int] = None
+    ) -> ApiKey:
+        path = f"v1/api-keys/{_segment(api_key_id)}/roll"
+        return await self._api_key_post(path, key, roll_api_key_body(expire_old_in_seconds))
+
+    async def revoke_api_key(self, api_key_id: str, key: KeyLike) -> ApiKey:
+        return await self._api_key_post(f"v1/api-keys/{_segment(api_key_id)}/revoke", key, REVOKE_API_KEY_BODY)
+
+    async def _api_key_post(self, path: str, key: KeyLike, body: bytes) -> ApiKey:
+        call: KeyedCall[Optional[ApiKey]] = KeyedCall(self.policy, judge_api_key, uncertain_api_key, body, False)
+        return _made(await self._run(self._url(path), as_key(key), call), call)
 
     async def acquirer_ledger(self, operator_url: str) -> Any:
         response = await self._http.get(operator_url.rstrip("/") + "/sim/ledger", timeout=self.policy.attempt_timeout)

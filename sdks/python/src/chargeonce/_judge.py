@@ -7,6 +7,7 @@ return ``Done.value``, or raise ``Fail.error``.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -22,7 +23,7 @@ from ._errors import (
     Unavailable,
     UnexpectedAnswer,
 )
-from ._models import Amount, Capture, Payment, Problem, ProblemCode, Refund
+from ._models import Amount, ApiKey, Capture, Payment, Problem, ProblemCode, Refund
 from ._outcome import (
     CONNECT,
     Attempt,
@@ -541,3 +542,42 @@ def uncertain_capture(capture_id: Optional[str]) -> CaptureUncertain:
 
 def uncertain_void(payment_id: Optional[str]) -> VoidUncertain:
     return VoidUncertain(payment_id)
+
+
+def _api_key(data: Any) -> Optional[ApiKey]:
+    try:
+        return ApiKey.from_json(data) if isinstance(data, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+#: Refusals of a key's make or roll that waiting cannot change (409s, which
+#: are otherwise retried).
+API_KEY_REFUSALS = (ProblemCode.API_KEY_LIMIT_REACHED, ProblemCode.API_KEY_INACTIVE)
+
+
+def judge_api_key(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:
+    """Reads one answer of ``POST /v1/api-keys``, ``.../{id}/roll`` or
+    ``.../{id}/revoke``: a 200 or 201 with the key ends it (``replayed`` from
+    ``Idempotent-Replayed``); 409 ``api_key_limit_reached`` and
+    ``api_key_inactive`` are :class:`ProblemError`; the rest as for every
+    keyed POST (transient statuses retried with the same key and body)."""
+    status = answer.status
+    if status in (200, 201):
+        key = _api_key(answer.json())
+        seen = _seen(answer, number, took, None, None)
+        if key is None:
+            # Mangled on the way: ask again (a repeat makes nothing).
+            return seen, Retry(answer.retry_after()), None
+        return seen, Done(dataclasses.replace(key, replayed=answer.replayed)), key.id
+    problem = answer.problem()
+    seen = _seen(answer, number, took, problem, None)
+    if status == 409 and problem is not None and problem.code in API_KEY_REFUSALS:
+        return seen, Fail(ProblemError(problem, number)), None
+    return seen, not_definite(answer, problem, number), None
+
+
+def uncertain_api_key(key_id: Optional[str]) -> None:
+    """No definite answer within the budget: the client raises
+    :class:`Unavailable` (retry later with the same idempotency key)."""
+    return None

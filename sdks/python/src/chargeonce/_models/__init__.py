@@ -7,6 +7,7 @@ not members of the wire schema (the contract test skips them). A model's
 members are its fields: one decoder reads them all (``_decode.decode``); the
 few ``from_json`` written out keep what older servers sent.
 """
+from .api_key import ApiKey, ApiKeyScope, ApiKeyState
 from .common import Amount, Page
 from .history import (
     HISTORY_ENTRY_TYPES,
@@ -49,6 +50,9 @@ __all__ = [
     "AcquirerCallEntry",
     "Amount",
     "AnsweredEntry",
+    "ApiKey",
+    "ApiKeyScope",
+    "ApiKeyState",
     "CancelRequestedEntry",
     "Capture",
     "CaptureMethod",
