@@ -112,13 +112,7 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             egress,
         } => {
             let id = ShopId::new(shop)?;
-            let (secret, generated) = match secret {
-                Some(secret) => (
-                    WebhookSecret::chosen(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
-                    false,
-                ),
-                None => (WebhookSecret::generate(), true),
-            };
+            let (secret, generated) = signing_secret(secret)?;
             // The same judgement the relay makes at every connection.
             egress
                 .egress()
@@ -154,13 +148,7 @@ async fn roll_webhook_secret(
     store: DatabaseArgs,
 ) -> anyhow::Result<()> {
     let id = ShopId::new(shop)?;
-    let (secret, generated) = match secret {
-        Some(secret) => (
-            WebhookSecret::chosen(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
-            false,
-        ),
-        None => (WebhookSecret::generate(), true),
-    };
+    let (secret, generated) = signing_secret(secret)?;
     let store = store.connect().await?;
     let Some(old_valid_until) = store
         .roll_webhook_secret(&id, &secret, expire_old_in)
@@ -197,4 +185,16 @@ fn overlap(value: &str) -> Result<std::time::Duration, String> {
         return Err("at most 30 days".to_owned());
     }
     Ok(overlap)
+}
+
+/// A webhook signing secret: `--secret` checked, or generated (then `true`:
+/// print it once).
+fn signing_secret(chosen: Option<String>) -> anyhow::Result<(WebhookSecret, bool)> {
+    Ok(match chosen {
+        Some(secret) => (
+            WebhookSecret::chosen(secret).map_err(|e| anyhow::anyhow!("--secret: {e}"))?,
+            false,
+        ),
+        None => (WebhookSecret::generate(), true),
+    })
 }

@@ -1,7 +1,9 @@
 """A real `chargeonce serve` for the tests, and a fault proxy that loses answers."""
 from __future__ import annotations
 
+import http.server
 import os
+import queue
 import re
 import shutil
 import socket
@@ -10,7 +12,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[3]
 SHOP = "pytest"
@@ -212,3 +214,24 @@ class FaultProxy:
     def stop(self) -> None:
         self.running = False
         self.listener.close()
+
+
+def webhook_receiver() -> "Tuple[http.server.ThreadingHTTPServer, queue.Queue[Tuple[Dict[str, str], bytes]]]":
+    """A merchant's webhook receiver on loopback: every POST is answered 200 and
+    queued as ``(lowercased headers, raw body)``. Stop it with ``shutdown()``."""
+    received: "queue.Queue[Tuple[Dict[str, str], bytes]]" = queue.Queue()
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            received.put(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, received

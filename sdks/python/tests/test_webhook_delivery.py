@@ -2,34 +2,17 @@
 chargeonce.webhooks verifies."""
 from __future__ import annotations
 
-import http.server
-import queue
-import threading
 import uuid
 
 from chargeonce import Amount, Client, IdempotencyKey, Paid
 from chargeonce.webhooks import SignatureError, verify
-from harness import SECRET, SHOP, Server
+from harness import SECRET, SHOP, Server, webhook_receiver
 
 WEBHOOK_SECRET = "whsec_pytest_delivery_0123456789"
 
 
 def test_merchant_events_verify() -> None:
-    received: "queue.Queue[tuple[dict, bytes]]" = queue.Queue()
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
-            received.put(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd, received = webhook_receiver()
     server = Server(
         ["--relay-interval", "200ms"],
         webhook_url=f"http://127.0.0.1:{httpd.server_address[1]}/hook",

@@ -3,38 +3,16 @@ carries a signature made with each secret, and chargeonce.webhooks verifies
 it with either (the receiver can switch secrets without refusing an event)."""
 from __future__ import annotations
 
-import http.server
-import queue
 import subprocess
-import threading
 import uuid
 
 from chargeonce import Amount, Client, IdempotencyKey, Paid
 from chargeonce.webhooks import SignatureError, verify
-from harness import SECRET, SHOP, Server, binary
+from harness import SECRET, SHOP, Server, binary, webhook_receiver
 
 OLD_SECRET = "whsec_pytest_roll_old_0123456789"
 NEW_SECRET = "whsec_pytest_roll_new_0123456789"
 NEWEST_SECRET = "whsec_pytest_roll_newest_01234567"
-
-
-def _receiver() -> "tuple[http.server.ThreadingHTTPServer, queue.Queue[tuple[dict, bytes]]]":
-    received: "queue.Queue[tuple[dict, bytes]]" = queue.Queue()
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
-            received.put(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, received
 
 
 def _roll(server: Server, secret: str, expire_old_in: str) -> None:
@@ -53,7 +31,7 @@ def _pay(server: Server) -> None:
 
 
 def test_during_the_overlap_either_secret_verifies() -> None:
-    httpd, received = _receiver()
+    httpd, received = webhook_receiver()
     server = Server(
         ["--relay-interval", "200ms"],
         webhook_url=f"http://127.0.0.1:{httpd.server_address[1]}/hook",
