@@ -71,6 +71,7 @@ impl Workers {
         });
         handles.push(
             Sweeper::new(engine.store().clone())
+                .with_shops(engine.store().clone())
                 .with_observer(observer)
                 .spawn(args.sweeper()),
         );

@@ -2,11 +2,14 @@
 //! batches so it never holds long locks. Expiry is decided by stored
 //! timestamps and the store's clock; an expired key that is not swept yet is
 //! already treated as new by the claim.
+//!
+//! Given the shops ([`Sweeper::with_shops`]), each pass also wipes the
+//! webhook signing secrets a roll replaced once their overlap has ended.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chargeonce_core::{Chain, Keys, NoObserver, Observer};
+use chargeonce_core::{Chain, Keys, NoObserver, Observer, Shops};
 use tokio::task::JoinHandle;
 
 /// Sweeper settings.
@@ -45,6 +48,7 @@ pub async fn sweep_once(store: &dyn Keys, batch: u32) -> Result<u64, chargeonce_
 /// [`sweep_once`] every [`SweeperConfig::interval`].
 pub struct Sweeper {
     store: Arc<dyn Keys>,
+    shops: Option<Arc<dyn Shops>>,
     observer: Arc<dyn Observer>,
 }
 
@@ -53,8 +57,16 @@ impl Sweeper {
     pub fn new(store: Arc<dyn Keys>) -> Self {
         Self {
             store,
+            shops: None,
             observer: Arc::new(NoObserver),
         }
+    }
+
+    /// Also wipes rolled-over webhook secrets whose overlap has ended, on
+    /// every pass.
+    pub fn with_shops(mut self, shops: Arc<dyn Shops>) -> Self {
+        self.shops = Some(shops);
+        self
     }
 
     /// Reports deletions and store failures to an observer (metrics).
@@ -65,7 +77,11 @@ impl Sweeper {
 
     /// Starts the sweeper on the current runtime; abort the handle to stop it.
     pub fn spawn(self, config: SweeperConfig) -> JoinHandle<()> {
-        let Self { store, observer } = self;
+        let Self {
+            store,
+            shops,
+            observer,
+        } = self;
         tokio::spawn(async move {
             loop {
                 match sweep_once(store.as_ref(), config.batch).await {
@@ -77,6 +93,16 @@ impl Sweeper {
                     Err(error) => {
                         observer.store_error("sweeper");
                         tracing::warn!(error = %Chain(&error), "key sweep failed; will retry");
+                    }
+                }
+                if let Some(shops) = &shops {
+                    match shops.forget_rolled_webhook_secrets().await {
+                        Ok(0) => {}
+                        Ok(wiped) => tracing::info!(wiped, "rolled-over webhook secrets wiped"),
+                        Err(error) => {
+                            observer.store_error("sweeper");
+                            tracing::warn!(error = %Chain(&error), "wiping rolled-over webhook secrets failed; will retry");
+                        }
                     }
                 }
                 tokio::time::sleep(config.interval).await;

@@ -39,4 +39,9 @@ pub trait Shops: Send + Sync + 'static {
         secret: &WebhookSecret,
         overlap: Duration,
     ) -> Result<Option<OffsetDateTime>, StoreError>;
+
+    /// Wipes the rolled-over webhook secrets whose overlap has ended (by
+    /// the store's clock): a secret rotated away after a leak should not
+    /// stay in the database. How many were wiped.
+    async fn forget_rolled_webhook_secrets(&self) -> Result<u64, StoreError>;
 }

@@ -101,4 +101,17 @@ impl Shops for PgStore {
         .await
         .map_err(store_error)
     }
+
+    /// Wipes the rolled-over secrets whose overlap has ended.
+    #[tracing::instrument(level = "debug", name = "store.forget_rolled_webhook_secrets", skip_all, fields(db.system = "postgresql"))]
+    async fn forget_rolled_webhook_secrets(&self) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE shops SET webhook_previous_secret = NULL, webhook_previous_secret_until = NULL \
+             WHERE webhook_previous_secret_until <= now()",
+        )
+        .execute(&mut *self.conn().await?)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected())
+    }
 }

@@ -119,4 +119,21 @@ impl Shops for SqliteStore {
             .await?;
         until.map(crate::rows::from_ms).transpose()
     }
+
+    /// Wipes the rolled-over secrets whose overlap has ended.
+    #[tracing::instrument(level = "debug", name = "store.forget_rolled_webhook_secrets", skip_all, fields(db.system = "sqlite"))]
+    async fn forget_rolled_webhook_secrets(&self) -> Result<u64, StoreError> {
+        self.write(|conn| {
+            let wiped = conn
+                .prepare_cached(concat!(
+                    "UPDATE shops SET webhook_previous_secret = NULL, \
+                         webhook_previous_secret_until = NULL \
+                     WHERE webhook_previous_secret_until <= ",
+                    now_ms!()
+                ))?
+                .execute([])?;
+            Ok(Write::Commit(u64::try_from(wiped).unwrap_or(u64::MAX)))
+        })
+        .await
+    }
 }
