@@ -76,11 +76,6 @@ impl EgressPolicy {
         self
     }
 
-    /// Whether `http://` URLs are allowed.
-    pub fn allows_http(&self) -> bool {
-        self.allow_http
-    }
-
     /// Judges one address: allowed when it is public or in an allowed
     /// network. An IPv6 address that embeds an IPv4 one is judged as that
     /// address.
@@ -177,11 +172,6 @@ impl Egress {
     /// A judge that resolves names with `lookup`.
     pub fn with_lookup(policy: EgressPolicy, lookup: Arc<dyn Lookup>) -> Self {
         Self { policy, lookup }
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> &EgressPolicy {
-        &self.policy
     }
 
     /// Judges a URL a shop registers: its scheme, its host, and every
