@@ -367,7 +367,9 @@ fn app_state(
         .with_flight_wait(args.duplicate_wait)
         .with_request_limits(args.limits.request_limits())
         .with_rate_limit(args.limits.rate_limit())
-        .with_waiter_caps(args.limits.waiter_caps());
+        .with_waiter_caps(args.limits.waiter_caps())
+        // Registration judges endpoint URLs as the relay judges deliveries.
+        .with_url_check(Arc::new(args.workers.egress.egress()));
     if !args.limits.request_timeout.is_zero()
         && args.limits.request_timeout <= args.upstream.acquirer_timeout
     {

@@ -112,24 +112,29 @@ pub async fn resend(
         .event(&shop, &id)
         .await?
         .ok_or_else(not_found)?;
-    let current = format!("resend-{}-{}", event.id, event.delivery.attempts);
+    let attempts = event.delivery().attempts;
+    let current = format!("resend-{}-{}", event.id, attempts);
     let key = form.key.unwrap_or_default();
     let message = if key != current {
         format!(
             "event {id} was not resent: it has {} attempt(s) since the page was shown; \
              reload to resend it",
-            event.delivery.attempts
+            attempts
         )
     } else if !state.console.first_resend(&key) {
         format!("event {id} was already resent (its delivery is due again)")
     } else {
-        state
+        let (_, due) = state
             .store()
-            .resend_event(&shop, &id)
+            .resend_event(&shop, &id, None)
             .await?
             .ok_or_else(not_found)?;
-        tracing::info!(event = %id, shop = %shop, "console resend");
-        format!("event {id} resent: due again now")
+        tracing::info!(event = %id, shop = %shop, due, "console resend");
+        if due == 0 {
+            format!("event {id} was not resent: no enabled webhook endpoint of its shop wants it")
+        } else {
+            format!("event {id} resent: due again now at {due} endpoint(s)")
+        }
     };
     state.console.sessions.flash(&operator.session, message);
     Ok(Redirect::to(&back).into_response())

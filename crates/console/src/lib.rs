@@ -59,6 +59,7 @@ pub mod payments;
 pub mod refund;
 pub mod shops;
 pub mod timeline;
+pub mod webhook_endpoints;
 
 pub use auth::{
     DEFAULT_LOGIN_ATTEMPTS, DEFAULT_LOGIN_CEILING, LoginLimiter, LoginLimits, Operator, Sessions,
@@ -232,6 +233,10 @@ pub fn router(console: Console) -> Router<AppState> {
         .route("/console/shops", get(shops::page))
         .route("/console/shops/{id}/api-keys", get(api_keys::page))
         .route("/console/api-keys/revoke", post(api_keys::revoke))
+        .route(
+            "/console/shops/{id}/webhook-endpoints",
+            get(webhook_endpoints::page),
+        )
         .route("/console/api/overview", get(overview::json))
         .route("/console/api/findings", get(findings::json))
         .route(

@@ -9,7 +9,7 @@
 use askama::Template;
 use axum::extract::State;
 use axum::response::Response;
-use chargeonce_core::events::{DeliveryState, Event, PARKED_UNTIL_MS};
+use chargeonce_core::events::Event;
 use chargeonce_core::history::{HistoryEntry, HistoryEvent, RepeatCounts, Tally};
 use chargeonce_core::store::KeyRepeats;
 use chargeonce_core::{Cursor, PageLimit, PageRequest, Payment};
@@ -129,12 +129,30 @@ pub struct EventRow {
     pub created: String,
     /// The resend's idempotency key (`resend-<id>-<attempts>`).
     pub resend_key: String,
+    /// Its delivery to each endpoint.
+    pub deliveries: Vec<DeliveryRow>,
+}
+
+/// An event's delivery to one endpoint.
+pub struct DeliveryRow {
+    /// The endpoint.
+    pub endpoint: String,
+    /// Where it stands.
+    pub state: &'static str,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// The last attempt's status.
+    pub last_status: Option<u16>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+    /// When the next attempt is due, while one is.
+    pub next_attempt: Option<String>,
 }
 
 impl EventRow {
     /// The row of an event.
     pub fn of(event: &Event) -> Self {
-        let delivery = &event.delivery;
+        let delivery = &event.delivery();
         let state = delivery.state();
         Self {
             id: event.id.as_str().to_owned(),
@@ -145,12 +163,22 @@ impl EventRow {
             attempts: delivery.attempts,
             last_status: delivery.last_status,
             last_error: delivery.last_error.clone(),
-            next_attempt: (state == DeliveryState::Pending
-                && delivery.next_attempt_at_ms < PARKED_UNTIL_MS)
-                .then(|| when_ms(delivery.next_attempt_at_ms)),
+            next_attempt: delivery.next_attempt().map(when_ms),
             delivered: delivery.delivered_at_ms.map(when_ms),
             created: when_ms(event.created_at_ms),
             resend_key: format!("resend-{}-{}", event.id, delivery.attempts),
+            deliveries: event
+                .deliveries
+                .iter()
+                .map(|d| DeliveryRow {
+                    endpoint: d.endpoint_id.to_string(),
+                    state: d.delivery.state().as_str(),
+                    attempts: d.delivery.attempts,
+                    last_status: d.delivery.last_status,
+                    last_error: d.delivery.last_error.clone(),
+                    next_attempt: d.delivery.next_attempt().map(when_ms),
+                })
+                .collect(),
         }
     }
 }

@@ -139,12 +139,17 @@ pub fn sentence(entry: &HistoryEntry, next: Option<&HistoryEntry>) -> String {
             attempt,
             result,
             status,
+            endpoint_id,
         } => format!(
-            "Merchant event {event_id} ({event_type}), delivery attempt {attempt}: {result}{}",
+            "Merchant event {event_id} ({event_type}), delivery attempt {attempt}{}: {result}{}",
+            endpoint_id
+                .as_ref()
+                .map(|id| format!(" to {id}"))
+                .unwrap_or_default(),
             status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
         ),
         HistoryEvent::EventResent { event_id } => {
-            format!("Merchant event {event_id} made due again by an operator")
+            format!("Merchant event {event_id} made due again")
         }
         HistoryEvent::KeyExpired { key, repeats } => {
             format!(

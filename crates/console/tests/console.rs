@@ -602,7 +602,7 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
     let mut delivered = false;
     for _ in 0..250 {
         let e = s.store.event(&shop, &event).await.unwrap().unwrap();
-        if e.delivery.delivered_at_ms.is_some() {
+        if e.delivery().delivered_at_ms.is_some() {
             delivered = true;
             break;
         }
@@ -623,6 +623,34 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
     let events_page = console.page("/console/events").await;
     assert!(events_page.text.contains(&event_id));
     assert!(events_page.text.contains("data-testid=\"resend-event\""));
+    // Its delivery to the shop's endpoint, by endpoint; the endpoint on the
+    // shop's endpoints page, without its secret.
+    let endpoints = s.store.endpoints(&shop).await.unwrap();
+    assert_eq!(endpoints.len(), 1);
+    let endpoint_id = endpoints[0].id.to_string();
+    assert!(
+        events_page.text.contains(&format!(
+            "data-testid=\"endpoint-delivery\" data-endpoint-id=\"{endpoint_id}\" data-state=\"delivered\""
+        )),
+        "{}",
+        events_page.text
+    );
+    let shops = console.page("/console/shops").await;
+    assert!(shops.text.contains("data-testid=\"shop-webhook-endpoints\""));
+    let listed = console
+        .page(&format!("/console/shops/{SHOP}/webhook-endpoints"))
+        .await;
+    assert!(
+        listed.text.contains(&format!(
+            "data-testid=\"endpoint-row\" data-endpoint-id=\"{endpoint_id}\" data-state=\"enabled\""
+        )),
+        "{}",
+        listed.text
+    );
+    assert!(listed.text.contains(&merchant.url));
+    assert!(!listed.text.contains(HOOK_SECRET), "no signing secret");
+    let unknown = console.get("/console/shops/nobody/webhook-endpoints").await;
+    assert_eq!(unknown.status, 404);
     let action = format!("/console/events/{event_id}/resend");
     let key = field_in_form(&page.text, &action, "key");
     assert_eq!(key, format!("resend-{event_id}-1"));
@@ -636,7 +664,7 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
     assert_eq!(done.status, 303, "{}", done.text);
     assert_eq!(done.header("location"), Some(back.as_str()));
     let e = s.store.event(&shop, &event).await.unwrap().unwrap();
-    assert_eq!(e.delivery.delivered_at_ms, None, "due again");
+    assert_eq!(e.delivery().delivered_at_ms, None, "due again");
     let flashed = console.page(&back).await;
     assert!(flashed.text.contains("data-testid=\"flash\""));
     assert!(flashed.text.contains("data-type=\"event_resent\""));

@@ -26,6 +26,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::endpoint::{Destination, EndpointId};
 use crate::webhook::WebhookSecret;
 use crate::{
     Capture, CaptureId, CaptureStatus, Payment, PaymentId, PaymentStatus, Refund, RefundId,
@@ -411,21 +412,20 @@ impl DeliveryState {
     }
 }
 
-/// `next_attempt_at` of an event whose shop has no webhook URL yet
+/// `next_attempt_at` of a delivery whose endpoint is disabled
 /// (9999-12-31T23:59:59Z, in unix milliseconds): parked, so the relay's scan
-/// of due events never reads it. Setting the shop's webhook makes its parked
-/// events due.
+/// of due deliveries never reads it. Enabling the endpoint makes it due.
 pub const PARKED_UNTIL_MS: i64 = 253_402_300_799_000;
 
-/// The delivery log of one event.
+/// The delivery log of one event to one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
-    /// Delivery attempts made (each a POST to the shop).
+    /// Delivery attempts made (each a POST to the endpoint).
     pub attempts: u32,
     /// When the next attempt is due (unix ms), while pending;
-    /// [`PARKED_UNTIL_MS`] while the shop has no webhook URL.
+    /// [`PARKED_UNTIL_MS`] while the endpoint is disabled.
     pub next_attempt_at_ms: i64,
-    /// When the shop acknowledged it (unix ms).
+    /// When the endpoint acknowledged it (unix ms).
     pub delivered_at_ms: Option<i64>,
     /// When the relay gave up (unix ms).
     pub gave_up_at_ms: Option<i64>,
@@ -446,6 +446,21 @@ impl Delivery {
             DeliveryState::Pending
         }
     }
+
+    /// When the next attempt is due, while one is (pending, not parked).
+    pub fn next_attempt(&self) -> Option<i64> {
+        (self.state() == DeliveryState::Pending && self.next_attempt_at_ms < PARKED_UNTIL_MS)
+            .then_some(self.next_attempt_at_ms)
+    }
+}
+
+/// An event's delivery to one of the shop's endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointDelivery {
+    /// The endpoint.
+    pub endpoint_id: EndpointId,
+    /// Its log.
+    pub delivery: Delivery,
 }
 
 /// A stored event with its delivery log.
@@ -465,8 +480,67 @@ pub struct Event {
     pub payload: Vec<u8>,
     /// When it was written (unix ms), in the transaction of its transition.
     pub created_at_ms: i64,
-    /// Its delivery log.
-    pub delivery: Delivery,
+    /// Its deliveries, one per endpoint it was written for (or resent to),
+    /// in endpoint id order; empty when no endpoint wanted it.
+    pub deliveries: Vec<EndpointDelivery>,
+}
+
+impl Event {
+    /// The deliveries summed up: pending while one is, else given up if
+    /// one was, else delivered (pending, with no attempt, when there is
+    /// none). Attempts are summed; the times and the last answer are those
+    /// of a delivery in the state shown (the earliest next attempt, the
+    /// latest delivery or give-up).
+    pub fn delivery(&self) -> Delivery {
+        let Some(state) = self
+            .deliveries
+            .iter()
+            .map(|d| d.delivery.state())
+            .min_by_key(|s| match s {
+                DeliveryState::Pending => 0,
+                DeliveryState::GaveUp => 1,
+                DeliveryState::Delivered => 2,
+            })
+        else {
+            return Delivery {
+                attempts: 0,
+                next_attempt_at_ms: PARKED_UNTIL_MS,
+                delivered_at_ms: None,
+                gave_up_at_ms: None,
+                last_status: None,
+                last_error: None,
+            };
+        };
+        let attempts = self
+            .deliveries
+            .iter()
+            .map(|d| d.delivery.attempts)
+            .fold(0_u32, u32::saturating_add);
+        let shown = self
+            .deliveries
+            .iter()
+            .map(|d| &d.delivery)
+            .filter(|d| d.state() == state)
+            .max_by_key(|d| match state {
+                DeliveryState::Pending => -d.next_attempt_at_ms,
+                DeliveryState::GaveUp => d.gave_up_at_ms.unwrap_or(0),
+                DeliveryState::Delivered => d.delivered_at_ms.unwrap_or(0),
+            });
+        match shown {
+            Some(shown) => Delivery {
+                attempts,
+                ..shown.clone()
+            },
+            None => Delivery {
+                attempts,
+                next_attempt_at_ms: PARKED_UNTIL_MS,
+                delivered_at_ms: None,
+                gave_up_at_ms: None,
+                last_status: None,
+                last_error: None,
+            },
+        }
+    }
 }
 
 /// Which of a shop's events to list: newest first.
@@ -480,7 +554,8 @@ pub struct EventQuery {
     pub event_type: Option<EventType>,
 }
 
-/// A shop's webhook endpoint: where its events go and the secret they are signed with.
+/// The operator's webhook endpoint of a shop (`shops set-webhook`): where
+/// its events go and the secret they are signed with.
 #[derive(Debug, Clone)]
 pub struct WebhookEndpoint {
     /// The URL events are POSTed to.
@@ -489,17 +564,15 @@ pub struct WebhookEndpoint {
     pub secret: WebhookSecret,
 }
 
-/// An event the relay claimed for one delivery attempt, with where to send it.
+/// A delivery the relay claimed for one attempt: the event and where it goes.
 #[derive(Debug, Clone)]
 pub struct DueEvent {
-    /// The event.
+    /// The event (its `deliveries` not read).
     pub event: Event,
-    /// The shop's endpoint.
-    pub endpoint: WebhookEndpoint,
-    /// The secret a roll replaced, while its overlap lasts: each delivery
-    /// then carries a second signature made with it, so a receiver that
-    /// still verifies with the old secret keeps accepting events.
-    pub previous_secret: Option<WebhookSecret>,
+    /// The endpoint, with the secrets that sign.
+    pub destination: Destination,
+    /// Attempts made of this delivery before this one.
+    pub attempts: u32,
 }
 
 /// How one delivery attempt ended.

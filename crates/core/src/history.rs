@@ -209,6 +209,10 @@ pub enum HistoryEvent {
         /// The merchant's HTTP status, when it answered.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<u16>,
+        /// The webhook endpoint it went to (absent in entries written
+        /// before a shop could have several).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint_id: Option<String>,
     },
     /// An operator made a merchant event due again.
     EventResent {

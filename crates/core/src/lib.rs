@@ -37,6 +37,7 @@ pub mod api_key;
 pub mod authorization;
 pub mod capture;
 mod chain;
+pub mod endpoint;
 pub mod engine;
 pub mod events;
 pub mod findings;
@@ -82,5 +83,5 @@ pub use store::{
     EventRecorded, FinishOutcome, Health, InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming,
     Keys, Lease, LeaseToken, MAX_PAGE_LIMIT, Outbox, Page, PageLimit, PageRequest, PaymentFilter,
     Payments, Reconciliation, RecoveryPoint, RefundClaim, Refunds, ReleaseClaim, SettleOutcome,
-    Shops, StalledKey, Store, StoreError, StoredResponse,
+    Shops, StalledKey, Store, StoreError, StoredResponse, WebhookEndpoints,
 };

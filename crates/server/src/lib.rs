@@ -89,6 +89,16 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::api_keys::get))
         .routes(routes!(routes::api_keys::roll))
         .routes(routes!(routes::api_keys::revoke))
+        .routes(routes!(
+            routes::webhook_endpoints::list,
+            routes::webhook_endpoints::create
+        ))
+        .routes(routes!(
+            routes::webhook_endpoints::get,
+            routes::webhook_endpoints::update,
+            routes::webhook_endpoints::delete
+        ))
+        .routes(routes!(routes::webhook_endpoints::roll_secret))
         .routes(routes!(routes::webhooks::acquirer))
         .routes(routes!(routes::health::healthz))
         .routes(routes!(routes::health::readyz))

@@ -27,8 +27,8 @@
 //! | `chargeonce_payments_pending_oldest_age_seconds` | | how long the oldest pending payment has waited (0 when none), at each scrape |
 //! | `chargeonce_findings_open` | | reconciliation findings not resolved, at each scrape |
 //! | `chargeonce_findings_open_by_kind` | `kind` | the same by kind (every kind a series, 0 when none) |
-//! | `chargeonce_events_undelivered` | | merchant events neither delivered nor given up (parked ones of shops without a webhook URL included), at each scrape |
-//! | `chargeonce_events_due` | | merchant events the relay owes: neither delivered nor given up, of shops with a webhook URL (not parked), at each scrape |
+//! | `chargeonce_events_undelivered` | | deliveries of merchant events (one per event and endpoint) neither delivered nor given up (parked ones, to disabled endpoints, included), at each scrape |
+//! | `chargeonce_events_due` | | deliveries the relay owes: neither delivered nor given up, to enabled endpoints (not parked), at each scrape |
 //! | `chargeonce_events_due_oldest_age_seconds` | | how long the oldest of them has been due (0 when none), at each scrape |
 //! | `chargeonce_sqlite_write_queue_depth` | | SQLite store only: writes waiting for the writer, at each scrape ([`StorePressure`]) |
 //! | `chargeonce_sqlite_write_queue_limit` | | SQLite store only: the most that may wait before new work is refused (`--sqlite-queue`; 0: no limit) |

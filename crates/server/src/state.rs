@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use chargeonce_core::endpoint::UrlCheck;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{Engine, Store, StoreError};
 use tokio_util::task::TaskTracker;
@@ -40,6 +41,9 @@ pub struct Shared {
     pub(crate) operator_listen: Option<std::net::SocketAddr>,
     /// Proxies whose `X-Forwarded-For` names the client ([`crate::client_addr`]).
     pub(crate) trusted_proxies: Arc<[ipnet::IpNet]>,
+    /// The judge of webhook endpoint URLs a shop registers; without one,
+    /// every URL is refused.
+    pub(crate) url_check: Option<Arc<dyn UrlCheck>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -70,6 +74,7 @@ impl AppState {
             waiters: Arc::new(limits::Waiters::default()),
             operator_listen: None,
             trusted_proxies: Arc::from(Vec::new()),
+            url_check: None,
         };
         Self {
             shared: Arc::new(shared),
@@ -186,6 +191,14 @@ impl AppState {
     /// its observer, so they count what it does).
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.shared_mut().metrics = metrics;
+        self
+    }
+
+    /// Judges the URLs of webhook endpoints shops register with `check`
+    /// (the workers' egress guard, so that registration and delivery refuse
+    /// the same addresses); without one, every URL is refused.
+    pub fn with_url_check(mut self, check: Arc<dyn UrlCheck>) -> Self {
+        self.shared_mut().url_check = Some(check);
         self
     }
 

@@ -313,8 +313,8 @@ async fn an_event_committed_before_a_relay_dies_is_still_delivered(backend: Back
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.delivery.state(), DeliveryState::Pending);
-    assert_eq!(stored.delivery.attempts, 0);
+    assert_eq!(stored.delivery().state(), DeliveryState::Pending);
+    assert_eq!(stored.delivery().attempts, 0);
 
     // A relay takes it and dies mid-delivery (aborted while the POST hangs).
     let config = RelayConfig {

@@ -11,6 +11,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chargeonce_core::ShopId;
+use chargeonce_core::endpoint::EndpointUpdate;
 use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::findings::{FindingKind, NewFinding};
 use chargeonce_core::webhook::WebhookSecret;
@@ -58,8 +59,9 @@ async fn pay(s: &TestService, reference: &str) -> String {
 
 /// The findings by kind and the events due follow the store's rows: a
 /// finding recorded shows under its kind (the others at 0, the total
-/// beside); a payment's event for a shop without a webhook URL is parked
-/// (undelivered, not due) until the shop sets one, then it is due and ages.
+/// beside); a payment's event for a shop without a webhook endpoint goes
+/// nowhere (no delivery owed) until the operator sets one, then it is due
+/// and ages; a disabled endpoint's delivery is parked (undelivered, not due).
 async fn the_store_gauges_follow_findings_and_events(backend: Backend) {
     let s = TestService::start(backend).await;
     let text = scrape(&s).await;
@@ -88,8 +90,8 @@ async fn the_store_gauges_follow_findings_and_events(backend: Backend) {
     assert_eq!(open_by_kind(&text, "duplicate_charge"), 1.0, "{text}");
     assert_eq!(open_by_kind(&text, "orphan_charge"), 0.0);
     assert_eq!(must(&text, "chargeonce_findings_open"), 1.0);
-    // Parked: the shop has no webhook URL.
-    assert_eq!(must(&text, "chargeonce_events_undelivered"), 1.0);
+    // Nowhere: the shop has no webhook endpoint.
+    assert_eq!(must(&text, "chargeonce_events_undelivered"), 0.0);
     assert_eq!(must(&text, "chargeonce_events_due"), 0.0);
 
     let endpoint = WebhookEndpoint {
@@ -102,6 +104,21 @@ async fn the_store_gauges_follow_findings_and_events(backend: Backend) {
     assert_eq!(must(&text, "chargeonce_events_due"), 1.0, "{text}");
     let age = must(&text, "chargeonce_events_due_oldest_age_seconds");
     assert!((1.0..60.0).contains(&age), "due for {age} s");
+
+    // Its endpoint disabled: parked, undelivered but not due.
+    let endpoints = s.store.endpoints(&shop).await.unwrap();
+    let off = EndpointUpdate {
+        enabled: Some(false),
+        ..EndpointUpdate::default()
+    };
+    s.store
+        .update_endpoint(&shop, &endpoints[0].id, &off)
+        .await
+        .unwrap()
+        .unwrap();
+    let text = scrape(&s).await;
+    assert_eq!(must(&text, "chargeonce_events_undelivered"), 1.0, "{text}");
+    assert_eq!(must(&text, "chargeonce_events_due"), 0.0, "{text}");
 }
 
 /// Each store exports its own pressure gauges and not the other's: the

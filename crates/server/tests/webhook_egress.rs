@@ -186,7 +186,13 @@ async fn a_name_rebound_to_loopback_after_registration_is_not_delivered_to(backe
     let allowed = Egress::with_lookup(EgressPolicy::loopback(), dns.clone());
     let shop = ShopId::new(common::SHOP).unwrap();
     let id = EventId::parse(event["id"].as_str().unwrap()).unwrap();
-    assert!(s.store.resend_event(&shop, &id).await.unwrap().is_some());
+    assert!(
+        s.store
+            .resend_event(&shop, &id, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
     let relay = Relay::new(s.store.clone(), config(), allowed).unwrap();
     let pass = relay.run_once().await.unwrap();
     assert_eq!((pass.claimed, pass.delivered), (1, 1));

@@ -22,10 +22,11 @@ macro_rules! finding_columns {
 pub(crate) use finding_columns;
 
 /// The columns of a shop as the console lists it ([`ShopSummaryRow`]):
-/// never its secrets.
+/// never its secrets; its webhook URL is its operator endpoint's.
 macro_rules! shop_summary_columns {
     () => {
-        "id AS shop_id, webhook_url, created_at"
+        "id AS shop_id, (SELECT w.url FROM webhook_endpoints w WHERE w.shop_id = shops.id \
+         AND w.origin = 'operator' AND w.deleted_at IS NULL) AS webhook_url, created_at"
     };
 }
 pub(crate) use shop_summary_columns;

@@ -11,8 +11,10 @@
 
 use std::time::Duration;
 
+use chargeonce_core::api_key::MakingRequest;
 use chargeonce_core::authorization::{Authorization, Hold};
-use chargeonce_core::events::{Delivery, Event, EventId, EventType, WebhookEndpoint};
+use chargeonce_core::endpoint::{Destination, Endpoint, EndpointId, EventFilter, Origin};
+use chargeonce_core::events::{Delivery, DueEvent, EndpointDelivery, Event, EventId, EventType};
 use chargeonce_core::history::{RepeatCounts, Tally};
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{
@@ -196,12 +198,38 @@ rows! {
         refund_id: Option<String>,
         payload: Vec<u8>,
         created_at_ms: i64,
+    }
+
+    /// An event's delivery to one endpoint (`event_deliveries`), with times
+    /// as unix milliseconds.
+    struct DeliveryRow {
+        event_seq: i64,
+        endpoint_id: String,
         attempts: i64,
         next_attempt_at_ms: i64,
         delivered_at_ms: Option<i64>,
         gave_up_at_ms: Option<i64>,
         last_status: Option<i64>,
         last_error: Option<String>,
+    }
+
+    /// A claimed delivery: its event's columns, the endpoint's URL and
+    /// secrets (the rolled-over one only while it still signs), and the
+    /// attempts made before.
+    struct DueRow {
+        seq: i64,
+        id: String,
+        shop_id: String,
+        event_type: String,
+        payment_id: String,
+        refund_id: Option<String>,
+        payload: Vec<u8>,
+        created_at_ms: i64,
+        endpoint_id: String,
+        url: String,
+        secret: Option<String>,
+        previous_secret: Option<String>,
+        attempts: i64,
     }
 
     /// An unfinished key nobody drives: `shop_id, key, fingerprint`.
@@ -220,13 +248,27 @@ rows! {
         recovery_point: String,
     }
 
-    /// A shop's webhook columns: `webhook_url, webhook_secret`, and the
-    /// rolled-over secret while it still signs (`NULL` once its overlap is
-    /// over, by the store's clock).
+    /// A webhook endpoint, without its secrets, times as unix milliseconds.
     struct EndpointRow {
-        webhook_url: Option<String>,
-        webhook_secret: Option<String>,
-        webhook_previous_secret: Option<String>,
+        shop_id: String,
+        id: String,
+        origin: String,
+        url: String,
+        enabled_events: String,
+        description: Option<String>,
+        enabled: bool,
+        created_at_ms: i64,
+        previous_secret_until_ms: Option<i64>,
+    }
+
+    /// An endpoint with what a repeat of a create or roll is judged by: the
+    /// idempotency key of the request that made it, of the one that made
+    /// its current secret, and their fingerprints.
+    struct EndpointRequestRow {
+        idempotency_key: Option<String>,
+        request_sha256: Option<Vec<u8>>,
+        secret_key: Option<String>,
+        secret_request_sha256: Option<Vec<u8>>,
     }
 }
 
@@ -489,29 +531,138 @@ impl TryFrom<EventRow> for Event {
             refund_id: refund_id(row.refund_id)?,
             payload: row.payload,
             created_at_ms: row.created_at_ms,
-            delivery: Delivery {
-                attempts: u32::try_from(row.attempts).map_err(StoreError::corrupt_by)?,
-                next_attempt_at_ms: row.next_attempt_at_ms,
-                delivered_at_ms: row.delivered_at_ms,
-                gave_up_at_ms: row.gave_up_at_ms,
-                last_status: row
-                    .last_status
-                    .map(u16::try_from)
-                    .transpose()
-                    .map_err(StoreError::corrupt_by)?,
-                last_error: row.last_error,
-            },
+            deliveries: Vec::new(),
         })
     }
 }
 
-/// An event with its commit-order sequence number, to sort a batch by.
+/// An event with its commit-order sequence number, to sort a batch by and
+/// to attach its deliveries to.
 impl TryFrom<EventRow> for (i64, Event) {
     type Error = StoreError;
 
     fn try_from(row: EventRow) -> Result<Self, StoreError> {
         let seq = row.seq;
         Ok((seq, Event::try_from(row)?))
+    }
+}
+
+/// A delivery with the sequence number of its event.
+impl TryFrom<DeliveryRow> for (i64, EndpointDelivery) {
+    type Error = StoreError;
+
+    fn try_from(row: DeliveryRow) -> Result<Self, StoreError> {
+        Ok((
+            row.event_seq,
+            EndpointDelivery {
+                endpoint_id: EndpointId::parse(&row.endpoint_id).map_err(StoreError::corrupt_by)?,
+                delivery: Delivery {
+                    attempts: u32::try_from(row.attempts).map_err(StoreError::corrupt_by)?,
+                    next_attempt_at_ms: row.next_attempt_at_ms,
+                    delivered_at_ms: row.delivered_at_ms,
+                    gave_up_at_ms: row.gave_up_at_ms,
+                    last_status: row
+                        .last_status
+                        .map(u16::try_from)
+                        .transpose()
+                        .map_err(StoreError::corrupt_by)?,
+                    last_error: row.last_error,
+                },
+            },
+        ))
+    }
+}
+
+/// Attaches deliveries (each with its event's sequence number) to the
+/// events of `events` (the same), in endpoint id order.
+pub(crate) fn attach_deliveries(
+    events: Vec<(i64, Event)>,
+    deliveries: Vec<(i64, EndpointDelivery)>,
+) -> Vec<Event> {
+    let mut by_seq: std::collections::HashMap<i64, Vec<EndpointDelivery>> =
+        std::collections::HashMap::new();
+    for (seq, delivery) in deliveries {
+        by_seq.entry(seq).or_default().push(delivery);
+    }
+    events
+        .into_iter()
+        .map(|(seq, mut event)| {
+            let mut deliveries = by_seq.remove(&seq).unwrap_or_default();
+            deliveries.sort_by(|a, b| a.endpoint_id.cmp(&b.endpoint_id));
+            event.deliveries = deliveries;
+            event
+        })
+        .collect()
+}
+
+impl TryFrom<DueRow> for (i64, DueEvent) {
+    type Error = StoreError;
+
+    fn try_from(row: DueRow) -> Result<Self, StoreError> {
+        let event = Event::try_from(EventRow {
+            seq: row.seq,
+            id: row.id,
+            shop_id: row.shop_id,
+            event_type: row.event_type,
+            payment_id: row.payment_id,
+            refund_id: row.refund_id,
+            payload: row.payload,
+            created_at_ms: row.created_at_ms,
+        })?;
+        let secret = row.secret.ok_or_else(|| {
+            StoreError::corrupt(format!("endpoint {} has no secret", row.endpoint_id))
+        })?;
+        Ok((
+            row.seq,
+            DueEvent {
+                event,
+                destination: Destination {
+                    endpoint_id: EndpointId::parse(&row.endpoint_id)
+                        .map_err(StoreError::corrupt_by)?,
+                    url: row.url,
+                    secret: WebhookSecret::new(secret),
+                    previous_secret: row.previous_secret.map(WebhookSecret::new),
+                },
+                attempts: u32::try_from(row.attempts).map_err(StoreError::corrupt_by)?,
+            },
+        ))
+    }
+}
+
+impl TryFrom<EndpointRow> for Endpoint {
+    type Error = StoreError;
+
+    fn try_from(row: EndpointRow) -> Result<Self, StoreError> {
+        Ok(Endpoint {
+            id: EndpointId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
+            origin: Origin::parse(&row.origin)
+                .ok_or_else(|| StoreError::corrupt(format!("endpoint origin `{}`", row.origin)))?,
+            url: row.url,
+            filter: EventFilter::from_stored(&row.enabled_events)
+                .map_err(StoreError::corrupt_by)?,
+            description: row.description,
+            enabled: row.enabled,
+            created_at_ms: row.created_at_ms,
+            previous_secret_until_ms: row.previous_secret_until_ms,
+        })
+    }
+}
+
+impl EndpointRequestRow {
+    /// How this endpoint answers `request` that found it by its
+    /// idempotency key: as a repeat of the request that made it (`Some(true)`
+    /// when the fingerprint matches, `Some(false)` when not), or `None`
+    /// when it was not made with that key.
+    pub(crate) fn made_by(&self, request: &MakingRequest) -> Option<bool> {
+        (self.idempotency_key.as_deref() == Some(request.idempotency_key.as_str()))
+            .then(|| self.request_sha256.as_deref() == Some(request.fingerprint.as_slice()))
+    }
+
+    /// As [`Self::made_by`], for the request that made the current secret.
+    pub(crate) fn secret_made_by(&self, request: &MakingRequest) -> Option<bool> {
+        (self.secret_key.as_deref() == Some(request.idempotency_key.as_str()))
+            .then(|| self.secret_request_sha256.as_deref() == Some(request.fingerprint.as_slice()))
     }
 }
 
@@ -544,23 +695,6 @@ impl TakenKeyRow {
             refund_id: refund_id(self.refund_id)?,
             capture_id: capture_id(self.capture_id)?,
         })
-    }
-}
-
-impl EndpointRow {
-    /// The shop's endpoint, if it has one, and the rolled-over secret that
-    /// still signs, if any.
-    pub(crate) fn endpoint(self) -> Option<(WebhookEndpoint, Option<WebhookSecret>)> {
-        match (self.webhook_url, self.webhook_secret) {
-            (Some(url), Some(secret)) => Some((
-                WebhookEndpoint {
-                    url,
-                    secret: WebhookSecret::new(secret),
-                },
-                self.webhook_previous_secret.map(WebhookSecret::new),
-            )),
-            _ => None,
-        }
     }
 }
 

@@ -247,9 +247,8 @@ async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
     assert_eq!(violations, 0);
     // AUTOINCREMENT: the deleted evt_3 had seq 3; the next event gets 4.
     conn.execute(
-        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at, \
-             due_since, next_attempt_at) \
-         VALUES ('evt_4', 'shop', 'payment.declined', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 15, 15, 15)",
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at) \
+         VALUES ('evt_4', 'shop', 'payment.declined', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 15)",
         [],
     )
     .unwrap();
@@ -286,9 +285,8 @@ async fn rebuilding_the_tables_keeps_every_row_and_the_same_rules() {
         "UPDATE payments SET status = 'succeeded' WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e71' AND status = 'pending'",
         "UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201 \
          WHERE key = 'k1'",
-        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at, \
-             due_since, next_attempt_at) \
-         VALUES ('evt_5', 'shop', 'payment.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 1, 1, 1)",
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at) \
+         VALUES ('evt_5', 'shop', 'payment.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e70', x'7b7d', 1)",
     ] {
         let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
         let ops: Vec<String> = stmt
@@ -534,9 +532,8 @@ async fn the_cancel_rebuild_keeps_every_row_and_admits_canceled() {
              payment_id, created_at, expires_at) \
          VALUES ('shop', 'c1', zeroblob(32), 'POST', '/v1/payments/x/cancel', 'cancel_requested', \
              'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', 21, 99)",
-        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at, \
-             due_since, next_attempt_at) \
-         VALUES ('evt_3', 'shop', 'payment.canceled', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', x'7b7d', 22, 22, 22)",
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at) \
+         VALUES ('evt_3', 'shop', 'payment.canceled', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e80', x'7b7d', 22)",
     ] {
         assert_eq!(conn.execute(accepted, []).unwrap(), 1, "{accepted}");
     }
@@ -643,9 +640,9 @@ async fn the_authorization_rebuild_keeps_every_row_and_the_hold_within_its_rules
          VALUES ('shop', 'c1', zeroblob(32), 'POST', '/v1/payments/x/captures', \
              'capture_created', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91', 'cap_1', 21, 99)",
         "INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload, \
-             created_at, due_since, next_attempt_at) \
+             created_at) \
          VALUES ('evt_3', 'shop', 'capture.succeeded', 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91', \
-             'cap_1', x'7b7d', 22, 22, 22)",
+             'cap_1', x'7b7d', 22)",
         "UPDATE payments SET refund_reserved_minor = 400 \
          WHERE id = 'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6e91'",
     ] {

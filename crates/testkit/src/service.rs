@@ -15,6 +15,7 @@ use chargeonce_core::{Acquirer, Engine, EngineConfig, KeyTiming, ShopId, ShopSec
 use chargeonce_server::conn::ConnectionLimits;
 use chargeonce_server::{AppState, HttpRender, Metrics};
 use chargeonce_store::{PgStore, PoolConfig, SqliteStore, SqliteWriterStats};
+use chargeonce_workers::egress::{Egress, EgressPolicy};
 use chargeonce_workers::reconciler::Reconciler;
 use serde_json::{Value, json};
 
@@ -222,7 +223,11 @@ impl ServiceBuilder {
                 .unwrap()
                 .with_observer(metrics.clone()),
         );
-        let mut state = AppState::new(engine.clone()).with_metrics(metrics.clone());
+        // Endpoints on this machine are registered (tests receive on
+        // loopback over http); a test of the guard brings its own judge.
+        let mut state = AppState::new(engine.clone())
+            .with_metrics(metrics.clone())
+            .with_url_check(Arc::new(Egress::new(EgressPolicy::loopback())));
         if let Some(secret) = self.webhook_secret {
             state = state.with_webhook_secret(secret);
         }

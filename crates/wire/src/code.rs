@@ -46,6 +46,12 @@ pub enum ProblemCode {
     ApiKeyLimitReached,
     /// 409: the key to roll is revoked or expired already. Nothing was made.
     ApiKeyInactive,
+    /// 409: the shop has 16 webhook endpoints; delete one before making
+    /// another. Nothing was made.
+    WebhookEndpointLimitReached,
+    /// 409: no enabled webhook endpoint wants the event (or the one named
+    /// is disabled or does not want its type): nothing to resend to.
+    NoWebhookEndpoint,
     /// 402: the acquirer declined the payment: a definite, stored answer,
     /// replayed to every retry with the same key. The problem carries the
     /// `payment` and its `decline_code`. Do not retry; ask for another
@@ -190,6 +196,8 @@ impl ProblemCode {
         Self::InsufficientScope,
         Self::ApiKeyLimitReached,
         Self::ApiKeyInactive,
+        Self::WebhookEndpointLimitReached,
+        Self::NoWebhookEndpoint,
         Self::PaymentDeclined,
         Self::NotFound,
         Self::MethodNotAllowed,
@@ -246,6 +254,8 @@ impl ProblemCode {
             Self::InsufficientScope => "insufficient_scope",
             Self::ApiKeyLimitReached => "api_key_limit_reached",
             Self::ApiKeyInactive => "api_key_inactive",
+            Self::WebhookEndpointLimitReached => "webhook_endpoint_limit_reached",
+            Self::NoWebhookEndpoint => "no_webhook_endpoint",
             Self::PaymentDeclined => "payment_declined",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -318,7 +328,9 @@ impl ProblemCode {
             | Self::PaymentNotVoidable
             | Self::AuthorizationBusy
             | Self::ApiKeyLimitReached
-            | Self::ApiKeyInactive => 409,
+            | Self::ApiKeyInactive
+            | Self::WebhookEndpointLimitReached
+            | Self::NoWebhookEndpoint => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::IdempotencyKeyReused
@@ -359,6 +371,8 @@ impl ProblemCode {
             Self::InsufficientScope => "The API key's scope does not allow this request",
             Self::ApiKeyLimitReached => "The shop holds as many active API keys as it may",
             Self::ApiKeyInactive => "The API key is revoked or expired",
+            Self::WebhookEndpointLimitReached => "The shop has as many webhook endpoints as it may",
+            Self::NoWebhookEndpoint => "No enabled webhook endpoint wants this event",
             Self::PaymentDeclined => "The payment was declined",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",

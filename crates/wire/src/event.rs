@@ -86,7 +86,35 @@ pub struct EventDelivery {
     /// The HTTP status of the last attempt, if one came back.
     pub last_status: Option<u16>,
     /// When the next attempt is due (RFC 3339), while pending; null when
-    /// delivered, given up, or parked until the shop has a webhook URL.
+    /// delivered, given up, or waiting for an endpoint.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub next_attempt_at: Option<String>,
+    /// Where it stands.
+    pub state: DeliveryState,
+}
+
+/// An event's delivery to one webhook endpoint.
+///
+/// The members are declared (and sent) sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EndpointDelivery {
+    /// Delivery attempts made to this endpoint.
+    pub attempts: u32,
+    /// When the endpoint acknowledged it (RFC 3339).
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub delivered_at: Option<String>,
+    /// The endpoint (`we_...`).
+    pub endpoint_id: String,
+    /// When delivery was given up (RFC 3339).
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub gave_up_at: Option<String>,
+    /// Why the last attempt failed (a transport error, or the status).
+    pub last_error: Option<String>,
+    /// The HTTP status of the last attempt, if one came back.
+    pub last_status: Option<u16>,
+    /// When the next attempt is due (RFC 3339), while pending; null when
+    /// delivered, given up, or waiting for its disabled endpoint.
     #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub next_attempt_at: Option<String>,
     /// Where it stands.
@@ -111,6 +139,16 @@ pub struct EventDelivery {
             "reference": "order-123",
             "status": "succeeded"
         }},
+        "deliveries": [{
+            "attempts": 1,
+            "delivered_at": "2026-11-29T22:42:32.301Z",
+            "endpoint_id": "we_01a2297968b375bcb36eb8e661248216",
+            "gave_up_at": null,
+            "last_error": null,
+            "last_status": 200,
+            "next_attempt_at": null,
+            "state": "delivered"
+        }],
         "delivery": {
             "attempts": 1,
             "delivered_at": "2026-11-29T22:42:32.301Z",
@@ -138,7 +176,12 @@ pub struct Event {
     /// `{"refund": {...}}`.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub data: Value,
-    /// The delivery log.
+    /// Its delivery to each webhook endpoint it was written for (the
+    /// enabled ones whose `enabled_events` matched) or resent to.
+    pub deliveries: Vec<EndpointDelivery>,
+    /// The deliveries summed up: `pending` while one is, else `gave_up` if
+    /// one was, else `delivered` (`pending` with no attempt while there is
+    /// no delivery at all); attempts summed.
     pub delivery: EventDelivery,
     /// Its id (`evt_...`): receivers deduplicate deliveries by it.
     pub id: String,
@@ -166,6 +209,16 @@ mod tests {
         let event = Event {
             created_at: "2026-11-29T22:42:32.245Z".into(),
             data: serde_json::json!({"payment": {"id": "pay_1", "status": "succeeded"}}),
+            deliveries: vec![EndpointDelivery {
+                attempts: 1,
+                delivered_at: Some("2026-11-29T22:42:32.301Z".into()),
+                endpoint_id: "we_1".into(),
+                gave_up_at: None,
+                last_error: None,
+                last_status: Some(200),
+                next_attempt_at: None,
+                state: DeliveryState::Delivered,
+            }],
             delivery: EventDelivery {
                 attempts: 1,
                 delivered_at: Some("2026-11-29T22:42:32.301Z".into()),

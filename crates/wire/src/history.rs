@@ -234,8 +234,12 @@ pub enum HistoryEvent {
         /// The shop's HTTP status, when it answered.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<u16>,
+        /// The webhook endpoint it went to (`we_...`); absent in entries
+        /// written before a shop could have several.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint_id: Option<String>,
     },
-    /// An operator made a merchant event due again.
+    /// A merchant event was made due again (by the shop or an operator).
     EventResent {
         /// The merchant event.
         event_id: String,

@@ -45,6 +45,7 @@ pub mod payment;
 pub mod problem;
 pub mod refund;
 pub mod request;
+pub mod webhook_endpoint;
 
 pub use amount::Amount;
 pub use api_key::{
@@ -52,7 +53,7 @@ pub use api_key::{
 };
 pub use capture::{Capture, CaptureObject};
 pub use code::ProblemCode;
-pub use event::{DeliveryState, Event, EventDelivery, EventObject, EventType};
+pub use event::{DeliveryState, EndpointDelivery, Event, EventDelivery, EventObject, EventType};
 pub use history::{
     CaptureStatus, HistoryAcquirerCall, HistoryCallOutcome, HistoryEntry, HistoryEvent, HistoryKey,
     HistorySettledBy, HistoryTally, PaymentHistory, PaymentHistoryObject, ReleaseReason,
@@ -66,4 +67,8 @@ pub use problem::{PROBLEM_JSON, PROBLEM_TYPE_PREFIX, Problem};
 pub use refund::{Refund, RefundObject, RefundStatus};
 pub use request::{
     CancelPayment, CreateCapture, CreatePayment, CreateRefund, PaymentMethod, VoidPayment,
+};
+pub use webhook_endpoint::{
+    CreateWebhookEndpoint, ResendEvent, RollWebhookEndpointSecret, UpdateWebhookEndpoint,
+    WebhookEndpoint, WebhookEndpointObject,
 };

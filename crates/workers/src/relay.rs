@@ -1,10 +1,12 @@
-//! The outbox relay: delivers merchant events to the shops' webhook URLs.
+//! The outbox relay: delivers merchant events to the shops' webhook endpoints.
 //!
 //! Events are written by the stores in the same transaction as the state
-//! change they report; the relay only reads them back. Each pass claims a
-//! batch of due events (a short lease in the row keeps other relays off them;
-//! PostgreSQL claims with `FOR UPDATE SKIP LOCKED`), POSTs each one's stored
-//! bytes to its shop's URL, signed afresh with the shop's secret
+//! change they report, with one delivery per enabled endpoint of the shop
+//! whose filter wants the event; the relay only reads them back. Each pass
+//! claims a batch of due deliveries (a short lease in the row keeps other
+//! relays off them; PostgreSQL claims with `FOR UPDATE SKIP LOCKED`), POSTs
+//! each one's stored bytes to its endpoint's URL, signed afresh with the
+//! endpoint's secret
 //! (`Chargeonce-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`, the
 //! scheme of [`chargeonce_core::webhook`]; during a secret roll's overlap a
 //! second `v1=` made with the old secret) and with its stable id in
@@ -207,7 +209,7 @@ impl Relay {
         let failure = |status: Option<u16>, error: String| AttemptOutcome::Failed {
             status,
             error,
-            retry_in: self.config.backoff(event.delivery.attempts + 1),
+            retry_in: self.config.backoff(due.attempts + 1),
             give_up_after: self.config.give_up_after,
         };
         let outcome = match self.send(&due).await {
@@ -219,14 +221,23 @@ impl Relay {
         tracing::debug!(
             event_id = %event.id,
             shop_id = %event.shop_id,
-            attempt = event.delivery.attempts + 1,
+            endpoint_id = %due.destination.endpoint_id,
+            attempt = due.attempts + 1,
             delivered,
             "merchant event delivery attempt"
         );
         // Each attempt counts once: delivered, failed (due again later), or
         // gave_up (failed, and the store gave the event up). An attempt whose
         // record failed counts as what it was.
-        let recorded = self.store.record_attempt(&event.id, &outcome).await;
+        let recorded = self
+            .store
+            .record_attempt(
+                &event.shop_id,
+                &event.id,
+                &due.destination.endpoint_id,
+                &outcome,
+            )
+            .await;
         let result = match (&recorded, delivered) {
             (_, true) => "delivered",
             (Ok(true), false) => "gave_up",
@@ -237,7 +248,7 @@ impl Relay {
             tracing::warn!(
                 event_id = %event.id,
                 shop_id = %event.shop_id,
-                attempts = event.delivery.attempts + 1,
+                attempts = due.attempts + 1,
                 "merchant event given up"
             );
         }
@@ -251,7 +262,7 @@ impl Relay {
     /// or what the shop may read of why there was none.
     async fn send(&self, due: &DueEvent) -> Result<u16, String> {
         let event = &due.event;
-        let Ok(url) = Url::parse(&due.endpoint.url) else {
+        let Ok(url) = Url::parse(&due.destination.url) else {
             return Err("the webhook URL is not valid".to_owned());
         };
         if let Err(refused) = self.egress.check_scheme(&url) {
@@ -269,8 +280,8 @@ impl Relay {
         let now = OffsetDateTime::now_utc().unix_timestamp();
         // During a secret roll's overlap, a second signature with the old
         // secret: a receiver verifying with either accepts the event.
-        let mut secrets = vec![&due.endpoint.secret];
-        secrets.extend(due.previous_secret.as_ref());
+        let mut secrets = vec![&due.destination.secret];
+        secrets.extend(due.destination.previous_secret.as_ref());
         let signature = sign_all(&secrets, now, &event.payload);
         let sent = self
             .http

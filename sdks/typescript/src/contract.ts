@@ -181,7 +181,7 @@ export interface paths {
         put?: never;
         /**
          * Deliver an event again
-         * @description Makes the event due again now (a delivered or given-up one too): it is sent again with the same id and body. Repeating it is harmless, so the key is required but not stored.
+         * @description Makes the event due again now (a delivered or given-up one too) at every enabled webhook endpoint whose `enabled_events` match it, or only at `endpoint_id`: it is sent again with the same id and body. An endpoint made after the event gets it too. Repeating it is harmless, so the key is required but not stored. The body may be left out.
          */
         post: operations["resendEvent"];
         delete?: never;
@@ -369,6 +369,75 @@ export interface paths {
         get: operations["getRefund"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The shop's webhook endpoints, oldest first (never their secrets)
+         * @description Every endpoint of the shop (16 at most), in one page (`has_more` is false).
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Make a webhook endpoint (once per Idempotency-Key)
+         * @description Registers a URL for the event types given (`["*"]`: all). The answer carries its signing `secret`, once. Every event written from now on goes to each enabled endpoint whose `enabled_events` match it, with a delivery of its own. The URL must be `https` with a host whose every address is public (the operator may allow more); it is judged again at every delivery. A repeat with the same Idempotency-Key answers the same endpoint without its secret (`Idempotent-Replayed: true`) and makes nothing. At most 16 endpoints a shop.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a webhook endpoint (never its secret) */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        /**
+         * Change a webhook endpoint
+         * @description Sets the fields given. `enabled: false` pauses it: no delivery is made for events written meanwhile and its open deliveries wait; `enabled: true` resumes them at once (their give-up clock restarts). Setting values is idempotent, so the Idempotency-Key is required but not stored.
+         */
+        post: operations["updateWebhookEndpoint"];
+        /**
+         * Delete a webhook endpoint
+         * @description No delivery is made to it any more: its open deliveries are given up (`last_error` says why) and its secrets are wiped. Answers the endpoint as it was deleted; deleting it again is `404`.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/roll-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Roll a webhook endpoint's signing secret (once per Idempotency-Key)
+         * @description A new `secret` signs from now on (answered once); the old one keeps signing beside it for `expire_old_in_seconds` (24 h by default, 0 to stop at once, at most 7 days): each delivery meanwhile carries one `v1=` signature per secret, so a receiver verifying with either accepts it. A secret rolled over earlier is dropped. A repeat with the same Idempotency-Key answers the endpoint without a secret and changes nothing.
+         */
+        post: operations["rollWebhookEndpointSecret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -644,11 +713,68 @@ export interface components {
         CreateRefund: {
             amount?: components["schemas"]["Amount"] | null;
         };
+        /** @description The body of `POST /v1/webhook-endpoints`. */
+        CreateWebhookEndpoint: {
+            /**
+             * @description Where events go: `https://` (a public address; plain `http` only
+             *     where the operator allows it), at most 2048 bytes.
+             * @example https://shop.example/webhooks
+             */
+            url: string;
+            /**
+             * @description The event types wanted (`payment.succeeded`...), or `["*"]` for all.
+             * @example [
+             *       "payment.succeeded"
+             *     ]
+             */
+            enabled_events: string[];
+            /** @description What it is for (at most 200 characters). */
+            description?: string | null;
+        };
         /**
          * @description Where an event's delivery stands.
          * @enum {string}
          */
         DeliveryState: "pending" | "delivered" | "gave_up";
+        /**
+         * @description An event's delivery to one webhook endpoint.
+         *
+         *     The members are declared (and sent) sorted by name.
+         */
+        EndpointDelivery: {
+            /**
+             * Format: int32
+             * @description Delivery attempts made to this endpoint.
+             */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When the endpoint acknowledged it (RFC 3339).
+             */
+            delivered_at?: string | null;
+            /** @description The endpoint (`we_...`). */
+            endpoint_id: string;
+            /**
+             * Format: date-time
+             * @description When delivery was given up (RFC 3339).
+             */
+            gave_up_at?: string | null;
+            /** @description Why the last attempt failed (a transport error, or the status). */
+            last_error?: string | null;
+            /**
+             * Format: int32
+             * @description The HTTP status of the last attempt, if one came back.
+             */
+            last_status?: number | null;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (RFC 3339), while pending; null when
+             *     delivered, given up, or waiting for its disabled endpoint.
+             */
+            next_attempt_at?: string | null;
+            /** @description Where it stands. */
+            state: components["schemas"]["DeliveryState"];
+        };
         /**
          * @description A merchant event: what happened to a payment or refund, the `data`
          *     delivered to the shop's webhook, and the delivery log.
@@ -669,6 +795,18 @@ export interface components {
          *           "status": "succeeded"
          *         }
          *       },
+         *       "deliveries": [
+         *         {
+         *           "attempts": 1,
+         *           "delivered_at": "2026-11-29T22:42:32.301Z",
+         *           "endpoint_id": "we_01a2297968b375bcb36eb8e661248216",
+         *           "gave_up_at": null,
+         *           "last_error": null,
+         *           "last_status": 200,
+         *           "next_attempt_at": null,
+         *           "state": "delivered"
+         *         }
+         *       ],
          *       "delivery": {
          *         "attempts": 1,
          *         "delivered_at": "2026-11-29T22:42:32.301Z",
@@ -697,7 +835,16 @@ export interface components {
              *     `{"refund": {...}}`.
              */
             data: Record<string, never>;
-            /** @description The delivery log. */
+            /**
+             * @description Its delivery to each webhook endpoint it was written for (the
+             *     enabled ones whose `enabled_events` matched) or resent to.
+             */
+            deliveries: components["schemas"]["EndpointDelivery"][];
+            /**
+             * @description The deliveries summed up: `pending` while one is, else `gave_up` if
+             *     one was, else `delivered` (`pending` with no attempt while there is
+             *     no delivery at all); attempts summed.
+             */
             delivery: components["schemas"]["EventDelivery"];
             /** @description Its id (`evt_...`): receivers deduplicate deliveries by it. */
             id: string;
@@ -742,7 +889,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the next attempt is due (RFC 3339), while pending; null when
-             *     delivered, given up, or parked until the shop has a webhook URL.
+             *     delivered, given up, or waiting for an endpoint.
              */
             next_attempt_at?: string | null;
             /** @description Where it stands. */
@@ -941,6 +1088,11 @@ export interface components {
              * @description The shop's HTTP status, when it answered.
              */
             status?: number | null;
+            /**
+             * @description The webhook endpoint it went to (`we_...`); absent in entries
+             *     written before a shop could have several.
+             */
+            endpoint_id?: string | null;
             /** @enum {string} */
             type: "event_attempt";
         } | {
@@ -1266,7 +1418,16 @@ export interface components {
                  *     `{"refund": {...}}`.
                  */
                 data: Record<string, never>;
-                /** @description The delivery log. */
+                /**
+                 * @description Its delivery to each webhook endpoint it was written for (the
+                 *     enabled ones whose `enabled_events` matched) or resent to.
+                 */
+                deliveries: components["schemas"]["EndpointDelivery"][];
+                /**
+                 * @description The deliveries summed up: `pending` while one is, else `gave_up` if
+                 *     one was, else `delivered` (`pending` with no attempt while there is
+                 *     no delivery at all); attempts summed.
+                 */
                 delivery: components["schemas"]["EventDelivery"];
                 /** @description Its id (`evt_...`): receivers deduplicate deliveries by it. */
                 id: string;
@@ -1401,6 +1562,67 @@ export interface components {
                  * @example 2026-11-29T22:45:01.120Z
                  */
                 created_at: string;
+            }[];
+            /** @description Whether another page follows. `false` where a route lists everything. */
+            has_more: boolean;
+            /** @description Always `list`. */
+            object: components["schemas"]["ListObject"];
+        };
+        /**
+         * @description A page of resources, oldest or newest first as the route says.
+         *
+         *     The members are declared (and sent) in the order the server has always
+         *     sent them: sorted by name.
+         */
+        List_WebhookEndpoint: {
+            /** @description The resources of this page. */
+            data: {
+                /**
+                 * @description `we_` and 32 hex digits.
+                 * @example we_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+                /** @description Always `webhook_endpoint`. */
+                object: components["schemas"]["WebhookEndpointObject"];
+                /**
+                 * @description Where events are POSTed.
+                 * @example https://shop.example/webhooks
+                 */
+                url: string;
+                /**
+                 * @description The event types it receives, sorted, or `["*"]` for every type (those
+                 *     added later too).
+                 * @example [
+                 *       "payment.succeeded",
+                 *       "refund.succeeded"
+                 *     ]
+                 */
+                enabled_events: string[];
+                /** @description What it is for. */
+                description?: string | null;
+                /**
+                 * @description Whether events are delivered to it now. While disabled, no delivery
+                 *     is made for new events and open ones wait.
+                 */
+                enabled: boolean;
+                /**
+                 * @description `true` for the endpoint the operator set (`shops set-webhook`); the
+                 *     shop may change or delete it like its own.
+                 */
+                managed_by_operator: boolean;
+                /** @description When it was made (RFC 3339, UTC, milliseconds). */
+                created_at: string;
+                /**
+                 * @description While a rolled-over secret still signs (a second `v1=` on each
+                 *     delivery): when it stops.
+                 */
+                previous_secret_expires_at?: string | null;
+                /**
+                 * @description The signing secret (`whsec_...`), in the answer to the create or the
+                 *     secret roll that made it only; never shown again.
+                 * @example whsec_4f3a9c0e5b7d1f2a3c4e5f60718293a4b5c6d7e8f9011223
+                 */
+                secret?: string | null;
             }[];
             /** @description Whether another page follows. `false` where a route lists everything. */
             has_more: boolean;
@@ -1605,7 +1827,7 @@ export interface components {
          * @example idempotency_key_reused
          * @enum {string}
          */
-        ProblemCode: "missing_idempotency_key" | "invalid_idempotency_key" | "duplicate_idempotency_key" | "malformed_json" | "missing_parameter" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "api_key_revoked" | "api_key_expired" | "insufficient_scope" | "api_key_limit_reached" | "api_key_inactive" | "payment_declined" | "not_found" | "method_not_allowed" | "request_in_progress" | "order_already_paid" | "payment_canceled" | "payment_not_cancelable" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "invalid_request" | "invalid_amount" | "unsupported_currency" | "store_unavailable" | "acquirer_unavailable" | "missing_signature" | "invalid_signature" | "stale_signature" | "webhooks_disabled" | "refund_exceeds_amount" | "payment_not_refundable" | "currency_mismatch" | "refund_failed" | "capture_exceeds_capturable" | "payment_not_capturable" | "payment_not_voidable" | "authorization_busy" | "capture_failed" | "void_failed" | "rate_limited" | "too_many_requests" | "body_timeout" | "request_timeout" | "store_overloaded" | "internal_error" | "bad_request" | "http_error";
+        ProblemCode: "missing_idempotency_key" | "invalid_idempotency_key" | "duplicate_idempotency_key" | "malformed_json" | "missing_parameter" | "invalid_parameter" | "invalid_cursor" | "unauthorized" | "api_key_revoked" | "api_key_expired" | "insufficient_scope" | "api_key_limit_reached" | "api_key_inactive" | "webhook_endpoint_limit_reached" | "no_webhook_endpoint" | "payment_declined" | "not_found" | "method_not_allowed" | "request_in_progress" | "order_already_paid" | "payment_canceled" | "payment_not_cancelable" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "invalid_request" | "invalid_amount" | "unsupported_currency" | "store_unavailable" | "acquirer_unavailable" | "missing_signature" | "invalid_signature" | "stale_signature" | "webhooks_disabled" | "refund_exceeds_amount" | "payment_not_refundable" | "currency_mismatch" | "refund_failed" | "capture_exceeds_capturable" | "payment_not_capturable" | "payment_not_voidable" | "authorization_busy" | "capture_failed" | "void_failed" | "rate_limited" | "too_many_requests" | "body_timeout" | "request_timeout" | "store_overloaded" | "internal_error" | "bad_request" | "http_error";
         /**
          * @description A refund of (part of) a payment.
          *
@@ -1673,6 +1895,14 @@ export interface components {
          * @enum {string}
          */
         ReleaseReason: "void" | "expiry";
+        /**
+         * @description The body of `POST /v1/events/{id}/resend`: `{}` (every endpoint that
+         *     wants the event), or one endpoint.
+         */
+        ResendEvent: {
+            /** @description Only to this endpoint (`we_...`). */
+            endpoint_id?: string | null;
+        };
         /** @description The body of `POST /v1/api-keys/{id}/revoke`: `{}`. */
         RevokeApiKey: Record<string, never>;
         /** @description The body of `POST /v1/api-keys/{id}/roll`. */
@@ -1685,11 +1915,84 @@ export interface components {
              */
             expire_old_in_seconds?: number | null;
         };
+        /** @description The body of `POST /v1/webhook-endpoints/{id}/roll-secret`. */
+        RollWebhookEndpointSecret: {
+            /**
+             * Format: int64
+             * @description Seconds the old secret keeps signing beside the new one: 0 (at once)
+             *     to 604800 (7 days); 86400 (24 h) by default.
+             * @example 3600
+             */
+            expire_old_in_seconds?: number | null;
+        };
+        /** @description The body of `POST /v1/webhook-endpoints/{id}`: the fields to change. */
+        UpdateWebhookEndpoint: {
+            /** @description New event types, or `["*"]`. */
+            enabled_events?: string[] | null;
+            /** @description `false` to pause deliveries (open ones wait), `true` to resume them. */
+            enabled?: boolean | null;
+            /** @description New description; `""` clears it. */
+            description?: string | null;
+        };
         /**
          * @description The body of `POST /v1/payments/{id}/void`: an empty object.
          * @example {}
          */
         VoidPayment: Record<string, never>;
+        /** @description A webhook endpoint of a shop: where its events go. */
+        WebhookEndpoint: {
+            /**
+             * @description `we_` and 32 hex digits.
+             * @example we_01a2297968c07d11b0f4c7e8e0d6a3b1
+             */
+            id: string;
+            /** @description Always `webhook_endpoint`. */
+            object: components["schemas"]["WebhookEndpointObject"];
+            /**
+             * @description Where events are POSTed.
+             * @example https://shop.example/webhooks
+             */
+            url: string;
+            /**
+             * @description The event types it receives, sorted, or `["*"]` for every type (those
+             *     added later too).
+             * @example [
+             *       "payment.succeeded",
+             *       "refund.succeeded"
+             *     ]
+             */
+            enabled_events: string[];
+            /** @description What it is for. */
+            description?: string | null;
+            /**
+             * @description Whether events are delivered to it now. While disabled, no delivery
+             *     is made for new events and open ones wait.
+             */
+            enabled: boolean;
+            /**
+             * @description `true` for the endpoint the operator set (`shops set-webhook`); the
+             *     shop may change or delete it like its own.
+             */
+            managed_by_operator: boolean;
+            /** @description When it was made (RFC 3339, UTC, milliseconds). */
+            created_at: string;
+            /**
+             * @description While a rolled-over secret still signs (a second `v1=` on each
+             *     delivery): when it stops.
+             */
+            previous_secret_expires_at?: string | null;
+            /**
+             * @description The signing secret (`whsec_...`), in the answer to the create or the
+             *     secret roll that made it only; never shown again.
+             * @example whsec_4f3a9c0e5b7d1f2a3c4e5f60718293a4b5c6d7e8f9011223
+             */
+            secret?: string | null;
+        };
+        /**
+         * @description Always `webhook_endpoint`.
+         * @enum {string}
+         */
+        WebhookEndpointObject: "webhook_endpoint";
         /**
          * @description The answer to an authentic acquirer event: always `received`, with what
          *     was done with it.
@@ -2786,7 +3089,12 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description Optional (no body is `{}`): `{"endpoint_id": "we_..."}` to resend to one endpoint only. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResendEvent"];
+            };
+        };
         responses: {
             /** @description Due again; the relay will deliver it. */
             202: {
@@ -2799,7 +3107,7 @@ export interface operations {
                     "application/json": components["schemas"]["Event"];
                 };
             };
-            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`: the key header is missing, malformed or repeated. */
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`: the key header is missing, malformed or repeated, or the body is not JSON. */
             400: {
                 headers: {
                     /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
@@ -2821,8 +3129,43 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_found`: no such event for this shop. */
+            /** @description `not_found`: no such event (or endpoint) for this shop. */
             404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `no_webhook_endpoint`: no enabled endpoint wants this event (or the one named is disabled or does not want its type). Nothing changed. */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: an unknown field, or `endpoint_id` not an endpoint id. */
+            422: {
                 headers: {
                     /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
                     "Request-Id"?: string;
@@ -4699,6 +5042,759 @@ export interface operations {
                 };
             };
             /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["List_WebhookEndpoint"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key reads endpoints. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1 to 255 visible ASCII characters, exactly one header; kept with the endpoint made.
+                 * @example orders-service-endpoint
+                 */
+                "Idempotency-Key": string;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The URL, the event types, optionally a description (at most 64 KiB, strict JSON). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhookEndpoint"];
+            };
+        };
+        responses: {
+            /** @description Made: the endpoint with its `secret` (shown once). A repeat answers it as it is now, without `secret`, with `Idempotent-Replayed: true`. */
+            201: {
+                headers: {
+                    /** @description `true` on a repeat; absent otherwise. */
+                    "Idempotent-Replayed"?: string;
+                    /** @description `/v1/webhook-endpoints/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`, `bad_request`. Nothing was made. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages endpoints. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `webhook_endpoint_limit_reached`: the shop has 16 endpoints. Nothing was made. */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: a URL that is not https or not public, an unknown event type or field, a description over 200 characters; `idempotency_key_reused`: the key made an endpoint with another request. Nothing was made. */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry with the same key. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The endpoint's id (`we_...`).
+                 * @example we_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key reads endpoints. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such endpoint for this shop (or it was deleted). */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: the database cannot be reached or is too busy; `request_timeout`: no answer within the server's limit (an operation it started goes on). Retry with the same key after `Retry-After`. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1 to 255 visible ASCII characters, exactly one header (required on every state-changing POST; not stored here).
+                 * @example pause-orders-endpoint
+                 */
+                "Idempotency-Key": string;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The endpoint (`we_...`).
+                 * @example we_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description The fields to change. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateWebhookEndpoint"];
+            };
+        };
+        responses: {
+            /** @description Changed. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`, `bad_request`. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages endpoints. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such endpoint for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: an unknown event type or field, a description over 200 characters. Nothing was changed. */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The endpoint (`we_...`).
+                 * @example we_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages endpoints. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such endpoint for this shop (or it was deleted). */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry. */
+            503: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rollWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1 to 255 visible ASCII characters, exactly one header; kept with the new secret.
+                 * @example roll-orders-secret-2026-12
+                 */
+                "Idempotency-Key": string;
+                /** @description Your id of this request, echoed in the answer's `Request-Id` and the problem's `request_id`, and logged. Kept when it is exactly one header of 1 to 128 characters of `A-Z a-z 0-9 . _ : -` (`^[A-Za-z0-9._:-]{1,128}$`); any other value (or several) is replaced by a generated UUID v7, never refused. */
+                "Request-Id"?: string;
+            };
+            path: {
+                /**
+                 * @description The endpoint (`we_...`).
+                 * @example we_01a2297968c07d11b0f4c7e8e0d6a3b1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description `{}`, or how long the old secret keeps signing. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RollWebhookEndpointSecret"];
+            };
+        };
+        responses: {
+            /** @description Rolled: the endpoint with its new `secret` (shown once). A repeat answers it without `secret`, with `Idempotent-Replayed: true`. */
+            200: {
+                headers: {
+                    /** @description `true` on a repeat; absent otherwise. */
+                    "Idempotent-Replayed"?: string;
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`, `bad_request`. Nothing was changed. */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid HTTP Basic credentials of a shop (`WWW-Authenticate: Basic`). Nothing was executed. */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `insufficient_scope`: only a `full` key manages endpoints. */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such endpoint for this shop. */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over 64 KiB. */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
+            415: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_request`: an overlap over 7 days or an unknown field; `idempotency_key_reused`: the key was used with another request. Nothing was changed. */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: the shop is over its rate limit; retry after `Retry-After`. */
+            429: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    /** @description Whole seconds to wait before retrying (with the same key). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a bug on the server; nothing about it is shown. Retry with the same key. */
+            500: {
+                headers: {
+                    /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */
+                    "Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `store_unavailable`, `store_overloaded`: retry with the same key. */
             503: {
                 headers: {
                     /** @description The request's id: the client's `Request-Id` when well formed, else a generated UUID v7. */

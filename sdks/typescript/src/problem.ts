@@ -17,6 +17,8 @@ export const PROBLEM_CODES = [
   "insufficient_scope",
   "api_key_limit_reached",
   "api_key_inactive",
+  "webhook_endpoint_limit_reached",
+  "no_webhook_endpoint",
   "payment_declined",
   "not_found",
   "method_not_allowed",

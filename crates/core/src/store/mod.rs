@@ -18,6 +18,7 @@ use async_trait::async_trait;
 
 mod api_keys;
 mod authorizations;
+mod endpoints;
 mod error;
 mod findings;
 mod history;
@@ -32,6 +33,7 @@ mod shops;
 
 pub use api_keys::ApiKeys;
 pub use authorizations::{Authorizations, CaptureClaim, ReleaseClaim};
+pub use endpoints::WebhookEndpoints;
 pub use error::{BoxError, StoreError};
 pub use findings::Findings;
 pub use history::{History, KeyRepeats};
@@ -77,6 +79,7 @@ pub trait Store:
     + Reconciliation
     + Outbox
     + Shops
+    + WebhookEndpoints
     + Health
     + History
     + Findings
@@ -93,6 +96,8 @@ impl<T> Store for T where
         + Reconciliation
         + Outbox
         + Shops
+        + WebhookEndpoints
+        + WebhookEndpoints
         + Health
         + History
         + Findings

@@ -14,7 +14,8 @@ use crate::{Payment, PaymentId, SecretHash, ShopId};
 pub struct ShopSummary {
     /// The shop.
     pub shop_id: ShopId,
-    /// Its webhook URL, if it set one (never the signing secret).
+    /// The URL of its operator webhook endpoint (`shops set-webhook`), if
+    /// it has one (never the signing secret).
     pub webhook_url: Option<String>,
     /// When it was registered.
     pub created_at: OffsetDateTime,
@@ -31,12 +32,13 @@ pub struct StoreCounts {
     /// Findings not resolved, by kind, in the order of
     /// [`FindingKind::ALL`] (read them with [`StoreCounts::open_findings_of`]).
     pub open_findings_by_kind: [u64; 4],
-    /// Merchant events not delivered and not given up (parked ones of shops
-    /// without a webhook URL included).
+    /// Deliveries of merchant events (one per event and endpoint) not
+    /// delivered and not given up (parked ones, to disabled endpoints,
+    /// included).
     pub undelivered_events: u64,
-    /// Merchant events the relay owes: not delivered, not given up, of shops
-    /// that have a webhook URL (so not parked), whether their next attempt
-    /// is now or after a backoff.
+    /// Deliveries the relay owes: not delivered, not given up, to enabled
+    /// endpoints (so not parked), whether their next attempt is now or after
+    /// a backoff.
     pub due_events: u64,
     /// The oldest `due_since` (written, unparked or resent) of those
     /// (`None`: none due).

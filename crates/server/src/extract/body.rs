@@ -90,6 +90,35 @@ impl FromRequest<AppState> for JsonBody {
     }
 }
 
+/// A JSON body that may be left out: an empty body is `None` (whatever its
+/// content type); any other is read as [`JsonBody`] reads one.
+#[derive(Debug, Clone)]
+pub struct OptionalJsonBody(pub Option<Value>);
+
+impl FromRequest<AppState> for OptionalJsonBody {
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, _: &AppState) -> Result<Self, Problem> {
+        let (parts, body) = request.into_parts();
+        let bytes = read_body(body, &parts.headers, MAX_BODY_BYTES).await?;
+        if bytes.is_empty() {
+            return Ok(Self(None));
+        }
+        let content_type = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !is_json(content_type) {
+            return Err(Problem::new(
+                ProblemCode::UnsupportedMediaType,
+                "send the body as application/json",
+            ));
+        }
+        parse_strict_json(&bytes).map(|value| Self(Some(value)))
+    }
+}
+
 /// Parses strict JSON (RFC 8259 restricted as I-JSON, RFC 7493, says): an
 /// object that names a member twice, at any depth, is `400 malformed_json`
 /// whose detail names the member by its path (`amount.value`), instead of

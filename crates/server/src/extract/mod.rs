@@ -11,7 +11,9 @@ mod query;
 mod scope;
 
 pub use auth::{AuthenticatedShop, client_key};
-pub use body::{JsonBody, MAX_BODY_BYTES, check_declared_length, parse_strict_json, read_body};
+pub use body::{
+    JsonBody, MAX_BODY_BYTES, OptionalJsonBody, check_declared_length, parse_strict_json, read_body,
+};
 pub use idempotency_key::IdempotencyKeyHeader;
 pub use path::PathId;
 pub use query::{StrictQuery, check_query};

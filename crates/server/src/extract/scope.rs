@@ -23,6 +23,8 @@ pub fn access(method: &Method, template: Option<&str>) -> Access {
         // A shop's keys are its setup, reads included: a support tool's
         // read_only key sees no key list.
         Some(path) if path.starts_with("/v1/api-keys") => Access::Manage,
+        // Endpoints carry the shop's URLs: setup too, reads included.
+        Some(path) if path.starts_with("/v1/webhook-endpoints") => Access::Manage,
         Some(path) if reads && READ_OWN.contains(&path) => Access::ReadOwn,
         _ if reads => Access::Read,
         Some(path) if MANAGE.contains(&path) => Access::Manage,

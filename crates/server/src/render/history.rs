@@ -155,12 +155,14 @@ pub fn event_view(event: &HistoryEvent) -> wire::HistoryEvent {
             attempt,
             result,
             status,
+            endpoint_id,
         } => wire::HistoryEvent::EventAttempt {
             event_id,
             event_type,
             attempt,
             result,
             status,
+            endpoint_id,
         },
         HistoryEvent::EventResent { event_id } => wire::HistoryEvent::EventResent { event_id },
         HistoryEvent::KeyExpired { key, repeats } => {

@@ -9,6 +9,7 @@ pub mod api_key;
 pub mod event;
 pub mod history;
 mod stored;
+pub mod webhook_endpoint;
 
 pub use stored::HttpRender;
 

@@ -4,12 +4,15 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use chargeonce_core::endpoint::EndpointId;
 use chargeonce_core::events::{EventId, EventQuery, EventType};
 use chargeonce_wire as wire;
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, PathId, StrictQuery};
+use crate::extract::{
+    AuthenticatedShop, IdempotencyKeyHeader, OptionalJsonBody, PathId, StrictQuery,
+};
 use crate::problem::{Problem, ProblemCode};
 use crate::render::event::event_view;
 use crate::respond::store_problem;
@@ -127,28 +130,33 @@ pub async fn get(
     Ok(Json(event_view(&event)).into_response())
 }
 
-/// Makes an event due again now (a delivered or given-up one too): the relay
-/// sends it again with the same id and body. Like every state-changing POST
-/// it needs an `Idempotency-Key`; repeating it is harmless (at most one more
-/// delivery, which the receiver deduplicates by event id), so the key is not
-/// stored.
+/// Makes an event due again now (a delivered or given-up one too) at every
+/// enabled endpoint that wants it, or at the one named: the relay sends it
+/// again with the same id and body. Like every state-changing POST it needs
+/// an `Idempotency-Key`; repeating it is harmless (at most one more delivery,
+/// which the receiver deduplicates by event id), so the key is not stored.
 #[utoipa::path(
     post,
     path = "/v1/events/{id}/resend",
     operation_id = "resendEvent",
     tag = "events",
     summary = "Deliver an event again",
-    description = "Makes the event due again now (a delivered or given-up one too): it is sent again with the same id and body. Repeating it is harmless, so the key is required but not stored.",
+    description = "Makes the event due again now (a delivered or given-up one too) at every enabled webhook endpoint whose `enabled_events` match it, or only at `endpoint_id`: it is sent again with the same id and body. An endpoint made after the event gets it too. Repeating it is harmless, so the key is required but not stored. The body may be left out.",
     security(("shop_basic" = [])),
     params(
         ("id" = String, Path, description = "The event's id (`evt_...`).", example = "evt_01a2297968c07d11b0f4c7e8e0d6a3b1"),
         ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters, exactly one header (required on every state-changing POST; not stored here).",
             min_length = 1, max_length = 512, pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#, example = "evt-resend-1"),
     ),
+    request_body(content = wire::ResendEvent, content_type = "application/json",
+        description = "Optional (no body is `{}`): `{\"endpoint_id\": \"we_...\"}` to resend to one endpoint only."),
     responses(
         (status = 202, description = "Due again; the relay will deliver it.", body = wire::Event),
-        (status = 400, description = "`missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`: the key header is missing, malformed or repeated."),
-        (status = 404, description = "`not_found`: no such event for this shop."),
+        (status = 400, description = "`missing_idempotency_key`, `invalid_idempotency_key`, `duplicate_idempotency_key`, `malformed_json`: the key header is missing, malformed or repeated, or the body is not JSON."),
+        (status = 404, description = "`not_found`: no such event (or endpoint) for this shop."),
+        (status = 409, description = "`no_webhook_endpoint`: no enabled endpoint wants this event (or the one named is disabled or does not want its type). Nothing changed."),
+        (status = 415, description = "`unsupported_media_type`: a body that is not `application/json`."),
+        (status = 422, description = "`invalid_request`: an unknown field, or `endpoint_id` not an endpoint id."),
     ),
 )]
 pub async fn resend(
@@ -156,13 +164,42 @@ pub async fn resend(
     AuthenticatedShop(shop_id): AuthenticatedShop,
     IdempotencyKeyHeader(_key): IdempotencyKeyHeader,
     PathId(id): PathId,
+    OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<Response, Problem> {
     let id = EventId::parse(&id).map_err(|_| not_found())?;
-    let event = state
+    let request = body
+        .filter(|body| !body.is_null())
+        .map(|body| wire::ResendEvent::deserialize(&body).map_err(|e| invalid(e.to_string())))
+        .transpose()?
+        .unwrap_or_default();
+    let endpoint = request
+        .endpoint_id
+        .map(|id| EndpointId::parse(&id).map_err(|_| invalid("endpoint_id is not an endpoint id")))
+        .transpose()?;
+    if let Some(endpoint) = &endpoint {
+        state
+            .store
+            .endpoint(&shop_id, endpoint)
+            .await
+            .map_err(store_problem)?
+            .ok_or_else(|| {
+                Problem::new(
+                    ProblemCode::NotFound,
+                    "no such webhook endpoint for this shop",
+                )
+            })?;
+    }
+    let (event, due) = state
         .store
-        .resend_event(&shop_id, &id)
+        .resend_event(&shop_id, &id, endpoint.as_ref())
         .await
         .map_err(store_problem)?
         .ok_or_else(not_found)?;
+    if due == 0 {
+        return Err(Problem::new(
+            ProblemCode::NoWebhookEndpoint,
+            "no enabled webhook endpoint wants this event; nothing was resent",
+        ));
+    }
     Ok((axum::http::StatusCode::ACCEPTED, Json(event_view(&event))).into_response())
 }

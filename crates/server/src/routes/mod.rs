@@ -12,4 +12,5 @@ pub mod lists;
 pub mod payments;
 pub mod refunds;
 pub mod void;
+pub mod webhook_endpoints;
 pub mod webhooks;

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy};
 
-use chargeonce_core::events::{NewEvent, PARKED_UNTIL_MS};
+use chargeonce_core::events::NewEvent;
 use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
 use sqlx::Row;
 
 use super::history::{Entries, insert_entries};
 use super::keys::finish_key;
+use super::outbox::wants;
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
 
@@ -68,7 +69,9 @@ pub(super) async fn finish(
     //   indexed column changes, migration 0009).
     // - `finished` stores the response, only if the payment moved; the
     //   key row is locked by `held`, so it always can.
-    // - `event` writes the merchant event, only if the payment moved.
+    // - `event` writes the merchant event, only if the payment moved, and
+    //   `deliveries` one delivery per enabled endpoint of the shop that
+    //   wants it (none for a shop without endpoints).
     // - `history` writes the payment's history entries (the acquirer
     //   calls, the answer, the settlement), only if the payment moved:
     //   from arrays bound as parameters, in their order.
@@ -116,19 +119,21 @@ pub(super) async fn finish(
                AND EXISTS (SELECT 1 FROM settled) \
              RETURNING 1), \
          event AS ( \
-             INSERT INTO events (id, shop_id, event_type, payment_id, payload, \
-                 next_attempt_at) \
-             SELECT $12, $1, $13, settled.id, $14, \
-                 (SELECT CASE WHEN s.webhook_url IS NULL \
-                              THEN to_timestamp($15::float8 / 1000) ELSE now() END \
-                  FROM shops s WHERE s.id = $1) \
-             FROM settled \
-             RETURNING 1), \
+             INSERT INTO events (id, shop_id, event_type, payment_id, payload) \
+             SELECT $12, $1, $13, settled.id, $14 FROM settled \
+             RETURNING seq, payment_id), \
+         deliveries AS ( \
+             INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
+             SELECT $1, event.seq, w.id, event.payment_id \
+             FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
+             WHERE w.enabled AND w.deleted_at IS NULL AND ",
+        wants!("$13"),
+        "), \
          history AS (",
         insert_entries!(
             "(SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM settled)",
-            "$16",
-            "$17"
+            "$15",
+            "$16"
         ),
         ") \
          SELECT h.held, s.n AS settled, \
@@ -152,7 +157,6 @@ pub(super) async fn finish(
     .bind(event.id.as_str())
     .bind(event.event_type.as_str())
     .bind(event.payload.as_slice())
-    .bind(PARKED_UNTIL_MS as f64)
     .bind(&entries.kinds)
     .bind(&entries.events);
     // The hot path: its connection is parked again after it.

@@ -30,6 +30,7 @@ mod authorizations;
 mod cancel;
 mod claim;
 mod connections;
+mod endpoints;
 mod errors;
 mod events;
 mod findings;

@@ -11,7 +11,7 @@ use chargeonce_core::{
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use super::outbox::event_columns;
+use super::outbox::{event_columns, with_deliveries};
 use super::{PgStore, store_error};
 use crate::columns::{payment_columns, shown_status};
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
@@ -172,18 +172,26 @@ impl Operator for PgStore {
 
     /// The merchant events of one payment, oldest (first committed) first.
     async fn payment_events(&self, id: &PaymentId) -> Result<Vec<Event>, StoreError> {
-        // A range of `events_by_payment`.
-        super::all(
-            self,
-            sqlx::query_as::<_, EventRow>(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM events \
-                 WHERE payment_id = $1 ORDER BY seq"
-            ))
-            .bind(id.as_str()),
-        )
+        // A range of `events_by_payment`; the deliveries by their key.
+        let mut conn = self.conn().await?;
+        let rows = sqlx::query_as::<_, EventRow>(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events \
+             WHERE payment_id = $1 ORDER BY seq"
+        ))
+        .bind(id.as_str())
+        .fetch_all(&mut *conn)
         .await
+        .map_err(store_error)?;
+        let events = rows
+            .into_iter()
+            .map(<(i64, Event)>::try_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(shop_id) = events.first().map(|(_, e)| e.shop_id.clone()) else {
+            return Ok(Vec::new());
+        };
+        with_deliveries(&mut *conn, &shop_id, events).await
     }
 
     /// The shop a merchant event belongs to.
@@ -215,8 +223,9 @@ impl Operator for PgStore {
     /// counts where there is one (`pending_payments`, `events_due`); the
     /// findings are few and counted from their table. The open findings by
     /// kind follow [`chargeonce_core::findings::FindingKind::ALL`]'s order.
-    /// The events due (the relay's backlog) are the open ones (`events_due`)
-    /// of shops with a webhook URL, whether their next attempt is now or
+    /// Events are counted by their deliveries: undelivered, the open ones
+    /// (`event_deliveries_due`); due (the relay's backlog), the open ones to
+    /// enabled endpoints (not parked), whether their next attempt is now or
     /// after a backoff; their age runs from `due_since`.
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
         let row = sqlx::query(
@@ -231,13 +240,14 @@ impl Operator for PgStore {
                  AND kind = 'missing_charge'), \
              (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
                  AND kind = 'mismatch'), \
-             (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
-             (SELECT count(*) FROM events e JOIN shops s ON s.id = e.shop_id \
-                 WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-                   AND s.webhook_url IS NOT NULL), \
-             (SELECT min(e.due_since) FROM events e JOIN shops s ON s.id = e.shop_id \
-                 WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-                   AND s.webhook_url IS NOT NULL), \
+             (SELECT count(*) FROM event_deliveries \
+                 WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+             (SELECT count(*) FROM event_deliveries \
+                 WHERE delivered_at IS NULL AND gave_up_at IS NULL \
+                   AND next_attempt_at < '9999-01-01'), \
+             (SELECT min(due_since) FROM event_deliveries \
+                 WHERE delivered_at IS NULL AND gave_up_at IS NULL \
+                   AND next_attempt_at < '9999-01-01'), \
              (SELECT min(created_at) FROM pending_payments)",
         )
         .fetch_one(&mut *self.conn().await?)

@@ -1,8 +1,9 @@
-//! Shops: registering one, its secret, and its webhook endpoint.
+//! Shops: registering one, its secret, and the operator's webhook endpoint.
 
 use async_trait::async_trait;
 use chargeonce_core::api_key::ApiKeyId;
-use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
+use chargeonce_core::endpoint::NewEndpoint;
+use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::store::Shops;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
@@ -10,9 +11,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::codec::millis;
-
-use super::{PgStore, store_error};
+use super::{PgStore, endpoints, store_error};
 
 #[async_trait]
 impl Shops for PgStore {
@@ -41,7 +40,8 @@ impl Shops for PgStore {
         Ok(())
     }
 
-    /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
+    /// Sets, replaces or removes the shop's operator endpoint (every event
+    /// type); a first one gets the shop's events that went nowhere.
     #[tracing::instrument(level = "debug", name = "store.set_webhook", skip_all, fields(db.system = "postgresql"))]
     async fn set_webhook(
         &self,
@@ -49,37 +49,50 @@ impl Shops for PgStore {
         endpoint: Option<&WebhookEndpoint>,
     ) -> Result<bool, StoreError> {
         let mut tx = self.conns.begin().await.map_err(store_error)?;
-        let done = sqlx::query(
-            "UPDATE shops SET webhook_url = $2, webhook_secret = $3, \
-                     webhook_previous_secret = NULL, webhook_previous_secret_until = NULL \
-                 WHERE id = $1",
-        )
-        .bind(shop_id.as_str())
-        .bind(endpoint.map(|e| e.url.as_str()))
-        .bind(endpoint.map(|e| e.secret.expose()))
-        .execute(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if endpoint.is_some() {
-            // Events parked while the shop had no URL are due now; their
-            // give-up clock starts now.
-            sqlx::query(
-                "UPDATE events SET next_attempt_at = now(), due_since = now() \
-                 WHERE shop_id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL \
-                   AND next_attempt_at >= to_timestamp($2::float8 / 1000)",
-            )
-            .bind(shop_id.as_str())
-            .bind(PARKED_UNTIL_MS as f64)
-            .execute(&mut *tx)
-            .await
-            .map_err(store_error)?;
+        let known: Option<i32> =
+            sqlx::query_scalar("SELECT 1 FROM shops WHERE id = $1 FOR NO KEY UPDATE")
+                .bind(shop_id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
+        if known.is_none() {
+            return Ok(false);
+        }
+        let current = endpoints::operator_endpoint(&mut tx, shop_id).await?;
+        match (current, endpoint) {
+            (Some(id), Some(endpoint)) => {
+                sqlx::query(
+                    "UPDATE webhook_endpoints SET url = $3, secret = $4, previous_secret = NULL, \
+                         previous_secret_until = NULL, secret_key = NULL, \
+                         secret_request_sha256 = NULL \
+                     WHERE shop_id = $1 AND id = $2",
+                )
+                .bind(shop_id.as_str())
+                .bind(&id)
+                .bind(&endpoint.url)
+                .bind(endpoint.secret.expose())
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            }
+            (Some(id), None) => {
+                endpoints::delete(&mut tx, shop_id, &id).await?;
+            }
+            (None, Some(endpoint)) => {
+                endpoints::add_operator_endpoint(
+                    &mut tx,
+                    &NewEndpoint::operator(shop_id, endpoint),
+                )
+                .await?;
+            }
+            (None, None) => {}
         }
         tx.commit().await.map_err(store_error)?;
-        Ok(done.rows_affected() == 1)
+        Ok(true)
     }
 
-    /// Rolls the shop's webhook signing secret; the old one keeps signing
-    /// for `overlap`.
+    /// Rolls the signing secret of the shop's operator endpoint; the old one
+    /// keeps signing for `overlap`.
     #[tracing::instrument(level = "debug", name = "store.roll_webhook_secret", skip_all, fields(db.system = "postgresql"))]
     async fn roll_webhook_secret(
         &self,
@@ -87,27 +100,21 @@ impl Shops for PgStore {
         secret: &WebhookSecret,
         overlap: Duration,
     ) -> Result<Option<OffsetDateTime>, StoreError> {
-        sqlx::query_scalar(
-            "UPDATE shops SET webhook_previous_secret = webhook_secret, \
-                 webhook_previous_secret_until = now() + $3::float8 * interval '1 millisecond', \
-                 webhook_secret = $2 \
-             WHERE id = $1 AND webhook_url IS NOT NULL AND webhook_secret <> $2 \
-             RETURNING webhook_previous_secret_until",
-        )
-        .bind(shop_id.as_str())
-        .bind(secret.expose())
-        .bind(millis(overlap) as f64)
-        .fetch_optional(&mut *self.conn().await?)
-        .await
-        .map_err(store_error)
+        let mut tx = self.conns.begin().await.map_err(store_error)?;
+        let Some(id) = endpoints::operator_endpoint(&mut tx, shop_id).await? else {
+            return Ok(None);
+        };
+        let until = endpoints::roll_secret(&mut tx, shop_id, &id, secret, overlap, None).await?;
+        tx.commit().await.map_err(store_error)?;
+        Ok(until)
     }
 
     /// Wipes the rolled-over secrets whose overlap has ended.
     #[tracing::instrument(level = "debug", name = "store.forget_rolled_webhook_secrets", skip_all, fields(db.system = "postgresql"))]
     async fn forget_rolled_webhook_secrets(&self) -> Result<u64, StoreError> {
         let done = sqlx::query(
-            "UPDATE shops SET webhook_previous_secret = NULL, webhook_previous_secret_until = NULL \
-             WHERE webhook_previous_secret_until <= now()",
+            "UPDATE webhook_endpoints SET previous_secret = NULL, previous_secret_until = NULL \
+             WHERE previous_secret_until <= now()",
         )
         .execute(&mut *self.conn().await?)
         .await

@@ -45,6 +45,7 @@ mod api_keys;
 mod authorizations;
 mod cancel;
 mod claim;
+mod endpoints;
 mod errors;
 mod events;
 mod findings;

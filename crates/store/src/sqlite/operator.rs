@@ -13,7 +13,7 @@ use chargeonce_core::{
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
 
-use super::outbox::event_columns;
+use super::outbox::{event_columns, with_deliveries};
 use super::{Fail, Result, SqliteStore, all, now_ms, one, unix_ms};
 use crate::columns::{payment_columns, shown_status};
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
@@ -98,10 +98,10 @@ const PAYMENT_EVENTS: &str = concat!(
 /// few and counted from their table.
 ///
 /// The open findings by kind follow
-/// [`chargeonce_core::findings::FindingKind::ALL`]'s order. The events
-/// due (the relay's backlog) are the open ones (`events_due`) of shops with a
-/// webhook URL, whether their next attempt is now or after a backoff; their
-/// age runs from `due_since`.
+/// [`chargeonce_core::findings::FindingKind::ALL`]'s order. Events are
+/// counted by their deliveries: the open ones (`event_deliveries_due`), and
+/// those the relay owes (to enabled endpoints, not parked), whether their
+/// next attempt is now or after a backoff; their age runs from `due_since`.
 const COUNTS: &str = "SELECT \
      (SELECT count(*) FROM payments WHERE status = 'pending'), \
      (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
@@ -113,11 +113,11 @@ const COUNTS: &str = "SELECT \
          AND kind = 'missing_charge'), \
      (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
          AND kind = 'mismatch'), \
-     (SELECT count(*) FROM events WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
-     (SELECT count(*) FROM events e JOIN shops s ON s.id = e.shop_id \
-         WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL AND s.webhook_url IS NOT NULL), \
-     (SELECT min(e.due_since) FROM events e JOIN shops s ON s.id = e.shop_id \
-         WHERE e.delivered_at IS NULL AND e.gave_up_at IS NULL AND s.webhook_url IS NOT NULL), \
+     (SELECT count(*) FROM event_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+     (SELECT count(*) FROM event_deliveries \
+         WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < 253370764800000), \
+     (SELECT min(due_since) FROM event_deliveries \
+         WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < 253370764800000), \
      (SELECT min(created_at) FROM payments WHERE status = 'pending')";
 
 #[async_trait]
@@ -231,8 +231,14 @@ impl Operator for SqliteStore {
     async fn payment_events(&self, id: &PaymentId) -> Result<Vec<Event>, StoreError> {
         let id = id.clone();
         // A range of `events_by_payment`.
-        self.read(move |conn| all::<EventRow, _>(conn, PAYMENT_EVENTS, params![id.as_str()]))
-            .await
+        self.read(move |conn| {
+            let events = all::<EventRow, (i64, Event)>(conn, PAYMENT_EVENTS, params![id.as_str()])?;
+            let Some(shop_id) = events.first().map(|(_, e)| e.shop_id.clone()) else {
+                return Ok(Vec::new());
+            };
+            with_deliveries(conn, &shop_id, events)
+        })
+        .await
     }
 
     /// The shop a merchant event belongs to.
@@ -348,12 +354,9 @@ mod tests {
         // events (the findings are few, and counted from their table).
         let plan = read(COUNTS).await;
         assert!(plan.contains("INDEX payments_pending"), "{plan}");
-        assert!(plan.contains("INDEX events_due"), "{plan}");
-        // The events due: the open events' index, each one's shop by its key.
-        assert!(plan.contains("e USING INDEX events_due"), "{plan}");
-        assert!(plan.contains("SEARCH s USING"), "{plan}");
-        assert!(!plan.contains("SCAN e;"), "{plan}");
-        assert!(!plan.contains("SCAN s"), "{plan}");
+        // The deliveries owed: the open deliveries' index, never the table.
+        assert!(plan.contains("INDEX event_deliveries_due"), "{plan}");
+        assert!(!plan.contains("SCAN event_deliveries;"), "{plan}");
         // One payment's events: a range of their index, already in order.
         let plan = read(PAYMENT_EVENTS).await;
         assert!(

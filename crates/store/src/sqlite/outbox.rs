@@ -2,55 +2,67 @@
 //! transition, the shop's reads of them, and the relay's claims and
 //! attempts.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::CaptureId;
+use chargeonce_core::endpoint::EndpointId;
 use chargeonce_core::events::{
-    AttemptOutcome, DueEvent, Event, EventId, EventQuery, NewEvent, PARKED_UNTIL_MS,
-    WebhookEndpoint,
+    AttemptOutcome, DueEvent, EndpointDelivery, Event, EventId, EventQuery, NewEvent,
+    PARKED_UNTIL_MS,
 };
 use chargeonce_core::history::HistoryEvent;
 use chargeonce_core::store::Outbox;
-use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, params};
 
 use super::history::record;
-use super::{Fail, Result, SqliteStore, all, now_ms, one};
+use super::{Fail, Result, SqliteStore, all, now_ms};
 use crate::codec::{attempt_columns, millis};
-use crate::rows::{EndpointRow, EventRow, FromSqliteRow};
+use crate::rows::{DeliveryRow, DueRow, EventRow, attach_deliveries};
 
 /// The columns of an event row ([`EventRow`]); times are unix milliseconds
 /// already.
 macro_rules! event_columns {
     () => {
         "seq, id, shop_id, event_type, payment_id, refund_id, payload, \
-         created_at AS created_at_ms, attempts, next_attempt_at AS next_attempt_at_ms, \
-         delivered_at AS delivered_at_ms, gave_up_at AS gave_up_at_ms, last_status, last_error"
+         created_at AS created_at_ms"
     };
 }
 pub(super) use event_columns;
 
-/// Writes a merchant event in the transaction of its transition.
+/// The columns of a delivery row ([`DeliveryRow`]).
+macro_rules! delivery_columns {
+    () => {
+        "event_seq, endpoint_id, attempts, next_attempt_at AS next_attempt_at_ms, \
+         delivered_at AS delivered_at_ms, gave_up_at AS gave_up_at_ms, last_status, last_error"
+    };
+}
+
+/// Whether endpoint `w` wants events of the type in the given parameter (a
+/// stored filter: `*` or types joined by commas).
+macro_rules! wants {
+    ($type:literal) => {
+        concat!(
+            "(w.enabled_events = '*' OR instr(',' || w.enabled_events || ',', ',' || ",
+            $type,
+            " || ',') > 0)"
+        )
+    };
+}
+
+/// Writes a merchant event in the transaction of its transition, with a
+/// delivery for every enabled endpoint of its shop that wants its type.
 pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result<()> {
     let Some(event) = event else { return Ok(()) };
-    // A shop without a webhook URL gets its events parked (not due), so
-    // the relay's scan of due events never reads them; set_webhook makes
-    // them due.
     let inserted = conn
         .prepare_cached(concat!(
             "INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
-                 capture_id, created_at, due_since, next_attempt_at) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?8, ",
+                 capture_id, created_at) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
             now_ms!(),
-            ", ",
-            now_ms!(),
-            ", CASE WHEN s.webhook_url IS NULL THEN ?7 ELSE ",
-            now_ms!(),
-            " END FROM shops s WHERE s.id = ?2"
+            " FROM shops s WHERE s.id = ?2"
         ))?
         .execute(params![
             event.id.as_str(),
@@ -59,7 +71,6 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             event.payment_id.as_str(),
             event.refund_id.as_ref().map(RefundId::as_str),
             event.payload.as_slice(),
-            PARKED_UNTIL_MS,
             event.capture_id.as_ref().map(CaptureId::as_str),
         ])?;
     if inserted != 1 {
@@ -68,12 +79,53 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             event.id, event.shop_id
         ))));
     }
+    conn.prepare_cached(concat!(
+        "INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id, due_since, \
+             next_attempt_at) \
+         SELECT w.shop_id, last_insert_rowid(), w.id, ?2, ",
+        now_ms!(),
+        ", ",
+        now_ms!(),
+        " FROM webhook_endpoints w \
+         WHERE w.shop_id = ?1 AND w.enabled AND w.deleted_at IS NULL AND ",
+        wants!("?3")
+    ))?
+    .execute(params![
+        event.shop_id.as_str(),
+        event.payment_id.as_str(),
+        event.event_type.as_str(),
+    ])?;
     Ok(())
 }
 
-/// One event of one shop, on whichever connection.
+/// Reads the deliveries of `events` (with their sequence numbers) and
+/// attaches them.
+pub(super) fn with_deliveries(
+    conn: &Connection,
+    shop_id: &ShopId,
+    events: Vec<(i64, Event)>,
+) -> Result<Vec<Event>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let seqs = serde_json::to_string(&events.iter().map(|(seq, _)| *seq).collect::<Vec<_>>())
+        .unwrap_or_else(|_| "[]".to_owned());
+    let deliveries = all::<DeliveryRow, (i64, EndpointDelivery)>(
+        conn,
+        concat!(
+            "SELECT ",
+            delivery_columns!(),
+            " FROM event_deliveries WHERE shop_id = ?1 \
+               AND event_seq IN (SELECT value FROM json_each(?2))"
+        ),
+        params![shop_id.as_str(), seqs],
+    )?;
+    Ok(attach_deliveries(events, deliveries))
+}
+
+/// One event of one shop with its deliveries, on whichever connection.
 fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<Event>> {
-    one::<EventRow, _>(
+    let events = all::<EventRow, (i64, Event)>(
         conn,
         concat!(
             "SELECT ",
@@ -81,7 +133,8 @@ fn event_in(conn: &Connection, shop_id: &ShopId, id: &EventId) -> Result<Option<
             " FROM events WHERE shop_id = ?1 AND id = ?2"
         ),
         params![shop_id.as_str(), id.as_str()],
-    )
+    )?;
+    Ok(with_deliveries(conn, shop_id, events)?.into_iter().next())
 }
 
 #[async_trait]
@@ -91,7 +144,7 @@ impl Outbox for SqliteStore {
     async fn events(&self, shop_id: &ShopId, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let (shop_id, query) = (shop_id.clone(), query.clone());
         self.read(move |conn| {
-            all::<EventRow, _>(
+            let events = all::<EventRow, (i64, Event)>(
                 conn,
                 concat!(
                     "SELECT ",
@@ -107,7 +160,8 @@ impl Outbox for SqliteStore {
                     query.starting_after.as_ref().map(EventId::as_str),
                     i64::from(query.limit),
                 ],
-            )
+            )?;
+            with_deliveries(conn, &shop_id, events)
         })
         .await
     }
@@ -119,45 +173,61 @@ impl Outbox for SqliteStore {
         self.read(move |conn| event_in(conn, &shop_id, &id)).await
     }
 
-    /// Makes an event due again now, as if just written.
+    /// Makes the event's deliveries due again now, as if just written
+    /// (made where there was none), with its payment's history entry when
+    /// any was.
     #[tracing::instrument(level = "debug", name = "store.resend_event", skip_all, fields(db.system = "sqlite"))]
     async fn resend_event(
         &self,
         shop_id: &ShopId,
         id: &EventId,
-    ) -> Result<Option<Event>, StoreError> {
-        let (shop_id, id) = (shop_id.clone(), id.clone());
+        endpoint: Option<&EndpointId>,
+    ) -> Result<Option<(Event, usize)>, StoreError> {
+        let (shop_id, id, endpoint) = (shop_id.clone(), id.clone(), endpoint.cloned());
         self.write_new(move |conn| {
-            let resent = conn
+            let Some(event) = event_in(conn, &shop_id, &id)? else {
+                return Ok(Write::Rollback(None));
+            };
+            let due = conn
                 .prepare_cached(concat!(
-                    "UPDATE events SET delivered_at = NULL, gave_up_at = NULL, \
-                         locked_until = NULL, next_attempt_at = ",
+                    "INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id, \
+                         due_since, next_attempt_at) \
+                     SELECT e.shop_id, e.seq, w.id, e.payment_id, ",
                     now_ms!(),
-                    ", due_since = ",
+                    ", ",
                     now_ms!(),
-                    " WHERE shop_id = ?1 AND id = ?2"
+                    " FROM events e JOIN webhook_endpoints w ON w.shop_id = e.shop_id \
+                     WHERE e.shop_id = ?1 AND e.id = ?2 AND w.enabled AND w.deleted_at IS NULL \
+                       AND (?3 IS NULL OR w.id = ?3) AND ",
+                    wants!("e.event_type"),
+                    " ON CONFLICT (shop_id, event_seq, endpoint_id) DO UPDATE SET \
+                         delivered_at = NULL, gave_up_at = NULL, locked_until = NULL, \
+                         next_attempt_at = excluded.next_attempt_at, \
+                         due_since = excluded.due_since"
                 ))?
-                .execute(params![shop_id.as_str(), id.as_str()])?;
-            if resent == 0 {
-                return Ok(Write::Commit(None));
+                .execute(params![
+                    shop_id.as_str(),
+                    id.as_str(),
+                    endpoint.as_ref().map(EndpointId::as_str)
+                ])?;
+            if due == 0 {
+                return Ok(Write::Rollback(Some((event, 0))));
             }
+            record(
+                conn,
+                event.payment_id.as_str(),
+                event.refund_id.as_ref().map(RefundId::as_str),
+                &HistoryEvent::EventResent {
+                    event_id: id.as_str().to_owned(),
+                },
+            )?;
             let event = event_in(conn, &shop_id, &id)?;
-            if let Some(event) = &event {
-                record(
-                    conn,
-                    event.payment_id.as_str(),
-                    event.refund_id.as_ref().map(RefundId::as_str),
-                    &HistoryEvent::EventResent {
-                        event_id: id.as_str().to_owned(),
-                    },
-                )?;
-            }
-            Ok(Write::Commit(event))
+            Ok(Write::Commit(event.map(|event| (event, due))))
         })
         .await
     }
 
-    /// Claims due events for one delivery attempt each, under a lease.
+    /// Claims due deliveries for one attempt each, under a lease.
     #[tracing::instrument(level = "debug", name = "store.claim_due_events", skip_all, fields(db.system = "sqlite"))]
     async fn claim_due_events(
         &self,
@@ -169,12 +239,11 @@ impl Outbox for SqliteStore {
             .read(|conn| {
                 Ok(conn
                     .prepare_cached(concat!(
-                        "SELECT 1 FROM events e JOIN shops s ON s.id = e.shop_id \
-                         WHERE s.webhook_url IS NOT NULL \
-                           AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-                           AND e.next_attempt_at <= ",
+                        "SELECT 1 FROM event_deliveries d \
+                         WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL \
+                           AND d.next_attempt_at <= ",
                         now_ms!(),
-                        " AND (e.locked_until IS NULL OR e.locked_until <= ",
+                        " AND (d.locked_until IS NULL OR d.locked_until <= ",
                         now_ms!(),
                         ") LIMIT 1"
                     ))?
@@ -187,67 +256,49 @@ impl Outbox for SqliteStore {
             return Ok(Vec::new());
         }
         self.write(move |conn| {
-            // One writer: nobody claims between these statements. An event
-            // waits while an earlier one of its payment is still open. (One
-            // RETURNING per relay poll, for many rows: it stays.)
-            let mut claimed = all::<EventRow, (i64, Event)>(
+            // One writer: nobody claims between these statements. A
+            // delivery waits while an earlier one of its payment to the same
+            // endpoint is still open.
+            let mut due = all::<DueRow, (i64, DueEvent)>(
                 conn,
                 concat!(
-                    "UPDATE events SET locked_until = ",
+                    "SELECT e.seq, e.id, e.shop_id, e.event_type, e.payment_id, e.refund_id, \
+                         e.payload, e.created_at AS created_at_ms, d.endpoint_id, w.url, \
+                         w.secret, CASE WHEN w.previous_secret_until > ",
                     now_ms!(),
-                    " + ?2 WHERE seq IN ( \
-                         SELECT e.seq FROM events e JOIN shops s ON s.id = e.shop_id \
-                         WHERE s.webhook_url IS NOT NULL \
-                           AND e.delivered_at IS NULL AND e.gave_up_at IS NULL \
-                           AND e.next_attempt_at <= ",
+                    " THEN w.previous_secret END AS previous_secret, d.attempts \
+                     FROM event_deliveries d \
+                     JOIN webhook_endpoints w ON w.shop_id = d.shop_id AND w.id = d.endpoint_id \
+                     JOIN events e ON e.seq = d.event_seq \
+                     WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL \
+                       AND d.next_attempt_at <= ",
                     now_ms!(),
-                    " AND (e.locked_until IS NULL OR e.locked_until <= ",
+                    " AND (d.locked_until IS NULL OR d.locked_until <= ",
                     now_ms!(),
-                    ") AND NOT EXISTS (SELECT 1 FROM events p WHERE p.payment_id = e.payment_id \
-                               AND p.seq < e.seq AND p.delivered_at IS NULL \
-                               AND p.gave_up_at IS NULL) \
-                         ORDER BY e.seq LIMIT ?1) \
-                     RETURNING ",
-                    event_columns!()
+                    ") AND w.enabled AND w.deleted_at IS NULL AND w.secret IS NOT NULL \
+                       AND NOT EXISTS (SELECT 1 FROM event_deliveries p \
+                           WHERE p.payment_id = d.payment_id AND p.endpoint_id = d.endpoint_id \
+                             AND p.event_seq < d.event_seq \
+                             AND p.delivered_at IS NULL AND p.gave_up_at IS NULL) \
+                     ORDER BY d.event_seq LIMIT ?1"
                 ),
-                params![i64::from(limit), millis(lease)],
+                params![i64::from(limit)],
             )?;
-            claimed.sort_by_key(|(seq, _)| *seq);
-            // One read of each shop's endpoint per claim, not one per event.
-            let mut endpoints: HashMap<ShopId, (WebhookEndpoint, Option<WebhookSecret>)> =
-                HashMap::new();
-            let mut due = Vec::with_capacity(claimed.len());
-            for (_, event) in claimed {
-                let (endpoint, previous_secret) = match endpoints.get(&event.shop_id) {
-                    Some(known) => known.clone(),
-                    None => {
-                        let found = conn
-                            .prepare_cached(concat!(
-                                "SELECT webhook_url, webhook_secret, \
-                                     CASE WHEN webhook_previous_secret_until > ",
-                                now_ms!(),
-                                " THEN webhook_previous_secret END AS webhook_previous_secret \
-                                 FROM shops WHERE id = ?1"
-                            ))?
-                            .query_row(params![event.shop_id.as_str()], EndpointRow::from_sqlite)?
-                            .endpoint()
-                            .ok_or_else(|| {
-                                StoreError::corrupt(format!(
-                                    "shop {} lost its webhook",
-                                    event.shop_id
-                                ))
-                            })?;
-                        endpoints.insert(event.shop_id.clone(), found.clone());
-                        found
-                    }
-                };
-                due.push(DueEvent {
-                    event,
-                    endpoint,
-                    previous_secret,
-                });
+            let mut lease_one = conn.prepare_cached(concat!(
+                "UPDATE event_deliveries SET locked_until = ",
+                now_ms!(),
+                " + ?4 WHERE shop_id = ?1 AND event_seq = ?2 AND endpoint_id = ?3"
+            ))?;
+            for (seq, claimed) in &due {
+                lease_one.execute(params![
+                    claimed.event.shop_id.as_str(),
+                    seq,
+                    claimed.destination.endpoint_id.as_str(),
+                    millis(lease)
+                ])?;
             }
-            Ok(Write::Commit(due))
+            due.sort_by_key(|(seq, _)| *seq);
+            Ok(Write::Commit(due.into_iter().map(|(_, d)| d).collect()))
         })
         .await
     }
@@ -261,65 +312,91 @@ impl Outbox for SqliteStore {
     #[tracing::instrument(level = "debug", name = "store.record_attempt", skip_all, fields(db.system = "sqlite"))]
     async fn record_attempt(
         &self,
+        shop_id: &ShopId,
         id: &EventId,
+        endpoint_id: &EndpointId,
         outcome: &AttemptOutcome,
     ) -> Result<bool, StoreError> {
-        let id = id.clone();
+        let (shop_id, id, endpoint_id) = (shop_id.clone(), id.clone(), endpoint_id.clone());
         let (status, error, delivered, retry_ms, give_up_ms) = attempt_columns(outcome);
         let answered = match outcome {
             AttemptOutcome::Delivered { status } => Some(*status),
             AttemptOutcome::Failed { status, .. } => *status,
         };
         self.write(move |conn| {
-            let Some((payment_id, refund_id, event_type, attempts, gave_up_before)) = conn
+            let Some((seq, payment_id, refund_id, event_type, attempts, gave_up_before)) = conn
                 .prepare_cached(
-                    "SELECT payment_id, refund_id, event_type, attempts, \
-                             gave_up_at IS NOT NULL FROM events WHERE id = ?1",
+                    "SELECT e.seq, e.payment_id, e.refund_id, e.event_type, d.attempts, \
+                             d.gave_up_at IS NOT NULL \
+                     FROM events e JOIN event_deliveries d \
+                         ON d.shop_id = e.shop_id AND d.event_seq = e.seq \
+                     WHERE e.shop_id = ?1 AND e.id = ?2 AND d.endpoint_id = ?3",
                 )?
-                .query_row(params![id.as_str()], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, Option<String>>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, i64>(3)?,
-                        row.get::<_, bool>(4)?,
-                    ))
-                })
+                .query_row(
+                    params![shop_id.as_str(), id.as_str(), endpoint_id.as_str()],
+                    |row| {
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, Option<String>>(2)?,
+                            row.get::<_, String>(3)?,
+                            row.get::<_, i64>(4)?,
+                            row.get::<_, bool>(5)?,
+                        ))
+                    },
+                )
                 .optional()?
             else {
                 return Ok(Write::Commit(false));
             };
+            let key = params![shop_id.as_str(), seq, endpoint_id.as_str()];
             let result = if delivered {
                 conn.prepare_cached(concat!(
-                    "UPDATE events SET attempts = attempts + 1, last_status = ?2, \
+                    "UPDATE event_deliveries SET attempts = attempts + 1, last_status = ?4, \
                          last_error = NULL, delivered_at = COALESCE(delivered_at, ",
                     now_ms!(),
-                    "), locked_until = NULL WHERE id = ?1"
-                ))?
-                .execute(params![id.as_str(), status])?;
-                "delivered"
-            } else {
-                conn.prepare_cached(concat!(
-                    "UPDATE events SET attempts = attempts + 1, last_status = ?2, \
-                         last_error = ?3, locked_until = NULL, \
-                         gave_up_at = CASE WHEN delivered_at IS NULL AND ",
-                    now_ms!(),
-                    " >= due_since + ?5 THEN ",
-                    now_ms!(),
-                    " ELSE gave_up_at END, next_attempt_at = MIN(",
-                    now_ms!(),
-                    " + ?4, due_since + ?5) WHERE id = ?1"
+                    "), locked_until = NULL \
+                     WHERE shop_id = ?1 AND event_seq = ?2 AND endpoint_id = ?3"
                 ))?
                 .execute(params![
-                    id.as_str(),
+                    shop_id.as_str(),
+                    seq,
+                    endpoint_id.as_str(),
+                    status
+                ])?;
+                "delivered"
+            } else {
+                // A delivery parked meanwhile (its endpoint disabled) stays
+                // parked.
+                conn.prepare_cached(concat!(
+                    "UPDATE event_deliveries SET attempts = attempts + 1, last_status = ?4, \
+                         last_error = ?5, locked_until = NULL, \
+                         gave_up_at = CASE WHEN delivered_at IS NULL AND ",
+                    now_ms!(),
+                    " >= due_since + ?7 THEN ",
+                    now_ms!(),
+                    " ELSE gave_up_at END, next_attempt_at = CASE WHEN next_attempt_at >= ?8 \
+                         THEN next_attempt_at ELSE MIN(",
+                    now_ms!(),
+                    " + ?6, due_since + ?7) END \
+                     WHERE shop_id = ?1 AND event_seq = ?2 AND endpoint_id = ?3"
+                ))?
+                .execute(params![
+                    shop_id.as_str(),
+                    seq,
+                    endpoint_id.as_str(),
                     status,
                     error,
                     retry_ms,
-                    give_up_ms
+                    give_up_ms,
+                    PARKED_UNTIL_MS
                 ])?;
                 let gave_up: bool = conn
-                    .prepare_cached("SELECT gave_up_at IS NOT NULL FROM events WHERE id = ?1")?
-                    .query_row(params![id.as_str()], |row| row.get(0))?;
+                    .prepare_cached(
+                        "SELECT gave_up_at IS NOT NULL FROM event_deliveries \
+                         WHERE shop_id = ?1 AND event_seq = ?2 AND endpoint_id = ?3",
+                    )?
+                    .query_row(key, |row| row.get(0))?;
                 if gave_up && !gave_up_before {
                     "given_up"
                 } else {
@@ -336,6 +413,7 @@ impl Outbox for SqliteStore {
                     attempt: u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX),
                     result: result.to_owned(),
                     status: answered,
+                    endpoint_id: Some(endpoint_id.as_str().to_owned()),
                 },
             )?;
             Ok(Write::Commit(result == "given_up"))

@@ -1,8 +1,9 @@
-//! Shops: registering one, its secret, and its webhook endpoint.
+//! Shops: registering one, its secret, and the operator's webhook endpoint.
 
 use async_trait::async_trait;
 use chargeonce_core::api_key::ApiKeyId;
-use chargeonce_core::events::{PARKED_UNTIL_MS, WebhookEndpoint};
+use chargeonce_core::endpoint::NewEndpoint;
+use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::store::Shops;
 use chargeonce_core::webhook::WebhookSecret;
 use chargeonce_core::{SecretHash, ShopId, StoreError};
@@ -15,8 +16,7 @@ use std::time::Duration;
 
 use chargeonce_sqlite::rusqlite::OptionalExtension;
 
-use super::{Fail, SqliteStore, now_ms};
-use crate::codec::millis;
+use super::{Fail, SqliteStore, endpoints, now_ms};
 
 #[async_trait]
 impl Shops for SqliteStore {
@@ -50,7 +50,8 @@ impl Shops for SqliteStore {
         .await
     }
 
-    /// Sets or removes a shop's webhook endpoint; setting one makes its parked events due.
+    /// Sets, replaces or removes the shop's operator endpoint (every event
+    /// type); a first one gets the shop's events that went nowhere.
     #[tracing::instrument(level = "debug", name = "store.set_webhook", skip_all, fields(db.system = "sqlite"))]
     async fn set_webhook(
         &self,
@@ -59,37 +60,47 @@ impl Shops for SqliteStore {
     ) -> Result<bool, StoreError> {
         let (shop_id, endpoint) = (shop_id.clone(), endpoint.cloned());
         self.write(move |conn| {
-            let done = conn
-                .prepare_cached(
-                    "UPDATE shops SET webhook_url = ?2, webhook_secret = ?3, \
-                         webhook_previous_secret = NULL, webhook_previous_secret_until = NULL \
-                     WHERE id = ?1",
-                )?
-                .execute(params![
-                    shop_id.as_str(),
-                    endpoint.as_ref().map(|e| e.url.as_str()),
-                    endpoint.as_ref().map(|e| e.secret.expose()),
-                ])?;
-            if endpoint.is_some() {
-                // Events parked while the shop had no URL are due now; their
-                // give-up clock starts now.
-                conn.prepare_cached(concat!(
-                    "UPDATE events SET next_attempt_at = ",
-                    now_ms!(),
-                    ", due_since = ",
-                    now_ms!(),
-                    " WHERE shop_id = ?1 AND delivered_at IS NULL AND gave_up_at IS NULL \
-                       AND next_attempt_at >= ?2"
-                ))?
-                .execute(params![shop_id.as_str(), PARKED_UNTIL_MS])?;
+            let known = conn
+                .prepare_cached("SELECT 1 FROM shops WHERE id = ?1")?
+                .query_row(params![shop_id.as_str()], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !known {
+                return Ok(Write::Rollback(false));
             }
-            Ok(Write::Commit(done == 1))
+            match (endpoints::operator_endpoint(conn, &shop_id)?, endpoint) {
+                (Some(id), Some(endpoint)) => {
+                    conn.prepare_cached(
+                        "UPDATE webhook_endpoints SET url = ?3, secret = ?4, \
+                             previous_secret = NULL, previous_secret_until = NULL, \
+                             secret_key = NULL, secret_request_sha256 = NULL \
+                         WHERE shop_id = ?1 AND id = ?2",
+                    )?
+                    .execute(params![
+                        shop_id.as_str(),
+                        id,
+                        endpoint.url,
+                        endpoint.secret.expose()
+                    ])?;
+                }
+                (Some(id), None) => {
+                    endpoints::delete(conn, &shop_id, &id)?;
+                }
+                (None, Some(endpoint)) => {
+                    endpoints::add_operator_endpoint(
+                        conn,
+                        &NewEndpoint::operator(&shop_id, &endpoint),
+                    )?;
+                }
+                (None, None) => {}
+            }
+            Ok(Write::Commit(true))
         })
         .await
     }
 
-    /// Rolls the shop's webhook signing secret; the old one keeps signing
-    /// for `overlap`.
+    /// Rolls the signing secret of the shop's operator endpoint; the old one
+    /// keeps signing for `overlap`.
     #[tracing::instrument(level = "debug", name = "store.roll_webhook_secret", skip_all, fields(db.system = "sqlite"))]
     async fn roll_webhook_secret(
         &self,
@@ -97,23 +108,13 @@ impl Shops for SqliteStore {
         secret: &WebhookSecret,
         overlap: Duration,
     ) -> Result<Option<OffsetDateTime>, StoreError> {
-        let (shop_id, secret) = (shop_id.clone(), secret.expose());
-        let overlap_ms = millis(overlap);
+        let (shop_id, secret) = (shop_id.clone(), secret.clone());
         let until: Option<i64> = self
             .write(move |conn| {
-                let until = conn
-                    .prepare_cached(concat!(
-                        "UPDATE shops SET webhook_previous_secret = webhook_secret, \
-                             webhook_previous_secret_until = ",
-                        now_ms!(),
-                        " + ?3, webhook_secret = ?2 \
-                         WHERE id = ?1 AND webhook_url IS NOT NULL AND webhook_secret <> ?2 \
-                         RETURNING webhook_previous_secret_until"
-                    ))?
-                    .query_row(params![shop_id.as_str(), secret, overlap_ms], |row| {
-                        row.get(0)
-                    })
-                    .optional()?;
+                let Some(id) = endpoints::operator_endpoint(conn, &shop_id)? else {
+                    return Ok(Write::Rollback(None));
+                };
+                let until = endpoints::roll_secret(conn, &shop_id, &id, &secret, overlap, None)?;
                 Ok(Write::Commit(until))
             })
             .await?;
@@ -126,9 +127,9 @@ impl Shops for SqliteStore {
         self.write(|conn| {
             let wiped = conn
                 .prepare_cached(concat!(
-                    "UPDATE shops SET webhook_previous_secret = NULL, \
-                         webhook_previous_secret_until = NULL \
-                     WHERE webhook_previous_secret_until <= ",
+                    "UPDATE webhook_endpoints SET previous_secret = NULL, \
+                         previous_secret_until = NULL \
+                     WHERE previous_secret_until <= ",
                     now_ms!()
                 ))?
                 .execute([])?;

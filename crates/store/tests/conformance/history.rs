@@ -565,9 +565,12 @@ async fn merchant_event_deliveries_are_written(f: Fixture) {
     let claim_one = || async {
         let due = f.store.claim_due_events(10, LONG.lease).await.unwrap();
         assert_eq!(due.len(), 1, "{due:?}");
-        due[0].event.id.clone()
+        (
+            due[0].event.id.clone(),
+            due[0].destination.endpoint_id.clone(),
+        )
     };
-    let id = claim_one().await;
+    let (id, endpoint) = claim_one().await;
     let failed = |status, give_up_after| AttemptOutcome::Failed {
         status,
         error: "no".into(),
@@ -576,24 +579,42 @@ async fn merchant_event_deliveries_are_written(f: Fixture) {
     };
     assert!(
         !f.store
-            .record_attempt(&id, &failed(Some(500), Duration::from_secs(3600)))
+            .record_attempt(
+                &f.shop,
+                &id,
+                &endpoint,
+                &failed(Some(500), Duration::from_secs(3600))
+            )
             .await
             .unwrap()
     );
-    f.store.resend_event(&f.shop, &id).await.unwrap().unwrap();
-    assert_eq!(claim_one().await, id);
+    f.store
+        .resend_event(&f.shop, &id, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim_one().await, (id.clone(), endpoint.clone()));
     assert!(
         f.store
-            .record_attempt(&id, &failed(None, Duration::ZERO))
+            .record_attempt(&f.shop, &id, &endpoint, &failed(None, Duration::ZERO))
             .await
             .unwrap(),
         "a failure past the give-up time gives the event up"
     );
-    f.store.resend_event(&f.shop, &id).await.unwrap().unwrap();
-    assert_eq!(claim_one().await, id);
+    f.store
+        .resend_event(&f.shop, &id, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim_one().await, (id.clone(), endpoint.clone()));
     assert!(
         !f.store
-            .record_attempt(&id, &AttemptOutcome::Delivered { status: 204 })
+            .record_attempt(
+                &f.shop,
+                &id,
+                &endpoint,
+                &AttemptOutcome::Delivered { status: 204 }
+            )
             .await
             .unwrap()
     );
@@ -603,6 +624,7 @@ async fn merchant_event_deliveries_are_written(f: Fixture) {
         attempt,
         result: result.into(),
         status,
+        endpoint_id: Some(endpoint.to_string()),
     };
     let resent = HistoryEvent::EventResent {
         event_id: id.as_str().to_owned(),

@@ -252,14 +252,31 @@ async fn any_payment_and_its_events(f: Fixture) {
             .iter()
             .all(|e| e.payment_id == paid.id && e.shop_id == f.shop)
     );
-    // The delivery log as the shop's own read shows it.
+    // No endpoint yet: no delivery. The operator's first endpoint gets the
+    // events that went nowhere; the delivery log as the shop's own read
+    // shows it.
+    assert!(events.iter().all(|e| e.deliveries.is_empty()));
+    let hook = WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: WebhookSecret::new("whsec_test"),
+    };
+    assert!(f.store.set_webhook(&f.shop, Some(&hook)).await.unwrap());
+    let events = f.store.payment_events(&paid.id).await.unwrap();
+    assert!(events.iter().all(|e| e.deliveries.len() == 1));
+    let endpoint = events[0].deliveries[0].endpoint_id.clone();
     f.store
-        .record_attempt(&events[0].id, &AttemptOutcome::Delivered { status: 204 })
+        .record_attempt(
+            &f.shop,
+            &events[0].id,
+            &endpoint,
+            &AttemptOutcome::Delivered { status: 204 },
+        )
         .await
         .unwrap();
     let logged = f.store.payment_events(&paid.id).await.unwrap();
-    assert_eq!(logged[0].delivery.attempts, 1);
-    assert_eq!(logged[0].delivery.last_status, Some(204));
+    assert_eq!(logged[0].delivery().attempts, 1);
+    assert_eq!(logged[0].delivery().last_status, Some(204));
+    assert_eq!(logged[0].deliveries.len(), 1);
     assert_eq!(
         logged[0],
         f.store
@@ -335,15 +352,15 @@ async fn the_counts_follow_the_rows(f: Fixture) {
         .record_findings(&[finding("ch_1"), finding("ch_2")])
         .await
         .unwrap();
-    // The paid payment's event is parked (the shop has no webhook URL):
-    // undelivered, not due.
+    // The paid payment's event went nowhere (the shop has no endpoint): no
+    // delivery is owed.
     assert_eq!(
         f.store.counts().await.unwrap(),
         StoreCounts {
             pending_payments: 2,
             open_findings: 2,
             open_findings_by_kind: [0, 2, 0, 0],
-            undelivered_events: 1,
+            undelivered_events: 0,
             due_events: 0,
             oldest_due_at: None,
             oldest_pending_at: Some(oldest.created_at),
@@ -357,7 +374,7 @@ async fn the_counts_follow_the_rows(f: Fixture) {
             .open_findings_of(FindingKind::OrphanCharge),
         2
     );
-    // A webhook URL makes it due, due since then.
+    // The operator's first endpoint makes it due, due since then.
     let before = time::OffsetDateTime::now_utc();
     let endpoint = WebhookEndpoint {
         url: "http://127.0.0.1:9/hooks".into(),
@@ -385,7 +402,12 @@ async fn the_counts_follow_the_rows(f: Fixture) {
         .unwrap();
     let event = f.store.payment_events(&paid.id).await.unwrap().remove(0);
     f.store
-        .record_attempt(&event.id, &AttemptOutcome::Delivered { status: 200 })
+        .record_attempt(
+            &f.shop,
+            &event.id,
+            &event.deliveries[0].endpoint_id,
+            &AttemptOutcome::Delivered { status: 200 },
+        )
         .await
         .unwrap();
     assert_eq!(

@@ -85,11 +85,16 @@ async fn history_entries_are_stored_in_serdes_form() {
         let due = pg.store.claim_due_events(10, TIMING.lease).await.unwrap();
         assert_eq!(due.len(), 1);
         pg.store
-            .record_attempt(&due[0].event.id, &outcome)
+            .record_attempt(
+                &pg.shop,
+                &due[0].event.id,
+                &due[0].destination.endpoint_id,
+                &outcome,
+            )
             .await
             .unwrap();
         pg.store
-            .resend_event(&pg.shop, &due[0].event.id)
+            .resend_event(&pg.shop, &due[0].event.id, None)
             .await
             .unwrap()
             .unwrap();
@@ -156,7 +161,7 @@ async fn a_shop_row_is_never_deleted_nor_renamed() {
         .await
         .unwrap();
     assert_eq!(kept, 1);
-    let updated = sqlx::query("UPDATE shops SET webhook_url = NULL WHERE id = 'shop-a'")
+    let updated = sqlx::query("UPDATE shops SET secret_sha256 = secret_sha256 WHERE id = 'shop-a'")
         .execute(pool)
         .await
         .unwrap();

@@ -179,10 +179,8 @@ async fn fill(conn: &mut sqlx::PgConnection, shop: &ShopId) {
          FROM payment_history h, generate_series(1, 5000) g \
          WHERE shop_id = $1 AND payment_id = ( \
              SELECT payment_id FROM idempotency_keys WHERE shop_id = $1 AND key = 'k-fresh')",
-        "INSERT INTO events (id, shop_id, event_type, payment_id, payload, next_attempt_at, \
-             delivered_at) \
-         SELECT 'evt_fill_' || g, shop_id, event_type, 'pay_fill_' || g, payload, \
-             next_attempt_at, now() \
+        "INSERT INTO events (id, shop_id, event_type, payment_id, payload) \
+         SELECT 'evt_fill_' || g, shop_id, event_type, 'pay_fill_' || g, payload \
          FROM events, generate_series(1, 5000) g \
          WHERE shop_id = $1 AND payment_id = ( \
              SELECT payment_id FROM idempotency_keys WHERE shop_id = $1 AND key = 'k-fresh')",

@@ -148,6 +148,17 @@ impl Lookup for SystemLookup {
     }
 }
 
+/// Registration's check of a shop's URL ([`Egress::check_url`]).
+#[async_trait::async_trait]
+impl chargeonce_core::endpoint::UrlCheck for Egress {
+    async fn check(&self, url: &str) -> Result<(), String> {
+        self.check_url(url)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// The judge of webhook destinations: a policy and a resolver.
 #[derive(Clone)]
 pub struct Egress {

@@ -242,19 +242,21 @@ class ReleaseEndedEntry(HistoryEntryBase):
 class EventAttemptEntry(HistoryEntryBase):
     """One delivery attempt of a merchant event about the payment: ``result`` is
     ``delivered``, ``failed`` (due again later) or ``given_up``; ``status`` the
-    shop's HTTP status, when it answered."""
+    shop's HTTP status, when it answered; ``endpoint_id`` the webhook endpoint
+    it went to (absent in entries from before shops had several)."""
 
     event_id: str
     event_type: str
     attempt: int
     result: str
     status: Optional[int]
+    endpoint_id: Optional[str]
 
 
 @_entry("event_resent")
 @dataclass(frozen=True)
 class EventResentEntry(HistoryEntryBase):
-    """An operator made a merchant event due again."""
+    """A merchant event was made due again (by the shop or an operator)."""
 
     event_id: str
 

@@ -25,6 +25,8 @@ class ProblemCode(str, Enum):
     INSUFFICIENT_SCOPE = "insufficient_scope"
     API_KEY_LIMIT_REACHED = "api_key_limit_reached"
     API_KEY_INACTIVE = "api_key_inactive"
+    WEBHOOK_ENDPOINT_LIMIT_REACHED = "webhook_endpoint_limit_reached"
+    NO_WEBHOOK_ENDPOINT = "no_webhook_endpoint"
     PAYMENT_DECLINED = "payment_declined"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
