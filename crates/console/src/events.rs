@@ -2,9 +2,11 @@
 //! state, and `POST /console/events/{id}/resend` (also the payment page's
 //! resend button).
 //!
-//! A resend's key is `resend-<event id>-<attempts so far>`: a second click
-//! on the same button (the same count) is answered "already resent" and
-//! does nothing. It is remembered on this instance only; a resend that slips
+//! A resend goes to every endpoint that wants the event, or to the one its
+//! form names (each delivery's own button). Its key is `resend-<event
+//! id>-<attempts so far>` (with `-<endpoint id>` and that delivery's
+//! attempts for one endpoint): a second click on the same button (the same
+//! count) is answered "already resent" and does nothing. It is remembered on this instance only; a resend that slips
 //! through on another costs at most one more delivery, which the shop
 //! deduplicates by event id.
 
@@ -13,6 +15,7 @@ use axum::Form;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use chargeonce_core::ShopId;
+use chargeonce_core::endpoint::EndpointId;
 use chargeonce_core::events::{EventId, EventQuery};
 use serde::Deserialize;
 
@@ -92,6 +95,7 @@ pub struct ResendForm {
     csrf: Option<String>,
     key: Option<String>,
     back: Option<String>,
+    endpoint: Option<String>,
 }
 
 /// `POST /console/events/{id}/resend`: makes the event due again (once per
@@ -112,8 +116,29 @@ pub async fn resend(
         .event(&shop, &id)
         .await?
         .ok_or_else(not_found)?;
-    let attempts = event.delivery().attempts;
-    let current = format!("resend-{}-{}", event.id, attempts);
+    let endpoint = form
+        .endpoint
+        .as_deref()
+        .filter(|e| !e.is_empty())
+        .map(|e| EndpointId::parse(e).map_err(|_| not_found()))
+        .transpose()?;
+    let (attempts, current) = match &endpoint {
+        None => {
+            let attempts = event.delivery().attempts;
+            (attempts, format!("resend-{}-{}", event.id, attempts))
+        }
+        Some(endpoint) => {
+            let attempts = event
+                .deliveries
+                .iter()
+                .find(|d| &d.endpoint_id == endpoint)
+                .map_or(0, |d| d.delivery.attempts);
+            (
+                attempts,
+                format!("resend-{}-{endpoint}-{attempts}", event.id),
+            )
+        }
+    };
     let key = form.key.unwrap_or_default();
     let message = if key != current {
         format!(
@@ -126,12 +151,14 @@ pub async fn resend(
     } else {
         let (_, due) = state
             .store()
-            .resend_event(&shop, &id, None)
+            .resend_event(&shop, &id, endpoint.as_ref())
             .await?
             .ok_or_else(not_found)?;
         tracing::info!(event = %id, shop = %shop, due, "console resend");
         if due == 0 {
-            format!("event {id} was not resent: no enabled webhook endpoint of its shop wants it")
+            format!(
+                "event {id} was not resent: no enabled webhook endpoint of its shop (or not the one named) wants it"
+            )
         } else {
             format!("event {id} resent: due again now at {due} endpoint(s)")
         }

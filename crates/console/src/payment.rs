@@ -147,6 +147,8 @@ pub struct DeliveryRow {
     pub last_error: Option<String>,
     /// When the next attempt is due, while one is.
     pub next_attempt: Option<String>,
+    /// The key of a resend to this endpoint only.
+    pub resend_key: String,
 }
 
 impl EventRow {
@@ -177,6 +179,10 @@ impl EventRow {
                     last_status: d.delivery.last_status,
                     last_error: d.delivery.last_error.clone(),
                     next_attempt: d.delivery.next_attempt().map(when_ms),
+                    resend_key: format!(
+                        "resend-{}-{}-{}",
+                        event.id, d.endpoint_id, d.delivery.attempts
+                    ),
                 })
                 .collect(),
         }

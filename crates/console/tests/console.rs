@@ -636,7 +636,11 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
         events_page.text
     );
     let shops = console.page("/console/shops").await;
-    assert!(shops.text.contains("data-testid=\"shop-webhook-endpoints\""));
+    assert!(
+        shops
+            .text
+            .contains("data-testid=\"shop-webhook-endpoints\"")
+    );
     let listed = console
         .page(&format!("/console/shops/{SHOP}/webhook-endpoints"))
         .await;
@@ -673,6 +677,25 @@ async fn a_console_resend_makes_an_event_due_again_once(backend: Backend) {
     assert_eq!(console.post(&action, &form).await.status, 303);
     let again = console.page(&back).await;
     assert!(again.text.contains("already resent"), "{}", again.text);
+
+    // A resend to one endpoint: its own button, its own key.
+    let at = again.text.find("name=\"endpoint\"").unwrap();
+    let per_endpoint = &again.text[again.text[..at].rfind("<form").unwrap()..];
+    let key = field_in_form(per_endpoint, &action, "key");
+    assert_eq!(key, format!("resend-{event_id}-{endpoint_id}-1"));
+    let form = [
+        ("csrf", console.csrf.as_str()),
+        ("key", key.as_str()),
+        ("endpoint", endpoint_id.as_str()),
+        ("back", back.as_str()),
+    ];
+    assert_eq!(console.post(&action, &form).await.status, 303);
+    let flashed = console.page(&back).await;
+    assert!(
+        flashed.text.contains("due again now at 1 endpoint"),
+        "{}",
+        flashed.text
+    );
 }
 
 /// Past an address's login limit (three a minute here), an attempt from it

@@ -404,7 +404,10 @@ async fn each_endpoint_gets_the_events_it_wants(f: Fixture) {
             .map(|d| d.endpoint_id.clone())
             .collect::<Vec<_>>()
     };
-    assert_eq!(to(of(EventType::PaymentSucceeded)), vec![payments.id.clone()]);
+    assert_eq!(
+        to(of(EventType::PaymentSucceeded)),
+        vec![payments.id.clone()]
+    );
     assert_eq!(to(of(EventType::RefundSucceeded)), vec![refunds.id.clone()]);
 
     // Each is due at once (per-payment order is per endpoint), with its
