@@ -65,6 +65,16 @@ pub enum ShopsCommand {
         #[command(flatten)]
         store: DatabaseArgs,
     },
+    /// List a shop's webhook endpoints (never their secrets): the
+    /// operator's (`set-webhook`) and those the shop made through
+    /// `/v1/webhook-endpoints`, with the event types each receives.
+    WebhookEndpoints {
+        /// The shop id.
+        #[arg(long)]
+        shop: String,
+        #[command(flatten)]
+        store: DatabaseArgs,
+    },
     /// Manage a shop's API keys: add, list, roll, revoke.
     Keys {
         #[command(subcommand)]
@@ -76,6 +86,7 @@ pub enum ShopsCommand {
 pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
     match command {
         ShopsCommand::Keys { command } => crate::api_keys::run(command).await,
+        ShopsCommand::WebhookEndpoints { shop, store } => webhook_endpoints(shop, store).await,
         ShopsCommand::RollWebhookSecret {
             shop,
             expire_old_in,
@@ -138,6 +149,47 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `shops webhook-endpoints`: one line per endpoint, oldest first.
+async fn webhook_endpoints(shop: String, store: DatabaseArgs) -> anyhow::Result<()> {
+    let id = ShopId::new(shop)?;
+    let store = store.connect().await?;
+    let known = store
+        .shops()
+        .await
+        .context("reading the shops")?
+        .iter()
+        .any(|s| s.shop_id == id);
+    if !known {
+        anyhow::bail!("no shop `{id}`");
+    }
+    let endpoints = store
+        .endpoints(&id)
+        .await
+        .context("reading the endpoints")?;
+    if endpoints.is_empty() {
+        println!("shop {id} has no webhook endpoint: its events go nowhere");
+    }
+    for endpoint in endpoints {
+        println!(
+            "{} {} {} events={} by={}{}",
+            endpoint.id,
+            if endpoint.enabled {
+                "enabled"
+            } else {
+                "disabled"
+            },
+            endpoint.url,
+            endpoint.filter.names().join(","),
+            endpoint.origin.as_str(),
+            endpoint
+                .description
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 /// `shops roll-webhook-secret`.

@@ -102,6 +102,25 @@ async fn an_event_committed_before_a_kill_is_delivered_by_the_next_process() {
         .to_owned();
     assert_eq!(stdout.matches(&secret).count(), 1, "printed once");
     assert!(!String::from_utf8_lossy(&set.stderr).contains(&secret));
+    // The shop's endpoints: the operator's one, every type, no secret.
+    let listed = chargeonce(&[
+        "shops",
+        "webhook-endpoints",
+        "--shop",
+        common::SHOP,
+        "--database-url",
+        db.url(),
+    ])
+    .await;
+    assert!(listed.status.success());
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.starts_with("we_"), "{listed}");
+    assert!(
+        listed.contains(&format!("enabled {url} events=* by=operator")),
+        "{listed}"
+    );
+    assert!(!listed.contains(&secret));
 
     let ledger = common::ledger_path(&db.dir());
     let relay_flags: &[&'static str] = &[
