@@ -37,6 +37,9 @@ pub const MAX_ENDPOINTS: usize = 16;
 /// The longest description an endpoint may carry, in characters.
 pub const MAX_DESCRIPTION: usize = 200;
 
+/// `last_error` of a delivery given up because its endpoint was deleted.
+pub const DELETED: &str = "the endpoint was deleted";
+
 /// The longest URL an endpoint may have, in bytes.
 pub const MAX_URL: usize = 2048;
 

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use chargeonce_core::{Keys, Payments, ShopId, ShopSecret, Shops};
+use chargeonce_core::{Keys, Outbox, Payments, ShopId, ShopSecret, Shops};
 use chargeonce_sqlite::rusqlite::{Connection, StatementStatus, params};
 use chargeonce_store::{PoolConfig, SqliteStore};
 use chargeonce_testkit::TestDb;
@@ -690,4 +690,93 @@ async fn the_authorization_rebuild_keeps_every_row_and_the_hold_within_its_rules
              'tok_ok', 'pending', 'acq-4', 31, 31);",
     )
     .unwrap();
+}
+
+/// Migration 0018 makes a shop's one URL its operator endpoint with its
+/// events' delivery state (parked events get none), keeps which events of a
+/// shop whose URL was removed were delivered (on a deleted placeholder), and
+/// drops the delivery columns from the events: a URL set again sends only
+/// what was never delivered.
+#[tokio::test]
+async fn the_endpoints_migration_keeps_every_events_delivery_state() {
+    let db = TestDb::sqlite();
+    let file = db.dir().join("chargeonce.db");
+    migrate_to(&file, 17).await;
+    {
+        let conn = Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "INSERT INTO shops (id, secret_sha256, created_at, webhook_url, webhook_secret)
+             VALUES ('with-url', zeroblob(32), 0, 'https://a.example/hooks', 'whsec_a'),
+                    ('url-removed', zeroblob(32), 0, NULL, NULL);
+             INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+                 token, status, acquirer_key, created_at, updated_at)
+             VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed1', 'with-url', 'k1', 'o1', 100, 'RUB',
+                     'tok_ok', 'succeeded', 'acq-1', 1, 1),
+                    ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed2', 'url-removed', 'k2', 'o2', 100, 'RUB',
+                     'tok_ok', 'succeeded', 'acq-2', 1, 1);
+             INSERT INTO events (id, shop_id, event_type, payment_id, payload, created_at,
+                 due_since, next_attempt_at, attempts, delivered_at, last_status)
+             VALUES ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed1', 'with-url', 'payment.succeeded',
+                     'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed1', x'7b7d', 1, 1, 1, 2, 5, 200),
+                    ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed2', 'with-url', 'payment.succeeded',
+                     'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed1', x'7b7d', 2, 2, 2, 1, NULL, 500),
+                    ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed3', 'url-removed', 'payment.succeeded',
+                     'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed2', x'7b7d', 3, 3, 3, 1, 6, 200),
+                    ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed4', 'url-removed', 'payment.succeeded',
+                     'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed2', x'7b7d', 4, 4, 253402300799000, 0,
+                     NULL, NULL);",
+        )
+        .unwrap();
+    }
+    // Opening the store applies 0018.
+    let store = SqliteStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let conn = Connection::open(&file).unwrap();
+    let rows: Vec<(String, i64, bool)> = conn
+        .prepare(
+            "SELECT e.id, d.attempts, d.delivered_at IS NOT NULL FROM event_deliveries d \
+             JOIN events e ON e.seq = d.event_seq ORDER BY e.id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed1".into(), 2, true),
+            ("evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed2".into(), 1, false),
+            ("evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed3".into(), 1, true),
+        ]
+    );
+    let columns: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('events') \
+             WHERE name IN ('next_attempt_at', 'delivered_at', 'attempts')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(columns, 0, "the delivery columns left the events");
+    let shop = ShopId::new("url-removed").unwrap();
+    let endpoint = chargeonce_core::events::WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: chargeonce_core::webhook::WebhookSecret::new("whsec_b"),
+    };
+    assert!(store.set_webhook(&shop, Some(&endpoint)).await.unwrap());
+    let due = store
+        .claim_due_events(10, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = due.iter().map(|d| d.event.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed2",
+            "evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ed4"
+        ],
+        "the open event of the URL kept, the never-delivered one of the URL set again"
+    );
 }

@@ -56,7 +56,7 @@ pub use shops::Shops;
 pub mod prelude {
     pub use super::{
         ApiKeys, Authorizations, Findings, Health, History, Keys, Operator, Outbox, Payments,
-        Reconciliation, Refunds, Shops, Store,
+        Reconciliation, Refunds, Shops, Store, WebhookEndpoints,
     };
 }
 

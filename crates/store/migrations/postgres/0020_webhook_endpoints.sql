@@ -72,19 +72,31 @@ CREATE INDEX event_deliveries_open_by_payment ON event_deliveries (payment_id, e
 
 -- The shop's one URL becomes its first endpoint (the operator's), and the
 -- delivery state of its events (those not parked for want of a URL) that
--- endpoint's deliveries.
+-- endpoint's deliveries. A shop whose URL was removed gets a deleted
+-- placeholder that keeps which of its events were delivered or given up, so
+-- that a URL set again does not send them again; its open events keep no
+-- delivery, and the next operator endpoint takes them, as a URL set again
+-- always did.
 INSERT INTO webhook_endpoints (shop_id, id, origin, url, enabled_events, secret,
                                previous_secret, previous_secret_until)
 SELECT id, 'we_' || md5(random()::text || id), 'operator', webhook_url, '*', webhook_secret,
        webhook_previous_secret, webhook_previous_secret_until
 FROM shops WHERE webhook_url IS NOT NULL;
 
+INSERT INTO webhook_endpoints (shop_id, id, origin, url, enabled_events, enabled, deleted_at)
+SELECT s.id, 'we_' || md5(random()::text || s.id), 'operator', '', '*', false, now()
+FROM shops s
+WHERE s.webhook_url IS NULL
+  AND EXISTS (SELECT 1 FROM events e WHERE e.shop_id = s.id
+                AND (e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL));
+
 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id, due_since, attempts,
                               next_attempt_at, delivered_at, gave_up_at, last_status, last_error)
 SELECT e.shop_id, e.seq, w.id, e.payment_id, e.due_since, e.attempts, e.next_attempt_at,
        e.delivered_at, e.gave_up_at, e.last_status, e.last_error
 FROM events e JOIN webhook_endpoints w ON w.shop_id = e.shop_id
-WHERE e.next_attempt_at < '9999-01-01' OR e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL;
+WHERE e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL
+   OR (w.deleted_at IS NULL AND e.next_attempt_at < '9999-01-01');
 
 -- The event row keeps what happened; where it went is in its deliveries.
 DROP INDEX events_due;

@@ -49,6 +49,9 @@ CREATE INDEX event_deliveries_due ON event_deliveries (next_attempt_at)
 CREATE INDEX event_deliveries_open_by_payment ON event_deliveries (payment_id, endpoint_id, event_seq)
     WHERE delivered_at IS NULL AND gave_up_at IS NULL;
 
+-- The shop's one URL becomes its operator endpoint; a shop whose URL was
+-- removed gets a deleted placeholder keeping its delivered and given-up
+-- events (see PostgreSQL's 0020).
 INSERT INTO webhook_endpoints (shop_id, id, origin, url, enabled_events, secret,
                                previous_secret, previous_secret_until, created_at)
 SELECT id, 'we_' || lower(hex(randomblob(16))), 'operator', webhook_url, '*', webhook_secret,
@@ -56,12 +59,23 @@ SELECT id, 'we_' || lower(hex(randomblob(16))), 'operator', webhook_url, '*', we
        CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
 FROM shops WHERE webhook_url IS NOT NULL;
 
+INSERT INTO webhook_endpoints (shop_id, id, origin, url, enabled_events, enabled, created_at,
+                               deleted_at)
+SELECT s.id, 'we_' || lower(hex(randomblob(16))), 'operator', '', '*', 0,
+       CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
+       CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+FROM shops s
+WHERE s.webhook_url IS NULL
+  AND EXISTS (SELECT 1 FROM events e WHERE e.shop_id = s.id
+                AND (e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL));
+
 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id, due_since, attempts,
                               next_attempt_at, delivered_at, gave_up_at, last_status, last_error)
 SELECT e.shop_id, e.seq, w.id, e.payment_id, e.due_since, e.attempts, e.next_attempt_at,
        e.delivered_at, e.gave_up_at, e.last_status, e.last_error
 FROM events e JOIN webhook_endpoints w ON w.shop_id = e.shop_id
-WHERE e.next_attempt_at < 253370764800000 OR e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL;
+WHERE e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL
+   OR (w.deleted_at IS NULL AND e.next_attempt_at < 253370764800000);
 
 DROP INDEX events_due;
 ALTER TABLE events DROP COLUMN due_since;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::api_key::MakingRequest;
 use chargeonce_core::endpoint::{
-    Endpoint, EndpointId, EndpointRefusal, EndpointUpdate, MAX_ENDPOINTS, NewEndpoint, Origin,
-    StoredEndpoint,
+    DELETED, Endpoint, EndpointId, EndpointRefusal, EndpointUpdate, MAX_ENDPOINTS, NewEndpoint,
+    Origin, StoredEndpoint,
 };
 use chargeonce_core::events::PARKED_UNTIL_MS;
 use chargeonce_core::store::WebhookEndpoints;
@@ -416,12 +416,13 @@ pub(super) async fn delete(
     if row.is_some() {
         sqlx::query(
             "UPDATE event_deliveries SET gave_up_at = now(), locked_until = NULL, \
-                 last_error = 'the endpoint was deleted' \
+                 last_error = $3 \
              WHERE shop_id = $1 AND endpoint_id = $2 \
                AND delivered_at IS NULL AND gave_up_at IS NULL",
         )
         .bind(shop_id.as_str())
         .bind(id)
+        .bind(DELETED)
         .execute(&mut **tx)
         .await
         .map_err(store_error)?;
@@ -444,24 +445,36 @@ pub(super) async fn operator_endpoint(
     .map_err(store_error)
 }
 
-/// Makes the operator's endpoint `id` of a shop, in `tx`, with deliveries
-/// of the shop's events that went nowhere (written while it had no
-/// endpoint): what a shop's first URL always did.
+/// Makes the operator's endpoint `id` of a shop, in `tx` (within the cap),
+/// with deliveries of the shop's events delivered nowhere (written while it
+/// had no endpoint, or whose endpoint was deleted before delivering them):
+/// what a shop's URL set again always did.
 pub(super) async fn add_operator_endpoint(
     tx: &mut Transaction<'static, Postgres>,
     endpoint: &NewEndpoint,
 ) -> Result<(), StoreError> {
     debug_assert_eq!(endpoint.origin, Origin::Operator);
+    if !room(tx, &endpoint.shop_id).await? {
+        return Err(StoreError::other(format!(
+            "shop {} has {MAX_ENDPOINTS} webhook endpoints; one must be deleted first",
+            endpoint.shop_id
+        )));
+    }
     insert(tx, endpoint).await?;
+    // Events delivered nowhere: none delivered, none open, none given up
+    // by the relay (a delivery given up because its endpoint was deleted
+    // does not count).
     sqlx::query(
         "INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
          SELECT e.shop_id, e.seq, $2, e.payment_id FROM events e \
          WHERE e.shop_id = $1 \
            AND NOT EXISTS (SELECT 1 FROM event_deliveries d \
-               WHERE d.shop_id = e.shop_id AND d.event_seq = e.seq)",
+               WHERE d.shop_id = e.shop_id AND d.event_seq = e.seq \
+                 AND (d.gave_up_at IS NULL OR d.last_error IS DISTINCT FROM $3))",
     )
     .bind(endpoint.shop_id.as_str())
     .bind(endpoint.id.as_str())
+    .bind(DELETED)
     .execute(&mut **tx)
     .await
     .map_err(store_error)?;

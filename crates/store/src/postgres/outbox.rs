@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::CaptureId;
-use chargeonce_core::endpoint::EndpointId;
+use chargeonce_core::endpoint::{DELETED, EndpointId};
 use chargeonce_core::events::{
     AttemptOutcome, DueEvent, EndpointDelivery, Event, EventId, EventQuery, NewEvent,
     PARKED_UNTIL_MS,
@@ -248,6 +248,35 @@ impl Outbox for PgStore {
         // locked: a delete or disable that commits meanwhile gives up or
         // parks the delivery, and its attempt's record then changes nothing
         // of that.
+        let mut conn = self.conn().await?;
+        // An event written while its endpoint was being deleted or disabled
+        // (its statement read the endpoint live, the delete's or disable's
+        // update of open deliveries did not see the new one) has a due
+        // delivery no claim takes: given up (deleted) or parked (disabled)
+        // here, so that none stays open for ever. SQLite's one writer
+        // cannot interleave them.
+        sqlx::query(
+            "WITH gone AS ( \
+                 UPDATE event_deliveries d SET gave_up_at = now(), locked_until = NULL, \
+                     last_error = $1 \
+                 FROM webhook_endpoints w \
+                 WHERE w.shop_id = d.shop_id AND w.id = d.endpoint_id \
+                   AND w.deleted_at IS NOT NULL \
+                   AND d.delivered_at IS NULL AND d.gave_up_at IS NULL \
+                   AND d.next_attempt_at <= now()) \
+             UPDATE event_deliveries d \
+             SET next_attempt_at = to_timestamp($2::float8 / 1000) \
+             FROM webhook_endpoints w \
+             WHERE w.shop_id = d.shop_id AND w.id = d.endpoint_id \
+               AND NOT w.enabled AND w.deleted_at IS NULL \
+               AND d.delivered_at IS NULL AND d.gave_up_at IS NULL \
+               AND d.next_attempt_at <= now()",
+        )
+        .bind(DELETED)
+        .bind(PARKED_UNTIL_MS as f64)
+        .execute(&mut *conn)
+        .await
+        .map_err(store_error)?;
         let rows = sqlx::query_as::<_, DueRow>(
             "WITH c AS ( \
                  SELECT d.shop_id, d.event_seq, d.endpoint_id \
@@ -280,7 +309,7 @@ impl Outbox for PgStore {
         )
         .bind(i64::from(limit))
         .bind(millis(lease) as f64)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut *conn)
         .await
         .map_err(store_error)?;
         let mut due = rows

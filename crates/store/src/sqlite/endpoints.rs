@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chargeonce_core::api_key::MakingRequest;
 use chargeonce_core::endpoint::{
-    Endpoint, EndpointId, EndpointRefusal, EndpointUpdate, MAX_ENDPOINTS, NewEndpoint,
+    DELETED, Endpoint, EndpointId, EndpointRefusal, EndpointUpdate, MAX_ENDPOINTS, NewEndpoint,
     StoredEndpoint,
 };
 use chargeonce_core::events::PARKED_UNTIL_MS;
@@ -195,11 +195,11 @@ pub(super) fn delete(conn: &Connection, shop_id: &ShopId, id: &str) -> Result<Op
         conn.prepare_cached(concat!(
             "UPDATE event_deliveries SET gave_up_at = ",
             now_ms!(),
-            ", locked_until = NULL, last_error = 'the endpoint was deleted' \
+            ", locked_until = NULL, last_error = ?3 \
              WHERE shop_id = ?1 AND endpoint_id = ?2 \
                AND delivered_at IS NULL AND gave_up_at IS NULL"
         ))?
-        .execute(params![shop_id.as_str(), id])?;
+        .execute(params![shop_id.as_str(), id, DELETED])?;
     }
     Ok(deleted)
 }
@@ -218,7 +218,16 @@ pub(super) fn operator_endpoint(conn: &Connection, shop_id: &ShopId) -> Result<O
 /// Makes the operator's endpoint of a shop, with deliveries of the shop's
 /// events that went nowhere (written while it had no endpoint).
 pub(super) fn add_operator_endpoint(conn: &Connection, endpoint: &NewEndpoint) -> Result<()> {
+    if !room(conn, &endpoint.shop_id)? {
+        return Err(super::Fail(StoreError::other(format!(
+            "shop {} has {MAX_ENDPOINTS} webhook endpoints; one must be deleted first",
+            endpoint.shop_id
+        ))));
+    }
     insert(conn, endpoint)?;
+    // Events delivered nowhere: none delivered, none open, none given up by
+    // the relay (one given up because its endpoint was deleted does not
+    // count).
     conn.prepare_cached(concat!(
         "INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id, due_since, \
              next_attempt_at) \
@@ -228,9 +237,14 @@ pub(super) fn add_operator_endpoint(conn: &Connection, endpoint: &NewEndpoint) -
         now_ms!(),
         " FROM events e WHERE e.shop_id = ?1 \
            AND NOT EXISTS (SELECT 1 FROM event_deliveries d \
-               WHERE d.shop_id = e.shop_id AND d.event_seq = e.seq)"
+               WHERE d.shop_id = e.shop_id AND d.event_seq = e.seq \
+                 AND (d.gave_up_at IS NULL OR d.last_error IS NOT ?3))"
     ))?
-    .execute(params![endpoint.shop_id.as_str(), endpoint.id.as_str()])?;
+    .execute(params![
+        endpoint.shop_id.as_str(),
+        endpoint.id.as_str(),
+        DELETED
+    ])?;
     Ok(())
 }
 

@@ -79,10 +79,14 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             event.id, event.shop_id
         ))));
     }
+    // The event's seq, read once: `last_insert_rowid()` inside the next
+    // statement would be re-read per row, each delivery's own rowid after
+    // the first.
+    let seq = conn.last_insert_rowid();
     conn.prepare_cached(concat!(
         "INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id, due_since, \
              next_attempt_at) \
-         SELECT w.shop_id, last_insert_rowid(), w.id, ?2, ",
+         SELECT w.shop_id, ?4, w.id, ?2, ",
         now_ms!(),
         ", ",
         now_ms!(),
@@ -94,6 +98,7 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
         event.shop_id.as_str(),
         event.payment_id.as_str(),
         event.event_type.as_str(),
+        seq,
     ])?;
     Ok(())
 }
@@ -269,7 +274,7 @@ impl Outbox for SqliteStore {
                     " THEN w.previous_secret END AS previous_secret, d.attempts \
                      FROM event_deliveries d \
                      JOIN webhook_endpoints w ON w.shop_id = d.shop_id AND w.id = d.endpoint_id \
-                     JOIN events e ON e.seq = d.event_seq \
+                     JOIN events e ON e.seq = d.event_seq AND e.shop_id = d.shop_id \
                      WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL \
                        AND d.next_attempt_at <= ",
                     now_ms!(),

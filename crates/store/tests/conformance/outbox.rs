@@ -567,6 +567,48 @@ async fn each_endpoint_gets_the_events_it_wants(f: Fixture) {
     );
 }
 
+/// Endpoints whose filters overlap each get a delivery of the same event,
+/// and each delivery is of that event (of this shop): none is written for
+/// another event's number.
+async fn overlapping_endpoints_each_get_the_event(f: Fixture) {
+    // Earlier events (of no endpoint): a delivery written with a wrong
+    // number would name one of them.
+    let earlier = [
+        f.paid_payment("order-0a").await,
+        f.paid_payment("order-0b").await,
+    ];
+    let mut ids = Vec::new();
+    for (events, key) in [
+        (&["*"][..], "all-1"),
+        (&["*"][..], "all-2"),
+        (&["payment.succeeded"][..], "paid"),
+        (&["refund.failed"][..], "refunds"),
+    ] {
+        let made = f.store.add_endpoint(&endpoint(&f, events, key)).await;
+        ids.push(made.unwrap().unwrap().endpoint.id);
+    }
+    let paid = f.paid_payment("order-1").await;
+    let events = f.store.payment_events(&paid.id).await.unwrap();
+    assert_eq!(events.len(), 1);
+    let mut to: Vec<_> = events[0]
+        .deliveries
+        .iter()
+        .map(|d| d.endpoint_id.clone())
+        .collect();
+    to.sort();
+    assert_eq!(to, ids[..3].to_vec(), "the three that want it");
+    let due = f.store.claim_due_events(10, LONG.lease).await.unwrap();
+    assert_eq!(due.len(), 3, "{due:?}");
+    for d in &due {
+        assert_eq!(d.event.id, events[0].id);
+        assert_eq!(d.event.payment_id, paid.id);
+    }
+    for old in &earlier {
+        let events = f.store.payment_events(&old.id).await.unwrap();
+        assert!(events[0].deliveries.is_empty(), "{events:?}");
+    }
+}
+
 /// A create is once per idempotency key (the same request replays, another
 /// is refused), the cap counts live endpoints, a secret roll keeps the old
 /// secret signing for its overlap and is once per key too.
@@ -716,5 +758,6 @@ on_both_stores!(
     a_transition_writes_exactly_one_event_in_its_transaction,
     events_are_claimed_in_payment_order_leased_and_logged,
     each_endpoint_gets_the_events_it_wants,
+    overlapping_endpoints_each_get_the_event,
     endpoints_are_made_and_rolled_once,
 );

@@ -608,3 +608,239 @@ async fn the_expiry_queue_migration_keeps_every_hold_to_release() {
     .unwrap();
     assert_eq!(index, None, "the payments table carries no expiry index");
 }
+
+/// Migration 0020 makes a shop's one URL its operator endpoint with its
+/// events' delivery state (parked events of a shop without a URL get none),
+/// and keeps which events of a shop whose URL was removed were delivered or
+/// given up (on a deleted placeholder), so that a URL set again sends only
+/// what was never delivered.
+#[tokio::test]
+async fn the_endpoints_migration_keeps_every_events_delivery_state() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(19, &pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO shops (id, secret_sha256, webhook_url, webhook_secret,
+             webhook_previous_secret, webhook_previous_secret_until)
+         VALUES ('with-url', sha256('a'), 'https://a.example/hooks', 'whsec_a', 'whsec_a0',
+             now() + interval '1 hour');
+         INSERT INTO shops (id, secret_sha256) VALUES ('url-removed', sha256('b'));
+         INSERT INTO shops (id, secret_sha256) VALUES ('never', sha256('c'));
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, acquirer_key, created_at)
+         VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1', 'with-url', 'k1', 'o1', 100, 'RUB',
+                 'tok_ok', 'succeeded', 'acq-1', now()),
+                ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2', 'url-removed', 'k2', 'o2', 100, 'RUB',
+                 'tok_ok', 'succeeded', 'acq-2', now()),
+                ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3', 'never', 'k3', 'o3', 100, 'RUB',
+                 'tok_ok', 'succeeded', 'acq-3', now());
+         INSERT INTO events (id, shop_id, event_type, payment_id, payload, next_attempt_at,
+             attempts, delivered_at, gave_up_at, last_status, last_error)
+         VALUES
+           ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1', 'with-url', 'payment.succeeded',
+            'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1', '{}', now(), 2, now(), NULL, 200, NULL),
+           ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2', 'with-url', 'payment.succeeded',
+            'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1', '{}', now(), 1, NULL, NULL, 500, 'HTTP 500'),
+           ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3', 'url-removed', 'payment.succeeded',
+            'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2', '{}', now(), 1, now(), NULL, 200, NULL),
+           ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec4', 'url-removed', 'payment.succeeded',
+            'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2', '{}', now(), 0, NULL, NULL, NULL, NULL),
+           ('evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec5', 'never', 'payment.succeeded',
+            'pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3', '{}', '9999-12-31T23:59:59Z', 0,
+            NULL, NULL, NULL, NULL);",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    let endpoints: Vec<(String, String, bool, Option<String>, bool)> = sqlx::query_as(
+        "SELECT shop_id, url, enabled, previous_secret, deleted_at IS NOT NULL \
+         FROM webhook_endpoints ORDER BY shop_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        endpoints,
+        vec![
+            ("url-removed".into(), String::new(), false, None, true),
+            (
+                "with-url".into(),
+                "https://a.example/hooks".into(),
+                true,
+                Some("whsec_a0".into()),
+                false
+            ),
+        ]
+    );
+    let deliveries: Vec<(String, i32, bool, Option<String>)> = sqlx::query_as(
+        "SELECT e.id, d.attempts, d.delivered_at IS NOT NULL, d.last_error \
+         FROM event_deliveries d JOIN events e ON e.seq = d.event_seq AND e.shop_id = d.shop_id \
+         ORDER BY e.id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        deliveries,
+        vec![
+            ("evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1".into(), 2, true, None),
+            (
+                "evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2".into(),
+                1,
+                false,
+                Some("HTTP 500".into())
+            ),
+            ("evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3".into(), 1, true, None),
+        ]
+    );
+
+    // A URL set again for the shop that had removed its own: only the event
+    // never delivered is sent.
+    drop(pool);
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("url-removed").unwrap();
+    let endpoint = chargeonce_core::events::WebhookEndpoint {
+        url: "http://127.0.0.1:9/hooks".into(),
+        secret: chargeonce_core::webhook::WebhookSecret::new("whsec_b"),
+    };
+    assert!(store.set_webhook(&shop, Some(&endpoint)).await.unwrap());
+    let due = store.claim_due_events(10, TIMING.lease).await.unwrap();
+    let ids: Vec<&str> = due.iter().map(|d| d.event.id.as_str()).collect();
+    assert!(
+        ids.contains(&"evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2"),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&"evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec4"),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.contains(&"evt_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3"),
+        "{ids:?}"
+    );
+    assert_eq!(ids.len(), 2, "{ids:?}");
+}
+
+/// A delivery written while its endpoint was being deleted (the event's
+/// statement read the endpoint live; the delete's update of open deliveries
+/// could not see the new row) is given up by the next claim, and one written
+/// while its endpoint was being disabled is parked: none stays open for
+/// ever, none is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delivery_that_raced_its_endpoints_delete_is_given_up() {
+    use chargeonce_core::api_key::MakingRequest;
+    use chargeonce_core::endpoint::{
+        DELETED, EndpointId, EndpointUpdate, EventFilter, NewEndpoint, Origin,
+    };
+    use chargeonce_core::webhook::WebhookSecret;
+    let pg = pg().await;
+    let make = |key: &str| NewEndpoint {
+        id: EndpointId::generate(),
+        shop_id: pg.shop.clone(),
+        origin: Origin::Api,
+        url: format!("https://hooks.example/{key}"),
+        filter: EventFilter::All,
+        description: None,
+        secret: WebhookSecret::new(format!("whsec_{key}")),
+        request: Some(MakingRequest {
+            idempotency_key: key.to_owned(),
+            fingerprint: [key.len() as u8; 32],
+        }),
+    };
+    let mut ids = Vec::new();
+    for key in ["kept", "deleted", "disabled-one"] {
+        let made = pg.store.add_endpoint(&make(key)).await.unwrap().unwrap();
+        ids.push(made.endpoint.id);
+    }
+    // An event with its three deliveries; two of them rewritten by a
+    // transaction the test holds open across the delete and the disable,
+    // as an event's statement that read the endpoints before them.
+    let k = "race-1";
+    let acquired = match pg
+        .store
+        .claim_payment(
+            &claim(&pg.shop, k),
+            &new_payment(&pg.shop, k, "order-1"),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => a,
+        Claim::Exists(_) => panic!("new key"),
+    };
+    pg.store
+        .finish(
+            &acquired.lease,
+            Some((
+                &acquired.payment,
+                &settlement(PaymentStatus::Succeeded, "ch"),
+            )),
+            &response("ok"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    let pool = pg.store.pool();
+    sqlx::query("DELETE FROM event_deliveries WHERE endpoint_id <> $1")
+        .bind(ids[0].as_str())
+        .execute(pool)
+        .await
+        .unwrap();
+    let mut racing = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
+         SELECT d.shop_id, d.event_seq, x.id, d.payment_id \
+         FROM event_deliveries d, unnest($1::text[]) AS x(id)",
+    )
+    .bind(vec![ids[1].to_string(), ids[2].to_string()])
+    .execute(&mut *racing)
+    .await
+    .unwrap();
+    pg.store
+        .delete_endpoint(&pg.shop, &ids[1])
+        .await
+        .unwrap()
+        .unwrap();
+    let off = EndpointUpdate {
+        enabled: Some(false),
+        ..EndpointUpdate::default()
+    };
+    pg.store
+        .update_endpoint(&pg.shop, &ids[2], &off)
+        .await
+        .unwrap()
+        .unwrap();
+    racing.commit().await.unwrap();
+
+    let due = pg.store.claim_due_events(10, TIMING.lease).await.unwrap();
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(due[0].destination.endpoint_id, ids[0]);
+    let event = &due[0].event;
+    let stored = pg.store.event(&pg.shop, &event.id).await.unwrap().unwrap();
+    let of = |id: &EndpointId| {
+        stored
+            .deliveries
+            .iter()
+            .find(|d| &d.endpoint_id == id)
+            .unwrap()
+            .delivery
+            .clone()
+    };
+    assert_eq!(of(&ids[1]).last_error.as_deref(), Some(DELETED));
+    assert!(of(&ids[1]).gave_up_at_ms.is_some());
+    assert_eq!(of(&ids[2]).next_attempt(), None, "parked");
+    assert!(of(&ids[2]).gave_up_at_ms.is_none());
+    let counts = pg.store.counts().await.unwrap();
+    assert_eq!(counts.due_events, 1, "only the kept endpoint's: {counts:?}");
+}
