@@ -94,6 +94,58 @@
 //! # }
 //! ```
 //!
+//! ## Webhook endpoints
+//!
+//! With a `full` key, a shop manages where its events go:
+//! [`Client::create_webhook_endpoint`] (a URL and the event types it wants,
+//! `["*"]` for all), [`Client::list_webhook_endpoints`],
+//! [`Client::webhook_endpoint`], [`Client::update_webhook_endpoint`]
+//! (event types, pause/resume, description), [`Client::delete_webhook_endpoint`]
+//! and [`Client::roll_webhook_endpoint_secret`]. A make or a secret roll is
+//! once per idempotency key, retried with the same key like a payment; the
+//! signing [`secret`](WebhookEndpoint::secret) is in that answer only (a
+//! repeat answers `secret: None` with [`replayed`](WebhookEndpoint::replayed)
+//! set). During a roll's overlap each delivery carries one `v1=` signature
+//! per secret, so the receiver may switch secrets in any order.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use chargeonce_client::{Client, IdempotencyKey, WebhookEndpointUpdate};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::new("http://127.0.0.1:8080", "demo", "sk_...")?;
+//!
+//! let make = IdempotencyKey::for_operation("orders-service", "endpoint-1")?;
+//! let endpoint = client
+//!     .create_webhook_endpoint(
+//!         "https://shop.example/hooks/orders",
+//!         &["payment.succeeded", "refund.succeeded"],
+//!         Some("orders service"),
+//!         &make,
+//!     )
+//!     .await?;
+//! // Shown once: give it to the receiver now.
+//! let secret = endpoint.secret.clone();
+//!
+//! // Pause it; then roll its secret, the old one signing for one more hour.
+//! let pause = WebhookEndpointUpdate {
+//!     enabled: Some(false),
+//!     ..WebhookEndpointUpdate::default()
+//! };
+//! let key = IdempotencyKey::for_operation(&endpoint.id, "pause-1")?;
+//! client.update_webhook_endpoint(&endpoint.id, &pause, &key).await?;
+//! let roll = IdempotencyKey::for_operation(&endpoint.id, "roll-1")?;
+//! let rolled = client
+//!     .roll_webhook_endpoint_secret(&endpoint.id, Some(Duration::from_secs(3600)), &roll)
+//!     .await?;
+//! client.delete_webhook_endpoint(&rolled.id).await?;
+//! # drop(secret);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`Client::pay`] has an example that runs (as a doc test) against an
 //! embedded service: a repeat with the same key is answered from the first
 //! request, and the acquirer's ledger holds one charge.
@@ -126,7 +178,8 @@ pub use lists::{
 };
 pub use model::{
     ApiKey, ApiKeyScope, ApiKeyState, Capture, CreateCapture, CreatePayment, CreateRefund, Ledger,
-    LedgerCharge, LedgerTotal, Payment, PaymentList, Refund,
+    LedgerCharge, LedgerTotal, Payment, PaymentList, Refund, WebhookEndpoint,
+    WebhookEndpointUpdate,
 };
 pub use outcome::{
     Attempt, AttemptAnswer, CancelOutcome, CancelResult, CaptureOutcome, CaptureResult,

@@ -646,6 +646,154 @@ impl From<wire::List<ApiKey>> for ApiKeyList {
     }
 }
 
+/// A shop's webhook endpoint, as `/v1/webhook-endpoints` shows it (read
+/// from a [`wire::WebhookEndpoint`]): where its events go.
+///
+/// Its [`secret`](WebhookEndpoint::secret) is there only in the answer to
+/// the request that made it ([`Client::create_webhook_endpoint`](crate::Client::create_webhook_endpoint),
+/// [`Client::roll_webhook_endpoint_secret`](crate::Client::roll_webhook_endpoint_secret)).
+/// A repeat of that request under the same idempotency key answers the
+/// endpoint without it ([`WebhookEndpoint::replayed`]). `Debug` does not
+/// show the secret.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "wire::WebhookEndpoint")]
+pub struct WebhookEndpoint {
+    /// Its id (`we_` and 32 hex digits).
+    pub id: String,
+    /// Where events are POSTed.
+    pub url: String,
+    /// The event types it receives, sorted, or `["*"]` for every type.
+    pub enabled_events: Vec<String>,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Whether events are delivered to it now.
+    pub enabled: bool,
+    /// `true` for the endpoint the operator set (`shops set-webhook`).
+    pub managed_by_operator: bool,
+    /// When it was made.
+    pub created_at: OffsetDateTime,
+    /// While a rolled-over secret still signs beside the new one: when it
+    /// stops.
+    pub previous_secret_expires_at: Option<OffsetDateTime>,
+    /// The signing secret (`whsec_...`), in the answer that made it only;
+    /// `None` everywhere else, a replay included. Keep it now.
+    pub secret: Option<String>,
+    /// Not a wire member: whether the answer was a replay of the
+    /// idempotency key's first request (`Idempotent-Replayed: true`), which
+    /// changed nothing and carries no secret.
+    pub replayed: bool,
+}
+
+impl fmt::Debug for WebhookEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookEndpoint")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("enabled_events", &self.enabled_events)
+            .field("description", &self.description)
+            .field("enabled", &self.enabled)
+            .field("managed_by_operator", &self.managed_by_operator)
+            .field("created_at", &self.created_at)
+            .field(
+                "previous_secret_expires_at",
+                &self.previous_secret_expires_at,
+            )
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .field("replayed", &self.replayed)
+            .finish()
+    }
+}
+
+impl TryFrom<wire::WebhookEndpoint> for WebhookEndpoint {
+    type Error = String;
+
+    fn try_from(endpoint: wire::WebhookEndpoint) -> Result<Self, String> {
+        Ok(Self {
+            created_at: OffsetDateTime::parse(&endpoint.created_at, &Rfc3339)
+                .map_err(|e| format!("created_at: {e}"))?,
+            previous_secret_expires_at: optional_time(
+                endpoint.previous_secret_expires_at.as_deref(),
+                "previous_secret_expires_at",
+            )?,
+            id: endpoint.id,
+            url: endpoint.url,
+            enabled_events: endpoint.enabled_events,
+            description: endpoint.description,
+            enabled: endpoint.enabled,
+            managed_by_operator: endpoint.managed_by_operator,
+            secret: endpoint.secret,
+            replayed: false,
+        })
+    }
+}
+
+/// What [`Client::update_webhook_endpoint`](crate::Client::update_webhook_endpoint)
+/// changes: only the fields that are `Some`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebhookEndpointUpdate {
+    /// New event types, or `["*"]` for every type.
+    pub enabled_events: Option<Vec<String>>,
+    /// `false` pauses deliveries (open ones wait), `true` resumes them.
+    pub enabled: Option<bool>,
+    /// A new description; `Some("")` clears it.
+    pub description: Option<String>,
+}
+
+/// The body of `POST /v1/webhook-endpoints`, as sent (no `description`
+/// member when there is none).
+pub(crate) fn create_webhook_endpoint_json(
+    url: &str,
+    enabled_events: &[&str],
+    description: Option<&str>,
+) -> Result<Value, String> {
+    let body = wire::CreateWebhookEndpoint {
+        url: url.to_owned(),
+        enabled_events: enabled_events.iter().map(|e| (*e).to_owned()).collect(),
+        description: description.map(str::to_owned),
+    };
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
+}
+
+/// The body of `POST /v1/webhook-endpoints/{id}`, as sent: the fields to
+/// change only.
+pub(crate) fn update_webhook_endpoint_json(
+    update: &WebhookEndpointUpdate,
+) -> Result<Value, String> {
+    let body = wire::UpdateWebhookEndpoint {
+        enabled_events: update.enabled_events.clone(),
+        enabled: update.enabled,
+        description: update.description.clone(),
+    };
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
+}
+
+/// The body of `POST /v1/webhook-endpoints/{id}/roll-secret`, as sent: the
+/// old secret's overlap in whole seconds (rounded down), or `{}` for the
+/// service's default (24 h).
+pub(crate) fn roll_webhook_endpoint_secret_json(
+    expire_old_in: Option<Duration>,
+) -> Result<Value, String> {
+    let body = wire::RollWebhookEndpointSecret {
+        expire_old_in_seconds: expire_old_in.map(|overlap| overlap.as_secs()),
+    };
+    without_nulls(serde_json::to_value(body).map_err(|e| e.to_string())?)
+}
+
+/// `GET /v1/webhook-endpoints`: every endpoint of the shop, oldest first,
+/// in one page.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "wire::List<WebhookEndpoint>")]
+pub(crate) struct WebhookEndpointList {
+    /// The endpoints.
+    pub(crate) data: Vec<WebhookEndpoint>,
+}
+
+impl From<wire::List<WebhookEndpoint>> for WebhookEndpointList {
+    fn from(list: wire::List<WebhookEndpoint>) -> Self {
+        Self { data: list.data }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -700,6 +848,45 @@ mod tests {
                 .unwrap()
                 .to_string(),
             r#"{"expire_old_in_seconds":3600}"#
+        );
+    }
+    #[test]
+    fn reads_a_webhook_endpoint_and_hides_its_secret() {
+        let body = r#"{"id":"we_01a2297968c07d11b0f4c7e8e0d6a3b1","object":"webhook_endpoint","url":"https://shop.example/hooks","enabled_events":["payment.succeeded"],"description":null,"enabled":true,"managed_by_operator":false,"created_at":"2026-12-06T10:00:00.000Z","previous_secret_expires_at":null,"secret":"whsec_4f3a9c0e5b7d"}"#;
+        let endpoint: WebhookEndpoint = serde_json::from_str(body).unwrap();
+        assert_eq!(endpoint.enabled_events, ["payment.succeeded"]);
+        assert_eq!(endpoint.secret.as_deref(), Some("whsec_4f3a9c0e5b7d"));
+        assert!(!endpoint.replayed);
+        assert!(!format!("{endpoint:?}").contains("9c0e5b7d"));
+        let without = body.replace(r#","secret":"whsec_4f3a9c0e5b7d""#, "");
+        let endpoint: WebhookEndpoint = serde_json::from_str(&without).unwrap();
+        assert_eq!(endpoint.secret, None);
+    }
+
+    #[test]
+    fn webhook_endpoint_bodies() {
+        let body = create_webhook_endpoint_json("https://x.example/h", &["*"], None).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"url": "https://x.example/h", "enabled_events": ["*"]})
+        );
+        let update = WebhookEndpointUpdate {
+            enabled: Some(false),
+            ..WebhookEndpointUpdate::default()
+        };
+        assert_eq!(
+            update_webhook_endpoint_json(&update).unwrap().to_string(),
+            r#"{"enabled":false}"#
+        );
+        assert_eq!(
+            roll_webhook_endpoint_secret_json(None).unwrap().to_string(),
+            "{}"
+        );
+        assert_eq!(
+            roll_webhook_endpoint_secret_json(Some(Duration::from_secs(60)))
+                .unwrap()
+                .to_string(),
+            r#"{"expire_old_in_seconds":60}"#
         );
     }
 }

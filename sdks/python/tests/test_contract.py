@@ -19,6 +19,7 @@ from chargeonce import (
     ApiKey,
     ApiKeyScope,
     ApiKeyState,
+    WebhookEndpoint,
     Capture,
     CaptureMethod,
     CaptureStatus,
@@ -53,6 +54,7 @@ MODELS = {
     HistoryKey: ["HistoryKey"],
     HistoryTally: ["HistoryTally"],
     ApiKey: ["ApiKey"],
+    WebhookEndpoint: ["WebhookEndpoint"],
 }
 
 

@@ -7,6 +7,13 @@ import { IdempotencyKey } from "./key.js";
 import {
   captureBody,
   createApiKeyBody,
+  createWebhookEndpointBody,
+  rollWebhookEndpointSecretBody,
+  updateWebhookEndpointBody,
+  type CreateWebhookEndpoint,
+  type RollWebhookEndpointSecret,
+  type UpdateWebhookEndpoint,
+  type WebhookEndpoint,
   rollApiKeyBody,
   type ApiKey,
   type CreateApiKey,
@@ -29,6 +36,7 @@ import {
   classifyFailure,
   isHeld,
   judgeApiKey,
+  judgeWebhookEndpoint,
   judgePayment,
   judgeCancel,
   judgeCapture,
@@ -39,6 +47,8 @@ import {
   type Answer,
   type ApiKeyOutcome,
   type ApiKeyResult,
+  type WebhookEndpointOutcome,
+  type WebhookEndpointResult,
   type Attempt,
   type AttemptAnswer,
   type Judgement,
@@ -398,6 +408,82 @@ export class Client {
     return { apiKey: outcome.apiKey, key: value, attempts, replayed: lastReplayed(attempts) };
   }
 
+  /**
+   * `POST /v1/webhook-endpoints` under `key` (with a `full` key): registers
+   * `request.url` for the event types `request.enabledEvents` (`["*"]`: every
+   * type), retried like {@link Client.pay} (same key, same body bytes) on
+   * transport failures, 429 and 5xx. `result.endpoint.secret` (the signing
+   * secret) is shown once: store it now. A repeat under the same `key` makes
+   * nothing and answers the same endpoint without its secret (`replayed:
+   * true`); if the secret was lost that way, roll it. Throws
+   * {@link ProblemError} (`insufficient_scope`, `webhook_endpoint_limit_reached`
+   * at 16, `invalid_request` for a URL the service will not deliver to or an
+   * unknown event type), {@link KeyReusedError}, and {@link UnavailableError}
+   * when the budget ran out (retry later with the same key).
+   */
+  createWebhookEndpoint(key: KeyLike, request: CreateWebhookEndpoint): Promise<WebhookEndpointResult> {
+    return this.#postEndpoint(this.#url("v1/webhook-endpoints"), key, createWebhookEndpointBody(request));
+  }
+
+  /** `GET /v1/webhook-endpoints`: every endpoint of the shop, oldest first (never their secrets). */
+  async listWebhookEndpoints(): Promise<WebhookEndpoint[]> {
+    const list = await this.#read<List<WebhookEndpoint>>(this.#url("v1/webhook-endpoints"));
+    return list.data;
+  }
+
+  /** `GET /v1/webhook-endpoints/{id}`: one endpoint, never its secret (a `ProblemError` with code `not_found` when there is none). */
+  webhookEndpoint(id: string): Promise<WebhookEndpoint> {
+    return this.#read(this.#url(`v1/webhook-endpoints/${encodeURIComponent(id)}`));
+  }
+
+  /**
+   * `POST /v1/webhook-endpoints/{id}` under `key`: sets the fields given
+   * (`enabled: false` pauses deliveries, open ones wait; `description: ""`
+   * clears it). Setting values is idempotent, so retries are safe (the key is
+   * required, not stored).
+   */
+  updateWebhookEndpoint(id: string, key: KeyLike, request: UpdateWebhookEndpoint): Promise<WebhookEndpointResult> {
+    return this.#postEndpoint(this.#url(`v1/webhook-endpoints/${encodeURIComponent(id)}`), key, updateWebhookEndpointBody(request));
+  }
+
+  /**
+   * `DELETE /v1/webhook-endpoints/{id}`: no delivery to it any more (its open
+   * deliveries are given up); answers the endpoint as it was deleted. Retried
+   * like a read; a second delete is a `ProblemError` with code `not_found` (so
+   * is a retry after a lost answer: the endpoint is gone either way).
+   */
+  deleteWebhookEndpoint(id: string): Promise<WebhookEndpoint> {
+    return this.#read(this.#url(`v1/webhook-endpoints/${encodeURIComponent(id)}`), true, "DELETE");
+  }
+
+  /**
+   * `POST /v1/webhook-endpoints/{id}/roll-secret` under `key`: a new signing
+   * secret (shown once) signs from now on; the old one keeps signing beside it
+   * for `expireOldInSeconds` (0: stops at once; absent: 24 h; at most 7 days),
+   * so each delivery meanwhile carries two `v1=` signatures and
+   * {@link verifyWebhook} accepts either secret. Retried and replayed like
+   * {@link Client.createWebhookEndpoint}.
+   */
+  rollWebhookEndpointSecret(id: string, key: KeyLike, request: RollWebhookEndpointSecret = {}): Promise<WebhookEndpointResult> {
+    return this.#postEndpoint(
+      this.#url(`v1/webhook-endpoints/${encodeURIComponent(id)}/roll-secret`),
+      key,
+      rollWebhookEndpointSecretBody(request),
+    );
+  }
+
+  async #postEndpoint(url: URL, key: KeyLike, body: string): Promise<WebhookEndpointResult> {
+    const value = keyValue(key);
+    const { outcome, attempts } = await this.#postIdempotent<WebhookEndpointOutcome>(url, value, body, false, judgeWebhookEndpoint, (id) =>
+      id === null ? { kind: "uncertain" } : { kind: "uncertain", endpointId: id },
+    );
+    if (outcome.kind === "uncertain") {
+      const last = attempts[attempts.length - 1]?.answer;
+      throw new UnavailableError(last === undefined ? "no attempt" : describe(last), attempts.length);
+    }
+    return { endpoint: outcome.endpoint, key: value, attempts, replayed: lastReplayed(attempts) };
+  }
+
   async #postIdempotent<O>(
     url: URL,
     key: string,
@@ -481,7 +567,8 @@ export class Client {
   }
 
   /** A GET with the retry policy: transport errors, 408/409/429 and 5xx are retried; other answers are final. */
-  async #read<T>(url: URL, auth = true): Promise<T> {
+  /** A request without a body that is safe to repeat (a GET, or a DELETE whose repeat changes nothing), with the retry loop of a read. */
+  async #read<T>(url: URL, auth = true, method: "GET" | "DELETE" = "GET"): Promise<T> {
     const policy = this.policy;
     const deadline = this.#now() + policy.budgetMs;
     for (let number = 1; ; number++) {
@@ -490,7 +577,7 @@ export class Client {
       let last: string;
       let retryAfter: number | null = null;
       try {
-        const answer = await this.#send(url, { method: "GET", headers }, timeout);
+        const answer = await this.#send(url, { method, headers }, timeout);
         if (answer.status === 200) {
           try {
             return JSON.parse(answer.body) as T;

@@ -248,6 +248,64 @@ export function rollApiKeyBody(request: RollApiKey): string {
 }
 
 /**
+ * One of the shop's webhook endpoints (`we_...`), as `/v1/webhook-endpoints`
+ * shows it: where its events go. Its signing `secret` is there only in the
+ * answer to the request that made it ({@link Client.createWebhookEndpoint},
+ * {@link Client.rollWebhookEndpointSecret}); a repeat of that request answers
+ * the endpoint without it.
+ */
+export type WebhookEndpoint = Schemas["WebhookEndpoint"];
+
+/** The body of `POST /v1/webhook-endpoints`. */
+export interface CreateWebhookEndpoint {
+  /** Where events go: `https://` with a public host (plain `http` only where the operator allows it). */
+  url: string;
+  /** The event types wanted (`payment.succeeded`...), or `["*"]` for every type (those added later too). */
+  enabledEvents: readonly string[];
+  /** What it is for (at most 200 characters). */
+  description?: string | undefined;
+}
+
+/** The wire JSON of an endpoint's make (the description only when given), serialised once per call. */
+export function createWebhookEndpointBody(request: CreateWebhookEndpoint): string {
+  return JSON.stringify({
+    url: request.url,
+    enabled_events: [...request.enabledEvents],
+    ...(request.description === undefined ? {} : { description: request.description }),
+  });
+}
+
+/** What an update of an endpoint changes: only the fields given. */
+export interface UpdateWebhookEndpoint {
+  /** New event types, or `["*"]`. */
+  enabledEvents?: readonly string[] | undefined;
+  /** `false` pauses deliveries (open ones wait), `true` resumes them. */
+  enabled?: boolean | undefined;
+  /** A new description; `""` clears it. */
+  description?: string | undefined;
+}
+
+/** The wire JSON of an endpoint's update: the fields given only. */
+export function updateWebhookEndpointBody(request: UpdateWebhookEndpoint): string {
+  return JSON.stringify({
+    ...(request.enabledEvents === undefined ? {} : { enabled_events: [...request.enabledEvents] }),
+    ...(request.enabled === undefined ? {} : { enabled: request.enabled }),
+    ...(request.description === undefined ? {} : { description: request.description }),
+  });
+}
+
+/** A secret roll: how long the old secret keeps signing beside the new one. */
+export interface RollWebhookEndpointSecret {
+  /** 0 (at once) to 604800 (7 days); the service's default (24 h) when absent. */
+  expireOldInSeconds?: number | undefined;
+}
+
+/** The wire JSON of a secret roll: `{}`, or the old secret's overlap. */
+export function rollWebhookEndpointSecretBody(request: RollWebhookEndpointSecret): string {
+  return request.expireOldInSeconds === undefined ? "{}" : JSON.stringify({ expire_old_in_seconds: request.expireOldInSeconds });
+}
+
+/**
  * The closed enumerations of the model, by the name of their component schema
  * in `docs/openapi.json`; a test compares each with the schema's `enum`
  * (`ProblemCode` and `EventType` are in `problem.ts` and `webhook.ts`).
@@ -405,6 +463,20 @@ export function asApiKey(value: unknown): ApiKey | null {
     (API_KEY_STATES as readonly string[]).includes(value["state"]) &&
     typeof value["created_at"] === "string";
   return ok ? (value as unknown as ApiKey) : null;
+}
+
+/** Reads a JSON value as a webhook endpoint, or `null` when it is not one. */
+export function asWebhookEndpoint(value: unknown): WebhookEndpoint | null {
+  if (!isObject(value)) return null;
+  const events = value["enabled_events"];
+  const ok =
+    typeof value["id"] === "string" &&
+    typeof value["url"] === "string" &&
+    Array.isArray(events) &&
+    events.every((e) => typeof e === "string") &&
+    typeof value["enabled"] === "boolean" &&
+    typeof value["created_at"] === "string";
+  return ok ? (value as unknown as WebhookEndpoint) : null;
 }
 
 /** Reads a JSON value as a refund, or `null` when it is not one. */

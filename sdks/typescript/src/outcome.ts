@@ -3,7 +3,19 @@
  * keyed POST means (done, retry, or fail). Pure: no I/O; answers come in as
  * plain values.
  */
-import { asApiKey, asCapture, asPayment, asRefund, type ApiKey, type Capture, type Payment, type PaymentStatus, type Refund } from "./model.js";
+import {
+  asApiKey,
+  asCapture,
+  asPayment,
+  asRefund,
+  asWebhookEndpoint,
+  type ApiKey,
+  type Capture,
+  type Payment,
+  type PaymentStatus,
+  type Refund,
+  type WebhookEndpoint,
+} from "./model.js";
 import {
   ChargeonceError,
   KeyReusedError,
@@ -188,6 +200,28 @@ export interface ApiKeyResult {
   /**
    * The answer was a replay of the idempotency key's first request
    * (`Idempotent-Replayed: true`): nothing was made, and there is no secret.
+   */
+  replayed: boolean;
+}
+
+/**
+ * Where an endpoint's make, update or secret roll stands: `made` (the
+ * endpoint; its `secret` only when this call's request made it), or
+ * `uncertain` when the budget ran out first (the client throws
+ * {@link UnavailableError} then).
+ */
+export type WebhookEndpointOutcome = { kind: "made"; endpoint: WebhookEndpoint } | { kind: "uncertain"; endpointId?: string };
+
+/** An endpoint made, changed or with its secret rolled. */
+export interface WebhookEndpointResult {
+  /** The endpoint. `endpoint.secret` is set only when this call made it (a make or a roll): store it now. */
+  endpoint: WebhookEndpoint;
+  /** The idempotency key sent. */
+  key: string;
+  attempts: Attempt[];
+  /**
+   * The answer was a replay of the idempotency key's first request
+   * (`Idempotent-Replayed: true`): nothing was changed, and there is no secret.
    */
   replayed: boolean;
 }
@@ -400,6 +434,30 @@ export function judgeApiKey(answer: Answer, attempts: number, nowMs: number = Da
   const problem = problemOf(answer);
   const seen = seenOf(answer, null, problem);
   if (status === 409 && problem !== null && API_KEY_REFUSALS.includes(problem.code)) {
+    return { seen, step: { kind: "fail", error: new ProblemError(problem, attempts) }, namedId: null };
+  }
+  return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId: null };
+}
+
+/**
+ * Decides what an answer of `POST /v1/webhook-endpoints`, `.../{id}` (an
+ * update) or `.../{id}/roll-secret` means: 200 or 201 with the endpoint is
+ * `made`; 409 `webhook_endpoint_limit_reached` is a {@link ProblemError}; the
+ * rest as for every keyed POST (transient statuses retried with the same key
+ * and body).
+ */
+export function judgeWebhookEndpoint(answer: Answer, attempts: number, nowMs: number = Date.now()): Judgement<WebhookEndpointOutcome> {
+  const { status } = answer;
+  if (status === 200 || status === 201) {
+    const endpoint = asWebhookEndpoint(parseJson(answer.body));
+    const seen = seenOf(answer, null, null);
+    // Mangled on the way: ask again (a repeat makes nothing).
+    if (endpoint === null) return { seen, step: { kind: "retry", retryAfterMs: retryAfterOf(answer, nowMs) }, namedId: null };
+    return { seen, step: { kind: "done", outcome: { kind: "made", endpoint } }, namedId: endpoint.id };
+  }
+  const problem = problemOf(answer);
+  const seen = seenOf(answer, null, problem);
+  if (status === 409 && problem !== null && problem.code === "webhook_endpoint_limit_reached") {
     return { seen, step: { kind: "fail", error: new ProblemError(problem, attempts) }, namedId: null };
   }
   return { seen, step: notDefinite(answer, problem, attempts, nowMs), namedId: null };

@@ -123,7 +123,7 @@ impl Client {
 }
 
 /// The budget ran out without a definite answer.
-fn unavailable(attempts: &[Attempt]) -> Error {
+pub(super) fn unavailable(attempts: &[Attempt]) -> Error {
     Error::Unavailable {
         last: attempts
             .last()

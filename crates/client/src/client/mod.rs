@@ -2,8 +2,9 @@
 //!
 //! The keyed POSTs (pay, refund, pay an order) and their retry loop live in
 //! `keyed`, the reads in `reads` (lists and key introspection in `lists`), a raw answer and the transport in
-//! `answer`, what an answer of a keyed POST means in `judge`, and the shop's
-//! API keys (`/v1/api-keys`) in `api_keys`.
+//! `answer`, what an answer of a keyed POST means in `judge`, the shop's
+//! API keys (`/v1/api-keys`) in `api_keys`, and its webhook endpoints
+//! (`/v1/webhook-endpoints`) in `webhook_endpoints`.
 
 mod answer;
 mod api_keys;
@@ -11,6 +12,7 @@ mod judge;
 mod keyed;
 mod lists;
 mod reads;
+mod webhook_endpoints;
 
 use std::fmt;
 use std::time::Duration;

@@ -95,6 +95,19 @@ impl Client {
         url: Url,
         auth: bool,
     ) -> Result<(T, u32), Error> {
+        self.call(Method::GET, url, auth).await
+    }
+
+    /// A request without a body that is safe to repeat (a GET, or a DELETE
+    /// whose repeat changes nothing), with the retry loop of [`Client::read`]:
+    /// a `200` is the value; transport errors, `429` and `5xx` are retried;
+    /// other answers are final.
+    pub(super) async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        auth: bool,
+    ) -> Result<(T, u32), Error> {
         let deadline = Instant::now() + self.policy.budget;
         let mut number = 0_u32;
         loop {
@@ -103,7 +116,10 @@ impl Client {
                 .policy
                 .attempt_timeout
                 .min(deadline.saturating_duration_since(Instant::now()));
-            let mut builder = self.http.request(Method::GET, url.clone()).timeout(timeout);
+            let mut builder = self
+                .http
+                .request(method.clone(), url.clone())
+                .timeout(timeout);
             if auth {
                 builder = builder.basic_auth(&self.shop, Some(&self.secret));
             }

@@ -7,7 +7,10 @@ sends the same key and the same body bytes; a payment ends :class:`Paid`,
 ``cancel``; an authorization (``authorize``) is taken by ``capture`` and
 released by ``void``. A shop manages its own API keys with
 ``create_api_key``, ``roll_api_key`` and ``revoke_api_key`` (an
-:class:`ApiKey`'s ``secret`` is shown once).
+:class:`ApiKey`'s ``secret`` is shown once), and where its events go with
+``create_webhook_endpoint``, ``update_webhook_endpoint``,
+``roll_webhook_endpoint_secret`` and ``delete_webhook_endpoint`` (a
+:class:`WebhookEndpoint`'s signing ``secret`` is shown once).
 """
 from ._client import (
     AsyncClient,
@@ -17,6 +20,9 @@ from ._client import (
     payment_body,
     refund_body,
     roll_api_key_body,
+    roll_webhook_endpoint_secret_body,
+    update_webhook_endpoint_body,
+    webhook_endpoint_body,
 )
 from ._errors import (
     ChargeonceError,
@@ -36,6 +42,7 @@ from ._models import (
     ApiKey,
     ApiKeyScope,
     ApiKeyState,
+    WebhookEndpoint,
     CancelRequestedEntry,
     Capture,
     CaptureMethod,
@@ -135,4 +142,6 @@ __all__ = [
     "CaptureReservedEntry", "CaptureEndedEntry", "ReleaseRequestedEntry", "ReleaseEndedEntry",
     # The shop's API keys (/v1/api-keys).
     "ApiKey", "ApiKeyScope", "ApiKeyState", "api_key_body", "roll_api_key_body",
+    # The shop's webhook endpoints (/v1/webhook-endpoints).
+    "WebhookEndpoint", "webhook_endpoint_body", "update_webhook_endpoint_body", "roll_webhook_endpoint_secret_body",
 ]

@@ -9,7 +9,7 @@ import asyncio
 import datetime
 import json
 import time
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 from urllib.parse import quote
 
 import httpx
@@ -30,15 +30,29 @@ from ._judge import (
     judge_payment,
     judge_refund,
     judge_void,
+    judge_webhook_endpoint,
     uncertain_api_key,
     uncertain_cancel,
     uncertain_capture,
     uncertain_payment,
     uncertain_refund,
     uncertain_void,
+    uncertain_webhook_endpoint,
 )
 from ._keys import IdempotencyKey, KeyLike, as_key
-from ._models import Amount, ApiKey, ApiKeyScope, Capture, CaptureMethod, IdempotencyKeyInfo, Page, Payment, PaymentHistory, Refund
+from ._models import (
+    Amount,
+    ApiKey,
+    ApiKeyScope,
+    Capture,
+    CaptureMethod,
+    IdempotencyKeyInfo,
+    Page,
+    Payment,
+    PaymentHistory,
+    Refund,
+    WebhookEndpoint,
+)
 from ._outcome import (
     CONNECT,
     LOST,
@@ -137,6 +151,53 @@ def roll_api_key_body(expire_old_in_seconds: Optional[int] = None) -> bytes:
 
 #: The ``POST /v1/api-keys/{id}/revoke`` body.
 REVOKE_API_KEY_BODY = b"{}"
+
+
+def webhook_endpoint_body(url: str, enabled_events: Sequence[str], description: Optional[str] = None) -> bytes:
+    """The ``POST /v1/webhook-endpoints`` body, serialised once: the URL, the
+    event types (``["*"]``: all), and the description only when given."""
+    if isinstance(enabled_events, str):
+        raise ConfigError("enabled_events is a list of event types (or [\"*\"]), not a string")
+    body: Dict[str, Any] = {"url": url, "enabled_events": list(enabled_events)}
+    if description is not None:
+        body["description"] = description
+    return _dump(body)
+
+
+def update_webhook_endpoint_body(
+    enabled_events: Optional[Sequence[str]] = None,
+    enabled: Optional[bool] = None,
+    description: Optional[str] = None,
+) -> bytes:
+    """The ``POST /v1/webhook-endpoints/{id}`` body: only the fields given
+    (``description=""`` clears it)."""
+    if isinstance(enabled_events, str):
+        raise ConfigError("enabled_events is a list of event types (or [\"*\"]), not a string")
+    body: Dict[str, Any] = {}
+    if enabled_events is not None:
+        body["enabled_events"] = list(enabled_events)
+    if enabled is not None:
+        body["enabled"] = bool(enabled)
+    if description is not None:
+        body["description"] = description
+    return _dump(body)
+
+
+def roll_webhook_endpoint_secret_body(expire_old_in_seconds: Optional[int] = None) -> bytes:
+    """The ``POST /v1/webhook-endpoints/{id}/roll-secret`` body: ``{}`` (the old
+    secret signs 24 h more), or how many seconds it keeps signing (0 to 604800)."""
+    if expire_old_in_seconds is None:
+        return _dump({})
+    return _dump({"expire_old_in_seconds": int(expire_old_in_seconds)})
+
+
+def _made_endpoint(made: Optional[WebhookEndpoint], call: KeyedCall[Optional[WebhookEndpoint]]) -> WebhookEndpoint:
+    """The endpoint a make, update or roll answered, or :class:`Unavailable`
+    when the budget ran out first (retry later with the same idempotency key)."""
+    if made is None:
+        last = call.attempts[-1].describe() if call.attempts else "no attempt"
+        raise Unavailable(last, len(call.attempts))
+    return made
 
 
 def _made(made: Optional[ApiKey], call: KeyedCall[Optional[ApiKey]]) -> ApiKey:
@@ -457,10 +518,15 @@ class Client(_Base):
     # -- reads -------------------------------------------------------------
 
     def _get(self, path: str, params: Optional[Mapping[str, str]] = None) -> Answer:
+        return self._safe("GET", path, params)
+
+    def _safe(self, method: str, path: str, params: Optional[Mapping[str, str]] = None) -> Answer:
+        """A request without a body that is safe to repeat (a GET, or a DELETE
+        whose repeat changes nothing), retried like every read."""
         call = ReadCall(self.policy)
         while True:
             try:
-                response = self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
+                response = self._http.request(method, self._url(path), params=params, auth=self._auth, timeout=call.timeout())
                 decision = call.on_answer(_answer(response))
             except httpx.RequestError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
@@ -631,6 +697,81 @@ class Client(_Base):
         call: KeyedCall[Optional[ApiKey]] = KeyedCall(self.policy, judge_api_key, uncertain_api_key, body, False)
         return _made(self._run(self._url(path), as_key(key), call), call)
 
+    # -- Webhook endpoints ---------------------------------------------------
+
+    def create_webhook_endpoint(
+        self,
+        url: str,
+        enabled_events: Sequence[str],
+        key: KeyLike,
+        *,
+        description: Optional[str] = None,
+    ) -> WebhookEndpoint:
+        """``POST /v1/webhook-endpoints`` under ``key`` (with a ``full`` key):
+        registers ``url`` for the event types ``enabled_events`` (``["*"]``: every
+        type, those added later too), retried like :meth:`pay` (same key, same
+        body bytes) on transport failures, 429 and 5xx. The answer's ``secret``
+        (the signing secret) is shown once: store it now. A repeat under the same
+        ``key`` makes nothing and answers the same endpoint with ``secret=None``
+        and ``replayed=True`` (if the secret was lost that way, roll it). Raises
+        :class:`ProblemError` (``insufficient_scope``,
+        ``webhook_endpoint_limit_reached`` at 16, ``invalid_request`` for a URL
+        the service will not deliver to or an unknown event type),
+        :class:`KeyReused`, and :class:`Unavailable` when the budget ran out."""
+        body = webhook_endpoint_body(url, enabled_events, description)
+        return self._endpoint_post("v1/webhook-endpoints", key, body)
+
+    def list_webhook_endpoints(self) -> List[WebhookEndpoint]:
+        """``GET /v1/webhook-endpoints``: every endpoint of the shop, oldest first
+        (never their secrets)."""
+        return _page(self._get("v1/webhook-endpoints"), WebhookEndpoint.from_json).data
+
+    def webhook_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        """``GET /v1/webhook-endpoints/{id}``: one endpoint (never its secret); a
+        :class:`ProblemError` ``not_found`` when there is none."""
+        return _parsed(self._get(f"v1/webhook-endpoints/{_segment(endpoint_id)}"), WebhookEndpoint.from_json)
+
+    def update_webhook_endpoint(
+        self,
+        endpoint_id: str,
+        key: KeyLike,
+        *,
+        enabled_events: Optional[Sequence[str]] = None,
+        enabled: Optional[bool] = None,
+        description: Optional[str] = None,
+    ) -> WebhookEndpoint:
+        """``POST /v1/webhook-endpoints/{id}`` under ``key``: sets the fields given
+        (``enabled=False`` pauses deliveries, open ones wait; ``description=""``
+        clears it). Setting values is idempotent, so retries are safe (the key is
+        required, not stored)."""
+        body = update_webhook_endpoint_body(enabled_events, enabled, description)
+        return self._endpoint_post(f"v1/webhook-endpoints/{_segment(endpoint_id)}", key, body)
+
+    def delete_webhook_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        """``DELETE /v1/webhook-endpoints/{id}``: no delivery to it any more (its
+        open deliveries are given up); answers the endpoint as it was deleted.
+        Retried like a read; a second delete is a :class:`ProblemError`
+        ``not_found`` (so is one whose first attempt's answer was lost)."""
+        return _parsed(self._safe("DELETE", f"v1/webhook-endpoints/{_segment(endpoint_id)}"), WebhookEndpoint.from_json)
+
+    def roll_webhook_endpoint_secret(
+        self, endpoint_id: str, key: KeyLike, *, expire_old_in_seconds: Optional[int] = None
+    ) -> WebhookEndpoint:
+        """``POST /v1/webhook-endpoints/{id}/roll-secret`` under ``key``: a new
+        ``secret`` (shown once) signs from now on; the old one keeps signing
+        beside it for ``expire_old_in_seconds`` (0: stops at once; ``None``: 24 h;
+        at most 7 days), so each delivery meanwhile carries two ``v1=``
+        signatures and :func:`chargeonce.webhooks.verify` accepts either secret.
+        Retried and replayed like :meth:`create_webhook_endpoint`."""
+        path = f"v1/webhook-endpoints/{_segment(endpoint_id)}/roll-secret"
+        return self._endpoint_post(path, key, roll_webhook_endpoint_secret_body(expire_old_in_seconds))
+
+    def _endpoint_post(self, path: str, key: KeyLike, body: bytes) -> WebhookEndpoint:
+        call: KeyedCall[Optional[WebhookEndpoint]] = KeyedCall(
+            self.policy, judge_webhook_endpoint, uncertain_webhook_endpoint, body, False
+        )
+        return _made_endpoint(self._run(self._url(path), as_key(key), call), call)
+
     def acquirer_ledger(self, operator_url: str) -> Any:
         """``GET /sim/ledger`` on the service's operator listener (``operator_url``,
         e.g. ``http://127.0.0.1:8081``; never on the public one): the embedded
@@ -783,10 +924,15 @@ class AsyncClient(_Base):
             raise decision.error
 
     async def _get(self, path: str, params: Optional[Mapping[str, str]] = None) -> Answer:
+        return await self._safe("GET", path, params)
+
+    async def _safe(self, method: str, path: str, params: Optional[Mapping[str, str]] = None) -> Answer:
         call = ReadCall(self.policy)
         while True:
             try:
-                response = await self._http.get(self._url(path), params=params, auth=self._auth, timeout=call.timeout())
+                response = await self._http.request(
+                    method, self._url(path), params=params, auth=self._auth, timeout=call.timeout()
+                )
                 decision = call.on_answer(_answer(response))
             except httpx.RequestError as error:
                 decision = call.on_failure(failure_kind(error), str(error) or type(error).__name__)
@@ -925,6 +1071,53 @@ class AsyncClient(_Base):
     async def _api_key_post(self, path: str, key: KeyLike, body: bytes) -> ApiKey:
         call: KeyedCall[Optional[ApiKey]] = KeyedCall(self.policy, judge_api_key, uncertain_api_key, body, False)
         return _made(await self._run(self._url(path), as_key(key), call), call)
+
+    # -- Webhook endpoints ---------------------------------------------------
+
+    async def create_webhook_endpoint(
+        self,
+        url: str,
+        enabled_events: Sequence[str],
+        key: KeyLike,
+        *,
+        description: Optional[str] = None,
+    ) -> WebhookEndpoint:
+        body = webhook_endpoint_body(url, enabled_events, description)
+        return await self._endpoint_post("v1/webhook-endpoints", key, body)
+
+    async def list_webhook_endpoints(self) -> List[WebhookEndpoint]:
+        return _page(await self._get("v1/webhook-endpoints"), WebhookEndpoint.from_json).data
+
+    async def webhook_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        return _parsed(await self._get(f"v1/webhook-endpoints/{_segment(endpoint_id)}"), WebhookEndpoint.from_json)
+
+    async def update_webhook_endpoint(
+        self,
+        endpoint_id: str,
+        key: KeyLike,
+        *,
+        enabled_events: Optional[Sequence[str]] = None,
+        enabled: Optional[bool] = None,
+        description: Optional[str] = None,
+    ) -> WebhookEndpoint:
+        body = update_webhook_endpoint_body(enabled_events, enabled, description)
+        return await self._endpoint_post(f"v1/webhook-endpoints/{_segment(endpoint_id)}", key, body)
+
+    async def delete_webhook_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        answer = await self._safe("DELETE", f"v1/webhook-endpoints/{_segment(endpoint_id)}")
+        return _parsed(answer, WebhookEndpoint.from_json)
+
+    async def roll_webhook_endpoint_secret(
+        self, endpoint_id: str, key: KeyLike, *, expire_old_in_seconds: Optional[int] = None
+    ) -> WebhookEndpoint:
+        path = f"v1/webhook-endpoints/{_segment(endpoint_id)}/roll-secret"
+        return await self._endpoint_post(path, key, roll_webhook_endpoint_secret_body(expire_old_in_seconds))
+
+    async def _endpoint_post(self, path: str, key: KeyLike, body: bytes) -> WebhookEndpoint:
+        call: KeyedCall[Optional[WebhookEndpoint]] = KeyedCall(
+            self.policy, judge_webhook_endpoint, uncertain_webhook_endpoint, body, False
+        )
+        return _made_endpoint(await self._run(self._url(path), as_key(key), call), call)
 
     async def acquirer_ledger(self, operator_url: str) -> Any:
         response = await self._http.get(operator_url.rstrip("/") + "/sim/ledger", timeout=self.policy.attempt_timeout)

@@ -23,7 +23,7 @@ from ._errors import (
     Unavailable,
     UnexpectedAnswer,
 )
-from ._models import Amount, ApiKey, Capture, Payment, Problem, ProblemCode, Refund
+from ._models import Amount, ApiKey, Capture, Payment, Problem, ProblemCode, Refund, WebhookEndpoint
 from ._outcome import (
     CONNECT,
     Attempt,
@@ -578,6 +578,41 @@ def judge_api_key(answer: Answer, number: int, took: float) -> Tuple[Attempt, St
 
 
 def uncertain_api_key(key_id: Optional[str]) -> None:
+    """No definite answer within the budget: the client raises
+    :class:`Unavailable` (retry later with the same idempotency key)."""
+    return None
+
+
+def _webhook_endpoint(data: Any) -> Optional[WebhookEndpoint]:
+    try:
+        return WebhookEndpoint.from_json(data) if isinstance(data, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def judge_webhook_endpoint(answer: Answer, number: int, took: float) -> Tuple[Attempt, Step, Optional[str]]:
+    """Reads one answer of ``POST /v1/webhook-endpoints``, ``.../{id}`` (an
+    update) or ``.../{id}/roll-secret``: a 200 or 201 with the endpoint ends it
+    (``replayed`` from ``Idempotent-Replayed``); 409
+    ``webhook_endpoint_limit_reached`` is a :class:`ProblemError`; the rest as
+    for every keyed POST (transient statuses retried with the same key and
+    body)."""
+    status = answer.status
+    if status in (200, 201):
+        endpoint = _webhook_endpoint(answer.json())
+        seen = _seen(answer, number, took, None, None)
+        if endpoint is None:
+            # Mangled on the way: ask again (a repeat makes nothing).
+            return seen, Retry(answer.retry_after()), None
+        return seen, Done(dataclasses.replace(endpoint, replayed=answer.replayed)), endpoint.id
+    problem = answer.problem()
+    seen = _seen(answer, number, took, problem, None)
+    if status == 409 and problem is not None and problem.code == ProblemCode.WEBHOOK_ENDPOINT_LIMIT_REACHED:
+        return seen, Fail(ProblemError(problem, number)), None
+    return seen, not_definite(answer, problem, number), None
+
+
+def uncertain_webhook_endpoint(endpoint_id: Optional[str]) -> None:
     """No definite answer within the budget: the client raises
     :class:`Unavailable` (retry later with the same idempotency key)."""
     return None

@@ -44,6 +44,7 @@ from .history import (
 from .key import IdempotencyKeyInfo
 from .payment import Capture, CaptureMethod, CaptureStatus, Payment, PaymentStatus, Refund
 from .problem import Code, Problem, ProblemCode, parse_code
+from .webhook_endpoint import WebhookEndpoint
 
 __all__ = [
     "HISTORY_ENTRY_TYPES",
@@ -53,6 +54,7 @@ __all__ = [
     "ApiKey",
     "ApiKeyScope",
     "ApiKeyState",
+    "WebhookEndpoint",
     "CancelRequestedEntry",
     "Capture",
     "CaptureMethod",
