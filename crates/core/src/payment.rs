@@ -28,6 +28,9 @@ pub enum ValidationError {
     /// An API key id that is not ours (`key_` and 32 hex digits).
     #[error("`{0}` is not an API key id")]
     ApiKeyId(String),
+    /// A webhook endpoint id that is not ours (`we_` and 32 hex digits).
+    #[error("`{0}` is not a webhook endpoint id")]
+    EndpointId(String),
 }
 
 crate::id::prefixed_id!(

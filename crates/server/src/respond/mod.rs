@@ -10,6 +10,7 @@ use crate::problem::{Problem, ProblemCode, retry_after_value};
 use crate::render::{self, payment_location, refund_location};
 
 mod lifecycle;
+pub mod made;
 
 /// Marks an answer that is a stored first response, replayed.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";

@@ -15,16 +15,13 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::http::header::LOCATION;
-use axum::http::header::{CACHE_CONTROL, PRAGMA};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal, MakingRequest};
+use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal};
 use chargeonce_core::keyring::{self, KeyRequest, MAX_DESCRIPTION, Made};
-use chargeonce_core::{Fingerprint, IdempotencyKey};
 use chargeonce_wire as wire;
 use serde::Deserialize;
-use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -32,7 +29,8 @@ use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId};
 use crate::problem::{Problem, ProblemCode};
 use crate::render::api_key::{api_key_view, scope_of};
-use crate::respond::{IDEMPOTENT_REPLAYED, store_problem};
+use crate::respond::made::{making, secret_headers};
+use crate::respond::store_problem;
 
 /// The longest overlap a roll may give the old key: 7 days.
 pub const MAX_ROLL_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -63,19 +61,6 @@ fn refusal_problem(refusal: KeyRefusal) -> Problem {
     }
 }
 
-/// The request that makes a key: its idempotency key and the fingerprint
-/// of its operation (`path` as the route names it, with the parsed key id:
-/// a percent-encoded path of the same request is the same request) and
-/// body.
-fn making(key: &IdempotencyKey, path: &str, body: &Value) -> Result<MakingRequest, Problem> {
-    let fingerprint = Fingerprint::compute("POST", path, body)
-        .map_err(|e| Problem::new(ProblemCode::MalformedJson, e.to_string()))?;
-    Ok(MakingRequest {
-        idempotency_key: key.as_str().to_owned(),
-        fingerprint: *fingerprint.as_bytes(),
-    })
-}
-
 /// `201` with the key (its secret when made now), its `Location`, and
 /// `Idempotent-Replayed: true` on a repeat.
 fn made_response(made: Made) -> Response {
@@ -88,18 +73,8 @@ fn made_response(made: Made) -> Response {
         Made::Replayed(key) => (api_key_view(key, now, None), true),
     };
     let location = format!("/v1/api-keys/{}", view.id);
-    let mut response = (StatusCode::CREATED, [(LOCATION, location)], Json(view)).into_response();
-    // The answer may carry a secret: no cache on the way may keep it.
-    let headers = response.headers_mut();
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(PRAGMA, HeaderValue::from_static("no-cache"));
-    if replayed {
-        headers.insert(
-            HeaderName::from_static(IDEMPOTENT_REPLAYED),
-            HeaderValue::from_static("true"),
-        );
-    }
-    response
+    let response = (StatusCode::CREATED, [(LOCATION, location)], Json(view)).into_response();
+    secret_headers(response, replayed)
 }
 
 /// The checks of a new key's description and expiry.

@@ -20,25 +20,25 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header::{CACHE_CONTROL, LOCATION, PRAGMA};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::StatusCode;
+use axum::http::header::LOCATION;
 use axum::response::{IntoResponse, Response};
+use chargeonce_core::ShopId;
 use chargeonce_core::api_key::MakingRequest;
 use chargeonce_core::endpoint::{
     EndpointId, EndpointRefusal, EndpointUpdate, EventFilter, MAX_DESCRIPTION, MAX_URL,
     NewEndpoint, Origin, StoredEndpoint,
 };
 use chargeonce_core::webhook::WebhookSecret;
-use chargeonce_core::{Fingerprint, IdempotencyKey, ShopId};
 use chargeonce_wire as wire;
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::AppState;
 use crate::extract::{AuthenticatedShop, IdempotencyKeyHeader, JsonBody, PathId};
 use crate::problem::{Problem, ProblemCode};
 use crate::render::webhook_endpoint::endpoint_view;
-use crate::respond::{IDEMPOTENT_REPLAYED, store_problem};
+use crate::respond::made::{making, secret_headers};
+use crate::respond::store_problem;
 
 /// The longest overlap a secret roll may give the old secret: 7 days.
 pub const MAX_ROLL_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -70,35 +70,14 @@ fn refusal_problem(refusal: EndpointRefusal) -> Problem {
     }
 }
 
-/// The request that makes an endpoint or a secret: its idempotency key and
-/// the fingerprint of its operation (`path` as the route names it, with the
-/// parsed id) and body.
-fn making(key: &IdempotencyKey, path: &str, body: &Value) -> Result<MakingRequest, Problem> {
-    let fingerprint = Fingerprint::compute("POST", path, body)
-        .map_err(|e| Problem::new(ProblemCode::MalformedJson, e.to_string()))?;
-    Ok(MakingRequest {
-        idempotency_key: key.as_str().to_owned(),
-        fingerprint: *fingerprint.as_bytes(),
-    })
-}
-
 /// The endpoint, with its secret when it was made now; `status` and, on a
 /// repeat, `Idempotent-Replayed: true`; never cached on the way.
 fn made_response(status: StatusCode, stored: &StoredEndpoint, secret: &WebhookSecret) -> Response {
     let secret = (!stored.replayed).then(|| secret.expose());
     let view = endpoint_view(&stored.endpoint, secret.as_deref());
     let location = format!("/v1/webhook-endpoints/{}", view.id);
-    let mut response = (status, [(LOCATION, location)], Json(view)).into_response();
-    let headers = response.headers_mut();
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(PRAGMA, HeaderValue::from_static("no-cache"));
-    if stored.replayed {
-        headers.insert(
-            HeaderName::from_static(IDEMPOTENT_REPLAYED),
-            HeaderValue::from_static("true"),
-        );
-    }
-    response
+    let response = (status, [(LOCATION, location)], Json(view)).into_response();
+    secret_headers(response, stored.replayed)
 }
 
 /// A filter from the names a shop sent.
