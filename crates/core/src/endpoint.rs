@@ -61,14 +61,6 @@ pub enum EventFilter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventTypeName(&'static str);
 
-impl EventTypeName {
-    /// The type.
-    pub fn event_type(&self) -> EventType {
-        // Built only from an EventType's own name.
-        EventType::parse(self.0).unwrap_or(EventType::PaymentSucceeded)
-    }
-}
-
 /// A filter that is neither `*` nor a list of known event types.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidFilter {

@@ -23,8 +23,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::LOCATION;
 use axum::response::{IntoResponse, Response};
-use chargeonce_core::ShopId;
-use chargeonce_core::api_key::MakingRequest;
 use chargeonce_core::endpoint::{
     EndpointId, EndpointRefusal, EndpointUpdate, EventFilter, MAX_DESCRIPTION, MAX_URL,
     NewEndpoint, Origin, StoredEndpoint,
@@ -381,23 +379,11 @@ pub async fn roll_secret(
         &body,
     )?;
     let secret = WebhookSecret::generate();
-    let stored = roll(&state, &shop_id, &id, &secret, overlap, &making).await?;
-    Ok(made_response(StatusCode::OK, &stored, &secret))
-}
-
-/// The store's roll, its refusals as problems.
-async fn roll(
-    state: &AppState,
-    shop_id: &ShopId,
-    id: &EndpointId,
-    secret: &WebhookSecret,
-    overlap: Duration,
-    making: &MakingRequest,
-) -> Result<StoredEndpoint, Problem> {
-    state
+    let stored = state
         .store
-        .roll_endpoint_secret(shop_id, id, secret, overlap, making)
+        .roll_endpoint_secret(&shop_id, &id, &secret, overlap, &making)
         .await
         .map_err(store_problem)?
-        .map_err(refusal_problem)
+        .map_err(refusal_problem)?;
+    Ok(made_response(StatusCode::OK, &stored, &secret))
 }
