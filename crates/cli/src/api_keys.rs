@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chargeonce_core::ShopId;
-use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal, Scope};
+use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal, Mode, Scope};
 use chargeonce_core::keyring::{self, KeyRequest, MAX_DESCRIPTION, MadeKey};
 use clap::{Subcommand, ValueEnum};
 use time::OffsetDateTime;
@@ -24,6 +24,24 @@ pub enum ScopeArg {
     /// Payments, captures, voids, cancels and refunds, and reading those
     /// back by id; no lists, events or keys.
     Payments,
+}
+
+/// A key's mode, as the CLI names it.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// Real money, through the acquirer.
+    Live,
+    /// The simulator only, never the acquirer.
+    Test,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Live => Mode::Live,
+            ModeArg::Test => Mode::Test,
+        }
+    }
 }
 
 impl From<ScopeArg> for Scope {
@@ -47,6 +65,10 @@ pub enum KeysCommand {
         /// What the key may do.
         #[arg(long, value_enum, default_value = "full")]
         scope: ScopeArg,
+        /// Live (real money, the acquirer) or test (the simulator only;
+        /// its requests see only the shop's test-mode objects).
+        #[arg(long, value_enum, default_value = "live")]
+        mode: ModeArg,
         /// What it is for (at most 200 characters), shown in lists.
         #[arg(long)]
         description: Option<String>,
@@ -100,6 +122,7 @@ pub async fn run(command: KeysCommand) -> anyhow::Result<()> {
         KeysCommand::Add {
             shop,
             scope,
+            mode,
             description,
             expires_in,
             store,
@@ -113,6 +136,7 @@ pub async fn run(command: KeysCommand) -> anyhow::Result<()> {
                 );
             }
             let request = KeyRequest {
+                mode: mode.into(),
                 scope: scope.into(),
                 description,
                 expires_at: expires_in.map(|after| OffsetDateTime::now_utc() + after),

@@ -40,16 +40,22 @@ pub struct ReconcileArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Which mode's payments to compare with that mode's acquirer: `live`
+    /// (the acquirer) or `test` (test mode's simulator).
+    #[arg(long, value_enum, default_value = "live")]
+    mode: crate::api_keys::ModeArg,
 }
 
 /// Runs one pass, prints its report; `Ok(true)` when clean.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
     let store = args.store.connect().await?;
     let upstream = Upstream::connect(&args.upstream).await?;
+    let mode = args.mode.into();
     let reconciler = Reconciler {
+        mode,
         store,
-        acquirer: upstream.acquirer(),
-        ledger: upstream.ledger(),
+        acquirer: upstream.acquirer(mode),
+        ledger: upstream.ledger(mode),
         observer: Arc::new(NoObserver),
     };
     let config = ReconcilerConfig {

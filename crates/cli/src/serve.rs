@@ -272,7 +272,8 @@ pub async fn run(args: ServeArgs, traces: Option<SpanCounters>) -> anyhow::Resul
         let sim = match upstream.sim_router() {
             Some(sim) => axum::Router::new().nest_service("/sim", sim),
             None => axum::Router::new(),
-        };
+        }
+        .nest_service("/sim-test", upstream.test_sim_router());
         let console = chargeonce_console::router(Console::new(state.clone(), console));
         chargeonce_server::operator_router(state.clone(), console.merge(sim))
     });
@@ -348,7 +349,7 @@ fn app_state(
     let engine = Arc::new(
         Engine::new(
             store.clone(),
-            upstream.acquirer(),
+            upstream.acquirers(),
             Arc::new(HttpRender),
             config,
         )
@@ -439,9 +440,9 @@ fn print_listening(
         Some(addr) => println!(
             "operator listener at http://{addr} (the console at /console, /metrics{})",
             if upstream.sim_router().is_some() {
-                ", /sim"
+                ", /sim, /sim-test"
             } else {
-                ""
+                ", /sim-test"
             }
         ),
         None => println!("operator listener off (no console, no /metrics)"),
@@ -449,7 +450,7 @@ fn print_listening(
     println!(
         "chargeonce listening on http://{local} (store: {}, {})",
         args.store.database.scheme(),
-        upstream.describe(&args.upstream.sim_ledger)
+        upstream.describe(&args.upstream)
     );
 }
 

@@ -95,6 +95,11 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
         } => roll_webhook_secret(shop, expire_old_in, secret, store).await,
         ShopsCommand::Add { id, secret, store } => {
             let id = ShopId::new(id)?;
+            // `{shop}.test` is the id of a shop's test mode, made with it.
+            anyhow::ensure!(
+                id.is_live(),
+                "a shop id may not end in `.test`: that names a shop's test mode"
+            );
             // Checked before the store is opened (or created).
             let (secret, generated) = match secret {
                 Some(secret) => (

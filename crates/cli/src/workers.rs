@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::{Engine, Observer};
 use chargeonce_workers::completer::Completer;
 use chargeonce_workers::expirer::Expirer;
@@ -50,13 +51,17 @@ impl Workers {
             handles.push(Expirer::new(engine.clone()).spawn(args.expirer()));
         }
         if !args.no_reconciler {
-            let reconciler = Reconciler {
-                store: engine.store().clone(),
-                acquirer: upstream.acquirer(),
-                ledger: upstream.ledger(),
-                observer: observer.clone(),
-            };
-            handles.push(reconciler.spawn(args.reconciler()));
+            // One per mode: each mode's payments against its own acquirer.
+            for mode in [Mode::Live, Mode::Test] {
+                let reconciler = Reconciler {
+                    mode,
+                    store: engine.store().clone(),
+                    acquirer: upstream.acquirer(mode),
+                    ledger: upstream.ledger(mode),
+                    observer: observer.clone(),
+                };
+                handles.push(reconciler.spawn(args.reconciler()));
+            }
         }
         if !args.no_relay {
             let relay = Relay::new(engine.store().clone(), args.relay(), args.egress.egress())

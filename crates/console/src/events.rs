@@ -22,6 +22,7 @@ use serde::Deserialize;
 use super::payment::EventRow;
 use super::{Chrome, ConsoleError, Operator, back_to, given, html};
 use crate::Console;
+use chargeonce_core::api_key::Mode;
 use chargeonce_server::extract::PathId;
 
 /// Events listed per shop.
@@ -31,6 +32,7 @@ const PER_SHOP: u32 = 50;
 #[derive(Debug, Default, Deserialize)]
 pub struct EventsQuery {
     shop: Option<String>,
+    mode: Option<String>,
 }
 
 /// The page.
@@ -39,6 +41,8 @@ pub struct EventsQuery {
 struct EventsPage {
     page: Chrome,
     shop: String,
+    /// `live` or `test`: the mode shown (one at a time).
+    mode: &'static str,
     shops: Vec<String>,
     events: Vec<EventRow>,
     back: String,
@@ -57,12 +61,19 @@ pub async fn page(
         .into_iter()
         .map(|s| s.shop_id)
         .collect();
+    let mode = match given(&query.mode) {
+        None => Mode::Live,
+        Some(mode) => Mode::parse(mode)
+            .ok_or_else(|| ConsoleError::BadRequest("mode: live or test".to_owned()))?,
+    };
     let wanted: Vec<ShopId> = match given(&query.shop) {
         Some(shop) => {
             vec![ShopId::new(shop).map_err(|e| ConsoleError::BadRequest(format!("shop: {e}")))?]
         }
         None => shops.clone(),
     };
+    // Each shop in the mode shown: its events are stored under that mode.
+    let wanted: Vec<ShopId> = wanted.iter().map(|shop| shop.in_mode(mode)).collect();
     let mut events = Vec::new();
     for shop in &wanted {
         let query = EventQuery {
@@ -76,13 +87,18 @@ pub async fn page(
     events.truncate(PER_SHOP as usize * 2);
     let shop = given(&query.shop).unwrap_or_default().to_owned();
     let back = if shop.is_empty() {
-        "/console/events".to_owned()
+        format!("/console/events?mode={}", mode.as_str())
     } else {
-        format!("/console/events?shop={}", super::encode(&shop))
+        format!(
+            "/console/events?shop={}&mode={}",
+            super::encode(&shop),
+            mode.as_str()
+        )
     };
     html(&EventsPage {
         page: Chrome::new(&operator, "Merchant events", "events"),
         shop,
+        mode: mode.as_str(),
         shops: shops.iter().map(|s| s.as_str().to_owned()).collect(),
         events: events.iter().map(EventRow::of).collect(),
         back,

@@ -107,8 +107,10 @@ fn add_counts(a: &RepeatCounts, b: &RepeatCounts) -> RepeatCounts {
 pub struct EventRow {
     /// Its id.
     pub id: String,
-    /// Its shop.
+    /// Its shop's own id.
     pub shop: String,
+    /// Whether it is test mode's (marked).
+    pub test: bool,
     /// Its type.
     pub kind: &'static str,
     /// Its payment.
@@ -158,7 +160,8 @@ impl EventRow {
         let state = delivery.state();
         Self {
             id: event.id.as_str().to_owned(),
-            shop: event.shop_id.as_str().to_owned(),
+            shop: event.shop_id.shop().as_str().to_owned(),
+            test: !event.shop_id.is_live(),
             kind: event.event_type.as_str(),
             payment: event.payment_id.as_str().to_owned(),
             state: state.as_str(),
@@ -251,7 +254,10 @@ pub struct AuthorizationView {
 struct PaymentPage {
     page: Chrome,
     id: String,
+    /// Its shop's own id.
     shop: String,
+    /// Whether it is test mode's (marked).
+    test: bool,
     status: &'static str,
     amount: String,
     refunded: String,
@@ -297,7 +303,8 @@ pub async fn page(
     html(&PaymentPage {
         page: Chrome::new(&operator, format!("Payment {}", payment.id), "payments"),
         id: payment.id.as_str().to_owned(),
-        shop: payment.shop_id.as_str().to_owned(),
+        shop: payment.shop_id.shop().as_str().to_owned(),
+        test: !payment.shop_id.is_live(),
         status: payment
             .authorization()
             .map_or_else(|| payment.status.as_str(), |hold| hold.status().as_str()),
@@ -594,6 +601,7 @@ mod tests {
             },
             id: payment.id.as_str().to_owned(),
             shop: "shop-a".into(),
+            test: false,
             status: "succeeded",
             amount: money(payment.amount),
             refunded: "0.00 RUB".into(),

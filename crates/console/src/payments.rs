@@ -1,11 +1,12 @@
-//! `GET /console/payments`: every shop's payments (or one shop's), newest
-//! first, filtered by status, order reference and creation time, a page at
-//! a time, as [`Operator::all_payments`](chargeonce_core::store::Operator::all_payments)
+//! `GET /console/payments`: every shop's payments (or one shop's) of one
+//! mode (live by default, test data marked), newest first, filtered by
+//! status, order reference and creation time, a page at a time, as [`Operator::all_payments`](chargeonce_core::store::Operator::all_payments)
 //! pages them.
 
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::{
     Cursor, PageLimit, PageRequest, Payment, PaymentFilter, PaymentId, Reference, ShopId,
     ShownStatus,
@@ -24,6 +25,7 @@ const PER_PAGE: u32 = 25;
 #[derive(Debug, Default, Deserialize)]
 pub struct PaymentsQuery {
     shop: Option<String>,
+    mode: Option<String>,
     status: Option<String>,
     reference: Option<String>,
     created_gte: Option<String>,
@@ -36,8 +38,10 @@ pub struct PaymentsQuery {
 pub struct Row {
     /// The payment's id.
     pub id: String,
-    /// Its shop.
+    /// Its shop (its own id, whatever the mode).
     pub shop: String,
+    /// Whether it is test mode's (marked as such).
+    pub test: bool,
     /// Its status.
     pub status: &'static str,
     /// Its amount.
@@ -56,7 +60,8 @@ impl Row {
             chargeonce_server::render::amount_minor(payment.refunded_minor, payment.amount);
         Self {
             id: payment.id.as_str().to_owned(),
-            shop: payment.shop_id.as_str().to_owned(),
+            shop: payment.shop_id.shop().as_str().to_owned(),
+            test: !payment.shop_id.is_live(),
             status: ShownStatus::of(payment).as_str(),
             amount: money(payment.amount),
             refunded: format!("{} {}", refunded.value, refunded.currency),
@@ -72,6 +77,8 @@ impl Row {
 struct PaymentsPage {
     page: Chrome,
     shop: String,
+    /// `live` or `test`: the mode shown (one at a time).
+    mode: &'static str,
     status: String,
     reference: String,
     created_gte: String,
@@ -113,6 +120,14 @@ pub async fn page(
             None
         }
     });
+    let mode = match given(&query.mode).map(Mode::parse) {
+        None => Mode::Live,
+        Some(Some(mode)) => mode,
+        Some(None) => {
+            errors.push("mode: live or test".to_owned());
+            Mode::Live
+        }
+    };
     let status = given(&query.status).and_then(|s| match ShownStatus::parse(s) {
         Some(status) => Some(status),
         None => {
@@ -150,7 +165,7 @@ pub async fn page(
     };
     let listed = state
         .store()
-        .all_payments(shop.as_ref(), &filter, &request)
+        .all_payments(shop.as_ref(), mode, &filter, &request)
         .await?;
     let rows: Vec<Row> = listed.items.iter().map(Row::of).collect();
 
@@ -158,6 +173,7 @@ pub async fn page(
     let mut filters = String::new();
     for (name, value) in [
         ("shop", &query.shop),
+        ("mode", &query.mode),
         ("status", &query.status),
         ("reference", &query.reference),
         ("created_gte", &query.created_gte),
@@ -190,6 +206,7 @@ pub async fn page(
     html(&PaymentsPage {
         page: Chrome::new(&operator, "Payments", "payments"),
         shop: value(&query.shop),
+        mode: mode.as_str(),
         status: value(&query.status),
         reference: value(&query.reference),
         created_gte: value(&query.created_gte),

@@ -61,7 +61,11 @@ impl EndpointRow {
 #[template(path = "console/webhook_endpoints.html")]
 struct EndpointsPage {
     page: Chrome,
+    /// The shop's own id.
     shop: String,
+    /// `live` or `test`: whose endpoints these are (`{shop}.test` in the
+    /// path shows test mode's).
+    mode: &'static str,
     endpoints: Vec<EndpointRow>,
 }
 
@@ -78,14 +82,15 @@ pub async fn page(
         .shops()
         .await?
         .iter()
-        .any(|s| s.shop_id == shop);
+        .any(|s| s.shop_id == shop.shop());
     if !known {
         return Err(not_found());
     }
     let endpoints = state.store().endpoints(&shop).await?;
     html(&EndpointsPage {
         page: Chrome::new(&operator, "Webhook endpoints", "shops"),
-        shop: shop.as_str().to_owned(),
+        shop: shop.shop().as_str().to_owned(),
+        mode: shop.mode().as_str(),
         endpoints: endpoints.iter().map(EndpointRow::of).collect(),
     })
 }

@@ -166,6 +166,8 @@ struct Body<'a, D> {
     created: i64,
     data: D,
     id: &'a str,
+    /// `false` for test mode's events (see [`crate::ShopId::mode`]).
+    livemode: bool,
     #[serde(rename = "type")]
     event_type: &'a str,
 }
@@ -245,7 +247,7 @@ impl NewEvent {
     /// An authorization that succeeded is `payment.authorized` (status
     /// `authorized`): nothing was taken yet.
     ///
-    /// Body: `{"id", "type", "created" (unix ms), "data": {"payment": {...}}}`.
+    /// Body: `{"id", "type", "livemode", "created" (unix ms), "data": {"payment": {...}}}`.
     pub fn payment_settled(payment: &Payment) -> Option<Self> {
         let manual = payment.capture.method() == crate::CaptureMethod::Manual;
         let (event_type, status) = match payment.status {
@@ -263,6 +265,7 @@ impl NewEvent {
         let id = EventId::generate();
         let payload = body(
             &id,
+            &payment.shop_id,
             event_type,
             PaymentData {
                 payment: PaymentBody {
@@ -297,6 +300,7 @@ impl NewEvent {
         let id = EventId::generate();
         let payload = body(
             &id,
+            &refund.shop_id,
             event_type,
             RefundData {
                 refund: RefundBody {
@@ -351,6 +355,7 @@ impl NewEvent {
         let id = EventId::generate();
         let payload = body(
             &id,
+            &capture.shop_id,
             event_type,
             CaptureData {
                 capture: CaptureBody {
@@ -377,13 +382,19 @@ impl NewEvent {
 }
 
 /// The bytes of an event's body, created now (unix milliseconds).
-fn body<D: Serialize>(id: &EventId, event_type: EventType, data: D) -> Vec<u8> {
+fn body<D: Serialize>(
+    id: &EventId,
+    shop_id: &crate::ShopId,
+    event_type: EventType,
+    data: D,
+) -> Vec<u8> {
     let created = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
     let body = Body {
         // Unix milliseconds fit an i64 for 292 million years.
         created: i64::try_from(created).unwrap_or(i64::MAX),
         data,
         id: id.as_str(),
+        livemode: shop_id.is_live(),
         event_type: event_type.as_str(),
     };
     // Strings, numbers and options: serialising cannot fail.
@@ -610,13 +621,42 @@ mod tests {
             "id": event.id.as_str(),
             "type": event.event_type.as_str(),
             "created": sent["created"],
+            // The shops of these tests are live.
+            "livemode": true,
             "data": data,
         }))
         .unwrap()
     }
 
-    /// A body's bytes are what they were before it was built from typed
-    /// fields: merchants' signature checks and stored events see no change.
+    /// A test mode's event says so in its body; a live one's says live.
+    #[test]
+    fn bodies_say_their_mode() {
+        use crate::api_key::Mode;
+        use crate::{IdempotencyKey, Money, NewPayment, PaymentRequest, Reference};
+        let live = ShopId::new("shop").unwrap();
+        for (shop, livemode) in [(live.clone(), true), (live.in_mode(Mode::Test), false)] {
+            let mut payment = NewPayment::new(
+                shop,
+                IdempotencyKey::new("k1").unwrap(),
+                PaymentRequest {
+                    amount: Money::parse("15.00", "RUB").unwrap(),
+                    reference: Reference::new("order-1").unwrap(),
+                    token: crate::CardToken::new("tok_ok").unwrap(),
+                    metadata: crate::Metadata::default(),
+                    capture_method: crate::CaptureMethod::Automatic,
+                },
+            )
+            .to_payment();
+            payment.status = PaymentStatus::Succeeded;
+            let event = NewEvent::payment_settled(&payment).unwrap();
+            let sent: serde_json::Value = serde_json::from_slice(&event.payload).unwrap();
+            assert_eq!(sent["livemode"], livemode, "{sent}");
+        }
+    }
+
+    /// A body's bytes are the form they had when built as a JSON value
+    /// (keys sorted), `livemode` added with test mode: what merchants'
+    /// signature checks see.
     #[test]
     fn bodies_keep_their_bytes() {
         use crate::{IdempotencyKey, Money, NewPayment, PaymentRequest, Reference};

@@ -37,6 +37,8 @@ pub enum Made {
 /// What a new key is asked to be.
 #[derive(Debug, Clone)]
 pub struct KeyRequest {
+    /// Live or test: a key moves and sees only its mode's objects.
+    pub mode: Mode,
     /// What it may do.
     pub scope: Scope,
     /// What it is for.
@@ -48,7 +50,7 @@ pub struct KeyRequest {
 /// The longest description a key may carry, in characters.
 pub const MAX_DESCRIPTION: usize = 200;
 
-/// Makes a live key of `shop_id` (test keys come with test mode).
+/// Makes a key of `shop_id` in the mode asked.
 pub async fn make(
     store: &dyn ApiKeys,
     shop_id: &ShopId,
@@ -60,8 +62,8 @@ pub async fn make(
     }
 }
 
-/// Makes a live key of `shop_id` for a request of the API: a repeat of
-/// `making` (the same idempotency key and fingerprint) answers the key the
+/// Makes a key of `shop_id` for a request of the API: a repeat of `making`
+/// (the same idempotency key, mode and fingerprint) answers the key the
 /// first made, without its secret.
 pub async fn make_once(
     store: &dyn ApiKeys,
@@ -69,8 +71,13 @@ pub async fn make_once(
     request: KeyRequest,
     making: Option<MakingRequest>,
 ) -> Result<Result<Made, KeyRefusal>, StoreError> {
-    let secret = ApiKeySecret::generate(Mode::Live);
-    let mut new = NewApiKey::of(shop_id.clone(), Mode::Live, request.scope, &secret);
+    if !shop_id.is_live() {
+        // Keys are the shop's own, under its own id; `{shop}.test` is a
+        // namespace of objects, which a test key reaches.
+        return Ok(Err(KeyRefusal::NoShop(shop_id.to_string())));
+    }
+    let secret = ApiKeySecret::generate(request.mode);
+    let mut new = NewApiKey::of(shop_id.clone(), request.mode, request.scope, &secret);
     new.description = request.description;
     new.expires_at = request.expires_at;
     new.request = making;
@@ -104,6 +111,9 @@ pub async fn roll_once(
     overlap: Duration,
     making: Option<MakingRequest>,
 ) -> Result<Result<Made, KeyRefusal>, StoreError> {
+    if !shop_id.is_live() {
+        return Ok(Err(KeyRefusal::NoShop(shop_id.to_string())));
+    }
     let Some(keys) = store.shop_keys(shop_id).await? else {
         return Ok(Err(KeyRefusal::NoShop(shop_id.to_string())));
     };
@@ -146,11 +156,14 @@ fn fresh(made: Made) -> Result<MadeKey, StoreError> {
 }
 
 /// Every key of a shop (revoked and expired ones too), oldest first;
-/// `None` for an unknown shop.
+/// `None` for an unknown shop (or a test mode's id: keys are the shop's).
 pub async fn list(
     store: &dyn ApiKeys,
     shop_id: &ShopId,
 ) -> Result<Option<Vec<ApiKey>>, StoreError> {
+    if !shop_id.is_live() {
+        return Ok(None);
+    }
     Ok(store
         .shop_keys(shop_id)
         .await?

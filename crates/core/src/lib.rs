@@ -33,6 +33,7 @@
 //! ```
 
 pub mod acquirer;
+pub mod acquirers;
 pub mod api_key;
 pub mod authorization;
 pub mod capture;
@@ -60,6 +61,7 @@ pub use acquirer::{
     CaptureRequest, CaptureSettlement, ChargeRequest, ChargeResult, LedgerCursor, RefundRequest,
     VoidRequest, VoidSettlement,
 };
+pub use acquirers::Acquirers;
 pub use authorization::{CaptureId, CaptureMethod};
 pub use capture::{Capture, CaptureClaimRefusal, CaptureStatus, NewCapture, ReleaseClaimRefusal};
 pub use chain::Chain;

@@ -6,28 +6,51 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::api_key::Mode;
+
 /// Why a shop id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a shop id is 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`")]
 pub struct InvalidShopId;
 
-/// A shop's public identifier (the user name of HTTP Basic auth).
+/// The suffix of the id of a shop's test mode (see [`ShopId::in_mode`]).
+/// `.` is not allowed in a shop's own id, so no shop's id can be another
+/// shop's test mode.
+const TEST_SUFFIX: &str = ".test";
+
+/// A shop's identifier in one of its two modes: the shop's own id (the user
+/// name of HTTP Basic auth) names its live mode, and that id with `.test`
+/// appended names its test mode.
+///
+/// Every object of a shop (payment, refund, idempotency key, order, event,
+/// webhook endpoint) is stored under the id of the mode it was made in, so
+/// every key, look-up and list that names the shop names the mode too: test
+/// and live objects cannot meet, whatever a query forgets.
 ///
 /// ```
 /// use chargeonce_core::ShopId;
+/// use chargeonce_core::api_key::Mode;
 /// assert!(ShopId::new("demo-shop").is_ok());
 /// assert!(ShopId::new("demo shop").is_err());
 /// assert!(ShopId::new("").is_err());
+/// let live = ShopId::new("demo-shop").unwrap();
+/// let test = live.in_mode(Mode::Test);
+/// assert_eq!(test.as_str(), "demo-shop.test");
+/// assert_eq!(test.mode(), Mode::Test);
+/// assert_eq!(test.shop(), live);
+/// assert_eq!(ShopId::new("demo-shop.test").unwrap(), test);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShopId(String);
 
 impl ShopId {
-    /// Validates a shop id: 1 to 64 characters of `[A-Za-z0-9_-]`.
+    /// Validates a shop id: 1 to 64 characters of `[A-Za-z0-9_-]`, then
+    /// `.test` when it names the shop's test mode.
     pub fn new(id: impl Into<String>) -> Result<Self, InvalidShopId> {
         let id = id.into();
-        let ok = (1..=64).contains(&id.len())
-            && id
+        let shop = id.strip_suffix(TEST_SUFFIX).unwrap_or(&id);
+        let ok = (1..=64).contains(&shop.len())
+            && shop
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if ok { Ok(Self(id)) } else { Err(InvalidShopId) }
@@ -36,6 +59,40 @@ impl ShopId {
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The mode whose objects this id holds.
+    pub fn mode(&self) -> Mode {
+        if self.0.ends_with(TEST_SUFFIX) {
+            Mode::Test
+        } else {
+            Mode::Live
+        }
+    }
+
+    /// Whether it names a live mode (real money).
+    pub fn is_live(&self) -> bool {
+        self.mode() == Mode::Live
+    }
+
+    /// The shop itself: its own id, which names its live mode and owns its
+    /// API keys.
+    pub fn shop(&self) -> ShopId {
+        Self(
+            self.0
+                .strip_suffix(TEST_SUFFIX)
+                .unwrap_or(&self.0)
+                .to_owned(),
+        )
+    }
+
+    /// The same shop in `mode`.
+    pub fn in_mode(&self, mode: Mode) -> ShopId {
+        let shop = self.0.strip_suffix(TEST_SUFFIX).unwrap_or(&self.0);
+        match mode {
+            Mode::Live => Self(shop.to_owned()),
+            Mode::Test => Self(format!("{shop}{TEST_SUFFIX}")),
+        }
     }
 }
 
@@ -203,6 +260,22 @@ impl fmt::Debug for SecretHash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shops_two_modes_have_two_ids_that_never_name_another_shop() {
+        let live = ShopId::new("acme").unwrap();
+        let test = live.in_mode(Mode::Test);
+        assert_eq!((live.mode(), test.mode()), (Mode::Live, Mode::Test));
+        assert_eq!(test.in_mode(Mode::Live), live);
+        assert_eq!(test.in_mode(Mode::Test), test);
+        assert_eq!(live.shop(), live);
+        assert!(live.is_live() && !test.is_live());
+        // A shop's own id cannot hold the suffix, nor be only the suffix.
+        assert!(ShopId::new(".test").is_err());
+        assert!(ShopId::new("acme.test.test").is_err());
+        assert!(ShopId::new("acme.live").is_err());
+        assert!(ShopId::new(format!("{}.test", "a".repeat(64))).is_ok());
+    }
 
     #[test]
     fn a_new_shops_secret_is_long_enough_and_visible_ascii() {

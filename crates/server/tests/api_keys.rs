@@ -18,6 +18,7 @@ use common::{Backend, SHOP, TestService, body, send};
 
 fn request(scope: Scope) -> KeyRequest {
     KeyRequest {
+        mode: chargeonce_core::api_key::Mode::Live,
         scope,
         description: Some("test".into()),
         expires_at: None,

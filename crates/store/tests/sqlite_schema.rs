@@ -780,3 +780,60 @@ async fn the_endpoints_migration_keeps_every_events_delivery_state() {
         "the open event of the URL kept, the never-delivered one of the URL set again"
     );
 }
+
+/// Migration 0019 gives every shop its test mode's namespace (`{shop}.test`,
+/// mode `test`) and scopes an API key's idempotency key by mode.
+#[tokio::test]
+async fn the_test_mode_migration_gives_every_shop_its_namespace() {
+    let db = TestDb::sqlite();
+    let file = db.dir().join("chargeonce.db");
+    migrate_to(&file, 18).await;
+    {
+        let conn = Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "INSERT INTO shops (id, secret_sha256, created_at) VALUES ('old-shop', zeroblob(32), 0);
+             INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, created_at,
+                 idempotency_key, request_sha256)
+             VALUES ('old-shop', 'key_1', 'live', 'full', zeroblob(32), 0, 'make-1',
+                 zeroblob(32));",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let listed: Vec<ShopId> = chargeonce_core::store::Operator::shops(&store)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.shop_id)
+        .collect();
+    assert_eq!(listed, [ShopId::new("old-shop").unwrap()]);
+    drop(store);
+    let conn = Connection::open(&file).unwrap();
+    let mut shops = conn
+        .prepare("SELECT id, mode FROM shops ORDER BY id")
+        .unwrap();
+    let shops: Vec<(String, String)> = shops
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        shops,
+        [
+            ("old-shop".to_owned(), "live".to_owned()),
+            ("old-shop.test".to_owned(), "test".to_owned())
+        ]
+    );
+    let insert = |id: &str, hash: u8| {
+        conn.execute(
+            "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, created_at,
+                 idempotency_key, request_sha256)
+             VALUES ('old-shop', ?1, 'test', 'full', ?2, 0, 'make-1', zeroblob(32))",
+            params![id, vec![hash; 32]],
+        )
+    };
+    insert("key_2", 2).unwrap();
+    assert!(insert("key_3", 3).is_err(), "one per shop, mode and key");
+}

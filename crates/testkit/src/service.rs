@@ -10,8 +10,11 @@ use std::time::Duration;
 
 use chargeonce_acquirer::{LedgerEntry, Simulator, SimulatorConfig};
 use chargeonce_console::{Console, ConsoleSettings};
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::webhook::WebhookSecret;
-use chargeonce_core::{Acquirer, Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store};
+use chargeonce_core::{
+    Acquirer, Acquirers, Engine, EngineConfig, KeyTiming, ShopId, ShopSecret, Store,
+};
 use chargeonce_server::conn::ConnectionLimits;
 use chargeonce_server::{AppState, HttpRender, Metrics};
 use chargeonce_store::{PgStore, PoolConfig, SqliteStore, SqliteWriterStats};
@@ -216,10 +219,20 @@ impl ServiceBuilder {
                 .unwrap()
                 .with_idempotency(!self.acquirer_ignores_keys),
         );
+        // Test mode's simulator: a ledger of its own, always idempotent.
+        let test_sim = Arc::new(
+            Simulator::open(
+                &db.dir().join("test-ledger.db"),
+                SimulatorConfig { slow: self.slow },
+            )
+            .await
+            .unwrap(),
+        );
         let metrics = Arc::new(Metrics::new());
         let acquirer = (self.acquirer)(sim.clone());
+        let acquirers = Acquirers::new(acquirer, test_sim.clone());
         let engine = Arc::new(
-            Engine::new(store.clone(), acquirer, Arc::new(HttpRender), self.engine)
+            Engine::new(store.clone(), acquirers, Arc::new(HttpRender), self.engine)
                 .unwrap()
                 .with_observer(metrics.clone()),
         );
@@ -240,7 +253,9 @@ impl ServiceBuilder {
             app = app.merge(routes(state.clone()));
         }
         let extra = if self.sim_routes {
-            axum::Router::new().nest_service("/sim", chargeonce_acquirer::router(sim.clone()))
+            axum::Router::new()
+                .nest_service("/sim", chargeonce_acquirer::router(sim.clone()))
+                .nest_service("/sim-test", chargeonce_acquirer::router(test_sim.clone()))
         } else {
             axum::Router::new()
         };
@@ -278,6 +293,7 @@ impl ServiceBuilder {
             http: reqwest::Client::new(),
             store,
             sim,
+            test_sim,
             engine,
             metrics,
             state,
@@ -307,8 +323,10 @@ pub struct TestService {
     pub http: reqwest::Client,
     /// The store the engine and the routes use.
     pub store: Arc<dyn Store>,
-    /// The in-process acquirer simulator.
+    /// The in-process acquirer simulator (live mode's acquirer).
     pub sim: Arc<Simulator>,
+    /// Test mode's simulator, with a ledger of its own.
+    pub test_sim: Arc<Simulator>,
     /// The engine behind the routes.
     pub engine: Arc<Engine>,
     /// The metrics the engine and the server count in.
@@ -411,9 +429,11 @@ impl TestService {
         self.ledger().await.len()
     }
 
-    /// A reconciler over this service's store and simulator, counting in its metrics.
+    /// A reconciler of live mode over this service's store and simulator,
+    /// counting in its metrics.
     pub fn reconciler(&self) -> Reconciler {
         Reconciler {
+            mode: Mode::Live,
             store: self.store.clone(),
             acquirer: self.sim.clone(),
             ledger: self.sim.clone(),

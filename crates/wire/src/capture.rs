@@ -39,6 +39,7 @@ pub enum CaptureStatus {
     schema(example = json!({
         "id": "cap_01a22982a1c07d11b0f4c7e8e0d6a3b1",
         "object": "capture",
+        "livemode": true,
         "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
         "shop_id": "demo",
         "status": "succeeded",
@@ -58,6 +59,11 @@ pub struct Capture {
     pub id: String,
     /// Always `capture`.
     pub object: CaptureObject,
+    /// `true` for an object of live mode (real money), `false` for test
+    /// mode's (the simulator's). Absent only in answers stored before test
+    /// mode existed, which were all live.
+    #[serde(default = "crate::live")]
+    pub livemode: bool,
     /// The captured payment.
     #[cfg_attr(
         feature = "openapi",

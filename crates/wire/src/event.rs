@@ -160,6 +160,7 @@ pub struct EndpointDelivery {
         },
         "id": "evt_01a2297968c07d11b0f4c7e8e0d6a3b1",
         "object": "event",
+        "livemode": true,
         "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
         "refund_id": null,
         "type": "payment.succeeded"
@@ -185,6 +186,11 @@ pub struct Event {
     pub delivery: EventDelivery,
     /// Its id (`evt_...`): receivers deduplicate deliveries by it.
     pub id: String,
+    /// `true` for an object of live mode (real money), `false` for test
+    /// mode's (the simulator's). Absent only in answers stored before test
+    /// mode existed, which were all live.
+    #[serde(default = "crate::live")]
+    pub livemode: bool,
     /// Always `event`.
     pub object: EventObject,
     /// The payment it is about (for a refund: the refunded payment).
@@ -229,6 +235,7 @@ mod tests {
                 state: DeliveryState::Delivered,
             },
             id: "evt_1".into(),
+            livemode: true,
             object: EventObject::Event,
             payment_id: "pay_1".into(),
             refund_id: None,

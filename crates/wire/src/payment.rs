@@ -84,6 +84,7 @@ pub enum PaymentRefundStatus {
     schema(example = json!({
         "id": "pay_01a2297968b375bcb36eb8e661248216",
         "object": "payment",
+        "livemode": true,
         "shop_id": "demo",
         "status": "succeeded",
         "amount": {"value": "1500.00", "currency": "RUB"},
@@ -109,6 +110,11 @@ pub struct Payment {
     pub id: String,
     /// Always `payment`.
     pub object: PaymentObject,
+    /// `true` for an object of live mode (real money), `false` for test
+    /// mode's (the simulator's). Absent only in answers stored before test
+    /// mode existed, which were all live.
+    #[serde(default = "crate::live")]
+    pub livemode: bool,
     /// The owning shop.
     #[cfg_attr(feature = "openapi", schema(example = "demo"))]
     pub shop_id: String,

@@ -37,6 +37,7 @@ pub enum RefundStatus {
     schema(example = json!({
         "id": "re_01a22982a1c07d11b0f4c7e8e0d6a3b1",
         "object": "refund",
+        "livemode": true,
         "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
         "shop_id": "demo",
         "status": "succeeded",
@@ -55,6 +56,11 @@ pub struct Refund {
     pub id: String,
     /// Always `refund`.
     pub object: RefundObject,
+    /// `true` for an object of live mode (real money), `false` for test
+    /// mode's (the simulator's). Absent only in answers stored before test
+    /// mode existed, which were all live.
+    #[serde(default = "crate::live")]
+    pub livemode: bool,
     /// The refunded payment.
     #[cfg_attr(
         feature = "openapi",

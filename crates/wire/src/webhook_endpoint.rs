@@ -26,6 +26,11 @@ pub struct WebhookEndpoint {
     pub id: String,
     /// Always `webhook_endpoint`.
     pub object: WebhookEndpointObject,
+    /// `true` for an object of live mode (real money), `false` for test
+    /// mode's (the simulator's). Absent only in answers stored before test
+    /// mode existed, which were all live.
+    #[serde(default = "crate::live")]
+    pub livemode: bool,
     /// Where events are POSTed.
     #[cfg_attr(feature = "openapi", schema(example = "https://shop.example/webhooks"))]
     pub url: String,

@@ -34,6 +34,16 @@ pub struct UpstreamArgs {
         default_value = "chargeonce-sim.db"
     )]
     pub sim_ledger: PathBuf,
+    /// Test mode's simulator ledger (an SQLite file): every payment made
+    /// with a `test` key goes to this in-process simulator, whatever
+    /// acquirer live mode uses, and never to the live one. Server processes
+    /// given the same path share it.
+    #[arg(
+        long,
+        env = "CHARGEONCE_TEST_SIM_LEDGER",
+        default_value = "chargeonce-test-sim.db"
+    )]
+    pub test_sim_ledger: PathBuf,
     /// The longest a TCP connect to the acquirer may take (past it, nothing
     /// was sent: 503 acquirer_unavailable, safe to retry).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]

@@ -101,7 +101,7 @@ impl Engine {
             VoidSettlement::Failed { .. } => AcquirerOutcomeKind::Declined,
         };
         let call = (AcquirerCall::Void, request.acquirer_key.as_str());
-        self.timed_call(call, self.acquirer.void(request), kind)
+        self.timed_call(call, self.acquirer(&request.shop_id).void(request), kind)
             .await
     }
 

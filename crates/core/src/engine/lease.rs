@@ -17,7 +17,7 @@ use tracing::Instrument as _;
 use super::Engine;
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
-use crate::{AcquirerError, Chain, Lease, Store, StoreError};
+use crate::{AcquirerError, Chain, Lease, ShopId, Store, StoreError};
 
 /// The acquirer calls made under one lease, in order, for the store write
 /// that ends it to record in the payment's history.
@@ -58,7 +58,7 @@ impl Engine {
             AcquirerCall::Charge
             | AcquirerCall::Refund
             | AcquirerCall::Capture
-            | AcquirerCall::Void => self.send_hold(),
+            | AcquirerCall::Void => self.send_hold(&lease.shop_id),
         };
         if hold > self.config.timing.lease {
             self.extend_before_send(lease, hold).await?;
@@ -150,8 +150,8 @@ impl Engine {
     /// How long a lease must last around a send: an acquirer that ignores
     /// keys must not see the operation again within the settle window, even
     /// when this process dies during the call.
-    fn send_hold(&self) -> Duration {
-        if self.acquirer.is_idempotent() {
+    fn send_hold(&self, shop: &ShopId) -> Duration {
+        if self.acquirer(shop).is_idempotent() {
             self.config.timing.lease
         } else {
             self.config.settle_window.max(self.config.timing.lease)
@@ -215,7 +215,7 @@ impl Engine {
         lease: &Lease,
         attempts: &[AcquirerAttempt],
     ) -> Duration {
-        if self.acquirer.is_idempotent() {
+        if self.acquirer(&lease.shop_id).is_idempotent() {
             self.release(lease, attempts).await;
             return self.config.retry_after;
         }

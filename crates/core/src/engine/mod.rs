@@ -33,7 +33,7 @@
 use std::sync::Arc;
 
 use crate::observe::{NoObserver, Observer};
-use crate::{Acquirer, Store};
+use crate::{Acquirer, Acquirers, ShopId, Store};
 
 mod cancel;
 mod capture;
@@ -65,7 +65,7 @@ pub use tally::RepeatTallies;
 /// than one left for a take-over.
 pub struct Engine {
     store: Arc<dyn Store>,
-    acquirer: Arc<dyn Acquirer>,
+    acquirers: Acquirers,
     render: Arc<dyn Render>,
     config: EngineConfig,
     observer: Arc<dyn Observer>,
@@ -84,16 +84,19 @@ enum Holder {
 
 impl Engine {
     /// Wires an engine, refusing settings that cannot work together.
+    /// `acquirers`: the live acquirer and test mode's simulator (an
+    /// `Arc<dyn Acquirer>` alone is live only: test mode's charges are
+    /// refused, see [`Acquirers::live_only`]).
     pub fn new(
         store: Arc<dyn Store>,
-        acquirer: Arc<dyn Acquirer>,
+        acquirers: impl Into<Acquirers>,
         render: Arc<dyn Render>,
         config: EngineConfig,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
             store,
-            acquirer,
+            acquirers: acquirers.into(),
             render,
             config,
             observer: Arc::new(NoObserver),
@@ -113,9 +116,15 @@ impl Engine {
         &self.observer
     }
 
-    /// The acquirer.
-    pub fn acquirer(&self) -> &Arc<dyn Acquirer> {
-        &self.acquirer
+    /// The acquirers of the two modes.
+    pub fn acquirers(&self) -> &Acquirers {
+        &self.acquirers
+    }
+
+    /// The acquirer of the mode `shop` names: a test mode's payments go to
+    /// the test acquirer, never to the live one.
+    fn acquirer(&self, shop: &ShopId) -> &dyn Acquirer {
+        self.acquirers.of_shop(shop).as_ref()
     }
 
     /// The store, for reads.

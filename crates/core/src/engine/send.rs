@@ -121,7 +121,7 @@ impl Engine {
         holder: Holder,
         history: Option<&[HistoryEntry]>,
     ) -> Result<Outcome, EngineError> {
-        let resend = holder == Holder::Resumer && !self.acquirer.is_idempotent();
+        let resend = holder == Holder::Resumer && !self.acquirer(op.payment().0).is_idempotent();
         let awaiting = match holder {
             Holder::Resumer => self.refusal_awaits(&op, history).await?,
             Holder::Claimant => None,
@@ -306,7 +306,7 @@ impl Engine {
         resend: bool,
     ) -> Result<O::Answer, AcquirerError> {
         let send = async {
-            let answer = op.send(self.acquirer.as_ref()).await?;
+            let answer = op.send(self.acquirer(op.payment().0)).await?;
             match O::refused_on_resend(&answer) {
                 Some(code) if resend => Err(AcquirerError::Rejected(code.to_owned())),
                 _ => Ok(answer),
@@ -323,7 +323,7 @@ impl Engine {
         lease: &Lease,
         trail: &Trail,
     ) -> Result<Option<O::Answer>, AcquirerError> {
-        let look_up = op.look_up(self.acquirer.as_ref());
+        let look_up = op.look_up(self.acquirer(op.payment().0));
         let kind = |found: &Option<O::Answer>| {
             found
                 .as_ref()

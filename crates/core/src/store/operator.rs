@@ -117,12 +117,14 @@ pub trait Operator: Send + Sync + 'static {
     /// Replaces the operator's secret hash (given by flag).
     async fn set_operator_secret(&self, hash: &SecretHash) -> Result<(), StoreError>;
 
-    /// One page of every shop's payments (of one shop when `shop_id` is
-    /// given) that match `filter`, newest first by `(created_at, id)`, as
-    /// [`Payments::list_payments`](super::Payments::list_payments) pages.
+    /// One page of every shop's payments of `mode` (of one shop in `mode`
+    /// when `shop_id` is given) that match `filter`, newest first by
+    /// `(created_at, id)`, as [`Payments::list_payments`](super::Payments::list_payments)
+    /// pages: the console shows one mode at a time.
     async fn all_payments(
         &self,
         shop_id: Option<&ShopId>,
+        mode: crate::api_key::Mode,
         filter: &PaymentFilter,
         page: &PageRequest<PaymentId>,
     ) -> Result<Page<Payment>, StoreError>;
@@ -138,7 +140,8 @@ pub trait Operator: Send + Sync + 'static {
     /// The shop a merchant event belongs to.
     async fn event_shop(&self, id: &EventId) -> Result<Option<ShopId>, StoreError>;
 
-    /// Every shop, oldest first.
+    /// Every shop by its own id (its test mode, `{id}.test`, is not listed),
+    /// oldest first.
     async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError>;
 
     /// The overview's counts.

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::StoreError;
+use crate::api_key::Mode;
 use crate::webhook::EventKind;
 use crate::{AcquirerKey, Payment, PaymentId, Settlement, ShopId};
 
@@ -56,9 +57,22 @@ pub enum EventRecorded {
 #[async_trait]
 pub trait Reconciliation: Send + Sync + 'static {
     /// Up to `limit` pending payments of any shop created at least
-    /// `older_than` ago, oldest first: what the reconciler asks the acquirer about.
+    /// `older_than` ago, oldest first.
     async fn pending_payments(
         &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<Payment>, StoreError> {
+        self.pending_payments_of(None, older_than, limit).await
+    }
+
+    /// Up to `limit` pending payments of the shops' `mode` (every mode with
+    /// `None`) created at least `older_than` ago, oldest first: what the
+    /// reconciler of a mode asks its acquirer about (one mode's backlog
+    /// never fills the other's batch).
+    async fn pending_payments_of(
+        &self,
+        mode: Option<Mode>,
         older_than: Duration,
         limit: u32,
     ) -> Result<Vec<Payment>, StoreError>;

@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
 use std::time::Instant;
 
-use chargeonce_core::api_key::{ApiKey, KeyCredential, position};
+use chargeonce_core::api_key::{ApiKey, KeyCredential, Mode, position};
 use chargeonce_core::{SecretHash, ShopId, ShopSecret};
 
 use super::scope;
@@ -25,7 +25,10 @@ use crate::problem::{Problem, ProblemCode};
 use crate::respond::store_problem;
 
 /// The shop whose credentials the request carried, checked against the stored
-/// hash in constant time.
+/// hash in constant time, **in the mode of the key**: a `test` key's requests
+/// see and make only the shop's test-mode objects (`ShopId::in_mode`), its
+/// `live` keys only live ones. The shop itself (which owns the keys) is
+/// [`ShopId::shop`].
 #[derive(Debug, Clone)]
 pub struct AuthenticatedShop(pub ShopId);
 
@@ -57,17 +60,29 @@ fn credentials(parts: &Parts) -> Result<(ShopId, ShopSecret), Problem> {
     let (user, secret) = decoded
         .split_once(':')
         .ok_or_else(|| unauthorized("malformed Basic credentials"))?;
-    let shop = ShopId::new(user).map_err(|_| unauthorized("unknown shop or wrong secret key"))?;
+    // The user is the shop's own id; the mode comes from the key.
+    let shop = ShopId::new(user)
+        .ok()
+        .filter(ShopId::is_live)
+        .ok_or_else(|| unauthorized("unknown shop or wrong secret key"))?;
     Ok((shop, ShopSecret::from_string(secret)))
 }
 
-/// An authenticated shop's request, within the shop's rate limit (checked
-/// only after the credentials: nobody can spend another shop's allowance).
-fn admit(state: &AppState, shop: ShopId) -> Result<AuthenticatedShop, Problem> {
+/// An authenticated shop's request in the mode of its key, within the
+/// shop's rate limit (checked only after the credentials: nobody can spend
+/// another shop's allowance; one allowance for both modes, so test traffic
+/// cannot double a shop's share of the service).
+fn admit(state: &AppState, shop: ShopId, mode: Mode) -> Result<AuthenticatedShop, Problem> {
+    let checked = state.rate_limiter.check(&shop);
+    // Live mode is the shop's own id: no new string on the common path.
+    let in_mode = match mode {
+        Mode::Live => shop,
+        Mode::Test => shop.in_mode(Mode::Test),
+    };
     // The request's span (its log lines, its trace) names the shop from here.
-    tracing::Span::current().record("shop_id", shop.as_str());
-    match state.rate_limiter.check(&shop) {
-        Ok(()) => Ok(AuthenticatedShop(shop)),
+    tracing::Span::current().record("shop_id", in_mode.as_str());
+    match checked {
+        Ok(()) => Ok(AuthenticatedShop(in_mode)),
         Err(wait) => {
             state.metrics.refused("rate_limited");
             Err(crate::limits::rate_limited(wait))
@@ -170,7 +185,7 @@ impl FromRequestParts<AppState> for AuthenticatedShop {
             ));
         }
         record_use(state, key);
-        admit(state, shop)
+        admit(state, shop, key.mode)
     }
 }
 

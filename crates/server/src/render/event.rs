@@ -62,6 +62,7 @@ pub fn event_view(event: &Event) -> wire::Event {
         deliveries: event.deliveries.iter().map(delivery_view).collect(),
         delivery: summary_view(&event.delivery()),
         id: event.id.as_str().to_owned(),
+        livemode: event.shop_id.is_live(),
         object: wire::EventObject::Event,
         payment_id: event.payment_id.as_str().to_owned(),
         refund_id: event.refund_id.as_ref().map(|id| id.as_str().to_owned()),

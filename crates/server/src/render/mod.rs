@@ -57,7 +57,10 @@ pub fn payment(payment: &Payment) -> wire::Payment {
     wire::Payment {
         id: payment.id.as_str().to_owned(),
         object: wire::PaymentObject::Payment,
-        shop_id: payment.shop_id.as_str().to_owned(),
+        livemode: payment.shop_id.is_live(),
+        // The shop's own id in either mode (`{shop}.test` is how test
+        // mode is stored, not a name the shop knows).
+        shop_id: payment.shop_id.shop().as_str().to_owned(),
         status: shown_status(payment),
         amount: amount(payment.amount),
         reference: payment.reference.as_str().to_owned(),
@@ -123,8 +126,9 @@ pub fn capture(capture: &Capture) -> wire::Capture {
     wire::Capture {
         id: capture.id.as_str().to_owned(),
         object: wire::CaptureObject::Capture,
+        livemode: capture.shop_id.is_live(),
         payment_id: capture.payment_id.as_str().to_owned(),
-        shop_id: capture.shop_id.as_str().to_owned(),
+        shop_id: capture.shop_id.shop().as_str().to_owned(),
         status: match capture.status {
             CaptureStatus::Pending => wire::CaptureStatus::Pending,
             CaptureStatus::Succeeded => wire::CaptureStatus::Succeeded,
@@ -179,8 +183,9 @@ pub fn refund(refund: &Refund) -> wire::Refund {
     wire::Refund {
         id: refund.id.as_str().to_owned(),
         object: wire::RefundObject::Refund,
+        livemode: refund.shop_id.is_live(),
         payment_id: refund.payment_id.as_str().to_owned(),
-        shop_id: refund.shop_id.as_str().to_owned(),
+        shop_id: refund.shop_id.shop().as_str().to_owned(),
         status: match refund.status {
             RefundStatus::Pending => wire::RefundStatus::Pending,
             RefundStatus::Succeeded => wire::RefundStatus::Succeeded,

@@ -11,6 +11,7 @@ pub fn endpoint_view(endpoint: &Endpoint, secret: Option<&str>) -> wire::Webhook
     wire::WebhookEndpoint {
         id: endpoint.id.to_string(),
         object: wire::WebhookEndpointObject::WebhookEndpoint,
+        livemode: endpoint.shop_id.is_live(),
         url: endpoint.url.clone(),
         enabled_events: endpoint
             .filter

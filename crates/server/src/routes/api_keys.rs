@@ -18,7 +18,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::LOCATION;
 use axum::response::{IntoResponse, Response};
-use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal};
+use chargeonce_core::ShopId;
+use chargeonce_core::api_key::{ApiKey, ApiKeyId, KeyRefusal, Mode};
 use chargeonce_core::keyring::{self, KeyRequest, MAX_DESCRIPTION, Made};
 use chargeonce_wire as wire;
 use serde::Deserialize;
@@ -77,8 +78,9 @@ fn made_response(made: Made) -> Response {
     secret_headers(response, replayed)
 }
 
-/// The checks of a new key's description and expiry.
-fn key_request(body: wire::CreateApiKey) -> Result<KeyRequest, Problem> {
+/// The checks of a new key's description and expiry; it is of `mode`, the
+/// mode of the key that asks (a key never makes one of the other mode).
+fn key_request(body: wire::CreateApiKey, mode: Mode) -> Result<KeyRequest, Problem> {
     if let Some(description) = &body.description
         && (description.chars().count() > MAX_DESCRIPTION
             || description.chars().any(char::is_control))
@@ -97,6 +99,7 @@ fn key_request(body: wire::CreateApiKey) -> Result<KeyRequest, Problem> {
     // Whether it is in the future is the store's to say, by its clock and
     // after it looked for a repeat (whose expiry may have passed since).
     Ok(KeyRequest {
+        mode,
         scope: scope_of(body.scope),
         description: body.description,
         expires_at,
@@ -110,7 +113,8 @@ fn key_request(body: wire::CreateApiKey) -> Result<KeyRequest, Problem> {
     operation_id = "createApiKey",
     tag = "api-keys",
     summary = "Make an API key (once per Idempotency-Key)",
-    description = "Makes a live key with the scope asked (a `full` key may make any scope). The answer carries \
+    description = "Makes a key with the scope asked (a `full` key may make any scope), in the mode of the key \
+        that asks (a test key makes test keys, a live key live ones). The answer carries \
         the secret, once: it is stored hashed. A repeat with the same Idempotency-Key answers the same key \
         without its secret (`Idempotent-Replayed: true`) and makes nothing. At most 32 active keys a shop.",
     security(("shop_basic" = [])),
@@ -141,16 +145,17 @@ pub async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let request = wire::CreateApiKey::deserialize(&body).map_err(|e| invalid(e.to_string()))?;
-    let request = key_request(request)?;
+    let request = key_request(request, shop_id.mode())?;
     let making = making(&key, "/v1/api-keys", &body)?;
-    let made = keyring::make_once(state.store.as_ref(), &shop_id, request, Some(making))
+    let shop = shop_id.shop();
+    let made = keyring::make_once(state.store.as_ref(), &shop, request, Some(making))
         .await
         .map_err(store_problem)?
         .map_err(refusal_problem)?;
     // The new key works on this instance at once (on others, at their next
     // read of the shop's keys: a secret that matches no cached key has them
     // read again).
-    state.auth_cache.forget(&shop_id);
+    state.auth_cache.forget(&shop);
     Ok(made_response(made))
 }
 
@@ -161,7 +166,8 @@ pub async fn create(
     operation_id = "listApiKeys",
     tag = "api-keys",
     summary = "The shop's API keys, newest first (never their secrets)",
-    description = "Every key of the shop, revoked and expired ones too, newest first, in one page (`has_more` is false).",
+    description = "Every key of the shop in the asking key's mode (test keys for a test key, live keys for a live \
+        one), revoked and expired ones too, newest first, in one page (`has_more` is false).",
     security(("shop_basic" = [])),
     responses(
         (status = 200, description = "The keys.", body = wire::List<wire::ApiKey>),
@@ -203,9 +209,8 @@ pub async fn get(
     PathId(id): PathId,
 ) -> Result<Response, Problem> {
     let id = ApiKeyId::parse(&id).map_err(|_| not_found())?;
-    let keys = shop_keys(&state, &shop_id).await?;
-    let key = keys.iter().find(|key| key.id == id).ok_or_else(not_found)?;
-    Ok(Json(api_key_view(key, OffsetDateTime::now_utc(), None)).into_response())
+    let key = mode_key(&state, &shop_id, &id).await?;
+    Ok(Json(api_key_view(&key, OffsetDateTime::now_utc(), None)).into_response())
 }
 
 /// Rolls a key of the shop, or answers the successor a repeat's first request made.
@@ -261,12 +266,14 @@ pub async fn roll(
         ));
     }
     let making = making(&key, &format!("/v1/api-keys/{id}/roll"), &body)?;
-    let made = keyring::roll_once(state.store.as_ref(), &shop_id, &id, overlap, Some(making))
+    mode_key(&state, &shop_id, &id).await?;
+    let shop = shop_id.shop();
+    let made = keyring::roll_once(state.store.as_ref(), &shop, &id, overlap, Some(making))
         .await
         .map_err(store_problem)?
         .map_err(refusal_problem)?;
     // The old key's new expiry holds on this instance at once.
-    state.auth_cache.forget(&shop_id);
+    state.auth_cache.forget(&shop);
     Ok(made_response(made))
 }
 
@@ -307,23 +314,35 @@ pub async fn revoke(
 ) -> Result<Response, Problem> {
     let id = ApiKeyId::parse(&id).map_err(|_| not_found())?;
     wire::RevokeApiKey::deserialize(&body).map_err(|e| invalid(e.to_string()))?;
+    mode_key(&state, &shop_id, &id).await?;
+    let shop = shop_id.shop();
     let key = state
         .store
-        .revoke_api_key(&shop_id, &id)
+        .revoke_api_key(&shop, &id)
         .await
         .map_err(store_problem)?
         .map_err(refusal_problem)?;
-    state.auth_cache.forget(&shop_id);
+    state.auth_cache.forget(&shop);
     Ok(Json(api_key_view(&key, OffsetDateTime::now_utc(), None)).into_response())
 }
 
-/// The shop's keys, oldest first.
-async fn shop_keys(
-    state: &AppState,
-    shop_id: &chargeonce_core::ShopId,
-) -> Result<Vec<ApiKey>, Problem> {
-    keyring::list(state.store.as_ref(), shop_id)
+/// The shop's keys of the mode `shop_id` names (the asking key's: a test
+/// key sees and manages test keys only, a live key live ones), oldest first.
+async fn shop_keys(state: &AppState, shop_id: &ShopId) -> Result<Vec<ApiKey>, Problem> {
+    let mut keys = keyring::list(state.store.as_ref(), &shop_id.shop())
         .await
         .map_err(store_problem)?
+        .ok_or_else(not_found)?;
+    keys.retain(|key| key.mode == shop_id.mode());
+    Ok(keys)
+}
+
+/// Key `id` of the shop in the asking key's mode; a key of the other mode
+/// is not found (its id says nothing to this mode).
+async fn mode_key(state: &AppState, shop_id: &ShopId, id: &ApiKeyId) -> Result<ApiKey, Problem> {
+    shop_keys(state, shop_id)
+        .await?
+        .into_iter()
+        .find(|key| key.id == *id)
         .ok_or_else(not_found)
 }

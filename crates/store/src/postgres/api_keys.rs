@@ -185,10 +185,12 @@ async fn earlier_request(
         return Ok(None);
     };
     let fingerprint: Option<Vec<u8>> = sqlx::query_scalar(
-        "SELECT request_sha256 FROM api_keys WHERE shop_id = $1 AND idempotency_key = $2",
+        "SELECT request_sha256 FROM api_keys \
+         WHERE shop_id = $1 AND mode = $3 AND idempotency_key = $2",
     )
     .bind(key.shop_id.as_str())
     .bind(&request.idempotency_key)
+    .bind(key.mode.as_str())
     .fetch_optional(&mut **tx)
     .await
     .map_err(store_error)?;
@@ -201,10 +203,11 @@ async fn earlier_request(
     let row: ApiKeyRow = sqlx::query_as(concat!(
         "SELECT ",
         api_key_columns!(),
-        " FROM api_keys WHERE shop_id = $1 AND idempotency_key = $2"
+        " FROM api_keys WHERE shop_id = $1 AND mode = $3 AND idempotency_key = $2"
     ))
     .bind(key.shop_id.as_str())
     .bind(&request.idempotency_key)
+    .bind(key.mode.as_str())
     .fetch_one(&mut **tx)
     .await
     .map_err(store_error)?;

@@ -2,6 +2,7 @@
 //! credential.
 
 use async_trait::async_trait;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::events::{Event, EventId};
 use chargeonce_core::store::{Operator, Payments, ShopSummary, StoreCounts, StorePressure};
 use chargeonce_core::{
@@ -27,7 +28,7 @@ use crate::rows::{EventRow, PaymentRow};
 
 /// The newest page of every shop's payments that match the filter: `$1`
 /// status, `$2` reference, `$3` and `$4` the created range (each ignored
-/// when null), `$5` the limit.
+/// when null), `$5` the limit, `$6` whether test mode's (else live mode's).
 const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
@@ -37,11 +38,13 @@ const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
        AND ($2::text IS NULL OR reference = $2) \
        AND ($3::timestamptz IS NULL OR created_at >= $3) \
        AND ($4::timestamptz IS NULL OR created_at < $4) \
+       AND (shop_id LIKE '%.test') = $6::bool \
      ORDER BY created_at DESC, id DESC LIMIT $5"
 );
 
 /// The page after a cursor of every shop's payments: `$1` to `$5` as in
-/// [`ANY_SHOP_PAYMENTS_NEWEST`], `$6`, `$7` the cursor's `created_at` and id.
+/// [`ANY_SHOP_PAYMENTS_NEWEST`], `$6`, `$7` the cursor's `created_at` and id,
+/// `$8` whether test mode's.
 const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
@@ -52,11 +55,12 @@ const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
        AND ($3::timestamptz IS NULL OR created_at >= $3) \
        AND ($4::timestamptz IS NULL OR created_at < $4) \
        AND created_at <= $6 AND (created_at, id) < ($6, $7) \
+       AND (shop_id LIKE '%.test') = $8::bool \
      ORDER BY created_at DESC, id DESC LIMIT $5"
 );
 
 /// The page before a cursor of every shop's payments, read oldest first:
-/// `$1` to `$7` as in [`ANY_SHOP_PAYMENTS_AFTER`].
+/// `$1` to `$8` as in [`ANY_SHOP_PAYMENTS_AFTER`].
 const ANY_SHOP_PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
@@ -67,6 +71,7 @@ const ANY_SHOP_PAYMENTS_BEFORE: &str = concat!(
        AND ($3::timestamptz IS NULL OR created_at >= $3) \
        AND ($4::timestamptz IS NULL OR created_at < $4) \
        AND created_at >= $6 AND (created_at, id) > ($6, $7) \
+       AND (shop_id LIKE '%.test') = $8::bool \
      ORDER BY created_at, id LIMIT $5"
 );
 
@@ -132,12 +137,16 @@ impl Operator for PgStore {
     async fn all_payments(
         &self,
         shop_id: Option<&ShopId>,
+        mode: Mode,
         filter: &PaymentFilter,
         page: &PageRequest<PaymentId>,
     ) -> Result<Page<Payment>, StoreError> {
         if let Some(shop_id) = shop_id {
-            return self.list_payments(shop_id, filter, page).await;
+            return self
+                .list_payments(&shop_id.in_mode(mode), filter, page)
+                .await;
         }
+        let test_mode = mode == Mode::Test;
         let (sql, at) = match &page.cursor {
             Cursor::Newest => (ANY_SHOP_PAYMENTS_NEWEST, None),
             Cursor::After(id) => (ANY_SHOP_PAYMENTS_AFTER, Some(cursor(self, id).await?)),
@@ -152,7 +161,7 @@ impl Operator for PgStore {
         if let Some((created_at, id)) = at {
             query = query.bind(created_at).bind(id);
         }
-        let rows: Vec<Payment> = super::all(self, query).await?;
+        let rows: Vec<Payment> = super::all(self, query.bind(test_mode)).await?;
         Ok(Page::from_probe(rows, page))
     }
 
@@ -206,14 +215,15 @@ impl Operator for PgStore {
             .map_err(StoreError::corrupt_by)
     }
 
-    /// Every shop, oldest first, without its secrets.
+    /// Every shop (by its own id; its test mode is `{id}.test`), oldest
+    /// first, without its secrets.
     async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError> {
         super::all(
             self,
             sqlx::query_as::<_, ShopSummaryRow>(concat!(
                 "SELECT ",
                 shop_summary_columns!(),
-                " FROM shops ORDER BY created_at, id"
+                " FROM shops WHERE mode = 'live' ORDER BY created_at, id"
             )),
         )
         .await

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::store::Reconciliation;
 use chargeonce_core::{
     AcquirerKey, EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement,
@@ -23,8 +24,9 @@ impl Reconciliation for PgStore {
     /// first `limit` of the pending queue (`pending_payments`, in its key's
     /// order), read from their rows.
     #[tracing::instrument(level = "debug", name = "store.pending_payments", skip_all, fields(db.system = "postgresql"))]
-    async fn pending_payments(
+    async fn pending_payments_of(
         &self,
+        mode: Option<Mode>,
         older_than: Duration,
         limit: u32,
     ) -> Result<Vec<Payment>, StoreError> {
@@ -36,12 +38,14 @@ impl Reconciliation for PgStore {
                 " FROM payments WHERE id IN ( \
                      SELECT payment_id FROM pending_payments \
                      WHERE created_at <= now() - $1::float8 * interval '1 millisecond' \
+                       AND ($3::text IS NULL OR (shop_id LIKE '%.test') = ($3::text = 'test')) \
                      ORDER BY created_at, payment_id LIMIT $2) \
                    AND status = 'pending' \
                  ORDER BY created_at, id"
             ))
             .bind(millis(older_than) as f64)
-            .bind(i64::from(limit)),
+            .bind(i64::from(limit))
+            .bind(mode.map(Mode::as_str)),
         )
         .await
     }

@@ -1,7 +1,7 @@
 //! Shops: registering one, its secret, and the operator's webhook endpoint.
 
 use async_trait::async_trait;
-use chargeonce_core::api_key::ApiKeyId;
+use chargeonce_core::api_key::{ApiKeyId, Mode};
 use chargeonce_core::endpoint::NewEndpoint;
 use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::store::Shops;
@@ -16,21 +16,24 @@ use super::{PgStore, endpoints, store_error};
 #[async_trait]
 impl Shops for PgStore {
     /// Registers a shop with the hash of its secret, which becomes its
-    /// first API key (live, full).
+    /// first API key (live, full), and its test mode's namespace.
     #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "postgresql"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
+        let shop_id = shop_id.in_mode(Mode::Live);
         let done = sqlx::query(
             "WITH s AS ( \
-                 INSERT INTO shops (id, secret_sha256) VALUES ($1, $2) \
-                 ON CONFLICT (id) DO NOTHING RETURNING id, secret_sha256, created_at) \
+                 INSERT INTO shops (id, secret_sha256, mode) \
+                 VALUES ($1, $2, 'live'), ($4, $2, 'test') \
+                 ON CONFLICT (id) DO NOTHING RETURNING id, secret_sha256, created_at, mode) \
              INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, description, \
                  created_at) \
              SELECT id, $3, 'live', 'full', secret_sha256, 'the shop''s first secret', created_at \
-             FROM s",
+             FROM s WHERE mode = 'live'",
         )
         .bind(shop_id.as_str())
         .bind(secret.as_bytes().as_slice())
         .bind(ApiKeyId::generate().as_str())
+        .bind(shop_id.in_mode(Mode::Test).as_str())
         .execute(&mut *self.conn().await?)
         .await
         .map_err(store_error)?;

@@ -210,10 +210,15 @@ fn earlier_request(
     };
     let fingerprint: Option<Vec<u8>> = conn
         .prepare_cached(
-            "SELECT request_sha256 FROM api_keys WHERE shop_id = ?1 AND idempotency_key = ?2",
+            "SELECT request_sha256 FROM api_keys \
+             WHERE shop_id = ?1 AND mode = ?3 AND idempotency_key = ?2",
         )?
         .query_row(
-            params![key.shop_id.as_str(), request.idempotency_key],
+            params![
+                key.shop_id.as_str(),
+                request.idempotency_key,
+                key.mode.as_str()
+            ],
             |row| row.get(0),
         )
         .optional()?;
@@ -228,9 +233,13 @@ fn earlier_request(
         concat!(
             "SELECT ",
             api_key_columns!(),
-            " FROM api_keys WHERE shop_id = ?1 AND idempotency_key = ?2"
+            " FROM api_keys WHERE shop_id = ?1 AND mode = ?3 AND idempotency_key = ?2"
         ),
-        params![key.shop_id.as_str(), request.idempotency_key],
+        params![
+            key.shop_id.as_str(),
+            request.idempotency_key,
+            key.mode.as_str()
+        ],
     )?;
     let key = found
         .map(|credential| credential.key)

@@ -2,6 +2,7 @@
 //! credential.
 
 use async_trait::async_trait;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::events::{Event, EventId};
 use chargeonce_core::store::{
     Operator, Payments, ShopSummary, StoreCounts, StorePressure, WriteQueue,
@@ -29,7 +30,7 @@ use crate::rows::{EventRow, PaymentRow};
 
 /// The newest page of every shop's payments that match the filter: `?1`
 /// status, `?2` reference, `?3` and `?4` the created range (each ignored
-/// when null), `?5` the limit.
+/// when null), `?5` the limit, `?6` whether test mode's (else live mode's).
 const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
     "SELECT ",
     payment_columns!(),
@@ -39,11 +40,13 @@ const ANY_SHOP_PAYMENTS_NEWEST: &str = concat!(
        AND (?2 IS NULL OR reference = ?2) \
        AND (?3 IS NULL OR created_at >= ?3) \
        AND (?4 IS NULL OR created_at < ?4) \
+       AND (shop_id LIKE '%.test') = ?6 \
      ORDER BY created_at DESC, id DESC LIMIT ?5"
 );
 
 /// The page after a cursor of every shop's payments: `?1` to `?5` as in
-/// [`ANY_SHOP_PAYMENTS_NEWEST`], `?6`, `?7` the cursor's `created_at` and id.
+/// [`ANY_SHOP_PAYMENTS_NEWEST`], `?6`, `?7` the cursor's `created_at` and id,
+/// `?8` whether test mode's.
 const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
     "SELECT ",
     payment_columns!(),
@@ -54,11 +57,12 @@ const ANY_SHOP_PAYMENTS_AFTER: &str = concat!(
        AND (?3 IS NULL OR created_at >= ?3) \
        AND (?4 IS NULL OR created_at < ?4) \
        AND created_at <= ?6 AND (created_at, id) < (?6, ?7) \
+       AND (shop_id LIKE '%.test') = ?8 \
      ORDER BY created_at DESC, id DESC LIMIT ?5"
 );
 
 /// The page before a cursor of every shop's payments, read oldest first:
-/// `?1` to `?7` as in [`ANY_SHOP_PAYMENTS_AFTER`].
+/// `?1` to `?8` as in [`ANY_SHOP_PAYMENTS_AFTER`].
 const ANY_SHOP_PAYMENTS_BEFORE: &str = concat!(
     "SELECT ",
     payment_columns!(),
@@ -69,6 +73,7 @@ const ANY_SHOP_PAYMENTS_BEFORE: &str = concat!(
        AND (?3 IS NULL OR created_at >= ?3) \
        AND (?4 IS NULL OR created_at < ?4) \
        AND created_at >= ?6 AND (created_at, id) > (?6, ?7) \
+       AND (shop_id LIKE '%.test') = ?8 \
      ORDER BY created_at, id LIMIT ?5"
 );
 
@@ -178,12 +183,16 @@ impl Operator for SqliteStore {
     async fn all_payments(
         &self,
         shop_id: Option<&ShopId>,
+        mode: Mode,
         filter: &PaymentFilter,
         page: &PageRequest<PaymentId>,
     ) -> Result<Page<Payment>, StoreError> {
         if let Some(shop_id) = shop_id {
-            return self.list_payments(shop_id, filter, page).await;
+            return self
+                .list_payments(&shop_id.in_mode(mode), filter, page)
+                .await;
         }
+        let test_mode = mode == Mode::Test;
         let (filter, page) = (filter.clone(), page.clone());
         self.read(move |conn| {
             let (sql, cursor) = match &page.cursor {
@@ -204,6 +213,7 @@ impl Operator for SqliteStore {
             if let Some((at, id)) = &cursor {
                 values.extend([at as &dyn ToSql, id]);
             }
+            values.push(&test_mode);
             let rows: Vec<Payment> = all::<PaymentRow, _>(conn, sql, params_from_iter(values))?;
             Ok(Page::from_probe(rows, &page))
         })
@@ -257,7 +267,8 @@ impl Operator for SqliteStore {
         .await
     }
 
-    /// Every shop, oldest first, without its secrets.
+    /// Every shop (by its own id; its test mode is `{id}.test`), oldest
+    /// first, without its secrets.
     async fn shops(&self) -> Result<Vec<ShopSummary>, StoreError> {
         self.read(|conn| {
             all::<ShopSummaryRow, _>(
@@ -265,7 +276,7 @@ impl Operator for SqliteStore {
                 concat!(
                     "SELECT ",
                     shop_summary_columns!(),
-                    " FROM shops ORDER BY created_at, id"
+                    " FROM shops WHERE mode = 'live' ORDER BY created_at, id"
                 ),
                 [],
             )

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::store::Reconciliation;
 use chargeonce_core::{
     AcquirerKey, EventRecorded, InboundEvent, Payment, PaymentId, SettleOutcome, Settlement,
@@ -22,8 +23,9 @@ use crate::rows::PaymentRow;
 impl Reconciliation for SqliteStore {
     /// Pending payments created at least `older_than` ago, oldest first.
     #[tracing::instrument(level = "debug", name = "store.pending_payments", skip_all, fields(db.system = "sqlite"))]
-    async fn pending_payments(
+    async fn pending_payments_of(
         &self,
+        mode: Option<Mode>,
         older_than: Duration,
         limit: u32,
     ) -> Result<Vec<Payment>, StoreError> {
@@ -35,9 +37,10 @@ impl Reconciliation for SqliteStore {
                     payment_columns!(),
                     " FROM payments WHERE status = 'pending' AND created_at <= ",
                     now_ms!(),
-                    " - ?1 ORDER BY created_at LIMIT ?2"
+                    " - ?1 AND (?3 IS NULL OR (shop_id LIKE '%.test') = (?3 = 'test')) \
+                     ORDER BY created_at LIMIT ?2"
                 ),
-                params![millis(older_than), i64::from(limit)],
+                params![millis(older_than), i64::from(limit), mode.map(Mode::as_str)],
             )
         })
         .await

@@ -1,7 +1,7 @@
 //! Shops: registering one, its secret, and the operator's webhook endpoint.
 
 use async_trait::async_trait;
-use chargeonce_core::api_key::ApiKeyId;
+use chargeonce_core::api_key::{ApiKeyId, Mode};
 use chargeonce_core::endpoint::NewEndpoint;
 use chargeonce_core::events::WebhookEndpoint;
 use chargeonce_core::store::Shops;
@@ -21,21 +21,29 @@ use super::{Fail, SqliteStore, endpoints, now_ms};
 #[async_trait]
 impl Shops for SqliteStore {
     /// Registers a shop with the hash of its secret, which becomes its
-    /// first API key (live, full).
+    /// first API key (live, full), and its test mode's namespace.
     #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "sqlite"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
-        let (shop_id, secret) = (shop_id.clone(), secret.clone());
+        let (shop_id, secret) = (shop_id.in_mode(Mode::Live), secret.clone());
         self.write(move |conn| {
-            let added = conn
-                .prepare_cached(concat!(
-                    "INSERT INTO shops (id, secret_sha256, created_at) VALUES (?1, ?2, ",
-                    now_ms!(),
-                    ") ON CONFLICT (id) DO NOTHING"
-                ))?
-                .execute(params![shop_id.as_str(), secret.as_bytes().as_slice()])?;
+            let mut insert = conn.prepare_cached(concat!(
+                "INSERT INTO shops (id, secret_sha256, created_at, mode) VALUES (?1, ?2, ",
+                now_ms!(),
+                ", ?3) ON CONFLICT (id) DO NOTHING"
+            ))?;
+            let added = insert.execute(params![
+                shop_id.as_str(),
+                secret.as_bytes().as_slice(),
+                Mode::Live.as_str()
+            ])?;
             if added == 0 {
                 return Err(Fail(StoreError::ShopExists(shop_id.to_string())));
             }
+            insert.execute(params![
+                shop_id.in_mode(Mode::Test).as_str(),
+                secret.as_bytes().as_slice(),
+                Mode::Test.as_str()
+            ])?;
             // Its secret is its first API key: live, full.
             conn.prepare_cached(
                 "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, description, \

@@ -3,7 +3,9 @@
 //! events, the shops without their secrets, the overview's counts.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::events::{AttemptOutcome, EventId, EventType, WebhookEndpoint};
 use chargeonce_core::findings::{FindingKind, NewFinding, Resolution};
 use chargeonce_core::store::StoreCounts;
@@ -48,7 +50,7 @@ async fn walk(
     loop {
         let Page { items, has_more } = f
             .store
-            .all_payments(shop, filter, &page(limit, cursor.clone()))
+            .all_payments(shop, Mode::Live, filter, &page(limit, cursor.clone()))
             .await
             .unwrap();
         assert!(items.len() <= limit as usize);
@@ -129,7 +131,12 @@ async fn all_payments_pages_across_shops_both_ways(f: Fixture) {
     // After one shop's payment and before another's, across shops.
     let after = f
         .store
-        .all_payments(None, &filter, &page(2, Cursor::After(read[3].clone())))
+        .all_payments(
+            None,
+            Mode::Live,
+            &filter,
+            &page(2, Cursor::After(read[3].clone())),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -139,7 +146,12 @@ async fn all_payments_pages_across_shops_both_ways(f: Fixture) {
     assert!(after.has_more);
     let before = f
         .store
-        .all_payments(None, &filter, &page(2, Cursor::Before(read[4].clone())))
+        .all_payments(
+            None,
+            Mode::Live,
+            &filter,
+            &page(2, Cursor::Before(read[4].clone())),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -164,6 +176,7 @@ async fn all_payments_pages_across_shops_both_ways(f: Fixture) {
         .store
         .all_payments(
             Some(&b),
+            Mode::Live,
             &filter,
             &page(2, Cursor::After(a_payment.clone())),
         )
@@ -176,7 +189,12 @@ async fn all_payments_pages_across_shops_both_ways(f: Fixture) {
     // not exist is not.
     assert!(
         f.store
-            .all_payments(None, &filter, &page(2, Cursor::After(a_payment)))
+            .all_payments(
+                None,
+                Mode::Live,
+                &filter,
+                &page(2, Cursor::After(a_payment))
+            )
             .await
             .is_ok()
     );
@@ -184,7 +202,10 @@ async fn all_payments_pages_across_shops_both_ways(f: Fixture) {
         Cursor::After(PaymentId::generate()),
         Cursor::Before(PaymentId::generate()),
     ] {
-        let unknown = f.store.all_payments(None, &filter, &page(2, cursor)).await;
+        let unknown = f
+            .store
+            .all_payments(None, Mode::Live, &filter, &page(2, cursor))
+            .await;
         assert!(
             matches!(unknown, Err(StoreError::UnknownCursor(_))),
             "{unknown:?}"
@@ -327,6 +348,79 @@ async fn shops_are_listed_without_their_secrets(f: Fixture) {
     assert!(shops[0].created_at <= shops[1].created_at);
 }
 
+/// A shop's test mode is a namespace of its own, made with the shop: its
+/// payments are never in live mode's lists (across shops or of the shop),
+/// nor in live mode's pending queue, and the shops list names each shop once.
+async fn test_mode_objects_stay_in_test_mode(f: Fixture) {
+    let test = f.shop.in_mode(Mode::Test);
+    let live_paid = claim_in(&f, &f.shop, "order-1").await;
+    // The same key and order in test mode: another payment.
+    let test_paid = claim_in(&f, &test, "order-1").await;
+    assert_ne!(live_paid.id, test_paid.id);
+    let filter = PaymentFilter::default();
+    for (shop, mode, expected) in [
+        (None, Mode::Live, &live_paid.id),
+        (None, Mode::Test, &test_paid.id),
+        (Some(&f.shop), Mode::Live, &live_paid.id),
+        (Some(&f.shop), Mode::Test, &test_paid.id),
+        (Some(&test), Mode::Live, &live_paid.id),
+    ] {
+        let listed = f
+            .store
+            .all_payments(shop, mode, &filter, &page(10, Cursor::Newest))
+            .await
+            .unwrap();
+        let ids: Vec<&PaymentId> = listed.items.iter().map(|p| &p.id).collect();
+        assert_eq!(ids, [expected], "{shop:?} {mode:?}");
+        // Paged from a cursor, the mode still holds.
+        let after = f
+            .store
+            .all_payments(
+                shop,
+                mode,
+                &filter,
+                &page(10, Cursor::Before(expected.clone())),
+            )
+            .await
+            .unwrap();
+        assert!(after.items.is_empty(), "{shop:?} {mode:?}");
+    }
+    let pending = |mode| f.store.pending_payments_of(Some(mode), Duration::ZERO, 10);
+    let live_pending: Vec<PaymentId> = pending(Mode::Live)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let test_pending: Vec<PaymentId> = pending(Mode::Test)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(
+        (live_pending, test_pending),
+        (vec![live_paid.id], vec![test_paid.id])
+    );
+    assert_eq!(
+        f.store
+            .pending_payments(Duration::ZERO, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let shops: Vec<ShopId> = f
+        .store
+        .shops()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.shop_id)
+        .collect();
+    assert_eq!(shops, std::slice::from_ref(&f.shop));
+}
+
 /// The overview's counts: pending payments (and when the oldest was
 /// created), open findings (all, and by kind), events neither delivered nor
 /// given up, and those of them due (of shops with a webhook URL) with the
@@ -431,4 +525,5 @@ on_both_stores!(
     any_payment_and_its_events,
     shops_are_listed_without_their_secrets,
     the_counts_follow_the_rows,
+    test_mode_objects_stay_in_test_mode,
 );

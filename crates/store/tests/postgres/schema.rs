@@ -844,3 +844,76 @@ async fn a_delivery_that_raced_its_endpoints_delete_is_given_up() {
     let counts = pg.store.counts().await.unwrap();
     assert_eq!(counts.due_events, 1, "only the kept endpoint's: {counts:?}");
 }
+
+/// Migration 0021 gives every shop its test mode's namespace (`{shop}.test`,
+/// mode `test`), lists the shop once, refuses a row whose mode is not its
+/// id's, and scopes an API key's idempotency key by mode.
+#[tokio::test]
+async fn the_test_mode_migration_gives_every_shop_its_namespace() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(20, &pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO shops (id, secret_sha256) VALUES ('old-shop', sha256('a'));
+         INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, idempotency_key,
+             request_sha256)
+         VALUES ('old-shop', 'key_1', 'live', 'full', sha256('k1'), 'make-1', sha256('r'));",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    let shops: Vec<(String, String)> = sqlx::query_as("SELECT id, mode FROM shops ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        shops,
+        [
+            ("old-shop".to_owned(), "live".to_owned()),
+            ("old-shop.test".to_owned(), "test".to_owned())
+        ]
+    );
+    // A row's mode is its id's.
+    let wrong = sqlx::query(
+        "INSERT INTO shops (id, secret_sha256, mode) VALUES ('x', sha256('b'), 'test')",
+    )
+    .execute(&pool)
+    .await;
+    assert!(wrong.is_err(), "{wrong:?}");
+    // The same making request's key in test mode is another key's.
+    sqlx::query(
+        "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, idempotency_key,
+             request_sha256)
+         VALUES ('old-shop', 'key_2', 'test', 'full', sha256('k2'), 'make-1', sha256('r'))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let again = sqlx::query(
+        "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, idempotency_key,
+             request_sha256)
+         VALUES ('old-shop', 'key_3', 'test', 'full', sha256('k3'), 'make-1', sha256('r'))",
+    )
+    .execute(&pool)
+    .await;
+    assert!(again.is_err(), "one per shop, mode and key: {again:?}");
+    pool.close().await;
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let listed: Vec<ShopId> = store
+        .shops()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.shop_id)
+        .collect();
+    assert_eq!(listed, [ShopId::new("old-shop").unwrap()]);
+}

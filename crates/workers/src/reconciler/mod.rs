@@ -63,6 +63,7 @@ mod worker;
 use std::sync::Arc;
 
 use chargeonce_core::acquirer::look_up;
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::findings::NewFinding;
 use chargeonce_core::{
     Acquirer, AcquirerLedger, Chain, Observer, SettleOutcome, Store, StoreError,
@@ -90,9 +91,13 @@ pub enum ReconcileError {
     Acquirer(String),
 }
 
-/// What the reconciler talks to.
+/// What the reconciler talks to. One reconciler compares one mode's books
+/// with that mode's acquirer: the live payments with the live acquirer's
+/// ledger, the test payments with test mode's simulator.
 #[derive(Clone)]
 pub struct Reconciler {
+    /// The shops' mode whose payments it reconciles.
+    pub mode: Mode,
     /// Our books.
     pub store: Arc<dyn Store>,
     /// The acquirer's status look-ups.
@@ -128,7 +133,7 @@ impl Reconciler {
     ) -> Result<(), ReconcileError> {
         let pending = self
             .store
-            .pending_payments(config.pending_after, config.batch)
+            .pending_payments_of(Some(self.mode), config.pending_after, config.batch)
             .await?;
         report.pending_checked = pending.len();
         for payment in pending {

@@ -159,7 +159,9 @@ impl Pass<'_> {
                         slice.attached + page.len() + carry.len(),
                         slice.charges.len(),
                     );
-                    for payment in page {
+                    // The other mode's payments are its reconciler's.
+                    let mode = self.reconciler.mode;
+                    for payment in page.into_iter().filter(|p| p.shop_id.mode() == mode) {
                         slice.attach(&payment);
                         if !owned {
                             continue;
