@@ -33,13 +33,14 @@ impl Upstream {
     /// simulator's ledger (`--sim-ledger`, its `tok_slow` as long as
     /// `--sim-slow`); opens test mode's simulator (`--test-sim-ledger`).
     pub async fn connect(args: &UpstreamArgs) -> anyhow::Result<Self> {
+        let test_ledger = args.test_ledger();
         anyhow::ensure!(
-            args.acquirer_url.is_some() || args.sim_ledger != args.test_sim_ledger,
+            args.acquirer_url.is_some() || args.sim_ledger != test_ledger,
             "--sim-ledger and --test-sim-ledger must be different files: test payments \
              never share live mode's books"
         );
         let test = Simulator::open(
-            &args.test_sim_ledger,
+            &test_ledger,
             SimulatorConfig {
                 slow: args.sim_slow,
             },
@@ -102,7 +103,7 @@ impl Upstream {
         };
         format!(
             "{live}, test mode: in-process simulator, ledger: {}",
-            args.test_sim_ledger.display()
+            args.test_ledger().display()
         )
     }
 }

@@ -46,6 +46,8 @@ const NOTE = "refunded the planted second charge at the acquirer by hand (drill)
 let world;
 /** The secret of the key test 10e makes and revokes, for test 11's check. */
 let lostSecret = "";
+/** The secret of the test-mode key made in 10f. */
+let testSecret = "";
 /** @type {Browser} */
 let browser;
 /** @type {Page} */
@@ -629,6 +631,64 @@ describe("the operator console, with the seed incident", () => {
     assert.equal(refused.code, "api_key_revoked");
   });
 
+  it("10f. test mode: a test payment of the seed order is another payment, shown only in test mode, marked as test data", async () => {
+    const made = await runOk(["shops", "keys", "add", "--shop", world.shop, "--mode", "test", "--scope", "full",
+      "--database-url", world.db]);
+    testSecret = /secret key \(shown once, store it now\): (\S+)/.exec(made.stdout)?.[1] ?? "";
+    assert.ok(testSecret.startsWith("sk_test_"), made.stdout);
+    const auth = `Basic ${Buffer.from(`${world.shop}:${testSecret}`).toString("base64")}`;
+    // At once, unless the instance read the shop's keys in the last 100 ms.
+    await until(async () => ((await fetch(`${world.url}/v1/payments`, { headers: { authorization: auth } })).status === 200 ? true : undefined),
+      "the test key works", { ms: 2_000 });
+    // The seed incident's key and order, with the test key: a payment of its own.
+    const res = await fetch(`${world.url}/v1/payments`, {
+      method: "POST",
+      headers: {
+        authorization: auth,
+        "idempotency-key": KEY,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ ...BODY, payment_method: { token: "tok_ok" } }),
+    });
+    const tested = /** @type {{id: string, livemode: boolean}} */ (await res.json());
+    assert.equal(res.status, 201, JSON.stringify(tested));
+    assert.notEqual(tested.id, paymentId);
+    assert.equal(tested.livemode, false);
+    assert.equal((await chargesOf(ORDER)).length, 1, "the live ledger still holds the one charge");
+
+    // Live mode (the default) lists the live payment only, unmarked.
+    await open(`/console/payments?reference=${ORDER}`);
+    let rows = page.locator("tr[data-testid=payment-row]");
+    assert.equal(await rows.count(), 1);
+    assert.equal(await rows.first().getAttribute("data-payment-id"), paymentId);
+    assert.equal(await page.locator("[data-testid=test-badge]").count(), 0);
+    assert.equal(await page.locator("[data-testid=test-data-banner]").count(), 0);
+
+    // The mode filter: the test payment alone, marked.
+    const form = page.locator("form[data-testid=payment-filters]");
+    await form.locator("select[data-testid=mode-filter]").selectOption("test");
+    await Promise.all([
+      page.waitForURL((u) => u.pathname === "/console/payments" && u.searchParams.get("mode") === "test"),
+      form.evaluate((f) => /** @type {HTMLFormElement} */ (f).requestSubmit()),
+    ]);
+    await page.locator("nav[data-testid=nav]").waitFor();
+    await remember();
+    rows = page.locator("tr[data-testid=payment-row]");
+    assert.equal(await rows.count(), 1);
+    assert.equal(await rows.first().getAttribute("data-payment-id"), tested.id);
+    assert.equal(await rows.first().locator("[data-testid=test-badge]").count(), 1);
+    await page.locator("[data-testid=test-data-banner]").waitFor();
+    await shot("payments-test-mode");
+    await Promise.all([
+      page.waitForURL((u) => u.pathname === `/console/payments/${tested.id}`),
+      rows.first().locator("a[data-testid=payment-link]").click(),
+    ]);
+    await page.locator("[data-testid=payment-id]").waitFor();
+    await remember();
+    await page.locator("[data-testid=test-data-banner]").waitFor();
+    assert.equal(await page.locator("dl.facts [data-testid=test-badge]").count(), 1);
+  });
+
   it("11. no page showed a secret, ran into a script error, or fetched anything from elsewhere", () => {
     assert.ok(seenHtml.size >= 8, `pages seen: ${[...seenHtml.keys()].join(" ")}`);
     for (const [url, html] of seenHtml) {
@@ -637,6 +697,7 @@ describe("the operator console, with the seed incident", () => {
         ["the shop's secret", world.shopSecret],
         ["the webhook signing secret", world.webhookSecret],
         ["the secret of the key made in 10e", lostSecret],
+        ["the secret of the test key made in 10f", testSecret],
       ]) {
         assert.ok(!html.includes(/** @type {string} */ (value)), `${url} shows ${what}`);
       }

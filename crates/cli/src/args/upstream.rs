@@ -36,14 +36,12 @@ pub struct UpstreamArgs {
     pub sim_ledger: PathBuf,
     /// Test mode's simulator ledger (an SQLite file): every payment made
     /// with a `test` key goes to this in-process simulator, whatever
-    /// acquirer live mode uses, and never to the live one. Server processes
-    /// given the same path share it.
-    #[arg(
-        long,
-        env = "CHARGEONCE_TEST_SIM_LEDGER",
-        default_value = "chargeonce-test-sim.db"
-    )]
-    pub test_sim_ledger: PathBuf,
+    /// acquirer live mode uses, and never to the live one. By default the
+    /// file beside `--sim-ledger` named `{its stem}-test.{its extension}`
+    /// (`chargeonce-sim-test.db`). Server processes given the same path
+    /// share it.
+    #[arg(long, env = "CHARGEONCE_TEST_SIM_LEDGER")]
+    pub test_sim_ledger: Option<PathBuf>,
     /// The longest a TCP connect to the acquirer may take (past it, nothing
     /// was sent: 503 acquirer_unavailable, safe to retry).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
@@ -66,4 +64,23 @@ pub struct UpstreamArgs {
     /// still record it late). Keep it well above `--acquirer-timeout`.
     #[arg(long, env = "CHARGEONCE_ACQUIRER_SETTLE_WINDOW", default_value = "2m", value_parser = humantime::parse_duration)]
     pub acquirer_settle_window: Duration,
+}
+
+impl UpstreamArgs {
+    /// Test mode's ledger: `--test-sim-ledger`, or the file beside
+    /// `--sim-ledger` with `-test` after its stem.
+    pub fn test_ledger(&self) -> PathBuf {
+        if let Some(path) = &self.test_sim_ledger {
+            return path.clone();
+        }
+        let stem = self
+            .sim_ledger
+            .file_stem()
+            .map_or_else(|| "chargeonce-sim".into(), |s| s.to_string_lossy());
+        let name = match self.sim_ledger.extension() {
+            Some(ext) => format!("{stem}-test.{}", ext.to_string_lossy()),
+            None => format!("{stem}-test"),
+        };
+        self.sim_ledger.with_file_name(name)
+    }
 }
