@@ -21,10 +21,12 @@ mod common;
 use chargeonce_core::ShopId;
 use chargeonce_core::api_key::{Mode, Scope};
 use chargeonce_core::keyring::{self, KeyRequest};
+use chargeonce_core::webhook::{SIGNATURE_HEADER, WebhookSecret, sign};
 use chargeonce_testkit::on_both_stores;
 use chargeonce_workers::reconciler::ReconcilerConfig;
-use common::{Backend, SECRET, SHOP, TestService, body, send};
+use common::{Backend, SECRET, SHOP, TestService, WEBHOOK_SECRET, body, send};
 use serde_json::{Value, json};
+use time::OffsetDateTime;
 
 /// A full test-mode key of shop A; its secret.
 async fn test_key(s: &TestService) -> String {
@@ -334,7 +336,52 @@ async fn each_modes_reconciler_keeps_to_its_own_acquirer(backend: Backend) {
     );
 }
 
+/// The acquirer that signs `/v1/webhooks/acquirer` is live mode's: an
+/// event naming a test payment (its namespace, its acquirer key) settles
+/// nothing; the test payment stays pending for test mode's own reconciler.
+async fn the_live_acquirers_webhooks_never_settle_a_test_payment(backend: Backend) {
+    let s = TestService::start(backend).await;
+    let test = test_key(&s).await;
+    let paid = send(pay(
+        &s,
+        &test,
+        "tm-hook",
+        &body("order-tm4", "15.00", "tok_timeout"),
+    ))
+    .await;
+    assert_eq!(paid.status, 202, "{}", paid.text());
+    let id = paid.json()["id"].as_str().unwrap().to_owned();
+    let event = json!({
+        "id": "evt_tm4", "type": "payment.succeeded",
+        "created": OffsetDateTime::now_utc().unix_timestamp(),
+        "data": {"charge_id": "ch_forged", "acquirer_key": format!("chargeonce-{id}"),
+                 "shop_id": format!("{SHOP}.test"), "payment_id": id, "reference": "order-tm4",
+                 "amount": {"value": "15.00", "currency": "RUB"}, "decline_code": null}
+    })
+    .to_string();
+    let signature = sign(
+        &WebhookSecret::new(WEBHOOK_SECRET),
+        OffsetDateTime::now_utc().unix_timestamp(),
+        event.as_bytes(),
+    );
+    let answer = send(
+        s.http
+            .post(s.url("/v1/webhooks/acquirer"))
+            .header("content-type", "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(event),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["result"], "unknown_payment");
+    let shown = send(get(&s, &test, &format!("/v1/payments/{id}")))
+        .await
+        .json();
+    assert_eq!(shown["status"], "pending", "{shown}");
+}
+
 on_both_stores!(
+    the_live_acquirers_webhooks_never_settle_a_test_payment,
     one_key_and_reference_make_a_payment_in_each_mode,
     a_test_key_manages_only_test_keys_and_endpoints,
     each_modes_reconciler_keeps_to_its_own_acquirer,
