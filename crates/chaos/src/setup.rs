@@ -224,6 +224,10 @@ pub(crate) async fn instances(
         serve.extend([
             "--acquirer-settle-window".into(),
             humantime::format_duration(args.settle_window).to_string(),
+            // Test mode's simulator (unused by the workload): its ledger in
+            // the run's directory, shared by the instances.
+            "--test-sim-ledger".into(),
+            work.join("test-sim.db").display().to_string(),
         ]);
         let mut proc = Proc::new(&format!("instance-{i}"), port, bin, serve, work)
             .env("CHARGEONCE_WEBHOOK_SECRET", webhook_secret);

@@ -24,6 +24,7 @@ use crate::args::upstream::UpstreamArgs;
 use crate::args::workers::WorkersArgs;
 use crate::upstream::Upstream;
 use crate::workers::Workers;
+use chargeonce_core::api_key::Mode;
 
 /// The demo shop created on an embedded (SQLite) store.
 const DEMO_SHOP: &str = "demo";
@@ -269,11 +270,12 @@ pub async fn run(args: ServeArgs, traces: Option<SpanCounters>) -> anyhow::Resul
         .know(shops.into_iter().map(|shop| shop.shop_id));
     let engine_tasks = state.engine_tasks().clone();
     let operator_app = operator_listener.is_some().then(|| {
-        let sim = match upstream.sim_router() {
-            Some(sim) => axum::Router::new().nest_service("/sim", sim),
-            None => axum::Router::new(),
+        let mut sim = axum::Router::new();
+        for (mode, path) in [(Mode::Live, "/sim"), (Mode::Test, "/sim-test")] {
+            if let Some(routes) = upstream.sim_router(mode) {
+                sim = sim.nest_service(path, routes);
+            }
         }
-        .nest_service("/sim-test", upstream.test_sim_router());
         let console = chargeonce_console::router(Console::new(state.clone(), console));
         chargeonce_server::operator_router(state.clone(), console.merge(sim))
     });
@@ -439,10 +441,14 @@ fn print_listening(
     match operator_addr {
         Some(addr) => println!(
             "operator listener at http://{addr} (the console at /console, /metrics{})",
-            if upstream.sim_router().is_some() {
-                ", /sim, /sim-test"
-            } else {
-                ", /sim-test"
+            match (
+                upstream.sim_router(Mode::Live).is_some(),
+                upstream.sim_router(Mode::Test).is_some()
+            ) {
+                (true, true) => ", /sim, /sim-test",
+                (true, false) => ", /sim",
+                (false, true) => ", /sim-test",
+                (false, false) => "",
             }
         ),
         None => println!("operator listener off (no console, no /metrics)"),
@@ -450,7 +456,7 @@ fn print_listening(
     println!(
         "chargeonce listening on http://{local} (store: {}, {})",
         args.store.database.scheme(),
-        upstream.describe(&args.upstream)
+        upstream.describe()
     );
 }
 

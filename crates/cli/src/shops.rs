@@ -127,7 +127,7 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
             store,
             egress,
         } => {
-            let id = ShopId::new(shop)?;
+            let id = operator_endpoint_shop(shop)?;
             let (secret, generated) = signing_secret(secret)?;
             // The same judgement the relay makes at every connection.
             egress
@@ -156,7 +156,19 @@ pub async fn run(command: ShopsCommand) -> anyhow::Result<()> {
     }
 }
 
-/// `shops webhook-endpoints`: one line per endpoint, oldest first.
+/// The shop of an operator endpoint command: its own id (the operator's
+/// endpoint is live mode's; a test mode's endpoints are the shop's own).
+fn operator_endpoint_shop(shop: String) -> anyhow::Result<ShopId> {
+    let id = ShopId::new(shop)?;
+    anyhow::ensure!(
+        id.is_live(),
+        "the operator's webhook endpoint is live mode's: name the shop by its own id"
+    );
+    Ok(id)
+}
+
+/// `shops webhook-endpoints`: one line per endpoint, oldest first (of
+/// `{shop}.test`: its test mode's).
 async fn webhook_endpoints(shop: String, store: DatabaseArgs) -> anyhow::Result<()> {
     let id = ShopId::new(shop)?;
     let store = store.connect().await?;
@@ -165,7 +177,7 @@ async fn webhook_endpoints(shop: String, store: DatabaseArgs) -> anyhow::Result<
         .await
         .context("reading the shops")?
         .iter()
-        .any(|s| s.shop_id == id);
+        .any(|s| s.shop_id == id.shop());
     if !known {
         anyhow::bail!("no shop `{id}`");
     }
@@ -204,7 +216,7 @@ async fn roll_webhook_secret(
     secret: Option<String>,
     store: DatabaseArgs,
 ) -> anyhow::Result<()> {
-    let id = ShopId::new(shop)?;
+    let id = operator_endpoint_shop(shop)?;
     let (secret, generated) = signing_secret(secret)?;
     let store = store.connect().await?;
     let Some(old_valid_until) = store

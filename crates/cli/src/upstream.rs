@@ -1,8 +1,11 @@
-//! Which acquirers the service talks to: for live mode the in-process
-//! simulator or an acquirer over HTTP, as chosen by [`UpstreamArgs`]; for
-//! test mode always an in-process simulator with a ledger of its own. Used
-//! by `chargeonce serve` and `chargeonce reconcile`.
+//! Which acquirers the service talks to, as chosen by [`UpstreamArgs`]: for
+//! live mode the in-process simulator (`--sim-ledger`) or an acquirer over
+//! HTTP (`--acquirer-url`); for test mode always a simulator, in process
+//! with a ledger of its own (`--test-sim-ledger`) or a `chargeonce acquirer`
+//! over HTTP that every instance shares (`--test-acquirer-url`), never the
+//! live one. Used by `chargeonce serve` and `chargeonce reconcile`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -14,43 +17,53 @@ use chargeonce_core::{Acquirer, AcquirerLedger, Acquirers};
 
 use crate::args::upstream::UpstreamArgs;
 
-/// The acquirers in use: live mode's, and test mode's simulator.
+/// The acquirers in use: live mode's and test mode's.
 pub struct Upstream {
-    live: Live,
-    test: Arc<Simulator>,
+    live: Side,
+    test: Side,
 }
 
-/// Live mode's acquirer.
-enum Live {
-    /// The in-process simulator.
-    Embedded(Arc<Simulator>),
-    /// An acquirer over HTTP.
+/// One mode's acquirer.
+enum Side {
+    /// An in-process simulator, and its ledger file.
+    Embedded(Arc<Simulator>, std::path::PathBuf),
+    /// An acquirer over HTTP, and its URL.
     Remote(Arc<HttpAcquirer>, String),
 }
 
 impl Upstream {
-    /// Connects live mode to `--acquirer-url`, or opens the in-process
+    /// Connects live mode to `--acquirer-url` or opens the in-process
     /// simulator's ledger (`--sim-ledger`, its `tok_slow` as long as
-    /// `--sim-slow`); opens test mode's simulator (`--test-sim-ledger`).
+    /// `--sim-slow`); test mode to `--test-acquirer-url` or its own
+    /// simulator's ledger (`--test-sim-ledger`). The two are never one.
     pub async fn connect(args: &UpstreamArgs) -> anyhow::Result<Self> {
         let test_ledger = args.test_ledger();
+        let same = match (&args.acquirer_url, &args.test_acquirer_url) {
+            (Some(live), Some(test)) => live.trim_end_matches('/') == test.trim_end_matches('/'),
+            (None, None) => args.sim_ledger == test_ledger,
+            _ => false,
+        };
         anyhow::ensure!(
-            args.acquirer_url.is_some() || args.sim_ledger != test_ledger,
-            "--sim-ledger and --test-sim-ledger must be different files: test payments \
-             never share live mode's books"
+            !same,
+            "test mode's acquirer must not be live mode's: give --test-sim-ledger another file \
+             than --sim-ledger, or --test-acquirer-url another URL than --acquirer-url"
         );
-        let test = Simulator::open(
-            &test_ledger,
-            SimulatorConfig {
-                slow: args.sim_slow,
-            },
-        )
-        .await
-        .context("opening test mode's simulator ledger")?;
-        Ok(Self {
-            live: Live::connect(args).await?,
-            test: Arc::new(test),
-        })
+        let live = match &args.acquirer_url {
+            Some(url) => {
+                Side::remote(args, url, !args.acquirer_no_idempotency).context("--acquirer-url")?
+            }
+            None => Side::embedded(args, &args.sim_ledger, !args.acquirer_no_idempotency)
+                .await
+                .context("opening the simulator ledger")?,
+        };
+        // Test mode's simulator deduplicates on keys, as the simulator does.
+        let test = match &args.test_acquirer_url {
+            Some(url) => Side::remote(args, url, true).context("--test-acquirer-url")?,
+            None => Side::embedded(args, &test_ledger, true)
+                .await
+                .context("opening test mode's simulator ledger")?,
+        };
+        Ok(Self { live, test })
     }
 
     /// The acquirers of both modes, for the engine.
@@ -58,84 +71,86 @@ impl Upstream {
         Acquirers::new(self.acquirer(Mode::Live), self.acquirer(Mode::Test))
     }
 
+    fn side(&self, mode: Mode) -> &Side {
+        match mode {
+            Mode::Live => &self.live,
+            Mode::Test => &self.test,
+        }
+    }
+
     /// The acquirer of `mode`, for charges and look-ups.
     pub fn acquirer(&self, mode: Mode) -> Arc<dyn Acquirer> {
-        match (mode, &self.live) {
-            (Mode::Test, _) => self.test.clone(),
-            (Mode::Live, Live::Embedded(sim)) => sim.clone(),
-            (Mode::Live, Live::Remote(http, _)) => http.clone(),
+        match self.side(mode) {
+            Side::Embedded(sim, _) => sim.clone(),
+            Side::Remote(http, _) => http.clone(),
         }
     }
 
     /// The ledger of `mode`, for its reconciler.
     pub fn ledger(&self, mode: Mode) -> Arc<dyn AcquirerLedger> {
-        match (mode, &self.live) {
-            (Mode::Test, _) => self.test.clone(),
-            (Mode::Live, Live::Embedded(sim)) => sim.clone(),
-            (Mode::Live, Live::Remote(http, _)) => http.clone(),
+        match self.side(mode) {
+            Side::Embedded(sim, _) => sim.clone(),
+            Side::Remote(http, _) => http.clone(),
         }
     }
 
-    /// The embedded live simulator's ledger routes, to nest at `/sim`.
-    pub fn sim_router(&self) -> Option<Router> {
-        match &self.live {
-            Live::Embedded(sim) => Some(chargeonce_acquirer::router(sim.clone())),
-            Live::Remote(..) => None,
+    /// The ledger routes of `mode`'s in-process simulator, if it has one:
+    /// live mode's nest at `/sim`, test mode's at `/sim-test`.
+    pub fn sim_router(&self, mode: Mode) -> Option<Router> {
+        match self.side(mode) {
+            Side::Embedded(sim, _) => Some(chargeonce_acquirer::router(sim.clone())),
+            Side::Remote(..) => None,
         }
-    }
-
-    /// Test mode's simulator's ledger routes, to nest at `/sim-test`.
-    pub fn test_sim_router(&self) -> Router {
-        chargeonce_acquirer::router(self.test.clone())
     }
 
     /// For the listening line.
-    pub fn describe(&self, args: &UpstreamArgs) -> String {
-        let live = match &self.live {
-            Live::Embedded(_) => format!(
-                "acquirer: in-process simulator, ledger: {}",
-                args.sim_ledger.display()
-            ),
-            // The URL may carry credentials or tokens: never printed whole.
-            Live::Remote(_, url) => {
-                format!("acquirer: {}", chargeonce_connector::redact_url(url))
-            }
-        };
+    pub fn describe(&self) -> String {
         format!(
-            "{live}, test mode: in-process simulator, ledger: {}",
-            args.test_ledger().display()
+            "{}, test mode: {}",
+            self.live.describe(),
+            self.test.describe()
         )
     }
 }
 
-impl Live {
-    async fn connect(args: &UpstreamArgs) -> anyhow::Result<Self> {
-        match &args.acquirer_url {
-            Some(url) => {
-                let acquirer = HttpAcquirer::new(
-                    url,
-                    HttpAcquirerConfig {
-                        connect_timeout: args.acquirer_connect_timeout,
-                        request_timeout: args.acquirer_timeout,
-                        idempotent: !args.acquirer_no_idempotency,
-                        credentials: args.acquirer_credentials.clone(),
-                    },
-                )
-                .context("--acquirer-url")?;
-                Ok(Self::Remote(Arc::new(acquirer), url.clone()))
-            }
-            None => {
-                let sim = Simulator::open(
-                    &args.sim_ledger,
-                    SimulatorConfig {
-                        slow: args.sim_slow,
-                    },
-                )
-                .await
-                .context("opening the simulator ledger")?
-                .with_idempotency(!args.acquirer_no_idempotency);
-                Ok(Self::Embedded(Arc::new(sim)))
-            }
+impl Side {
+    fn remote(args: &UpstreamArgs, url: &str, idempotent: bool) -> anyhow::Result<Self> {
+        let acquirer = HttpAcquirer::new(
+            url,
+            HttpAcquirerConfig {
+                connect_timeout: args.acquirer_connect_timeout,
+                request_timeout: args.acquirer_timeout,
+                idempotent,
+                credentials: args.acquirer_credentials.clone(),
+            },
+        )?;
+        Ok(Self::Remote(Arc::new(acquirer), url.to_owned()))
+    }
+
+    async fn embedded(
+        args: &UpstreamArgs,
+        ledger: &Path,
+        idempotent: bool,
+    ) -> anyhow::Result<Self> {
+        let sim = Simulator::open(
+            ledger,
+            SimulatorConfig {
+                slow: args.sim_slow,
+            },
+        )
+        .await?
+        .with_idempotency(idempotent);
+        Ok(Self::Embedded(Arc::new(sim), ledger.to_owned()))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Embedded(_, ledger) => format!(
+                "acquirer: in-process simulator, ledger: {}",
+                ledger.display()
+            ),
+            // The URL may carry credentials or tokens: never printed whole.
+            Self::Remote(_, url) => format!("acquirer: {}", chargeonce_connector::redact_url(url)),
         }
     }
 }

@@ -4,10 +4,14 @@
 //! ledger. The same idempotency key and order reference in test and live
 //! mode make two payments; the live acquirer's ledger never holds the test
 //! one (it went to test mode's simulator, whose ledger holds it alone); each
-//! instance answers each mode's repeat with that mode's payment.
+//! instance answers each mode's repeat with that mode's payment. With
+//! `--test-acquirer-url`, test mode's money goes to that `chargeonce
+//! acquirer` (one simulator every instance shares) and live mode's stays
+//! where it was; the live acquirer's URL is refused as test mode's.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
+mod net;
 
 use chargeonce_testkit::TestDb;
 use common::{SECRET, SHOP, Server, ServerConfig};
@@ -105,4 +109,79 @@ async fn a_test_payment_never_reaches_the_live_acquirer() {
     assert_eq!(test_charges.len(), 1, "{test_charges:?}");
     assert_eq!(test_charges[0]["payment_id"], tested["id"]);
     assert_eq!(test_charges[0]["shop_id"], format!("{SHOP}.test"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn test_mode_can_use_a_shared_simulator_over_http() {
+    let db = TestDb::postgres().await;
+    common::add_shop(db.url()).await;
+    let test_acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &[]).await;
+    let ledger = common::ledger_path(&db.dir());
+    // The flags live as long as the test.
+    let url: &'static str = Box::leak(test_acquirer.base.clone().into_boxed_str());
+    let server = Server::start(
+        ServerConfig::new("A").args(&["--test-acquirer-url", url]),
+        db.url(),
+        &ledger,
+    )
+    .await;
+    let test = test_key(&db).await;
+    let (status, tested) = pay(&server, &test, "shared-key", "order-shared").await;
+    assert_eq!(status, 201, "{tested}");
+    let (status, live) = pay(&server, SECRET, "shared-key", "order-shared").await;
+    assert_eq!(status, 201, "{live}");
+
+    // Test mode's charge is at the shared simulator, under the test mode's
+    // shop id; live mode's is in the embedded simulator alone.
+    let url = format!(
+        "{}/v1/charges?shop_id={SHOP}.test&reference=order-shared",
+        test_acquirer.base
+    );
+    let found: Value = common::client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let found = found["data"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["payment_id"], tested["id"]);
+    let url = format!(
+        "{}/v1/charges?shop_id={SHOP}&reference=order-shared",
+        test_acquirer.base
+    );
+    let none: Value = common::client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(none["data"].as_array().unwrap().len(), 0, "{none}");
+    let live_charges = charges(&server, "/sim", "order-shared").await;
+    assert_eq!(live_charges.len(), 1, "{live_charges:?}");
+    assert_eq!(live_charges[0]["payment_id"], live["id"]);
+
+    // Live mode's acquirer can never be test mode's.
+    let refused = tokio::process::Command::new(common::bin())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--operator-listen",
+            "off",
+        ])
+        .args(["--database-url", db.url(), "--no-demo-shop"])
+        .args(["--acquirer-url", &test_acquirer.base])
+        .args(["--test-acquirer-url", &format!("{}/", test_acquirer.base)])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("must not be live mode's"), "{stderr}");
 }

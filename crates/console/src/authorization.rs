@@ -95,7 +95,7 @@ pub async fn capture(
         return html(&ConfirmPage {
             page: Chrome::new(&operator, "Confirm the capture", "payments"),
             id: payment.id.as_str().to_owned(),
-            shop: payment.shop_id.as_str().to_owned(),
+            shop: crate::shop_shown(&payment.shop_id),
             reference: payment.reference.as_str().to_owned(),
             action: "capture",
             what,
@@ -178,7 +178,7 @@ pub async fn void(
         return html(&ConfirmPage {
             page: Chrome::new(&operator, "Confirm the void", "payments"),
             id: payment.id.as_str().to_owned(),
-            shop: payment.shop_id.as_str().to_owned(),
+            shop: crate::shop_shown(&payment.shop_id),
             reference: payment.reference.as_str().to_owned(),
             action: "void",
             what: format!(

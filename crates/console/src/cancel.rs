@@ -92,7 +92,7 @@ pub async fn cancel(
         return html(&ConfirmPage {
             page: Chrome::new(&operator, "Confirm the cancel", "payments"),
             id: payment.id.as_str().to_owned(),
-            shop: payment.shop_id.as_str().to_owned(),
+            shop: crate::shop_shown(&payment.shop_id),
             reference: payment.reference.as_str().to_owned(),
             amount: money(payment.amount),
             key: key.as_str().to_owned(),

@@ -93,7 +93,7 @@ impl FindingRow {
         Self {
             id: finding.id.0,
             kind: finding.kind.as_str(),
-            shop: finding.shop_id.as_str().to_owned(),
+            shop: crate::shop_shown(&finding.shop_id),
             reference: finding.reference.as_str().to_owned(),
             payment: finding.payment_id.as_ref().map(|p| p.as_str().to_owned()),
             charges: finding.charge_ids.join(", "),

@@ -39,7 +39,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use chargeonce_core::{Chain, Money, Payment, PaymentId, SecretHash, StoreError};
+use chargeonce_core::{Chain, Money, Payment, PaymentId, SecretHash, ShopId, StoreError};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
@@ -399,6 +399,16 @@ pub fn when_ms(ms: i64) -> String {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .map(when)
         .unwrap_or_default()
+}
+
+/// A shop as a page names it: its own id, with `(test mode)` after it for
+/// an object of its test mode (stored under `{shop}.test`).
+pub fn shop_shown(shop: &ShopId) -> String {
+    if shop.is_live() {
+        shop.as_str().to_owned()
+    } else {
+        format!("{} (test mode)", shop.shop())
+    }
 }
 
 /// Money as the console shows it: the decimal string and the currency.

@@ -80,7 +80,7 @@ pub async fn refund(
         return html(&ConfirmPage {
             page: Chrome::new(&operator, "Confirm the refund", "payments"),
             id: payment.id.as_str().to_owned(),
-            shop: payment.shop_id.as_str().to_owned(),
+            shop: crate::shop_shown(&payment.shop_id),
             reference: payment.reference.as_str().to_owned(),
             what,
             key: key.as_str().to_owned(),

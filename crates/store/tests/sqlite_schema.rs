@@ -826,6 +826,14 @@ async fn the_test_mode_migration_gives_every_shop_its_namespace() {
             ("old-shop.test".to_owned(), "test".to_owned())
         ]
     );
+    // A row's mode is its id's.
+    assert!(
+        conn.execute(
+            "INSERT INTO shops (id, secret_sha256, created_at, mode) VALUES ('x', zeroblob(32), 0, 'test')",
+            [],
+        )
+        .is_err()
+    );
     let insert = |id: &str, hash: u8| {
         conn.execute(
             "INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, created_at,

@@ -51,7 +51,8 @@ pub struct ApiKey {
     pub id: String,
     /// Always `api_key`.
     pub object: ApiKeyObject,
-    /// `true` for a live key (test keys come with test mode).
+    /// `true` for a live key (`sk_live_…`), `false` for a test key (`sk_test_…`),
+    /// which sees and makes only the shop's test-mode objects.
     pub livemode: bool,
     /// What it may do.
     pub scope: ApiKeyScope,

@@ -42,6 +42,13 @@ pub struct UpstreamArgs {
     /// share it.
     #[arg(long, env = "CHARGEONCE_TEST_SIM_LEDGER")]
     pub test_sim_ledger: Option<PathBuf>,
+    /// Test mode's acquirer over HTTP instead: a `chargeonce acquirer`
+    /// simulator that every instance shares (instances on several hosts
+    /// need one; each in-process test simulator keeps its own ledger).
+    /// Never live mode's: the same URL as `--acquirer-url` is refused.
+    /// `--acquirer-credentials` are sent to it too.
+    #[arg(long, env = "CHARGEONCE_TEST_ACQUIRER_URL")]
+    pub test_acquirer_url: Option<String>,
     /// The longest a TCP connect to the acquirer may take (past it, nothing
     /// was sent: 503 acquirer_unavailable, safe to retry).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]

@@ -60,6 +60,18 @@ pub async fn service(
         "--webhook-secret",
         WEBHOOK_SECRET,
     ]);
+    // Test mode's simulator: a ledger of this service's own, not a file
+    // every test's services would share in the working directory.
+    static SERVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SERVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ledger = std::env::temp_dir().join(format!(
+        "chargeonce-net-test-sim-{}-{n}.db",
+        std::process::id()
+    ));
+    args.extend(strings(&[
+        "--test-sim-ledger",
+        &ledger.display().to_string(),
+    ]));
     args.extend(strings(extra));
     start(name, &args).await
 }

@@ -55,7 +55,8 @@ pub async fn run(
             return Ok((outcome, waited));
         }
         if slot.is_none() {
-            match state.waiters.enter(&claim.shop_id) {
+            // One cap per shop for both its modes (`{shop}.test` is its own).
+            match state.waiters.enter(&claim.shop_id.shop()) {
                 Ok(entered) => slot = Some(entered),
                 Err(refused) => {
                     // Over a cap: the plain 409 with Retry-After, at once.

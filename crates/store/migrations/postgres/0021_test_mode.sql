@@ -9,15 +9,20 @@
 --
 -- The namespace needs a row in `shops` (the rows of its objects name it, as
 -- they name a shop): every shop gets its test row here, and every shop made
--- from now on gets both at once. The API keys stay the shop's own (they
+-- from now on gets both at once. A binary from before this migration reads
+-- such ids as corrupt rows: make test keys only once every instance runs
+-- this version. The API keys stay the shop's own (they
 -- carry their mode); a key made through the API is found again by its
 -- idempotency key within its mode.
 
 ALTER TABLE shops ADD COLUMN mode TEXT NOT NULL DEFAULT 'live'
     CHECK (mode IN ('live', 'test'));
 
+-- The namespace's row holds no secret of the shop's (the column is not read
+-- since API keys): random bytes fill it.
 INSERT INTO shops (id, secret_sha256, created_at, mode)
-SELECT id || '.test', secret_sha256, created_at, 'test' FROM shops WHERE mode = 'live';
+SELECT id || '.test', sha256(gen_random_uuid()::text::bytea), created_at, 'test'
+FROM shops WHERE mode = 'live';
 
 -- A row's mode is the one its id names.
 ALTER TABLE shops ADD CONSTRAINT shops_mode_is_the_ids

@@ -19,11 +19,15 @@ impl Shops for PgStore {
     /// first API key (live, full), and its test mode's namespace.
     #[tracing::instrument(level = "debug", name = "store.add_shop", skip_all, fields(db.system = "postgresql"))]
     async fn add_shop(&self, shop_id: &ShopId, secret: &SecretHash) -> Result<(), StoreError> {
-        let shop_id = shop_id.in_mode(Mode::Live);
+        if !shop_id.is_live() {
+            return Err(StoreError::other(
+                "a shop id may not end in `.test`: that names a shop's test mode",
+            ));
+        }
         let done = sqlx::query(
             "WITH s AS ( \
                  INSERT INTO shops (id, secret_sha256, mode) \
-                 VALUES ($1, $2, 'live'), ($4, $2, 'test') \
+                 VALUES ($1, $2, 'live'), ($4, sha256(gen_random_uuid()::text::bytea), 'test') \
                  ON CONFLICT (id) DO NOTHING RETURNING id, secret_sha256, created_at, mode) \
              INSERT INTO api_keys (shop_id, id, mode, scope, secret_sha256, description, \
                  created_at) \
