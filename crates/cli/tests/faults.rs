@@ -284,7 +284,7 @@ async fn thousands_of_payments_through_a_hostile_acquirer_are_charged_exactly_on
 
     let unknown = metric(
         &service.operator,
-        "chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"unknown\"}",
+        "chargeonce_acquirer_calls_total{mode=\"live\",call=\"charge\",outcome=\"unknown\"}",
     )
     .await;
     let completed = metric(

@@ -177,8 +177,9 @@ async fn without_acquirer_idempotency_a_retry_looks_up_before_sending_again() {
         .await
         .unwrap();
     assert!(
-        metrics
-            .contains("chargeonce_acquirer_calls_total{call=\"lookup\",outcome=\"succeeded\"} 1"),
+        metrics.contains(
+            "chargeonce_acquirer_calls_total{mode=\"live\",call=\"lookup\",outcome=\"succeeded\"} 1"
+        ),
         "{metrics}"
     );
     let (code, report) =

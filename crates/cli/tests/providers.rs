@@ -187,7 +187,9 @@ async fn a_charge_refused_for_good_ends_declined_and_frees_the_order() {
         .await
         .unwrap();
     assert!(
-        metrics.contains("chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"refused\"} 1"),
+        metrics.contains(
+            "chargeonce_acquirer_calls_total{mode=\"live\",call=\"charge\",outcome=\"refused\"} 1"
+        ),
         "one call, never re-sent: {metrics}"
     );
 

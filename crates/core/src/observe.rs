@@ -2,6 +2,7 @@
 //! the core stays free of any metrics library: the service implements it (with
 //! Prometheus counters), tests may record, and [`NoObserver`] ignores it all.
 
+use crate::api_key::Mode;
 use std::time::Duration;
 
 /// Which acquirer call an observation is about.
@@ -123,9 +124,17 @@ pub trait Observer: Send + Sync + 'static {
     fn repeated_key(&self, repeats: u64) {
         let _ = repeats;
     }
-    /// An acquirer call ended.
-    fn acquirer_call(&self, call: AcquirerCall, outcome: AcquirerOutcomeKind, latency: Duration) {
-        let _ = (call, outcome, latency);
+    /// An acquirer call of `mode`'s acquirer ended (test mode's calls are
+    /// the simulator's: kept apart, so test traffic never reads as the live
+    /// acquirer's health).
+    fn acquirer_call(
+        &self,
+        mode: Mode,
+        call: AcquirerCall,
+        outcome: AcquirerOutcomeKind,
+        latency: Duration,
+    ) {
+        let _ = (mode, call, outcome, latency);
     }
     /// A store call failed (`operation` names the step).
     fn store_error(&self, operation: &'static str) {
@@ -135,10 +144,10 @@ pub trait Observer: Send + Sync + 'static {
     fn completer_run(&self, result: CompleterResult) {
         let _ = result;
     }
-    /// The reconciler found something (`kind`: `orphan_charge`,
+    /// The reconciler of `mode` found something (`kind`: `orphan_charge`,
     /// `duplicate_charge`, `missing_charge`, `mismatch`).
-    fn reconciler_finding(&self, kind: &'static str) {
-        let _ = kind;
+    fn reconciler_finding(&self, mode: Mode, kind: &'static str) {
+        let _ = (mode, kind);
     }
     /// The reconciler settled a pending payment from the acquirer's answer.
     fn reconciler_resolved(&self) {}

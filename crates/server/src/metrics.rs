@@ -13,10 +13,10 @@
 //! | `chargeonce_lease_takeovers_total` | | expired leases taken over (retries, completer) |
 //! | `chargeonce_repeated_keys_total` | | keys past the repeat warning threshold (logged) |
 //! | `chargeonce_store_errors_total` | `operation` | failed store calls |
-//! | `chargeonce_acquirer_calls_total` | `call`, `outcome` | acquirer calls by outcome |
-//! | `chargeonce_acquirer_call_duration_seconds` | `call`, `outcome` | their latency |
+//! | `chargeonce_acquirer_calls_total` | `mode`, `call`, `outcome` | acquirer calls by outcome, live mode's or test mode's |
+//! | `chargeonce_acquirer_call_duration_seconds` | `mode`, `call`, `outcome` | their latency |
 //! | `chargeonce_completer_runs_total` | `result` | completer attempts on stalled keys |
-//! | `chargeonce_reconciler_findings_total` | `kind` | orphan, duplicate, missing charges, mismatches |
+//! | `chargeonce_reconciler_findings_total` | `mode`, `kind` | orphan, duplicate, missing charges, mismatches |
 //! | `chargeonce_reconciler_resolved_total` | | pending payments settled from the acquirer's answer |
 //! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
@@ -39,6 +39,7 @@
 
 use std::time::Duration;
 
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::findings::FindingKind;
 use chargeonce_core::store::{StoreCounts, StorePressure};
 use chargeonce_core::{AcquirerCall, AcquirerOutcomeKind, CompleterResult, Observer};
@@ -531,8 +532,18 @@ impl Observer for Metrics {
         self.repeated_keys.inc();
     }
 
-    fn acquirer_call(&self, call: AcquirerCall, outcome: AcquirerOutcomeKind, latency: Duration) {
-        let labels = vec![("call", call.as_str()), ("outcome", outcome.as_str())];
+    fn acquirer_call(
+        &self,
+        mode: Mode,
+        call: AcquirerCall,
+        outcome: AcquirerOutcomeKind,
+        latency: Duration,
+    ) {
+        let labels = vec![
+            ("mode", mode.as_str()),
+            ("call", call.as_str()),
+            ("outcome", outcome.as_str()),
+        ];
         self.acquirer_calls.get_or_create(&labels).inc();
         self.acquirer_latency
             .get_or_create(&labels)
@@ -551,8 +562,10 @@ impl Observer for Metrics {
             .inc();
     }
 
-    fn reconciler_finding(&self, kind: &'static str) {
-        self.findings.get_or_create(&vec![("kind", kind)]).inc();
+    fn reconciler_finding(&self, mode: Mode, kind: &'static str) {
+        self.findings
+            .get_or_create(&vec![("mode", mode.as_str()), ("kind", kind)])
+            .inc();
     }
 
     fn reconciler_resolved(&self) {
@@ -581,11 +594,12 @@ mod tests {
         metrics.claimed();
         metrics.mismatch();
         metrics.acquirer_call(
+            Mode::Live,
             AcquirerCall::Charge,
             AcquirerOutcomeKind::Unknown,
             Duration::from_millis(30),
         );
-        metrics.reconciler_finding("duplicate_charge");
+        metrics.reconciler_finding(Mode::Live, "duplicate_charge");
         metrics.swept(5);
         metrics.webhook("duplicate");
         let api = metrics.responses("api");
@@ -611,9 +625,9 @@ mod tests {
             "chargeonce_claims_total 2",
             "chargeonce_mismatches_total 1",
             "chargeonce_replays_total 0",
-            "chargeonce_acquirer_calls_total{call=\"charge\",outcome=\"unknown\"} 1",
-            "chargeonce_acquirer_call_duration_seconds_count{call=\"charge\",outcome=\"unknown\"} 1",
-            "chargeonce_reconciler_findings_total{kind=\"duplicate_charge\"} 1",
+            "chargeonce_acquirer_calls_total{mode=\"live\",call=\"charge\",outcome=\"unknown\"} 1",
+            "chargeonce_acquirer_call_duration_seconds_count{mode=\"live\",call=\"charge\",outcome=\"unknown\"} 1",
+            "chargeonce_reconciler_findings_total{mode=\"live\",kind=\"duplicate_charge\"} 1",
             "chargeonce_sweeper_deleted_total 5",
             "chargeonce_webhooks_total{result=\"duplicate\"} 1",
             "chargeonce_http_responses_total{listener=\"api\",class=\"2xx\"} 1",

@@ -101,8 +101,14 @@ impl Engine {
             VoidSettlement::Failed { .. } => AcquirerOutcomeKind::Declined,
         };
         let call = (AcquirerCall::Void, request.acquirer_key.as_str());
-        self.timed_call(call, self.acquirer(&request.shop_id).void(request), kind)
-            .await
+        let mode = request.shop_id.mode();
+        self.timed_call(
+            mode,
+            call,
+            self.acquirer(&request.shop_id).void(request),
+            kind,
+        )
+        .await
     }
 
     async fn end_expiry(

@@ -15,6 +15,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument as _;
 
 use super::Engine;
+use crate::api_key::Mode;
 use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{AcquirerError, Chain, Lease, ShopId, Store, StoreError};
@@ -71,7 +72,12 @@ impl Engine {
             hold,
         )));
         let (result, attempt) = self
-            .timed_call((call, acquirer_key), request, outcome_kind)
+            .timed_call(
+                lease.shop_id.mode(),
+                (call, acquirer_key),
+                request,
+                outcome_kind,
+            )
             .await;
         drop(heartbeat);
         trail.push(attempt);
@@ -84,6 +90,7 @@ impl Engine {
     /// runs it under a key's lease; the expirer, which holds no key, alone.
     pub(super) async fn timed_call<T>(
         &self,
+        mode: Mode,
         (call, acquirer_key): (AcquirerCall, &str),
         request: impl Future<Output = Result<T, AcquirerError>>,
         outcome_kind: impl FnOnce(&T) -> AcquirerOutcomeKind,
@@ -120,7 +127,7 @@ impl Engine {
         if kind == AcquirerOutcomeKind::Unknown {
             span.record("otel.status_code", "ERROR");
         }
-        self.observer.acquirer_call(call, kind, latency);
+        self.observer.acquirer_call(mode, call, kind, latency);
         let attempt = AcquirerAttempt {
             call,
             outcome: kind,

@@ -35,6 +35,7 @@
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
+use chargeonce_core::api_key::Mode;
 use chargeonce_core::webhook::{
     AcquirerEvent, EventKind, SIGNATURE_HEADER, SignatureError, SignatureHeader, TOLERANCE,
 };
@@ -292,7 +293,7 @@ fn answer(
             state
                 .engine
                 .observer()
-                .reconciler_finding("amount_mismatch");
+                .reconciler_finding(Mode::Live, "amount_mismatch");
             received(state, "amount_mismatch")
         }
         EventRecorded::Settled(payment) => {

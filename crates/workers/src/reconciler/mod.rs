@@ -111,7 +111,8 @@ pub struct Reconciler {
 impl Reconciler {
     /// Counts, logs and reports a finding.
     fn find(&self, config: &ReconcilerConfig, report: &mut ReconcileReport, finding: NewFinding) {
-        self.observer.reconciler_finding(finding.kind.as_str());
+        self.observer
+            .reconciler_finding(self.mode, finding.kind.as_str());
         tracing::warn!(
             kind = finding.kind.as_str(),
             shop = %finding.shop_id,

@@ -1,7 +1,7 @@
 //! What a pass reports: its findings, the payments it settled, and what it
 //! held and asked on the way.
 //!
-//! Every finding is a metric (`chargeonce_reconciler_findings_total{kind}`),
+//! Every finding is a metric (`chargeonce_reconciler_findings_total{mode,kind}`),
 //! a warning in the log, and a row in the [`ReconcileReport`] (the first
 //! [`max_findings`](super::ReconcilerConfig::max_findings) of them; all are
 //! counted). Questions that got no answer (the acquirer unreachable...) are
