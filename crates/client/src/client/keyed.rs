@@ -44,7 +44,9 @@ impl Client {
     /// # chargeonce_core::Shops::add_shop(store.as_ref(), &shop, &hash).await?;
     /// # let sim = Arc::new(chargeonce_acquirer::Simulator::in_memory(Default::default()).await?);
     /// # let render = Arc::new(chargeonce_server::HttpRender);
-    /// # let engine = Arc::new(chargeonce_core::Engine::new(store, sim.clone(), render, Default::default())?);
+    /// # // Live mode's acquirer only (test mode's money is refused): the example pays live.
+    /// # let acquirer: Arc<dyn chargeonce_core::Acquirer> = sim.clone();
+    /// # let engine = Arc::new(chargeonce_core::Engine::new(store, acquirer, render, Default::default())?);
     /// # let state = chargeonce_server::AppState::new(engine);
     /// # let app = chargeonce_server::router(state.clone());
     /// # let sim_routes = axum::Router::new().nest_service("/sim", chargeonce_acquirer::router(sim));
