@@ -143,7 +143,11 @@ fn minor_or_zero(amount: &wire::Amount) -> Result<i64, String> {
 pub struct Payment {
     /// Our id (`pay_...`).
     pub id: String,
-    /// The owning shop.
+    /// `true` for live mode (real money, the acquirer), `false` for test
+    /// mode (a test key's, the simulator's). `true` when the answer has no
+    /// `livemode` (stored before test mode existed: live).
+    pub livemode: bool,
+    /// The owning shop (its own id in either mode).
     pub shop_id: String,
     /// What the charge (or the authorization) did: `pending`, `succeeded`,
     /// `declined` or `canceled`. An authorization that succeeded is
@@ -232,6 +236,7 @@ impl TryFrom<wire::Payment> for Payment {
             created_at: OffsetDateTime::parse(&payment.created_at, &Rfc3339)
                 .map_err(|e| format!("created_at: {e}"))?,
             id: payment.id,
+            livemode: payment.livemode,
             shop_id: payment.shop_id,
             reference: payment.reference,
             provider_payment_id: payment.provider_payment_id,
@@ -278,6 +283,10 @@ impl CreateRefund {
 pub struct Refund {
     /// Our id (`re_...`).
     pub id: String,
+    /// `true` for live mode (real money, the acquirer), `false` for test
+    /// mode (a test key's, the simulator's). `true` when the answer has no
+    /// `livemode` (stored before test mode existed: live).
+    pub livemode: bool,
     /// The refunded payment.
     pub payment_id: String,
     /// The owning shop.
@@ -305,6 +314,7 @@ impl TryFrom<wire::Refund> for Refund {
             .to_owned(),
             amount: money(&refund.amount)?,
             id: refund.id,
+            livemode: refund.livemode,
             payment_id: refund.payment_id,
             shop_id: refund.shop_id,
             provider_refund_id: refund.provider_refund_id,
@@ -374,6 +384,10 @@ impl CreateCapture {
 pub struct Capture {
     /// Our id (`cap_...`).
     pub id: String,
+    /// `true` for live mode (real money, the acquirer), `false` for test
+    /// mode (a test key's, the simulator's). `true` when the answer has no
+    /// `livemode` (stored before test mode existed: live).
+    pub livemode: bool,
     /// The captured payment.
     pub payment_id: String,
     /// The owning shop.
@@ -402,6 +416,7 @@ impl TryFrom<wire::Capture> for Capture {
             },
             amount: money(&capture.amount)?,
             id: capture.id,
+            livemode: capture.livemode,
             payment_id: capture.payment_id,
             shop_id: capture.shop_id,
             last: capture.last,
@@ -660,6 +675,11 @@ impl From<wire::List<ApiKey>> for ApiKeyList {
 pub struct WebhookEndpoint {
     /// Its id (`we_` and 32 hex digits).
     pub id: String,
+    /// `true` for live mode (real money, the acquirer), `false` for test
+    /// mode (made with a test key; it receives only test events). `true`
+    /// when the answer has no `livemode` (stored before test mode existed:
+    /// live).
+    pub livemode: bool,
     /// Where events are POSTed.
     pub url: String,
     /// The event types it receives, sorted, or `["*"]` for every type.
@@ -688,6 +708,7 @@ impl fmt::Debug for WebhookEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebhookEndpoint")
             .field("id", &self.id)
+            .field("livemode", &self.livemode)
             .field("url", &self.url)
             .field("enabled_events", &self.enabled_events)
             .field("description", &self.description)
@@ -716,6 +737,7 @@ impl TryFrom<wire::WebhookEndpoint> for WebhookEndpoint {
                 "previous_secret_expires_at",
             )?,
             id: endpoint.id,
+            livemode: endpoint.livemode,
             url: endpoint.url,
             enabled_events: endpoint.enabled_events,
             description: endpoint.description,
@@ -808,6 +830,44 @@ mod tests {
         assert_eq!(payment.provider_payment_id.as_deref(), Some("ch_1"));
         let bad = body.replace("succeeded", "lost");
         assert!(serde_json::from_str::<Payment>(&bad).is_err());
+    }
+
+    /// `livemode` as sent; an answer without it (stored before test mode
+    /// existed) is live.
+    #[test]
+    fn reads_the_mode_of_each_object() {
+        let payment = r#"{"id":"pay_1","object":"payment","shop_id":"demo","status":"succeeded","amount":{"value":"15.00","currency":"RUB"},"reference":"o1","provider_payment_id":null,"decline_code":null,"created_at":"2026-11-29T22:42:32.243Z","amount_refunded":{"value":"0.00","currency":"RUB"},"refund_status":"none"}"#;
+        let refund = r#"{"id":"re_1","object":"refund","payment_id":"pay_1","shop_id":"demo","status":"succeeded","amount":{"value":"15.00","currency":"RUB"},"provider_refund_id":null,"failure_code":null,"created_at":"2026-11-29T22:45:01.120Z"}"#;
+        let capture = r#"{"id":"cap_1","object":"capture","payment_id":"pay_1","shop_id":"demo","status":"succeeded","amount":{"value":"15.00","currency":"RUB"},"final":true,"provider_capture_id":null,"failure_code":null,"created_at":"2026-11-29T22:45:01.120Z"}"#;
+        let endpoint = r#"{"id":"we_1","object":"webhook_endpoint","url":"https://shop.example/hooks","enabled_events":["*"],"description":null,"enabled":true,"managed_by_operator":false,"created_at":"2026-12-06T10:00:00.000Z","previous_secret_expires_at":null}"#;
+        let in_mode = |body: &str, livemode: bool| {
+            body.replacen(",", &format!(r#","livemode":{livemode},"#), 1)
+        };
+        assert!(serde_json::from_str::<Payment>(payment).unwrap().livemode);
+        assert!(serde_json::from_str::<Refund>(refund).unwrap().livemode);
+        assert!(serde_json::from_str::<Capture>(capture).unwrap().livemode);
+        assert!(
+            serde_json::from_str::<WebhookEndpoint>(endpoint)
+                .unwrap()
+                .livemode
+        );
+        for livemode in [true, false] {
+            let payment: Payment = serde_json::from_str(&in_mode(payment, livemode)).unwrap();
+            let refund: Refund = serde_json::from_str(&in_mode(refund, livemode)).unwrap();
+            let capture: Capture = serde_json::from_str(&in_mode(capture, livemode)).unwrap();
+            let endpoint: WebhookEndpoint =
+                serde_json::from_str(&in_mode(endpoint, livemode)).unwrap();
+            assert_eq!(
+                [
+                    payment.livemode,
+                    refund.livemode,
+                    capture.livemode,
+                    endpoint.livemode
+                ],
+                [livemode; 4]
+            );
+            assert!(format!("{endpoint:?}").contains(&format!("livemode: {livemode}")));
+        }
     }
 
     #[test]

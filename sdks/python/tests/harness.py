@@ -38,7 +38,7 @@ class Server:
         other_shops: Sequence[Tuple[str, str]] = (),
     ) -> None:
         self.dir = tempfile.mkdtemp(prefix="chargeonce-py-")
-        db = f"sqlite://{self.dir}/db.sqlite"
+        db = self.database_url = f"sqlite://{self.dir}/db.sqlite"
         bin_ = binary()
         subprocess.run(
             [bin_, "shops", "add", SHOP, "--secret", SECRET, "--database-url", db],
@@ -59,6 +59,7 @@ class Server:
         self.log = open(os.path.join(self.dir, "server.log"), "w+")
         self.proc = subprocess.Popen(
             [bin_, "serve", "--database-url", db, "--sim-ledger", f"{self.dir}/sim.sqlite",
+             "--test-sim-ledger", f"{self.dir}/test-sim.sqlite",
              "--listen", "127.0.0.1:0", "--operator-listen", "127.0.0.1:0",
              *BASE_ARGS, *(extra_args or [])],
             stdout=subprocess.PIPE, stderr=self.log, text=True,
@@ -67,6 +68,20 @@ class Server:
         self.url = self._wait_for_url()
         # The rest of stdout must not fill the pipe.
         threading.Thread(target=self._drain, daemon=True).start()
+
+    def make_key(self, mode: str = "test", scope: str = "full", shop: str = SHOP) -> str:
+        """``chargeonce shops keys add`` against this server's store: the new
+        key's secret (``sk_test_...`` for ``mode="test"``)."""
+        made = subprocess.run(
+            [binary(), "shops", "keys", "add", "--shop", shop, "--mode", mode, "--scope", scope,
+             "--database-url", self.database_url],
+            check=True, capture_output=True, text=True, timeout=60,
+        )
+        # "secret key (shown once, store it now): sk_test_..."
+        match = re.search(r"secret key \(shown once, store it now\): (\S+)", made.stdout)
+        if match is None:
+            raise RuntimeError(f"chargeonce shops keys add printed no secret: {made.stdout!r} {made.stderr!r}")
+        return match.group(1)
 
     def _wait_for_url(self) -> str:
         deadline = time.monotonic() + 30

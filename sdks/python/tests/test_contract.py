@@ -120,6 +120,25 @@ def assert_required_not_optional(model: type, schema: Dict[str, Any]) -> None:
                 assert "Optional" not in hints[name], f"{model.__name__}.{name} is required by the spec"
 
 
+def test_livemode_is_a_bool_that_defaults_to_live(spec: Dict[str, Any]) -> None:
+    """Every object that says its mode in the spec (``livemode``) says it in the
+    model, as a ``bool``; where the spec does not require it (answers stored
+    before test mode have none, and were live) the model defaults to ``True``."""
+    checked = set()
+    for model, names in MODELS.items():
+        schema = schema_of(spec, names)
+        if schema is None or "livemode" not in schema["properties"]:
+            continue
+        assert schema["properties"]["livemode"].get("type") == "boolean"
+        fields = {f.name: f for f in dataclasses.fields(model)}
+        assert "livemode" in fields, f"{model.__name__} has no livemode"
+        assert str(fields["livemode"].type) == "bool", f"{model.__name__}.livemode is {fields['livemode'].type}"
+        if "livemode" not in schema.get("required", []):
+            assert fields["livemode"].default is True, f"{model.__name__}.livemode must default to True (live)"
+        checked.add(model.__name__)
+    assert {"Payment", "Refund", "Capture", "WebhookEndpoint", "ApiKey"} <= checked, sorted(checked)
+
+
 def test_history_entries_are_the_schema_variants(spec: Dict[str, Any]) -> None:
     """``HistoryEntry`` is its own members (``seq``, ``at``, ``refund_id``) and
     one ``HistoryEvent`` variant, tagged by ``type``: each variant's entry class

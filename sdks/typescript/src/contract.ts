@@ -47,13 +47,13 @@ export interface paths {
         };
         /**
          * The shop's API keys, newest first (never their secrets)
-         * @description Every key of the shop, revoked and expired ones too, newest first, in one page (`has_more` is false).
+         * @description Every key of the shop in the asking key's mode (test keys for a test key, live keys for a live one), revoked and expired ones too, newest first, in one page (`has_more` is false).
          */
         get: operations["listApiKeys"];
         put?: never;
         /**
          * Make an API key (once per Idempotency-Key)
-         * @description Makes a live key with the scope asked (a `full` key may make any scope). The answer carries the secret, once: it is stored hashed. A repeat with the same Idempotency-Key answers the same key without its secret (`Idempotent-Replayed: true`) and makes nothing. At most 32 active keys a shop.
+         * @description Makes a key with the scope asked (a `full` key may make any scope), in the mode of the key that asks (a test key makes test keys, a live key live ones). The answer carries the secret, once: it is stored hashed. A repeat with the same Idempotency-Key answers the same key without its secret (`Idempotent-Replayed: true`) and makes nothing. At most 32 active keys a shop.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -570,6 +570,7 @@ export interface components {
          *       "failure_code": null,
          *       "final": false,
          *       "id": "cap_01a22982a1c07d11b0f4c7e8e0d6a3b1",
+         *       "livemode": true,
          *       "object": "capture",
          *       "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
          *       "provider_capture_id": "cp_01a22982a1c47a52a0e1b1d8c2f3e4a5",
@@ -585,6 +586,12 @@ export interface components {
             id: string;
             /** @description Always `capture`. */
             object: components["schemas"]["CaptureObject"];
+            /**
+             * @description `true` for an object of live mode (real money), `false` for test
+             *     mode's (the simulator's). Absent only in answers stored before test
+             *     mode existed, which were all live.
+             */
+            livemode?: boolean;
             /**
              * @description The captured payment.
              * @example pay_01a2297968b375bcb36eb8e661248216
@@ -817,6 +824,7 @@ export interface components {
          *         "state": "delivered"
          *       },
          *       "id": "evt_01a2297968c07d11b0f4c7e8e0d6a3b1",
+         *       "livemode": true,
          *       "object": "event",
          *       "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
          *       "refund_id": null,
@@ -848,6 +856,12 @@ export interface components {
             delivery: components["schemas"]["EventDelivery"];
             /** @description Its id (`evt_...`): receivers deduplicate deliveries by it. */
             id: string;
+            /**
+             * @description `true` for an object of live mode (real money), `false` for test
+             *     mode's (the simulator's). Absent only in answers stored before test
+             *     mode existed, which were all live.
+             */
+            livemode?: boolean;
             /** @description Always `event`. */
             object: components["schemas"]["EventObject"];
             /** @description The payment it is about (for a refund: the refunded payment). */
@@ -1364,6 +1378,12 @@ export interface components {
                 /** @description Always `capture`. */
                 object: components["schemas"]["CaptureObject"];
                 /**
+                 * @description `true` for an object of live mode (real money), `false` for test
+                 *     mode's (the simulator's). Absent only in answers stored before test
+                 *     mode existed, which were all live.
+                 */
+                livemode?: boolean;
+                /**
                  * @description The captured payment.
                  * @example pay_01a2297968b375bcb36eb8e661248216
                  */
@@ -1431,6 +1451,12 @@ export interface components {
                 delivery: components["schemas"]["EventDelivery"];
                 /** @description Its id (`evt_...`): receivers deduplicate deliveries by it. */
                 id: string;
+                /**
+                 * @description `true` for an object of live mode (real money), `false` for test
+                 *     mode's (the simulator's). Absent only in answers stored before test
+                 *     mode existed, which were all live.
+                 */
+                livemode?: boolean;
                 /** @description Always `event`. */
                 object: components["schemas"]["EventObject"];
                 /** @description The payment it is about (for a refund: the refunded payment). */
@@ -1461,6 +1487,12 @@ export interface components {
                 id: string;
                 /** @description Always `payment`. */
                 object: components["schemas"]["PaymentObject"];
+                /**
+                 * @description `true` for an object of live mode (real money), `false` for test
+                 *     mode's (the simulator's). Absent only in answers stored before test
+                 *     mode existed, which were all live.
+                 */
+                livemode?: boolean;
                 /**
                  * @description The owning shop.
                  * @example demo
@@ -1539,6 +1571,12 @@ export interface components {
                 /** @description Always `refund`. */
                 object: components["schemas"]["RefundObject"];
                 /**
+                 * @description `true` for an object of live mode (real money), `false` for test
+                 *     mode's (the simulator's). Absent only in answers stored before test
+                 *     mode existed, which were all live.
+                 */
+                livemode?: boolean;
+                /**
                  * @description The refunded payment.
                  * @example pay_01a2297968b375bcb36eb8e661248216
                  */
@@ -1584,6 +1622,12 @@ export interface components {
                 id: string;
                 /** @description Always `webhook_endpoint`. */
                 object: components["schemas"]["WebhookEndpointObject"];
+                /**
+                 * @description `true` for an object of live mode (real money), `false` for test
+                 *     mode's (the simulator's). Absent only in answers stored before test
+                 *     mode existed, which were all live.
+                 */
+                livemode?: boolean;
                 /**
                  * @description Where events are POSTed.
                  * @example https://shop.example/webhooks
@@ -1656,6 +1700,7 @@ export interface components {
          *       "created_at": "2026-11-29T22:42:32.243Z",
          *       "decline_code": null,
          *       "id": "pay_01a2297968b375bcb36eb8e661248216",
+         *       "livemode": true,
          *       "metadata": {
          *         "order_id": "6735"
          *       },
@@ -1675,6 +1720,12 @@ export interface components {
             id: string;
             /** @description Always `payment`. */
             object: components["schemas"]["PaymentObject"];
+            /**
+             * @description `true` for an object of live mode (real money), `false` for test
+             *     mode's (the simulator's). Absent only in answers stored before test
+             *     mode existed, which were all live.
+             */
+            livemode?: boolean;
             /**
              * @description The owning shop.
              * @example demo
@@ -1840,6 +1891,7 @@ export interface components {
          *       "created_at": "2026-11-29T22:45:01.120Z",
          *       "failure_code": null,
          *       "id": "re_01a22982a1c07d11b0f4c7e8e0d6a3b1",
+         *       "livemode": true,
          *       "object": "refund",
          *       "payment_id": "pay_01a2297968b375bcb36eb8e661248216",
          *       "provider_refund_id": "re_01a22982a1c47a52a0e1b1d8c2f3e4a5",
@@ -1855,6 +1907,12 @@ export interface components {
             id: string;
             /** @description Always `refund`. */
             object: components["schemas"]["RefundObject"];
+            /**
+             * @description `true` for an object of live mode (real money), `false` for test
+             *     mode's (the simulator's). Absent only in answers stored before test
+             *     mode existed, which were all live.
+             */
+            livemode?: boolean;
             /**
              * @description The refunded payment.
              * @example pay_01a2297968b375bcb36eb8e661248216
@@ -1948,6 +2006,12 @@ export interface components {
             id: string;
             /** @description Always `webhook_endpoint`. */
             object: components["schemas"]["WebhookEndpointObject"];
+            /**
+             * @description `true` for an object of live mode (real money), `false` for test
+             *     mode's (the simulator's). Absent only in answers stored before test
+             *     mode existed, which were all live.
+             */
+            livemode?: boolean;
             /**
              * @description Where events are POSTed.
              * @example https://shop.example/webhooks

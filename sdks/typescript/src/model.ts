@@ -419,6 +419,16 @@ export function captureMethodOf(payment: Payment): CaptureMethod {
   return payment.capture_method ?? "automatic";
 }
 
+/**
+ * Whether `object` (a payment, refund, capture, webhook endpoint or merchant
+ * event) is live mode's (real money, the acquirer) rather than test mode's (a
+ * `sk_test_` key's, the simulator's); `true` when `livemode` is absent (an
+ * answer stored before test mode existed: live).
+ */
+export function livemodeOf(object: { readonly livemode?: boolean | undefined }): boolean {
+  return object.livemode ?? true;
+}
+
 /** What captures may still take; zero when absent (an answer stored before authorizations: charged at once). */
 export function amountCapturable(payment: Payment): Amount {
   return payment.amount_capturable ?? { value: zeroLike(payment.amount.value), currency: payment.amount.currency };

@@ -144,6 +144,12 @@ export type MerchantEventType = KnownMerchantEventType | (string & {});
 export interface MerchantEvent {
   id: string;
   type: MerchantEventType;
+  /**
+   * `false` for test mode's events (a test webhook endpoint receives only
+   * those); absent only from events stored before test mode existed, which
+   * are live: read it with {@link livemodeOf}.
+   */
+  livemode?: boolean;
   created: number;
   data: Record<string, unknown>;
 }

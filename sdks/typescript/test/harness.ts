@@ -18,7 +18,25 @@ export interface Server {
   /** The operator listener (the console, `/metrics`, the simulator's `/sim`). */
   operatorUrl: string;
   dir: string;
+  /** The store `serve` and the CLI use (`sqlite://...`). */
+  databaseUrl: string;
   stop(): Promise<void>;
+}
+
+/**
+ * `chargeonce shops keys add` against the server's store: the new key's
+ * secret (`sk_test_...` for a `test` key).
+ */
+export function makeKey(server: Server, mode: "live" | "test" = "test", scope: "full" | "read_only" | "payments" = "full"): string {
+  const out = execFileSync(
+    CHARGEONCE_BIN,
+    ["shops", "keys", "add", "--shop", SHOP, "--mode", mode, "--scope", scope, "--database-url", server.databaseUrl],
+    { stdio: "pipe" },
+  ).toString();
+  // "secret key (shown once, store it now): sk_test_..."
+  const secret = /secret key \(shown once, store it now\): (\S+)/.exec(out)?.[1];
+  if (secret === undefined) throw new Error(`chargeonce shops keys add printed no secret:\n${out}`);
+  return secret;
 }
 
 export function haveBinary(): boolean {
@@ -51,6 +69,7 @@ export async function startServer(
       ...WEBHOOK_ARGS,
       "--database-url", db,
       "--sim-ledger", join(dir, "sim.db"),
+      "--test-sim-ledger", join(dir, "test-sim.db"),
       "--listen", "127.0.0.1:0",
       "--operator-listen", "127.0.0.1:0",
       "--sim-slow", "2s",
@@ -90,6 +109,7 @@ export async function startServer(
     url,
     operatorUrl,
     dir,
+    databaseUrl: db,
     async stop() {
       if (child.exitCode === null) {
         const exited = new Promise((resolve) => child.once("exit", resolve));

@@ -4,8 +4,10 @@ A model declares its members once, as dataclass fields with type hints (the
 contract test holds them to ``docs/openapi.json``); :func:`decode` reads each
 member by its hint: ``str``, ``int``, ``bool``, ``Optional[...]`` (absent or
 null is ``None``), ``List[...]``, a nested model (its own ``from_json``),
-and ``Dict``/``Any`` as sent. A field whose metadata says ``wire=False`` is
-not a member; one named ``raw`` keeps the JSON the model was read from. A
+and ``Dict``/``Any`` as sent. A member that is absent takes the field's
+default when it has one (``livemode: bool = True``: answers stored before
+the member existed). A field whose metadata says ``wire=False`` is not a
+member; one named ``raw`` keeps the JSON the model was read from. A
 required member that is absent or null is a ``KeyError``.
 """
 from __future__ import annotations
@@ -37,6 +39,9 @@ def decode(cls: Type[M], data: Mapping[str, Any]) -> M:
         if not member.metadata.get("wire", True):
             if member.name == "raw":
                 values["raw"] = dict(data)
+            continue
+        if member.name not in data and member.default is not dataclasses.MISSING:
+            values[member.name] = member.default
             continue
         values[member.name] = _value(hints[member.name], data.get(member.name), member.name)
     return cls(**values)

@@ -47,6 +47,13 @@ def _opt(data: Mapping[str, Any], name: str) -> Optional[str]:
     return None if value is None else str(value)
 
 
+def _livemode(data: Mapping[str, Any]) -> bool:
+    """An object's ``livemode``: ``True`` when absent (an answer stored before
+    test mode existed was live)."""
+    value = data.get("livemode")
+    return True if value is None else bool(value)
+
+
 T = TypeVar("T")
 
 

@@ -6,7 +6,7 @@ from enum import Enum
 from typing import Any, Dict, Mapping, Optional
 
 from .._decode import Wire
-from .common import _LOCAL, Amount, _opt
+from .common import _LOCAL, Amount, _livemode, _opt
 
 
 class PaymentStatus(str, Enum):
@@ -68,6 +68,10 @@ class Payment:
     authorization_expires_at: Optional[str]
     #: The shop's own pairs, as its request gave them (``{}`` when none).
     metadata: Dict[str, str] = field(default_factory=dict)
+    #: ``True`` for live mode (real money, the acquirer), ``False`` for test
+    #: mode (a ``sk_test_`` key's, the simulator's). ``True`` when the answer
+    #: has no ``livemode`` (stored before test mode existed: live).
+    livemode: bool = True
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
 
     @classmethod
@@ -102,6 +106,7 @@ class Payment:
             authorization_expires_at=_opt(data, "authorization_expires_at"),
             # Absent only from answers stored before metadata existed.
             metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()},
+            livemode=_livemode(data),
             raw=dict(data),
         )
 
@@ -117,6 +122,10 @@ class Refund:
     provider_refund_id: Optional[str]
     failure_code: Optional[str]
     created_at: str
+    #: ``True`` for live mode (real money, the acquirer), ``False`` for test
+    #: mode (a ``sk_test_`` key's, the simulator's). ``True`` when the answer
+    #: has no ``livemode`` (stored before test mode existed: live).
+    livemode: bool = True
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)
 
     @classmethod
@@ -131,6 +140,7 @@ class Refund:
             provider_refund_id=_opt(data, "provider_refund_id"),
             failure_code=_opt(data, "failure_code"),
             created_at=str(data["created_at"]),
+            livemode=_livemode(data),
             raw=dict(data),
         )
 
@@ -152,4 +162,8 @@ class Capture(Wire):
     provider_capture_id: Optional[str]
     failure_code: Optional[str]
     created_at: str
+    #: ``True`` for live mode (real money, the acquirer), ``False`` for test
+    #: mode (a ``sk_test_`` key's, the simulator's). ``True`` when the answer
+    #: has no ``livemode`` (stored before test mode existed: live).
+    livemode: bool = True
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False, metadata=_LOCAL)

@@ -34,6 +34,10 @@ class WebhookEndpoint(Wire):
     created_at: str
     #: While a rolled-over secret still signs beside the new one: when it stops.
     previous_secret_expires_at: Optional[str]
+    #: ``True`` for a live endpoint, ``False`` for test mode's (made with a
+    #: ``sk_test_`` key; it receives only test events). ``True`` when the
+    #: answer has no ``livemode`` (stored before test mode existed: live).
+    livemode: bool = True
     #: The signing secret, in the answer that made it only: store it then.
     secret: Optional[str] = field(default=None, repr=False)
     #: Not a wire member: the answer was a replay of the idempotency key's
