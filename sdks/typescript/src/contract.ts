@@ -502,7 +502,10 @@ export interface components {
             id: string;
             /** @description Always `api_key`. */
             object: components["schemas"]["ApiKeyObject"];
-            /** @description `true` for a live key (test keys come with test mode). */
+            /**
+             * @description `true` for a live key (`sk_live_…`), `false` for a test key (`sk_test_…`),
+             *     which sees and makes only the shop's test-mode objects.
+             */
             livemode: boolean;
             /** @description What it may do. */
             scope: components["schemas"]["ApiKeyScope"];
@@ -1323,7 +1326,10 @@ export interface components {
                 id: string;
                 /** @description Always `api_key`. */
                 object: components["schemas"]["ApiKeyObject"];
-                /** @description `true` for a live key (test keys come with test mode). */
+                /**
+                 * @description `true` for a live key (`sk_live_…`), `false` for a test key (`sk_test_…`),
+                 *     which sees and makes only the shop's test-mode objects.
+                 */
                 livemode: boolean;
                 /** @description What it may do. */
                 scope: components["schemas"]["ApiKeyScope"];
