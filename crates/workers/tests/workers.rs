@@ -41,7 +41,9 @@ async fn an_event_for_another_amount_settles_nothing_and_is_a_finding(backend: B
     assert_eq!(h.payment(id).await["status"], "pending", "nothing applied");
     let text = h.metrics_text().await;
     assert!(
-        text.contains("chargeonce_reconciler_findings_total{mode=\"live\",kind=\"amount_mismatch\"} 2"),
+        text.contains(
+            "chargeonce_reconciler_findings_total{mode=\"live\",kind=\"amount_mismatch\"} 2"
+        ),
         "{text}"
     );
     let (_, genuine) = h
@@ -573,8 +575,14 @@ async fn the_reconciler_finds_a_planted_duplicate_and_an_orphan(backend: Backend
     );
     assert!(text.ends_with("NOT CLEAN"));
     let metrics = h.metrics_text().await;
-    assert!(metrics.contains("chargeonce_reconciler_findings_total{mode=\"live\",kind=\"duplicate_charge\"} 1"));
-    assert!(metrics.contains("chargeonce_reconciler_findings_total{mode=\"live\",kind=\"orphan_charge\"} 1"));
+    assert!(metrics.contains(
+        "chargeonce_reconciler_findings_total{mode=\"live\",kind=\"duplicate_charge\"} 1"
+    ));
+    assert!(
+        metrics.contains(
+            "chargeonce_reconciler_findings_total{mode=\"live\",kind=\"orphan_charge\"} 1"
+        )
+    );
 
     // Refunding duplicates gives back the planted charge, not ours.
     let refund = ReconcilerConfig {
