@@ -97,3 +97,83 @@ impl Acquirer for NoTestAcquirer {
         Ok(Vec::new())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{CaptureMethod, CardToken, Money, Reference};
+
+    /// Live mode's acquirer in these tests: it must never be reached.
+    struct Unreachable;
+
+    #[async_trait]
+    impl Acquirer for Unreachable {
+        async fn charge(&self, _: &ChargeRequest) -> Result<crate::ChargeResult, AcquirerError> {
+            panic!("a test-mode charge reached live mode's acquirer")
+        }
+        async fn status(&self, _: &AcquirerKey) -> Result<Option<AcquirerCharge>, AcquirerError> {
+            panic!("a test-mode look-up reached live mode's acquirer")
+        }
+        async fn charges_for_payment(
+            &self,
+            _: &ShopId,
+            _: &PaymentId,
+        ) -> Result<Vec<AcquirerCharge>, AcquirerError> {
+            panic!("a test-mode look-up reached live mode's acquirer")
+        }
+        async fn refund_payment(
+            &self,
+            _: &RefundRequest,
+        ) -> Result<RefundSettlement, AcquirerError> {
+            panic!("a test-mode refund reached live mode's acquirer")
+        }
+        async fn refunds_for_refund(
+            &self,
+            _: &RefundRequest,
+        ) -> Result<Vec<AcquirerRefund>, AcquirerError> {
+            panic!("a test-mode look-up reached live mode's acquirer")
+        }
+    }
+
+    /// Without a test acquirer, test mode's charges are refused for good
+    /// (nothing moved, the payment declined) and its look-ups find nothing;
+    /// live mode's acquirer is never asked.
+    #[tokio::test]
+    async fn live_only_refuses_test_mode_without_reaching_live() {
+        let acquirers = Acquirers::live_only(Arc::new(Unreachable));
+        let shop = ShopId::new("shop").unwrap().in_mode(Mode::Test);
+        let test = acquirers.of_shop(&shop);
+        let payment_id = PaymentId::generate();
+        let request = ChargeRequest {
+            acquirer_key: AcquirerKey::for_payment(&payment_id),
+            shop_id: shop.clone(),
+            payment_id: payment_id.clone(),
+            reference: Reference::new("order-1").unwrap(),
+            amount: Money::parse("15.00", "RUB").unwrap(),
+            token: CardToken::new("tok_ok").unwrap(),
+            capture_method: CaptureMethod::Automatic,
+        };
+        match test.charge(&request).await {
+            Err(AcquirerError::Rejected(code)) => assert_eq!(code, TEST_MODE_UNAVAILABLE),
+            other => panic!("{other:?}"),
+        }
+        assert!(test.status(&request.acquirer_key).await.unwrap().is_none());
+        assert!(
+            test.charges_for_payment(&shop, &payment_id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Live mode's shop gets live mode's acquirer.
+        let live = ShopId::new("shop").unwrap();
+        assert!(Arc::ptr_eq(
+            acquirers.of_shop(&live),
+            acquirers.of_mode(Mode::Live)
+        ));
+        assert!(!Arc::ptr_eq(
+            acquirers.of_shop(&shop),
+            acquirers.of_mode(Mode::Live)
+        ));
+    }
+}
