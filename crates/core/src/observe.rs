@@ -155,11 +155,11 @@ pub trait Observer: Send + Sync + 'static {
     fn swept(&self, deleted: u64) {
         let _ = deleted;
     }
-    /// The outbox relay attempted one merchant event delivery (`result`:
-    /// `delivered`, `failed` (due again later) or `gave_up` (failed, and the
-    /// event was given up)).
-    fn event_delivery(&self, result: &'static str) {
-        let _ = result;
+    /// The outbox relay attempted one merchant event delivery of `mode`'s
+    /// (`result`: `delivered`, `failed` (due again later) or `gave_up`
+    /// (failed, and the event was given up)).
+    fn event_delivery(&self, mode: Mode, result: &'static str) {
+        let _ = (mode, result);
     }
 }
 

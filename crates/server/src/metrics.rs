@@ -20,7 +20,7 @@
 //! | `chargeonce_reconciler_resolved_total` | | pending payments settled from the acquirer's answer |
 //! | `chargeonce_sweeper_deleted_total` | | expired keys deleted |
 //! | `chargeonce_webhooks_total` | `result` | acquirer webhooks by result |
-//! | `chargeonce_event_deliveries_total` | `result` | merchant event delivery attempts (`delivered`, `failed`: due again later, `gave_up`: failed and the event given up) |
+//! | `chargeonce_event_deliveries_total` | `mode`, `result` | merchant event delivery attempts (`delivered`, `failed`: due again later, `gave_up`: failed and the event given up) |
 //! | `chargeonce_refusals_total` | `reason` | requests refused by a limit: `rate_limited` (a shop's rate), `auth_failures` (a client address past its failure budget), `unseen_lookups` (the ceiling on look-ups of unseen shops), `console_logins`, `body_timeout`, `request_timeout`, `store_overloaded`, `waiters_instance`, `waiters_shop` (see [`crate::limits`], [`crate::auth_limits`]) |
 //! | `chargeonce_http_responses_total` | `listener`, `class` | answers by listener (`api`, `operator`) and status class (`2xx`, `3xx`, `4xx`, `5xx`) |
 //! | `chargeonce_payments_pending` | | payments still pending, read from the store at each scrape |
@@ -576,9 +576,9 @@ impl Observer for Metrics {
         self.swept.inc_by(deleted);
     }
 
-    fn event_delivery(&self, result: &'static str) {
+    fn event_delivery(&self, mode: Mode, result: &'static str) {
         self.event_deliveries
-            .get_or_create(&vec![("result", result)])
+            .get_or_create(&vec![("mode", mode.as_str()), ("result", result)])
             .inc();
     }
 }
@@ -619,7 +619,7 @@ mod tests {
             },
             now,
         );
-        metrics.event_delivery("gave_up");
+        metrics.event_delivery(Mode::Live, "gave_up");
         let text = metrics.render();
         for line in [
             "chargeonce_claims_total 2",
@@ -641,7 +641,7 @@ mod tests {
             "chargeonce_findings_open_by_kind{kind=\"duplicate_charge\"} 0",
             "chargeonce_events_due 2",
             "chargeonce_events_due_oldest_age_seconds 30.0",
-            "chargeonce_event_deliveries_total{result=\"gave_up\"} 1",
+            "chargeonce_event_deliveries_total{mode=\"live\",result=\"gave_up\"} 1",
         ] {
             assert!(text.contains(line), "missing `{line}` in:\n{text}");
         }

@@ -151,10 +151,12 @@ async fn a_merchant_failing_three_times_gets_the_event_once_acknowledged(backend
     assert_eq!(delivered["delivery"]["last_error"], Value::Null);
     let text = metrics.render();
     assert!(
-        text.contains("chargeonce_event_deliveries_total{result=\"failed\"} 3"),
+        text.contains("chargeonce_event_deliveries_total{mode=\"live\",result=\"failed\"} 3"),
         "{text}"
     );
-    assert!(text.contains("chargeonce_event_deliveries_total{result=\"delivered\"} 1"));
+    assert!(
+        text.contains("chargeonce_event_deliveries_total{mode=\"live\",result=\"delivered\"} 1")
+    );
 }
 
 async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backend: Backend) {
@@ -195,12 +197,12 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
     let scraped = send(s.http.get(s.operator_url("/metrics"))).await;
     let text = String::from_utf8(scraped.bytes).unwrap();
     assert!(
-        text.contains("chargeonce_event_deliveries_total{result=\"gave_up\"} 1\n"),
+        text.contains("chargeonce_event_deliveries_total{mode=\"live\",result=\"gave_up\"} 1\n"),
         "{text}"
     );
     assert!(
         text.contains(&format!(
-            "chargeonce_event_deliveries_total{{result=\"failed\"}} {}\n",
+            "chargeonce_event_deliveries_total{{mode=\"live\",result=\"failed\"}} {}\n",
             attempts - 1
         )),
         "{text}"

@@ -243,7 +243,7 @@ impl Relay {
             (Ok(true), false) => "gave_up",
             _ => "failed",
         };
-        self.observer.event_delivery(result);
+        self.observer.event_delivery(event.shop_id.mode(), result);
         if matches!(recorded, Ok(true)) {
             tracing::warn!(
                 event_id = %event.id,

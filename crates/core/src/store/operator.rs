@@ -22,7 +22,10 @@ pub struct ShopSummary {
 }
 
 /// Counts the console's overview shows (and the metrics' gauges), read from
-/// the store in one statement.
+/// the store in one statement: **live mode's** only. Test mode's payments,
+/// findings and deliveries are the merchants' own experiments (a developer's
+/// receiver that is down, a test ledger thrown away): they must never page
+/// the people on call, and the console shows them under its Mode filter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreCounts {
     /// Payments still pending.

@@ -240,25 +240,25 @@ impl Operator for PgStore {
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
         let row = sqlx::query(
             "SELECT \
-             (SELECT count(*) FROM pending_payments), \
-             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+             (SELECT count(*) FROM pending_payments WHERE shop_id NOT LIKE '%.test'), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test'), \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
                  AND kind = 'duplicate_charge'), \
-             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
                  AND kind = 'orphan_charge'), \
-             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
                  AND kind = 'missing_charge'), \
-             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+             (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
                  AND kind = 'mismatch'), \
              (SELECT count(*) FROM event_deliveries \
-                 WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+                 WHERE delivered_at IS NULL AND gave_up_at IS NULL AND shop_id NOT LIKE '%.test'), \
              (SELECT count(*) FROM event_deliveries \
                  WHERE delivered_at IS NULL AND gave_up_at IS NULL \
-                   AND next_attempt_at < '9999-01-01'), \
+                   AND next_attempt_at < '9999-01-01' AND shop_id NOT LIKE '%.test'), \
              (SELECT min(due_since) FROM event_deliveries \
                  WHERE delivered_at IS NULL AND gave_up_at IS NULL \
-                   AND next_attempt_at < '9999-01-01'), \
-             (SELECT min(created_at) FROM pending_payments)",
+                   AND next_attempt_at < '9999-01-01' AND shop_id NOT LIKE '%.test'), \
+             (SELECT min(created_at) FROM pending_payments WHERE shop_id NOT LIKE '%.test')",
         )
         .fetch_one(&mut *self.conn().await?)
         .await

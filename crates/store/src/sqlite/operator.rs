@@ -108,22 +108,22 @@ const PAYMENT_EVENTS: &str = concat!(
 /// those the relay owes (to enabled endpoints, not parked), whether their
 /// next attempt is now or after a backoff; their age runs from `due_since`.
 const COUNTS: &str = "SELECT \
-     (SELECT count(*) FROM payments WHERE status = 'pending'), \
-     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL), \
-     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+     (SELECT count(*) FROM payments WHERE status = 'pending' AND shop_id NOT LIKE '%.test'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test'), \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
          AND kind = 'duplicate_charge'), \
-     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
          AND kind = 'orphan_charge'), \
-     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
          AND kind = 'missing_charge'), \
-     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL \
+     (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
          AND kind = 'mismatch'), \
-     (SELECT count(*) FROM event_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL), \
+     (SELECT count(*) FROM event_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL AND shop_id NOT LIKE '%.test'), \
      (SELECT count(*) FROM event_deliveries \
-         WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < 253370764800000), \
+         WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < 253370764800000 AND shop_id NOT LIKE '%.test'), \
      (SELECT min(due_since) FROM event_deliveries \
-         WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < 253370764800000), \
-     (SELECT min(created_at) FROM payments WHERE status = 'pending')";
+         WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < 253370764800000 AND shop_id NOT LIKE '%.test'), \
+     (SELECT min(created_at) FROM payments WHERE status = 'pending' AND shop_id NOT LIKE '%.test')";
 
 #[async_trait]
 impl Operator for SqliteStore {
