@@ -71,6 +71,24 @@ async fn charges(server: &Server, ledger: &str, reference: &str) -> Vec<Value> {
     charges
 }
 
+/// The charges of order `reference` of namespace `shop` at the `chargeonce
+/// acquirer` at `base` (`GET /v1/charges`).
+async fn acquirer_charges(base: &str, shop: &str, reference: &str) -> Vec<Value> {
+    let url = format!("{base}/v1/charges?shop_id={shop}&reference={reference}");
+    let body: Value = common::client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_test_payment_never_reaches_the_live_acquirer() {
     let db = TestDb::postgres().await;
@@ -133,34 +151,12 @@ async fn test_mode_can_use_a_shared_simulator_over_http() {
 
     // Test mode's charge is at the shared simulator, under the test mode's
     // shop id; live mode's is in the embedded simulator alone.
-    let url = format!(
-        "{}/v1/charges?shop_id={SHOP}.test&reference=order-shared",
-        test_acquirer.base
-    );
-    let found: Value = common::client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let found = found["data"].as_array().unwrap();
+    let found =
+        acquirer_charges(&test_acquirer.base, &format!("{SHOP}.test"), "order-shared").await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["payment_id"], tested["id"]);
-    let url = format!(
-        "{}/v1/charges?shop_id={SHOP}&reference=order-shared",
-        test_acquirer.base
-    );
-    let none: Value = common::client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(none["data"].as_array().unwrap().len(), 0, "{none}");
+    let none = acquirer_charges(&test_acquirer.base, SHOP, "order-shared").await;
+    assert!(none.is_empty(), "{none:?}");
     let live_charges = charges(&server, "/sim", "order-shared").await;
     assert_eq!(live_charges.len(), 1, "{live_charges:?}");
     assert_eq!(live_charges[0]["payment_id"], live["id"]);

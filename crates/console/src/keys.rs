@@ -75,7 +75,11 @@ pub async fn page(
         .shops()
         .await?
         .into_iter()
-        .map(|s| s.shop_id.as_str().to_owned())
+        // Each shop in both modes: a test key's record is under `{shop}.test`.
+        .flat_map(|s| {
+            let test = s.shop_id.in_mode(chargeonce_core::api_key::Mode::Test);
+            [s.shop_id.as_str().to_owned(), test.as_str().to_owned()]
+        })
         .collect();
     let (mut found, mut error) = (None, None);
     if let (Some(shop), Some(key)) = (given(&query.shop), given(&query.key)) {
