@@ -49,13 +49,14 @@ pub struct ReconcileArgs {
 /// Runs one pass, prints its report; `Ok(true)` when clean.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
     let store = args.store.connect().await?;
-    let upstream = Upstream::connect(&args.upstream).await?;
     let mode = args.mode.into();
+    // Only the mode reconciled: the other's acquirer is not opened.
+    let (acquirer, ledger) = Upstream::connect_mode(&args.upstream, mode).await?;
     let reconciler = Reconciler {
         mode,
         store,
-        acquirer: upstream.acquirer(mode),
-        ledger: upstream.ledger(mode),
+        acquirer,
+        ledger,
         observer: Arc::new(NoObserver),
     };
     let config = ReconcilerConfig {

@@ -37,33 +37,22 @@ impl Upstream {
     /// `--sim-slow`); test mode to `--test-acquirer-url` or its own
     /// simulator's ledger (`--test-sim-ledger`). The two are never one.
     pub async fn connect(args: &UpstreamArgs) -> anyhow::Result<Self> {
-        let test_ledger = args.test_ledger();
-        let same = match (&args.acquirer_url, &args.test_acquirer_url) {
-            (Some(live), Some(test)) => live.trim_end_matches('/') == test.trim_end_matches('/'),
-            (None, None) => args.sim_ledger == test_ledger,
-            _ => false,
-        };
-        anyhow::ensure!(
-            !same,
-            "test mode's acquirer must not be live mode's: give --test-sim-ledger another file \
-             than --sim-ledger, or --test-acquirer-url another URL than --acquirer-url"
-        );
-        let live = match &args.acquirer_url {
-            Some(url) => {
-                Side::remote(args, url, !args.acquirer_no_idempotency).context("--acquirer-url")?
-            }
-            None => Side::embedded(args, &args.sim_ledger, !args.acquirer_no_idempotency)
-                .await
-                .context("opening the simulator ledger")?,
-        };
-        // Test mode's simulator deduplicates on keys, as the simulator does.
-        let test = match &args.test_acquirer_url {
-            Some(url) => Side::remote(args, url, true).context("--test-acquirer-url")?,
-            None => Side::embedded(args, &test_ledger, true)
-                .await
-                .context("opening test mode's simulator ledger")?,
-        };
-        Ok(Self { live, test })
+        Ok(Self {
+            live: Side::connect(args, Mode::Live).await?,
+            test: Side::connect(args, Mode::Test).await?,
+        })
+    }
+
+    /// One mode's acquirer alone, the other not opened (`chargeonce
+    /// reconcile --mode`): for charges and look-ups, and its ledger.
+    pub async fn connect_mode(
+        args: &UpstreamArgs,
+        mode: Mode,
+    ) -> anyhow::Result<(Arc<dyn Acquirer>, Arc<dyn AcquirerLedger>)> {
+        Ok(match Side::connect(args, mode).await? {
+            Side::Embedded(sim, _) => (sim.clone(), sim),
+            Side::Remote(http, _) => (http.clone(), http),
+        })
     }
 
     /// The acquirers of both modes, for the engine.
@@ -113,7 +102,44 @@ impl Upstream {
     }
 }
 
+/// Whether the flags name one acquirer for both modes (refused).
+fn one_for_both(args: &UpstreamArgs) -> bool {
+    match (&args.acquirer_url, &args.test_acquirer_url) {
+        (Some(live), Some(test)) => live.trim_end_matches('/') == test.trim_end_matches('/'),
+        (None, None) => args.sim_ledger == args.test_ledger(),
+        _ => false,
+    }
+}
+
 impl Side {
+    /// `mode`'s acquirer as the flags choose it: live mode's
+    /// `--acquirer-url` or simulator (`--sim-ledger`), test mode's
+    /// `--test-acquirer-url` or simulator (`--test-sim-ledger`, always
+    /// deduplicating on keys, as the simulator does). Never one for both.
+    async fn connect(args: &UpstreamArgs, mode: Mode) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            !one_for_both(args),
+            "test mode's acquirer must not be live mode's: give --test-sim-ledger another file \
+             than --sim-ledger, or --test-acquirer-url another URL than --acquirer-url"
+        );
+        match (mode, &args.acquirer_url, &args.test_acquirer_url) {
+            (Mode::Live, Some(url), _) => {
+                Self::remote(args, url, !args.acquirer_no_idempotency).context("--acquirer-url")
+            }
+            (Mode::Live, None, _) => {
+                Self::embedded(args, &args.sim_ledger, !args.acquirer_no_idempotency)
+                    .await
+                    .context("opening the simulator ledger")
+            }
+            (Mode::Test, _, Some(url)) => {
+                Self::remote(args, url, true).context("--test-acquirer-url")
+            }
+            (Mode::Test, _, None) => Self::embedded(args, &args.test_ledger(), true)
+                .await
+                .context("opening test mode's simulator ledger"),
+        }
+    }
+
     fn remote(args: &UpstreamArgs, url: &str, idempotent: bool) -> anyhow::Result<Self> {
         let acquirer = HttpAcquirer::new(
             url,

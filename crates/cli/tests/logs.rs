@@ -154,6 +154,8 @@ async fn acquirer_credentials_are_never_printed() {
             "http://acq-user:url-pa55word@127.0.0.1:9/v1?token=query-t0ken",
         ])
         .args(["--acquirer-credentials", "flag-user:flag-pa55word"])
+        .arg("--test-sim-ledger")
+        .arg(dir.path().join("test-sim.db"))
         .env("RUST_LOG", "debug")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
