@@ -25,6 +25,7 @@ mod key_rows;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
+mod stored_body;
 
 /// The SQLite writer's counters ([`SqliteStore::writer_stats`]).
 pub use chargeonce_sqlite::Stats as SqliteWriterStats;

@@ -24,6 +24,8 @@ use chargeonce_core::{
 };
 use chargeonce_core::{Capture, CaptureId, CaptureMethod, CaptureStatus, PaymentCapture};
 use chargeonce_sqlite::rusqlite;
+
+use crate::stored_body;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use time::OffsetDateTime;
 
@@ -411,7 +413,7 @@ impl TryFrom<KeyRow> for KeyRecord {
             (Some(status), Some(body)) => Some(StoredResponse {
                 status: u16::try_from(status).map_err(StoreError::corrupt_by)?,
                 headers: decode_headers(row.response_headers.as_deref())?,
-                body,
+                body: stored_body::decode(body)?,
             }),
             _ => None,
         };
@@ -529,7 +531,7 @@ impl TryFrom<EventRow> for Event {
                 .ok_or_else(|| StoreError::corrupt(format!("event type `{}`", row.event_type)))?,
             payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
             refund_id: refund_id(row.refund_id)?,
-            payload: row.payload,
+            payload: stored_body::decode(row.payload)?,
             created_at_ms: row.created_at_ms,
             deliveries: Vec::new(),
         })

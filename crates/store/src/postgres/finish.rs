@@ -14,6 +14,7 @@ use super::keys::finish_key;
 use super::outbox::wants;
 use super::{PgStore, store_error};
 use crate::codec::{encode_headers, millis};
+use crate::stored_body;
 
 /// Stores the final response, settling the payment when a settlement is
 /// given; see the comments inside for why one statement is exact. The
@@ -148,7 +149,7 @@ pub(super) async fn finish(
     .bind(lease.token.as_uuid())
     .bind(i32::from(response.status))
     .bind(encode_headers(&response.headers)?)
-    .bind(response.body.as_slice())
+    .bind(stored_body::encode(&response.body).as_ref())
     .bind(millis(ttl) as f64)
     .bind(settlement.status.as_str())
     .bind(&settlement.provider_payment_id)
@@ -156,7 +157,7 @@ pub(super) async fn finish(
     .bind(payment.id.as_str())
     .bind(event.id.as_str())
     .bind(event.event_type.as_str())
-    .bind(event.payload.as_slice())
+    .bind(stored_body::encode(&event.payload).as_ref())
     .bind(&entries.kinds)
     .bind(&entries.events);
     // The hot path: its connection is parked again after it.

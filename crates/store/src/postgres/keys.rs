@@ -19,6 +19,7 @@ use super::history::{Entries, RepeatsRow, insert_entries};
 use super::{PgStore, cancel, claim, finish, store_error};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
+use crate::stored_body;
 
 /// The columns of a key row ([`KeyRow`]), with lease liveness and times
 /// judged by the database.
@@ -174,7 +175,7 @@ pub(super) async fn finish_key<'e>(
     .bind(lease.token.as_uuid())
     .bind(i32::from(response.status))
     .bind(encode_headers(&response.headers)?)
-    .bind(response.body.as_slice())
+    .bind(stored_body::encode(&response.body).as_ref())
     .bind(millis(ttl) as f64)
     .bind(&entries.kinds)
     .bind(&entries.events)

@@ -19,6 +19,7 @@ use sqlx::{Postgres, Transaction};
 use super::{PgStore, store_error};
 use crate::codec::{attempt_columns, millis};
 use crate::rows::{DeliveryRow, DueRow, EventRow, attach_deliveries};
+use crate::stored_body;
 
 /// The columns of an event row ([`EventRow`]), with times as unix
 /// milliseconds.
@@ -83,7 +84,7 @@ pub(super) async fn insert_event(
     .bind(event.event_type.as_str())
     .bind(event.payment_id.as_str())
     .bind(event.refund_id.as_ref().map(RefundId::as_str))
-    .bind(event.payload.as_slice())
+    .bind(stored_body::encode(&event.payload).as_ref())
     .bind(event.capture_id.as_ref().map(CaptureId::as_str))
     .fetch_one(&mut **tx)
     .await

@@ -20,6 +20,7 @@ use super::history::{record, repeat_columns, repeat_counts};
 use super::{Result, SqliteStore, all, cancel, claim, finish, now_ms, one};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
+use crate::stored_body;
 
 /// The columns of a key row ([`KeyRow`]), with lease liveness judged by
 /// SQLite's clock.
@@ -233,7 +234,7 @@ pub(super) fn finish_key(
             lease.token.as_uuid().to_string(),
             i64::from(response.status),
             encode_headers(&response.headers)?,
-            response.body.as_slice(),
+            stored_body::encode(&response.body).as_ref(),
             millis(ttl),
         ])?;
     Ok(fenced == 1)

@@ -21,6 +21,7 @@ use super::history::record;
 use super::{Fail, Result, SqliteStore, all, now_ms};
 use crate::codec::{attempt_columns, millis};
 use crate::rows::{DeliveryRow, DueRow, EventRow, attach_deliveries};
+use crate::stored_body;
 
 /// The columns of an event row ([`EventRow`]); times are unix milliseconds
 /// already.
@@ -70,7 +71,7 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             event.event_type.as_str(),
             event.payment_id.as_str(),
             event.refund_id.as_ref().map(RefundId::as_str),
-            event.payload.as_slice(),
+            stored_body::encode(&event.payload).as_ref(),
             event.capture_id.as_ref().map(CaptureId::as_str),
         ])?;
     if inserted != 1 {
