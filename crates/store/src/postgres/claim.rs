@@ -95,7 +95,9 @@ enum FastClaim {
 ///
 /// The payment's first history entry ([`HistoryEvent::Claimed`]) is the
 /// payment row itself (`claimed_by`, this instance): it commits, or rolls
-/// back, with both rows, and costs no row of its own.
+/// back, with both rows, and costs no row of its own. Nor does the payment
+/// enter the pending queue: while its key is unfinished the key row is what
+/// finds it (see [`super::pending`]).
 ///
 /// An expired finished key is not reclaimed here (that is an update of
 /// the old row, left to the transaction): it comes back as `KeyExists`.
@@ -123,10 +125,7 @@ async fn claim_in_one_statement(
              SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19, \
                  $20, $21, $22 FROM k \
              ON CONFLICT (shop_id, live_reference) DO NOTHING \
-             RETURNING id, created_at, shop_id), \
-         queued AS ( \
-             INSERT INTO pending_payments (created_at, payment_id, shop_id) \
-             SELECT created_at, id, shop_id FROM p) \
+             RETURNING id) \
          SELECT 1 FROM p",
     )
     .bind(claim.shop_id.as_str())
@@ -238,10 +237,7 @@ async fn insert_payment(
                      capture_method, hold, authorization_expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (shop_id, live_reference) DO NOTHING \
-                 RETURNING id, created_at, shop_id), \
-             queued AS ( \
-                 INSERT INTO pending_payments (created_at, payment_id, shop_id) \
-                 SELECT created_at, id, shop_id FROM p) \
+                 RETURNING id) \
              SELECT id FROM p",
         )
         .bind(payment.id.as_str())

@@ -65,9 +65,13 @@ pub(super) async fn finish(
     //   so a settlement committed by a webhook or the reconciler after
     //   this statement began is seen and leaves the payment alone.
     // - `dequeued` takes the payment off the pending queue
-    //   (`pending_payments`), only if it moved. With `settled` it is the
-    //   whole settle: the payment's row is updated in place (HOT: no
-    //   indexed column changes, migration 0009).
+    //   (`pending_payments`), only if it moved. A payment settled by its
+    //   own request is almost never there (it was in flight, found by its
+    //   key: `super::pending`), so this is an index probe that finds
+    //   nothing; it is there for the payment another key finished with
+    //   meanwhile. With `settled` it is the whole settle: the payment's row
+    //   is updated in place (HOT: no indexed column changes, migration
+    //   0009).
     // - `finished` stores the response, only if the payment moved; the
     //   key row is locked by `held`, so it always can.
     // - `event` writes the merchant event, only if the payment moved, and

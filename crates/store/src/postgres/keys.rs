@@ -16,7 +16,7 @@ use chargeonce_core::{
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::history::{Entries, RepeatsRow, insert_entries};
-use super::{PgStore, cancel, claim, finish, store_error};
+use super::{PgStore, cancel, claim, finish, pending, store_error};
 use crate::codec::{encode_headers, millis};
 use crate::rows::{KeyInfoRow, KeyRow, StalledKeyRow};
 use crate::stored_body;
@@ -149,7 +149,9 @@ pub(super) async fn count_repeat(
 /// Phase 3's fenced write of a key: stores the final response and ends the
 /// lease, only while `lease` still holds it, with the history `entries`
 /// (about the key's payment and refund) in the same statement. `false`
-/// (nothing written) when the lease was taken over.
+/// (nothing written) when the lease was taken over. A payment the key
+/// leaves pending enters the pending queue in the same statement: it is no
+/// longer in flight ([`super::pending`]).
 pub(super) async fn finish_key<'e>(
     executor: impl PgExecutor<'e>,
     lease: &Lease,
@@ -166,6 +168,11 @@ pub(super) async fn finish_key<'e>(
              WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
                AND recovery_point <> 'finished' \
              RETURNING payment_id, refund_id, shop_id), \
+         queued AS ( \
+             INSERT INTO pending_payments (created_at, payment_id, shop_id) \
+             SELECT p.created_at, p.id, p.shop_id FROM f \
+             JOIN payments p ON p.id = f.payment_id AND p.shop_id = f.shop_id \
+             WHERE p.status = 'pending' ON CONFLICT DO NOTHING), \
          h AS (",
         insert_entries!("f", "$8", "$9"),
         ") SELECT count(*) FROM f"
@@ -439,6 +446,7 @@ impl Keys for PgStore {
         .map_err(store_error)?;
         let count = swept.len() as u64;
         record_expired(&mut tx, swept).await?;
+        pending::drop_settled(&mut tx).await?;
         tx.commit().await.map_err(store_error)?;
         Ok(count)
     }

@@ -41,6 +41,7 @@ mod keys;
 mod operator;
 mod outbox;
 mod payments;
+mod pending;
 mod reconciliation;
 mod refunds;
 mod shops;

@@ -13,6 +13,7 @@ use sqlx::Row;
 use time::OffsetDateTime;
 
 use super::outbox::{event_columns, with_deliveries};
+use super::pending::pending_set;
 use super::{PgStore, store_error};
 use crate::columns::{payment_columns, shown_status};
 use crate::finding_rows::{ShopSummaryRow, shop_summary_columns};
@@ -230,7 +231,8 @@ impl Operator for PgStore {
     }
 
     /// The overview's counts, each from a table or index of exactly the rows it
-    /// counts where there is one (`pending_payments`, `events_due`); the
+    /// counts where there is one (the pending payments: the queue and the
+    /// unfinished keys, [`super::pending`]; `event_deliveries_due`); the
     /// findings are few and counted from their table. The open findings by
     /// kind follow [`chargeonce_core::findings::FindingKind::ALL`]'s order.
     /// Events are counted by their deliveries: undelivered, the open ones
@@ -238,9 +240,11 @@ impl Operator for PgStore {
     /// enabled endpoints (not parked), whether their next attempt is now or
     /// after a backoff; their age runs from `due_since`.
     async fn counts(&self) -> Result<StoreCounts, StoreError> {
-        let row = sqlx::query(
-            "SELECT \
-             (SELECT count(*) FROM pending_payments WHERE shop_id NOT LIKE '%.test'), \
+        let row = sqlx::query(concat!(
+            "WITH pending AS (",
+            pending_set!("q.shop_id NOT LIKE '%.test'", "k.shop_id NOT LIKE '%.test'", ""),
+            ") SELECT \
+             (SELECT count(*) FROM pending), \
              (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test'), \
              (SELECT count(*) FROM reconciliation_findings WHERE resolved_at IS NULL AND shop_id NOT LIKE '%.test' \
                  AND kind = 'duplicate_charge'), \
@@ -258,8 +262,8 @@ impl Operator for PgStore {
              (SELECT min(due_since) FROM event_deliveries \
                  WHERE delivered_at IS NULL AND gave_up_at IS NULL \
                    AND next_attempt_at < '9999-01-01' AND shop_id NOT LIKE '%.test'), \
-             (SELECT min(created_at) FROM pending_payments WHERE shop_id NOT LIKE '%.test')",
-        )
+             (SELECT min(created_at) FROM pending)"
+        ))
         .fetch_one(&mut *self.conn().await?)
         .await
         .map_err(store_error)?;

@@ -13,6 +13,7 @@ use chargeonce_core::{
 };
 use time::OffsetDateTime;
 
+use super::pending::pending_set;
 use super::{PgStore, events};
 use crate::codec::millis;
 use crate::columns::payment_columns;
@@ -21,8 +22,8 @@ use crate::rows::PaymentRow;
 #[async_trait]
 impl Reconciliation for PgStore {
     /// Pending payments created at least `older_than` ago, oldest first: the
-    /// first `limit` of the pending queue (`pending_payments`, in its key's
-    /// order), read from their rows.
+    /// first `limit` of the queued and in-flight ones ([`super::pending`]),
+    /// read from their rows.
     #[tracing::instrument(level = "debug", name = "store.pending_payments", skip_all, fields(db.system = "postgresql"))]
     async fn pending_payments_of(
         &self,
@@ -35,11 +36,15 @@ impl Reconciliation for PgStore {
             sqlx::query_as::<_, PaymentRow>(concat!(
                 "SELECT ",
                 payment_columns!(),
-                " FROM payments WHERE id IN ( \
-                     SELECT payment_id FROM pending_payments \
-                     WHERE created_at <= now() - $1::float8 * interval '1 millisecond' \
-                       AND ($3::text IS NULL OR (shop_id LIKE '%.test') = ($3::text = 'test')) \
-                     ORDER BY created_at, payment_id LIMIT $2) \
+                " FROM payments WHERE id IN (SELECT id FROM (",
+                pending_set!(
+                    "q.created_at <= now() - $1::float8 * interval '1 millisecond' \
+                     AND ($3::text IS NULL OR (q.shop_id LIKE '%.test') = ($3::text = 'test'))",
+                    "p.created_at <= now() - $1::float8 * interval '1 millisecond' \
+                     AND ($3::text IS NULL OR (k.shop_id LIKE '%.test') = ($3::text = 'test'))",
+                    "ORDER BY 1, 2 LIMIT $2"
+                ),
+                " ) pending ORDER BY created_at, id LIMIT $2) \
                    AND status = 'pending' \
                  ORDER BY created_at, id"
             ))

@@ -186,10 +186,12 @@ async fn a_shop_row_is_never_deleted_nor_renamed() {
     holder.rollback().await.unwrap();
 }
 
-/// The pending queue (`pending_payments`, migration 0009) holds exactly the
-/// pending payments whichever way they settle (their own finish, the
-/// reconciler, an acquirer webhook), and a settle updates the payment's row
-/// in place: a HOT update, no index entry written.
+/// The pending payments are exactly the payments that are pending, whichever
+/// way they settle (their own finish, the reconciler, an acquirer webhook):
+/// in flight through their unfinished keys, with no queue row written
+/// (issue 38), and in the queue (`pending_payments`, migration 0009) once a
+/// key finishes while its payment is still pending. A settle updates the
+/// payment's row in place: a HOT update, no index entry written.
 #[tokio::test]
 async fn a_settle_takes_the_payment_off_the_queue_and_updates_its_row_in_place() {
     let pg = pg().await;
@@ -209,8 +211,18 @@ async fn a_settle_takes_the_payment_off_the_queue_and_updates_its_row_in_place()
         }
     };
     let ids = |ps: &[&Payment]| ps.iter().map(|p| p.id.to_string()).collect::<Vec<_>>();
+    let listed = |pg: &Pg| {
+        let store = pg.store.clone();
+        async move {
+            let pending = store.pending_payments(Duration::ZERO, 10).await.unwrap();
+            pending.iter().map(|p| p.id.to_string()).collect::<Vec<_>>()
+        }
+    };
     let all: Vec<&Payment> = payments.iter().map(|(_, p)| p).collect();
-    assert_eq!(queued(&pg).await, ids(&all));
+    // In flight: listed and counted through their keys, nothing queued.
+    assert!(queued(&pg).await.is_empty());
+    assert_eq!(listed(&pg).await, ids(&all));
+    assert_eq!(pg.store.counts().await.unwrap().pending_payments, 4);
 
     let (lease, first) = &payments[0];
     let charged = settlement(PaymentStatus::Succeeded, "ch_0");
@@ -247,13 +259,35 @@ async fn a_settle_takes_the_payment_off_the_queue_and_updates_its_row_in_place()
     );
 
     let left = [&payments[3].1];
-    assert_eq!(queued(&pg).await, ids(&left));
-    let pending = pg.store.pending_payments(Duration::ZERO, 10).await.unwrap();
-    assert_eq!(
-        pending.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
-        ids(&left)
-    );
+    assert!(queued(&pg).await.is_empty());
+    assert_eq!(listed(&pg).await, ids(&left));
     assert_eq!(pg.store.counts().await.unwrap().pending_payments, 1);
+
+    // Its key finishes with the outcome unknown: the payment is queued by
+    // the same statement, still listed and counted once.
+    let (last_lease, _) = &payments[3];
+    let stored = pg
+        .store
+        .finish(last_lease, None, &response("unknown"), TIMING.ttl, &[])
+        .await
+        .unwrap();
+    assert_eq!(stored, FinishOutcome::Stored);
+    assert_eq!(queued(&pg).await, ids(&left));
+    assert_eq!(listed(&pg).await, ids(&left));
+    assert_eq!(pg.store.counts().await.unwrap().pending_payments, 1);
+
+    // A queue row left behind by a settle that raced its enqueue is not
+    // listed, and the key sweeper deletes it.
+    let stale = pg.store.pool().clone();
+    sqlx::query("INSERT INTO pending_payments (created_at, payment_id, shop_id) SELECT created_at, id, shop_id FROM payments WHERE id = $1")
+        .bind(first.id.as_str())
+        .execute(&stale)
+        .await
+        .unwrap();
+    assert_eq!(listed(&pg).await, ids(&left));
+    assert_eq!(pg.store.counts().await.unwrap().pending_payments, 1);
+    pg.store.sweep_expired_keys(10).await.unwrap();
+    assert_eq!(queued(&pg).await, ids(&left));
 
     // The declined payment freed its order; the succeeded ones hold theirs.
     let again = pg

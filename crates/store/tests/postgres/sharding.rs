@@ -19,6 +19,11 @@ use super::*;
 /// own) and sqlx's bookkeeping: the only tables whose keys lack `shop_id`.
 const REFERENCE_TABLES: [&str; 3] = ["shops", "operator_credential", "_sqlx_migrations"];
 
+/// Partial indexes that hold only work in flight, read whole by design:
+/// the unfinished keys (the pending payments still in their requests,
+/// `postgres/pending.rs`), a few per request under way, never the table.
+const IN_FLIGHT_INDEXES: [&str; 1] = ["idempotency_keys_unfinished"];
+
 /// Every unique index (primary keys and unique constraints included) of a
 /// service table, and every foreign key between service tables, includes
 /// `shop_id`; every service table has the column.
@@ -378,8 +383,15 @@ fn walk(node: &serde_json::Value, found: &mut Vec<String>) {
             let table = fields.get("Relation Name").and_then(|t| t.as_str());
             let whole = match kind {
                 Some("Seq Scan") => true,
-                // An index read from end to end finds nothing by its key.
-                Some("Index Scan" | "Index Only Scan") => !fields.contains_key("Index Cond"),
+                // An index read from end to end finds nothing by its key,
+                // unless it holds only the rows in flight.
+                Some("Index Scan" | "Index Only Scan") => {
+                    !fields.contains_key("Index Cond")
+                        && !fields
+                            .get("Index Name")
+                            .and_then(|n| n.as_str())
+                            .is_some_and(|n| IN_FLIGHT_INDEXES.contains(&n))
+                }
                 _ => false,
             };
             if let Some(table) = table.filter(|t| whole && !REFERENCE_TABLES.contains(t)) {
