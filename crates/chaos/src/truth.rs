@@ -142,8 +142,9 @@ pub struct Truth {
     /// Pending payments in the whole database, counted from their rows.
     pub pending_rows: u64,
     /// Pending payments as the store's overview counts them: on PostgreSQL
-    /// the rows of the pending queue (`pending_payments`), which the claim
-    /// fills and every settle empties; on SQLite the partial index.
+    /// the payments of unfinished keys and of the pending queue
+    /// (`pending_payments`, filled by a key finished while its payment is
+    /// pending, emptied by every settle); on SQLite the partial index.
     pub pending_counted: u64,
 }
 
