@@ -1,19 +1,15 @@
 -- Issue 38: what a payment writes besides its rows, cut where bench/pgframes
 -- pointed.
 --
--- 1. The newest-first lists' indexes ascend. `payments_by_shop_newest` and
---    `refunds_by_shop_newest` were built `(shop_id, created_at DESC, id DESC)`,
---    so every new row went to the left end of its shop's range: a b-tree
---    splits such a page in halves and logs the half it moves, where an
---    insert at the right end of a range splits 90/10. PostgreSQL scans a
---    b-tree backwards, so the same lists (newest first, keyset cursors on
---    `(created_at, id)`) read the ascending index from its end.
-DROP INDEX payments_by_shop_newest;
-CREATE INDEX payments_by_shop_newest ON payments (shop_id, created_at, id);
-DROP INDEX refunds_by_shop_newest;
-CREATE INDEX refunds_by_shop_newest ON refunds (shop_id, created_at, id);
-
--- 2. A merchant event no longer checks its payment by a foreign key. Every
+-- (Not cut: `payments_by_shop_newest` and `refunds_by_shop_newest` are built
+-- descending, so each new row goes to the left end of its shop's range and
+-- its page splits in halves; ascending (scanned backwards) they would write
+-- less. But a planner without statistics then ties them with the primary key
+-- for the foreign-key checks' `id = $1 AND shop_id = $2` and, the newer
+-- index winning the tie, caches a plan that reads the shop's whole range per
+-- check: test a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has.)
+--
+-- 1. A merchant event no longer checks its payment by a foreign key. Every
 --    event is inserted by the statement or transaction of the transition it
 --    reports, from the payment row that transition just updated (and locked),
 --    and no payment is ever deleted, so the reference cannot dangle; the
@@ -22,7 +18,7 @@ CREATE INDEX refunds_by_shop_newest ON refunds (shop_id, created_at, id);
 --    they are checked only on the events that carry them.
 ALTER TABLE events DROP CONSTRAINT events_payment_id_fkey;
 
--- 3. A key row's answer is written by an update of the row (phase 3) that
+-- 2. A key row's answer is written by an update of the row (phase 3) that
 --    cannot be heap-only (it changes the columns the sweeper's and the
 --    completer's partial indexes hold). With room left on each page the new
 --    version stays on the old one's page, and PostgreSQL logs only the bytes
