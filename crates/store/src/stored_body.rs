@@ -9,6 +9,16 @@
 //! (`dictionaries/bodies-v1.json`, built once from real answers and events)
 //! stores a payment's answer in about a quarter of its bytes.
 //!
+//! PostgreSQL stores them compressed ([`compressed`]): there every byte of a
+//! row is WAL that PostgreSQL checksums, writes and ships to its replicas,
+//! and PostgreSQL's CPU is the payment's bottleneck, not the server's (the
+//! zstd call costs the server about 5 us a body). SQLite stores them as they
+//! are ([`uncompressed`]): its WAL is whole 4 KiB pages, which a smaller
+//! row barely changes (5 % fewer bytes a payment in `bench/ab`), while its
+//! one writer thread, whose CPU is the bottleneck, would pay for the calls
+//! (`bench/instructions`: 11 % of a fresh payment's instructions). Both read
+//! either form.
+//!
 //! The stored form says how to read it back by its first byte:
 //!
 //! - [`ZSTD_BODIES_V1`]: a zstd frame compressed with dictionary v1;
@@ -41,8 +51,9 @@ const ZSTD_BODIES_V1: u8 = 0x01;
 const DICTIONARY_V1: &[u8] = include_bytes!("../dictionaries/bodies-v1.json");
 
 /// zstd's level for these bodies: at a few hundred bytes with a
-/// dictionary, higher levels save a byte or two for several times the CPU.
-const LEVEL: i32 = 3;
+/// dictionary, higher levels save a byte or two for more CPU (level 3 stored
+/// a payment's answer in 124 bytes, level 1 in 122).
+const LEVEL: i32 = 1;
 
 /// The largest body a stored frame may claim to hold. The service stores
 /// bodies it wrote itself (the request limits keep them far below this);
@@ -61,20 +72,27 @@ thread_local! {
 }
 
 /// The stored form of `body`: compressed when that is smaller, otherwise
-/// the body itself (tagged only when its first byte is a tag).
-pub(crate) fn encode(body: &[u8]) -> Cow<'_, [u8]> {
+/// [`uncompressed`].
+pub(crate) fn compressed(body: &[u8]) -> Cow<'_, [u8]> {
     if let Some(frame) = compress(body)
         && frame.len() + 1 < body.len()
     {
         return Cow::Owned(tagged(ZSTD_BODIES_V1, &frame));
     }
+    uncompressed(body)
+}
+
+/// The stored form of `body` as it is: the body itself, tagged only when
+/// its first byte is a tag.
+pub(crate) fn uncompressed(body: &[u8]) -> Cow<'_, [u8]> {
     match body.first() {
         Some(&first) if first <= ZSTD_BODIES_V1 => Cow::Owned(tagged(RAW, body)),
         _ => Cow::Borrowed(body),
     }
 }
 
-/// The body a stored value holds ([`encode`]'s inverse).
+/// The body a stored value holds (the inverse of [`compressed`] and
+/// [`uncompressed`]).
 pub(crate) fn decode(stored: Vec<u8>) -> Result<Vec<u8>, StoreError> {
     match stored.first() {
         Some(&RAW) => Ok(stored[1..].to_vec()),
@@ -145,9 +163,11 @@ mod tests {
     const PAYMENT: &[u8] = br#"{"id":"pay_01a24cc0f6a87a3b8e0f9d1e2c3b4a59","object":"payment","livemode":true,"shop_id":"bench","status":"succeeded","amount":{"value":"42.17","currency":"RUB"},"reference":"order-7781","provider_payment_id":"ch_01a24cc0f6b17c2d9e8f7a6b5c4d3e21","decline_code":null,"created_at":"2026-12-06T19:12:01.004Z","amount_refunded":{"value":"0.00","currency":"RUB"},"refund_status":"none","metadata":{},"capture_method":"automatic","amount_capturable":{"value":"0.00","currency":"RUB"},"amount_captured":{"value":"42.17","currency":"RUB"},"authorization_expires_at":null}"#;
 
     fn round_trip(body: &[u8]) -> Vec<u8> {
-        let stored = encode(body).into_owned();
+        let stored = compressed(body).into_owned();
         let back = decode(stored.clone()).expect("decodes");
         assert_eq!(back, body, "stored as {stored:?}");
+        let plain = uncompressed(body).into_owned();
+        assert_eq!(decode(plain).expect("decodes"), body);
         stored
     }
 
@@ -176,11 +196,13 @@ mod tests {
     #[test]
     fn rows_written_before_the_tags_read_as_they_are() {
         assert_eq!(decode(PAYMENT.to_vec()).expect("decodes"), PAYMENT);
+        // A JSON body is stored uncompressed as it is: the form of old rows.
+        assert!(matches!(uncompressed(PAYMENT), Cow::Borrowed(b) if b == PAYMENT));
     }
 
     #[test]
     fn a_damaged_frame_is_corrupt_not_a_body() {
-        let mut stored = encode(PAYMENT).into_owned();
+        let mut stored = compressed(PAYMENT).into_owned();
         stored.truncate(stored.len() - 4);
         assert!(matches!(decode(stored), Err(StoreError::Corrupt { .. })));
         assert!(matches!(

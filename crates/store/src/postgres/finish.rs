@@ -153,7 +153,7 @@ pub(super) async fn finish(
     .bind(lease.token.as_uuid())
     .bind(i32::from(response.status))
     .bind(encode_headers(&response.headers)?)
-    .bind(stored_body::encode(&response.body).as_ref())
+    .bind(stored_body::compressed(&response.body).as_ref())
     .bind(millis(ttl) as f64)
     .bind(settlement.status.as_str())
     .bind(&settlement.provider_payment_id)
@@ -161,7 +161,7 @@ pub(super) async fn finish(
     .bind(payment.id.as_str())
     .bind(event.id.as_str())
     .bind(event.event_type.as_str())
-    .bind(stored_body::encode(&event.payload).as_ref())
+    .bind(stored_body::compressed(&event.payload).as_ref())
     .bind(&entries.kinds)
     .bind(&entries.events);
     // The hot path: its connection is parked again after it.

@@ -182,7 +182,7 @@ pub(super) async fn finish_key<'e>(
     .bind(lease.token.as_uuid())
     .bind(i32::from(response.status))
     .bind(encode_headers(&response.headers)?)
-    .bind(stored_body::encode(&response.body).as_ref())
+    .bind(stored_body::compressed(&response.body).as_ref())
     .bind(millis(ttl) as f64)
     .bind(&entries.kinds)
     .bind(&entries.events)

@@ -84,7 +84,7 @@ pub(super) async fn insert_event(
     .bind(event.event_type.as_str())
     .bind(event.payment_id.as_str())
     .bind(event.refund_id.as_ref().map(RefundId::as_str))
-    .bind(stored_body::encode(&event.payload).as_ref())
+    .bind(stored_body::compressed(&event.payload).as_ref())
     .bind(event.capture_id.as_ref().map(CaptureId::as_str))
     .fetch_one(&mut **tx)
     .await

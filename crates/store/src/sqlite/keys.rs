@@ -234,7 +234,7 @@ pub(super) fn finish_key(
             lease.token.as_uuid().to_string(),
             i64::from(response.status),
             encode_headers(&response.headers)?,
-            stored_body::encode(&response.body).as_ref(),
+            stored_body::uncompressed(&response.body).as_ref(),
             millis(ttl),
         ])?;
     Ok(fenced == 1)

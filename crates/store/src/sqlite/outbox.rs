@@ -71,7 +71,7 @@ pub(super) fn insert_event(conn: &Connection, event: Option<NewEvent>) -> Result
             event.event_type.as_str(),
             event.payment_id.as_str(),
             event.refund_id.as_ref().map(RefundId::as_str),
-            stored_body::encode(&event.payload).as_ref(),
+            stored_body::uncompressed(&event.payload).as_ref(),
             event.capture_id.as_ref().map(CaptureId::as_str),
         ])?;
     if inserted != 1 {
