@@ -107,7 +107,7 @@ async fn thousands_of_payments_through_a_hostile_acquirer_are_charged_exactly_on
     let acquirer_url = format!("http://127.0.0.1:{port}");
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer_url,
         &[
             "--acquirer-timeout",

@@ -23,7 +23,7 @@ async fn the_completer_finishes_a_payment_after_the_service_is_killed() {
     // tok_slow: charged at once, answered after 5 s.
     let acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &["--slow", "5s"]).await;
     let workers_off = ["--lease", "2s", "--no-completer", "--no-reconciler"];
-    let mut first = net::service("S1", db.url(), &acquirer.base, &workers_off).await;
+    let mut first = net::service("S1", &db, &acquirer.base, &workers_off).await;
     let client = common::client();
     let key = common::new_key("killed");
     let body = common::payment_body("order-killed", "tok_slow");
@@ -60,7 +60,7 @@ async fn the_completer_finishes_a_payment_after_the_service_is_killed() {
     // A fresh process with the completer on; no client comes back.
     let second = net::service(
         "S2",
-        db.url(),
+        &db,
         &acquirer.base,
         &[
             "--lease",
@@ -132,7 +132,7 @@ async fn without_acquirer_idempotency_a_retry_looks_up_before_sending_again() {
     .await;
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer.base,
         &[
             "--acquirer-no-idempotency",
@@ -194,7 +194,7 @@ async fn the_reconcile_command_reports_planted_duplicates_and_orphans() {
     let db = TestDb::postgres().await;
     common::add_shop(db.url()).await;
     let acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &[]).await;
-    let service = net::service("S", db.url(), &acquirer.base, &["--no-reconciler"]).await;
+    let service = net::service("S", &db, &acquirer.base, &["--no-reconciler"]).await;
     let client = common::client();
     let paid = common::pay(
         &client,
@@ -262,7 +262,7 @@ async fn acquirer_webhooks_settle_lost_answers() {
     let acquirer_url = format!("http://127.0.0.1:{port}");
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer_url,
         &["--no-completer", "--no-reconciler"],
     )

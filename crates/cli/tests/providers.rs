@@ -65,7 +65,7 @@ async fn a_provider_without_idempotency_that_records_late_charges_and_refunds_on
     .await;
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer.base,
         &[
             "--acquirer-no-idempotency",
@@ -155,7 +155,7 @@ async fn a_charge_refused_for_good_ends_declined_and_frees_the_order() {
     let acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &["--reject-rate", "1"]).await;
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer.base,
         &[
             "--completer-interval",
@@ -220,7 +220,7 @@ async fn a_503_acquirer_unavailable_says_what_will_happen_and_it_happens() {
     let acquirer_url = format!("http://127.0.0.1:{port}");
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer_url,
         &[
             "--completer-interval",
@@ -282,7 +282,7 @@ async fn a_refused_resend_is_never_taken_for_a_decline_or_a_failed_refund() {
     let acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &[]).await;
     let service = net::service(
         "S",
-        db.url(),
+        &db,
         &acquirer.base,
         &[
             "--no-completer",

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use chargeonce_testkit::TestDb;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -204,13 +205,12 @@ async fn charges_of(acquirer: &net::Proc, reference: &str) -> Vec<Value> {
 async fn a_payment_a_replay_and_a_resumed_payment_are_traced_to_the_acquirer() {
     let receiver = Receiver::default();
     let endpoint = receiver.clone().start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("traces.db").display());
-    common::add_shop(&url).await;
-    let acquirer = net::acquirer(dir.path(), "127.0.0.1:0", &[]).await;
+    let db = TestDb::sqlite();
+    common::add_shop(db.url()).await;
+    let acquirer = net::acquirer(&db.dir(), "127.0.0.1:0", &[]).await;
     let service = net::service(
         "traced",
-        &url,
+        &db,
         &acquirer.base,
         &[
             "--otlp-endpoint",

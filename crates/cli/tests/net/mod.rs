@@ -4,6 +4,7 @@
 
 use std::process::{Command, Stdio};
 
+use chargeonce_testkit::TestDb;
 use serde_json::Value;
 
 /// The webhook secret the tests share between acquirer and service.
@@ -39,13 +40,10 @@ pub async fn acquirer(dir: &std::path::Path, listen: &str, extra: &[&str]) -> Pr
     start("acquirer", &args).await
 }
 
-/// `chargeonce serve --acquirer-url URL` on a database, with extra flags.
-pub async fn service(
-    name: &'static str,
-    database_url: &str,
-    acquirer_url: &str,
-    extra: &[&str],
-) -> Proc {
+/// `chargeonce serve --acquirer-url URL` on a test database, with extra
+/// flags; its test mode's simulator keeps its ledger in the database's
+/// scratch folder (removed with it).
+pub async fn service(name: &'static str, db: &TestDb, acquirer_url: &str, extra: &[&str]) -> Proc {
     let mut args = strings(&[
         "serve",
         "--listen",
@@ -53,7 +51,7 @@ pub async fn service(
         "--operator-listen",
         "127.0.0.1:0",
         "--database-url",
-        database_url,
+        db.url(),
         "--acquirer-url",
         acquirer_url,
         "--no-demo-shop",
@@ -61,13 +59,11 @@ pub async fn service(
         WEBHOOK_SECRET,
     ]);
     // Test mode's simulator: a ledger of this service's own, not a file
-    // every test's services would share in the working directory.
+    // every test's services would share in the working directory, nor one
+    // left behind in the system's temporary folder.
     static SERVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = SERVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let ledger = std::env::temp_dir().join(format!(
-        "chargeonce-net-test-sim-{}-{n}.db",
-        std::process::id()
-    ));
+    let ledger = db.dir().join(format!("test-sim-{n}.db"));
     args.extend(strings(&[
         "--test-sim-ledger",
         &ledger.display().to_string(),
