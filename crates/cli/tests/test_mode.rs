@@ -58,31 +58,15 @@ async fn pay(server: &Server, secret: &str, key: &str, reference: &str) -> (u16,
 /// listener serves under `ledger` (`/sim` for live mode, `/sim-test`).
 async fn charges(server: &Server, ledger: &str, reference: &str) -> Vec<Value> {
     let url = server.operator_url(&format!("{ledger}/ledger"));
-    let body: Value = common::client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut charges = common::charges(&body);
-    charges.retain(|c| c["reference"] == reference);
-    charges
+    let body = common::get_json(&common::client(), &url).await;
+    common::charges_for(&body, reference)
 }
 
 /// The charges of order `reference` of namespace `shop` at the `chargeonce
 /// acquirer` at `base` (`GET /v1/charges`).
 async fn acquirer_charges(base: &str, shop: &str, reference: &str) -> Vec<Value> {
     let url = format!("{base}/v1/charges?shop_id={shop}&reference={reference}");
-    let body: Value = common::client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = common::get_json(&common::client(), &url).await;
     body["data"]
         .as_array()
         .unwrap_or_else(|| panic!("{body}"))

@@ -187,17 +187,11 @@ fn assert_nothing_secret(spans: &[Received], forbidden: &[&str]) {
 }
 
 async fn charges_of(acquirer: &net::Proc, reference: &str) -> Vec<Value> {
-    let answer: Value = common::client()
-        .get(acquirer.url(&format!(
-            "/v1/charges?shop_id={}&reference={reference}",
-            common::SHOP
-        )))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let url = acquirer.url(&format!(
+        "/v1/charges?shop_id={}&reference={reference}",
+        common::SHOP
+    ));
+    let answer = common::get_json(&common::client(), &url).await;
     answer["data"].as_array().cloned().unwrap_or_default()
 }
 

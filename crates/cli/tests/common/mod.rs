@@ -451,13 +451,21 @@ pub async fn get_payment(client: &reqwest::Client, base: &str, id: &str) -> Answ
 
 /// `GET /sim/ledger` (no auth): the acquirer's ledger.
 pub async fn ledger(client: &reqwest::Client, base: &str) -> Value {
+    get_json(client, &format!("{base}/sim/ledger")).await
+}
+
+/// `GET url` (no auth), answered 200 with a JSON body: the body.
+pub async fn get_json(client: &reqwest::Client, url: &str) -> Value {
     let response = client
-        .get(format!("{base}/sim/ledger"))
+        .get(url)
         .send()
         .await
-        .expect("GET /sim/ledger");
-    assert_eq!(response.status().as_u16(), 200, "GET /sim/ledger");
-    response.json().await.expect("ledger JSON")
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    assert_eq!(response.status().as_u16(), 200, "GET {url}");
+    response
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
 }
 
 /// Every charge row of the ledger.
