@@ -376,6 +376,100 @@ impl AcquirerAttempt {
     }
 }
 
+/// The three entries of the finish almost every payment has, in the few
+/// values that are not already in the payment's row: the request that
+/// claimed the payment (its key, on the instance that claimed it) called
+/// the acquirer once, to charge with the payment's own acquirer key and no
+/// reason given, stored its answer and settled the payment by it.
+///
+/// A store may keep these values on the payment in place of a history row
+/// (as it keeps the `claimed` entry), and read the three entries back with
+/// [`ClaimantFinish::entries`]: the same entries, so the history reads the
+/// same whichever way they were stored. Any other finish (a take-over by
+/// another instance, several calls, a reason, another key) is not one, and
+/// is written as entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimantFinish {
+    /// How the charge ended.
+    pub outcome: AcquirerOutcomeKind,
+    /// How long it took, in milliseconds.
+    pub latency_ms: u64,
+    /// The HTTP status of the answer stored.
+    pub answer_status: u16,
+    /// The status the payment was settled to (its status from then on: a
+    /// settled payment's status never changes again).
+    pub status: PaymentStatus,
+}
+
+impl ClaimantFinish {
+    /// The compact form of `events`, if they are exactly the entries
+    /// [`Self::entries`] gives back for this payment, claimed with `key` by
+    /// `instance`.
+    pub fn of(
+        payment: &PaymentId,
+        key: &str,
+        instance: &str,
+        events: &[HistoryEvent],
+    ) -> Option<Self> {
+        let [call, answered, settled] = events else {
+            return None;
+        };
+        let HistoryEvent::AcquirerCall {
+            call: AcquirerCall::Charge,
+            outcome,
+            latency_ms,
+            ..
+        } = call
+        else {
+            return None;
+        };
+        let HistoryEvent::Answered {
+            status: answer_status,
+            ..
+        } = answered
+        else {
+            return None;
+        };
+        let HistoryEvent::Settled { status, .. } = settled else {
+            return None;
+        };
+        let finish = Self {
+            outcome: *outcome,
+            latency_ms: *latency_ms,
+            answer_status: *answer_status,
+            status: *status,
+        };
+        // Whatever the fields above do not hold must be what the entries
+        // are rebuilt with, or the history would read back otherwise.
+        (finish.entries(payment, key, instance) == *events).then_some(finish)
+    }
+
+    /// The three entries, in order, for this payment, claimed with `key` by
+    /// `instance`: the charge, the answer, the settlement.
+    pub fn entries(&self, payment: &PaymentId, key: &str, instance: &str) -> [HistoryEvent; 3] {
+        [
+            HistoryEvent::AcquirerCall {
+                call: AcquirerCall::Charge,
+                outcome: self.outcome,
+                latency_ms: self.latency_ms,
+                acquirer_key: crate::AcquirerKey::for_payment(payment).as_str().to_owned(),
+                instance: instance.to_owned(),
+                reason: None,
+            },
+            HistoryEvent::Answered {
+                key: key.to_owned(),
+                status: self.answer_status,
+            },
+            HistoryEvent::Settled {
+                status: self.status,
+                by: SettledBy::Request {
+                    key: key.to_owned(),
+                },
+            },
+        ]
+    }
+}
+
 /// Whether a payment's history records a cancel request.
 pub fn cancel_requested(history: &[HistoryEntry]) -> bool {
     history
@@ -432,5 +526,91 @@ mod tests {
         }
         .to_event("a:1");
         assert!(!call.settled_succeeded());
+    }
+
+    fn a_claimants_finish(payment: &PaymentId) -> Vec<HistoryEvent> {
+        vec![
+            AcquirerAttempt {
+                call: AcquirerCall::Charge,
+                outcome: AcquirerOutcomeKind::Declined,
+                latency: Duration::from_millis(7),
+                acquirer_key: crate::AcquirerKey::for_payment(payment).as_str().to_owned(),
+                reason: None,
+            }
+            .to_event("a:1"),
+            HistoryEvent::Answered {
+                key: "k".into(),
+                status: 402,
+            },
+            HistoryEvent::Settled {
+                status: PaymentStatus::Declined,
+                by: SettledBy::Request { key: "k".into() },
+            },
+        ]
+    }
+
+    #[test]
+    fn a_claimants_finish_reads_back_as_the_same_entries() {
+        let payment = PaymentId::generate();
+        let events = a_claimants_finish(&payment);
+        let finish = ClaimantFinish::of(&payment, "k", "a:1", &events).unwrap();
+        assert_eq!(
+            finish,
+            ClaimantFinish {
+                outcome: AcquirerOutcomeKind::Declined,
+                latency_ms: 7,
+                answer_status: 402,
+                status: PaymentStatus::Declined,
+            }
+        );
+        assert_eq!(finish.entries(&payment, "k", "a:1").to_vec(), events);
+    }
+
+    #[test]
+    fn any_other_finish_is_not_a_claimants() {
+        let payment = PaymentId::generate();
+        let other = PaymentId::generate();
+        let events = a_claimants_finish(&payment);
+        // Claimed with another key, by another instance, or another payment's.
+        assert!(ClaimantFinish::of(&payment, "k2", "a:1", &events).is_none());
+        assert!(ClaimantFinish::of(&payment, "k", "b:1", &events).is_none());
+        assert!(ClaimantFinish::of(&other, "k", "a:1", &events).is_none());
+        // Each entry changed in one way the compact form cannot hold.
+        let changes: [fn(&mut Vec<HistoryEvent>); 6] = [
+            |e| e.truncate(2),
+            |e| {
+                let again = e[0].clone();
+                e.insert(0, again);
+            },
+            |e| {
+                if let HistoryEvent::AcquirerCall { reason, .. } = &mut e[0] {
+                    *reason = Some("timeout".into());
+                }
+            },
+            |e| {
+                if let HistoryEvent::AcquirerCall { call, .. } = &mut e[0] {
+                    *call = AcquirerCall::Lookup;
+                }
+            },
+            |e| {
+                if let HistoryEvent::Answered { key, .. } = &mut e[1] {
+                    *key = "k2".into();
+                }
+            },
+            |e| {
+                e[2] = HistoryEvent::Settled {
+                    status: PaymentStatus::Declined,
+                    by: SettledBy::Reconciler,
+                }
+            },
+        ];
+        for change in changes {
+            let mut changed = events.clone();
+            change(&mut changed);
+            assert!(
+                ClaimantFinish::of(&payment, "k", "a:1", &changed).is_none(),
+                "{changed:?}"
+            );
+        }
     }
 }

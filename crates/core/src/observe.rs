@@ -79,6 +79,19 @@ impl AcquirerOutcomeKind {
             Self::NotSent => "not_sent",
         }
     }
+
+    /// Parses a stored label (the inverse of [`Self::as_str`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "succeeded" => Some(Self::Succeeded),
+            "declined" => Some(Self::Declined),
+            "refused" => Some(Self::Refused),
+            "not_found" => Some(Self::NotFound),
+            "unknown" => Some(Self::Unknown),
+            "not_sent" => Some(Self::NotSent),
+            _ => None,
+        }
+    }
 }
 
 /// How one completer attempt on a stalled key ended.

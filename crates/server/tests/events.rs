@@ -230,7 +230,10 @@ async fn an_event_is_given_up_after_the_configured_time_and_resent_by_hand(backe
     )
     .await;
     assert_eq!(resent.status, 202);
-    assert_eq!(resent.json()["delivery"]["state"], "pending");
+    // The answer is read after the resend's write, and the relay is
+    // running: it may have delivered it already (1 run in 10 here).
+    let state = resent.json()["delivery"]["state"].clone();
+    assert!(state == "pending" || state == "delivered", "{state}");
     wait_for_state(&s, &id, "delivered").await;
     relay.abort();
     let received = merchant.received();

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy};
+use chargeonce_core::history::{AcquirerAttempt, ClaimantFinish, HistoryEvent, SettledBy};
 
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
 use sqlx::Row;
 
-use super::history::{Entries, insert_entries};
+use super::history::{Entries, answered_events, insert_entries};
 use super::keys::finish_key;
 use super::outbox::wants;
 use super::{PgStore, store_error};
@@ -28,8 +28,9 @@ pub(super) async fn finish(
     ttl: Duration,
     attempts: &[AcquirerAttempt],
 ) -> Result<FinishOutcome, StoreError> {
-    let mut entries = Entries::answered(lease, response, attempts, &store.instance);
+    let mut events = answered_events(lease, response, attempts, &store.instance);
     let Some((payment, settlement)) = settlement else {
+        let entries = Entries::of(events);
         // One fenced statement: it writes or it does not.
         return Ok(
             if finish_key(&mut *store.conn().await?, lease, response, ttl, &entries).await? {
@@ -48,12 +49,17 @@ pub(super) async fn finish(
                 lease.key
             ))
         })?;
-    entries.push(&HistoryEvent::Settled {
+    events.push(HistoryEvent::Settled {
         status: settlement.status,
         by: SettledBy::Request {
             key: lease.key.as_str().to_owned(),
         },
     });
+    // The usual finish is kept on the payment's row, not as entries, if
+    // the row confirms the payment was claimed with this key by this
+    // instance (migration 0024); the entries are bound either way.
+    let compact = ClaimantFinish::of(&payment.id, lease.key.as_str(), &store.instance, &events);
+    let entries = Entries::of(events);
     // One autocommitted statement (one round trip, one implicit
     // transaction, one snapshot for every part):
     // - `held` locks the key row if this lease still holds it. A row lock
@@ -72,14 +78,20 @@ pub(super) async fn finish(
     //   meanwhile. With `settled` it is the whole settle: the payment's row
     //   is updated in place (HOT: no indexed column changes, migration
     //   0009).
+    //   When the finish is the claimant's (`$17` is its charge's outcome,
+    //   not NULL) and the row says the payment was claimed with this key
+    //   (`$2`) by this instance (`$18`), the same update keeps the entries'
+    //   few values on the row (migration 0024), with the seq their history
+    //   row would have had; otherwise they are left NULL.
     // - `finished` stores the response, only if the payment moved; the
     //   key row is locked by `held`, so it always can.
     // - `event` writes the merchant event, only if the payment moved, and
     //   `deliveries` one delivery per enabled endpoint of the shop that
     //   wants it (none for a shop without endpoints).
     // - `history` writes the payment's history entries (the acquirer
-    //   calls, the answer, the settlement), only if the payment moved:
-    //   from arrays bound as parameters, in their order.
+    //   calls, the answer, the settlement), only if the payment moved and
+    //   its row did not take them: from arrays bound as parameters, in
+    //   their order.
     // So either all three writes happen or none does (held = false:
     // the lease was taken over; held but not settled: the payment was
     // settled meanwhile). The division is a tripwire for that argument:
@@ -105,10 +117,14 @@ pub(super) async fn finish(
              FOR NO KEY UPDATE), \
          settled AS ( \
              UPDATE payments SET status = $8, provider_payment_id = $9, \
-                 decline_code = $10, updated_at = now() \
+                 decline_code = $10, updated_at = now(), \
+                 (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = ( \
+                     SELECT nextval('payment_history_seq_seq'), now(), $17, $19, $20 \
+                     WHERE $17::text IS NOT NULL \
+                       AND idempotency_key = $2 AND claimed_by = $18) \
              WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
                AND EXISTS (SELECT 1 FROM held) \
-             RETURNING id, created_at, shop_id), \
+             RETURNING id, created_at, shop_id, finish_seq), \
          dequeued AS ( \
              DELETE FROM pending_payments q USING settled \
              WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
@@ -136,7 +152,8 @@ pub(super) async fn finish(
         "), \
          history AS (",
         insert_entries!(
-            "(SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM settled)",
+            "(SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM settled \
+              WHERE finish_seq IS NULL)",
             "$15",
             "$16"
         ),
@@ -163,7 +180,11 @@ pub(super) async fn finish(
     .bind(event.event_type.as_str())
     .bind(stored_body::compressed(&event.payload).as_ref())
     .bind(&entries.kinds)
-    .bind(&entries.events);
+    .bind(&entries.events)
+    .bind(compact.map(|c| c.outcome.as_str()))
+    .bind(&store.instance)
+    .bind(compact.map(|c| i64::try_from(c.latency_ms).unwrap_or(i64::MAX)))
+    .bind(compact.map(|c| i16::try_from(c.answer_status).unwrap_or(i16::MAX)));
     // The hot path: its connection is parked again after it.
     let row = store
         .conns

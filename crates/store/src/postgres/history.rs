@@ -5,11 +5,13 @@
 
 use async_trait::async_trait;
 use chargeonce_core::history::{
-    AcquirerAttempt, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally, Tally,
+    AcquirerAttempt, ClaimantFinish, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind,
+    RepeatTally, Tally,
 };
 use chargeonce_core::store::{History, KeyRepeats};
 use chargeonce_core::{
-    IdempotencyKey, Lease, PaymentId, RefundId, ShopId, StoreError, StoredResponse,
+    AcquirerOutcomeKind, IdempotencyKey, Lease, PaymentId, PaymentStatus, RefundId, ShopId,
+    StoreError, StoredResponse,
 };
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
@@ -41,21 +43,31 @@ impl Entries {
         self.events.push(event.to_json());
     }
 
-    /// The entries a key's answer writes with it: the acquirer calls its
-    /// holder made (as `instance`), then the answer.
+    /// The entries a key's answer writes with it: [`answered_events`].
     pub(super) fn answered(
         lease: &Lease,
         response: &StoredResponse,
         attempts: &[AcquirerAttempt],
         instance: &str,
     ) -> Self {
-        let mut entries = Self::of(attempts.iter().map(|a| a.to_event(instance)));
-        entries.push(&HistoryEvent::Answered {
-            key: lease.key.as_str().to_owned(),
-            status: response.status,
-        });
-        entries
+        Self::of(answered_events(lease, response, attempts, instance))
     }
+}
+
+/// The entries a key's answer writes with it: the acquirer calls its
+/// holder made (as `instance`), then the answer.
+pub(super) fn answered_events(
+    lease: &Lease,
+    response: &StoredResponse,
+    attempts: &[AcquirerAttempt],
+    instance: &str,
+) -> Vec<HistoryEvent> {
+    let mut events: Vec<HistoryEvent> = attempts.iter().map(|a| a.to_event(instance)).collect();
+    events.push(HistoryEvent::Answered {
+        key: lease.key.as_str().to_owned(),
+        status: response.status,
+    });
+    events
 }
 
 /// The INSERT of the history rows of one write (migration 0010): its entries
@@ -130,8 +142,11 @@ pub(super) async fn record<'e>(
     Ok(())
 }
 
-/// A history entry as read back: a history row, or (no `event`) the
-/// payment row's `claimed` entry, from its key and `claimed_by`.
+/// History entries as read back: a history row's entry; or, from the
+/// payment's row, its `claimed` entry (no `event`, no `finish_outcome`) or
+/// its claimant's finish (`finish_outcome` set: migration 0024), three
+/// entries at `seq`, `seq + 1` and `seq + 2`, as their history row would
+/// have read back.
 #[derive(sqlx::FromRow)]
 struct EntryRow {
     seq: i64,
@@ -141,35 +156,77 @@ struct EntryRow {
     event: Option<String>,
     claimed_key: Option<String>,
     claimed_by: Option<String>,
+    finish_outcome: Option<String>,
+    finish_latency_ms: Option<i64>,
+    finish_answer: Option<i16>,
+    status: Option<String>,
 }
 
-impl TryFrom<EntryRow> for HistoryEntry {
+impl EntryRow {
+    /// The events of the row, in order.
+    fn events(self, payment_id: &PaymentId) -> Result<Vec<HistoryEvent>, StoreError> {
+        let corrupt = |what: &str| {
+            StoreError::corrupt(format!(
+                "history entry {} of payment {} {what}",
+                self.seq, self.payment_id
+            ))
+        };
+        Ok(match (self.event, self.claimed_key, self.claimed_by) {
+            (Some(event), _, _) => {
+                vec![HistoryEvent::from_json(&event).map_err(StoreError::corrupt_by)?]
+            }
+            (None, Some(key), Some(instance)) => match self.finish_outcome {
+                None => vec![HistoryEvent::Claimed { key, instance }],
+                Some(outcome) => {
+                    let finish = ClaimantFinish {
+                        outcome: AcquirerOutcomeKind::parse(&outcome)
+                            .ok_or_else(|| corrupt("has an unknown charge outcome"))?,
+                        latency_ms: self
+                            .finish_latency_ms
+                            .and_then(|ms| u64::try_from(ms).ok())
+                            .ok_or_else(|| corrupt("has no charge latency"))?,
+                        answer_status: self
+                            .finish_answer
+                            .and_then(|status| u16::try_from(status).ok())
+                            .ok_or_else(|| corrupt("has no answer status"))?,
+                        status: self
+                            .status
+                            .as_deref()
+                            .and_then(PaymentStatus::parse)
+                            .ok_or_else(|| corrupt("has no settled status"))?,
+                    };
+                    finish.entries(payment_id, &key, &instance).to_vec()
+                }
+            },
+            (None, _, _) => return Err(corrupt("has no event")),
+        })
+    }
+}
+
+impl TryFrom<EntryRow> for Vec<HistoryEntry> {
     type Error = StoreError;
 
     fn try_from(row: EntryRow) -> Result<Self, StoreError> {
-        let event = match (row.event, row.claimed_key, row.claimed_by) {
-            (Some(event), _, _) => {
-                HistoryEvent::from_json(&event).map_err(StoreError::corrupt_by)?
-            }
-            (None, Some(key), Some(instance)) => HistoryEvent::Claimed { key, instance },
-            (None, _, _) => {
-                return Err(StoreError::corrupt(format!(
-                    "history entry {} of payment {} has no event",
-                    row.seq, row.payment_id
-                )));
-            }
-        };
-        Ok(Self {
-            seq: row.seq,
-            at: row.at,
-            payment_id: PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?,
-            refund_id: row
-                .refund_id
-                .map(|id| RefundId::parse(&id))
-                .transpose()
-                .map_err(StoreError::corrupt_by)?,
-            event,
-        })
+        let payment_id = PaymentId::parse(&row.payment_id).map_err(StoreError::corrupt_by)?;
+        let refund_id = row
+            .refund_id
+            .as_deref()
+            .map(RefundId::parse)
+            .transpose()
+            .map_err(StoreError::corrupt_by)?;
+        let (seq, at) = (row.seq, row.at);
+        Ok(row
+            .events(&payment_id)?
+            .into_iter()
+            .zip(seq..)
+            .map(|(event, seq)| HistoryEntry {
+                seq,
+                at,
+                payment_id: payment_id.clone(),
+                refund_id: refund_id.clone(),
+                event,
+            })
+            .collect())
     }
 }
 
@@ -226,8 +283,10 @@ impl History for PgStore {
     /// Every entry of one payment, oldest first; with a shop, only if the
     /// payment is that shop's. The first is the payment row's `claimed` entry
     /// (`seq` 0, before every row's identity; `claimed_by` is NULL on payments
-    /// claimed before migration 0007, whose entry is a history row), in the
-    /// same statement, so in the same snapshot, as the rows. A row of several
+    /// claimed before migration 0007, whose entry is a history row), and the
+    /// row's claimant's finish, if it holds one (migration 0024: three
+    /// entries at the seq their history row would have had), in the same
+    /// statement, so in the same snapshot, as the rows. A row of several
     /// entries (a JSON array) reads back as its entries, in order.
     #[tracing::instrument(level = "debug", name = "store.payment_history", skip_all, fields(db.system = "postgresql"))]
     async fn payment_history(
@@ -235,17 +294,23 @@ impl History for PgStore {
         shop_id: Option<&ShopId>,
         payment_id: &PaymentId,
     ) -> Result<Vec<HistoryEntry>, StoreError> {
-        super::all(
+        let rows: Vec<Vec<HistoryEntry>> = super::all(
             self,
             sqlx::query_as::<_, EntryRow>(
-                "SELECT 0::bigint AS seq, created_at AS at, id AS payment_id, \
-                        NULL::text AS refund_id, NULL::text AS event, \
-                        idempotency_key AS claimed_key, claimed_by \
-                 FROM payments \
-                 WHERE id = $1 AND claimed_by IS NOT NULL \
-                   AND ($2::text IS NULL OR shop_id = $2) \
+                "SELECT x.seq, x.at, p.id AS payment_id, NULL::text AS refund_id, \
+                        NULL::text AS event, p.idempotency_key AS claimed_key, p.claimed_by, \
+                        x.finish_outcome, x.finish_latency_ms, x.finish_answer, x.status \
+                 FROM payments p CROSS JOIN LATERAL (VALUES \
+                     (0::bigint, p.created_at, NULL::text, NULL::bigint, NULL::smallint, \
+                      NULL::text), \
+                     (p.finish_seq, p.finish_at, p.finish_outcome, p.finish_latency_ms, \
+                      p.finish_answer, p.status)) \
+                     AS x(seq, at, finish_outcome, finish_latency_ms, finish_answer, status) \
+                 WHERE p.id = $1 AND p.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
+                   AND ($2::text IS NULL OR p.shop_id = $2) \
                  UNION ALL \
-                 SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL \
+                 SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL, \
+                        NULL, NULL, NULL, NULL \
                  FROM payment_history h CROSS JOIN LATERAL ( \
                      SELECT x.event::text, x.n \
                      FROM json_array_elements(h.event::json) WITH ORDINALITY AS x(event, n) \
@@ -259,7 +324,8 @@ impl History for PgStore {
             .bind(payment_id.as_str())
             .bind(shop_id.map(ShopId::as_str)),
         )
-        .await
+        .await?;
+        Ok(rows.into_iter().flatten().collect())
     }
 
     /// The repeat counts of those of the keys that exist (an expired finished

@@ -951,3 +951,110 @@ async fn the_test_mode_migration_gives_every_shop_its_namespace() {
         .collect();
     assert_eq!(listed, [ShopId::new("old-shop").unwrap()]);
 }
+
+/// The usual finish (the claimant charged once and settled the payment by
+/// its answer) is kept on the payment's row, not as a history row
+/// (migration 0024), and reads back as the same entries, at the seq their
+/// row would have had: a row written after it sorts after it. A finish that
+/// is not the claimant's as it stands (here: the charge has a reason) is
+/// written as entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claimants_finish_is_kept_on_the_payment_row() {
+    use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy};
+    use chargeonce_core::{AcquirerCall, AcquirerKey, AcquirerOutcomeKind};
+
+    let pg = pg().await;
+    let charge = |payment: &Payment, reason: Option<&str>| AcquirerAttempt {
+        call: AcquirerCall::Charge,
+        outcome: AcquirerOutcomeKind::Succeeded,
+        latency: Duration::from_millis(4),
+        acquirer_key: AcquirerKey::for_payment(&payment.id).as_str().to_owned(),
+        reason: reason.map(str::to_owned),
+    };
+    let rows = async |payment: &Payment| -> Vec<String> {
+        sqlx::query_scalar("SELECT kind FROM payment_history WHERE payment_id = $1 ORDER BY seq")
+            .bind(payment.id.as_str())
+            .fetch_all(pg.store.pool())
+            .await
+            .unwrap()
+    };
+    let charged = settlement(PaymentStatus::Succeeded, "ch");
+    let mut histories = Vec::new();
+    for (k, reason) in [("k-usual", None), ("k-reason", Some("slow"))] {
+        let (lease, payment) = acquired(&pg, k, k).await;
+        let attempt = charge(&payment, reason);
+        let finished = pg
+            .store
+            .finish(
+                &lease,
+                Some((&payment, &charged)),
+                &response("ok"),
+                TIMING.ttl,
+                std::slice::from_ref(&attempt),
+            )
+            .await
+            .unwrap();
+        assert_eq!(finished, FinishOutcome::Stored);
+        let read = pg.store.payment_history(None, &payment.id).await.unwrap();
+        let instance = match &read[0].event {
+            HistoryEvent::Claimed { instance, .. } => instance.clone(),
+            other => panic!("{other:?}"),
+        };
+        let events: Vec<HistoryEvent> = read.iter().map(|e| e.event.clone()).collect();
+        assert_eq!(
+            events,
+            [
+                HistoryEvent::Claimed {
+                    key: k.into(),
+                    instance: instance.clone(),
+                },
+                attempt.to_event(&instance),
+                HistoryEvent::Answered {
+                    key: k.into(),
+                    status: 201,
+                },
+                HistoryEvent::Settled {
+                    status: PaymentStatus::Succeeded,
+                    by: SettledBy::Request { key: k.into() },
+                },
+            ]
+        );
+        histories.push((payment, read));
+    }
+    let (usual, usual_read) = &histories[0];
+    let (with_reason, reason_read) = &histories[1];
+    assert!(
+        rows(usual).await.is_empty(),
+        "kept on the row, no history row"
+    );
+    assert_eq!(rows(with_reason).await, ["acquirer_call,answered,settled"]);
+    // Both drew their seqs from the history's one sequence, in the order
+    // they were written; the row's three entries are consecutive.
+    let seqs = |read: &[chargeonce_core::history::HistoryEntry]| -> Vec<i64> {
+        read.iter().map(|e| e.seq).collect()
+    };
+    let first = usual_read[1].seq;
+    assert_eq!(seqs(usual_read), [0, first, first + 1, first + 2]);
+    assert!(reason_read[1].seq > first + 2, "{reason_read:?}");
+    assert!(usual_read[1..].iter().all(|e| e.at == usual_read[1].at));
+    // A later entry of the usual payment (its key's expiry, written as a
+    // row when the key is swept) sorts after the row's entries.
+    sqlx::query("UPDATE idempotency_keys SET expires_at = now() - interval '1 second'")
+        .execute(pg.store.pool())
+        .await
+        .unwrap();
+    pg.store.sweep_expired_keys(100).await.unwrap();
+    let kinds = history(&pg, &usual.id).await;
+    assert_eq!(
+        kinds,
+        [
+            "claimed",
+            "acquirer_call",
+            "answered",
+            "settled",
+            "key_expired"
+        ]
+    );
+    let read = pg.store.payment_history(None, &usual.id).await.unwrap();
+    assert!(read.windows(2).all(|w| w[0].seq < w[1].seq), "{read:?}");
+}
