@@ -57,6 +57,15 @@ impl AcquirerKey {
         Self(format!("chargeonce-void-{id}"))
     }
 
+    /// The payment whose key this is ([`Self::for_payment`]), if it is a
+    /// payment's key (not a void's, a refund's, a capture's, nor a key this
+    /// service never made). A store that keeps no copy of the key finds the
+    /// payment by it.
+    pub fn payment_id(&self) -> Option<PaymentId> {
+        let id = self.0.strip_prefix("chargeonce-")?;
+        PaymentId::parse(id).ok()
+    }
+
     /// Wraps a key read back from a store or received by the simulator.
     pub fn from_stored(key: String) -> Self {
         Self(key)
@@ -502,6 +511,22 @@ mod tests {
     fn acquirer_key_is_derived_from_the_payment() {
         let id = PaymentId::generate();
         assert_eq!(AcquirerKey::for_payment(&id), AcquirerKey::for_payment(&id));
+        // And the payment is found from it again; no other key names one.
+        assert_eq!(AcquirerKey::for_payment(&id).payment_id(), Some(id.clone()));
+        assert_eq!(AcquirerKey::for_void(&id).payment_id(), None);
+        for other in [
+            String::new(),
+            id.as_str().to_owned(),
+            format!("other-{id}"),
+            format!("chargeonce-{id}x"),
+            "chargeonce-".to_owned(),
+        ] {
+            assert_eq!(
+                AcquirerKey::from_stored(other.clone()).payment_id(),
+                None,
+                "{other}"
+            );
+        }
     }
 
     #[test]

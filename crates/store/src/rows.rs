@@ -94,7 +94,8 @@ rows! {
         currency: String,
         token: String,
         status: String,
-        acquirer_key: String,
+        /// NULL on PostgreSQL from migration 0025 on: derived from `id`.
+        acquirer_key: Option<String>,
         provider_payment_id: Option<String>,
         decline_code: Option<String>,
         created_at: At,
@@ -304,8 +305,12 @@ impl TryFrom<PaymentRow> for Payment {
     fn try_from(row: PaymentRow) -> Result<Self, StoreError> {
         let currency = Currency::from_code(&row.currency).map_err(StoreError::corrupt_by)?;
         let capture = capture(&row)?;
+        let id = PaymentId::parse(&row.id).map_err(StoreError::corrupt_by)?;
+        let acquirer_key = row
+            .acquirer_key
+            .map_or_else(|| AcquirerKey::for_payment(&id), AcquirerKey::from_stored);
         Ok(Payment {
-            id: PaymentId::parse(&row.id).map_err(StoreError::corrupt_by)?,
+            id,
             shop_id: ShopId::new(row.shop_id).map_err(StoreError::corrupt_by)?,
             idempotency_key: IdempotencyKey::new(row.idempotency_key)
                 .map_err(StoreError::corrupt_by)?,
@@ -315,7 +320,7 @@ impl TryFrom<PaymentRow> for Payment {
             token: CardToken::new(row.token).map_err(StoreError::corrupt_by)?,
             status: PaymentStatus::parse(&row.status)
                 .ok_or_else(|| StoreError::corrupt(format!("payment status `{}`", row.status)))?,
-            acquirer_key: AcquirerKey::from_stored(row.acquirer_key),
+            acquirer_key,
             provider_payment_id: row.provider_payment_id,
             decline_code: row.decline_code,
             refunded_minor: row.refunded_minor,

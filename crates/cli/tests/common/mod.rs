@@ -511,20 +511,26 @@ pub fn new_key(label: &str) -> String {
     format!("{label}-{}", uuid::Uuid::new_v4().simple())
 }
 
-/// The stored payment row: `(status, acquirer_key)`, read straight from PostgreSQL.
+/// The stored payment row: `(status, acquirer_key)`, read straight from
+/// PostgreSQL; the key as the store reads it (a row keeps no copy since
+/// migration 0025: it is derived from the id).
 pub async fn pg_payment(database_url: &str, payment_id: &str) -> Option<(String, String)> {
     use sqlx::Connection as _;
     let mut conn = sqlx::PgConnection::connect(database_url)
         .await
         .expect("connect to the test database");
-    let row: Option<(String, String)> =
+    let row: Option<(String, Option<String>)> =
         sqlx::query_as("SELECT status, acquirer_key FROM payments WHERE id = $1")
             .bind(payment_id)
             .fetch_optional(&mut conn)
             .await
             .expect("read payment");
     let _ = conn.close().await;
-    row
+    let derived = || {
+        let id = chargeonce_core::PaymentId::parse(payment_id).expect("a payment id");
+        chargeonce_core::AcquirerKey::for_payment(&id).as_str().to_owned()
+    };
+    row.map(|(status, key)| (status, key.unwrap_or_else(derived)))
 }
 
 /// The key row's recovery point and its payment's status, read straight from

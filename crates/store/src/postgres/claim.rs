@@ -8,8 +8,8 @@ use std::time::Duration;
 use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::store::{Authorizations, Payments, Refunds};
 use chargeonce_core::{
-    Acquired, CaptureMethod, Claim, ClaimRequest, Fingerprint, IdempotencyKey, KeyTiming, Lease,
-    LeaseToken, NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
+    Acquired, AcquirerKey, CaptureMethod, Claim, ClaimRequest, Fingerprint, IdempotencyKey,
+    KeyTiming, Lease, LeaseToken, NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
 };
 use sqlx::{Postgres, Transaction};
 
@@ -143,7 +143,7 @@ async fn claim_in_one_statement(
     .bind(payment.request.amount.minor_units())
     .bind(payment.request.amount.currency().code())
     .bind(payment.request.token.as_str())
-    .bind(payment.acquirer_key.as_str())
+    .bind(stored_acquirer_key(payment))
     .bind(payment.created_at)
     .bind(store.instance.as_ref())
     .bind(payment.request.metadata.to_stored())
@@ -247,7 +247,7 @@ async fn insert_payment(
         .bind(payment.request.amount.minor_units())
         .bind(payment.request.amount.currency().code())
         .bind(payment.request.token.as_str())
-        .bind(payment.acquirer_key.as_str())
+        .bind(stored_acquirer_key(payment))
         .bind(payment.created_at)
         .bind(instance)
         .bind(payment.request.metadata.to_stored())
@@ -543,4 +543,12 @@ async fn fenced(
         .await
         .map_err(store_error)?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The acquirer key a new payment row stores: none (migration 0025), as it
+/// is derived from the payment's id; a key that is not would be stored, for
+/// the row's check to refuse it rather than the key be lost.
+fn stored_acquirer_key(payment: &NewPayment) -> Option<&str> {
+    (payment.acquirer_key != AcquirerKey::for_payment(&payment.id))
+        .then(|| payment.acquirer_key.as_str())
 }

@@ -38,29 +38,9 @@ const SETTLE_BY_ID: &str = concat!(
     " FROM settled"
 );
 
-/// A webhook's settle of one pending payment, picked by its acquirer key
-/// (`$1`) and shop (`$2`); otherwise as [`SETTLE_BY_ID`]: `$3`, `$4`, `$5`
-/// are the settlement's status, provider id and decline code, the payment
-/// leaves the pending queue, and the settled payment's columns come back.
-const SETTLE_BY_ACQUIRER_KEY: &str = concat!(
-    "WITH settled AS ( \
-         UPDATE payments SET status = $3, provider_payment_id = $4, \
-             decline_code = $5, updated_at = now() \
-         WHERE acquirer_key = $1 AND shop_id = $2 AND status = 'pending' RETURNING ",
-    payment_columns!(),
-    "), \
-     dequeued AS ( \
-         DELETE FROM pending_payments q USING settled \
-         WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
-           AND q.shop_id = settled.shop_id) \
-     SELECT ",
-    payment_columns!(),
-    " FROM settled"
-);
-
-/// Runs one settle statement ([`SETTLE_BY_ID`], [`SETTLE_BY_ACQUIRER_KEY`])
-/// in `tx`: `picks` binds `$1` and `$2`, the settlement `$3` to `$5`. The
-/// settled payment's row, or `None` when no pending payment matched.
+/// Runs [`SETTLE_BY_ID`] in `tx`: `picks` binds `$1` and `$2` (the shop and
+/// the payment), the settlement `$3` to `$5`. The settled payment's row, or
+/// `None` when no pending payment matched.
 async fn settle(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     sql: &'static str,
@@ -142,12 +122,18 @@ pub(super) async fn record_event(
         tx.rollback().await.map_err(store_error)?;
         return Ok(EventRecorded::Duplicate);
     }
+    // The payment the event is about is the one its acquirer key names
+    // (migration 0025: the key is derived from the payment's id, not
+    // stored); a key that names none (a refund's, a void's, a stranger's)
+    // settles nothing and is recorded as received by no payment.
+    let payment_id = event.acquirer_key.payment_id();
+    let payment_id = payment_id.as_ref().map_or("", PaymentId::as_str);
     let mut settled = None;
     if let Some(settlement) = &event.settlement {
         settled = settle(
             &mut tx,
-            SETTLE_BY_ACQUIRER_KEY,
-            [event.acquirer_key.as_str(), event.shop_id.as_str()],
+            SETTLE_BY_ID,
+            [event.shop_id.as_str(), payment_id],
             settlement,
         )
         .await?;
@@ -176,9 +162,9 @@ pub(super) async fn record_event(
             let row = sqlx::query_as::<_, PaymentRow>(concat!(
                 "SELECT ",
                 payment_columns!(),
-                " FROM payments WHERE acquirer_key = $1 AND shop_id = $2"
+                " FROM payments WHERE id = $1 AND shop_id = $2"
             ))
-            .bind(event.acquirer_key.as_str())
+            .bind(payment_id)
             .bind(event.shop_id.as_str())
             .fetch_optional(&mut *tx)
             .await

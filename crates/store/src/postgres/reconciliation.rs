@@ -80,20 +80,24 @@ impl Reconciliation for PgStore {
         .await
     }
 
-    /// The payment that carries an acquirer key.
+    /// The payment that carries an acquirer key: the one it names.
     #[tracing::instrument(level = "debug", name = "store.payment_by_acquirer_key", skip_all, fields(db.system = "postgresql"))]
     async fn payment_by_acquirer_key(
         &self,
         key: &AcquirerKey,
     ) -> Result<Option<Payment>, StoreError> {
+        // The key names its payment (migration 0025: it is not stored).
+        let Some(id) = key.payment_id() else {
+            return Ok(None);
+        };
         super::one(
             self,
             sqlx::query_as::<_, PaymentRow>(concat!(
                 "SELECT ",
                 payment_columns!(),
-                " FROM payments WHERE acquirer_key = $1"
+                " FROM payments WHERE id = $1"
             ))
-            .bind(key.as_str()),
+            .bind(id.as_str()),
         )
         .await
     }

@@ -482,7 +482,7 @@ async fn the_authorization_migration_keeps_orders_and_checks_every_hold() {
          INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
              token, status, acquirer_key, created_at)
          VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea0', 'shop-a', 'k0', 'order-0', 1000, 'RUB',
-             'tok_ok', 'succeeded', 'acq-0', now());",
+             'tok_ok', 'succeeded', 'chargeonce-pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea0', now());",
     )
     .execute(&pool)
     .await
@@ -508,7 +508,7 @@ async fn the_authorization_migration_keeps_orders_and_checks_every_hold() {
                  currency, token, status, acquirer_key, created_at, capture_method, hold, \
                  authorization_expires_at) \
              VALUES ('{id}', 'shop-a', 'k-{id}', '{reference}', 1000, 'RUB', 'tok_ok', \
-                 'succeeded', 'acq-{id}', now(), 'manual', '{hold}', now())"
+                 'succeeded', 'chargeonce-{id}', now(), 'manual', '{hold}', now())"
         )
     };
     let a1 = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea1";
@@ -540,7 +540,7 @@ async fn the_authorization_migration_keeps_orders_and_checks_every_hold() {
         "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
              currency, token, status, acquirer_key, created_at, authorization_expires_at) \
          VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea9', 'shop-a', 'k-9', 'order-9', 1000, \
-             'RUB', 'tok_ok', 'pending', 'acq-9', now(), now())"
+             'RUB', 'tok_ok', 'pending', 'chargeonce-pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ea9', now(), now())"
             .to_owned(),
     ] {
         let error = sqlx::query(sqlx::AssertSqlSafe(refused.clone()))
@@ -604,7 +604,7 @@ async fn the_expiry_queue_migration_keeps_every_hold_to_release() {
                  currency, token, status, acquirer_key, created_at, capture_method, hold, \
                  authorization_expires_at) \
              VALUES ('{id}', 'shop-a', 'k-{id}', 'order-{id}', 1000, 'RUB', 'tok_ok', \
-                 '{status}', 'acq-{id}', now(), 'manual', '{hold}', now())"
+                 '{status}', 'chargeonce-{id}', now(), 'manual', '{hold}', now())"
         )
     };
     let open = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6eb1";
@@ -666,11 +666,11 @@ async fn the_endpoints_migration_keeps_every_events_delivery_state() {
          INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
              token, status, acquirer_key, created_at)
          VALUES ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1', 'with-url', 'k1', 'o1', 100, 'RUB',
-                 'tok_ok', 'succeeded', 'acq-1', now()),
+                 'tok_ok', 'succeeded', 'chargeonce-pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec1', now()),
                 ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2', 'url-removed', 'k2', 'o2', 100, 'RUB',
-                 'tok_ok', 'succeeded', 'acq-2', now()),
+                 'tok_ok', 'succeeded', 'chargeonce-pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec2', now()),
                 ('pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3', 'never', 'k3', 'o3', 100, 'RUB',
-                 'tok_ok', 'succeeded', 'acq-3', now());
+                 'tok_ok', 'succeeded', 'chargeonce-pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ec3', now());
          INSERT INTO events (id, shop_id, event_type, payment_id, payload, next_attempt_at,
              attempts, delivered_at, gave_up_at, last_status, last_error)
          VALUES
@@ -1057,4 +1057,77 @@ async fn a_claimants_finish_is_kept_on_the_payment_row() {
     );
     let read = pg.store.payment_history(None, &usual.id).await.unwrap();
     assert!(read.windows(2).all(|w| w[0].seq < w[1].seq), "{read:?}");
+}
+
+/// Migration 0025: a payment's acquirer key is derived, not stored. A row
+/// written before keeps its copy and is still found by its key, as a new
+/// row (no copy) is; a copy that is not the derivation is refused.
+#[tokio::test]
+async fn the_acquirer_key_migration_finds_old_and_new_payments_by_their_key() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(24, &pool)
+        .await
+        .unwrap();
+    let old = "pay_0193a5c27d2e7b5c9f1e2a3b4c5d6ed1";
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'));
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, acquirer_key, created_at)
+         VALUES ('{old}', 'shop-a', 'k-old', 'order-old', 100, 'RUB', 'tok_ok', 'succeeded',
+             'chargeonce-{old}', now());"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    drop(pool);
+    let store = PgStore::connect(db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let shop = ShopId::new("shop-a").unwrap();
+    let (_, new) = match store
+        .claim_payment(
+            &claim(&shop, "k-new"),
+            &new_payment(&shop, "k-new", "order-new"),
+            TIMING,
+        )
+        .await
+        .unwrap()
+    {
+        Claim::Acquired(a) => (a.lease, a.payment),
+        Claim::Exists(_) => panic!("new key"),
+    };
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT acquirer_key FROM payments WHERE id = $1")
+            .bind(new.id.as_str())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(stored, None, "a new row keeps no copy");
+    let old = chargeonce_core::PaymentId::parse(old).unwrap();
+    for id in [&old, &new.id] {
+        let key = chargeonce_core::AcquirerKey::for_payment(id);
+        let found = store.payment_by_acquirer_key(&key).await.unwrap().unwrap();
+        assert_eq!((&found.id, &found.acquirer_key), (id, &key));
+    }
+    assert!(
+        store
+            .payment_by_acquirer_key(&chargeonce_core::AcquirerKey::for_void(&new.id))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let refused =
+        sqlx::query("UPDATE payments SET acquirer_key = 'chargeonce-pay_other' WHERE id = $1")
+            .bind(new.id.as_str())
+            .execute(store.pool())
+            .await
+            .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("payments_acquirer_key_derived"),
+        "{refused}"
+    );
 }

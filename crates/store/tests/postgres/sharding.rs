@@ -156,7 +156,7 @@ async fn fill(conn: &mut sqlx::PgConnection, shop: &ShopId) {
         "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
              currency, token, status, acquirer_key, provider_payment_id, created_at, claimed_by) \
          SELECT 'pay_fill_' || g, shop_id, 'k-fill-' || g, 'order-fill-' || g, amount_minor, \
-             currency, token, status, 'acq-fill-' || g, provider_payment_id, \
+             currency, token, status, NULL, provider_payment_id, \
              created_at - g * interval '1 second', claimed_by \
          FROM payments, generate_series(1, 5000) g \
          WHERE shop_id = $1 AND idempotency_key = 'k-fresh'",
@@ -164,7 +164,7 @@ async fn fill(conn: &mut sqlx::PgConnection, shop: &ShopId) {
         "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
              currency, token, status, acquirer_key, created_at, claimed_by) \
          SELECT 'pay_wait_' || g, shop_id, 'k-wait-' || g, 'order-wait-' || g, amount_minor, \
-             currency, token, 'pending', 'acq-wait-' || g, \
+             currency, token, 'pending', NULL, \
              created_at - g * interval '1 second', claimed_by \
          FROM payments, generate_series(1, 5000) g \
          WHERE shop_id = $1 AND idempotency_key = 'k-fresh'",
