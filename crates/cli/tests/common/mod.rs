@@ -528,7 +528,9 @@ pub async fn pg_payment(database_url: &str, payment_id: &str) -> Option<(String,
     let _ = conn.close().await;
     let derived = || {
         let id = chargeonce_core::PaymentId::parse(payment_id).expect("a payment id");
-        chargeonce_core::AcquirerKey::for_payment(&id).as_str().to_owned()
+        chargeonce_core::AcquirerKey::for_payment(&id)
+            .as_str()
+            .to_owned()
     };
     row.map(|(status, key)| (status, key.unwrap_or_else(derived)))
 }

@@ -124,7 +124,8 @@ async fn claim_in_one_statement(
                  capture_method, hold, authorization_expires_at) \
              SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19, \
                  $20, $21, $22 FROM k \
-             ON CONFLICT (shop_id, live_reference) DO NOTHING \
+             ON CONFLICT (reference, shop_id, (NULLIF(live_reference IS NOT NULL, false))) \
+                 DO NOTHING \
              RETURNING id) \
          SELECT 1 FROM p",
     )
@@ -236,7 +237,8 @@ async fn insert_payment(
                      currency, token, status, acquirer_key, created_at, claimed_by, metadata, \
                      capture_method, hold, authorization_expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12, $13, $14) \
-                 ON CONFLICT (shop_id, live_reference) DO NOTHING \
+                 ON CONFLICT (reference, shop_id, (NULLIF(live_reference IS NOT NULL, false))) \
+                 DO NOTHING \
                  RETURNING id) \
              SELECT id FROM p",
         )
@@ -276,7 +278,7 @@ async fn insert_payment(
         let existing = sqlx::query_as::<_, PaymentRow>(concat!(
             "SELECT ",
             payment_columns!(),
-            " FROM payments WHERE shop_id = $1 AND live_reference = $2"
+            " FROM payments WHERE shop_id = $1 AND reference = $2 AND live_reference IS NOT NULL"
         ))
         .bind(payment.shop_id.as_str())
         .bind(payment.request.reference.as_str())

@@ -56,7 +56,7 @@ const PAYMENTS_BEFORE: &str = concat!(
 );
 
 /// The newest page of one order's payments (a reference given: `reference =
-/// $3`, a range of `payments_by_reference` even in a generic plan, for the
+/// $3`, a range of `payments_by_order` even in a generic plan, for the
 /// look-up before paying an order) that match the filter: `$1` the shop,
 /// `$2` status, `$4` and `$5` the created range (each ignored when null),
 /// `$6` the limit.
