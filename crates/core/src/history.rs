@@ -376,6 +376,22 @@ impl AcquirerAttempt {
     }
 }
 
+/// The entries a key's answer writes with it (both stores): the acquirer
+/// calls its holder made (as `instance`), then the answer.
+pub fn answered_events(
+    lease: &crate::Lease,
+    response: &crate::StoredResponse,
+    attempts: &[AcquirerAttempt],
+    instance: &str,
+) -> Vec<HistoryEvent> {
+    let mut events: Vec<HistoryEvent> = attempts.iter().map(|a| a.to_event(instance)).collect();
+    events.push(HistoryEvent::Answered {
+        key: lease.key.as_str().to_owned(),
+        status: response.status,
+    });
+    events
+}
+
 /// The three entries of the finish almost every payment has, in the few
 /// values that are not already in the payment's row: the request that
 /// claimed the payment (its key, on the instance that claimed it) called

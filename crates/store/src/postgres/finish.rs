@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use chargeonce_core::history::{AcquirerAttempt, ClaimantFinish, HistoryEvent, SettledBy};
+use chargeonce_core::history::{
+    AcquirerAttempt, ClaimantFinish, HistoryEvent, SettledBy, answered_events,
+};
 
 use chargeonce_core::events::NewEvent;
 use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
 use sqlx::Row;
 
-use super::history::{Entries, answered_events, insert_entries};
+use super::history::{Entries, insert_entries};
 use super::keys::finish_key;
 use super::outbox::wants;
 use super::{PgStore, store_error};

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use chargeonce_core::history::{
     AcquirerAttempt, ClaimantFinish, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind,
-    RepeatTally, Tally,
+    RepeatTally, Tally, answered_events,
 };
 use chargeonce_core::store::{History, KeyRepeats};
 use chargeonce_core::{
@@ -52,22 +52,6 @@ impl Entries {
     ) -> Self {
         Self::of(answered_events(lease, response, attempts, instance))
     }
-}
-
-/// The entries a key's answer writes with it: the acquirer calls its
-/// holder made (as `instance`), then the answer.
-pub(super) fn answered_events(
-    lease: &Lease,
-    response: &StoredResponse,
-    attempts: &[AcquirerAttempt],
-    instance: &str,
-) -> Vec<HistoryEvent> {
-    let mut events: Vec<HistoryEvent> = attempts.iter().map(|a| a.to_event(instance)).collect();
-    events.push(HistoryEvent::Answered {
-        key: lease.key.as_str().to_owned(),
-        status: response.status,
-    });
-    events
 }
 
 /// The INSERT of the history rows of one write (migration 0010): its entries

@@ -9,10 +9,11 @@ use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, Sto
 use chargeonce_sqlite::Write;
 
 use super::SqliteStore;
-use super::history::{HistoryOf, answered_events, history_of, record_all};
+use super::history::{HistoryOf, history_of, record_all};
 use super::keys::finish_key;
 use super::outbox::insert_event;
 use super::payments::{SettleBy, settle_row};
+use chargeonce_core::history::answered_events;
 
 /// Stores the final response, settling the payment when a settlement is
 /// given; one write, so it is all or nothing, its history entries (the

@@ -7,9 +7,7 @@ use chargeonce_core::history::{
     AcquirerAttempt, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind, RepeatTally,
 };
 use chargeonce_core::store::{History, KeyRepeats};
-use chargeonce_core::{
-    IdempotencyKey, Lease, PaymentId, RefundId, ShopId, StoreError, StoredResponse,
-};
+use chargeonce_core::{IdempotencyKey, PaymentId, RefundId, ShopId, StoreError};
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, Row, params};
 use time::OffsetDateTime;
@@ -149,22 +147,6 @@ pub(super) fn attempt_events(attempts: &[AcquirerAttempt], instance: &str) -> Ve
         .iter()
         .map(|attempt| attempt.to_event(instance))
         .collect()
-}
-
-/// The entries a key's answer writes with it: the acquirer calls its
-/// holder made (as `instance`), then the answer.
-pub(super) fn answered_events(
-    lease: &Lease,
-    response: &StoredResponse,
-    attempts: &[AcquirerAttempt],
-    instance: &str,
-) -> Vec<HistoryEvent> {
-    let mut events = attempt_events(attempts, instance);
-    events.push(HistoryEvent::Answered {
-        key: lease.key.as_str().to_owned(),
-        status: response.status,
-    });
-    events
 }
 
 /// A payment's entries, oldest first: a range of `payment_history_by_payment`.

@@ -204,7 +204,7 @@ pub(super) fn store_answer(
     if !finish_key(conn, lease, response, ttl)? {
         return Ok(false);
     }
-    let events = super::history::answered_events(lease, response, attempts, instance);
+    let events = chargeonce_core::history::answered_events(lease, response, attempts, instance);
     super::history::record_about_key(conn, lease.shop_id.as_str(), lease.key.as_str(), &events)?;
     Ok(true)
 }
