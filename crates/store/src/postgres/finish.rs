@@ -60,7 +60,10 @@ pub(super) async fn finish(
     // The usual finish is kept on the payment's row, not as entries, if
     // the row confirms the payment was claimed with this key by this
     // instance (migration 0024); the entries are bound either way.
-    let compact = ClaimantFinish::of(&payment.id, lease.key.as_str(), &store.instance, &events);
+    // (And only if its columns hold its values exactly: a latency in a
+    // BIGINT, a status in a SMALLINT.)
+    let compact = ClaimantFinish::of(&payment.id, lease.key.as_str(), &store.instance, &events)
+        .filter(|c| i64::try_from(c.latency_ms).is_ok() && i16::try_from(c.answer_status).is_ok());
     let entries = Entries::of(events);
     // One autocommitted statement (one round trip, one implicit
     // transaction, one snapshot for every part):
@@ -185,8 +188,8 @@ pub(super) async fn finish(
     .bind(&entries.events)
     .bind(compact.map(|c| c.outcome.as_str()))
     .bind(&store.instance)
-    .bind(compact.map(|c| i64::try_from(c.latency_ms).unwrap_or(i64::MAX)))
-    .bind(compact.map(|c| i16::try_from(c.answer_status).unwrap_or(i16::MAX)));
+    .bind(compact.and_then(|c| i64::try_from(c.latency_ms).ok()))
+    .bind(compact.and_then(|c| i16::try_from(c.answer_status).ok()));
     // The hot path: its connection is parked again after it.
     let row = store
         .conns
