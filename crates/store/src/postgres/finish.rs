@@ -124,7 +124,8 @@ pub(super) async fn finish(
              UPDATE payments SET status = $8, provider_payment_id = $9, \
                  decline_code = $10, updated_at = now(), \
                  (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = ( \
-                     SELECT nextval('payment_history_seq_seq'), now(), $17, $19, $20 \
+                     SELECT nextval('payment_history_seq_seq'), now(), $17::text, $19::bigint, \
+                         $20::smallint \
                      WHERE $17::text IS NOT NULL \
                        AND idempotency_key = $2 AND claimed_by = $18) \
              WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
