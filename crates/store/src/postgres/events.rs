@@ -38,18 +38,17 @@ const SETTLE_BY_ID: &str = concat!(
     " FROM settled"
 );
 
-/// Runs [`SETTLE_BY_ID`] in `tx`: `picks` binds `$1` and `$2` (the shop and
-/// the payment), the settlement `$3` to `$5`. The settled payment's row, or
-/// `None` when no pending payment matched.
+/// Runs [`SETTLE_BY_ID`] in `tx` for the shop's payment `id`. The settled
+/// payment's row, or `None` when no pending payment matched.
 async fn settle(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-    sql: &'static str,
-    picks: [&str; 2],
+    shop_id: &ShopId,
+    id: &PaymentId,
     settlement: &Settlement,
 ) -> Result<Option<PaymentRow>, StoreError> {
-    sqlx::query_as::<_, PaymentRow>(sql)
-        .bind(picks[0])
-        .bind(picks[1])
+    sqlx::query_as::<_, PaymentRow>(SETTLE_BY_ID)
+        .bind(shop_id.as_str())
+        .bind(id.as_str())
         .bind(settlement.status.as_str())
         .bind(&settlement.provider_payment_id)
         .bind(&settlement.decline_code)
@@ -67,13 +66,7 @@ pub(super) async fn settle_payment(
     settlement: &Settlement,
 ) -> Result<SettleOutcome, StoreError> {
     let mut tx = store.conns.begin().await.map_err(store_error)?;
-    let row = settle(
-        &mut tx,
-        SETTLE_BY_ID,
-        [shop_id.as_str(), id.as_str()],
-        settlement,
-    )
-    .await?;
+    let row = settle(&mut tx, shop_id, id, settlement).await?;
     if let Some(row) = row {
         let payment = Payment::try_from(row)?;
         let settled = HistoryEvent::Settled {
@@ -126,17 +119,12 @@ pub(super) async fn record_event(
     // (migration 0025: the key is derived from the payment's id, not
     // stored); a key that names none (a refund's, a void's, a stranger's)
     // settles nothing and is recorded as received by no payment.
-    let payment_id = event.acquirer_key.payment_id();
-    let payment_id = payment_id.as_ref().map_or("", PaymentId::as_str);
+    let Some(payment_id) = event.acquirer_key.payment_id() else {
+        return finish_recording(tx, event, EventRecorded::UnknownPayment).await;
+    };
     let mut settled = None;
     if let Some(settlement) = &event.settlement {
-        settled = settle(
-            &mut tx,
-            SETTLE_BY_ID,
-            [event.shop_id.as_str(), payment_id],
-            settlement,
-        )
-        .await?;
+        settled = settle(&mut tx, &event.shop_id, &payment_id, settlement).await?;
     }
     let recorded = match settled {
         Some(row) => {
@@ -164,7 +152,7 @@ pub(super) async fn record_event(
                 payment_columns!(),
                 " FROM payments WHERE id = $1 AND shop_id = $2"
             ))
-            .bind(payment_id)
+            .bind(payment_id.as_str())
             .bind(event.shop_id.as_str())
             .fetch_optional(&mut *tx)
             .await
@@ -190,6 +178,15 @@ pub(super) async fn record_event(
             }
         }
     };
+    finish_recording(tx, event, recorded).await
+}
+
+/// Records what the event did on its row and commits the recording.
+async fn finish_recording(
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    event: &InboundEvent,
+    recorded: EventRecorded,
+) -> Result<EventRecorded, StoreError> {
     sqlx::query("UPDATE acquirer_events SET result = $2 WHERE event_id = $1 AND shop_id = $3")
         .bind(&event.event_id)
         .bind(event_result(&recorded))

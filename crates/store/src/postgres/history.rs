@@ -148,42 +148,53 @@ struct EntryRow {
 
 impl EntryRow {
     /// The events of the row, in order.
-    fn events(self, payment_id: &PaymentId) -> Result<Vec<HistoryEvent>, StoreError> {
-        let corrupt = |what: &str| {
-            StoreError::corrupt(format!(
-                "history entry {} of payment {} {what}",
-                self.seq, self.payment_id
-            ))
+    fn events(&self, payment_id: &PaymentId) -> Result<Vec<HistoryEvent>, StoreError> {
+        if let Some(event) = &self.event {
+            return Ok(vec![
+                HistoryEvent::from_json(event).map_err(StoreError::corrupt_by)?,
+            ]);
+        }
+        let (Some(key), Some(instance)) = (&self.claimed_key, &self.claimed_by) else {
+            return Err(self.corrupt("has no event"));
         };
-        Ok(match (self.event, self.claimed_key, self.claimed_by) {
-            (Some(event), _, _) => {
-                vec![HistoryEvent::from_json(&event).map_err(StoreError::corrupt_by)?]
-            }
-            (None, Some(key), Some(instance)) => match self.finish_outcome {
-                None => vec![HistoryEvent::Claimed { key, instance }],
-                Some(outcome) => {
-                    let finish = ClaimantFinish {
-                        outcome: AcquirerOutcomeKind::parse(&outcome)
-                            .ok_or_else(|| corrupt("has an unknown charge outcome"))?,
-                        latency_ms: self
-                            .finish_latency_ms
-                            .and_then(|ms| u64::try_from(ms).ok())
-                            .ok_or_else(|| corrupt("has no charge latency"))?,
-                        answer_status: self
-                            .finish_answer
-                            .and_then(|status| u16::try_from(status).ok())
-                            .ok_or_else(|| corrupt("has no answer status"))?,
-                        status: self
-                            .status
-                            .as_deref()
-                            .and_then(PaymentStatus::parse)
-                            .ok_or_else(|| corrupt("has no settled status"))?,
-                    };
-                    finish.entries(payment_id, &key, &instance).to_vec()
-                }
-            },
-            (None, _, _) => return Err(corrupt("has no event")),
+        Ok(match self.claimant_finish()? {
+            None => vec![HistoryEvent::Claimed {
+                key: key.clone(),
+                instance: instance.clone(),
+            }],
+            Some(finish) => finish.entries(payment_id, key, instance).to_vec(),
         })
+    }
+
+    /// The claimant's finish the payment's row holds, if this is that row.
+    fn claimant_finish(&self) -> Result<Option<ClaimantFinish>, StoreError> {
+        let Some(outcome) = &self.finish_outcome else {
+            return Ok(None);
+        };
+        Ok(Some(ClaimantFinish {
+            outcome: AcquirerOutcomeKind::parse(outcome)
+                .ok_or_else(|| self.corrupt("has an unknown charge outcome"))?,
+            latency_ms: self
+                .finish_latency_ms
+                .and_then(|ms| u64::try_from(ms).ok())
+                .ok_or_else(|| self.corrupt("has no charge latency"))?,
+            answer_status: self
+                .finish_answer
+                .and_then(|status| u16::try_from(status).ok())
+                .ok_or_else(|| self.corrupt("has no answer status"))?,
+            status: self
+                .status
+                .as_deref()
+                .and_then(PaymentStatus::parse)
+                .ok_or_else(|| self.corrupt("has no settled status"))?,
+        }))
+    }
+
+    fn corrupt(&self, what: &str) -> StoreError {
+        StoreError::corrupt(format!(
+            "history entry {} of payment {} {what}",
+            self.seq, self.payment_id
+        ))
     }
 }
 

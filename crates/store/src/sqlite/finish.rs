@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chargeonce_core::events::NewEvent;
-use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy};
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy, answered_events};
 use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, StoredResponse};
 use chargeonce_sqlite::Write;
 
@@ -13,7 +13,6 @@ use super::history::{HistoryOf, history_of, record_all};
 use super::keys::finish_key;
 use super::outbox::insert_event;
 use super::payments::{SettleBy, settle_row};
-use chargeonce_core::history::answered_events;
 
 /// Stores the final response, settling the payment when a settlement is
 /// given; one write, so it is all or nothing, its history entries (the
