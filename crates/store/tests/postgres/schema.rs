@@ -1131,3 +1131,193 @@ async fn the_acquirer_key_migration_finds_old_and_new_payments_by_their_key() {
         "{refused}"
     );
 }
+
+/// Migration 0027 moved the row rules of payments, keys and events from
+/// CHECK constraints into BEFORE ROW triggers, and `live_reference` from a
+/// generated column into the payments' trigger: every rule still refuses
+/// what its CHECK refused, with the same SQLSTATE and constraint name, in
+/// inserts and in updates; `live_reference` follows the row whatever a
+/// write says of it; the rows written before keep their order.
+#[tokio::test]
+async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(26, &pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'));
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, created_at)
+         VALUES ('pay_old', 'shop-a', 'k-old', 'order-old', 1000, 'RUB', 'tok_ok', 'pending',
+             now());",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    let live = async |id: &str| -> Option<String> {
+        sqlx::query_scalar("SELECT live_reference FROM payments WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(live("pay_old").await.as_deref(), Some("order-old"));
+    let payment = |id: &str, columns: &str, values: &str| {
+        format!(
+            "INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
+                 currency, token, status, created_at{columns}) \
+             VALUES ('{id}', 'shop-a', 'k-{id}', 'order-{id}', 1000, 'RUB', 'tok_ok', \
+                 'pending', now(){values})"
+        )
+    };
+    let key = |key: &str, columns: &str, values: &str| {
+        format!(
+            "INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
+                 recovery_point, payment_id, expires_at{columns}) \
+             VALUES ('shop-a', '{key}', sha256('x'), 'POST', '/v1/payments', \
+                 'payment_created', 'pay_old', now(){values})"
+        )
+    };
+    let event = |id: &str, event_type: &str| {
+        format!(
+            "INSERT INTO events (id, shop_id, event_type, payment_id, payload) \
+             VALUES ('{id}', 'shop-a', '{event_type}', 'pay_old', '\\x7b7d')"
+        )
+    };
+    let refused = [
+        (
+            payment("p1", "", "").replace("1000,", "0,"),
+            "payments_amount_minor_check",
+        ),
+        (
+            payment("p2", "", "").replace("'RUB'", "'RUBL'"),
+            "payments_currency_check",
+        ),
+        (
+            payment("p3", "", "").replace("'pending'", "'paid'"),
+            "payments_status_check",
+        ),
+        (
+            payment("p4", ", metadata", ", 'x'"),
+            "payments_metadata_check",
+        ),
+        (
+            payment("p5", ", acquirer_key", ", 'chargeonce-other'"),
+            "payments_acquirer_key_derived",
+        ),
+        (
+            payment("p6", ", refund_reserved_minor", ", 1001"),
+            "payments_refunds_within_amount",
+        ),
+        (
+            payment("p7", ", finish_seq", ", 1"),
+            "payments_finish_whole",
+        ),
+        (payment("p8", ", hold", ", 'open'"), "payments_hold_check"),
+        (
+            payment("p9", ", captured_minor", ", 5"),
+            "payments_hold_check",
+        ),
+        (
+            "UPDATE payments SET status = 'paid' WHERE id = 'pay_old'".into(),
+            "payments_status_check",
+        ),
+        (
+            "UPDATE payments SET refunded_minor = 1 WHERE id = 'pay_old'".into(),
+            "payments_refunds_within_amount",
+        ),
+        (
+            "UPDATE payments SET finish_seq = 1, finish_at = now(), finish_outcome = 'charged', \
+                 finish_latency_ms = 1, finish_answer = 201 WHERE id = 'pay_old'"
+                .into(),
+            "payments_finish_whole",
+        ),
+        (
+            "UPDATE payments SET acquirer_key = 'chargeonce-pay_other' WHERE id = 'pay_old'".into(),
+            "payments_acquirer_key_derived",
+        ),
+        (
+            "UPDATE payments SET metadata = '[]' WHERE id = 'pay_old'".into(),
+            "payments_metadata_check",
+        ),
+        (
+            key("k1", "", "").replace("sha256('x')", "'\\x00'"),
+            "idempotency_keys_fingerprint_check",
+        ),
+        (
+            key("k2", "", "").replace("'payment_created'", "'lost'"),
+            "idempotency_keys_recovery_point_check",
+        ),
+        (
+            key("k3", ", response_status", ", 201"),
+            "idempotency_keys_check",
+        ),
+        (event("evt_1", "payment.lost"), "events_event_type_check"),
+    ];
+    for (statement, rule) in &refused {
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&pool)
+            .await
+            .unwrap_err();
+        let db_error = error.as_database_error().unwrap();
+        assert_eq!(db_error.code().as_deref(), Some("23514"), "{statement}");
+        assert_eq!(db_error.constraint(), Some(*rule), "{statement}");
+        assert!(error.to_string().contains(rule), "{statement}: {error}");
+    }
+    // What the rules admit is admitted, and a key's update is checked too.
+    for statement in [
+        payment("p10", ", metadata", ", '{\"a\":\"b\"}'"),
+        key("k4", "", ""),
+        event("evt_2", "payment.succeeded"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+    }
+    let error =
+        sqlx::query("UPDATE idempotency_keys SET recovery_point = 'finished' WHERE key = 'k4'")
+            .execute(&pool)
+            .await
+            .unwrap_err();
+    assert_eq!(
+        error.as_database_error().unwrap().constraint(),
+        Some("idempotency_keys_check")
+    );
+    // `live_reference` is the row's, whatever a write says of it: set
+    // directly it is recomputed; a decline frees the order; a second live
+    // payment of an order still collides.
+    sqlx::query("UPDATE payments SET live_reference = 'order-x' WHERE id = 'p10'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(live("p10").await.as_deref(), Some("order-p10"));
+    let taken = sqlx::query(sqlx::AssertSqlSafe(
+        payment("p11", "", "").replace("'order-p11'", "'order-p10'"),
+    ))
+    .execute(&pool)
+    .await
+    .unwrap_err();
+    assert_eq!(
+        taken.as_database_error().unwrap().code().as_deref(),
+        Some("23505")
+    );
+    sqlx::query("UPDATE payments SET status = 'declined' WHERE id = 'p10'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(live("p10").await, None);
+    sqlx::query(sqlx::AssertSqlSafe(
+        payment("p11", "", "").replace("'order-p11'", "'order-p10'"),
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(live("p11").await.as_deref(), Some("order-p10"));
+}

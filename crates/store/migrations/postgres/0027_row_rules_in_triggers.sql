@@ -1,0 +1,164 @@
+-- Issue 38: the row rules of the hot path's three tables (payments, keys,
+-- events) are checked by one BEFORE ROW trigger per table instead of CHECK
+-- constraints, and `live_reference` is set by the payments' trigger instead
+-- of being a stored generated column. The rules are the same, word for word,
+-- and a row that breaks one fails its statement as before: SQLSTATE 23514
+-- (check_violation), the constraint's name, PostgreSQL's own message.
+--
+-- Why: PostgreSQL 15 prepares every CHECK of a table, and the expression of
+-- every stored generated column, for each statement that writes a row of it:
+-- it reads the expression's stored node tree back from text (stringToNode),
+-- plans it (expression_planner) and compiles it, and nothing of that is kept
+-- for the next statement. A fresh payment writes rows of these tables in its
+-- two statements (the claim inserts a key and a payment, the finish updates
+-- both and inserts an event), so it prepared 21 CHECK expressions and the
+-- generated column twice. bench/pginstructions (PostgreSQL's instructions per
+-- request, counted by callgrind) put that at about 37 % of all the
+-- instructions PostgreSQL spent on a fresh payment: 31 % under
+-- ExecConstraints, 6.5 % under ExecInitStoredGenerated. A PL/pgSQL function
+-- is compiled once per connection and keeps its expressions' plans, so a
+-- trigger costs a call and its few expressions per row (each function keeps
+-- its rules in one expression: PL/pgSQL prepares each expression once per
+-- transaction).
+--
+-- The triggers are BEFORE ROW triggers, the only ones of their tables, so
+-- the row they see is the row stored (nothing changes it after them), and an
+-- INSERT ... ON CONFLICT sees the `live_reference` they set when it looks for
+-- a conflict. They fire on every INSERT, and on an UPDATE whose SET names a
+-- column of a rule (`UPDATE OF`), as the hold's rule does since 0015; an
+-- update naming `live_reference` itself is recomputed, so, as when it was
+-- generated, no write can set it wrong. Rows written before this migration
+-- were checked by the constraints dropped here.
+--
+-- A later migration that adds a status, an event type or a recovery point
+-- replaces the function (CREATE OR REPLACE) instead of a constraint.
+
+CREATE FUNCTION row_rule_broken(relation TEXT, rule TEXT) RETURNS void
+    LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'new row for relation "%" violates check constraint "%"', relation, rule
+        USING ERRCODE = 'check_violation', CONSTRAINT = rule, TABLE = relation;
+END
+$$;
+
+-- payments: the six CHECKs (0001, 0003, 0011, 0012, 0024, 0025), the hold's
+-- rule on INSERT (the AFTER INSERT trigger of 0015, whose WHEN clause was
+-- prepared per statement too; the UPDATE one stays) and `live_reference`
+-- (0013's expression).
+CREATE FUNCTION payments_row_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.live_reference := CASE
+        WHEN NEW.status IN ('pending', 'succeeded')
+             AND (NEW.hold IS NULL OR NEW.captured_minor > 0
+                  OR NEW.hold NOT IN ('released_void', 'released_expiry'))
+        THEN NEW.reference END;
+    -- All the rules in one expression (each expression of a function is
+    -- prepared once per transaction that calls it); a rule that is NULL
+    -- passes, as a CHECK does, except the hold's, which never did.
+    IF NOT (NEW.amount_minor > 0
+            AND length(NEW.currency) = 3
+            AND NEW.status IN ('pending', 'succeeded', 'declined', 'canceled')
+            AND 0 <= NEW.refunded_minor AND NEW.refunded_minor <= NEW.refund_reserved_minor
+            AND NEW.refund_reserved_minor <= NEW.amount_minor
+            AND (NEW.metadata IS NULL OR left(NEW.metadata, 1) = '{')
+            AND (NEW.acquirer_key IS NULL OR NEW.acquirer_key = 'chargeonce-' || NEW.id)
+            AND (NEW.finish_seq IS NULL) = (NEW.finish_at IS NULL)
+            AND (NEW.finish_seq IS NULL) = (NEW.finish_outcome IS NULL)
+            AND (NEW.finish_seq IS NULL) = (NEW.finish_latency_ms IS NULL)
+            AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
+            AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')
+            AND (TG_OP <> 'INSERT' OR (CASE WHEN NEW.hold IS NULL
+                THEN NEW.capture_method = 'automatic' AND NEW.authorization_expires_at IS NULL
+                    AND NEW.captured_minor = 0 AND NEW.capture_reserved_minor = 0
+                    AND NEW.captures_in_flight = 0
+                ELSE payments_hold_valid(NEW.capture_method, NEW.hold,
+                    NEW.authorization_expires_at, NEW.amount_minor, NEW.captured_minor,
+                    NEW.capture_reserved_minor, NEW.captures_in_flight,
+                    NEW.refund_reserved_minor)
+                END) IS TRUE)) THEN
+        -- Which one: the first that is false (one is, or the whole were not).
+        PERFORM row_rule_broken('payments', CASE
+            WHEN (NEW.amount_minor > 0) IS FALSE THEN 'payments_amount_minor_check'
+            WHEN (length(NEW.currency) = 3) IS FALSE THEN 'payments_currency_check'
+            WHEN (NEW.status IN ('pending', 'succeeded', 'declined', 'canceled')) IS FALSE
+                THEN 'payments_status_check'
+            WHEN (0 <= NEW.refunded_minor AND NEW.refunded_minor <= NEW.refund_reserved_minor
+                  AND NEW.refund_reserved_minor <= NEW.amount_minor) IS FALSE
+                THEN 'payments_refunds_within_amount'
+            WHEN (NEW.metadata IS NULL OR left(NEW.metadata, 1) = '{') IS FALSE
+                THEN 'payments_metadata_check'
+            WHEN (NEW.acquirer_key IS NULL OR NEW.acquirer_key = 'chargeonce-' || NEW.id)
+                IS FALSE THEN 'payments_acquirer_key_derived'
+            WHEN ((NEW.finish_seq IS NULL) = (NEW.finish_at IS NULL)
+                  AND (NEW.finish_seq IS NULL) = (NEW.finish_outcome IS NULL)
+                  AND (NEW.finish_seq IS NULL) = (NEW.finish_latency_ms IS NULL)
+                  AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
+                  AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')) IS FALSE
+                THEN 'payments_finish_whole'
+            ELSE 'payments_hold_check' END);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+ALTER TABLE payments ALTER COLUMN live_reference DROP EXPRESSION;
+ALTER TABLE payments
+    DROP CONSTRAINT payments_amount_minor_check,
+    DROP CONSTRAINT payments_currency_check,
+    DROP CONSTRAINT payments_status_check,
+    DROP CONSTRAINT payments_refunds_within_amount,
+    DROP CONSTRAINT payments_metadata_check,
+    DROP CONSTRAINT payments_acquirer_key_derived,
+    DROP CONSTRAINT payments_finish_whole;
+DROP TRIGGER payments_hold_check_insert ON payments;
+CREATE TRIGGER payments_row_kept
+    BEFORE INSERT OR UPDATE OF id, reference, amount_minor, currency, status, hold,
+        captured_minor, refunded_minor, refund_reserved_minor, metadata, acquirer_key,
+        finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer,
+        live_reference
+    ON payments FOR EACH ROW EXECUTE FUNCTION payments_row_kept();
+
+-- idempotency_keys: the three CHECKs of 0001 and 0013 (the recovery points).
+CREATE FUNCTION idempotency_keys_row_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (length(NEW.fingerprint) = 32
+            AND NEW.recovery_point IN ('payment_created', 'order_already_paid',
+                'refund_created', 'cancel_requested', 'capture_created', 'void_requested',
+                'finished')
+            AND (NEW.recovery_point = 'finished') = (NEW.response_status IS NOT NULL)) THEN
+        PERFORM row_rule_broken('idempotency_keys', CASE
+            WHEN (length(NEW.fingerprint) = 32) IS FALSE
+                THEN 'idempotency_keys_fingerprint_check'
+            WHEN (NEW.recovery_point IN ('payment_created', 'order_already_paid',
+                    'refund_created', 'cancel_requested', 'capture_created', 'void_requested',
+                    'finished')) IS FALSE
+                THEN 'idempotency_keys_recovery_point_check'
+            ELSE 'idempotency_keys_check' END);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+ALTER TABLE idempotency_keys
+    DROP CONSTRAINT idempotency_keys_fingerprint_check,
+    DROP CONSTRAINT idempotency_keys_recovery_point_check,
+    DROP CONSTRAINT idempotency_keys_check;
+CREATE TRIGGER idempotency_keys_row_kept
+    BEFORE INSERT OR UPDATE OF fingerprint, recovery_point, response_status
+    ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_row_kept();
+
+-- events: the event types (the list of the CHECK dropped here).
+CREATE FUNCTION events_row_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (NEW.event_type IN ('payment.succeeded', 'payment.declined', 'payment.canceled',
+            'payment.authorized', 'payment.voided', 'payment.expired', 'capture.succeeded',
+            'capture.failed', 'refund.succeeded', 'refund.failed')) THEN
+        PERFORM row_rule_broken('events', 'events_event_type_check');
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+ALTER TABLE events DROP CONSTRAINT events_event_type_check;
+CREATE TRIGGER events_row_kept BEFORE INSERT OR UPDATE OF event_type
+    ON events FOR EACH ROW EXECUTE FUNCTION events_row_kept();
