@@ -164,7 +164,7 @@ macro_rules! settling_statement {
                  UPDATE payments SET status = $8, provider_payment_id = $9, \
                      decline_code = $10, updated_at = now()",
             $settled,
-            " RETURNING id, created_at, shop_id, finish_seq), \
+            " RETURNING id, created_at, shop_id), \
              dequeued AS ( \
                  DELETE FROM pending_payments q USING settled \
                  WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
