@@ -1,24 +1,21 @@
 -- One fresh payment as chargeonce's PostgreSQL store issues it
 -- (crates/store/src/postgres/: claim.rs, finish.rs), for `pgbench -n -M prepared -f`:
 -- two autocommitted statements (a payment charged at once: no metadata, capture
--- method `automatic`, no hold, as `bench fresh` sends). The claim (key row + payment row + its place in
--- the pending queue; a new key for a free order, the common case) and the
--- finish (the key row locked while the lease holds, the settled payment off the
--- queue, the stored response, and the merchant
--- event: a payload of the usual size, parked as for a shop without a webhook
--- URL), each with the payment's history entries the store writes in the same
--- statement: with the finish the charge's `acquirer_call`, `answered` and
--- `settled` (unnested from two arrays, as the store binds them, into one row: the
--- entries of one write share a history row); the claim's
--- `claimed` entry is the payment row's `claimed_by`, no row of its own. The acquirer call between the two statements is not
--- database work and is left out. The auth read
--- (`SELECT secret_sha256 FROM shops WHERE id = ...`) is left out too: the
--- service caches each shop's hash for 30 s (`--auth-cache-ttl`), so it costs
--- one read per shop and instance every 30 s, not one per payment.
--- Each run of the script gets a new random key and order, as `bench fresh` does.
--- The stored response body is a constant payment JSON of the usual size, in
--- hex (pgbench would take the colons of a JSON literal for variables); so are
--- the history entries' events (text decoded from hex), of the usual size.
+-- method `automatic`, no hold, as `bench fresh` sends). The claim (the key row and
+-- the payment row, the order's arbiter index `payments_by_order`; a new key for a
+-- free order, the common case) and the claimant's usual finish (the key row locked
+-- while the lease holds, the payment settled in place with its history kept on its
+-- row, the pending queue probed, the stored response, the merchant event, and no
+-- delivery: the bench shop has no webhook endpoint). The acquirer call between the
+-- two statements is not database work and is left out. The auth read
+-- (`SELECT ... FROM api_keys ...`) is left out too: the service caches each key's
+-- hash for 30 s (`--auth-cache-ttl`), so it costs one read per key and instance
+-- every 30 s, not one per payment. Each run of the script gets a new random key
+-- and order, as `bench fresh` does. The stored response body and the event's
+-- payload are payment JSON of the usual size, in hex (pgbench would take the colons
+-- of a JSON literal for variables), uncompressed (the service stores them in a
+-- compressed frame: a little smaller). Keep in step with claim.rs
+-- (`claim_in_one_statement`) and finish.rs (`settle_compact`).
 \set k random(1, 9000000000000000000)
 WITH k AS (
     INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path,
@@ -39,14 +36,11 @@ p AS (
     SELECT 'pay_pgbench_' || :client_id::text || '_' || :k::text, 'bench',
         'pgbench-' || :client_id::text || '-' || :k::text || '-pay',
         'order-pgbench-' || :client_id::text || '-' || :k::text, 1000, 'RUB', 'tok_ok', 'pending',
-        'acq_pgbench_' || :client_id::text || '_' || :k::text, now(), 'bench-host:123456',
-        NULL::text, 'automatic', NULL::text, NULL::timestamptz
+        NULL::text, now(), 'bench-host:123456', NULL::text, 'automatic', NULL::text,
+        NULL::timestamptz
     FROM k
-    ON CONFLICT (shop_id, live_reference) DO NOTHING
-    RETURNING id, created_at, shop_id),
-queued AS (
-    INSERT INTO pending_payments (created_at, payment_id, shop_id)
-    SELECT created_at, id, shop_id FROM p)
+    ON CONFLICT (reference, shop_id, (NULLIF(live_reference IS NOT NULL, false))) DO NOTHING
+    RETURNING id)
 SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
     SELECT 1 FROM idempotency_keys
@@ -56,9 +50,15 @@ WITH held AS MATERIALIZED (
 settled AS (
     UPDATE payments SET status = 'succeeded',
         provider_payment_id = 'ch_019ad3f1c2b07e4f9a8b7c6d5e4f3a2b', decline_code = NULL,
-        updated_at = now()
+        updated_at = now(),
+        live_reference = payment_live_reference('succeeded', hold, captured_minor, reference),
+        (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) =
+            (nextval('payment_history_seq_seq'), now(), 'succeeded'::text, 12::bigint,
+             201::smallint)
     WHERE id = 'pay_pgbench_' || :client_id::text || '_' || :k::text
         AND (shop_id, status) IS NOT DISTINCT FROM ('bench', 'pending')
+        AND idempotency_key = 'pgbench-' || :client_id::text || '-' || :k::text || '-pay'
+        AND claimed_by = 'bench-host:123456'
         AND EXISTS (SELECT 1 FROM held)
     RETURNING id, created_at, shop_id),
 dequeued AS (
@@ -76,26 +76,18 @@ finished AS (
         AND EXISTS (SELECT 1 FROM settled)
     RETURNING 1),
 event AS (
-    INSERT INTO events (id, shop_id, event_type, payment_id, payload, next_attempt_at)
+    INSERT INTO events (id, shop_id, event_type, payment_id, payload)
     SELECT 'evt_pgbench_' || :client_id::text || '_' || :k::text, 'bench', 'payment.succeeded',
-        settled.id,
-        '\x7b2263726561746564223a313736343633303030303030302c2264617461223a7b227061796d656e74223a7b22616d6f756e74223a7b2263757272656e6379223a22525542222c2276616c7565223a2231302e3030227d2c226465636c696e655f636f6465223a6e756c6c2c226964223a227061795f3031613232393739363862333735626362333665623865363631323438323136222c227265666572656e6365223a226f726465722d3031323334353637383961622d31322d333435362d706179222c22737461747573223a22737563636565646564227d7d2c226964223a226576745f3031396164336631633262303765346639613862376336643565346633613262222c2274797065223a227061796d656e742e737563636565646564227d'::bytea,
-        (SELECT CASE WHEN s.webhook_url IS NULL
-                     THEN to_timestamp(253402300799000::float8 / 1000) ELSE now() END
-         FROM shops s WHERE s.id = 'bench')
+        settled.id, '\x7b2263726561746564223a313736343633303030303030302c2264617461223a7b227061796d656e74223a7b22616d6f756e74223a7b2263757272656e6379223a22525542222c2276616c7565223a2231302e3030227d2c226465636c696e655f636f6465223a6e756c6c2c226964223a227061795f3031613232393739363862333735626362333665623865363631323438323136222c227265666572656e6365223a226f726465722d3031323334353637383961622d31322d333435362d706179222c22737461747573223a22737563636565646564227d7d2c226964223a226576745f3031396164336631633262303765346639613862376336643565346633613262222c2274797065223a227061796d656e742e737563636565646564227d'::bytea
     FROM settled
-    RETURNING 1),
-history AS (
-    INSERT INTO payment_history (payment_id, shop_id, kind, event)
-    SELECT settled.id, settled.shop_id, string_agg(e.kind, ',' ORDER BY e.n),
-        CASE WHEN count(*) = 1 THEN min(e.event)
-             ELSE '[' || string_agg(e.event, ',' ORDER BY e.n) || ']' END
-    FROM settled, unnest(ARRAY['acquirer_call', 'answered', 'settled'],
-        ARRAY[convert_from('\x7b2274797065223a2261637175697265725f63616c6c222c2263616c6c223a22636861726765222c226f7574636f6d65223a22737563636565646564222c226c6174656e63795f6d73223a31322c2261637175697265725f6b6579223a226163715f706762656e63685f31325f34363131363836303138343237333837393034222c22696e7374616e6365223a2262656e63682d686f73743a313233343536227d'::bytea, 'UTF8'),
-              convert_from('\x7b2274797065223a22616e737765726564222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179222c22737461747573223a3230317d'::bytea, 'UTF8'),
-              convert_from('\x7b2274797065223a22736574746c6564222c22737461747573223a22737563636565646564222c226279223a2272657175657374222c226b6579223a22706762656e63682d31322d343631313638363031383432373338373930342d706179227d'::bytea, 'UTF8')])
-        WITH ORDINALITY AS e(kind, event, n)
-    GROUP BY settled.id, settled.shop_id, (e.n - 1) / 16 ORDER BY (e.n - 1) / 16)
+    RETURNING seq, payment_id),
+deliveries AS (
+    INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id)
+    SELECT 'bench', event.seq, w.id, event.payment_id
+    FROM event JOIN webhook_endpoints w ON w.shop_id = 'bench'
+    WHERE w.enabled AND w.deleted_at IS NULL
+        AND (w.enabled_events = '*'
+             OR strpos(',' || w.enabled_events || ',', ',' || 'payment.succeeded' || ',') > 0))
 SELECT h.held, s.n AS settled,
     1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
 FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h,

@@ -1,7 +1,8 @@
 -- Issue 38: the row rules of the hot path's three tables (payments, keys,
--- events) are checked by one BEFORE ROW trigger per table instead of CHECK
--- constraints, and `live_reference` is set by the payments' trigger instead
--- of being a stored generated column. The rules are the same, word for word,
+-- events) are checked by one trigger function per table instead of CHECK
+-- constraints, and `live_reference` is no longer a stored generated column:
+-- the payments' trigger sets it on insert, the statements that move a payment
+-- set it on update, and the trigger checks it. The rules are the same, word for word,
 -- and a row that breaks one fails its statement as before: SQLSTATE 23514
 -- (check_violation), the constraint's name, PostgreSQL's own message.
 --
@@ -21,14 +22,19 @@
 -- its rules in one expression: PL/pgSQL prepares each expression once per
 -- transaction).
 --
--- The triggers are BEFORE ROW triggers, the only ones of their tables, so
--- the row they see is the row stored (nothing changes it after them), and an
--- INSERT ... ON CONFLICT sees the `live_reference` they set when it looks for
--- a conflict. They fire on every INSERT, and on an UPDATE whose SET names a
--- column of a rule (`UPDATE OF`), as the hold's rule does since 0015; an
--- update naming `live_reference` itself is recomputed, so, as when it was
--- generated, no write can set it wrong. Rows written before this migration
--- were checked by the constraints dropped here.
+-- An INSERT is checked by a BEFORE ROW trigger (the only one of its table, so
+-- the row it sees is the row stored), which also sets `live_reference`, so an
+-- INSERT ... ON CONFLICT sees it when it looks for a conflict. An UPDATE whose
+-- SET names a column of a rule (`UPDATE OF`, as the hold's rule since 0015) is
+-- checked by an AFTER ROW trigger, on the row as stored: a BEFORE UPDATE row
+-- trigger would make PostgreSQL lock the row before every update of the table
+-- (GetTupleForTrigger), a WAL record of its own per settle. So an update does
+-- not get `live_reference` set for it: the statements that move a payment's
+-- status or hold set it with `payment_live_reference` below, and the AFTER
+-- trigger refuses a row where it is not what that function says (rule
+-- `payments_live_reference`): as when it was generated, no write can leave it
+-- wrong. Rows written before this migration were checked by the constraints
+-- dropped here.
 --
 -- A later migration that adds a status, an event type or a recovery point
 -- replaces the function (CREATE OR REPLACE) instead of a constraint.
@@ -41,17 +47,28 @@ BEGIN
 END
 $$;
 
--- payments: the six CHECKs (0001, 0003, 0011, 0012, 0024, 0025), the hold's
+-- payments: the seven CHECKs (0001, 0003, 0011, 0012, 0024, 0025), the hold's
 -- rule on INSERT (the AFTER INSERT trigger of 0015, whose WHEN clause was
--- prepared per statement too; the UPDATE one stays) and `live_reference`
--- (0013's expression).
+-- prepared per statement too; the UPDATE one stays) and `live_reference`.
+--
+-- The order a live payment holds (the reference while the payment is pending
+-- or succeeded, unless it is an authorization released with nothing
+-- captured), NULL otherwise: 0013's expression. A SQL function the planner
+-- inlines into the statements that call it.
+CREATE FUNCTION payment_live_reference(status TEXT, hold TEXT, captured_minor BIGINT,
+        reference TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN status IN ('pending', 'succeeded')
+                 AND (hold IS NULL OR captured_minor > 0
+                      OR hold NOT IN ('released_void', 'released_expiry'))
+            THEN reference END
+$$;
+
 CREATE FUNCTION payments_row_kept() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    NEW.live_reference := CASE
-        WHEN NEW.status IN ('pending', 'succeeded')
-             AND (NEW.hold IS NULL OR NEW.captured_minor > 0
-                  OR NEW.hold NOT IN ('released_void', 'released_expiry'))
-        THEN NEW.reference END;
+    IF TG_OP = 'INSERT' THEN
+        NEW.live_reference := payment_live_reference(NEW.status, NEW.hold,
+            NEW.captured_minor, NEW.reference);
+    END IF;
     -- All the rules in one expression (each expression of a function is
     -- prepared once per transaction that calls it); a rule that is NULL
     -- passes, as a CHECK does, except the hold's, which never did.
@@ -67,6 +84,8 @@ BEGIN
             AND (NEW.finish_seq IS NULL) = (NEW.finish_latency_ms IS NULL)
             AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
             AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')
+            AND NEW.live_reference IS NOT DISTINCT FROM payment_live_reference(NEW.status,
+                NEW.hold, NEW.captured_minor, NEW.reference)
             AND (TG_OP <> 'INSERT' OR (CASE WHEN NEW.hold IS NULL
                 THEN NEW.capture_method = 'automatic' AND NEW.authorization_expires_at IS NULL
                     AND NEW.captured_minor = 0 AND NEW.capture_reserved_minor = 0
@@ -95,6 +114,9 @@ BEGIN
                   AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
                   AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')) IS FALSE
                 THEN 'payments_finish_whole'
+            WHEN NEW.live_reference IS DISTINCT FROM payment_live_reference(NEW.status,
+                    NEW.hold, NEW.captured_minor, NEW.reference)
+                THEN 'payments_live_reference'
             ELSE 'payments_hold_check' END);
     END IF;
     RETURN NEW;
@@ -111,11 +133,12 @@ ALTER TABLE payments
     DROP CONSTRAINT payments_acquirer_key_derived,
     DROP CONSTRAINT payments_finish_whole;
 DROP TRIGGER payments_hold_check_insert ON payments;
-CREATE TRIGGER payments_row_kept
-    BEFORE INSERT OR UPDATE OF id, reference, amount_minor, currency, status, hold,
-        captured_minor, refunded_minor, refund_reserved_minor, metadata, acquirer_key,
-        finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer,
-        live_reference
+CREATE TRIGGER payments_row_kept BEFORE INSERT
+    ON payments FOR EACH ROW EXECUTE FUNCTION payments_row_kept();
+CREATE TRIGGER payments_row_kept_update
+    AFTER UPDATE OF id, reference, amount_minor, currency, status, hold, captured_minor,
+        refunded_minor, refund_reserved_minor, metadata, acquirer_key, finish_seq,
+        finish_at, finish_outcome, finish_latency_ms, finish_answer, live_reference
     ON payments FOR EACH ROW EXECUTE FUNCTION payments_row_kept();
 
 -- idempotency_keys: the three CHECKs of 0001 and 0013 (the recovery points).
@@ -143,8 +166,10 @@ ALTER TABLE idempotency_keys
     DROP CONSTRAINT idempotency_keys_fingerprint_check,
     DROP CONSTRAINT idempotency_keys_recovery_point_check,
     DROP CONSTRAINT idempotency_keys_check;
-CREATE TRIGGER idempotency_keys_row_kept
-    BEFORE INSERT OR UPDATE OF fingerprint, recovery_point, response_status
+CREATE TRIGGER idempotency_keys_row_kept BEFORE INSERT
+    ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_row_kept();
+CREATE TRIGGER idempotency_keys_row_kept_update
+    AFTER UPDATE OF fingerprint, recovery_point, response_status
     ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_row_kept();
 
 -- events: the event types (the list of the CHECK dropped here).
@@ -160,5 +185,7 @@ END
 $$;
 
 ALTER TABLE events DROP CONSTRAINT events_event_type_check;
-CREATE TRIGGER events_row_kept BEFORE INSERT OR UPDATE OF event_type
+CREATE TRIGGER events_row_kept BEFORE INSERT
+    ON events FOR EACH ROW EXECUTE FUNCTION events_row_kept();
+CREATE TRIGGER events_row_kept_update AFTER UPDATE OF event_type
     ON events FOR EACH ROW EXECUTE FUNCTION events_row_kept();

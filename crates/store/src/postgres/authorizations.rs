@@ -98,7 +98,8 @@ async fn write_hold(
 ) -> Result<(), StoreError> {
     let written = sqlx::query(
         "UPDATE payments SET hold = $3, captured_minor = $4, capture_reserved_minor = $5, \
-             captures_in_flight = $6, updated_at = now() \
+             captures_in_flight = $6, updated_at = now(), \
+             live_reference = payment_live_reference(status, $3, $4, reference) \
          WHERE id = $2 AND (shop_id, capture_method) IS NOT DISTINCT FROM ($1, 'manual')",
     )
     .bind(shop_id.as_str())

@@ -19,13 +19,15 @@ use crate::rows::PaymentRow;
 
 /// The reconciler's settle of one pending payment, picked by its shop (`$1`)
 /// and id (`$2`); `$3`, `$4`, `$5` are the settlement's status, provider id
-/// and decline code. It updates the row and takes the payment off the
+/// and decline code. It updates the row (and the order its status frees,
+/// `live_reference`: migration 0027) and takes the payment off the
 /// pending queue (migration 0009: the queue is a table, so the row is updated
 /// in place), and returns the settled payment's columns.
 const SETTLE_BY_ID: &str = concat!(
     "WITH settled AS ( \
          UPDATE payments SET status = $3, provider_payment_id = $4, \
-             decline_code = $5, updated_at = now() \
+             decline_code = $5, updated_at = now(), \
+             live_reference = payment_live_reference($3, hold, captured_minor, reference) \
          WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
     payment_columns!(),
     "), \

@@ -117,7 +117,9 @@ struct Settle<'a> {
 ///   row's latest version, so this is exact, and it stays true until
 ///   the commit: nobody else can change the row meanwhile.
 /// - `settled` moves the payment from pending, only if `held` found
-///   the lease. An update re-checks the latest version of the row too,
+///   the lease, and sets the order it holds from then on
+///   (`live_reference`, which the payments' trigger checks: migration
+///   0027). An update re-checks the latest version of the row too,
 ///   so a settlement committed by a webhook or the reconciler after
 ///   this statement began is seen and leaves the payment alone.
 /// - `dequeued` takes the payment off the pending queue
@@ -162,7 +164,9 @@ macro_rules! settling_statement {
                  FOR NO KEY UPDATE), \
              settled AS ( \
                  UPDATE payments SET status = $8, provider_payment_id = $9, \
-                     decline_code = $10, updated_at = now()",
+                     decline_code = $10, updated_at = now(), \
+                     live_reference = payment_live_reference($8, hold, captured_minor, \
+                         reference)",
             $settled,
             " RETURNING id, created_at, shop_id), \
              dequeued AS ( \

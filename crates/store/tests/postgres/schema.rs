@@ -1133,11 +1133,12 @@ async fn the_acquirer_key_migration_finds_old_and_new_payments_by_their_key() {
 }
 
 /// Migration 0027 moved the row rules of payments, keys and events from
-/// CHECK constraints into BEFORE ROW triggers, and `live_reference` from a
-/// generated column into the payments' trigger: every rule still refuses
-/// what its CHECK refused, with the same SQLSTATE and constraint name, in
-/// inserts and in updates; `live_reference` follows the row whatever a
-/// write says of it; the rows written before keep their order.
+/// CHECK constraints into triggers, and `live_reference` from a generated
+/// column into the payments' trigger (on insert) and the statements (on
+/// update, checked by the trigger): every rule still refuses what its CHECK
+/// refused, with the same SQLSTATE and constraint name, in inserts and in
+/// updates; `live_reference` cannot be written wrong; the rows written
+/// before keep their order.
 #[tokio::test]
 async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
     let db = TestDb::postgres().await;
@@ -1290,13 +1291,32 @@ async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
         error.as_database_error().unwrap().constraint(),
         Some("idempotency_keys_check")
     );
-    // `live_reference` is the row's, whatever a write says of it: set
-    // directly it is recomputed; a decline frees the order; a second live
-    // payment of an order still collides.
-    sqlx::query("UPDATE payments SET live_reference = 'order-x' WHERE id = 'p10'")
-        .execute(&pool)
-        .await
-        .unwrap();
+    // `live_reference` is the row's: an insert gets it set whatever it
+    // says; an update must set it as `payment_live_reference` says (the
+    // store's statements do), or it is refused. A second live payment of an
+    // order still collides, a decline frees the order.
+    sqlx::query(sqlx::AssertSqlSafe(payment(
+        "p12",
+        ", live_reference",
+        ", 'order-x'",
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(live("p12").await.as_deref(), Some("order-p12"));
+    for wrong in [
+        "UPDATE payments SET live_reference = 'order-x' WHERE id = 'p10'",
+        "UPDATE payments SET status = 'declined' WHERE id = 'p10'",
+    ] {
+        let error = sqlx::query(wrong).execute(&pool).await.unwrap_err();
+        let db_error = error.as_database_error().unwrap();
+        assert_eq!(db_error.code().as_deref(), Some("23514"), "{wrong}");
+        assert_eq!(
+            db_error.constraint(),
+            Some("payments_live_reference"),
+            "{wrong}"
+        );
+    }
     assert_eq!(live("p10").await.as_deref(), Some("order-p10"));
     let taken = sqlx::query(sqlx::AssertSqlSafe(
         payment("p11", "", "").replace("'order-p11'", "'order-p10'"),
@@ -1308,10 +1328,14 @@ async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
         taken.as_database_error().unwrap().code().as_deref(),
         Some("23505")
     );
-    sqlx::query("UPDATE payments SET status = 'declined' WHERE id = 'p10'")
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE payments SET status = 'declined', \
+             live_reference = payment_live_reference('declined', hold, captured_minor, reference) \
+         WHERE id = 'p10'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     assert_eq!(live("p10").await, None);
     sqlx::query(sqlx::AssertSqlSafe(
         payment("p11", "", "").replace("'order-p11'", "'order-p10'"),
