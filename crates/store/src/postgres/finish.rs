@@ -85,8 +85,8 @@ pub(super) async fn finish(
         }
         // Nothing was written: the payment was settled meanwhile, or its row
         // says another key or instance claimed it. The statement with the
-        // entries decides (the lease is still this request's: the
-        // statement that found it held wrote nothing).
+        // entries decides; it checks the lease again, as this one did (a
+        // take-over in between makes it write nothing either).
     }
     let entries = Entries::of(events);
     let (held, settled) = settle_with_entries(store, &common, &entries).await?;
