@@ -18,9 +18,9 @@
 -- instructions PostgreSQL spent on a fresh payment: 31 % under
 -- ExecConstraints, 6.5 % under ExecInitStoredGenerated. A PL/pgSQL function
 -- is compiled once per connection and keeps its expressions' plans, so a
--- trigger costs a call and its few expressions per row (each function keeps
--- its rules in one expression: PL/pgSQL prepares each expression once per
--- transaction).
+-- trigger costs a call and its few expressions per row (each function names
+-- the first rule broken in one CASE: PL/pgSQL sets each expression up once
+-- per transaction).
 --
 -- An INSERT is checked by a BEFORE ROW trigger (the only one of its table, so
 -- the row it sees is the row stored), which also sets `live_reference`, so an
@@ -64,29 +64,39 @@ CREATE FUNCTION payment_live_reference(status TEXT, hold TEXT, captured_minor BI
 $$;
 
 CREATE FUNCTION payments_row_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    broken TEXT;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         NEW.live_reference := payment_live_reference(NEW.status, NEW.hold,
             NEW.captured_minor, NEW.reference);
     END IF;
-    -- All the rules in one expression (each expression of a function is
-    -- prepared once per transaction that calls it); a rule that is NULL
-    -- passes, as a CHECK does, except the hold's, which never did.
-    IF NOT (NEW.amount_minor > 0
-            AND length(NEW.currency) = 3
-            AND NEW.status IN ('pending', 'succeeded', 'declined', 'canceled')
-            AND 0 <= NEW.refunded_minor AND NEW.refunded_minor <= NEW.refund_reserved_minor
-            AND NEW.refund_reserved_minor <= NEW.amount_minor
-            AND (NEW.metadata IS NULL OR left(NEW.metadata, 1) = '{')
-            AND (NEW.acquirer_key IS NULL OR NEW.acquirer_key = 'chargeonce-' || NEW.id)
-            AND (NEW.finish_seq IS NULL) = (NEW.finish_at IS NULL)
-            AND (NEW.finish_seq IS NULL) = (NEW.finish_outcome IS NULL)
-            AND (NEW.finish_seq IS NULL) = (NEW.finish_latency_ms IS NULL)
-            AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
-            AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')
-            AND NEW.live_reference IS NOT DISTINCT FROM payment_live_reference(NEW.status,
-                NEW.hold, NEW.captured_minor, NEW.reference)
-            AND (TG_OP <> 'INSERT' OR (CASE WHEN NEW.hold IS NULL
+    -- The first rule the row breaks, if any, in one expression (each
+    -- expression of a function is set up once per transaction that calls
+    -- it). A rule that is NULL passes, as a CHECK does; the hold's never
+    -- did, nor does `live_reference`'s.
+    broken := CASE
+        WHEN (NEW.amount_minor > 0) IS FALSE THEN 'payments_amount_minor_check'
+        WHEN (length(NEW.currency) = 3) IS FALSE THEN 'payments_currency_check'
+        WHEN (NEW.status IN ('pending', 'succeeded', 'declined', 'canceled')) IS FALSE
+            THEN 'payments_status_check'
+        WHEN (0 <= NEW.refunded_minor AND NEW.refunded_minor <= NEW.refund_reserved_minor
+              AND NEW.refund_reserved_minor <= NEW.amount_minor) IS FALSE
+            THEN 'payments_refunds_within_amount'
+        WHEN (NEW.metadata IS NULL OR left(NEW.metadata, 1) = '{') IS FALSE
+            THEN 'payments_metadata_check'
+        WHEN (NEW.acquirer_key IS NULL OR NEW.acquirer_key = 'chargeonce-' || NEW.id) IS FALSE
+            THEN 'payments_acquirer_key_derived'
+        WHEN ((NEW.finish_seq IS NULL) = (NEW.finish_at IS NULL)
+              AND (NEW.finish_seq IS NULL) = (NEW.finish_outcome IS NULL)
+              AND (NEW.finish_seq IS NULL) = (NEW.finish_latency_ms IS NULL)
+              AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
+              AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')) IS FALSE
+            THEN 'payments_finish_whole'
+        WHEN NEW.live_reference IS DISTINCT FROM payment_live_reference(NEW.status, NEW.hold,
+                NEW.captured_minor, NEW.reference)
+            THEN 'payments_live_reference'
+        WHEN TG_OP = 'INSERT' AND (CASE WHEN NEW.hold IS NULL
                 THEN NEW.capture_method = 'automatic' AND NEW.authorization_expires_at IS NULL
                     AND NEW.captured_minor = 0 AND NEW.capture_reserved_minor = 0
                     AND NEW.captures_in_flight = 0
@@ -94,30 +104,11 @@ BEGIN
                     NEW.authorization_expires_at, NEW.amount_minor, NEW.captured_minor,
                     NEW.capture_reserved_minor, NEW.captures_in_flight,
                     NEW.refund_reserved_minor)
-                END) IS TRUE)) THEN
-        -- Which one: the first that is false (one is, or the whole were not).
-        PERFORM row_rule_broken('payments', CASE
-            WHEN (NEW.amount_minor > 0) IS FALSE THEN 'payments_amount_minor_check'
-            WHEN (length(NEW.currency) = 3) IS FALSE THEN 'payments_currency_check'
-            WHEN (NEW.status IN ('pending', 'succeeded', 'declined', 'canceled')) IS FALSE
-                THEN 'payments_status_check'
-            WHEN (0 <= NEW.refunded_minor AND NEW.refunded_minor <= NEW.refund_reserved_minor
-                  AND NEW.refund_reserved_minor <= NEW.amount_minor) IS FALSE
-                THEN 'payments_refunds_within_amount'
-            WHEN (NEW.metadata IS NULL OR left(NEW.metadata, 1) = '{') IS FALSE
-                THEN 'payments_metadata_check'
-            WHEN (NEW.acquirer_key IS NULL OR NEW.acquirer_key = 'chargeonce-' || NEW.id)
-                IS FALSE THEN 'payments_acquirer_key_derived'
-            WHEN ((NEW.finish_seq IS NULL) = (NEW.finish_at IS NULL)
-                  AND (NEW.finish_seq IS NULL) = (NEW.finish_outcome IS NULL)
-                  AND (NEW.finish_seq IS NULL) = (NEW.finish_latency_ms IS NULL)
-                  AND (NEW.finish_seq IS NULL) = (NEW.finish_answer IS NULL)
-                  AND (NEW.finish_seq IS NULL OR NEW.status <> 'pending')) IS FALSE
-                THEN 'payments_finish_whole'
-            WHEN NEW.live_reference IS DISTINCT FROM payment_live_reference(NEW.status,
-                    NEW.hold, NEW.captured_minor, NEW.reference)
-                THEN 'payments_live_reference'
-            ELSE 'payments_hold_check' END);
+                END) IS NOT TRUE
+            THEN 'payments_hold_check'
+        END;
+    IF broken IS NOT NULL THEN
+        PERFORM row_rule_broken('payments', broken);
     END IF;
     RETURN NEW;
 END
@@ -143,20 +134,22 @@ CREATE TRIGGER payments_row_kept_update
 
 -- idempotency_keys: the three CHECKs of 0001 and 0013 (the recovery points).
 CREATE FUNCTION idempotency_keys_row_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    broken TEXT;
 BEGIN
-    IF NOT (length(NEW.fingerprint) = 32
-            AND NEW.recovery_point IN ('payment_created', 'order_already_paid',
+    -- The first rule the row breaks, if any (see payments_row_kept).
+    broken := CASE
+        WHEN (length(NEW.fingerprint) = 32) IS FALSE
+            THEN 'idempotency_keys_fingerprint_check'
+        WHEN (NEW.recovery_point IN ('payment_created', 'order_already_paid',
                 'refund_created', 'cancel_requested', 'capture_created', 'void_requested',
-                'finished')
-            AND (NEW.recovery_point = 'finished') = (NEW.response_status IS NOT NULL)) THEN
-        PERFORM row_rule_broken('idempotency_keys', CASE
-            WHEN (length(NEW.fingerprint) = 32) IS FALSE
-                THEN 'idempotency_keys_fingerprint_check'
-            WHEN (NEW.recovery_point IN ('payment_created', 'order_already_paid',
-                    'refund_created', 'cancel_requested', 'capture_created', 'void_requested',
-                    'finished')) IS FALSE
-                THEN 'idempotency_keys_recovery_point_check'
-            ELSE 'idempotency_keys_check' END);
+                'finished')) IS FALSE
+            THEN 'idempotency_keys_recovery_point_check'
+        WHEN ((NEW.recovery_point = 'finished') = (NEW.response_status IS NOT NULL)) IS FALSE
+            THEN 'idempotency_keys_check'
+        END;
+    IF broken IS NOT NULL THEN
+        PERFORM row_rule_broken('idempotency_keys', broken);
     END IF;
     RETURN NEW;
 END

@@ -67,7 +67,7 @@ pub(super) async fn finish(
     // statement has no history part at all: PostgreSQL prepares every part
     // of a statement each time it runs it, even one that writes nothing.
     let compact = ClaimantFinish::of(&payment.id, lease.key.as_str(), &store.instance, &events)
-        .filter(|c| i64::try_from(c.latency_ms).is_ok() && i16::try_from(c.answer_status).is_ok());
+        .and_then(|c| RowFinish::of(&c));
     let common = Settle {
         lease,
         response,
@@ -97,6 +97,24 @@ pub(super) async fn finish(
     })
 }
 
+/// A [`ClaimantFinish`] in the types of the payment row's columns
+/// (migration 0024), when they hold it exactly.
+struct RowFinish {
+    outcome: &'static str,
+    latency_ms: i64,
+    answer_status: i16,
+}
+
+impl RowFinish {
+    fn of(finish: &ClaimantFinish) -> Option<Self> {
+        Some(Self {
+            outcome: finish.outcome.as_str(),
+            latency_ms: i64::try_from(finish.latency_ms).ok()?,
+            answer_status: i16::try_from(finish.answer_status).ok()?,
+        })
+    }
+}
+
 /// What both settling statements bind.
 #[derive(Clone, Copy)]
 struct Settle<'a> {
@@ -108,7 +126,8 @@ struct Settle<'a> {
     event: &'a NewEvent,
 }
 
-/// The settling statement ([`finish`] says why it is exact) around its
+/// The settling statement, one autocommitted statement (one round trip,
+/// one snapshot for every part), around its
 /// `settled` part and its history part, both of which may bind parameters
 /// from `$15` on; the rest binds `$1` to `$14` (see [`Settle::bind`]).
 ///
@@ -213,7 +232,7 @@ macro_rules! settling_statement {
 async fn settle_compact(
     store: &PgStore,
     settle: &Settle<'_>,
-    compact: &ClaimantFinish,
+    compact: &RowFinish,
 ) -> Result<(bool, i64), StoreError> {
     let statement = sqlx::query(settling_statement!(
         ", (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = \
@@ -226,10 +245,10 @@ async fn settle_compact(
     ));
     let statement = settle
         .bind(statement)?
-        .bind(compact.outcome.as_str())
+        .bind(compact.outcome)
         .bind(&store.instance)
-        .bind(i64::try_from(compact.latency_ms).ok())
-        .bind(i16::try_from(compact.answer_status).ok());
+        .bind(compact.latency_ms)
+        .bind(compact.answer_status);
     run_settle(store, settle.lease, statement).await
 }
 
