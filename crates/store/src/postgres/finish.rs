@@ -80,8 +80,8 @@ pub(super) async fn finish(
         let (held, settled) = settle_compact(store, &common, &compact).await?;
         match (held, settled) {
             (false, _) => return Ok(FinishOutcome::LeaseLost),
-            (true, 0) => {}
-            (true, _) => return Ok(FinishOutcome::Stored),
+            (true, false) => {}
+            (true, true) => return Ok(FinishOutcome::Stored),
         }
         // Nothing was written: the payment was settled meanwhile, or its row
         // says another key or instance claimed it. The statement with the
@@ -92,8 +92,8 @@ pub(super) async fn finish(
     let (held, settled) = settle_with_entries(store, &common, &entries).await?;
     Ok(match (held, settled) {
         (false, _) => FinishOutcome::LeaseLost,
-        (true, 0) => FinishOutcome::PaymentAlreadySettled,
-        (true, _) => FinishOutcome::Stored,
+        (true, false) => FinishOutcome::PaymentAlreadySettled,
+        (true, true) => FinishOutcome::Stored,
     })
 }
 
@@ -160,9 +160,13 @@ struct Settle<'a> {
 /// So either all of them write or none does (held = false: the lease
 /// was taken over; held but not settled: the payment was settled
 /// meanwhile, or the compact statement's row was not the claimant's). The
-/// division is a tripwire for that argument: were the three counts ever to
-/// disagree, it would abort the statement, and its implicit transaction
-/// would write nothing. Locks are taken key row first, payment row second,
+/// division is a tripwire for that argument: were `settled`, `finished`
+/// and `event` ever to disagree on whether they wrote (each writes one
+/// row at most: the payment and the key are found by their primary keys),
+/// it would abort the statement, and its implicit transaction would write
+/// nothing. They are read with `EXISTS`, not `count(*)`: an aggregate and
+/// the join of its one-row results are nodes PostgreSQL sets up on every
+/// run (bench/pginstructions). Locks are taken key row first, payment row second,
 /// as in every other transaction that takes both.
 ///
 /// The payment is found by its primary key alone: its shop and status
@@ -214,12 +218,13 @@ macro_rules! settling_statement {
             wants!("$13"),
             ")",
             $history,
-            " SELECT h.held, s.n AS settled, \
-                 1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole \
-             FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h, \
-                  (SELECT count(*) AS n FROM settled) s, \
-                  (SELECT count(*) AS n FROM finished) f, \
-                  (SELECT count(*) AS n FROM event) e"
+            " SELECT held, settled, \
+                 1 / CASE WHEN settled = finished AND settled = event THEN 1 ELSE 0 END \
+                     AS whole \
+             FROM (SELECT EXISTS (SELECT 1 FROM held) AS held, \
+                          EXISTS (SELECT 1 FROM settled) AS settled, \
+                          EXISTS (SELECT 1 FROM finished) AS finished, \
+                          EXISTS (SELECT 1 FROM event) AS event) parts"
         )
     };
 }
@@ -233,7 +238,7 @@ async fn settle_compact(
     store: &PgStore,
     settle: &Settle<'_>,
     compact: &RowFinish,
-) -> Result<(bool, i64), StoreError> {
+) -> Result<(bool, bool), StoreError> {
     let statement = sqlx::query(settling_statement!(
         ", (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = \
              (nextval('payment_history_seq_seq'), now(), $15::text, $17::bigint, \
@@ -259,7 +264,7 @@ async fn settle_with_entries(
     store: &PgStore,
     settle: &Settle<'_>,
     entries: &Entries,
-) -> Result<(bool, i64), StoreError> {
+) -> Result<(bool, bool), StoreError> {
     let statement = sqlx::query(settling_statement!(
         " WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
            AND EXISTS (SELECT 1 FROM held)",
@@ -313,12 +318,12 @@ impl<'a> Settle<'a> {
 }
 
 /// Runs a settling statement on the hot path's connection and reads what
-/// it found: whether the lease held, and how many payments it settled.
+/// it found: whether the lease held, and whether it settled the payment.
 async fn run_settle(
     store: &PgStore,
     lease: &Lease,
     statement: sqlx::query::Query<'_, Postgres, PgArguments>,
-) -> Result<(bool, i64), StoreError> {
+) -> Result<(bool, bool), StoreError> {
     // The hot path: its connection is parked again after it.
     let row = store
         .conns
@@ -334,6 +339,6 @@ async fn run_settle(
             other => store_error(other),
         })?;
     let held: bool = row.try_get("held").map_err(store_error)?;
-    let settled: i64 = row.try_get("settled").map_err(store_error)?;
+    let settled: bool = row.try_get("settled").map_err(store_error)?;
     Ok((held, settled))
 }
