@@ -88,9 +88,9 @@ deliveries AS (
     WHERE w.enabled AND w.deleted_at IS NULL
         AND (w.enabled_events = '*'
              OR strpos(',' || w.enabled_events || ',', ',' || 'payment.succeeded' || ',') > 0))
-SELECT h.held, s.n AS settled,
-    1 / CASE WHEN s.n = f.n AND s.n = e.n THEN 1 ELSE 0 END AS whole
-FROM (SELECT EXISTS (SELECT 1 FROM held) AS held) h,
-    (SELECT count(*) AS n FROM settled) s,
-    (SELECT count(*) AS n FROM finished) f,
-    (SELECT count(*) AS n FROM event) e;
+SELECT held, settled,
+    1 / CASE WHEN settled = finished AND settled = event THEN 1 ELSE 0 END AS whole
+FROM (SELECT EXISTS (SELECT 1 FROM held) AS held,
+             EXISTS (SELECT 1 FROM settled) AS settled,
+             EXISTS (SELECT 1 FROM finished) AS finished,
+             EXISTS (SELECT 1 FROM event) AS event) parts;
