@@ -166,8 +166,8 @@ struct Settle<'a> {
 /// it would abort the statement, and its implicit transaction would write
 /// nothing. They are read with `EXISTS`, not `count(*)`: an aggregate and
 /// the join of its one-row results are nodes PostgreSQL sets up on every
-/// run (bench/pginstructions). Locks are taken key row first, payment row second,
-/// as in every other transaction that takes both.
+/// run (bench/pginstructions). Locks are taken key row first, payment row
+/// second, as in every other transaction that takes both.
 ///
 /// The payment is found by its primary key alone: its shop and status
 /// are checked with `IS NOT DISTINCT FROM` (the same as `=` on these
