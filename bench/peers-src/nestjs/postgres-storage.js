@@ -23,7 +23,14 @@ const TABLE = "node_idempotency";
 class PostgresStorageAdapter {
     // url: a libpq connection string; max: the pool's size.
     constructor({ url, max }) {
-        this.pool = new Pool({ connectionString: url, max });
+        // bench/lib/pg.sh sets PGSSLMODE for every client of a figure. With
+        // `require` (or `prefer`) libpq and sqlx encrypt without checking the
+        // certificate, and node-postgres would check it: say so, so that the
+        // peer connects as the others do. Otherwise node-postgres reads
+        // PGSSLMODE itself (`disable`: plain TCP).
+        const mode = process.env.PGSSLMODE;
+        const ssl = mode === "require" || mode === "prefer" ? { rejectUnauthorized: false } : undefined;
+        this.pool = new Pool({ connectionString: url, max, ssl });
         this.pool.on("error", (err) => console.error("postgres pool error", err));
     }
 
