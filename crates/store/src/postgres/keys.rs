@@ -152,6 +152,13 @@ pub(super) async fn count_repeat(
 /// (nothing written) when the lease was taken over. A payment the key
 /// leaves pending enters the pending queue in the same statement: it is no
 /// longer in flight ([`super::pending`]).
+///
+/// That payment is found by its id as a value (the key row's, through a
+/// scalar subquery) and its shop with `IS NOT DISTINCT FROM`, not by a join
+/// to the key row: a connection keeps the generic plan it settles on after
+/// five runs, and on a payments table without statistics yet (a new
+/// database) the join was planned as a scan of every payment, run again by
+/// each finish of a refund, capture or void until the connection ended.
 pub(super) async fn finish_key<'e>(
     executor: impl PgExecutor<'e>,
     lease: &Lease,
@@ -170,9 +177,9 @@ pub(super) async fn finish_key<'e>(
              RETURNING payment_id, refund_id, shop_id), \
          queued AS ( \
              INSERT INTO pending_payments (created_at, payment_id, shop_id) \
-             SELECT p.created_at, p.id, p.shop_id FROM f \
-             JOIN payments p ON p.id = f.payment_id AND p.shop_id = f.shop_id \
-             WHERE p.status = 'pending' ON CONFLICT DO NOTHING), \
+             SELECT p.created_at, p.id, p.shop_id FROM payments p \
+             WHERE p.id = (SELECT payment_id FROM f) AND p.shop_id IS NOT DISTINCT FROM $1 \
+               AND p.status = 'pending' ON CONFLICT DO NOTHING), \
          h AS (",
         insert_entries!("f", "$8", "$9"),
         ") SELECT count(*) FROM f"
