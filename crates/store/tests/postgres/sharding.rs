@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chargeonce_core::store::{Cursor, PageRequest, PaymentFilter};
 use chargeonce_core::webhook::EventKind;
+use chargeonce_core::{NewRefund, RefundClaim, RefundSettlement};
 use sqlx::{AssertSqlSafe, Executor as _, Row as _, SqlSafeStr as _, TypeInfo as _};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
@@ -281,6 +282,37 @@ async fn run_the_hot_path(pg: &Pg) {
         .await
         .unwrap();
     assert!(matches!(settled, SettleOutcome::Settled(_)));
+
+    // A refund of the hooked payment (the fill copies only `k-fresh`'s
+    // rows): the claim's reservation, the finish's settlement.
+    let refund_claim = pg
+        .store
+        .claim_refund(
+            &claim(&pg.shop, "k-refund"),
+            &NewRefund::new(pg.shop.clone(), hooked.id.clone(), key("k-refund"), None),
+            TIMING,
+        )
+        .await
+        .unwrap();
+    let RefundClaim::Acquired(refunding) = refund_claim else {
+        panic!("a new refund key");
+    };
+    let refund = refunding.refund.as_ref().expect("the claim's refund");
+    let refunded = RefundSettlement::Succeeded {
+        provider_refund_id: "re_hot".into(),
+    };
+    let finished = pg
+        .store
+        .finish_refund(
+            &refunding.lease,
+            Some((&refund.id, &refunded)),
+            &response("refunded"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
 
     pg.store.payment(&pg.shop, &payment.id).await.unwrap();
     pg.store
