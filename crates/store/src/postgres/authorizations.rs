@@ -24,10 +24,11 @@ use chargeonce_core::{
     PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId, StoreError,
     StoredResponse, VoidSettlement,
 };
-use sqlx::{Postgres, Transaction};
+use sqlx::postgres::PgArguments;
+use sqlx::{Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
-use super::history::{Entries, record};
+use super::history::{Entries, insert_entries, record};
 use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
 use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
@@ -89,41 +90,83 @@ async fn lock_payment(
     row.map(Payment::try_from).transpose()
 }
 
-/// Writes `hold` back to its payment's row (locked by [`lock_payment`]).
+/// The update that writes a hold back to its payment's row: `$1` the shop,
+/// `$2` the payment, `$3` the hold, `$4` captured, `$5` reserved for the
+/// captures in flight, `$6` how many are in flight.
+macro_rules! hold_update {
+    () => {
+        "UPDATE payments SET hold = $3, captured_minor = $4, capture_reserved_minor = $5, \
+             captures_in_flight = $6, updated_at = now(), \
+             live_reference = payment_live_reference(status, $3, $4, reference) \
+         WHERE id = $2 AND (shop_id, capture_method) IS NOT DISTINCT FROM ($1, 'manual')"
+    };
+}
+
+/// Binds [`hold_update`]'s six parameters.
+fn bind_hold<'q>(
+    query: sqlx::query::Query<'q, Postgres, PgArguments>,
+    shop_id: &'q ShopId,
+    payment_id: &'q PaymentId,
+    hold: &'q Authorization,
+) -> Result<sqlx::query::Query<'q, Postgres, PgArguments>, StoreError> {
+    Ok(query
+        .bind(shop_id.as_str())
+        .bind(payment_id.as_str())
+        .bind(hold.hold().as_str())
+        .bind(hold.captured_minor())
+        .bind(hold.in_flight_minor())
+        .bind(i32::try_from(hold.in_flight()).map_err(StoreError::corrupt_by)?))
+}
+
+/// The error of a hold that was locked and judged but not written.
+fn hold_not_written(payment_id: &PaymentId) -> StoreError {
+    StoreError::other(format!(
+        "the hold of payment {payment_id} could not be written"
+    ))
+}
+
+/// Writes `hold` back to its payment's row (locked by [`lock_payment`]) and
+/// `entries` to the payment's history, in one statement.
 async fn write_hold(
     tx: &mut Transaction<'static, Postgres>,
     shop_id: &ShopId,
     payment_id: &PaymentId,
     hold: &Authorization,
+    entries: &Entries,
 ) -> Result<(), StoreError> {
-    let written = sqlx::query(
-        "UPDATE payments SET hold = $3, captured_minor = $4, capture_reserved_minor = $5, \
-             captures_in_flight = $6, updated_at = now(), \
-             live_reference = payment_live_reference(status, $3, $4, reference) \
-         WHERE id = $2 AND (shop_id, capture_method) IS NOT DISTINCT FROM ($1, 'manual')",
-    )
-    .bind(shop_id.as_str())
-    .bind(payment_id.as_str())
-    .bind(hold.hold().as_str())
-    .bind(hold.captured_minor())
-    .bind(hold.in_flight_minor())
-    .bind(i32::try_from(hold.in_flight()).map_err(StoreError::corrupt_by)?)
-    .execute(&mut **tx)
-    .await
-    .map_err(store_error)?;
-    if written.rows_affected() != 1 {
-        return Err(StoreError::other(format!(
-            "the hold of payment {payment_id} could not be written"
-        )));
+    let query = sqlx::query(concat!(
+        "WITH held AS (",
+        hold_update!(),
+        " RETURNING id, shop_id), \
+         h AS (",
+        insert_entries!(
+            "(SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM held)",
+            "$7",
+            "$8"
+        ),
+        ") SELECT count(*) FROM held"
+    ));
+    let row = bind_hold(query, shop_id, payment_id, hold)?
+        .bind(&entries.kinds)
+        .bind(&entries.events)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(store_error)?;
+    let written: i64 = row.try_get(0).map_err(store_error)?;
+    if written != 1 {
+        return Err(hold_not_written(payment_id));
     }
     Ok(())
 }
 
-/// Reserves `capture` on its payment's hold (locked) and inserts the
-/// capture row, or says why the hold cannot give it.
+/// Reserves `capture` on its payment's hold (locked), inserts the capture
+/// row and writes `entry` (of the capture) to the payment's history, or
+/// says why the hold cannot give it. The writes are one statement: the
+/// capture and the entry are inserted only when the hold was written.
 async fn reserve_capture(
     tx: &mut Transaction<'static, Postgres>,
     capture: &NewCapture,
+    entry: impl FnOnce(&Capture) -> HistoryEvent,
 ) -> Result<Result<(Payment, Capture), CaptureClaimRefusal>, StoreError> {
     let Some(payment) = lock_payment(tx, &capture.shop_id, &capture.payment_id).await? else {
         return Ok(Err(CaptureClaimRefusal::PaymentNotFound));
@@ -132,31 +175,45 @@ async fn reserve_capture(
         Ok(reserved) => reserved,
         Err(refused) => return Ok(Err(refused)),
     };
-    write_hold(tx, &capture.shop_id, &capture.payment_id, &hold).await?;
     let created = capture.to_capture(amount, reserved.is_last());
-    sqlx::query(
-        "INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, \
-             currency, is_final, status, acquirer_key, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
-    )
-    .bind(created.shop_id.as_str())
-    .bind(created.id.as_str())
-    .bind(created.payment_id.as_str())
-    .bind(created.idempotency_key.as_str())
-    .bind(created.amount.minor_units())
-    .bind(created.amount.currency().code())
-    .bind(created.last)
-    .bind(created.acquirer_key.as_str())
-    .bind(created.created_at)
-    .execute(&mut **tx)
-    .await
-    .map_err(store_error)?;
+    let entries = Entries::of([entry(&created)]);
+    let query = sqlx::query(concat!(
+        "WITH held AS (",
+        hold_update!(),
+        " RETURNING id), \
+         c AS ( \
+             INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, \
+                 currency, is_final, status, acquirer_key, created_at) \
+             SELECT $1, $7, $2, $8, $9, $10, $11, 'pending', $12, $13 FROM held \
+             RETURNING payment_id, NULL::text AS refund_id, shop_id), \
+         h AS (",
+        insert_entries!("c", "$14", "$15"),
+        ") SELECT count(*) FROM c"
+    ));
+    let row = bind_hold(query, &capture.shop_id, &capture.payment_id, &hold)?
+        .bind(created.id.as_str())
+        .bind(created.idempotency_key.as_str())
+        .bind(created.amount.minor_units())
+        .bind(created.amount.currency().code())
+        .bind(created.last)
+        .bind(created.acquirer_key.as_str())
+        .bind(created.created_at)
+        .bind(&entries.kinds)
+        .bind(&entries.events)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(store_error)?;
+    let written: i64 = row.try_get(0).map_err(store_error)?;
+    if written != 1 {
+        return Err(hold_not_written(&capture.payment_id));
+    }
     Ok(Ok((payment.with_hold(hold), created)))
 }
 
 /// Applies a capture's definite answer: the capture, still pending, moves
-/// to its final status and its payment's hold takes (or gives back) its
-/// amount. `None` when the capture was no longer pending.
+/// to its final status, its payment's hold takes (or gives back) its
+/// amount and the payment's history gets the capture's end. `None` when the
+/// capture was no longer pending.
 async fn settle_capture(
     tx: &mut Transaction<'static, Postgres>,
     shop_id: &ShopId,
@@ -193,7 +250,18 @@ async fn settle_capture(
     };
     let succeeded = status == CaptureStatus::Succeeded;
     let hold = hold.capture_settled(capture.reservation(), succeeded);
-    write_hold(tx, shop_id, &capture.payment_id, &hold).await?;
+    let ended = HistoryEvent::CaptureEnded {
+        capture_id: capture.id.as_str().to_owned(),
+        status: capture.status,
+    };
+    write_hold(
+        tx,
+        shop_id,
+        &capture.payment_id,
+        &hold,
+        &Entries::of([ended]),
+    )
+    .await?;
     Ok(Some((capture, payment.with_hold(hold))))
 }
 
@@ -214,16 +282,8 @@ async fn settle_release(
         _ => return Ok(None),
     };
     let hold = hold.release_settled(released);
-    write_hold(tx, shop_id, payment_id, &hold).await?;
     let ended = HistoryEvent::ReleaseEnded { reason, released };
-    record(
-        &mut **tx,
-        shop_id.as_str(),
-        payment_id.as_str(),
-        None,
-        &Entries::of([ended]),
-    )
-    .await?;
+    write_hold(tx, shop_id, payment_id, &hold, &Entries::of([ended])).await?;
     Ok(Some(payment.with_hold(hold)))
 }
 
@@ -294,14 +354,7 @@ impl Authorizations for PgStore {
                 }
                 continue;
             }
-            let (payment, created) = match reserve_capture(&mut tx, capture).await? {
-                Ok(reserved) => reserved,
-                Err(refused) => {
-                    tx.rollback().await.map_err(store_error)?;
-                    return Ok(CaptureClaim::Refused(refused));
-                }
-            };
-            let reserved = HistoryEvent::CaptureReserved {
+            let reserved = |created: &Capture| HistoryEvent::CaptureReserved {
                 capture_id: created.id.as_str().to_owned(),
                 key: claim.key.as_str().to_owned(),
                 amount_minor: created.amount.minor_units(),
@@ -309,14 +362,13 @@ impl Authorizations for PgStore {
                 last: created.last,
                 instance: self.instance.to_string(),
             };
-            record(
-                &mut *tx,
-                claim.shop_id.as_str(),
-                created.payment_id.as_str(),
-                None,
-                &Entries::of([reserved]),
-            )
-            .await?;
+            let (payment, created) = match reserve_capture(&mut tx, capture, reserved).await? {
+                Ok(reserved) => reserved,
+                Err(refused) => {
+                    tx.rollback().await.map_err(store_error)?;
+                    return Ok(CaptureClaim::Refused(refused));
+                }
+            };
             tx.commit().await.map_err(store_error)?;
             let mut acquired = acquired(claim, token, RecoveryPoint::CaptureCreated, payment, None);
             acquired.capture = Some(Box::new(created));
@@ -352,18 +404,6 @@ impl Authorizations for PgStore {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::PaymentAlreadySettled);
             };
-            let ended = HistoryEvent::CaptureEnded {
-                capture_id: capture.id.as_str().to_owned(),
-                status: capture.status,
-            };
-            record(
-                &mut *tx,
-                lease.shop_id.as_str(),
-                capture.payment_id.as_str(),
-                None,
-                &Entries::of([ended]),
-            )
-            .await?;
             let event = NewEvent::capture_settled(&capture, payment.reference.as_str());
             insert_event(&mut tx, event).await?;
         }
@@ -407,17 +447,16 @@ impl Authorizations for PgStore {
                     return Ok(ReleaseClaim::Refused(refused));
                 }
             };
-            write_hold(&mut tx, &claim.shop_id, payment_id, &hold).await?;
             let asked = HistoryEvent::ReleaseRequested {
                 reason: ReleaseReason::Void,
                 key: Some(claim.key.as_str().to_owned()),
                 instance: self.instance.to_string(),
             };
-            record(
-                &mut *tx,
-                claim.shop_id.as_str(),
-                payment_id.as_str(),
-                None,
+            write_hold(
+                &mut tx,
+                &claim.shop_id,
+                payment_id,
+                &hold,
                 &Entries::of([asked]),
             )
             .await?;
@@ -529,20 +568,12 @@ impl Authorizations for PgStore {
         let Ok((hold, _)) = release(&payment, ReleaseReason::Expiry) else {
             return Ok(None);
         };
-        write_hold(&mut tx, shop_id, payment_id, &hold).await?;
         let asked = HistoryEvent::ReleaseRequested {
             reason: ReleaseReason::Expiry,
             key: None,
             instance: self.instance.to_string(),
         };
-        record(
-            &mut *tx,
-            shop_id.as_str(),
-            payment_id.as_str(),
-            None,
-            &Entries::of([asked]),
-        )
-        .await?;
+        write_hold(&mut tx, shop_id, payment_id, &hold, &Entries::of([asked])).await?;
         tx.commit().await.map_err(store_error)?;
         Ok(Some(payment.with_hold(hold)))
     }
