@@ -322,6 +322,10 @@ pub(super) async fn take_over(
     // The entry ([`HistoryEvent::TakenOver`]) is written by the same
     // statement; its JSON is spliced around the recovery point the update
     // found (serde's compact form, checked by the conformance tests).
+    // The payment's status is read as a scalar subquery (no row: NULL, not
+    // taken), not with EXISTS: on a payments table without statistics the
+    // generic plan hashed the EXISTS, a scan of every settled payment per
+    // take-over (the plan test of a new database says so).
     let row = sqlx::query_as::<_, TakenKeyRow>(
         "WITH t AS ( \
              UPDATE idempotency_keys k SET lease_token = $3, lease_holder = $6, \
@@ -331,9 +335,9 @@ pub(super) async fn take_over(
                AND (k.locked_until IS NULL OR k.locked_until <= now() \
                     OR (k.lease_token IS NULL AND k.refund_id IS NULL \
                         AND k.capture_id IS NULL AND k.recovery_point <> 'void_requested' \
-                        AND EXISTS ( \
-                        SELECT 1 FROM payments p WHERE p.shop_id = k.shop_id \
-                          AND p.id = k.payment_id AND p.status <> 'pending'))) \
+                        AND ( \
+                        SELECT p.status FROM payments p WHERE p.id = k.payment_id \
+                          AND p.shop_id IS NOT DISTINCT FROM k.shop_id) <> 'pending')) \
              RETURNING k.payment_id, k.refund_id, k.capture_id, k.recovery_point, k.shop_id), \
          h AS ( \
              INSERT INTO payment_history (payment_id, refund_id, shop_id, kind, event) \

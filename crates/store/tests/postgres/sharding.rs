@@ -146,6 +146,53 @@ async fn the_hot_paths_statements_use_an_index() {
     );
 }
 
+/// The requests' statements planned as a connection plans them on a new
+/// database: generically (a prepared statement settles on its generic plan
+/// after five runs and keeps it until the table's first ANALYZE), on
+/// tables PostgreSQL has no statistics of yet, sequential scans allowed.
+/// None may read `payments`, `idempotency_keys` or `refunds` whole: such a
+/// plan is run by every request while the table grows (`finish_key` once
+/// joined the key row to `payments` and scanned every payment on each
+/// refund's finish; a take-over hashed every settled payment). The
+/// completer's poll of its queue is left out: a join of the queue to
+/// `payments`, a few times a second whatever the load, until autovacuum's
+/// first ANALYZE of a new database.
+#[tokio::test(flavor = "current_thread")]
+async fn a_new_databases_plans_do_not_scan_the_growing_tables() {
+    let pg = pg().await;
+    let statements = Statements::default();
+    let subscriber = tracing_subscriber::registry().with(statements.clone());
+    let guard = tracing::subscriber::set_default(subscriber);
+    run_the_requests(&pg).await;
+    drop(guard);
+
+    let captured = statements.take();
+    let mut conn = pg.store.pool().acquire().await.unwrap();
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+        .await
+        .unwrap();
+    let (mut checked, mut scanning) = (0, Vec::new());
+    for sql in &captured {
+        let Some(plan) = generic_plan(&mut conn, sql).await else {
+            continue;
+        };
+        let growing: Vec<String> = seq_scans(&plan)
+            .into_iter()
+            .filter(|scan| {
+                ["payments", "idempotency_keys", "refunds"]
+                    .iter()
+                    .any(|t| scan.ends_with(&format!(" of {t}")))
+            })
+            .collect();
+        if !growing.is_empty() {
+            scanning.push(format!("{growing:?} in the plan of\n{sql}\n{plan:#}"));
+        }
+        checked += 1;
+    }
+    assert!(scanning.is_empty(), "{}", scanning.join("\n\n"));
+    assert!(checked >= 12, "planned: {checked} of {}", captured.len());
+}
+
 /// Copies the finished payment `k-fresh` (its key, its history, its
 /// event) into 5 000 more, and into 5 000 pending ones in the completer's
 /// queue, as a shop that has been taking payments has them (more than a
@@ -202,8 +249,15 @@ async fn fill(conn: &mut sqlx::PgConnection, shop: &ShopId) {
     conn.execute("ANALYZE").await.unwrap();
 }
 
-/// Runs every store operation of the hot path once.
+/// Runs every store operation of the hot path once: the requests', then
+/// the completer's read of its queue.
 async fn run_the_hot_path(pg: &Pg) {
+    run_the_requests(pg).await;
+    pg.store.pending_payments(Duration::ZERO, 10).await.unwrap();
+}
+
+/// Runs every store operation a request of the hot path makes, once.
+async fn run_the_requests(pg: &Pg) {
     let (lease, payment) = acquired(pg, "k-fresh", "order-fresh").await;
     let charged = settlement(PaymentStatus::Succeeded, "ch_fresh");
     let finished = pg
@@ -329,7 +383,6 @@ async fn run_the_hot_path(pg: &Pg) {
         .list_payments(&pg.shop, &PaymentFilter::default(), &page)
         .await
         .unwrap();
-    pg.store.pending_payments(Duration::ZERO, 10).await.unwrap();
 }
 
 /// The generic plan of `sql` as JSON, its parameters typed as the server
