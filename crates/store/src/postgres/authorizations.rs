@@ -118,11 +118,28 @@ fn bind_hold<'q>(
         .bind(i32::try_from(hold.in_flight()).map_err(StoreError::corrupt_by)?))
 }
 
-/// The error of a hold that was locked and judged but not written.
-fn hold_not_written(payment_id: &PaymentId) -> StoreError {
-    StoreError::other(format!(
-        "the hold of payment {payment_id} could not be written"
-    ))
+/// Runs a statement that writes a hold (locked and judged) with what goes
+/// with it, `entries` bound as its last two parameters, and that answers
+/// how many rows its hold update wrote: an error unless one.
+async fn write_with_hold(
+    tx: &mut Transaction<'static, Postgres>,
+    query: sqlx::query::Query<'_, Postgres, PgArguments>,
+    entries: &Entries,
+    payment_id: &PaymentId,
+) -> Result<(), StoreError> {
+    let row = query
+        .bind(&entries.kinds)
+        .bind(&entries.events)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(store_error)?;
+    let written: i64 = row.try_get(0).map_err(store_error)?;
+    if written != 1 {
+        return Err(StoreError::other(format!(
+            "the hold of payment {payment_id} could not be written"
+        )));
+    }
+    Ok(())
 }
 
 /// Writes `hold` back to its payment's row (locked by [`lock_payment`]) and
@@ -146,17 +163,8 @@ async fn write_hold(
         ),
         ") SELECT count(*) FROM held"
     ));
-    let row = bind_hold(query, shop_id, payment_id, hold)?
-        .bind(&entries.kinds)
-        .bind(&entries.events)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(store_error)?;
-    let written: i64 = row.try_get(0).map_err(store_error)?;
-    if written != 1 {
-        return Err(hold_not_written(payment_id));
-    }
-    Ok(())
+    let query = bind_hold(query, shop_id, payment_id, hold)?;
+    write_with_hold(tx, query, entries, payment_id).await
 }
 
 /// Reserves `capture` on its payment's hold (locked), inserts the capture
@@ -190,23 +198,15 @@ async fn reserve_capture(
         insert_entries!("c", "$14", "$15"),
         ") SELECT count(*) FROM c"
     ));
-    let row = bind_hold(query, &capture.shop_id, &capture.payment_id, &hold)?
+    let query = bind_hold(query, &capture.shop_id, &capture.payment_id, &hold)?
         .bind(created.id.as_str())
         .bind(created.idempotency_key.as_str())
         .bind(created.amount.minor_units())
         .bind(created.amount.currency().code())
         .bind(created.last)
         .bind(created.acquirer_key.as_str())
-        .bind(created.created_at)
-        .bind(&entries.kinds)
-        .bind(&entries.events)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(store_error)?;
-    let written: i64 = row.try_get(0).map_err(store_error)?;
-    if written != 1 {
-        return Err(hold_not_written(&capture.payment_id));
-    }
+        .bind(created.created_at);
+    write_with_hold(tx, query, &entries, &capture.payment_id).await?;
     Ok(Ok((payment.with_hold(hold), created)))
 }
 

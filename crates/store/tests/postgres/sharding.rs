@@ -108,13 +108,7 @@ async fn every_key_of_a_service_table_includes_the_shop() {
 #[tokio::test(flavor = "current_thread")]
 async fn the_hot_paths_statements_use_an_index() {
     let pg = pg().await;
-    let statements = Statements::default();
-    let subscriber = tracing_subscriber::registry().with(statements.clone());
-    let guard = tracing::subscriber::set_default(subscriber);
-    run_the_hot_path(&pg).await;
-    drop(guard);
-
-    let captured = statements.take();
+    let captured = captured(&pg, Path::Whole).await;
     let mut conn = pg.store.pool().acquire().await.unwrap();
     fill(&mut conn, &pg.shop).await;
     let mut checked = 0;
@@ -160,13 +154,7 @@ async fn the_hot_paths_statements_use_an_index() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_new_databases_plans_do_not_scan_the_growing_tables() {
     let pg = pg().await;
-    let statements = Statements::default();
-    let subscriber = tracing_subscriber::registry().with(statements.clone());
-    let guard = tracing::subscriber::set_default(subscriber);
-    run_the_requests(&pg).await;
-    drop(guard);
-
-    let captured = statements.take();
+    let captured = captured(&pg, Path::Requests).await;
     let mut conn = pg.store.pool().acquire().await.unwrap();
     conn.execute("SET plan_cache_mode = force_generic_plan")
         .await
@@ -247,6 +235,27 @@ async fn fill(conn: &mut sqlx::PgConnection, shop: &ShopId) {
         assert!(done.rows_affected() >= 5000, "{copy}");
     }
     conn.execute("ANALYZE").await.unwrap();
+}
+
+/// What of the hot path [`captured`] runs.
+enum Path {
+    /// Every operation: the requests', then the completer's read.
+    Whole,
+    /// Only the requests' operations.
+    Requests,
+}
+
+/// The statements `path` sends, captured as the store sends them.
+async fn captured(pg: &Pg, path: Path) -> Vec<String> {
+    let statements = Statements::default();
+    let subscriber = tracing_subscriber::registry().with(statements.clone());
+    let guard = tracing::subscriber::set_default(subscriber);
+    match path {
+        Path::Whole => run_the_hot_path(pg).await,
+        Path::Requests => run_the_requests(pg).await,
+    }
+    drop(guard);
+    statements.take()
 }
 
 /// Runs every store operation of the hot path once: the requests', then
