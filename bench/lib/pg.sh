@@ -11,3 +11,10 @@
 # the durable peer then takes without checking the certificate, as libpq's
 # `require` does.
 export PGSSLMODE=${PGSSLMODE:-disable}
+
+# What machine.txt says of the cluster at PG_ADMIN_URL and of how the clients
+# connect to it (bench/run, bench/peers).
+pg_described() {
+    local q=(psql -Atq "$PG_ADMIN_URL" -c)
+    echo "$("${q[@]}" 'show server_version') (fsync $("${q[@]}" 'show fsync'), synchronous_commit $("${q[@]}" 'show synchronous_commit'), ssl $("${q[@]}" 'show ssl'); clients PGSSLMODE=$PGSSLMODE)"
+}

@@ -20,9 +20,9 @@ use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
 use chargeonce_core::store::{Authorizations, CaptureClaim, ReleaseClaim};
 use chargeonce_core::{
     Capture, CaptureClaimRefusal, CaptureId, CaptureSettlement, CaptureStatus, ClaimRequest,
-    Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewCapture, Page, PageRequest, Payment,
-    PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId, StoreError,
-    StoredResponse, VoidSettlement,
+    Cursor, FinishOutcome, IdempotencyKey, KeyTiming, Lease, LeaseToken, NewCapture, Page,
+    PageRequest, Payment, PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId,
+    StoreError, StoredResponse, VoidSettlement,
 };
 use sqlx::postgres::PgArguments;
 use sqlx::{Postgres, Row, Transaction};
@@ -168,13 +168,15 @@ async fn write_hold(
 }
 
 /// Reserves `capture` on its payment's hold (locked), inserts the capture
-/// row and writes `entry` (of the capture) to the payment's history, or
-/// says why the hold cannot give it. The writes are one statement: the
-/// capture and the entry are inserted only when the hold was written.
+/// row and writes its `capture_reserved` entry (under the claim's `key`, by
+/// `instance`) to the payment's history, or says why the hold cannot give
+/// it. The writes are one statement: the capture and the entry are
+/// inserted only when the hold was written.
 async fn reserve_capture(
     tx: &mut Transaction<'static, Postgres>,
     capture: &NewCapture,
-    entry: impl FnOnce(&Capture) -> HistoryEvent,
+    key: &IdempotencyKey,
+    instance: &str,
 ) -> Result<Result<(Payment, Capture), CaptureClaimRefusal>, StoreError> {
     let Some(payment) = lock_payment(tx, &capture.shop_id, &capture.payment_id).await? else {
         return Ok(Err(CaptureClaimRefusal::PaymentNotFound));
@@ -184,7 +186,14 @@ async fn reserve_capture(
         Err(refused) => return Ok(Err(refused)),
     };
     let created = capture.to_capture(amount, reserved.is_last());
-    let entries = Entries::of([entry(&created)]);
+    let entries = Entries::of([HistoryEvent::CaptureReserved {
+        capture_id: created.id.as_str().to_owned(),
+        key: key.as_str().to_owned(),
+        amount_minor: created.amount.minor_units(),
+        currency: created.amount.currency().code().to_owned(),
+        last: created.last,
+        instance: instance.to_owned(),
+    }]);
     let query = sqlx::query(concat!(
         "WITH held AS (",
         hold_update!(),
@@ -354,15 +363,8 @@ impl Authorizations for PgStore {
                 }
                 continue;
             }
-            let reserved = |created: &Capture| HistoryEvent::CaptureReserved {
-                capture_id: created.id.as_str().to_owned(),
-                key: claim.key.as_str().to_owned(),
-                amount_minor: created.amount.minor_units(),
-                currency: created.amount.currency().code().to_owned(),
-                last: created.last,
-                instance: self.instance.to_string(),
-            };
-            let (payment, created) = match reserve_capture(&mut tx, capture, reserved).await? {
+            let reserved = reserve_capture(&mut tx, capture, &claim.key, &self.instance).await?;
+            let (payment, created) = match reserved {
                 Ok(reserved) => reserved,
                 Err(refused) => {
                     tx.rollback().await.map_err(store_error)?;
