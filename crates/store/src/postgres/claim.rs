@@ -20,10 +20,10 @@ use crate::codec::{acquired, initial_hold, millis};
 use crate::columns::payment_columns;
 use crate::rows::{PaymentRow, TakenKey, TakenKeyRow};
 
-/// The deferred foreign key from a key row to its payment. A one-statement
-/// claim whose payment insert was skipped (the order has a live payment)
-/// violates it at commit, so the statement writes nothing.
-const KEY_PAYMENT_FK: &str = "idempotency_keys_payment_id_fkey";
+/// The unique index of a live payment per order (migration 0026). A
+/// one-statement claim whose payment breaks it (the order has a live
+/// payment) fails, so the statement writes nothing.
+const ONE_LIVE_PAYMENT_PER_ORDER: &str = "payments_by_order";
 
 /// Phase 1: the one-statement claim for the common case, the transaction
 /// for the rest.
@@ -72,7 +72,7 @@ enum FastClaim {
     /// The key exists (in any state): nothing was written.
     KeyExists,
     /// The key was new but the order already has a live payment: the
-    /// statement failed at its commit and nothing was written.
+    /// statement failed and nothing was written.
     OrderTaken,
 }
 
@@ -87,11 +87,19 @@ enum FastClaim {
 ///   ([`FastClaim::KeyExists`]). The caller re-reads the key in a NEW
 ///   statement: this one's snapshot may predate the winner's commit.
 /// - Key new, but the order has a live payment (possibly committed after
-///   this statement's snapshot: the arbiter index sees it anyway): the
-///   payment insert is skipped, so the key row points at a payment that
-///   does not exist and the deferred foreign key fails the implicit
-///   commit; the whole statement is rolled back ([`FastClaim::OrderTaken`]).
-///   The caller runs the transaction that links the live payment.
+///   this statement's snapshot: the unique index sees it anyway, after
+///   waiting for an inserter still in flight): the payment's insert breaks
+///   `payments_by_order` and the whole statement is rolled back
+///   ([`FastClaim::OrderTaken`]). The caller runs the transaction that
+///   links the live payment.
+///
+/// The payment is a plain `INSERT`, not `ON CONFLICT DO NOTHING`: either
+/// way a taken order ends the statement with an error, and a plain insert
+/// is not speculative (PostgreSQL inserts a speculative row, checks its
+/// arbiter index, then confirms the row with a WAL record of its own:
+/// 48 B a payment, and the check's work, for a conflict that is an error
+/// anyway). The key's insert stays `ON CONFLICT DO NOTHING`: a key that
+/// exists is an answer, not an error.
 ///
 /// The payment's first history entry ([`HistoryEvent::Claimed`]) is the
 /// payment row itself (`claimed_by`, this instance): it commits, or rolls
@@ -124,8 +132,6 @@ async fn claim_in_one_statement(
                  capture_method, hold, authorization_expires_at) \
              SELECT $8, $10, $11, $12, $13, $14, $15, 'pending', $16, $17, $18, $19, \
                  $20, $21, $22 FROM k \
-             ON CONFLICT (reference, shop_id, (NULLIF(live_reference IS NOT NULL, false))) \
-                 DO NOTHING \
              RETURNING id) \
          SELECT 1 FROM p",
     )
@@ -160,8 +166,8 @@ async fn claim_in_one_statement(
         Ok(Some(_)) => Ok(FastClaim::Created),
         Ok(None) => Ok(FastClaim::KeyExists),
         Err(sqlx::Error::Database(error))
-            if error.code().as_deref() == Some("23503")
-                && error.constraint() == Some(KEY_PAYMENT_FK) =>
+            if error.code().as_deref() == Some("23505")
+                && error.constraint() == Some(ONE_LIVE_PAYMENT_PER_ORDER) =>
         {
             Ok(FastClaim::OrderTaken)
         }
