@@ -10,9 +10,9 @@ use chargeonce_core::{
 };
 use chargeonce_core::{CaptureMethod, CaptureSettlement, CaptureStatus, NewPayment};
 
-/// Stored response headers are a JSON array of `[name, value]` pairs.
+/// The stored form of an answer's headers ([`crate::stored_headers`]).
 pub(crate) fn encode_headers(headers: &[(String, String)]) -> Result<String, StoreError> {
-    serde_json::to_string(headers).map_err(StoreError::other)
+    crate::stored_headers::encode(headers)
 }
 
 /// Milliseconds in a duration, saturated to what an SQL BIGINT holds.

@@ -26,6 +26,7 @@ pub mod postgres;
 mod rows;
 pub mod sqlite;
 mod stored_body;
+mod stored_headers;
 
 /// The SQLite writer's counters ([`SqliteStore::writer_stats`]).
 pub use chargeonce_sqlite::Stats as SqliteWriterStats;

@@ -515,13 +515,10 @@ impl TryFrom<KeyInfoRow> for KeyInfo {
     }
 }
 
-/// Stored response headers are a JSON array of `[name, value]` pairs
-/// (written by [`crate::codec::encode_headers`]).
+/// Stored response headers, in either stored form
+/// ([`crate::stored_headers`], written by [`crate::codec::encode_headers`]).
 fn decode_headers(raw: Option<&str>) -> Result<Vec<(String, String)>, StoreError> {
-    match raw {
-        None => Ok(Vec::new()),
-        Some(raw) => serde_json::from_str(raw).map_err(StoreError::corrupt_by),
-    }
+    crate::stored_headers::decode(raw)
 }
 
 impl TryFrom<EventRow> for Event {
