@@ -29,7 +29,7 @@ use sqlx::{Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use super::history::{Entries, insert_entries, record};
-use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
+use super::keys::{KeyClaim, KeyTarget, count_repeat, finish_key, insert_key_locking_payment};
 use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, capture_settlement_columns};
@@ -167,18 +167,20 @@ async fn write_hold(
     write_with_hold(tx, query, entries, payment_id).await
 }
 
-/// Reserves `capture` on its payment's hold (locked), inserts the capture
-/// row and writes its `capture_reserved` entry (under the claim's `key`, by
-/// `instance`) to the payment's history, or says why the hold cannot give
-/// it. The writes are one statement: the capture and the entry are
+/// Reserves `capture` on its payment's hold (`locked`: the payment as the
+/// claim locked it, `None` when the shop has no such payment), inserts the
+/// capture row and writes its `capture_reserved` entry (under the claim's
+/// `key`, by `instance`) to the payment's history, or says why the hold
+/// cannot give it. The writes are one statement: the capture and the entry are
 /// inserted only when the hold was written.
 async fn reserve_capture(
     tx: &mut Transaction<'static, Postgres>,
+    locked: Option<Payment>,
     capture: &NewCapture,
     key: &IdempotencyKey,
     instance: &str,
 ) -> Result<Result<(Payment, Capture), CaptureClaimRefusal>, StoreError> {
-    let Some(payment) = lock_payment(tx, &capture.shop_id, &capture.payment_id).await? else {
+    let Some(payment) = locked else {
         return Ok(Err(CaptureClaimRefusal::PaymentNotFound));
     };
     let (hold, reserved, amount) = match reservation(&payment, capture) {
@@ -355,15 +357,20 @@ impl Authorizations for PgStore {
                 capture_id: Some(&capture.id),
                 holder: &self.instance,
             };
-            if !insert_key(&mut tx, claim, target, token, timing).await? {
-                tx.rollback().await.map_err(store_error)?;
-                // Re-read in a new statement: its snapshot includes the winner's commit.
-                if let Some(record) = count_repeat(self, claim).await? {
-                    return Ok(CaptureClaim::Exists(record));
-                }
-                continue;
-            }
-            let reserved = reserve_capture(&mut tx, capture, &claim.key, &self.instance).await?;
+            let locked =
+                match insert_key_locking_payment(&mut tx, claim, target, token, timing).await? {
+                    KeyClaim::Inserted(locked) => locked.map(|locked| locked.payment),
+                    KeyClaim::Exists => {
+                        tx.rollback().await.map_err(store_error)?;
+                        // Re-read in a new statement: its snapshot includes the winner's commit.
+                        if let Some(record) = count_repeat(self, claim).await? {
+                            return Ok(CaptureClaim::Exists(record));
+                        }
+                        continue;
+                    }
+                };
+            let reserved =
+                reserve_capture(&mut tx, locked, capture, &claim.key, &self.instance).await?;
             let (payment, created) = match reserved {
                 Ok(reserved) => reserved,
                 Err(refused) => {
@@ -431,14 +438,18 @@ impl Authorizations for PgStore {
                 capture_id: None,
                 holder: &self.instance,
             };
-            if !insert_key(&mut tx, claim, target, token, timing).await? {
-                tx.rollback().await.map_err(store_error)?;
-                if let Some(record) = count_repeat(self, claim).await? {
-                    return Ok(ReleaseClaim::Exists(record));
-                }
-                continue;
-            }
-            let judged = match lock_payment(&mut tx, &claim.shop_id, payment_id).await? {
+            let locked =
+                match insert_key_locking_payment(&mut tx, claim, target, token, timing).await? {
+                    KeyClaim::Inserted(locked) => locked.map(|locked| locked.payment),
+                    KeyClaim::Exists => {
+                        tx.rollback().await.map_err(store_error)?;
+                        if let Some(record) = count_repeat(self, claim).await? {
+                            return Ok(ReleaseClaim::Exists(record));
+                        }
+                        continue;
+                    }
+                };
+            let judged = match locked {
                 None => Err(ReleaseClaimRefusal::PaymentNotFound),
                 Some(payment) => release(&payment, ReleaseReason::Void).map(|(h, _)| (payment, h)),
             };

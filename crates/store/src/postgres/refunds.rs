@@ -12,19 +12,21 @@ use chargeonce_core::refund::reservation;
 use chargeonce_core::store::Refunds;
 use chargeonce_core::{
     ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
-    PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
+    PageRequest, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
     RefundSettlement, RefundStatus, ShopId, StoreError, StoredResponse,
 };
 use sqlx::{FromRow, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use super::history::{Entries, insert_entries};
-use super::keys::{KeyTarget, count_repeat, finish_key, insert_key};
+use super::keys::{
+    KeyClaim, KeyTarget, LockedPayment, count_repeat, finish_key, insert_key_locking_payment,
+};
 use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
-use crate::columns::{payment_columns, refund_columns};
-use crate::rows::{PaymentRow, RefundRow};
+use crate::columns::refund_columns;
+use crate::rows::RefundRow;
 
 /// The newest page of a shop's refunds: `$1` the shop, `$2` null (the
 /// refunds of every payment), `$3` the limit.
@@ -244,35 +246,30 @@ impl Refunds for PgStore {
                 capture_id: None,
                 holder: &self.instance,
             };
-            if !insert_key(&mut tx, claim, target, token, timing).await? {
-                tx.rollback().await.map_err(store_error)?;
-                // Re-read in a new statement: its snapshot includes the winner's commit.
-                if let Some(record) = count_repeat(self, claim).await? {
-                    return Ok(RefundClaim::Exists(record));
-                }
-                continue;
-            }
-            // The row lock serialises refunds of one payment: the check and
-            // the conditional update below see every committed reservation.
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                payment_columns!(),
-                ", refund_reserved_minor FROM payments WHERE shop_id = $1 AND id = $2 \
-                 FOR UPDATE"
-            ))
-            .bind(refund.shop_id.as_str())
-            .bind(refund.payment_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(store_error)?;
-            let decided = match row {
+            // The payment's row lock serialises refunds of one payment: the
+            // check and the conditional update below see every committed
+            // reservation.
+            let locked =
+                match insert_key_locking_payment(&mut tx, claim, target, token, timing).await? {
+                    KeyClaim::Inserted(locked) => locked,
+                    KeyClaim::Exists => {
+                        tx.rollback().await.map_err(store_error)?;
+                        // Re-read in a new statement: its snapshot includes the winner's commit.
+                        if let Some(record) = count_repeat(self, claim).await? {
+                            return Ok(RefundClaim::Exists(record));
+                        }
+                        continue;
+                    }
+                };
+            let decided = match locked {
                 None => Err(RefundRefusal::PaymentNotFound),
-                Some(row) => {
-                    let reserved: i64 =
-                        row.try_get("refund_reserved_minor").map_err(store_error)?;
-                    let payment =
-                        Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
-                    reservation(&payment, reserved, refund.amount).map(|amount| (payment, amount))
+                Some(locked) => {
+                    let LockedPayment {
+                        payment,
+                        refund_reserved_minor,
+                    } = *locked;
+                    reservation(&payment, refund_reserved_minor, refund.amount)
+                        .map(|amount| (payment, amount))
                 }
             };
             let (payment, amount) = match decided {
