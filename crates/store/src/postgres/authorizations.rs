@@ -29,7 +29,7 @@ use sqlx::{Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use super::history::{Entries, insert_entries, record};
-use super::keys::{KeyClaim, KeyTarget, count_repeat, finish_key, insert_key_locking_payment};
+use super::keys::{KeyClaim, KeyTarget, finish_key, insert_key_locking_payment};
 use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, capture_settlement_columns};
@@ -349,7 +349,7 @@ impl Authorizations for PgStore {
     ) -> Result<CaptureClaim, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
             let token = LeaseToken::generate();
-            let mut tx = self.conns.begin().await.map_err(store_error)?;
+            let tx = self.conns.begin().await.map_err(store_error)?;
             let target = KeyTarget {
                 recovery_point: RecoveryPoint::CaptureCreated,
                 payment_id: &capture.payment_id,
@@ -357,17 +357,11 @@ impl Authorizations for PgStore {
                 capture_id: Some(&capture.id),
                 holder: &self.instance,
             };
-            let locked =
-                match insert_key_locking_payment(&mut tx, claim, target, token, timing).await? {
-                    KeyClaim::Inserted(locked) => locked.map(|locked| locked.payment),
-                    KeyClaim::Exists => {
-                        tx.rollback().await.map_err(store_error)?;
-                        // Re-read in a new statement: its snapshot includes the winner's commit.
-                        if let Some(record) = count_repeat(self, claim).await? {
-                            return Ok(CaptureClaim::Exists(record));
-                        }
-                        continue;
-                    }
+            let (mut tx, locked) =
+                match insert_key_locking_payment(self, tx, claim, target, token, timing).await? {
+                    KeyClaim::Inserted(tx, locked) => (tx, locked.map(|locked| locked.payment)),
+                    KeyClaim::Exists(Some(record)) => return Ok(CaptureClaim::Exists(*record)),
+                    KeyClaim::Exists(None) => continue,
                 };
             let reserved =
                 reserve_capture(&mut tx, locked, capture, &claim.key, &self.instance).await?;
@@ -430,7 +424,7 @@ impl Authorizations for PgStore {
     ) -> Result<ReleaseClaim, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
             let token = LeaseToken::generate();
-            let mut tx = self.conns.begin().await.map_err(store_error)?;
+            let tx = self.conns.begin().await.map_err(store_error)?;
             let target = KeyTarget {
                 recovery_point: RecoveryPoint::VoidRequested,
                 payment_id,
@@ -438,16 +432,11 @@ impl Authorizations for PgStore {
                 capture_id: None,
                 holder: &self.instance,
             };
-            let locked =
-                match insert_key_locking_payment(&mut tx, claim, target, token, timing).await? {
-                    KeyClaim::Inserted(locked) => locked.map(|locked| locked.payment),
-                    KeyClaim::Exists => {
-                        tx.rollback().await.map_err(store_error)?;
-                        if let Some(record) = count_repeat(self, claim).await? {
-                            return Ok(ReleaseClaim::Exists(record));
-                        }
-                        continue;
-                    }
+            let (mut tx, locked) =
+                match insert_key_locking_payment(self, tx, claim, target, token, timing).await? {
+                    KeyClaim::Inserted(tx, locked) => (tx, locked.map(|locked| locked.payment)),
+                    KeyClaim::Exists(Some(record)) => return Ok(ReleaseClaim::Exists(*record)),
+                    KeyClaim::Exists(None) => continue,
                 };
             let judged = match locked {
                 None => Err(ReleaseClaimRefusal::PaymentNotFound),

@@ -71,12 +71,16 @@ pub(super) async fn insert_key(
 
 /// What [`insert_key_locking_payment`] did.
 pub(super) enum KeyClaim {
+    /// The key row is inserted in the transaction, and the key's payment
+    /// locked `FOR UPDATE` if it exists (`None`: no such payment of the
+    /// shop).
+    Inserted(Transaction<'static, Postgres>, Option<Box<LockedPayment>>),
     /// The key exists and is not an expired finished key: nothing was
-    /// written or locked.
-    Exists,
-    /// The key row is inserted, and its payment locked `FOR UPDATE` if it
-    /// exists (`None`: no such payment of the shop).
-    Inserted(Option<Box<LockedPayment>>),
+    /// written or locked, the transaction is rolled back, and the repeat
+    /// was counted and the key read back in a new statement (its snapshot
+    /// includes the commit of whoever inserted the key). `None`: the key
+    /// is gone meanwhile (swept, or finished and expired): claim again.
+    Exists(Option<Box<KeyRecord>>),
 }
 
 /// A payment locked by [`insert_key_locking_payment`].
@@ -89,9 +93,10 @@ pub(super) struct LockedPayment {
 
 /// [`insert_key`] and the lock of the key's payment (`target.payment_id`)
 /// in one statement, for the claims that act on an existing payment
-/// (refund, capture, void). The payment's row lock serialises the claims
-/// on one payment, so the judgement that follows sees every committed
-/// reservation.
+/// (refund, capture, void), and what a claim does when the key exists
+/// (see [`KeyClaim::Exists`]). The payment's row lock serialises the
+/// claims on one payment, so the judgement that follows sees every
+/// committed reservation.
 ///
 /// One round trip instead of two: the statement locks the payment only
 /// when it inserted the key (the key row first, the payment row second,
@@ -99,24 +104,24 @@ pub(super) struct LockedPayment {
 /// nothing. The payment is found by its primary key alone, its shop
 /// compared with `IS NOT DISTINCT FROM` (see `refunds::settle_refund`).
 pub(super) async fn insert_key_locking_payment(
-    tx: &mut Transaction<'static, Postgres>,
+    store: &PgStore,
+    mut tx: Transaction<'static, Postgres>,
     claim: &ClaimRequest,
     target: KeyTarget<'_>,
     lease: LeaseToken,
     timing: KeyTiming,
 ) -> Result<KeyClaim, StoreError> {
-    if let Some(locked) = try_insert_key_locking_payment(tx, claim, target, lease, timing).await? {
-        return Ok(KeyClaim::Inserted(locked));
+    let mut inserted =
+        try_insert_key_locking_payment(&mut tx, claim, target, lease, timing).await?;
+    if inserted.is_none() && expire_key(&mut tx, &claim.shop_id, &claim.key).await? {
+        inserted = try_insert_key_locking_payment(&mut tx, claim, target, lease, timing).await?;
     }
-    if !expire_key(tx, &claim.shop_id, &claim.key).await? {
-        return Ok(KeyClaim::Exists);
+    if let Some(locked) = inserted {
+        return Ok(KeyClaim::Inserted(tx, locked));
     }
-    Ok(
-        match try_insert_key_locking_payment(tx, claim, target, lease, timing).await? {
-            Some(locked) => KeyClaim::Inserted(locked),
-            None => KeyClaim::Exists,
-        },
-    )
+    tx.rollback().await.map_err(store_error)?;
+    let record = count_repeat(store, claim).await?;
+    Ok(KeyClaim::Exists(record.map(Box::new)))
 }
 
 /// The key row's insertion unless the key exists (`$1` to `$13`, bound by

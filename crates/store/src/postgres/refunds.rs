@@ -19,9 +19,7 @@ use sqlx::{FromRow, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use super::history::{Entries, insert_entries};
-use super::keys::{
-    KeyClaim, KeyTarget, LockedPayment, count_repeat, finish_key, insert_key_locking_payment,
-};
+use super::keys::{KeyClaim, KeyTarget, LockedPayment, finish_key, insert_key_locking_payment};
 use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
@@ -238,7 +236,7 @@ impl Refunds for PgStore {
     ) -> Result<RefundClaim, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
             let token = LeaseToken::generate();
-            let mut tx = self.conns.begin().await.map_err(store_error)?;
+            let tx = self.conns.begin().await.map_err(store_error)?;
             let target = KeyTarget {
                 recovery_point: RecoveryPoint::RefundCreated,
                 payment_id: &refund.payment_id,
@@ -249,17 +247,11 @@ impl Refunds for PgStore {
             // The payment's row lock serialises refunds of one payment: the
             // check and the conditional update below see every committed
             // reservation.
-            let locked =
-                match insert_key_locking_payment(&mut tx, claim, target, token, timing).await? {
-                    KeyClaim::Inserted(locked) => locked,
-                    KeyClaim::Exists => {
-                        tx.rollback().await.map_err(store_error)?;
-                        // Re-read in a new statement: its snapshot includes the winner's commit.
-                        if let Some(record) = count_repeat(self, claim).await? {
-                            return Ok(RefundClaim::Exists(record));
-                        }
-                        continue;
-                    }
+            let (mut tx, locked) =
+                match insert_key_locking_payment(self, tx, claim, target, token, timing).await? {
+                    KeyClaim::Inserted(tx, locked) => (tx, locked),
+                    KeyClaim::Exists(Some(record)) => return Ok(RefundClaim::Exists(*record)),
+                    KeyClaim::Exists(None) => continue,
                 };
             let decided = match locked {
                 None => Err(RefundRefusal::PaymentNotFound),
