@@ -171,8 +171,8 @@ async fn write_hold(
 /// claim locked it, `None` when the shop has no such payment), inserts the
 /// capture row and writes its `capture_reserved` entry (under the claim's
 /// `key`, by `instance`) to the payment's history, or says why the hold
-/// cannot give it. The writes are one statement: the capture and the entry are
-/// inserted only when the hold was written.
+/// cannot give it. The writes are one statement: the capture and the entry
+/// are inserted only when the hold was written.
 async fn reserve_capture(
     tx: &mut Transaction<'static, Postgres>,
     locked: Option<Payment>,
