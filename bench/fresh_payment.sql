@@ -2,8 +2,9 @@
 -- (crates/store/src/postgres/: claim.rs, finish.rs), for `pgbench -n -M prepared -f`:
 -- two autocommitted statements (a payment charged at once: no metadata, capture
 -- method `automatic`, no hold, as `bench fresh` sends). The claim (the key row and
--- the payment row, the order's arbiter index `payments_by_order`; a new key for a
--- free order, the common case) and the claimant's usual finish (the key row locked
+-- the payment row, the order's unique index `payments_by_order`; a new key for a
+-- free order, the common case: a plain INSERT of the payment, which a taken order
+-- would fail) and the claimant's usual finish (the key row locked
 -- while the lease holds, the payment settled in place with its history kept on its
 -- row, the pending queue probed, the stored response, the merchant event, and no
 -- delivery: the bench shop has no webhook endpoint). The acquirer call between the
@@ -14,7 +15,8 @@
 -- and order, as `bench fresh` does. The stored response body and the event's
 -- payload are payment JSON of the usual size, in hex (pgbench would take the colons
 -- of a JSON literal for variables), uncompressed (the service stores them in a
--- compressed frame: a little smaller). Keep in step with claim.rs
+-- compressed frame: a little smaller); the headers in their stored compact form
+-- (crates/store/src/stored_headers.rs). Keep in step with claim.rs
 -- (`claim_in_one_statement`) and finish.rs (`settle_compact`).
 \set k random(1, 9000000000000000000)
 WITH k AS (
@@ -39,7 +41,6 @@ p AS (
         NULL::text, now(), 'bench-host:123456', NULL::text, 'automatic', NULL::text,
         NULL::timestamptz
     FROM k
-    ON CONFLICT (reference, shop_id, (NULLIF(live_reference IS NOT NULL, false))) DO NOTHING
     RETURNING id)
 SELECT 1 FROM p;
 WITH held AS MATERIALIZED (
@@ -67,7 +68,7 @@ dequeued AS (
         AND q.shop_id = settled.shop_id),
 finished AS (
     UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201,
-        response_headers = 'content-type: application/json' || chr(10) || 'location: /v1/payments/pay_pgbench_' || :k::text,
+        response_headers = 'j' || chr(10) || 'Lpayments/pay_pgbench_' || :client_id::text || '_' || :k::text,
         response_body = '\x7b226964223a227061795f3031613232393739363862333735626362333665623865363631323438323136222c226f626a656374223a227061796d656e74222c2273686f705f6964223a2262656e6368222c22737461747573223a22737563636565646564222c22616d6f756e74223a7b2276616c7565223a2231302e3030222c2263757272656e6379223a22525542227d2c227265666572656e6365223a226f726465722d3031323334353637383961622d31322d333435362d706179222c2270726f76696465725f7061796d656e745f6964223a2263685f3031396164336631633262303765346639613862376336643565346633613262222c226465636c696e655f636f6465223a6e756c6c2c22637265617465645f6174223a22323032362d31312d32395432333a30303a30302e3030305a227d'::bytea,
         lease_token = NULL, locked_until = NULL,
         expires_at = GREATEST(expires_at, now() + 86400000::float8 * interval '1 millisecond')
