@@ -14,7 +14,7 @@ use chargeonce_core::{
 use sqlx::{Postgres, Transaction};
 
 use super::history::{Entries, insert_entries};
-use super::keys::{KeyTarget, count_repeat, insert_key};
+use super::keys::{KeyTarget, bind_key_head, count_repeat, insert_key};
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
 use crate::codec::{acquired, initial_hold, millis};
 use crate::columns::payment_columns;
@@ -117,6 +117,7 @@ async fn claim_in_one_statement(
     timing: KeyTiming,
 ) -> Result<FastClaim, StoreError> {
     let statement = sqlx::query(
+        // `$1` to `$9` as every key insert has them (`bind_key_head`).
         "WITH k AS ( \
              INSERT INTO idempotency_keys (shop_id, key, fingerprint, method, path, \
                  recovery_point, lease_token, locked_until, payment_id, created_at, \
@@ -134,29 +135,21 @@ async fn claim_in_one_statement(
                  $20, $21, $22 FROM k \
              RETURNING id) \
          SELECT 1 FROM p",
-    )
-    .bind(claim.shop_id.as_str())
-    .bind(claim.key.as_str())
-    .bind(claim.fingerprint.as_bytes().as_slice())
-    .bind(&claim.method)
-    .bind(&claim.path)
-    .bind(lease.as_uuid())
-    .bind(millis(timing.lease) as f64)
-    .bind(payment.id.as_str())
-    .bind(millis(timing.ttl) as f64)
-    .bind(payment.shop_id.as_str())
-    .bind(payment.idempotency_key.as_str())
-    .bind(payment.request.reference.as_str())
-    .bind(payment.request.amount.minor_units())
-    .bind(payment.request.amount.currency().code())
-    .bind(payment.request.token.as_str())
-    .bind(stored_acquirer_key(payment))
-    .bind(payment.created_at)
-    .bind(store.instance.as_ref())
-    .bind(payment.request.metadata.to_stored())
-    .bind(payment.request.capture_method.as_str())
-    .bind(initial_hold(payment))
-    .bind(payment.authorization_expires_at);
+    );
+    let statement = bind_key_head(statement, claim, &payment.id, lease, timing)
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(payment.request.reference.as_str())
+        .bind(payment.request.amount.minor_units())
+        .bind(payment.request.amount.currency().code())
+        .bind(payment.request.token.as_str())
+        .bind(stored_acquirer_key(payment))
+        .bind(payment.created_at)
+        .bind(store.instance.as_ref())
+        .bind(payment.request.metadata.to_stored())
+        .bind(payment.request.capture_method.as_str())
+        .bind(initial_hold(payment))
+        .bind(payment.authorization_expires_at);
     // The hot path: its connection is parked again after it.
     let created = store
         .conns

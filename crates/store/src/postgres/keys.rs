@@ -139,11 +139,15 @@ macro_rules! insert_key_statement {
     };
 }
 
-/// Binds `$1` to `$13` of [`insert_key_statement`].
-fn bind_key<'q>(
+/// Binds the parameters every statement that inserts a key row gives it
+/// first: `$1` the shop, `$2` the key, `$3` the fingerprint, `$4` the
+/// method, `$5` the path, `$6` the lease token, `$7` the lease in
+/// milliseconds, `$8` the payment, `$9` the time to live in milliseconds
+/// (this statement's and the one-statement claim of a payment's).
+pub(super) fn bind_key_head<'q>(
     query: sqlx::query::Query<'q, Postgres, PgArguments>,
     claim: &'q ClaimRequest,
-    target: KeyTarget<'q>,
+    payment_id: &'q PaymentId,
     lease: LeaseToken,
     timing: KeyTiming,
 ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
@@ -155,8 +159,19 @@ fn bind_key<'q>(
         .bind(&claim.path)
         .bind(lease.as_uuid())
         .bind(millis(timing.lease) as f64)
-        .bind(target.payment_id.as_str())
+        .bind(payment_id.as_str())
         .bind(millis(timing.ttl) as f64)
+}
+
+/// Binds `$1` to `$13` of [`insert_key_statement`].
+fn bind_key<'q>(
+    query: sqlx::query::Query<'q, Postgres, PgArguments>,
+    claim: &'q ClaimRequest,
+    target: KeyTarget<'q>,
+    lease: LeaseToken,
+    timing: KeyTiming,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    bind_key_head(query, claim, target.payment_id, lease, timing)
         .bind(target.recovery_point.as_str())
         .bind(target.refund_id.map(RefundId::as_str))
         .bind(target.holder)
