@@ -11,6 +11,7 @@ use chargeonce_core::{
     Acquired, AcquirerKey, CaptureMethod, Claim, ClaimRequest, Fingerprint, IdempotencyKey,
     KeyTiming, Lease, LeaseToken, NewPayment, Payment, RecoveryPoint, ShopId, StoreError,
 };
+use sqlx::postgres::PgArguments;
 use sqlx::{Postgres, Transaction};
 
 use super::history::{Entries, insert_entries};
@@ -136,20 +137,8 @@ async fn claim_in_one_statement(
              RETURNING id) \
          SELECT 1 FROM p",
     );
-    let statement = bind_key_head(statement, claim, &payment.id, lease, timing)
-        .bind(payment.shop_id.as_str())
-        .bind(payment.idempotency_key.as_str())
-        .bind(payment.request.reference.as_str())
-        .bind(payment.request.amount.minor_units())
-        .bind(payment.request.amount.currency().code())
-        .bind(payment.request.token.as_str())
-        .bind(stored_acquirer_key(payment))
-        .bind(payment.created_at)
-        .bind(store.instance.as_ref())
-        .bind(payment.request.metadata.to_stored())
-        .bind(payment.request.capture_method.as_str())
-        .bind(initial_hold(payment))
-        .bind(payment.authorization_expires_at);
+    let statement = bind_key_head(statement, claim, &payment.id, lease, timing);
+    let statement = bind_payment_row(statement, payment, &store.instance);
     // The hot path: its connection is parked again after it.
     let created = store
         .conns
@@ -230,7 +219,7 @@ async fn insert_payment(
         instance: instance.to_owned(),
     };
     for _ in 0..CLAIM_ATTEMPTS {
-        let inserted = sqlx::query(
+        let query = sqlx::query(
             "WITH p AS ( \
                  INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, \
                      currency, token, status, acquirer_key, created_at, claimed_by, metadata, \
@@ -240,24 +229,11 @@ async fn insert_payment(
                  DO NOTHING \
                  RETURNING id) \
              SELECT id FROM p",
-        )
-        .bind(payment.id.as_str())
-        .bind(payment.shop_id.as_str())
-        .bind(payment.idempotency_key.as_str())
-        .bind(payment.request.reference.as_str())
-        .bind(payment.request.amount.minor_units())
-        .bind(payment.request.amount.currency().code())
-        .bind(payment.request.token.as_str())
-        .bind(stored_acquirer_key(payment))
-        .bind(payment.created_at)
-        .bind(instance)
-        .bind(payment.request.metadata.to_stored())
-        .bind(payment.request.capture_method.as_str())
-        .bind(initial_hold(payment))
-        .bind(payment.authorization_expires_at)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(store_error)?;
+        );
+        let inserted = bind_payment_row(query.bind(payment.id.as_str()), payment, instance)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(store_error)?;
         if inserted.is_some() {
             if let Some(expires_at) = payment.authorization_expires_at {
                 sqlx::query(
@@ -556,4 +532,30 @@ async fn fenced(
 fn stored_acquirer_key(payment: &NewPayment) -> Option<&str> {
     (payment.acquirer_key != AcquirerKey::for_payment(&payment.id))
         .then(|| payment.acquirer_key.as_str())
+}
+
+/// Binds a new payment's row after its id, in the order both inserts of a
+/// payment name its columns: the shop, the key, the order, the amount and
+/// its currency, the token, the acquirer key, the creation time, the
+/// claiming instance, the metadata, the capture method, the hold and the
+/// authorization's expiry.
+fn bind_payment_row<'q>(
+    query: sqlx::query::Query<'q, Postgres, PgArguments>,
+    payment: &'q NewPayment,
+    instance: &'q str,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    query
+        .bind(payment.shop_id.as_str())
+        .bind(payment.idempotency_key.as_str())
+        .bind(payment.request.reference.as_str())
+        .bind(payment.request.amount.minor_units())
+        .bind(payment.request.amount.currency().code())
+        .bind(payment.request.token.as_str())
+        .bind(stored_acquirer_key(payment))
+        .bind(payment.created_at)
+        .bind(instance)
+        .bind(payment.request.metadata.to_stored())
+        .bind(payment.request.capture_method.as_str())
+        .bind(initial_hold(payment))
+        .bind(payment.authorization_expires_at)
 }
