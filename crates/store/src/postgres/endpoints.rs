@@ -216,6 +216,9 @@ impl WebhookEndpoints for PgStore {
         }
         let made = insert(&mut tx, endpoint).await?;
         tx.commit().await.map_err(store_error)?;
+        // This instance's next finishes of the shop write its deliveries
+        // without first trying the form for a shop without endpoints.
+        self.endpoint_hints.mark(&endpoint.shop_id);
         Ok(Ok(StoredEndpoint {
             endpoint: made,
             replayed: false,
@@ -326,6 +329,9 @@ impl WebhookEndpoints for PgStore {
             _ => {}
         }
         tx.commit().await.map_err(store_error)?;
+        if row.enabled {
+            self.endpoint_hints.mark(shop_id);
+        }
         Endpoint::try_from(row).map(Some)
     }
 

@@ -84,9 +84,11 @@ pub(super) async fn finish(
             (true, true) => return Ok(FinishOutcome::Stored),
         }
         // Nothing was written: the payment was settled meanwhile, or its row
-        // says another key or instance claimed it. The statement with the
-        // entries decides; it checks the lease again, as this one did (a
-        // take-over in between makes it write nothing either).
+        // says another key or instance claimed it, or the shop has an
+        // endpoint (the guarded form). The statement
+        // with the entries and the deliveries decides; it checks the lease
+        // again, as this one did (a take-over in between makes it write
+        // nothing either).
     }
     let entries = Entries::of(events);
     let (held, settled) = settle_with_entries(store, &common, &entries).await?;
@@ -141,25 +143,21 @@ struct Settle<'a> {
 ///   0027). An update re-checks the latest version of the row too,
 ///   so a settlement committed by a webhook or the reconciler after
 ///   this statement began is seen and leaves the payment alone.
-/// - `dequeued` takes the payment off the pending queue
-///   (`pending_payments`), only if it moved. A payment settled by its
-///   own request is almost never there (it was in flight, found by its
-///   key: `super::pending`), so this is an index probe that finds
-///   nothing; it is there for the payment another key finished with
-///   meanwhile. With `settled` it is the whole settle: the payment's row
-///   is updated in place (HOT: no indexed column changes, migration
-///   0009).
+///   The payment's row is updated in place (HOT: no indexed column
+///   changes, migration 0009).
 /// - `finished` stores the response, only if the payment moved; the
 ///   key row is locked by `held`, so it always can.
-/// - `event` writes the merchant event, only if the payment moved, and
-///   `deliveries` one delivery per enabled endpoint of the shop that
-///   wants it (none for a shop without endpoints).
-/// - the history part, if any, writes the payment's entries, only if the
-///   payment moved.
+/// - `event` writes the merchant event, only if the payment moved.
+/// - `$parts` (each form's own, from [`dequeued`], [`deliveries`] and
+///   the history part): `deliveries` writes one delivery per enabled
+///   endpoint of the shop that wants the event, `dequeued` takes the
+///   payment off the pending queue, the history part writes the payment's
+///   entries; each only if the payment moved.
 ///
 /// So either all of them write or none does (held = false: the lease
 /// was taken over; held but not settled: the payment was settled
-/// meanwhile, or the compact statement's row was not the claimant's). The
+/// meanwhile, or the compact statement's row was not the claimant's, or
+/// its guarded form met an endpoint of the shop). The
 /// division is a tripwire for that argument: were `settled`, `finished`
 /// and `event` ever to disagree on whether they wrote (each writes one
 /// row at most: the payment and the key are found by their primary keys),
@@ -178,7 +176,7 @@ struct Settle<'a> {
 /// `payments_pending` after, an index since replaced by a table), which
 /// halved pgbench's payments/s here.
 macro_rules! settling_statement {
-    ($settled:expr, $history:expr) => {
+    ($settled:expr, $parts:expr) => {
         concat!(
             "WITH held AS MATERIALIZED ( \
                  SELECT 1 FROM idempotency_keys \
@@ -192,10 +190,6 @@ macro_rules! settling_statement {
                          reference)",
             $settled,
             " RETURNING id, created_at, shop_id), \
-             dequeued AS ( \
-                 DELETE FROM pending_payments q USING settled \
-                 WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
-                   AND q.shop_id = settled.shop_id), \
              finished AS ( \
                  UPDATE idempotency_keys SET recovery_point = 'finished', \
                      response_status = $4, response_headers = $5, response_body = $6, \
@@ -209,15 +203,8 @@ macro_rules! settling_statement {
              event AS ( \
                  INSERT INTO events (id, shop_id, event_type, payment_id, payload) \
                  SELECT $12, $1, $13, settled.id, $14 FROM settled \
-                 RETURNING seq, payment_id), \
-             deliveries AS ( \
-                 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
-                 SELECT $1, event.seq, w.id, event.payment_id \
-                 FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
-                 WHERE w.enabled AND w.deleted_at IS NULL AND ",
-            wants!("$13"),
-            ")",
-            $history,
+                 RETURNING seq, payment_id)",
+            $parts,
             " SELECT held, settled, \
                  1 / CASE WHEN settled = finished AND settled = event THEN 1 ELSE 0 END \
                      AS whole \
@@ -229,32 +216,106 @@ macro_rules! settling_statement {
     };
 }
 
+/// The settling statement's part that writes one delivery of the event per
+/// enabled endpoint of the shop that wants it (`$13`, the event's type).
+macro_rules! deliveries {
+    () => {
+        concat!(
+            ", deliveries AS ( \
+                 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
+                 SELECT $1, event.seq, w.id, event.payment_id \
+                 FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
+                 WHERE w.enabled AND w.deleted_at IS NULL AND ",
+            wants!("$13"),
+            ")"
+        )
+    };
+}
+
+/// The condition on `settled` that stands in for [`deliveries`] in the
+/// usual finish of a shop with no endpoint (see [`super::fanout`]): the
+/// shop has no enabled endpoint, in the statement's own snapshot, the one
+/// `deliveries` would have joined. Where it has one (whatever events that
+/// one wants: the filter's expression is left out, as set-up cost), the
+/// payment does not move and nothing is written.
+macro_rules! no_endpoint {
+    () => {
+        " AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w \
+             WHERE w.shop_id = $1 AND w.enabled AND w.deleted_at IS NULL)"
+    };
+}
+
+/// The settling statement's part that takes the payment off the pending
+/// queue (`pending_payments`). A payment settled by its own request's usual
+/// finish is never there (it was in flight, found by its key:
+/// `super::pending`), so that statement leaves this part out: setting it up
+/// was 3 % of a fresh payment's instructions, for an index probe that found
+/// nothing. The other form keeps it for the payment another key finished
+/// with meanwhile; a queue row left behind anyway is read only joined to
+/// its pending payment and is deleted by the key sweeper
+/// (`super::pending::drop_settled`).
+macro_rules! dequeued {
+    () => {
+        ", dequeued AS ( \
+             DELETE FROM pending_payments q USING settled \
+             WHERE q.created_at = settled.created_at AND q.payment_id = settled.id \
+               AND q.shop_id = settled.shop_id)"
+    };
+}
+
+/// The usual finish's condition on `settled`: the row confirms the payment
+/// was claimed with this key (`$2`) by this instance (`$16`), and the
+/// finish is kept in the row's columns.
+macro_rules! claimant_settled {
+    ($guard:expr) => {
+        concat!(
+            ", (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = \
+                 (nextval('payment_history_seq_seq'), now(), $15::text, $17::bigint, \
+                  $18::smallint) \
+             WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
+               AND idempotency_key = $2 AND claimed_by = $16 \
+               AND EXISTS (SELECT 1 FROM held)",
+            $guard
+        )
+    };
+}
+
 /// The usual finish: the claimant's, kept on the payment's row (migration
 /// 0024) by `settled` itself, with no history part. It settles only a row
 /// that confirms the payment was claimed with this key (`$2`) by this
 /// instance (`$16`); when the row says otherwise it writes nothing, as for
 /// a payment settled meanwhile, and [`finish`] runs the other statement.
+///
+/// Its form depends on the shop ([`super::fanout`]): for a shop seen with
+/// endpoints, with the [`deliveries`] part; for any other, without it and
+/// guarded by [`no_endpoint`], so that it writes nothing (and the shop is
+/// marked) where the shop has an endpoint after all.
 async fn settle_compact(
     store: &PgStore,
     settle: &Settle<'_>,
     compact: &RowFinish,
 ) -> Result<(bool, bool), StoreError> {
-    let statement = sqlx::query(settling_statement!(
-        ", (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = \
-             (nextval('payment_history_seq_seq'), now(), $15::text, $17::bigint, \
-              $18::smallint) \
-         WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
-           AND idempotency_key = $2 AND claimed_by = $16 \
-           AND EXISTS (SELECT 1 FROM held)",
-        ""
-    ));
+    let shop = &settle.lease.shop_id;
+    let fanned = store.endpoint_hints.has_endpoints(shop);
+    let statement = if fanned {
+        sqlx::query(settling_statement!(claimant_settled!(""), deliveries!()))
+    } else {
+        sqlx::query(settling_statement!(claimant_settled!(no_endpoint!()), ""))
+    };
     let statement = settle
         .bind(statement)?
         .bind(compact.outcome)
         .bind(&store.instance)
         .bind(compact.latency_ms)
         .bind(compact.answer_status);
-    run_settle(store, settle.lease, statement).await
+    let (held, settled) = run_settle(store, settle.lease, statement).await?;
+    if held && !settled && !fanned {
+        // The shop has an endpoint, or the payment was settled meanwhile
+        // (rare); either way the next finishes of this shop try the form
+        // with the deliveries first, for a while.
+        store.endpoint_hints.mark(shop);
+    }
+    Ok((held, settled))
 }
 
 /// Any other finish: the entries are written as a history row (by the
@@ -269,6 +330,8 @@ async fn settle_with_entries(
         " WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
            AND EXISTS (SELECT 1 FROM held)",
         concat!(
+            deliveries!(),
+            dequeued!(),
             ", history AS (",
             insert_entries!(
                 "(SELECT id AS payment_id, NULL::text AS refund_id, shop_id FROM settled)",

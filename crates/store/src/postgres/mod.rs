@@ -33,6 +33,7 @@ mod connections;
 mod endpoints;
 mod errors;
 mod events;
+mod fanout;
 mod findings;
 mod finish;
 mod health;
@@ -55,6 +56,9 @@ pub struct PgStore {
     conns: std::sync::Arc<Connections>,
     /// This instance's name, written as the holder of the leases it takes.
     instance: std::sync::Arc<str>,
+    /// The shops lately seen with webhook endpoints: which form of a
+    /// request's settling statement to try first ([`fanout`]).
+    endpoint_hints: std::sync::Arc<fanout::EndpointHints>,
 }
 
 impl PgStore {
@@ -76,6 +80,7 @@ impl PgStore {
         let store = Self {
             conns: std::sync::Arc::new(Connections::new(pool, config.acquire_timeout)),
             instance: config.instance.as_str().into(),
+            endpoint_hints: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)

@@ -272,3 +272,78 @@ async fn a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has() {
         assert!(read <= 60, "{index}: {read} entries read for 20 payments");
     }
 }
+
+/// The usual finish writes a delivery for every endpoint that wants its
+/// event, whichever form of its statement the instance tries first. Its form
+/// for a shop without endpoints is guarded in its own snapshot: an endpoint
+/// added through another instance (this one's hint knows nothing of it)
+/// still gets its delivery, the finish then written as entries; after that
+/// the shop's finishes keep the compact form and write their deliveries.
+/// A shop without an endpoint gets the compact form and no delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_delivers_to_an_endpoint_its_instance_never_saw() {
+    use chargeonce_core::endpoint::{EndpointId, EventFilter, NewEndpoint, Origin};
+    use chargeonce_core::history::AcquirerAttempt;
+    use chargeonce_core::webhook::WebhookSecret;
+    use chargeonce_core::{AcquirerCall, AcquirerKey, AcquirerOutcomeKind};
+
+    let pg = pg().await;
+    let other = PgStore::connect(pg._db.url(), &PoolConfig::default())
+        .await
+        .unwrap();
+    let charged = settlement(PaymentStatus::Succeeded, "ch");
+    // Finishes a new payment as its claimant does; (compact, deliveries).
+    let pay = async |k: &str| -> (bool, i64) {
+        let (lease, payment) = acquired(&pg, k, k).await;
+        let attempt = AcquirerAttempt {
+            call: AcquirerCall::Charge,
+            outcome: AcquirerOutcomeKind::Succeeded,
+            latency: Duration::from_millis(4),
+            acquirer_key: AcquirerKey::for_payment(&payment.id).as_str().to_owned(),
+            reason: None,
+        };
+        let finished = pg
+            .store
+            .finish(
+                &lease,
+                Some((&payment, &charged)),
+                &response("ok"),
+                TIMING.ttl,
+                std::slice::from_ref(&attempt),
+            )
+            .await
+            .unwrap();
+        assert_eq!(finished, FinishOutcome::Stored);
+        assert_eq!(
+            history(&pg, &payment.id).await,
+            ["claimed", "acquirer_call", "answered", "settled"]
+        );
+        sqlx::query_as(
+            "SELECT p.finish_seq IS NOT NULL, \
+                 (SELECT count(*) FROM event_deliveries d WHERE d.payment_id = p.id) \
+             FROM payments p WHERE p.id = $1",
+        )
+        .bind(payment.id.as_str())
+        .fetch_one(pg.store.pool())
+        .await
+        .unwrap()
+    };
+    assert_eq!(pay("k-alone").await, (true, 0), "no endpoint");
+    other
+        .add_endpoint(&NewEndpoint {
+            id: EndpointId::generate(),
+            shop_id: pg.shop.clone(),
+            origin: Origin::Api,
+            url: "https://hooks.example/all".into(),
+            filter: EventFilter::parse(["*"]).unwrap(),
+            description: None,
+            secret: WebhookSecret::new("whsec_all"),
+            request: None,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(pay("k-unseen").await, (false, 1), "guard met the endpoint");
+    assert_eq!(pay("k-seen").await, (true, 1), "the form with deliveries");
+    assert_eq!(events(&pg).await, 3);
+}
