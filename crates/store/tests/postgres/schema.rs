@@ -1138,7 +1138,9 @@ async fn the_acquirer_key_migration_finds_old_and_new_payments_by_their_key() {
 /// update, checked by the trigger): every rule still refuses what its CHECK
 /// refused, with the same SQLSTATE and constraint name, in inserts and in
 /// updates; `live_reference` cannot be written wrong; the rows written
-/// before keep their order.
+/// before keep their order. Migration 0028 split the payments' update
+/// trigger in three by columns; every rule still refuses an update of any
+/// of its columns.
 #[tokio::test]
 async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
     let db = TestDb::postgres().await;
@@ -1246,6 +1248,28 @@ async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
         (
             "UPDATE payments SET metadata = '[]' WHERE id = 'pay_old'".into(),
             "payments_metadata_check",
+        ),
+        // Migration 0028 split the update trigger by the columns of its
+        // rules: an update of any column of a rule still checks it.
+        (
+            "UPDATE payments SET refund_reserved_minor = 1001 WHERE id = 'pay_old'".into(),
+            "payments_refunds_within_amount",
+        ),
+        (
+            "UPDATE payments SET amount_minor = 0 WHERE id = 'pay_old'".into(),
+            "payments_amount_minor_check",
+        ),
+        (
+            "UPDATE payments SET currency = 'RUBL' WHERE id = 'pay_old'".into(),
+            "payments_currency_check",
+        ),
+        (
+            "UPDATE payments SET reference = 'order-new' WHERE id = 'pay_old'".into(),
+            "payments_live_reference",
+        ),
+        (
+            "UPDATE payments SET finish_answer = 201 WHERE id = 'pay_old'".into(),
+            "payments_finish_whole",
         ),
         (
             key("k1", "", "").replace("sha256('x')", "'\\x00'"),
