@@ -283,36 +283,16 @@ async fn a_finish_finds_its_payment_by_primary_key_however_many_the_shop_has() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_finish_delivers_to_an_endpoint_its_instance_never_saw() {
     use chargeonce_core::endpoint::{EndpointId, EventFilter, NewEndpoint, Origin};
-    use chargeonce_core::history::AcquirerAttempt;
     use chargeonce_core::webhook::WebhookSecret;
-    use chargeonce_core::{AcquirerCall, AcquirerKey, AcquirerOutcomeKind};
 
     let pg = pg().await;
     let other = PgStore::connect(pg._db.url(), &PoolConfig::default())
         .await
         .unwrap();
-    let charged = settlement(PaymentStatus::Succeeded, "ch");
     // Finishes a new payment as its claimant does; (compact, deliveries).
     let pay = async |k: &str| -> (bool, i64) {
         let (lease, payment) = acquired(&pg, k, k).await;
-        let attempt = AcquirerAttempt {
-            call: AcquirerCall::Charge,
-            outcome: AcquirerOutcomeKind::Succeeded,
-            latency: Duration::from_millis(4),
-            acquirer_key: AcquirerKey::for_payment(&payment.id).as_str().to_owned(),
-            reason: None,
-        };
-        let finished = pg
-            .store
-            .finish(
-                &lease,
-                Some((&payment, &charged)),
-                &response("ok"),
-                TIMING.ttl,
-                std::slice::from_ref(&attempt),
-            )
-            .await
-            .unwrap();
+        let finished = finish_charged(&pg, &lease, &payment, &charge(&payment, None)).await;
         assert_eq!(finished, FinishOutcome::Stored);
         assert_eq!(
             history(&pg, &payment.id).await,

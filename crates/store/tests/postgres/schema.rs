@@ -960,17 +960,9 @@ async fn the_test_mode_migration_gives_every_shop_its_namespace() {
 /// written as entries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claimants_finish_is_kept_on_the_payment_row() {
-    use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, SettledBy};
-    use chargeonce_core::{AcquirerCall, AcquirerKey, AcquirerOutcomeKind};
+    use chargeonce_core::history::{HistoryEvent, SettledBy};
 
     let pg = pg().await;
-    let charge = |payment: &Payment, reason: Option<&str>| AcquirerAttempt {
-        call: AcquirerCall::Charge,
-        outcome: AcquirerOutcomeKind::Succeeded,
-        latency: Duration::from_millis(4),
-        acquirer_key: AcquirerKey::for_payment(&payment.id).as_str().to_owned(),
-        reason: reason.map(str::to_owned),
-    };
     let rows = async |payment: &Payment| -> Vec<String> {
         sqlx::query_scalar("SELECT kind FROM payment_history WHERE payment_id = $1 ORDER BY seq")
             .bind(payment.id.as_str())
@@ -978,22 +970,11 @@ async fn a_claimants_finish_is_kept_on_the_payment_row() {
             .await
             .unwrap()
     };
-    let charged = settlement(PaymentStatus::Succeeded, "ch");
     let mut histories = Vec::new();
     for (k, reason) in [("k-usual", None), ("k-reason", Some("slow"))] {
         let (lease, payment) = acquired(&pg, k, k).await;
         let attempt = charge(&payment, reason);
-        let finished = pg
-            .store
-            .finish(
-                &lease,
-                Some((&payment, &charged)),
-                &response("ok"),
-                TIMING.ttl,
-                std::slice::from_ref(&attempt),
-            )
-            .await
-            .unwrap();
+        let finished = finish_charged(&pg, &lease, &payment, &attempt).await;
         assert_eq!(finished, FinishOutcome::Stored);
         let read = pg.store.payment_history(None, &payment.id).await.unwrap();
         let instance = match &read[0].event {

@@ -281,6 +281,13 @@ async fn run_the_requests(pg: &Pg) {
         .await
         .unwrap();
     assert_eq!(finished, FinishOutcome::Stored);
+    // With the one charge a real request makes, the finish takes its usual
+    // form (kept on the payment's row, guarded for a shop without
+    // endpoints), the statement a fresh payment runs; the one above is the
+    // form with history entries (no charge recorded).
+    let (lease, usual) = acquired(pg, "k-usual", "order-usual").await;
+    let finished = finish_charged(pg, &lease, &usual, &charge(&usual, None)).await;
+    assert_eq!(finished, FinishOutcome::Stored);
     let replay = pg
         .store
         .claim_payment(
