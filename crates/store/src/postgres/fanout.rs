@@ -34,8 +34,18 @@ pub(super) const HINT_TTL: Duration = Duration::from_secs(60);
 /// The shops seen with endpoints, and when (see the module's docs).
 #[derive(Debug, Default)]
 pub(super) struct EndpointHints {
-    seen: Mutex<HashMap<ShopId, Instant>>,
+    seen: Mutex<Seen>,
 }
+
+/// The marks, and the size at which lapsed ones are next dropped.
+#[derive(Debug, Default)]
+struct Seen {
+    at: HashMap<ShopId, Instant>,
+    prune_at: usize,
+}
+
+/// The fewest marks kept before lapsed ones are dropped.
+const PRUNE_FLOOR: usize = 64;
 
 impl EndpointHints {
     /// Whether `shop` was seen with an endpoint within [`HINT_TTL`].
@@ -44,21 +54,23 @@ impl EndpointHints {
             .seen
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        seen.get(shop).is_some_and(|at| at.elapsed() < HINT_TTL)
+        seen.at.get(shop).is_some_and(|at| at.elapsed() < HINT_TTL)
     }
 
-    /// Marks `shop` as seen with an endpoint now. Lapsed marks of other
-    /// shops are dropped on the way, so the map holds at most the shops
-    /// seen within the last [`HINT_TTL`] or so.
+    /// Marks `shop` as seen with an endpoint now. Lapsed marks are dropped
+    /// when the map has doubled since the last time (so each mark costs
+    /// O(1) amortised), which keeps it within twice the shops seen within
+    /// the last [`HINT_TTL`] or so.
     pub(super) fn mark(&self, shop: &ShopId) {
         let mut seen = self
             .seen
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if seen.len() >= 64 && !seen.contains_key(shop) {
-            seen.retain(|_, at| at.elapsed() < HINT_TTL);
+        if seen.at.len() >= seen.prune_at.max(PRUNE_FLOOR) && !seen.at.contains_key(shop) {
+            seen.at.retain(|_, at| at.elapsed() < HINT_TTL);
+            seen.prune_at = 2 * seen.at.len();
         }
-        seen.insert(shop.clone(), Instant::now());
+        seen.at.insert(shop.clone(), Instant::now());
     }
 }
 
@@ -82,12 +94,15 @@ mod tests {
         let old = ShopId::new("old").unwrap();
         let lapsed = Instant::now().checked_sub(HINT_TTL + Duration::from_secs(1));
         let Some(lapsed) = lapsed else { return };
-        hints.seen.lock().unwrap().insert(old.clone(), lapsed);
+        hints.seen.lock().unwrap().at.insert(old.clone(), lapsed);
         assert!(!hints.has_endpoints(&old));
-        for i in 0..64 {
+        for i in 0..PRUNE_FLOOR {
             hints.mark(&ShopId::new(format!("s{i}")).unwrap());
         }
-        assert!(!hints.seen.lock().unwrap().contains_key(&old));
-        assert_eq!(hints.seen.lock().unwrap().len(), 64);
+        let seen = hints.seen.lock().unwrap();
+        assert!(!seen.at.contains_key(&old));
+        assert_eq!(seen.at.len(), PRUNE_FLOOR);
+        // The next drop waits for the map to double.
+        assert_eq!(seen.prune_at, 2 * (PRUNE_FLOOR - 1));
     }
 }
