@@ -23,13 +23,13 @@
 //! statement, never a delivery.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chargeonce_core::ShopId;
 
 /// How long a shop seen with an endpoint is taken to still have one.
-pub(super) const HINT_TTL: Duration = Duration::from_secs(60);
+const HINT_TTL: Duration = Duration::from_secs(60);
 
 /// The shops seen with endpoints, and when (see the module's docs).
 #[derive(Debug, Default)]
@@ -48,13 +48,21 @@ struct Seen {
 const PRUNE_FLOOR: usize = 64;
 
 impl EndpointHints {
+    /// The marks, locked. A panic while they were held cannot leave them
+    /// half-written in a way that matters (a hint is only a hint), so a
+    /// poisoned lock is taken as it is.
+    fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Whether `shop` was seen with an endpoint within [`HINT_TTL`].
     pub(super) fn has_endpoints(&self, shop: &ShopId) -> bool {
-        let seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        seen.at.get(shop).is_some_and(|at| at.elapsed() < HINT_TTL)
+        self.seen()
+            .at
+            .get(shop)
+            .is_some_and(|at| at.elapsed() < HINT_TTL)
     }
 
     /// Marks `shop` as seen with an endpoint now. Lapsed marks are dropped
@@ -62,10 +70,7 @@ impl EndpointHints {
     /// O(1) amortised), which keeps it within twice the shops seen within
     /// the last [`HINT_TTL`] or so.
     pub(super) fn mark(&self, shop: &ShopId) {
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut seen = self.seen();
         if seen.at.len() >= seen.prune_at.max(PRUNE_FLOOR) && !seen.at.contains_key(shop) {
             seen.at.retain(|_, at| at.elapsed() < HINT_TTL);
             seen.prune_at = 2 * seen.at.len();

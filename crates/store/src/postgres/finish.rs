@@ -85,10 +85,9 @@ pub(super) async fn finish(
         }
         // Nothing was written: the payment was settled meanwhile, or its row
         // says another key or instance claimed it, or the shop has an
-        // endpoint (the guarded form). The statement
-        // with the entries and the deliveries decides; it checks the lease
-        // again, as this one did (a take-over in between makes it write
-        // nothing either).
+        // endpoint (the guarded form). The statement with the entries and
+        // the deliveries decides; it checks the lease again, as this one did
+        // (a take-over in between makes it write nothing either).
     }
     let entries = Entries::of(events);
     let (held, settled) = settle_with_entries(store, &common, &entries).await?;
