@@ -20,7 +20,7 @@ use crate::codec::{encode_headers, millis};
 use crate::stored_body;
 
 /// Stores the final response, settling the payment when a settlement is
-/// given, in one statement ([`settling_statement`] says why that is
+/// given, in one statement (`settling_statement!` says why that is
 /// exact). The history entries (the acquirer calls, the answer, the
 /// settlement) are written by the same statement, only if it wrote the
 /// rest: on the payment's row when they are the claimant's usual finish,
@@ -147,7 +147,7 @@ struct Settle<'a> {
 /// - `finished` stores the response, only if the payment moved; the
 ///   key row is locked by `held`, so it always can.
 /// - `event` writes the merchant event, only if the payment moved.
-/// - `$parts` (each form's own, from [`dequeued`], [`deliveries`] and
+/// - `$parts` (each form's own, from `dequeued!`, `deliveries!` and
 ///   the history part): `deliveries` writes one delivery per enabled
 ///   endpoint of the shop that wants the event, `dequeued` takes the
 ///   payment off the pending queue, the history part writes the payment's
@@ -231,7 +231,7 @@ macro_rules! deliveries {
     };
 }
 
-/// The condition on `settled` that stands in for [`deliveries`] in the
+/// The condition on `settled` that stands in for `deliveries!` in the
 /// usual finish of a shop with no endpoint (see [`super::fanout`]): the
 /// shop has no enabled endpoint, in the statement's own snapshot, the one
 /// `deliveries` would have joined. Where it has one (whatever events that
@@ -286,8 +286,8 @@ macro_rules! claimant_settled {
 /// a payment settled meanwhile, and [`finish`] runs the other statement.
 ///
 /// Its form depends on the shop ([`super::fanout`]): for a shop seen with
-/// endpoints, with the [`deliveries`] part; for any other, without it and
-/// guarded by [`no_endpoint`], so that it writes nothing (and the shop is
+/// endpoints, with the `deliveries!` part; for any other, without it and
+/// guarded by `no_endpoint!`, so that it writes nothing (and the shop is
 /// marked) where the shop has an endpoint after all.
 async fn settle_compact(
     store: &PgStore,
@@ -348,7 +348,7 @@ async fn settle_with_entries(
 }
 
 impl<'a> Settle<'a> {
-    /// Binds `$1` to `$14` of [`settling_statement`].
+    /// Binds `$1` to `$14` of `settling_statement!`.
     fn bind(
         &self,
         statement: sqlx::query::Query<'a, Postgres, PgArguments>,
