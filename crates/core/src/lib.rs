@@ -84,6 +84,6 @@ pub use store::{
     Acquired, Authorizations, BoxError, CancelClaim, CaptureClaim, Claim, ClaimRequest, Cursor,
     EventRecorded, FinishOutcome, Health, InboundEvent, KeyInfo, KeyLease, KeyRecord, KeyTiming,
     Keys, Lease, LeaseToken, MAX_PAGE_LIMIT, Outbox, Page, PageLimit, PageRequest, PaymentFilter,
-    Payments, Reconciliation, RecoveryPoint, RefundClaim, Refunds, ReleaseClaim, SettleOutcome,
-    Shops, StalledKey, Store, StoreError, StoredResponse, WebhookEndpoints,
+    Payments, Reconciliation, RecoveryPoint, RefundAnswer, RefundClaim, Refunds, ReleaseClaim,
+    SettleOutcome, Shops, StalledKey, Store, StoreError, StoredResponse, WebhookEndpoints,
 };

@@ -89,10 +89,9 @@ impl Engine {
         attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         let ttl = self.config.timing.ttl;
-        let settlement = settled.map(|(capture, settlement)| (&capture.id, settlement));
         let finished = self
             .store
-            .finish_capture(lease, settlement, &response, ttl, attempts)
+            .finish_capture(lease, settled, &response, ttl, attempts)
             .await?;
         if finished != FinishOutcome::PaymentAlreadySettled {
             return Ok(self

@@ -13,8 +13,8 @@
 use super::{Engine, EngineError, Outcome, Rendered};
 use crate::history::AcquirerAttempt;
 use crate::{
-    FinishOutcome, Lease, Payment, PaymentStatus, Refund, RefundSettlement, RefundStatus,
-    Settlement, StoreError, StoredResponse,
+    FinishOutcome, Lease, Payment, PaymentStatus, Refund, RefundAnswer, RefundStatus, Settlement,
+    StoreError, StoredResponse,
 };
 
 impl Engine {
@@ -65,27 +65,26 @@ impl Engine {
             .await)
     }
 
-    /// Phase 3 of a refund key (`settled`: the refund's settlement, if this
+    /// Phase 3 of a refund key (`answer`: the refund's settlement, if this
     /// request got one from the acquirer).
     pub(super) async fn finish_refund(
         &self,
         lease: &Lease,
-        settled: Option<(&Refund, &RefundSettlement)>,
+        answer: Option<RefundAnswer<'_>>,
         response: StoredResponse,
         attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
         let ttl = self.config.timing.ttl;
-        let settlement = settled.map(|(refund, settlement)| (&refund.id, settlement));
         let finished = self
             .store
-            .finish_refund(lease, settlement, &response, ttl, attempts)
+            .finish_refund(lease, answer, &response, ttl, attempts)
             .await?;
         if finished != FinishOutcome::PaymentAlreadySettled {
             return Ok(self
                 .stored_or_lost(lease, finished, response, attempts)
                 .await);
         }
-        let Some((refund, _)) = settled else {
+        let Some(RefundAnswer { refund, .. }) = answer else {
             return Err(settled_without_settlement(lease, "refund"));
         };
         let stored = self.store.refund(&refund.shop_id, &refund.id).await?;

@@ -15,7 +15,7 @@ use crate::history::AcquirerAttempt;
 use crate::observe::{AcquirerCall, AcquirerOutcomeKind};
 use crate::{
     Acquirer, AcquirerError, ClaimRequest, Lease, NewRefund, Payment, PaymentId, Refund,
-    RefundClaim, RefundRequest, RefundSettlement, ShopId, StoreError,
+    RefundAnswer, RefundClaim, RefundRequest, RefundSettlement, ShopId, StoreError,
 };
 
 impl Engine {
@@ -79,6 +79,8 @@ impl Engine {
 struct Refunding {
     refund: Refund,
     request: RefundRequest,
+    /// The payment's order, for the refund's merchant event.
+    reference: String,
 }
 
 impl Refunding {
@@ -98,7 +100,11 @@ impl Refunding {
             amount: refund.amount,
             token: payment.token.clone(),
         };
-        Ok(Self { refund, request })
+        Ok(Self {
+            refund,
+            request,
+            reference: payment.reference.as_str().to_owned(),
+        })
     }
 }
 
@@ -209,10 +215,14 @@ impl Movement for Refunding {
         settlement: RefundSettlement,
         attempts: &[AcquirerAttempt],
     ) -> Result<Outcome, EngineError> {
-        let settled = self.refund.settled(&settlement);
-        let response = engine.render_refund(&settled);
+        let answer = RefundAnswer {
+            refund: &self.refund,
+            reference: &self.reference,
+            settlement: &settlement,
+        };
+        let response = engine.render_refund(&answer.settled());
         engine
-            .finish_refund(lease, Some((&settled, &settlement)), response, attempts)
+            .finish_refund(lease, Some(answer), response, attempts)
             .await
     }
 

@@ -73,11 +73,14 @@ pub trait Authorizations: Send + Sync + 'static {
     /// stores the final response. [`FinishOutcome::PaymentAlreadySettled`]
     /// when the capture is no longer pending. When the capture moved, its
     /// merchant event and history entries are written in the same
-    /// transaction.
+    /// transaction. The capture given with the answer is the one its claim
+    /// created (pending or with the answer applied: only its ids, amount
+    /// and finality are read, which never change), so that a store can
+    /// build its event without reading it back.
     async fn finish_capture(
         &self,
         lease: &Lease,
-        settlement: Option<(&CaptureId, &CaptureSettlement)>,
+        settlement: Option<(&Capture, &CaptureSettlement)>,
         response: &StoredResponse,
         ttl: Duration,
         attempts: &[AcquirerAttempt],

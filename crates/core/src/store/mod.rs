@@ -48,7 +48,7 @@ pub use outbox::Outbox;
 pub use page::{Cursor, MAX_PAGE_LIMIT, Page, PageLimit, PageRequest};
 pub use payments::{PaymentFilter, Payments};
 pub use reconciliation::{EventRecorded, InboundEvent, Reconciliation, SettleOutcome};
-pub use refunds::{RefundClaim, Refunds};
+pub use refunds::{RefundAnswer, RefundClaim, Refunds};
 pub use shops::Shops;
 
 /// Every role trait, and [`Store`], to call a store's methods on a concrete

@@ -11,6 +11,34 @@ use super::{
 use crate::history::AcquirerAttempt;
 use crate::{NewRefund, PaymentId, Refund, RefundId, RefundRefusal, RefundSettlement, ShopId};
 
+/// A refund's definite answer, as the finish of its request applies it.
+///
+/// It carries what the refund's merchant event says besides the answer (the
+/// refund and its payment's order), so that a store can build the event
+/// before the statement that settles the refund, as it does a payment's:
+/// neither the refund's amount nor its payment's order ever changes.
+#[derive(Debug, Clone, Copy)]
+pub struct RefundAnswer<'a> {
+    /// The refund as its claim created it (pending).
+    pub refund: &'a Refund,
+    /// Its payment's order reference.
+    pub reference: &'a str,
+    /// What the acquirer answered.
+    pub settlement: &'a RefundSettlement,
+}
+
+impl RefundAnswer<'_> {
+    /// The refund's id.
+    pub fn id(&self) -> &RefundId {
+        &self.refund.id
+    }
+
+    /// The refund as the answer leaves it.
+    pub fn settled(&self) -> Refund {
+        self.refund.clone().settled(self.settlement)
+    }
+}
+
 /// The result of phase 1 of a refund.
 #[derive(Debug, Clone)]
 pub enum RefundClaim {
@@ -56,7 +84,7 @@ pub trait Refunds: Send + Sync + 'static {
     async fn finish_refund(
         &self,
         lease: &Lease,
-        settlement: Option<(&RefundId, &RefundSettlement)>,
+        settlement: Option<RefundAnswer<'_>>,
         response: &StoredResponse,
         ttl: Duration,
         attempts: &[AcquirerAttempt],

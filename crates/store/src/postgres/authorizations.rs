@@ -25,16 +25,17 @@ use chargeonce_core::{
     StoreError, StoredResponse, VoidSettlement,
 };
 use sqlx::postgres::PgArguments;
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::{FromRow, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
 use super::history::{Entries, insert_entries, record};
 use super::keys::{KeyClaim, KeyTarget, finish_key, insert_key_locking_payment};
-use super::outbox::insert_event;
+use super::outbox::{insert_event, wants};
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
-use crate::codec::{acquired, capture_settlement_columns};
+use crate::codec::{acquired, capture_settlement_columns, encode_headers, millis};
 use crate::columns::{capture_columns, payment_columns};
 use crate::rows::{CaptureRow, PaymentRow};
+use crate::stored_body;
 
 /// The newest page of one payment's captures (a range of
 /// `captures_by_payment`): `$1` the shop, `$2` the payment, `$3` the limit.
@@ -221,59 +222,162 @@ async fn reserve_capture(
     Ok(Ok((payment.with_hold(hold), created)))
 }
 
-/// Applies a capture's definite answer: the capture, still pending, moves
-/// to its final status, its payment's hold takes (or gives back) its
-/// amount and the payment's history gets the capture's end. `None` when the
-/// capture was no longer pending.
+/// The first statement of a capture's finish with its definite answer:
+/// `held` locks the key row if this lease still holds it; `c` moves the
+/// capture from pending to its answer (`$5` to `$7`), only if `held` found
+/// the lease; `locked` locks its payment's row and reads it, for the hold's
+/// move (every move of a hold waits on that lock: [`lock_payment`], whose
+/// look-up by primary key this keeps). Whether the lease held, whether the
+/// capture moved, and the payment's columns (null when it did not).
+/// Locks are taken key row first, then the capture's, then the payment's,
+/// as the statements this replaced took them.
+const SETTLE_CAPTURE: &str = concat!(
+    "WITH held AS MATERIALIZED ( \
+         SELECT 1 FROM idempotency_keys \
+         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+           AND recovery_point <> 'finished' \
+         FOR NO KEY UPDATE), \
+     c AS ( \
+         UPDATE captures SET status = $5, provider_capture_id = $6, failure_code = $7, \
+             updated_at = now() \
+         WHERE shop_id = $1 AND id = $4 AND status = 'pending' \
+           AND EXISTS (SELECT 1 FROM held) \
+         RETURNING payment_id), \
+     locked AS ( \
+         SELECT ",
+    payment_columns!(),
+    " FROM payments \
+         WHERE id = (SELECT payment_id FROM c) AND shop_id IS NOT DISTINCT FROM $1 \
+         FOR UPDATE) \
+     SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM c) AS settled, \
+         locked.* \
+     FROM (SELECT 1) one LEFT JOIN locked ON true"
+);
+
+/// The second statement of a capture's finish: writes the payment's hold
+/// (`hold_update!`, `$1` to `$6`), stores the key's answer (`$7` to `$12`;
+/// the key row is locked by the first statement), the history entries in
+/// one row (the acquirer calls, the answer and the capture's end: `$13`,
+/// `$14`), the capture's merchant event (`$15` to `$18`) and one delivery
+/// per enabled endpoint of the shop that wants it. How many rows the hold
+/// update, the key's and the event's wrote (each must be one).
+const FINISH_CAPTURE: &str = concat!(
+    "WITH hold AS (",
+    hold_update!(),
+    " RETURNING id, shop_id), \
+     f AS ( \
+         UPDATE idempotency_keys SET recovery_point = 'finished', \
+             response_status = $9, response_headers = $10, response_body = $11, \
+             lease_token = NULL, locked_until = NULL, \
+             expires_at = GREATEST(expires_at, now() + $12::float8 * interval '1 millisecond') \
+         WHERE shop_id = $1 AND key = $7 AND lease_token = $8 \
+           AND recovery_point <> 'finished' \
+         RETURNING payment_id, refund_id, shop_id), \
+     h AS (",
+    insert_entries!("f", "$13", "$14"),
+    "), \
+     event AS ( \
+         INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload) \
+         SELECT $15, hold.shop_id, $16, hold.id, $17, $18 FROM hold \
+         RETURNING seq, shop_id, payment_id), \
+     deliveries AS ( \
+         INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
+         SELECT event.shop_id, event.seq, w.id, event.payment_id \
+         FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
+         WHERE w.enabled AND w.deleted_at IS NULL AND ",
+    wants!("$16"),
+    ") \
+     SELECT (SELECT count(*) FROM hold) AS hold, (SELECT count(*) FROM f) AS finished, \
+         (SELECT count(*) FROM event) AS event"
+);
+
+/// What the first statement of a capture's finish found.
+enum CaptureSettling {
+    /// The lease was taken over: nothing was written.
+    LeaseLost,
+    /// The capture was no longer pending: nothing was written.
+    NotPending,
+    /// The capture moved; its payment, locked.
+    Settled(Box<Payment>),
+}
+
+/// Runs [`SETTLE_CAPTURE`] for `capture`'s answer `settlement` in `tx`.
 async fn settle_capture(
     tx: &mut Transaction<'static, Postgres>,
-    shop_id: &ShopId,
-    id: &CaptureId,
+    lease: &Lease,
+    capture: &Capture,
     settlement: &CaptureSettlement,
-) -> Result<Option<(Capture, Payment)>, StoreError> {
+) -> Result<CaptureSettling, StoreError> {
     let (status, provider_capture_id, failure_code) = capture_settlement_columns(settlement);
-    let settled = sqlx::query_as::<_, CaptureRow>(concat!(
-        "UPDATE captures SET status = $3, provider_capture_id = $4, failure_code = $5, \
-             updated_at = now() \
-         WHERE shop_id = $1 AND id = $2 AND status = 'pending' RETURNING ",
-        capture_columns!()
-    ))
-    .bind(shop_id.as_str())
-    .bind(id.as_str())
-    .bind(status.as_str())
-    .bind(provider_capture_id)
-    .bind(failure_code)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(store_error)?;
-    let Some(settled) = settled else {
-        return Ok(None);
-    };
-    let capture = Capture::try_from(settled)?;
-    let payment = lock_payment(tx, shop_id, &capture.payment_id)
-        .await?
-        .ok_or_else(|| StoreError::corrupt(format!("capture {id} has no payment")))?;
-    let PaymentCapture::Manual { hold, .. } = payment.capture else {
-        return Err(StoreError::corrupt(format!(
-            "capture {id} of payment {} that holds nothing",
-            capture.payment_id
+    let row = sqlx::query(SETTLE_CAPTURE)
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(capture.id.as_str())
+        .bind(status.as_str())
+        .bind(provider_capture_id)
+        .bind(failure_code)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(store_error)?;
+    if !row.try_get::<bool, _>("held").map_err(store_error)? {
+        return Ok(CaptureSettling::LeaseLost);
+    }
+    if !row.try_get::<bool, _>("settled").map_err(store_error)? {
+        return Ok(CaptureSettling::NotPending);
+    }
+    // A capture's payment is never deleted: a settled capture without one
+    // fails to decode here, as it should.
+    let payment = Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
+    Ok(CaptureSettling::Settled(Box::new(payment)))
+}
+
+/// Writes what a capture's answer does after [`settle_capture`] (see
+/// [`FINISH_CAPTURE`]): the payment's `hold`, the key's answer, the
+/// `entries`, the `event`.
+#[allow(clippy::too_many_arguments)]
+async fn write_capture_finish(
+    tx: &mut Transaction<'static, Postgres>,
+    lease: &Lease,
+    payment_id: &PaymentId,
+    hold: &Authorization,
+    response: &StoredResponse,
+    ttl: Duration,
+    entries: &Entries,
+    event: &NewEvent,
+) -> Result<(), StoreError> {
+    let query = bind_hold(
+        sqlx::query(FINISH_CAPTURE),
+        &lease.shop_id,
+        payment_id,
+        hold,
+    )?
+    .bind(lease.key.as_str())
+    .bind(lease.token.as_uuid())
+    .bind(i32::from(response.status))
+    .bind(encode_headers(&response.headers)?)
+    .bind(stored_body::compressed(&response.body).into_owned())
+    .bind(millis(ttl) as f64)
+    .bind(&entries.kinds)
+    .bind(&entries.events)
+    .bind(event.id.as_str())
+    .bind(event.event_type.as_str())
+    .bind(event.capture_id.as_ref().map(CaptureId::as_str))
+    .bind(stored_body::compressed(&event.payload).into_owned());
+    let row = query.fetch_one(&mut **tx).await.map_err(store_error)?;
+    let written: [i64; 3] = [
+        row.try_get("hold").map_err(store_error)?,
+        row.try_get("finished").map_err(store_error)?,
+        row.try_get("event").map_err(store_error)?,
+    ];
+    if written != [1, 1, 1] {
+        // Dropping the transaction rolls it back: nothing is kept.
+        return Err(StoreError::other(format!(
+            "the finish of key {} wrote {written:?} (hold, answer, event) for payment {payment_id}",
+            lease.key
         )));
-    };
-    let succeeded = status == CaptureStatus::Succeeded;
-    let hold = hold.capture_settled(capture.reservation(), succeeded);
-    let ended = HistoryEvent::CaptureEnded {
-        capture_id: capture.id.as_str().to_owned(),
-        status: capture.status,
-    };
-    write_hold(
-        tx,
-        shop_id,
-        &capture.payment_id,
-        &hold,
-        &Entries::of([ended]),
-    )
-    .await?;
-    Ok(Some((capture, payment.with_hold(hold))))
+    }
+    Ok(())
 }
 
 /// Ends a release of the payment's hold (locked), when it is releasing
@@ -383,33 +487,75 @@ impl Authorizations for PgStore {
         )))
     }
 
-    /// Phase 3 of a capture, one transaction, fenced by the lease token,
-    /// with its history entries (the acquirer calls, the answer).
+    /// Phase 3 of a capture, fenced by the lease token, with its history
+    /// entries (the acquirer calls, the answer, the capture's end): one
+    /// statement without an answer; with one, a transaction of two (the
+    /// capture settled and its payment locked; then the hold, the answer,
+    /// the entries and the event), the hold's move judged between them.
     #[tracing::instrument(level = "debug", name = "store.finish_capture", skip_all, fields(db.system = "postgresql"))]
     async fn finish_capture(
         &self,
         lease: &Lease,
-        settlement: Option<(&CaptureId, &CaptureSettlement)>,
+        settlement: Option<(&Capture, &CaptureSettlement)>,
         response: &StoredResponse,
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
-        let entries = Entries::answered(lease, response, attempts, &self.instance);
+        let mut entries = Entries::answered(lease, response, attempts, &self.instance);
+        let Some((capture, settlement)) = settlement else {
+            return Ok(
+                if finish_key(&mut *self.conn().await?, lease, response, ttl, &entries).await? {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                },
+            );
+        };
         let mut tx = self.conns.begin().await.map_err(store_error)?;
-        if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
-            tx.rollback().await.map_err(store_error)?;
-            return Ok(FinishOutcome::LeaseLost);
-        }
-        if let Some((id, settlement)) = settlement {
-            let Some((capture, payment)) =
-                settle_capture(&mut tx, &lease.shop_id, id, settlement).await?
-            else {
+        let payment = match settle_capture(&mut tx, lease, capture, settlement).await? {
+            CaptureSettling::Settled(payment) => *payment,
+            CaptureSettling::LeaseLost => {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(FinishOutcome::LeaseLost);
+            }
+            CaptureSettling::NotPending => {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::PaymentAlreadySettled);
-            };
-            let event = NewEvent::capture_settled(&capture, payment.reference.as_str());
-            insert_event(&mut tx, event).await?;
-        }
+            }
+        };
+        let PaymentCapture::Manual { hold, .. } = payment.capture else {
+            return Err(StoreError::corrupt(format!(
+                "capture {} of payment {} that holds nothing",
+                capture.id, payment.id
+            )));
+        };
+        // The capture's ids, amount and finality never change, so its
+        // settled form and event are built here, not read back.
+        let settled = capture.clone().settled(settlement);
+        let succeeded = settled.status == CaptureStatus::Succeeded;
+        let hold = hold.capture_settled(settled.reservation(), succeeded);
+        let event =
+            NewEvent::capture_settled(&settled, payment.reference.as_str()).ok_or_else(|| {
+                StoreError::other(format!(
+                    "finish of key {} with a capture answer that is not final",
+                    lease.key
+                ))
+            })?;
+        entries.push(&HistoryEvent::CaptureEnded {
+            capture_id: settled.id.as_str().to_owned(),
+            status: settled.status,
+        });
+        write_capture_finish(
+            &mut tx,
+            lease,
+            &payment.id,
+            &hold,
+            response,
+            ttl,
+            &entries,
+            &event,
+        )
+        .await?;
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
     }

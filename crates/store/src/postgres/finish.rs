@@ -380,8 +380,9 @@ impl<'a> Settle<'a> {
 }
 
 /// Runs a settling statement on the hot path's connection and reads what
-/// it found: whether the lease held, and whether it settled the payment.
-async fn run_settle(
+/// it found: whether the lease held, and whether it settled the payment
+/// (or, for a refund's, the refund: `refunds.rs`).
+pub(super) async fn run_settle(
     store: &PgStore,
     lease: &Lease,
     statement: sqlx::query::Query<'_, Postgres, PgArguments>,

@@ -12,19 +12,21 @@ use chargeonce_core::refund::reservation;
 use chargeonce_core::store::Refunds;
 use chargeonce_core::{
     ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
-    PageRequest, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
-    RefundSettlement, RefundStatus, ShopId, StoreError, StoredResponse,
+    PageRequest, PaymentId, RecoveryPoint, Refund, RefundAnswer, RefundClaim, RefundId,
+    RefundRefusal, RefundStatus, ShopId, StoreError, StoredResponse,
 };
-use sqlx::{FromRow, Postgres, Row, Transaction};
+use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
 
+use super::finish::run_settle;
 use super::history::{Entries, insert_entries};
 use super::keys::{KeyClaim, KeyTarget, LockedPayment, finish_key, insert_key_locking_payment};
-use super::outbox::insert_event;
+use super::outbox::wants;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
-use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
+use crate::codec::{acquired, encode_headers, millis, new_refund_row, refund_settlement_columns};
 use crate::columns::refund_columns;
 use crate::rows::RefundRow;
+use crate::stored_body;
 
 /// The newest page of a shop's refunds: `$1` the shop, `$2` null (the
 /// refunds of every payment), `$3` the limit.
@@ -144,8 +146,27 @@ async fn reserve_refund(
     Ok(written == 1)
 }
 
-/// The statement that applies a refund's definite answer (see
-/// [`settle_refund`]); `$set` is what it does to the payment's amounts.
+/// A refund's finish with its definite answer, in one autocommitted
+/// statement (one round trip, one snapshot), as a payment's settling
+/// statement is (`finish.rs`, whose reasoning this follows); `$set` is what
+/// it does to the payment's amounts.
+///
+/// - `held` locks the key row if this lease still holds it.
+/// - `r` moves the refund from pending to its answer, only if `held` found
+///   the lease; `p` counts its amount on the payment (refunded, or its
+///   reservation given back).
+/// - `f` stores the response, only if the refund moved, with the history
+///   entries (the acquirer calls, the answer and the refund's end) in one
+///   row (`h`); `event` writes the refund's merchant event and
+///   `deliveries` one delivery per enabled endpoint of the shop that wants it.
+///
+/// So all of them write or none does: `held` false, the lease was taken
+/// over; held but not settled, the refund was settled before (by an
+/// earlier holder of the key whose finish was cut: nobody else settles a
+/// refund). The division aborts the statement, and so writes nothing, were
+/// the parts ever to disagree. Locks are taken key row first, then the
+/// refund's, then the payment's, as the transaction of three statements
+/// this replaced took them.
 ///
 /// The refund, and then its payment, are found by their ids alone (the
 /// payment's as a value, through a scalar subquery), their shop checked
@@ -154,42 +175,85 @@ async fn reserve_refund(
 /// table it has few statistics of, picked `refunds_acquirer_key_key`, which
 /// leads with `shop_id`, and would read the shop's every refund; and a join
 /// to the refund's row may be planned as a scan of every payment (see
-/// `finish_key`).
+/// `finish_key`). The key's payment is a refund's, never pending, so unlike
+/// `finish_key` this enqueues nothing.
 macro_rules! settle_refund_statement {
     ($set:literal) => {
         concat!(
-            "WITH r AS ( \
-                 UPDATE refunds SET status = $3, provider_refund_id = $4, failure_code = $5, \
+            "WITH held AS MATERIALIZED ( \
+                 SELECT 1 FROM idempotency_keys \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+                   AND recovery_point <> 'finished' \
+                 FOR NO KEY UPDATE), \
+             r AS ( \
+                 UPDATE refunds SET status = $11, provider_refund_id = $12, failure_code = $13, \
                      updated_at = now() \
-                 WHERE id = $2 AND shop_id IS NOT DISTINCT FROM $1 AND status = 'pending' \
-                 RETURNING ",
-            refund_columns!(),
-            ", id AS refund_id), \
+                 WHERE id = $10 AND shop_id IS NOT DISTINCT FROM $1 AND status = 'pending' \
+                   AND EXISTS (SELECT 1 FROM held) \
+                 RETURNING payment_id, id AS refund_id, shop_id, amount_minor), \
              p AS ( \
                  UPDATE payments p SET ",
             $set,
             ", updated_at = now() \
                  WHERE p.id = (SELECT payment_id FROM r) AND p.shop_id IS NOT DISTINCT FROM $1 \
-                 RETURNING p.reference), \
+                 RETURNING 1), \
+             f AS ( \
+                 UPDATE idempotency_keys SET recovery_point = 'finished', \
+                     response_status = $4, response_headers = $5, response_body = $6, \
+                     lease_token = NULL, locked_until = NULL, \
+                     expires_at = GREATEST(expires_at, \
+                         now() + $7::float8 * interval '1 millisecond') \
+                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+                   AND recovery_point <> 'finished' AND EXISTS (SELECT 1 FROM r) \
+                 RETURNING payment_id, refund_id, shop_id), \
              h AS (",
-            insert_entries!("r", "$6", "$7"),
-            ") SELECT r.*, p.reference FROM r LEFT JOIN p ON true"
+            insert_entries!("f", "$8", "$9"),
+            "), \
+             event AS ( \
+                 INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload) \
+                 SELECT $14, r.shop_id, $15, r.payment_id, r.refund_id, $16 FROM r \
+                 RETURNING seq, shop_id, payment_id), \
+             deliveries AS ( \
+                 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
+                 SELECT event.shop_id, event.seq, w.id, event.payment_id \
+                 FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
+                 WHERE w.enabled AND w.deleted_at IS NULL AND ",
+            wants!("$15"),
+            ") \
+             SELECT held, settled, \
+                 1 / CASE WHEN settled = paid AND settled = finished AND settled = event \
+                     THEN 1 ELSE 0 END AS whole \
+             FROM (SELECT EXISTS (SELECT 1 FROM held) AS held, \
+                          EXISTS (SELECT 1 FROM r) AS settled, \
+                          EXISTS (SELECT 1 FROM p) AS paid, \
+                          EXISTS (SELECT 1 FROM f) AS finished, \
+                          EXISTS (SELECT 1 FROM event) AS event) parts"
         )
     };
 }
 
-/// Applies a refund's definite answer in one statement: the refund, still
-/// pending, takes its final status; its payment counts the amount as
-/// refunded, or gives the reservation back when the refund failed; the
-/// payment's history gets the refund's end. The refund and its payment's
-/// reference, or `None` when the refund was no longer pending.
+/// Finishes a refund key with its refund's definite answer
+/// ([`settle_refund_statement!`]): whether the lease held, and whether the
+/// refund was still pending (and so everything was written).
 async fn settle_refund(
-    tx: &mut Transaction<'static, Postgres>,
-    shop_id: &ShopId,
-    id: &RefundId,
-    settlement: &RefundSettlement,
-) -> Result<Option<(Refund, String)>, StoreError> {
-    let (status, provider_refund_id, failure_code) = refund_settlement_columns(settlement);
+    store: &PgStore,
+    lease: &Lease,
+    answer: &RefundAnswer<'_>,
+    response: &StoredResponse,
+    ttl: Duration,
+    attempts: &[AcquirerAttempt],
+) -> Result<(bool, bool), StoreError> {
+    let (status, provider_refund_id, failure_code) = refund_settlement_columns(answer.settlement);
+    // The refund's id and amount and its payment's order never change, so
+    // its event can be built before the statement that settles it.
+    let event = NewEvent::refund_settled(&answer.settled(), answer.reference).ok_or_else(|| {
+        StoreError::other(format!(
+            "finish of key {} with a refund answer that is not final",
+            lease.key
+        ))
+    })?;
+    let mut entries = Entries::answered(lease, response, attempts, &store.instance);
+    entries.push(&HistoryEvent::RefundEnded { status });
     // Only the column that moves is named: a SET of `refund_reserved_minor`
     // would also fire the hold's trigger (0015), for nothing on a success.
     let sql = match status {
@@ -202,26 +266,24 @@ async fn settle_refund(
             "refund_reserved_minor = p.refund_reserved_minor - (SELECT amount_minor FROM r)"
         ),
     };
-    let ended = Entries::of([HistoryEvent::RefundEnded { status }]);
-    let row = sqlx::query(sql)
-        .bind(shop_id.as_str())
-        .bind(id.as_str())
+    let statement = sqlx::query(sql)
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(i32::from(response.status))
+        .bind(encode_headers(&response.headers)?)
+        .bind(stored_body::compressed(&response.body).into_owned())
+        .bind(millis(ttl) as f64)
+        .bind(entries.kinds)
+        .bind(entries.events)
+        .bind(answer.id().as_str())
         .bind(status.as_str())
         .bind(provider_refund_id)
         .bind(failure_code)
-        .bind(&ended.kinds)
-        .bind(&ended.events)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(store_error)?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let refund = Refund::try_from(RefundRow::from_row(&row).map_err(store_error)?)?;
-    let reference: Option<String> = row.try_get("reference").map_err(store_error)?;
-    let reference =
-        reference.ok_or_else(|| StoreError::corrupt(format!("refund {id} has no payment")))?;
-    Ok(Some((refund, reference)))
+        .bind(event.id.as_str())
+        .bind(event.event_type.as_str())
+        .bind(stored_body::compressed(&event.payload).into_owned());
+    run_settle(store, lease, statement).await
 }
 
 #[async_trait]
@@ -300,34 +362,33 @@ impl Refunds for PgStore {
         )))
     }
 
-    /// Phase 3 of a refund, one transaction, fenced by the lease token, with
+    /// Phase 3 of a refund, one statement fenced by the lease token, with
     /// its history entries (the acquirer calls, the answer, the refund's end).
     #[tracing::instrument(level = "debug", name = "store.finish_refund", skip_all, fields(db.system = "postgresql"))]
     async fn finish_refund(
         &self,
         lease: &Lease,
-        settlement: Option<(&RefundId, &RefundSettlement)>,
+        answer: Option<RefundAnswer<'_>>,
         response: &StoredResponse,
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
-        let entries = Entries::answered(lease, response, attempts, &self.instance);
-        let mut tx = self.conns.begin().await.map_err(store_error)?;
-        if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
-            tx.rollback().await.map_err(store_error)?;
-            return Ok(FinishOutcome::LeaseLost);
-        }
-        if let Some((refund_id, settlement)) = settlement {
-            let Some((refund, reference)) =
-                settle_refund(&mut tx, &lease.shop_id, refund_id, settlement).await?
-            else {
-                tx.rollback().await.map_err(store_error)?;
-                return Ok(FinishOutcome::PaymentAlreadySettled);
-            };
-            insert_event(&mut tx, NewEvent::refund_settled(&refund, &reference)).await?;
-        }
-        tx.commit().await.map_err(store_error)?;
-        Ok(FinishOutcome::Stored)
+        let Some(answer) = answer else {
+            let entries = Entries::answered(lease, response, attempts, &self.instance);
+            return Ok(
+                if finish_key(&mut *self.conn().await?, lease, response, ttl, &entries).await? {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                },
+            );
+        };
+        let (held, settled) = settle_refund(self, lease, &answer, response, ttl, attempts).await?;
+        Ok(match (held, settled) {
+            (false, _) => FinishOutcome::LeaseLost,
+            (true, false) => FinishOutcome::PaymentAlreadySettled,
+            (true, true) => FinishOutcome::Stored,
+        })
     }
 
     /// One refund of one shop.

@@ -316,13 +316,15 @@ impl Authorizations for SqliteStore {
     async fn finish_capture(
         &self,
         lease: &Lease,
-        settlement: Option<(&CaptureId, &CaptureSettlement)>,
+        settlement: Option<(&Capture, &CaptureSettlement)>,
         response: &StoredResponse,
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
         let lease = lease.clone();
-        let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
+        // The capture is read back after its settle: one writer, no round
+        // trips, so nothing is gained by building its event first.
+        let settlement = settlement.map(|(capture, s)| (capture.id.clone(), s.clone()));
         let response = response.clone();
         let attempts = attempts.to_vec();
         let instance = self.instance.clone();

@@ -12,8 +12,8 @@ use chargeonce_core::refund::reservation;
 use chargeonce_core::store::Refunds;
 use chargeonce_core::{
     ClaimRequest, Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewRefund, Page,
-    PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundClaim, RefundId, RefundRefusal,
-    RefundSettlement, RefundStatus, ShopId, StoreError, StoredResponse,
+    PageRequest, Payment, PaymentId, RecoveryPoint, Refund, RefundAnswer, RefundClaim, RefundId,
+    RefundRefusal, RefundStatus, ShopId, StoreError, StoredResponse,
 };
 use chargeonce_sqlite::Write;
 use chargeonce_sqlite::rusqlite::{Connection, OptionalExtension, ToSql, params, params_from_iter};
@@ -267,13 +267,15 @@ impl Refunds for SqliteStore {
     async fn finish_refund(
         &self,
         lease: &Lease,
-        settlement: Option<(&RefundId, &RefundSettlement)>,
+        answer: Option<RefundAnswer<'_>>,
         response: &StoredResponse,
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
         let lease = lease.clone();
-        let settlement = settlement.map(|(id, s)| (id.clone(), s.clone()));
+        // The refund is read back after its settle for its event: one
+        // writer, no round trips, so nothing is gained by building it first.
+        let settlement = answer.map(|a| (a.id().clone(), a.settlement.clone()));
         let response = response.clone();
         let attempts = attempts.to_vec();
         let instance = self.instance.clone();

@@ -107,7 +107,7 @@ async fn captures_reserve_within_the_hold_and_settle(f: Fixture) {
     let stored = f
         .finish_capture(
             &first.lease,
-            Some((&capture.id, &capture_succeeded("cp_1"))),
+            Some((&capture, &capture_succeeded("cp_1"))),
             "c1",
         )
         .await;
@@ -127,7 +127,7 @@ async fn captures_reserve_within_the_hold_and_settle(f: Fixture) {
     assert_eq!(
         f.finish_capture(
             &first.lease,
-            Some((&capture.id, &capture_succeeded("cp_1"))),
+            Some((&capture, &capture_succeeded("cp_1"))),
             "c1"
         )
         .await,
@@ -152,7 +152,7 @@ async fn captures_reserve_within_the_hold_and_settle(f: Fixture) {
         code: "authorization_closed".into(),
     };
     assert!(
-        f.finish_capture(&rest.lease, Some((&rest_capture.id, &refused)), "c3")
+        f.finish_capture(&rest.lease, Some((&rest_capture, &refused)), "c3")
             .await
             .stored()
     );
@@ -176,7 +176,7 @@ async fn captures_reserve_within_the_hold_and_settle(f: Fixture) {
     assert!(
         f.finish_capture(
             &last.lease,
-            Some((&last_capture.id, &capture_succeeded("cp_2"))),
+            Some((&last_capture, &capture_succeeded("cp_2"))),
             "c5"
         )
         .await
@@ -373,7 +373,7 @@ async fn a_capture_key_is_taken_over_with_its_capture_and_not_before(f: Fixture)
     assert_eq!(
         f.finish_capture(
             &second.lease,
-            Some((&capture.id, &capture_succeeded("x"))),
+            Some((&capture, &capture_succeeded("x"))),
             "old"
         )
         .await,
@@ -382,7 +382,7 @@ async fn a_capture_key_is_taken_over_with_its_capture_and_not_before(f: Fixture)
     assert!(
         f.finish_capture(
             &taken.lease,
-            Some((&capture.id, &capture_succeeded("x"))),
+            Some((&capture, &capture_succeeded("x"))),
             "new"
         )
         .await
@@ -406,7 +406,7 @@ async fn an_authorization_refunds_captured_money_only(f: Fixture) {
     assert!(
         f.finish_capture(
             &part.lease,
-            Some((&capture.id, &capture_succeeded("cp"))),
+            Some((&capture, &capture_succeeded("cp"))),
             "c1"
         )
         .await
@@ -436,10 +436,10 @@ async fn payments_are_listed_by_the_status_they_show(f: Fixture) {
     let taken = f
         .capture_acquired(&partly.id, "c1", Some("100.00"), false)
         .await;
-    let capture_id = taken.capture.as_ref().unwrap().id.clone();
+    let capture = taken.capture.as_deref().unwrap();
     f.finish_capture(
         &taken.lease,
-        Some((&capture_id, &capture_succeeded("cp_1"))),
+        Some((capture, &capture_succeeded("cp_1"))),
         "{}",
     )
     .await;

@@ -15,7 +15,7 @@ use chargeonce_core::observe::{AcquirerCall, AcquirerOutcomeKind};
 use chargeonce_core::webhook::{EventKind, WebhookSecret};
 use chargeonce_core::{
     Claim, EventRecorded, FinishOutcome, LeaseToken, PaymentId, PaymentStatus, RecoveryPoint,
-    RefundClaim, RefundStatus, SettleOutcome, ShopSecret,
+    RefundAnswer, RefundClaim, RefundStatus, SettleOutcome, ShopSecret,
 };
 use chargeonce_store::PoolConfig;
 use chargeonce_testkit::on_both_stores;
@@ -449,7 +449,11 @@ async fn a_refund_writes_its_reservation_calls_answer_and_end(f: Fixture) {
         .store
         .finish_refund(
             &acquired.lease,
-            Some((&refund.id, &refund_succeeded("re_1"))),
+            Some(RefundAnswer {
+                refund: &refund,
+                reference: paid.reference.as_str(),
+                settlement: &refund_succeeded("re_1"),
+            }),
             &response("refunded"),
             LONG.ttl,
             std::slice::from_ref(&call),

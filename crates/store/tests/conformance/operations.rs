@@ -237,7 +237,7 @@ async fn any_payment_and_its_events(f: Fixture) {
     let refund_row = refund.refund.clone().unwrap();
     f.finish_refund(
         &refund.lease,
-        Some((&refund_row.id, &refund_succeeded("re_1"))),
+        Some((&refund_row, &refund_succeeded("re_1"))),
         "r1",
         LONG.ttl,
     )

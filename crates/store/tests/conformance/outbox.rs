@@ -112,7 +112,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
     assert!(
         f.finish_refund(
             &refund.lease,
-            Some((&refund_row.id, &refund_succeeded("re_1"))),
+            Some((&refund_row, &refund_succeeded("re_1"))),
             "r1",
             LONG.ttl
         )
@@ -136,7 +136,7 @@ async fn a_transition_writes_exactly_one_event_in_its_transaction(f: Fixture) {
     assert!(
         f.finish_refund(
             &refused.lease,
-            Some((&refused_row.id, &failed)),
+            Some((&refused_row, &failed)),
             "r2",
             LONG.ttl
         )
@@ -157,7 +157,7 @@ async fn events_are_claimed_in_payment_order_leased_and_logged(f: Fixture) {
     let refund_row = refund.refund.clone().unwrap();
     f.finish_refund(
         &refund.lease,
-        Some((&refund_row.id, &refund_succeeded("re_1"))),
+        Some((&refund_row, &refund_succeeded("re_1"))),
         "r1",
         LONG.ttl,
     )
@@ -391,7 +391,7 @@ async fn each_endpoint_gets_the_events_it_wants(f: Fixture) {
     let refund_row = refund.refund.clone().unwrap();
     f.finish_refund(
         &refund.lease,
-        Some((&refund_row.id, &refund_succeeded("re_1"))),
+        Some((&refund_row, &refund_succeeded("re_1"))),
         "r1",
         LONG.ttl,
     )

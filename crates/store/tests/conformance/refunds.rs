@@ -51,7 +51,7 @@ async fn refunds_reserve_within_the_amount_and_settle(f: Fixture) {
     let settled = f
         .finish_refund(
             &first.lease,
-            Some((&first_refund.id, &refund_succeeded("re_acq_1"))),
+            Some((&first_refund, &refund_succeeded("re_acq_1"))),
             "r1",
             LONG.ttl,
         )
@@ -74,14 +74,9 @@ async fn refunds_reserve_within_the_amount_and_settle(f: Fixture) {
         code: "refused".into(),
     };
     assert!(
-        f.finish_refund(
-            &rest.lease,
-            Some((&rest_refund.id, &failed)),
-            "r2",
-            LONG.ttl
-        )
-        .await
-        .stored()
+        f.finish_refund(&rest.lease, Some((&rest_refund, &failed)), "r2", LONG.ttl)
+            .await
+            .stored()
     );
     let stored = f
         .store
@@ -197,7 +192,7 @@ async fn a_refund_key_is_taken_over_with_its_refund(f: Fixture) {
     let old = f
         .finish_refund(
             &first.lease,
-            Some((&refund.id, &refund_succeeded("x"))),
+            Some((&refund, &refund_succeeded("x"))),
             "old",
             LONG.ttl,
         )
@@ -208,7 +203,7 @@ async fn a_refund_key_is_taken_over_with_its_refund(f: Fixture) {
     assert!(
         f.finish_refund(
             &taken.lease,
-            Some((&refund.id, &refund_succeeded("x"))),
+            Some((&refund, &refund_succeeded("x"))),
             "new",
             LONG.ttl
         )

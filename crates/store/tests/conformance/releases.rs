@@ -96,7 +96,7 @@ async fn a_void_waits_for_captures_and_keeps_an_order_that_took_money(f: Fixture
     assert!(
         f.finish_capture(
             &part.lease,
-            Some((&capture.id, &capture_succeeded("cp"))),
+            Some((&capture, &capture_succeeded("cp"))),
             "c1"
         )
         .await
@@ -278,11 +278,11 @@ async fn a_hold_open_again_after_a_refused_final_capture_still_expires(f: Fixtur
         f.store.expired_authorizations(10).await.unwrap().is_empty(),
         "a final capture in flight: nothing to release"
     );
-    let capture_id = last.capture.as_ref().unwrap().id.clone();
+    let capture = last.capture.as_deref().unwrap();
     let refused = chargeonce_core::CaptureSettlement::Failed {
         code: "acquirer_rejected".into(),
     };
-    f.finish_capture(&last.lease, Some((&capture_id, &refused)), "{}")
+    f.finish_capture(&last.lease, Some((capture, &refused)), "{}")
         .await;
     assert_eq!(f.hold(&expired.id).await.hold(), Hold::Open);
     let due = f.store.expired_authorizations(10).await.unwrap();

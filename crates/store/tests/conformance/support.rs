@@ -11,11 +11,12 @@ use chargeonce_core::webhook::EventKind;
 use chargeonce_core::{
     Acquired, AcquirerKey, CardToken, Claim, ClaimRequest, Fingerprint, FinishOutcome,
     IdempotencyKey, InboundEvent, KeyRecord, KeyTiming, Lease, Money, NewPayment, NewRefund,
-    Payment, PaymentId, PaymentRequest, PaymentStatus, Reference, RefundClaim, RefundId,
-    RefundSettlement, SettleOutcome, Settlement, ShopId, ShopSecret, Store, StoredResponse,
+    Payment, PaymentId, PaymentRequest, PaymentStatus, Reference, Refund, RefundAnswer,
+    RefundClaim, RefundSettlement, SettleOutcome, Settlement, ShopId, ShopSecret, Store,
+    StoredResponse,
 };
 use chargeonce_core::{
-    CaptureClaim, CaptureId, CaptureSettlement, NewCapture, PaymentCapture, ReleaseClaim,
+    Capture, CaptureClaim, CaptureSettlement, NewCapture, PaymentCapture, ReleaseClaim,
     VoidSettlement,
 };
 use chargeonce_store::PoolConfig;
@@ -318,12 +319,24 @@ impl Fixture {
     pub async fn finish_refund(
         &self,
         lease: &Lease,
-        settlement: Option<(&RefundId, &RefundSettlement)>,
+        settlement: Option<(&Refund, &RefundSettlement)>,
         body: &str,
         ttl: Duration,
     ) -> FinishOutcome {
+        // The refund's event names its payment's order.
+        let payment = match settlement {
+            Some((refund, _)) => Some(self.payment(&refund.payment_id).await),
+            None => None,
+        };
+        let answer = settlement
+            .zip(payment.as_ref())
+            .map(|((refund, settlement), payment)| RefundAnswer {
+                refund,
+                reference: payment.reference.as_str(),
+                settlement,
+            });
         self.store
-            .finish_refund(lease, settlement, &response(body), ttl, &[])
+            .finish_refund(lease, answer, &response(body), ttl, &[])
             .await
             .unwrap()
     }
@@ -458,7 +471,7 @@ impl Fixture {
     pub async fn finish_capture(
         &self,
         lease: &Lease,
-        settlement: Option<(&CaptureId, &CaptureSettlement)>,
+        settlement: Option<(&Capture, &CaptureSettlement)>,
         body: &str,
     ) -> FinishOutcome {
         self.store

@@ -14,6 +14,7 @@ mod connections;
 mod finishes;
 mod schema;
 mod sharding;
+mod turn_finishes;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,10 +23,10 @@ use std::time::{Duration, Instant};
 use chargeonce_core::events::EventQuery;
 use chargeonce_core::store::prelude::*;
 use chargeonce_core::{
-    CardToken, Claim, ClaimRequest, EventRecorded, Fingerprint, FinishOutcome, IdempotencyKey,
-    InboundEvent, KeyTiming, Lease, Money, NewPayment, Payment, PaymentRequest, PaymentStatus,
-    RecoveryPoint, Reference, SettleOutcome, Settlement, ShopId, ShopSecret, StoreError,
-    StoredResponse,
+    Capture, CaptureClaim, CaptureMethod, CardToken, Claim, ClaimRequest, EventRecorded,
+    Fingerprint, FinishOutcome, IdempotencyKey, InboundEvent, KeyTiming, Lease, Money, NewCapture,
+    NewPayment, Payment, PaymentRequest, PaymentStatus, RecoveryPoint, Reference, SettleOutcome,
+    Settlement, ShopId, ShopSecret, StoreError, StoredResponse,
 };
 use chargeonce_store::{PgStore, PoolConfig};
 use chargeonce_testkit::TestDb;
@@ -221,4 +222,36 @@ async fn acquired(pg: &Pg, k: &str, reference: &str) -> (Lease, Payment) {
         Claim::Acquired(a) => (a.lease, a.payment),
         Claim::Exists(_) => panic!("new key"),
     }
+}
+
+/// A payment authorized under key `k` (its hold open, its order `k`'s) and
+/// a new capture key `c`'s claim of all of it, as the last capture: the
+/// capture's lease, the payment, the capture.
+async fn capture_acquired(pg: &Pg, k: &str, c: &str) -> (Lease, Payment, Capture) {
+    let mut new = new_payment(&pg.shop, k, &format!("order-{k}"));
+    new.request.capture_method = CaptureMethod::Manual;
+    let new = NewPayment::new(pg.shop.clone(), key(k), new.request)
+        .with_authorization_ttl(Duration::from_secs(3600));
+    let Claim::Acquired(authorizing) = pg
+        .store
+        .claim_payment(&claim(&pg.shop, k), &new, TIMING)
+        .await
+        .unwrap()
+    else {
+        panic!("a new key");
+    };
+    let (lease, payment) = (authorizing.lease, authorizing.payment);
+    let finished = finish_charged(pg, &lease, &payment, &charge(&payment, None)).await;
+    assert_eq!(finished, FinishOutcome::Stored);
+    let new = NewCapture::new(pg.shop.clone(), payment.id.clone(), key(c), None, true);
+    let claimed = pg
+        .store
+        .claim_capture(&claim(&pg.shop, c), &new, TIMING)
+        .await
+        .unwrap();
+    let CaptureClaim::Acquired(acquired) = claimed else {
+        panic!("a new capture key: {claimed:?}");
+    };
+    let capture = acquired.capture.expect("the claim's capture");
+    (acquired.lease, acquired.payment, *capture)
 }

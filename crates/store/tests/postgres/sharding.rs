@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chargeonce_core::store::{Cursor, PageRequest, PaymentFilter};
 use chargeonce_core::webhook::EventKind;
-use chargeonce_core::{NewRefund, RefundClaim, RefundSettlement};
+use chargeonce_core::{CaptureSettlement, NewRefund, RefundAnswer, RefundClaim, RefundSettlement};
 use sqlx::{AssertSqlSafe, Executor as _, Row as _, SqlSafeStr as _, TypeInfo as _};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
@@ -98,8 +98,9 @@ async fn every_key_of_a_service_table_includes_the_shop() {
 }
 
 /// The statements of the hot path (a payment claimed and finished, its
-/// replay, a take-over, the webhook's and the reconciler's settle, the
-/// reads of a payment, its history and the list, the completer's queue),
+/// replay, a take-over, the webhook's and the reconciler's settle, a
+/// refund and a capture, the reads of a payment, its history and the list,
+/// the completer's queue),
 /// captured as the store sends them, each planned generically with
 /// sequential scans priced out, on tables of 5 000 payments: none may read
 /// a service table whole (sequentially, or along an index without a key
@@ -375,8 +376,31 @@ async fn run_the_requests(pg: &Pg) {
         .store
         .finish_refund(
             &refunding.lease,
-            Some((&refund.id, &refunded)),
+            Some(RefundAnswer {
+                refund,
+                reference: refunding.payment.reference.as_str(),
+                settlement: &refunded,
+            }),
             &response("refunded"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
+
+    // A capture of an authorization: the claim's reservation on its hold,
+    // the finish's two statements.
+    let (lease, _, capture) = capture_acquired(pg, "k-auth", "k-capture").await;
+    let captured = CaptureSettlement::Succeeded {
+        provider_capture_id: "cp_hot".into(),
+    };
+    let finished = pg
+        .store
+        .finish_capture(
+            &lease,
+            Some((&capture, &captured)),
+            &response("captured"),
             TIMING.ttl,
             &[],
         )

@@ -1,0 +1,316 @@
+//! The finishes of a refund (one statement) and of a capture (a transaction
+//! of two): under a take-over, or with their refund or capture settled
+//! before, they write nothing at all; otherwise they write the key's answer,
+//! the refund's or capture's end, the payment's amounts or hold, the
+//! merchant event and one history row together.
+
+use chargeonce_core::{
+    Capture, CaptureSettlement, NewRefund, Refund, RefundAnswer, RefundClaim, RefundSettlement,
+};
+
+use super::*;
+
+/// A charged payment and a new refund key's claim of all of it: the
+/// refund's lease, the payment and the pending refund.
+async fn refund_acquired(pg: &Pg) -> (Lease, Payment, Refund) {
+    let (lease, payment) = acquired(pg, "k1", "order-1").await;
+    let finished = finish_charged(pg, &lease, &payment, &charge(&payment, None)).await;
+    assert_eq!(finished, FinishOutcome::Stored);
+    let claimed = pg
+        .store
+        .claim_refund(
+            &claim(&pg.shop, "r1"),
+            &NewRefund::new(pg.shop.clone(), payment.id.clone(), key("r1"), None),
+            TIMING,
+        )
+        .await
+        .unwrap();
+    let RefundClaim::Acquired(acquired) = claimed else {
+        panic!("a new refund key: {claimed:?}");
+    };
+    let refund = acquired.refund.expect("the claim's refund");
+    (acquired.lease, acquired.payment, *refund)
+}
+
+/// Our finish of the refund with a success, to run beside a competitor.
+fn refunded_finish(
+    pg: &Pg,
+    lease: &Lease,
+    payment: &Payment,
+    refund: &Refund,
+) -> impl Future<Output = Result<FinishOutcome, StoreError>> + Send + 'static {
+    let store = Arc::clone(&pg.store);
+    let (lease, reference, refund) = (lease.clone(), payment.reference.clone(), refund.clone());
+    async move {
+        let succeeded = RefundSettlement::Succeeded {
+            provider_refund_id: "re_ours".into(),
+        };
+        let answer = RefundAnswer {
+            refund: &refund,
+            reference: reference.as_str(),
+            settlement: &succeeded,
+        };
+        store
+            .finish_refund(&lease, Some(answer), &response("refunded"), TIMING.ttl, &[])
+            .await
+    }
+}
+
+/// The refund's status, the payment's refunded and reserved amounts, and
+/// how many history rows name the refund, as stored.
+async fn refund_state(pg: &Pg, refund: &Refund) -> (String, i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT r.status, p.refunded_minor, p.refund_reserved_minor, \
+             (SELECT count(*) FROM payment_history h WHERE h.refund_id = r.id) \
+         FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.id = $1",
+    )
+    .bind(refund.id.as_str())
+    .fetch_one(pg.store.pool())
+    .await
+    .unwrap()
+}
+
+async fn assert_refund_key_unfinished(pg: &Pg) {
+    let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::RefundCreated);
+    assert!(record.response.is_none());
+}
+
+const TAKE_OVER: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
+                         WHERE key = $1 AND refund_id = $2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refund_finish_that_waited_for_a_take_over_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment, refund) = refund_acquired(&pg).await;
+    let before = events(&pg).await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(TAKE_OVER)
+        .bind(lease.key.as_str())
+        .bind(refund.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let finish = refunded_finish(&pg, &lease, &payment, &refund);
+    let finished = against_open(&pg.store, tx, true, finish).await.unwrap();
+    assert_eq!(finished, FinishOutcome::LeaseLost);
+    assert_refund_key_unfinished(&pg).await;
+    let amount = payment.amount.minor_units();
+    // Pending, nothing refunded, the amount still reserved, only the
+    // claim's history row.
+    assert_eq!(
+        refund_state(&pg, &refund).await,
+        ("pending".to_owned(), 0, amount, 1)
+    );
+    assert_eq!(events(&pg).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refund_finish_whose_competitor_rolled_back_writes_it_all_at_once() {
+    let pg = pg().await;
+    let (lease, payment, refund) = refund_acquired(&pg).await;
+    let before = events(&pg).await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(TAKE_OVER)
+        .bind(lease.key.as_str())
+        .bind(refund.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let finish = refunded_finish(&pg, &lease, &payment, &refund);
+    let finished = against_open(&pg.store, tx, false, finish).await.unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
+    let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+    assert_eq!(record.response.unwrap().body, b"refunded".to_vec());
+    let amount = payment.amount.minor_units();
+    // The claim's history row, and one row for the answer and the end.
+    assert_eq!(
+        refund_state(&pg, &refund).await,
+        ("succeeded".to_owned(), amount, amount, 2)
+    );
+    assert_eq!(events(&pg).await, before + 1);
+    let kinds = history(&pg, &payment.id).await;
+    assert!(
+        kinds.ends_with(&[
+            "refund_reserved".into(),
+            "answered".into(),
+            "refund_ended".into()
+        ]),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refund_finish_of_a_refund_settled_before_writes_nothing() {
+    // Only a holder of the refund's key settles it, and its finish does
+    // that with the answer in one statement; an earlier holder's refund
+    // settled without its answer is made by hand here.
+    let pg = pg().await;
+    let (lease, payment, refund) = refund_acquired(&pg).await;
+    let before = events(&pg).await;
+    sqlx::query("UPDATE refunds SET status = 'failed', failure_code = 'theirs' WHERE id = $1")
+        .bind(refund.id.as_str())
+        .execute(pg.store.pool())
+        .await
+        .unwrap();
+    let finished = refunded_finish(&pg, &lease, &payment, &refund)
+        .await
+        .unwrap();
+    assert_eq!(finished, FinishOutcome::PaymentAlreadySettled);
+    assert_refund_key_unfinished(&pg).await;
+    let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
+    assert!(record.lease_active, "the lease is still ours");
+    let amount = payment.amount.minor_units();
+    assert_eq!(
+        refund_state(&pg, &refund).await,
+        ("failed".to_owned(), 0, amount, 1)
+    );
+    assert_eq!(events(&pg).await, before);
+}
+
+/// Our finish of the capture with a success, to run beside a competitor.
+fn captured_finish(
+    pg: &Pg,
+    lease: &Lease,
+    capture: &Capture,
+) -> impl Future<Output = Result<FinishOutcome, StoreError>> + Send + 'static {
+    let store = Arc::clone(&pg.store);
+    let (lease, capture) = (lease.clone(), capture.clone());
+    async move {
+        let succeeded = CaptureSettlement::Succeeded {
+            provider_capture_id: "cp_ours".into(),
+        };
+        store
+            .finish_capture(
+                &lease,
+                Some((&capture, &succeeded)),
+                &response("captured"),
+                TIMING.ttl,
+                &[],
+            )
+            .await
+    }
+}
+
+/// The capture's status, the payment's captured amount, and how many
+/// history rows hold the capture's end.
+async fn capture_state(pg: &Pg, capture: &Capture) -> (String, i64, i64) {
+    sqlx::query_as(
+        "SELECT c.status, p.captured_minor, \
+             (SELECT count(*) FROM payment_history h \
+              WHERE h.payment_id = p.id AND h.kind LIKE '%capture_ended%') \
+         FROM captures c JOIN payments p ON p.id = c.payment_id WHERE c.id = $1",
+    )
+    .bind(capture.id.as_str())
+    .fetch_one(pg.store.pool())
+    .await
+    .unwrap()
+}
+
+async fn assert_capture_key_unfinished(pg: &Pg) {
+    let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::CaptureCreated);
+    assert!(record.response.is_none());
+}
+
+const TAKE_OVER_CAPTURE: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
+                                 WHERE key = $1 AND capture_id = $2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_capture_finish_that_waited_for_a_take_over_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
+    let before = events(&pg).await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(TAKE_OVER_CAPTURE)
+        .bind(lease.key.as_str())
+        .bind(capture.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let finish = captured_finish(&pg, &lease, &capture);
+    let finished = against_open(&pg.store, tx, true, finish).await.unwrap();
+    assert_eq!(finished, FinishOutcome::LeaseLost);
+    assert_capture_key_unfinished(&pg).await;
+    let hold = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(hold.authorization().unwrap().in_flight(), 1, "{hold:?}");
+    assert_eq!(
+        capture_state(&pg, &capture).await,
+        ("pending".to_owned(), 0, 0)
+    );
+    assert_eq!(events(&pg).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_capture_finish_whose_competitor_rolled_back_writes_it_all() {
+    let pg = pg().await;
+    let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
+    let before = events(&pg).await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(TAKE_OVER_CAPTURE)
+        .bind(lease.key.as_str())
+        .bind(capture.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let finish = captured_finish(&pg, &lease, &capture);
+    let finished = against_open(&pg.store, tx, false, finish).await.unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
+    let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+    assert_eq!(record.response.unwrap().body, b"captured".to_vec());
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let hold = stored.authorization().unwrap();
+    assert_eq!(hold.in_flight(), 0, "{stored:?}");
+    assert_eq!(hold.captured_minor(), payment.amount.minor_units());
+    assert_eq!(
+        capture_state(&pg, &capture).await,
+        ("succeeded".to_owned(), payment.amount.minor_units(), 1)
+    );
+    assert_eq!(events(&pg).await, before + 1);
+    let kinds = history(&pg, &payment.id).await;
+    assert!(
+        kinds.ends_with(&[
+            "capture_reserved".into(),
+            "answered".into(),
+            "capture_ended".into()
+        ]),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_capture_finish_of_a_capture_settled_before_writes_nothing() {
+    let pg = pg().await;
+    let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
+    let before = events(&pg).await;
+    sqlx::query("UPDATE captures SET status = 'failed', failure_code = 'theirs' WHERE id = $1")
+        .bind(capture.id.as_str())
+        .execute(pg.store.pool())
+        .await
+        .unwrap();
+    let finished = captured_finish(&pg, &lease, &capture).await.unwrap();
+    assert_eq!(finished, FinishOutcome::PaymentAlreadySettled);
+    assert_capture_key_unfinished(&pg).await;
+    let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
+    assert!(record.lease_active, "the lease is still ours");
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.authorization().unwrap().in_flight(), 1, "{stored:?}");
+    assert_eq!(events(&pg).await, before);
+}
