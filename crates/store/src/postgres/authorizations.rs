@@ -326,8 +326,18 @@ async fn settle_capture(
     if !row.try_get::<bool, _>("settled").map_err(store_error)? {
         return Ok(CaptureSettling::NotPending);
     }
-    // A capture's payment is never deleted: a settled capture without one
-    // fails to decode here, as it should.
+    // A capture's payment is never deleted; were it missing, its columns
+    // would be null.
+    if row
+        .try_get::<Option<String>, _>("id")
+        .map_err(store_error)?
+        .is_none()
+    {
+        return Err(StoreError::corrupt(format!(
+            "capture {} has no payment",
+            capture.id
+        )));
+    }
     let payment = Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
     Ok(CaptureSettling::Settled(Box::new(payment)))
 }

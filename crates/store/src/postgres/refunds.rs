@@ -233,7 +233,7 @@ macro_rules! settle_refund_statement {
 }
 
 /// Finishes a refund key with its refund's definite answer
-/// ([`settle_refund_statement!`]): whether the lease held, and whether the
+/// (`settle_refund_statement!`): whether the lease held, and whether the
 /// refund was still pending (and so everything was written).
 async fn settle_refund(
     store: &PgStore,
