@@ -24,7 +24,7 @@ use chargeonce_core::{
     PageRequest, Payment, PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId,
     StoreError, StoredResponse, VoidSettlement,
 };
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{FromRow, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
@@ -222,46 +222,78 @@ async fn reserve_capture(
     Ok(Ok((payment.with_hold(hold), created)))
 }
 
+/// The key row's lock (`held`) the first statement of a capture's or a
+/// void's finish begins with: taken if this lease still holds the key.
+macro_rules! held_key {
+    () => {
+        "WITH held AS MATERIALIZED ( \
+             SELECT 1 FROM idempotency_keys \
+             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
+               AND recovery_point <> 'finished' \
+             FOR NO KEY UPDATE), "
+    };
+}
+
+/// The end of the first statement of a capture's or a void's finish:
+/// `locked` locks the payment `$payment` (an SQL expression) names and
+/// reads it, for the hold's move (every move of a hold waits on that lock:
+/// [`lock_payment`], whose look-up by primary key this keeps); the row says
+/// whether the lease held, whether the move could go on (`moved`), and the
+/// payment's columns (null when it could not).
+macro_rules! locked_payment {
+    ($payment:literal, $moved:literal) => {
+        concat!(
+            "locked AS ( \
+                 SELECT ",
+            payment_columns!(),
+            " FROM payments \
+                 WHERE id = ",
+            $payment,
+            " AND shop_id IS NOT DISTINCT FROM $1 \
+                 FOR UPDATE) \
+             SELECT EXISTS (SELECT 1 FROM held) AS held, ",
+            $moved,
+            " AS moved, locked.* \
+             FROM (SELECT 1) one LEFT JOIN locked ON true"
+        )
+    };
+}
+
 /// The first statement of a capture's finish with its definite answer:
-/// `held` locks the key row if this lease still holds it; `c` moves the
-/// capture from pending to its answer (`$5` to `$7`), only if `held` found
-/// the lease; `locked` locks its payment's row and reads it, for the hold's
-/// move (every move of a hold waits on that lock: [`lock_payment`], whose
-/// look-up by primary key this keeps). Whether the lease held, whether the
-/// capture moved, and the payment's columns (null when it did not).
-/// Locks are taken key row first, then the capture's, then the payment's,
-/// as the statements this replaced took them.
+/// the key row locked (`held_key!`); `c` moves the capture from pending to
+/// its answer (`$5` to `$7`), only if the lease held; its payment locked
+/// and read (`locked_payment!`). Locks are taken key row first, then the
+/// capture's, then the payment's, as the statements this replaced took them.
 const SETTLE_CAPTURE: &str = concat!(
-    "WITH held AS MATERIALIZED ( \
-         SELECT 1 FROM idempotency_keys \
-         WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-           AND recovery_point <> 'finished' \
-         FOR NO KEY UPDATE), \
-     c AS ( \
+    held_key!(),
+    "c AS ( \
          UPDATE captures SET status = $5, provider_capture_id = $6, failure_code = $7, \
              updated_at = now() \
          WHERE shop_id = $1 AND id = $4 AND status = 'pending' \
            AND EXISTS (SELECT 1 FROM held) \
-         RETURNING payment_id), \
-     locked AS ( \
-         SELECT ",
-    payment_columns!(),
-    " FROM payments \
-         WHERE id = (SELECT payment_id FROM c) AND shop_id IS NOT DISTINCT FROM $1 \
-         FOR UPDATE) \
-     SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM c) AS settled, \
-         locked.* \
-     FROM (SELECT 1) one LEFT JOIN locked ON true"
+         RETURNING payment_id), ",
+    locked_payment!("(SELECT payment_id FROM c)", "EXISTS (SELECT 1 FROM c)")
 );
 
-/// The second statement of a capture's finish: writes the payment's hold
-/// (`hold_update!`, `$1` to `$6`), stores the key's answer (`$7` to `$12`;
-/// the key row is locked by the first statement), the history entries in
-/// one row (the acquirer calls, the answer and the capture's end: `$13`,
-/// `$14`), the capture's merchant event (`$15` to `$18`) and one delivery
-/// per enabled endpoint of the shop that wants it. How many rows the hold
-/// update, the key's and the event's wrote (each must be one).
-const FINISH_CAPTURE: &str = concat!(
+/// The first statement of a void's finish with its answer: the key row
+/// locked (`held_key!`), then the payment `$4`, if the lease held
+/// (`locked_payment!`); whether its hold is releasing is judged by the core.
+const LOCK_FOR_VOID: &str = concat!(
+    held_key!(),
+    locked_payment!(
+        "$4 AND EXISTS (SELECT 1 FROM held)",
+        "EXISTS (SELECT 1 FROM locked)"
+    )
+);
+
+/// The second statement of a capture's or a void's finish: writes the
+/// payment's hold (`hold_update!`, `$1` to `$6`), stores the key's answer
+/// (`$7` to `$12`; the key row is locked by the first statement), the
+/// history entries in one row (the acquirer calls, the answer and the
+/// move's end: `$13`, `$14`), the merchant event (`$15` to `$18`; none when
+/// `$15` is null) and one delivery per enabled endpoint of the shop that
+/// wants it. How many rows the hold update, the key's and the event's wrote.
+const FINISH_HOLD_MOVE: &str = concat!(
     "WITH hold AS (",
     hold_update!(),
     " RETURNING id, shop_id), \
@@ -279,6 +311,7 @@ const FINISH_CAPTURE: &str = concat!(
      event AS ( \
          INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload) \
          SELECT $15, hold.shop_id, $16, hold.id, $17, $18 FROM hold \
+         WHERE $15::text IS NOT NULL \
          RETURNING seq, shop_id, payment_id), \
      deliveries AS ( \
          INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
@@ -291,14 +324,38 @@ const FINISH_CAPTURE: &str = concat!(
          (SELECT count(*) FROM event) AS event"
 );
 
-/// What the first statement of a capture's finish found.
-enum CaptureSettling {
+/// What the first statement of a capture's or a void's finish found.
+enum HoldMove {
     /// The lease was taken over: nothing was written.
     LeaseLost,
-    /// The capture was no longer pending: nothing was written.
-    NotPending,
-    /// The capture moved; its payment, locked.
-    Settled(Box<Payment>),
+    /// The capture was no longer pending, or the void's payment not found:
+    /// nothing was written.
+    Gone,
+    /// The move goes on; its payment, locked.
+    Locked(Box<Payment>),
+}
+
+impl HoldMove {
+    /// Reads the row of [`SETTLE_CAPTURE`] or [`LOCK_FOR_VOID`].
+    fn of(row: &PgRow, what: &dyn std::fmt::Display) -> Result<Self, StoreError> {
+        if !row.try_get::<bool, _>("held").map_err(store_error)? {
+            return Ok(Self::LeaseLost);
+        }
+        if !row.try_get::<bool, _>("moved").map_err(store_error)? {
+            return Ok(Self::Gone);
+        }
+        // A capture's payment is never deleted; were it missing, its
+        // columns would be null.
+        if row
+            .try_get::<Option<String>, _>("id")
+            .map_err(store_error)?
+            .is_none()
+        {
+            return Err(StoreError::corrupt(format!("{what} has no payment")));
+        }
+        let payment = Payment::try_from(PaymentRow::from_row(row).map_err(store_error)?)?;
+        Ok(Self::Locked(Box::new(payment)))
+    }
 }
 
 /// Runs [`SETTLE_CAPTURE`] for `capture`'s answer `settlement` in `tx`.
@@ -307,7 +364,7 @@ async fn settle_capture(
     lease: &Lease,
     capture: &Capture,
     settlement: &CaptureSettlement,
-) -> Result<CaptureSettling, StoreError> {
+) -> Result<HoldMove, StoreError> {
     let (status, provider_capture_id, failure_code) = capture_settlement_columns(settlement);
     let row = sqlx::query(SETTLE_CAPTURE)
         .bind(lease.shop_id.as_str())
@@ -320,33 +377,31 @@ async fn settle_capture(
         .fetch_one(&mut **tx)
         .await
         .map_err(store_error)?;
-    if !row.try_get::<bool, _>("held").map_err(store_error)? {
-        return Ok(CaptureSettling::LeaseLost);
-    }
-    if !row.try_get::<bool, _>("settled").map_err(store_error)? {
-        return Ok(CaptureSettling::NotPending);
-    }
-    // A capture's payment is never deleted; were it missing, its columns
-    // would be null.
-    if row
-        .try_get::<Option<String>, _>("id")
-        .map_err(store_error)?
-        .is_none()
-    {
-        return Err(StoreError::corrupt(format!(
-            "capture {} has no payment",
-            capture.id
-        )));
-    }
-    let payment = Payment::try_from(PaymentRow::from_row(&row).map_err(store_error)?)?;
-    Ok(CaptureSettling::Settled(Box::new(payment)))
+    HoldMove::of(&row, &format_args!("capture {}", capture.id))
 }
 
-/// Writes what a capture's answer does after [`settle_capture`] (see
-/// [`FINISH_CAPTURE`]): the payment's `hold`, the key's answer, the
-/// `entries`, the `event`.
+/// Runs [`LOCK_FOR_VOID`] for the void of `payment_id` in `tx`.
+async fn lock_for_void(
+    tx: &mut Transaction<'static, Postgres>,
+    lease: &Lease,
+    payment_id: &PaymentId,
+) -> Result<HoldMove, StoreError> {
+    let row = sqlx::query(LOCK_FOR_VOID)
+        .bind(lease.shop_id.as_str())
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid())
+        .bind(payment_id.as_str())
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(store_error)?;
+    HoldMove::of(&row, &format_args!("void of payment {payment_id}"))
+}
+
+/// Writes what a capture's or a void's answer does after its first
+/// statement (see [`FINISH_HOLD_MOVE`]): the payment's `hold`, the key's
+/// answer, the `entries`, the `event` if any.
 #[allow(clippy::too_many_arguments)]
-async fn write_capture_finish(
+async fn write_hold_move(
     tx: &mut Transaction<'static, Postgres>,
     lease: &Lease,
     payment_id: &PaymentId,
@@ -354,10 +409,10 @@ async fn write_capture_finish(
     response: &StoredResponse,
     ttl: Duration,
     entries: &Entries,
-    event: &NewEvent,
+    event: Option<&NewEvent>,
 ) -> Result<(), StoreError> {
     let query = bind_hold(
-        sqlx::query(FINISH_CAPTURE),
+        sqlx::query(FINISH_HOLD_MOVE),
         &lease.shop_id,
         payment_id,
         hold,
@@ -370,17 +425,17 @@ async fn write_capture_finish(
     .bind(millis(ttl) as f64)
     .bind(&entries.kinds)
     .bind(&entries.events)
-    .bind(event.id.as_str())
-    .bind(event.event_type.as_str())
-    .bind(event.capture_id.as_ref().map(CaptureId::as_str))
-    .bind(stored_body::compressed(&event.payload).into_owned());
+    .bind(event.map(|e| e.id.as_str()))
+    .bind(event.map(|e| e.event_type.as_str()))
+    .bind(event.and_then(|e| e.capture_id.as_ref().map(CaptureId::as_str)))
+    .bind(event.map(|e| stored_body::compressed(&e.payload).into_owned()));
     let row = query.fetch_one(&mut **tx).await.map_err(store_error)?;
     let written: [i64; 3] = [
         row.try_get("hold").map_err(store_error)?,
         row.try_get("finished").map_err(store_error)?,
         row.try_get("event").map_err(store_error)?,
     ];
-    if written != [1, 1, 1] {
+    if written != [1, 1, i64::from(event.is_some())] {
         // Dropping the transaction rolls it back: nothing is kept.
         return Err(StoreError::other(format!(
             "the finish of key {} wrote {written:?} (hold, answer, event) for payment {payment_id}",
@@ -388,6 +443,16 @@ async fn write_capture_finish(
         )));
     }
     Ok(())
+}
+
+/// The payment and its hold, when the hold is releasing for `reason`.
+fn releasing(payment: Payment, reason: ReleaseReason) -> Option<(Payment, Authorization)> {
+    match payment.capture {
+        PaymentCapture::Manual { hold, .. } if hold.hold() == Hold::Releasing(reason) => {
+            Some((payment, hold))
+        }
+        _ => None,
+    }
 }
 
 /// Ends a release of the payment's hold (locked), when it is releasing
@@ -399,12 +464,9 @@ async fn settle_release(
     reason: ReleaseReason,
     released: bool,
 ) -> Result<Option<Payment>, StoreError> {
-    let Some(payment) = lock_payment(tx, shop_id, payment_id).await? else {
+    let locked = lock_payment(tx, shop_id, payment_id).await?;
+    let Some((payment, hold)) = locked.and_then(|payment| releasing(payment, reason)) else {
         return Ok(None);
-    };
-    let hold = match payment.capture {
-        PaymentCapture::Manual { hold, .. } if hold.hold() == Hold::Releasing(reason) => hold,
-        _ => return Ok(None),
     };
     let hold = hold.release_settled(released);
     let ended = HistoryEvent::ReleaseEnded { reason, released };
@@ -523,12 +585,12 @@ impl Authorizations for PgStore {
         };
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         let payment = match settle_capture(&mut tx, lease, capture, settlement).await? {
-            CaptureSettling::Settled(payment) => *payment,
-            CaptureSettling::LeaseLost => {
+            HoldMove::Locked(payment) => *payment,
+            HoldMove::LeaseLost => {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::LeaseLost);
             }
-            CaptureSettling::NotPending => {
+            HoldMove::Gone => {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(FinishOutcome::PaymentAlreadySettled);
             }
@@ -555,7 +617,7 @@ impl Authorizations for PgStore {
             capture_id: settled.id.as_str().to_owned(),
             status: settled.status,
         });
-        write_capture_finish(
+        write_hold_move(
             &mut tx,
             lease,
             &payment.id,
@@ -563,7 +625,7 @@ impl Authorizations for PgStore {
             response,
             ttl,
             &entries,
-            &event,
+            Some(&event),
         )
         .await?;
         tx.commit().await.map_err(store_error)?;
@@ -634,7 +696,11 @@ impl Authorizations for PgStore {
         )))
     }
 
-    /// The end of a void key, one transaction, fenced by the lease token.
+    /// The end of a void key, fenced by the lease token, with its history
+    /// entries (the acquirer calls, the answer, the release's end): one
+    /// statement without an answer; with one, a transaction of two (the
+    /// payment locked and read; then the hold, the answer, the entries and
+    /// the event, if the hold was released), the release judged between them.
     #[tracing::instrument(level = "debug", name = "store.finish_void", skip_all, fields(db.system = "postgresql"))]
     async fn finish_void(
         &self,
@@ -644,28 +710,46 @@ impl Authorizations for PgStore {
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
-        let entries = Entries::answered(lease, response, attempts, &self.instance);
+        let mut entries = Entries::answered(lease, response, attempts, &self.instance);
+        let Some((payment_id, settlement)) = settlement else {
+            return Ok(
+                if finish_key(&mut *self.conn().await?, lease, response, ttl, &entries).await? {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                },
+            );
+        };
         let mut tx = self.conns.begin().await.map_err(store_error)?;
-        if !finish_key(&mut *tx, lease, response, ttl, &entries).await? {
-            tx.rollback().await.map_err(store_error)?;
-            return Ok(FinishOutcome::LeaseLost);
-        }
-        if let Some((payment_id, settlement)) = settlement {
-            let released = matches!(settlement, VoidSettlement::Succeeded { .. });
-            let ended = settle_release(
-                &mut tx,
-                &lease.shop_id,
-                payment_id,
-                ReleaseReason::Void,
-                released,
-            )
-            .await?;
-            let Some(payment) = ended else {
+        let locked = match lock_for_void(&mut tx, lease, payment_id).await? {
+            HoldMove::Locked(payment) => Some(*payment),
+            HoldMove::LeaseLost => {
                 tx.rollback().await.map_err(store_error)?;
-                return Ok(FinishOutcome::PaymentAlreadySettled);
-            };
-            insert_event(&mut tx, NewEvent::authorization_released(&payment)).await?;
-        }
+                return Ok(FinishOutcome::LeaseLost);
+            }
+            HoldMove::Gone => None,
+        };
+        let reason = ReleaseReason::Void;
+        let Some((payment, hold)) = locked.and_then(|payment| releasing(payment, reason)) else {
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(FinishOutcome::PaymentAlreadySettled);
+        };
+        let released = matches!(settlement, VoidSettlement::Succeeded { .. });
+        let hold = hold.release_settled(released);
+        entries.push(&HistoryEvent::ReleaseEnded { reason, released });
+        let payment = payment.with_hold(hold);
+        let event = NewEvent::authorization_released(&payment);
+        write_hold_move(
+            &mut tx,
+            lease,
+            &payment.id,
+            &hold,
+            response,
+            ttl,
+            &entries,
+            event.as_ref(),
+        )
+        .await?;
         tx.commit().await.map_err(store_error)?;
         Ok(FinishOutcome::Stored)
     }

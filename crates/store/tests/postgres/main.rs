@@ -224,10 +224,8 @@ async fn acquired(pg: &Pg, k: &str, reference: &str) -> (Lease, Payment) {
     }
 }
 
-/// A payment authorized under key `k` (its hold open, its order `k`'s) and
-/// a new capture key `c`'s claim of all of it, as the last capture: the
-/// capture's lease, the payment, the capture.
-async fn capture_acquired(pg: &Pg, k: &str, c: &str) -> (Lease, Payment, Capture) {
+/// A payment authorized under key `k` (its hold open, its order `k`'s).
+async fn authorized(pg: &Pg, k: &str) -> Payment {
     let mut new = new_payment(&pg.shop, k, &format!("order-{k}"));
     new.request.capture_method = CaptureMethod::Manual;
     let new = NewPayment::new(pg.shop.clone(), key(k), new.request)
@@ -243,6 +241,14 @@ async fn capture_acquired(pg: &Pg, k: &str, c: &str) -> (Lease, Payment, Capture
     let (lease, payment) = (authorizing.lease, authorizing.payment);
     let finished = finish_charged(pg, &lease, &payment, &charge(&payment, None)).await;
     assert_eq!(finished, FinishOutcome::Stored);
+    payment
+}
+
+/// A payment [`authorized`] under key `k` and a new capture key `c`'s
+/// claim of all of it, as the last capture: the capture's lease, the
+/// payment, the capture.
+async fn capture_acquired(pg: &Pg, k: &str, c: &str) -> (Lease, Payment, Capture) {
+    let payment = authorized(pg, k).await;
     let new = NewCapture::new(pg.shop.clone(), payment.id.clone(), key(c), None, true);
     let claimed = pg
         .store

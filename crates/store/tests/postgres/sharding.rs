@@ -9,7 +9,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chargeonce_core::store::{Cursor, PageRequest, PaymentFilter};
 use chargeonce_core::webhook::EventKind;
-use chargeonce_core::{CaptureSettlement, NewRefund, RefundAnswer, RefundClaim, RefundSettlement};
+use chargeonce_core::{
+    CaptureSettlement, NewRefund, RefundAnswer, RefundClaim, RefundSettlement, ReleaseClaim,
+    VoidSettlement,
+};
 use sqlx::{AssertSqlSafe, Executor as _, Row as _, SqlSafeStr as _, TypeInfo as _};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
@@ -99,7 +102,7 @@ async fn every_key_of_a_service_table_includes_the_shop() {
 
 /// The statements of the hot path (a payment claimed and finished, its
 /// replay, a take-over, the webhook's and the reconciler's settle, a
-/// refund and a capture, the reads of a payment, its history and the list,
+/// refund, a capture and a void, the reads of a payment, its history and the list,
 /// the completer's queue),
 /// captured as the store sends them, each planned generically with
 /// sequential scans priced out, on tables of 5 000 payments: none may read
@@ -401,6 +404,33 @@ async fn run_the_requests(pg: &Pg) {
             &lease,
             Some((&capture, &captured)),
             &response("captured"),
+            TIMING.ttl,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
+
+    // A void of another authorization: its claim, its finish's two statements.
+    let held = authorized(pg, "k-held").await;
+    let voiding = pg
+        .store
+        .claim_void(&claim(&pg.shop, "k-void"), &held.id, TIMING)
+        .await
+        .unwrap();
+    let ReleaseClaim::Acquired(voiding) = voiding else {
+        panic!("a new void key");
+    };
+    let voided = VoidSettlement::Succeeded {
+        provider_void_id: "vd_hot".into(),
+        released: held.amount,
+    };
+    let finished = pg
+        .store
+        .finish_void(
+            &voiding.lease,
+            Some((&held.id, &voided)),
+            &response("voided"),
             TIMING.ttl,
             &[],
         )

@@ -1,11 +1,14 @@
-//! The finishes of a refund (one statement) and of a capture (a transaction
-//! of two): under a take-over, or with their refund or capture settled
-//! before, they write nothing at all; otherwise they write the key's answer,
-//! the refund's or capture's end, the payment's amounts or hold, the
-//! merchant event and one history row together.
+//! The finishes of a refund (one statement), of a capture and of a void (a
+//! transaction of two each): under a take-over, or with their refund or
+//! capture settled before, they write nothing at all; otherwise they write
+//! the key's answer, the refund's, capture's or release's end, the
+//! payment's amounts or hold, the merchant event and one history row
+//! together.
 
+use chargeonce_core::authorization::Hold;
 use chargeonce_core::{
     Capture, CaptureSettlement, NewRefund, Refund, RefundAnswer, RefundClaim, RefundSettlement,
+    ReleaseClaim, VoidSettlement,
 };
 
 use super::*;
@@ -313,4 +316,109 @@ async fn a_capture_finish_of_a_capture_settled_before_writes_nothing() {
         .unwrap();
     assert_eq!(stored.authorization().unwrap().in_flight(), 1, "{stored:?}");
     assert_eq!(events(&pg).await, before);
+}
+
+/// A void's claim (key `v1`) of a payment [`authorized`]: its lease and
+/// the payment.
+async fn void_acquired(pg: &Pg) -> (Lease, Payment) {
+    let payment = authorized(pg, "k1").await;
+    let claimed = pg
+        .store
+        .claim_void(&claim(&pg.shop, "v1"), &payment.id, TIMING)
+        .await
+        .unwrap();
+    let ReleaseClaim::Acquired(acquired) = claimed else {
+        panic!("a new void key: {claimed:?}");
+    };
+    (acquired.lease, acquired.payment)
+}
+
+/// Our finish of the void with a success, to run beside a competitor.
+fn voided_finish(
+    pg: &Pg,
+    lease: &Lease,
+    payment: &Payment,
+) -> impl Future<Output = Result<FinishOutcome, StoreError>> + Send + 'static {
+    let store = Arc::clone(&pg.store);
+    let (lease, payment) = (lease.clone(), payment.clone());
+    async move {
+        let voided = VoidSettlement::Succeeded {
+            provider_void_id: "vd_ours".into(),
+            released: payment.amount,
+        };
+        store
+            .finish_void(
+                &lease,
+                Some((&payment.id, &voided)),
+                &response("voided"),
+                TIMING.ttl,
+                &[],
+            )
+            .await
+    }
+}
+
+const TAKE_OVER_VOID: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
+                              WHERE key = $1 AND payment_id = $2";
+
+/// The void's race against a take-over of its key held open, committed
+/// (`commit`) or rolled back: what the finish answered, the payment's hold
+/// and the events added.
+async fn void_against_take_over(commit: bool) -> (FinishOutcome, Hold, usize, Pg) {
+    let pg = pg().await;
+    let (lease, payment) = void_acquired(&pg).await;
+    let before = events(&pg).await;
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(TAKE_OVER_VOID)
+        .bind(lease.key.as_str())
+        .bind(payment.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let finish = voided_finish(&pg, &lease, &payment);
+    let finished = against_open(&pg.store, tx, commit, finish).await.unwrap();
+    let stored = pg
+        .store
+        .payment(&pg.shop, &payment.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let hold = stored.authorization().unwrap().hold();
+    (finished, hold, events(&pg).await - before, pg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_void_finish_that_waited_for_a_take_over_writes_nothing() {
+    let (finished, hold, events, pg) = void_against_take_over(true).await;
+    assert_eq!(finished, FinishOutcome::LeaseLost);
+    assert_eq!(
+        hold,
+        Hold::Releasing(chargeonce_core::authorization::ReleaseReason::Void)
+    );
+    assert_eq!(events, 0);
+    let record = pg.store.key(&pg.shop, &key("v1")).await.unwrap().unwrap();
+    assert!(record.response.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_void_finish_whose_competitor_rolled_back_writes_it_all() {
+    let (finished, hold, events, pg) = void_against_take_over(false).await;
+    assert_eq!(finished, FinishOutcome::Stored);
+    assert_eq!(
+        hold,
+        Hold::Released(chargeonce_core::authorization::ReleaseReason::Void)
+    );
+    assert_eq!(events, 1, "payment.voided");
+    let record = pg.store.key(&pg.shop, &key("v1")).await.unwrap().unwrap();
+    assert_eq!(record.response.unwrap().body, b"voided".to_vec());
+    let payment = pg.store.key(&pg.shop, &key("k1")).await.unwrap().unwrap();
+    let kinds = history(&pg, &payment.payment_id.unwrap()).await;
+    assert!(
+        kinds.ends_with(&[
+            "release_requested".into(),
+            "answered".into(),
+            "release_ended".into()
+        ]),
+        "{kinds:?}"
+    );
 }
