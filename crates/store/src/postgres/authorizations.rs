@@ -28,11 +28,12 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{FromRow, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
+use super::finish_parts::{answer_only, answer_stored, bind_answer, deliveries, held_key};
 use super::history::{Entries, insert_entries, record};
-use super::keys::{KeyClaim, KeyTarget, finish_key, insert_key_locking_payment};
-use super::outbox::{insert_event, wants};
+use super::keys::{KeyClaim, KeyTarget, insert_key_locking_payment};
+use super::outbox::insert_event;
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
-use crate::codec::{acquired, capture_settlement_columns, encode_headers, millis};
+use crate::codec::{acquired, capture_settlement_columns};
 use crate::columns::{capture_columns, payment_columns};
 use crate::rows::{CaptureRow, PaymentRow};
 use crate::stored_body;
@@ -222,18 +223,6 @@ async fn reserve_capture(
     Ok(Ok((payment.with_hold(hold), created)))
 }
 
-/// The key row's lock (`held`) the first statement of a capture's or a
-/// void's finish begins with: taken if this lease still holds the key.
-macro_rules! held_key {
-    () => {
-        "WITH held AS MATERIALIZED ( \
-             SELECT 1 FROM idempotency_keys \
-             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-               AND recovery_point <> 'finished' \
-             FOR NO KEY UPDATE), "
-    };
-}
-
 /// The end of the first statement of a capture's or a void's finish:
 /// `locked` locks the payment `$payment` (an SQL expression) names and
 /// reads it, for the hold's move (every move of a hold waits on that lock:
@@ -265,8 +254,9 @@ macro_rules! locked_payment {
 /// and read (`locked_payment!`). Locks are taken key row first, then the
 /// capture's, then the payment's, as the statements this replaced took them.
 const SETTLE_CAPTURE: &str = concat!(
+    "WITH ",
     held_key!(),
-    "c AS ( \
+    ", c AS ( \
          UPDATE captures SET status = $5, provider_capture_id = $6, failure_code = $7, \
              updated_at = now() \
          WHERE shop_id = $1 AND id = $4 AND status = 'pending' \
@@ -279,7 +269,9 @@ const SETTLE_CAPTURE: &str = concat!(
 /// locked (`held_key!`), then the payment `$4`, if the lease held
 /// (`locked_payment!`); whether its hold is releasing is judged by the core.
 const LOCK_FOR_VOID: &str = concat!(
+    "WITH ",
     held_key!(),
+    ", ",
     locked_payment!(
         "$4 AND EXISTS (SELECT 1 FROM held)",
         "EXISTS (SELECT 1 FROM locked)"
@@ -297,14 +289,9 @@ const FINISH_HOLD_MOVE: &str = concat!(
     "WITH hold AS (",
     hold_update!(),
     " RETURNING id, shop_id), \
-     f AS ( \
-         UPDATE idempotency_keys SET recovery_point = 'finished', \
-             response_status = $9, response_headers = $10, response_body = $11, \
-             lease_token = NULL, locked_until = NULL, \
-             expires_at = GREATEST(expires_at, now() + $12::float8 * interval '1 millisecond') \
-         WHERE shop_id = $1 AND key = $7 AND lease_token = $8 \
-           AND recovery_point <> 'finished' \
-         RETURNING payment_id, refund_id, shop_id), \
+     f AS (",
+    answer_stored!("$1", "$7", "$8", "$9", "$10", "$11", "$12"),
+    " RETURNING payment_id, refund_id, shop_id), \
      h AS (",
     insert_entries!("f", "$13", "$14"),
     "), \
@@ -312,15 +299,9 @@ const FINISH_HOLD_MOVE: &str = concat!(
          INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload) \
          SELECT $15, hold.shop_id, $16, hold.id, $17, $18 FROM hold \
          WHERE $15::text IS NOT NULL \
-         RETURNING seq, shop_id, payment_id), \
-     deliveries AS ( \
-         INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
-         SELECT event.shop_id, event.seq, w.id, event.payment_id \
-         FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
-         WHERE w.enabled AND w.deleted_at IS NULL AND ",
-    wants!("$16"),
-    ") \
-     SELECT (SELECT count(*) FROM hold) AS hold, (SELECT count(*) FROM f) AS finished, \
+         RETURNING seq, payment_id), ",
+    deliveries!("$1", "$16"),
+    " SELECT (SELECT count(*) FROM hold) AS hold, (SELECT count(*) FROM f) AS finished, \
          (SELECT count(*) FROM event) AS event"
 );
 
@@ -418,17 +399,14 @@ async fn write_hold_move(
         hold,
     )?
     .bind(lease.key.as_str())
-    .bind(lease.token.as_uuid())
-    .bind(i32::from(response.status))
-    .bind(encode_headers(&response.headers)?)
-    .bind(stored_body::compressed(&response.body).into_owned())
-    .bind(millis(ttl) as f64)
-    .bind(&entries.kinds)
-    .bind(&entries.events)
-    .bind(event.map(|e| e.id.as_str()))
-    .bind(event.map(|e| e.event_type.as_str()))
-    .bind(event.and_then(|e| e.capture_id.as_ref().map(CaptureId::as_str)))
-    .bind(event.map(|e| stored_body::compressed(&e.payload).into_owned()));
+    .bind(lease.token.as_uuid());
+    let query = bind_answer(query, response, ttl)?
+        .bind(&entries.kinds)
+        .bind(&entries.events)
+        .bind(event.map(|e| e.id.as_str()))
+        .bind(event.map(|e| e.event_type.as_str()))
+        .bind(event.and_then(|e| e.capture_id.as_ref().map(CaptureId::as_str)))
+        .bind(event.map(|e| stored_body::compressed(&e.payload).into_owned()));
     let row = query.fetch_one(&mut **tx).await.map_err(store_error)?;
     let written: [i64; 3] = [
         row.try_get("hold").map_err(store_error)?,
@@ -575,13 +553,7 @@ impl Authorizations for PgStore {
     ) -> Result<FinishOutcome, StoreError> {
         let mut entries = Entries::answered(lease, response, attempts, &self.instance);
         let Some((capture, settlement)) = settlement else {
-            return Ok(
-                if finish_key(&mut *self.conn().await?, lease, response, ttl, &entries).await? {
-                    FinishOutcome::Stored
-                } else {
-                    FinishOutcome::LeaseLost
-                },
-            );
+            return answer_only(self, lease, response, ttl, &entries).await;
         };
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         let payment = match settle_capture(&mut tx, lease, capture, settlement).await? {
@@ -712,13 +684,7 @@ impl Authorizations for PgStore {
     ) -> Result<FinishOutcome, StoreError> {
         let mut entries = Entries::answered(lease, response, attempts, &self.instance);
         let Some((payment_id, settlement)) = settlement else {
-            return Ok(
-                if finish_key(&mut *self.conn().await?, lease, response, ttl, &entries).await? {
-                    FinishOutcome::Stored
-                } else {
-                    FinishOutcome::LeaseLost
-                },
-            );
+            return answer_only(self, lease, response, ttl, &entries).await;
         };
         let mut tx = self.conns.begin().await.map_err(store_error)?;
         let locked = match lock_for_void(&mut tx, lease, payment_id).await? {

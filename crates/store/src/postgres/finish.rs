@@ -12,11 +12,9 @@ use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, Sto
 use sqlx::postgres::PgArguments;
 use sqlx::{Postgres, Row};
 
+use super::finish_parts::{answer_only, answer_stored, bind_answer, deliveries, held_key};
 use super::history::{Entries, insert_entries};
-use super::keys::finish_key;
-use super::outbox::wants;
 use super::{PgStore, store_error};
-use crate::codec::{encode_headers, millis};
 use crate::stored_body;
 
 /// Stores the final response, settling the payment when a settlement is
@@ -35,15 +33,8 @@ pub(super) async fn finish(
 ) -> Result<FinishOutcome, StoreError> {
     let mut events = answered_events(lease, response, attempts, &store.instance);
     let Some((payment, settlement)) = settlement else {
-        let entries = Entries::of(events);
         // One fenced statement: it writes or it does not.
-        return Ok(
-            if finish_key(&mut *store.conn().await?, lease, response, ttl, &entries).await? {
-                FinishOutcome::Stored
-            } else {
-                FinishOutcome::LeaseLost
-            },
-        );
+        return answer_only(store, lease, response, ttl, &Entries::of(events)).await;
     };
     // The payment's order and amount never change, so its event can be
     // built before the statement that settles it.
@@ -177,27 +168,18 @@ struct Settle<'a> {
 macro_rules! settling_statement {
     ($settled:expr, $parts:expr) => {
         concat!(
-            "WITH held AS MATERIALIZED ( \
-                 SELECT 1 FROM idempotency_keys \
-                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-                   AND recovery_point <> 'finished' \
-                 FOR NO KEY UPDATE), \
-             settled AS ( \
+            "WITH ",
+            held_key!(),
+            ", settled AS ( \
                  UPDATE payments SET status = $8, provider_payment_id = $9, \
                      decline_code = $10, updated_at = now(), \
                      live_reference = payment_live_reference($8, hold, captured_minor, \
                          reference)",
             $settled,
             " RETURNING id, created_at, shop_id), \
-             finished AS ( \
-                 UPDATE idempotency_keys SET recovery_point = 'finished', \
-                     response_status = $4, response_headers = $5, response_body = $6, \
-                     lease_token = NULL, locked_until = NULL, \
-                     expires_at = GREATEST(expires_at, \
-                         now() + $7::float8 * interval '1 millisecond') \
-                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-                   AND recovery_point <> 'finished' \
-                   AND EXISTS (SELECT 1 FROM settled) \
+             finished AS (",
+            answer_stored!("$1", "$2", "$3", "$4", "$5", "$6", "$7"),
+            " AND EXISTS (SELECT 1 FROM settled) \
                  RETURNING 1), \
              event AS ( \
                  INSERT INTO events (id, shop_id, event_type, payment_id, payload) \
@@ -211,22 +193,6 @@ macro_rules! settling_statement {
                           EXISTS (SELECT 1 FROM settled) AS settled, \
                           EXISTS (SELECT 1 FROM finished) AS finished, \
                           EXISTS (SELECT 1 FROM event) AS event) parts"
-        )
-    };
-}
-
-/// The settling statement's part that writes one delivery of the event per
-/// enabled endpoint of the shop that wants it (`$13`, the event's type).
-macro_rules! deliveries {
-    () => {
-        concat!(
-            ", deliveries AS ( \
-                 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
-                 SELECT $1, event.seq, w.id, event.payment_id \
-                 FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
-                 WHERE w.enabled AND w.deleted_at IS NULL AND ",
-            wants!("$13"),
-            ")"
         )
     };
 }
@@ -297,7 +263,10 @@ async fn settle_compact(
     let shop = &settle.lease.shop_id;
     let fanned = store.endpoint_hints.has_endpoints(shop);
     let statement = if fanned {
-        sqlx::query(settling_statement!(claimant_settled!(""), deliveries!()))
+        sqlx::query(settling_statement!(
+            claimant_settled!(""),
+            concat!(", ", deliveries!("$1", "$13"))
+        ))
     } else {
         sqlx::query(settling_statement!(claimant_settled!(no_endpoint!()), ""))
     };
@@ -329,7 +298,8 @@ async fn settle_with_entries(
         " WHERE id = $11 AND (shop_id, status) IS NOT DISTINCT FROM ($1, 'pending') \
            AND EXISTS (SELECT 1 FROM held)",
         concat!(
-            deliveries!(),
+            ", ",
+            deliveries!("$1", "$13"),
             dequeued!(),
             ", history AS (",
             insert_entries!(
@@ -361,14 +331,11 @@ impl<'a> Settle<'a> {
             settlement,
             event,
         } = *self;
-        Ok(statement
+        let statement = statement
             .bind(lease.shop_id.as_str())
             .bind(lease.key.as_str())
-            .bind(lease.token.as_uuid())
-            .bind(i32::from(response.status))
-            .bind(encode_headers(&response.headers)?)
-            .bind(stored_body::compressed(&response.body).into_owned())
-            .bind(millis(ttl) as f64)
+            .bind(lease.token.as_uuid());
+        Ok(bind_answer(statement, response, ttl)?
             .bind(settlement.status.as_str())
             .bind(&settlement.provider_payment_id)
             .bind(&settlement.decline_code)

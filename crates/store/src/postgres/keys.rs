@@ -16,12 +16,12 @@ use chargeonce_core::{
 use sqlx::postgres::PgArguments;
 use sqlx::{FromRow, PgExecutor, Postgres, Row, Transaction};
 
+use super::finish_parts::{answer_stored, bind_answer};
 use super::history::{Entries, RepeatsRow, insert_entries};
 use super::{PgStore, cancel, claim, finish, pending, store_error};
-use crate::codec::{encode_headers, millis};
+use crate::codec::millis;
 use crate::columns::payment_columns;
 use crate::rows::{KeyInfoRow, KeyRow, PaymentRow, StalledKeyRow};
-use crate::stored_body;
 
 /// The columns of a key row ([`KeyRow`]), with lease liveness and times
 /// judged by the database.
@@ -305,15 +305,10 @@ pub(super) async fn finish_key<'e>(
     ttl: Duration,
     entries: &Entries,
 ) -> Result<bool, StoreError> {
-    let fenced: i64 = sqlx::query_scalar(concat!(
-        "WITH f AS ( \
-             UPDATE idempotency_keys SET recovery_point = 'finished', response_status = $4, \
-                 response_headers = $5, response_body = $6, lease_token = NULL, \
-                 locked_until = NULL, \
-                 expires_at = GREATEST(expires_at, now() + $7::float8 * interval '1 millisecond') \
-             WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-               AND recovery_point <> 'finished' \
-             RETURNING payment_id, refund_id, shop_id), \
+    let statement = sqlx::query(concat!(
+        "WITH f AS (",
+        answer_stored!("$1", "$2", "$3", "$4", "$5", "$6", "$7"),
+        " RETURNING payment_id, refund_id, shop_id), \
          queued AS ( \
              INSERT INTO pending_payments (created_at, payment_id, shop_id) \
              SELECT p.created_at, p.id, p.shop_id FROM payments p \
@@ -325,16 +320,15 @@ pub(super) async fn finish_key<'e>(
     ))
     .bind(lease.shop_id.as_str())
     .bind(lease.key.as_str())
-    .bind(lease.token.as_uuid())
-    .bind(i32::from(response.status))
-    .bind(encode_headers(&response.headers)?)
-    .bind(stored_body::compressed(&response.body).as_ref())
-    .bind(millis(ttl) as f64)
-    .bind(&entries.kinds)
-    .bind(&entries.events)
-    .fetch_one(executor)
-    .await
-    .map_err(store_error)?;
+    .bind(lease.token.as_uuid());
+    let fenced: i64 = bind_answer(statement, response, ttl)?
+        .bind(&entries.kinds)
+        .bind(&entries.events)
+        .fetch_one(executor)
+        .await
+        .map_err(store_error)?
+        .try_get(0)
+        .map_err(store_error)?;
     Ok(fenced == 1)
 }
 

@@ -36,6 +36,7 @@ mod events;
 mod fanout;
 mod findings;
 mod finish;
+mod finish_parts;
 mod health;
 mod history;
 mod keys;

@@ -16,6 +16,7 @@ use chargeonce_core::store::Outbox;
 use chargeonce_core::{RefundId, ShopId, StoreError};
 use sqlx::{Postgres, Transaction};
 
+use super::finish_parts::deliveries;
 use super::{PgStore, store_error};
 use crate::codec::{attempt_columns, millis};
 use crate::rows::{DeliveryRow, DueRow, EventRow, attach_deliveries};
@@ -65,19 +66,13 @@ pub(super) async fn insert_event(
     let Some(event) = event else { return Ok(()) };
     // The shop is read (not locked) to refuse an event of an unknown one.
     let inserted: i64 = sqlx::query_scalar(concat!(
-        "WITH e AS ( \
+        "WITH event AS ( \
              INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload, \
                  capture_id) \
              SELECT $1, $2, $3, $4, $5, $6, $7 FROM shops s WHERE s.id = $2 \
-             RETURNING seq, shop_id, payment_id), \
-         d AS ( \
-             INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
-             SELECT e.shop_id, e.seq, w.id, e.payment_id \
-             FROM e JOIN webhook_endpoints w ON w.shop_id = $2 \
-             WHERE w.enabled AND w.deleted_at IS NULL AND ",
-        wants!("$3"),
-        ") \
-         SELECT count(*) FROM e"
+             RETURNING seq, payment_id), ",
+        deliveries!("$2", "$3"),
+        " SELECT count(*) FROM event"
     ))
     .bind(event.id.as_str())
     .bind(event.shop_id.as_str())

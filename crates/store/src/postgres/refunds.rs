@@ -19,11 +19,11 @@ use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
 
 use super::finish::run_settle;
+use super::finish_parts::{answer_only, answer_stored, bind_answer, deliveries, held_key};
 use super::history::{Entries, insert_entries};
-use super::keys::{KeyClaim, KeyTarget, LockedPayment, finish_key, insert_key_locking_payment};
-use super::outbox::wants;
+use super::keys::{KeyClaim, KeyTarget, LockedPayment, insert_key_locking_payment};
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
-use crate::codec::{acquired, encode_headers, millis, new_refund_row, refund_settlement_columns};
+use crate::codec::{acquired, new_refund_row, refund_settlement_columns};
 use crate::columns::refund_columns;
 use crate::rows::RefundRow;
 use crate::stored_body;
@@ -180,12 +180,9 @@ async fn reserve_refund(
 macro_rules! settle_refund_statement {
     ($set:literal) => {
         concat!(
-            "WITH held AS MATERIALIZED ( \
-                 SELECT 1 FROM idempotency_keys \
-                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-                   AND recovery_point <> 'finished' \
-                 FOR NO KEY UPDATE), \
-             r AS ( \
+            "WITH ",
+            held_key!(),
+            ", r AS ( \
                  UPDATE refunds SET status = $11, provider_refund_id = $12, failure_code = $13, \
                      updated_at = now() \
                  WHERE id = $10 AND shop_id IS NOT DISTINCT FROM $1 AND status = 'pending' \
@@ -197,14 +194,9 @@ macro_rules! settle_refund_statement {
             ", updated_at = now() \
                  WHERE p.id = (SELECT payment_id FROM r) AND p.shop_id IS NOT DISTINCT FROM $1 \
                  RETURNING 1), \
-             f AS ( \
-                 UPDATE idempotency_keys SET recovery_point = 'finished', \
-                     response_status = $4, response_headers = $5, response_body = $6, \
-                     lease_token = NULL, locked_until = NULL, \
-                     expires_at = GREATEST(expires_at, \
-                         now() + $7::float8 * interval '1 millisecond') \
-                 WHERE shop_id = $1 AND key = $2 AND lease_token = $3 \
-                   AND recovery_point <> 'finished' AND EXISTS (SELECT 1 FROM r) \
+             f AS (",
+            answer_stored!("$1", "$2", "$3", "$4", "$5", "$6", "$7"),
+            " AND EXISTS (SELECT 1 FROM r) \
                  RETURNING payment_id, refund_id, shop_id), \
              h AS (",
             insert_entries!("f", "$8", "$9"),
@@ -212,15 +204,9 @@ macro_rules! settle_refund_statement {
              event AS ( \
                  INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload) \
                  SELECT $14, r.shop_id, $15, r.payment_id, r.refund_id, $16 FROM r \
-                 RETURNING seq, shop_id, payment_id), \
-             deliveries AS ( \
-                 INSERT INTO event_deliveries (shop_id, event_seq, endpoint_id, payment_id) \
-                 SELECT event.shop_id, event.seq, w.id, event.payment_id \
-                 FROM event JOIN webhook_endpoints w ON w.shop_id = $1 \
-                 WHERE w.enabled AND w.deleted_at IS NULL AND ",
-            wants!("$15"),
-            ") \
-             SELECT held, settled, \
+                 RETURNING seq, payment_id), ",
+            deliveries!("$1", "$15"),
+            " SELECT held, settled, \
                  1 / CASE WHEN settled = paid AND settled = finished AND settled = event \
                      THEN 1 ELSE 0 END AS whole \
              FROM (SELECT EXISTS (SELECT 1 FROM held) AS held, \
@@ -269,11 +255,8 @@ async fn settle_refund(
     let statement = sqlx::query(sql)
         .bind(lease.shop_id.as_str())
         .bind(lease.key.as_str())
-        .bind(lease.token.as_uuid())
-        .bind(i32::from(response.status))
-        .bind(encode_headers(&response.headers)?)
-        .bind(stored_body::compressed(&response.body).into_owned())
-        .bind(millis(ttl) as f64)
+        .bind(lease.token.as_uuid());
+    let statement = bind_answer(statement, response, ttl)?
         .bind(entries.kinds)
         .bind(entries.events)
         .bind(answer.id().as_str())
@@ -375,13 +358,7 @@ impl Refunds for PgStore {
     ) -> Result<FinishOutcome, StoreError> {
         let Some(answer) = answer else {
             let entries = Entries::answered(lease, response, attempts, &self.instance);
-            return Ok(
-                if finish_key(&mut *self.conn().await?, lease, response, ttl, &entries).await? {
-                    FinishOutcome::Stored
-                } else {
-                    FinishOutcome::LeaseLost
-                },
-            );
+            return answer_only(self, lease, response, ttl, &entries).await;
         };
         let (held, settled) = settle_refund(self, lease, &answer, response, ttl, attempts).await?;
         Ok(match (held, settled) {

@@ -60,12 +60,6 @@ const SETTLE: &str = "WITH settled AS (UPDATE payments SET status = 'succeeded',
 const LOCK_KEY: &str = "SELECT 1 FROM idempotency_keys WHERE key = $1 AND payment_id = $2 \
                         FOR UPDATE";
 
-async fn assert_key_unfinished(pg: &Pg, k: &str) {
-    let record = pg.store.key(&pg.shop, &key(k)).await.unwrap().unwrap();
-    assert_eq!(record.recovery_point, RecoveryPoint::PaymentCreated);
-    assert!(record.response.is_none());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_finish_that_waited_for_a_take_over_writes_nothing() {
     let pg = pg().await;
@@ -74,7 +68,7 @@ async fn a_finish_that_waited_for_a_take_over_writes_nothing() {
         finish_against_open(&pg, &lease, &payment, TAKE_OVER, true).await,
         FinishOutcome::LeaseLost
     );
-    assert_key_unfinished(&pg, "k1").await;
+    assert_unfinished(&pg, "k1", RecoveryPoint::PaymentCreated).await;
     assert_eq!(
         pg.store.payment(&pg.shop, &payment.id).await.unwrap(),
         Some(payment.clone())
@@ -91,7 +85,7 @@ async fn a_finish_that_waited_for_a_settlement_writes_nothing() {
         finish_against_open(&pg, &lease, &payment, SETTLE, true).await,
         FinishOutcome::PaymentAlreadySettled
     );
-    assert_key_unfinished(&pg, "k1").await;
+    assert_unfinished(&pg, "k1", RecoveryPoint::PaymentCreated).await;
     let record = pg.store.key(&pg.shop, &key("k1")).await.unwrap().unwrap();
     assert!(record.lease_active, "the lease is still ours");
     let stored = pg
@@ -147,7 +141,7 @@ async fn a_finish_sees_a_settlement_committed_after_it_began() {
         task.await.unwrap().unwrap(),
         FinishOutcome::PaymentAlreadySettled
     );
-    assert_key_unfinished(&pg, "k1").await;
+    assert_unfinished(&pg, "k1", RecoveryPoint::PaymentCreated).await;
     let stored = pg
         .store
         .payment(&pg.shop, &payment.id)

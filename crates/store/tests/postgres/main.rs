@@ -207,6 +207,13 @@ async fn history(pg: &Pg, payment: &chargeonce_core::PaymentId) -> Vec<String> {
         .collect()
 }
 
+/// Key `k` is still at `point`, with no answer stored.
+async fn assert_unfinished(pg: &Pg, k: &str, point: RecoveryPoint) {
+    let record = pg.store.key(&pg.shop, &key(k)).await.unwrap().unwrap();
+    assert_eq!(record.recovery_point, point);
+    assert!(record.response.is_none());
+}
+
 /// A new key's claim of a payment for `reference`: its lease and payment.
 async fn acquired(pg: &Pg, k: &str, reference: &str) -> (Lease, Payment) {
     match pg

@@ -13,6 +13,28 @@ use chargeonce_core::{
 
 use super::*;
 
+/// Runs `finish` while a take-over of the lease's key is held open (its
+/// lease token replaced, not yet committed); once the finish waits on it,
+/// commits it (`commit`) or rolls it back. What the finish answered.
+async fn against_take_over(
+    pg: &Pg,
+    lease: &Lease,
+    commit: bool,
+    finish: impl Future<Output = Result<FinishOutcome, StoreError>> + Send + 'static,
+) -> FinishOutcome {
+    let mut tx = pg.store.pool().begin().await.unwrap();
+    sqlx::query(
+        "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
+         WHERE shop_id = $1 AND key = $2",
+    )
+    .bind(lease.shop_id.as_str())
+    .bind(lease.key.as_str())
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    against_open(&pg.store, tx, commit, finish).await.unwrap()
+}
+
 /// A charged payment and a new refund key's claim of all of it: the
 /// refund's lease, the payment and the pending refund.
 async fn refund_acquired(pg: &Pg) -> (Lease, Payment, Refund) {
@@ -73,31 +95,15 @@ async fn refund_state(pg: &Pg, refund: &Refund) -> (String, i64, i64, i64) {
     .unwrap()
 }
 
-async fn assert_refund_key_unfinished(pg: &Pg) {
-    let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
-    assert_eq!(record.recovery_point, RecoveryPoint::RefundCreated);
-    assert!(record.response.is_none());
-}
-
-const TAKE_OVER: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
-                         WHERE key = $1 AND refund_id = $2";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refund_finish_that_waited_for_a_take_over_writes_nothing() {
     let pg = pg().await;
     let (lease, payment, refund) = refund_acquired(&pg).await;
     let before = events(&pg).await;
-    let mut tx = pg.store.pool().begin().await.unwrap();
-    sqlx::query(TAKE_OVER)
-        .bind(lease.key.as_str())
-        .bind(refund.id.as_str())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
     let finish = refunded_finish(&pg, &lease, &payment, &refund);
-    let finished = against_open(&pg.store, tx, true, finish).await.unwrap();
+    let finished = against_take_over(&pg, &lease, true, finish).await;
     assert_eq!(finished, FinishOutcome::LeaseLost);
-    assert_refund_key_unfinished(&pg).await;
+    assert_unfinished(&pg, "r1", RecoveryPoint::RefundCreated).await;
     let amount = payment.amount.minor_units();
     // Pending, nothing refunded, the amount still reserved, only the
     // claim's history row.
@@ -113,15 +119,8 @@ async fn a_refund_finish_whose_competitor_rolled_back_writes_it_all_at_once() {
     let pg = pg().await;
     let (lease, payment, refund) = refund_acquired(&pg).await;
     let before = events(&pg).await;
-    let mut tx = pg.store.pool().begin().await.unwrap();
-    sqlx::query(TAKE_OVER)
-        .bind(lease.key.as_str())
-        .bind(refund.id.as_str())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
     let finish = refunded_finish(&pg, &lease, &payment, &refund);
-    let finished = against_open(&pg.store, tx, false, finish).await.unwrap();
+    let finished = against_take_over(&pg, &lease, false, finish).await;
     assert_eq!(finished, FinishOutcome::Stored);
     let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
     assert_eq!(record.recovery_point, RecoveryPoint::Finished);
@@ -161,7 +160,7 @@ async fn a_refund_finish_of_a_refund_settled_before_writes_nothing() {
         .await
         .unwrap();
     assert_eq!(finished, FinishOutcome::PaymentAlreadySettled);
-    assert_refund_key_unfinished(&pg).await;
+    assert_unfinished(&pg, "r1", RecoveryPoint::RefundCreated).await;
     let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
     assert!(record.lease_active, "the lease is still ours");
     let amount = payment.amount.minor_units();
@@ -211,31 +210,15 @@ async fn capture_state(pg: &Pg, capture: &Capture) -> (String, i64, i64) {
     .unwrap()
 }
 
-async fn assert_capture_key_unfinished(pg: &Pg) {
-    let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
-    assert_eq!(record.recovery_point, RecoveryPoint::CaptureCreated);
-    assert!(record.response.is_none());
-}
-
-const TAKE_OVER_CAPTURE: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
-                                 WHERE key = $1 AND capture_id = $2";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_capture_finish_that_waited_for_a_take_over_writes_nothing() {
     let pg = pg().await;
     let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
     let before = events(&pg).await;
-    let mut tx = pg.store.pool().begin().await.unwrap();
-    sqlx::query(TAKE_OVER_CAPTURE)
-        .bind(lease.key.as_str())
-        .bind(capture.id.as_str())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
     let finish = captured_finish(&pg, &lease, &capture);
-    let finished = against_open(&pg.store, tx, true, finish).await.unwrap();
+    let finished = against_take_over(&pg, &lease, true, finish).await;
     assert_eq!(finished, FinishOutcome::LeaseLost);
-    assert_capture_key_unfinished(&pg).await;
+    assert_unfinished(&pg, "c1", RecoveryPoint::CaptureCreated).await;
     let hold = pg
         .store
         .payment(&pg.shop, &payment.id)
@@ -255,15 +238,8 @@ async fn a_capture_finish_whose_competitor_rolled_back_writes_it_all() {
     let pg = pg().await;
     let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
     let before = events(&pg).await;
-    let mut tx = pg.store.pool().begin().await.unwrap();
-    sqlx::query(TAKE_OVER_CAPTURE)
-        .bind(lease.key.as_str())
-        .bind(capture.id.as_str())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
     let finish = captured_finish(&pg, &lease, &capture);
-    let finished = against_open(&pg.store, tx, false, finish).await.unwrap();
+    let finished = against_take_over(&pg, &lease, false, finish).await;
     assert_eq!(finished, FinishOutcome::Stored);
     let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
     assert_eq!(record.recovery_point, RecoveryPoint::Finished);
@@ -305,7 +281,7 @@ async fn a_capture_finish_of_a_capture_settled_before_writes_nothing() {
         .unwrap();
     let finished = captured_finish(&pg, &lease, &capture).await.unwrap();
     assert_eq!(finished, FinishOutcome::PaymentAlreadySettled);
-    assert_capture_key_unfinished(&pg).await;
+    assert_unfinished(&pg, "c1", RecoveryPoint::CaptureCreated).await;
     let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
     assert!(record.lease_active, "the lease is still ours");
     let stored = pg
@@ -358,9 +334,6 @@ fn voided_finish(
     }
 }
 
-const TAKE_OVER_VOID: &str = "UPDATE idempotency_keys SET lease_token = gen_random_uuid() \
-                              WHERE key = $1 AND payment_id = $2";
-
 /// The void's race against a take-over of its key held open, committed
 /// (`commit`) or rolled back: what the finish answered, the payment's hold
 /// and the events added.
@@ -368,15 +341,8 @@ async fn void_against_take_over(commit: bool) -> (FinishOutcome, Hold, usize, Pg
     let pg = pg().await;
     let (lease, payment) = void_acquired(&pg).await;
     let before = events(&pg).await;
-    let mut tx = pg.store.pool().begin().await.unwrap();
-    sqlx::query(TAKE_OVER_VOID)
-        .bind(lease.key.as_str())
-        .bind(payment.id.as_str())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
     let finish = voided_finish(&pg, &lease, &payment);
-    let finished = against_open(&pg.store, tx, commit, finish).await.unwrap();
+    let finished = against_take_over(&pg, &lease, commit, finish).await;
     let stored = pg
         .store
         .payment(&pg.shop, &payment.id)
