@@ -22,10 +22,28 @@ async fn start(name: &'static str, args: &[String]) -> Proc {
     Proc::spawn(command, name).await
 }
 
-/// A port free right now (bound, then released).
+/// A port free right now (bound, then released) for a process the test
+/// starts later, taken below the kernel's ephemeral range: a port that
+/// `127.0.0.1:0` handed out and took back could be handed out again before
+/// the test binds it, to another process or to the service's own listeners
+/// (seen once in CI: the service's operator listener got the port its
+/// acquirer was to listen on). Tests run in processes of their own, so each
+/// starts its search at a place of its own.
 pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = ephemeral.saturating_sub(8000).max(1024);
+    let span = u32::from(ephemeral - low);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let start = (std::process::id() ^ nanos) % span;
+    (0..span)
+        .map(|i| low + u16::try_from((start + i) % span).unwrap())
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port below the ephemeral range")
 }
 
 pub fn strings(args: &[&str]) -> Vec<String> {
