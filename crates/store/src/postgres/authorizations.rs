@@ -379,19 +379,23 @@ async fn lock_for_void(
 }
 
 /// Writes what a capture's or a void's answer does after its first
-/// statement (see [`FINISH_HOLD_MOVE`]): the payment's `hold`, the key's
-/// answer, the `entries`, the `event` if any.
-#[allow(clippy::too_many_arguments)]
+/// statement (see [`FINISH_HOLD_MOVE`]): the `payment`'s hold (as the
+/// answer moved it), the key's answer, the `entries`, the `event` if any.
 async fn write_hold_move(
     tx: &mut Transaction<'static, Postgres>,
     lease: &Lease,
-    payment_id: &PaymentId,
-    hold: &Authorization,
+    payment: &Payment,
     response: &StoredResponse,
     ttl: Duration,
     entries: &Entries,
     event: Option<&NewEvent>,
 ) -> Result<(), StoreError> {
+    let payment_id = &payment.id;
+    let PaymentCapture::Manual { hold, .. } = &payment.capture else {
+        return Err(StoreError::corrupt(format!(
+            "payment {payment_id} holds nothing"
+        )));
+    };
     let query = bind_hold(
         sqlx::query(FINISH_HOLD_MOVE),
         &lease.shop_id,
@@ -589,11 +593,11 @@ impl Authorizations for PgStore {
             capture_id: settled.id.as_str().to_owned(),
             status: settled.status,
         });
+        let payment = payment.with_hold(hold);
         write_hold_move(
             &mut tx,
             lease,
-            &payment.id,
-            &hold,
+            &payment,
             response,
             ttl,
             &entries,
@@ -708,8 +712,7 @@ impl Authorizations for PgStore {
         write_hold_move(
             &mut tx,
             lease,
-            &payment.id,
-            &hold,
+            &payment,
             response,
             ttl,
             &entries,
