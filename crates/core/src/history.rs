@@ -486,6 +486,90 @@ impl ClaimantFinish {
     }
 }
 
+/// The three entries of the finish almost every refund has, in the few
+/// values that are not already in the refund's row: the request that
+/// claimed the refund (its key, on the instance that claimed it) called the
+/// acquirer once, to refund with the refund's own acquirer key and no
+/// reason given, stored its answer and ended the refund by it.
+///
+/// As [`ClaimantFinish`] is for a payment: a store may keep these values on
+/// the refund in place of a history row and read the entries back with
+/// [`RefundClaimantFinish::entries`], the same entries whichever way they
+/// were stored. Any other finish is not one, and is written as entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundClaimantFinish {
+    /// How the refund call ended.
+    pub outcome: AcquirerOutcomeKind,
+    /// How long it took, in milliseconds.
+    pub latency_ms: u64,
+    /// The HTTP status of the answer stored.
+    pub answer_status: u16,
+    /// The status the refund ended in (its status from then on: an ended
+    /// refund's status never changes again).
+    pub status: RefundStatus,
+}
+
+impl RefundClaimantFinish {
+    /// The compact form of `events`, if they are exactly the entries
+    /// [`Self::entries`] gives back for a refund sent with `acquirer_key`,
+    /// claimed with `key` by `instance`.
+    pub fn of(
+        acquirer_key: &str,
+        key: &str,
+        instance: &str,
+        events: &[HistoryEvent],
+    ) -> Option<Self> {
+        let [
+            HistoryEvent::AcquirerCall {
+                call: AcquirerCall::Refund,
+                outcome,
+                latency_ms,
+                ..
+            },
+            HistoryEvent::Answered {
+                status: answer_status,
+                ..
+            },
+            HistoryEvent::RefundEnded { status },
+        ] = events
+        else {
+            return None;
+        };
+        let finish = Self {
+            outcome: *outcome,
+            latency_ms: *latency_ms,
+            answer_status: *answer_status,
+            status: *status,
+        };
+        // What the fields above do not hold must be what the entries are
+        // rebuilt with, or the history would read back otherwise.
+        (finish.entries(acquirer_key, key, instance) == *events).then_some(finish)
+    }
+
+    /// The three entries, in order, for a refund sent with `acquirer_key`,
+    /// claimed with `key` by `instance`: the refund call, the answer, the
+    /// refund's end.
+    pub fn entries(&self, acquirer_key: &str, key: &str, instance: &str) -> [HistoryEvent; 3] {
+        [
+            HistoryEvent::AcquirerCall {
+                call: AcquirerCall::Refund,
+                outcome: self.outcome,
+                latency_ms: self.latency_ms,
+                acquirer_key: acquirer_key.to_owned(),
+                instance: instance.to_owned(),
+                reason: None,
+            },
+            HistoryEvent::Answered {
+                key: key.to_owned(),
+                status: self.answer_status,
+            },
+            HistoryEvent::RefundEnded {
+                status: self.status,
+            },
+        ]
+    }
+}
+
 /// Whether a payment's history records a cancel request.
 pub fn cancel_requested(history: &[HistoryEntry]) -> bool {
     history
@@ -580,6 +664,76 @@ mod tests {
             }
         );
         assert_eq!(finish.entries(&payment, "k", "a:1").to_vec(), events);
+    }
+
+    fn a_refunds_finish() -> Vec<HistoryEvent> {
+        vec![
+            AcquirerAttempt {
+                call: AcquirerCall::Refund,
+                outcome: AcquirerOutcomeKind::Succeeded,
+                latency: Duration::from_millis(4),
+                acquirer_key: "rk".into(),
+                reason: None,
+            }
+            .to_event("a:1"),
+            HistoryEvent::Answered {
+                key: "k".into(),
+                status: 201,
+            },
+            HistoryEvent::RefundEnded {
+                status: RefundStatus::Succeeded,
+            },
+        ]
+    }
+
+    #[test]
+    fn a_refunds_usual_finish_reads_back_as_the_same_entries() {
+        let events = a_refunds_finish();
+        let finish = RefundClaimantFinish::of("rk", "k", "a:1", &events).unwrap();
+        assert_eq!(
+            finish,
+            RefundClaimantFinish {
+                outcome: AcquirerOutcomeKind::Succeeded,
+                latency_ms: 4,
+                answer_status: 201,
+                status: RefundStatus::Succeeded,
+            }
+        );
+        assert_eq!(finish.entries("rk", "k", "a:1").to_vec(), events);
+    }
+
+    #[test]
+    fn any_other_refund_finish_is_not_the_usual_one() {
+        let events = a_refunds_finish();
+        // Another acquirer key, key or instance than the row's.
+        assert!(RefundClaimantFinish::of("rk2", "k", "a:1", &events).is_none());
+        assert!(RefundClaimantFinish::of("rk", "k2", "a:1", &events).is_none());
+        assert!(RefundClaimantFinish::of("rk", "k", "b:1", &events).is_none());
+        let changes: [fn(&mut Vec<HistoryEvent>); 4] = [
+            |e| e.truncate(2),
+            |e| {
+                let again = e[0].clone();
+                e.insert(0, again);
+            },
+            |e| {
+                if let HistoryEvent::AcquirerCall { reason, .. } = &mut e[0] {
+                    *reason = Some("timeout".into());
+                }
+            },
+            |e| {
+                if let HistoryEvent::AcquirerCall { call, .. } = &mut e[0] {
+                    *call = AcquirerCall::Lookup;
+                }
+            },
+        ];
+        for change in changes {
+            let mut changed = events.clone();
+            change(&mut changed);
+            assert!(
+                RefundClaimantFinish::of("rk", "k", "a:1", &changed).is_none(),
+                "{changed:?}"
+            );
+        }
     }
 
     #[test]

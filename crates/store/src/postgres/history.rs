@@ -5,13 +5,13 @@
 
 use async_trait::async_trait;
 use chargeonce_core::history::{
-    AcquirerAttempt, ClaimantFinish, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind,
-    RepeatTally, Tally, answered_events,
+    AcquirerAttempt, ClaimantFinish, HistoryEntry, HistoryEvent, RefundClaimantFinish,
+    RepeatCounts, RepeatKind, RepeatTally, Tally, answered_events,
 };
 use chargeonce_core::store::{History, KeyRepeats};
 use chargeonce_core::{
-    AcquirerOutcomeKind, IdempotencyKey, Lease, PaymentId, PaymentStatus, RefundId, ShopId,
-    StoreError, StoredResponse,
+    AcquirerOutcomeKind, IdempotencyKey, Lease, PaymentId, PaymentStatus, RefundId, RefundStatus,
+    ShopId, StoreError, StoredResponse,
 };
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
@@ -130,7 +130,9 @@ pub(super) async fn record<'e>(
 /// payment's row, its `claimed` entry (no `event`, no `finish_outcome`) or
 /// its claimant's finish (`finish_outcome` set: migration 0024), three
 /// entries at `seq`, `seq + 1` and `seq + 2`, as their history row would
-/// have read back.
+/// have read back; or, likewise from a refund's row (`refund_id` set, no
+/// `event`: migration 0029), its `refund_reserved` entry or its claimant's
+/// finish.
 #[derive(sqlx::FromRow)]
 struct EntryRow {
     seq: i64,
@@ -144,6 +146,17 @@ struct EntryRow {
     finish_latency_ms: Option<i64>,
     finish_answer: Option<i16>,
     status: Option<String>,
+    amount_minor: Option<i64>,
+    currency: Option<String>,
+    acquirer_key: Option<String>,
+}
+
+/// The values every claimant's finish kept on a row has, as read.
+struct KeptFinish {
+    outcome: AcquirerOutcomeKind,
+    latency_ms: u64,
+    answer_status: u16,
+    status: String,
 }
 
 impl EntryRow {
@@ -157,36 +170,79 @@ impl EntryRow {
         let (Some(key), Some(instance)) = (&self.claimed_key, &self.claimed_by) else {
             return Err(self.corrupt("has no event"));
         };
-        Ok(match self.claimant_finish()? {
+        if self.refund_id.is_some() {
+            return self.refund_events(key, instance);
+        }
+        Ok(match self.kept_finish()? {
             None => vec![HistoryEvent::Claimed {
                 key: key.clone(),
                 instance: instance.clone(),
             }],
-            Some(finish) => finish.entries(payment_id, key, instance).to_vec(),
+            Some(kept) => ClaimantFinish {
+                outcome: kept.outcome,
+                latency_ms: kept.latency_ms,
+                answer_status: kept.answer_status,
+                status: PaymentStatus::parse(&kept.status)
+                    .ok_or_else(|| self.corrupt("has no settled status"))?,
+            }
+            .entries(payment_id, key, instance)
+            .to_vec(),
         })
     }
 
-    /// The claimant's finish the payment's row holds, if this is that row.
-    fn claimant_finish(&self) -> Result<Option<ClaimantFinish>, StoreError> {
+    /// The events a refund's row holds: its reservation, or its claimant's
+    /// finish.
+    fn refund_events(&self, key: &str, instance: &str) -> Result<Vec<HistoryEvent>, StoreError> {
+        Ok(match self.kept_finish()? {
+            None => vec![HistoryEvent::RefundReserved {
+                key: key.to_owned(),
+                amount_minor: self
+                    .amount_minor
+                    .ok_or_else(|| self.corrupt("has no refund amount"))?,
+                currency: self
+                    .currency
+                    .clone()
+                    .ok_or_else(|| self.corrupt("has no refund currency"))?,
+                instance: instance.to_owned(),
+            }],
+            Some(kept) => RefundClaimantFinish {
+                outcome: kept.outcome,
+                latency_ms: kept.latency_ms,
+                answer_status: kept.answer_status,
+                status: RefundStatus::parse(&kept.status)
+                    .ok_or_else(|| self.corrupt("has no ended refund status"))?,
+            }
+            .entries(
+                self.acquirer_key
+                    .as_deref()
+                    .ok_or_else(|| self.corrupt("has no refund acquirer key"))?,
+                key,
+                instance,
+            )
+            .to_vec(),
+        })
+    }
+
+    /// The claimant's finish the row holds, if this is that row's entry.
+    fn kept_finish(&self) -> Result<Option<KeptFinish>, StoreError> {
         let Some(outcome) = &self.finish_outcome else {
             return Ok(None);
         };
-        Ok(Some(ClaimantFinish {
+        Ok(Some(KeptFinish {
             outcome: AcquirerOutcomeKind::parse(outcome)
-                .ok_or_else(|| self.corrupt("has an unknown charge outcome"))?,
+                .ok_or_else(|| self.corrupt("has an unknown acquirer outcome"))?,
             latency_ms: self
                 .finish_latency_ms
                 .and_then(|ms| u64::try_from(ms).ok())
-                .ok_or_else(|| self.corrupt("has no charge latency"))?,
+                .ok_or_else(|| self.corrupt("has no call latency"))?,
             answer_status: self
                 .finish_answer
                 .and_then(|status| u16::try_from(status).ok())
                 .ok_or_else(|| self.corrupt("has no answer status"))?,
             status: self
                 .status
-                .as_deref()
-                .and_then(PaymentStatus::parse)
-                .ok_or_else(|| self.corrupt("has no settled status"))?,
+                .clone()
+                .ok_or_else(|| self.corrupt("has no final status"))?,
         }))
     }
 
@@ -280,8 +336,10 @@ impl History for PgStore {
     /// (`seq` 0, before every row's identity; `claimed_by` is NULL on payments
     /// claimed before migration 0007, whose entry is a history row), and the
     /// row's claimant's finish, if it holds one (migration 0024: three
-    /// entries at the seq their history row would have had), in the same
-    /// statement, so in the same snapshot, as the rows. A row of several
+    /// entries at the seq their history row would have had), and each of
+    /// its refunds' `refund_reserved` entry and claimant's finish (migration
+    /// 0029, likewise), in the same statement, so in the same snapshot, as
+    /// the rows. A row of several
     /// entries (a JSON array) reads back as its entries, in order.
     #[tracing::instrument(level = "debug", name = "store.payment_history", skip_all, fields(db.system = "postgresql"))]
     async fn payment_history(
@@ -294,7 +352,9 @@ impl History for PgStore {
             sqlx::query_as::<_, EntryRow>(
                 "SELECT x.seq, x.at, p.id AS payment_id, NULL::text AS refund_id, \
                         NULL::text AS event, p.idempotency_key AS claimed_key, p.claimed_by, \
-                        x.finish_outcome, x.finish_latency_ms, x.finish_answer, x.status \
+                        x.finish_outcome, x.finish_latency_ms, x.finish_answer, x.status, \
+                        NULL::bigint AS amount_minor, NULL::text AS currency, \
+                        NULL::text AS acquirer_key \
                  FROM payments p CROSS JOIN LATERAL (VALUES \
                      (0::bigint, p.created_at, NULL::text, NULL::bigint, NULL::smallint, \
                       NULL::text), \
@@ -304,8 +364,20 @@ impl History for PgStore {
                  WHERE p.id = $1 AND p.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
                    AND ($2::text IS NULL OR p.shop_id = $2) \
                  UNION ALL \
+                 SELECT x.seq, x.at, r.payment_id, r.id, NULL, r.idempotency_key, \
+                        r.claimed_by, x.finish_outcome, x.finish_latency_ms, x.finish_answer, \
+                        x.status, r.amount_minor, r.currency, r.acquirer_key \
+                 FROM refunds r CROSS JOIN LATERAL (VALUES \
+                     (r.reserve_seq, r.created_at, NULL::text, NULL::bigint, NULL::smallint, \
+                      NULL::text), \
+                     (r.finish_seq, r.finish_at, r.finish_outcome, r.finish_latency_ms, \
+                      r.finish_answer, r.status)) \
+                     AS x(seq, at, finish_outcome, finish_latency_ms, finish_answer, status) \
+                 WHERE r.payment_id = $1 AND r.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
+                   AND ($2::text IS NULL OR r.shop_id = $2) \
+                 UNION ALL \
                  SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL, \
-                        NULL, NULL, NULL, NULL \
+                        NULL, NULL, NULL, NULL, NULL, NULL, NULL \
                  FROM payment_history h CROSS JOIN LATERAL ( \
                      SELECT x.event::text, x.n \
                      FROM json_array_elements(h.event::json) WITH ORDINALITY AS x(event, n) \

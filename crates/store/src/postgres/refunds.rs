@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::events::NewEvent;
-use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
+use chargeonce_core::history::{
+    AcquirerAttempt, HistoryEvent, RefundClaimantFinish, answered_events,
+};
 use chargeonce_core::refund::reservation;
 use chargeonce_core::store::Refunds;
 use chargeonce_core::{
@@ -105,15 +107,17 @@ async fn refund_cursor(
 }
 
 /// Reserves a new refund's amount on its payment (locked and checked by the
-/// claim), inserts the refund and its payment's `refund_reserved` entry, in
-/// one statement: the refund and the entry are written only when the
-/// reservation was. Whether it was.
+/// claim) and inserts the refund, in one statement: the refund is written
+/// only when the reservation was. Its payment's `refund_reserved` entry is
+/// kept on the refund's row (migration 0029: the claiming instance and the
+/// seq its history row would have had; the key, amount and currency are the
+/// row's own). Whether it was.
 async fn reserve_refund(
     tx: &mut Transaction<'static, Postgres>,
     created: &Refund,
-    entries: &Entries,
+    instance: &str,
 ) -> Result<bool, StoreError> {
-    let written: i64 = sqlx::query_scalar(concat!(
+    let written: i64 = sqlx::query_scalar(
         "WITH reserved AS ( \
              UPDATE payments SET refund_reserved_minor = refund_reserved_minor + $5, \
                  updated_at = now() \
@@ -123,13 +127,12 @@ async fn reserve_refund(
              RETURNING id), \
          r AS ( \
              INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
-                 currency, status, acquirer_key, created_at) \
-             SELECT $1, $2, $3, $4, $5, $6, 'pending', $7, $8 FROM reserved \
-             RETURNING payment_id, id AS refund_id, shop_id), \
-         h AS (",
-        insert_entries!("r", "$9", "$10"),
-        ") SELECT count(*) FROM r"
-    ))
+                 currency, status, acquirer_key, created_at, claimed_by, reserve_seq) \
+             SELECT $1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, \
+                 nextval('payment_history_seq_seq') FROM reserved \
+             RETURNING 1) \
+         SELECT count(*) FROM r",
+    )
     .bind(created.id.as_str())
     .bind(created.shop_id.as_str())
     .bind(created.payment_id.as_str())
@@ -138,8 +141,7 @@ async fn reserve_refund(
     .bind(created.amount.currency().code())
     .bind(created.acquirer_key.as_str())
     .bind(created.created_at)
-    .bind(&entries.kinds)
-    .bind(&entries.events)
+    .bind(instance)
     .fetch_one(&mut **tx)
     .await
     .map_err(store_error)?;
@@ -149,24 +151,29 @@ async fn reserve_refund(
 /// A refund's finish with its definite answer, in one autocommitted
 /// statement (one round trip, one snapshot), as a payment's settling
 /// statement is (`finish.rs`, whose reasoning this follows); `$set` is what
-/// it does to the payment's amounts.
+/// it does to the payment's amounts, `$kept` and `$guard` what the usual
+/// finish adds to the refund's update (its entries kept on the row, only on
+/// the row of the refund this instance claimed), `$history` the part that
+/// writes the entries otherwise.
 ///
 /// - `held` locks the key row if this lease still holds it.
 /// - `r` moves the refund from pending to its answer, only if `held` found
 ///   the lease; `p` counts its amount on the payment (refunded, or its
 ///   reservation given back).
-/// - `f` stores the response, only if the refund moved, with the history
-///   entries (the acquirer calls, the answer and the refund's end) in one
-///   row (`h`); `event` writes the refund's merchant event and
+/// - `f` stores the response, only if the refund moved; the history
+///   entries (the acquirer calls, the answer and the refund's end) are
+///   kept on the refund's row by `r` (migration 0029) or written in one
+///   history row by `h`; `event` writes the refund's merchant event and
 ///   `deliveries` one delivery per enabled endpoint of the shop that wants it.
 ///
 /// So all of them write or none does: `held` false, the lease was taken
 /// over; held but not settled, the refund was settled before (by an
 /// earlier holder of the key whose finish was cut: nobody else settles a
-/// refund). The division aborts the statement, and so writes nothing, were
-/// the parts ever to disagree. Locks are taken key row first, then the
-/// refund's, then the payment's, as the transaction of three statements
-/// this replaced took them.
+/// refund), or, in the usual finish's form, its row says another instance
+/// claimed it. The division aborts the statement, and so writes nothing,
+/// were the parts ever to disagree. Locks are taken key row first, then
+/// the refund's, then the payment's, as the transaction of three
+/// statements this replaced took them.
 ///
 /// The refund, and then its payment, are found by their ids alone (the
 /// payment's as a value, through a scalar subquery), their shop checked
@@ -177,17 +184,23 @@ async fn reserve_refund(
 /// to the refund's row may be planned as a scan of every payment (see
 /// `finish_key`). The key's payment is a refund's, never pending, so unlike
 /// `finish_key` this enqueues nothing.
+///
+/// Parameters: `$1` to `$7` the key and its answer (`answer_stored!`), `$8`
+/// the refund, `$9` to `$11` its settlement's columns, `$12` to `$14` its
+/// event; from `$15` on, the form's own.
 macro_rules! settle_refund_statement {
-    ($set:literal) => {
+    ($set:literal, $kept:literal, $guard:literal, $history:expr) => {
         concat!(
             "WITH ",
             held_key!(),
             ", r AS ( \
-                 UPDATE refunds SET status = $11, provider_refund_id = $12, failure_code = $13, \
-                     updated_at = now() \
-                 WHERE id = $10 AND shop_id IS NOT DISTINCT FROM $1 AND status = 'pending' \
-                   AND EXISTS (SELECT 1 FROM held) \
-                 RETURNING payment_id, id AS refund_id, shop_id, amount_minor), \
+                 UPDATE refunds SET status = $9, provider_refund_id = $10, failure_code = $11, \
+                     updated_at = now()",
+            $kept,
+            " WHERE id = $8 AND shop_id IS NOT DISTINCT FROM $1 AND status = 'pending' \
+                   AND EXISTS (SELECT 1 FROM held)",
+            $guard,
+            " RETURNING payment_id, id AS refund_id, shop_id, amount_minor), \
              p AS ( \
                  UPDATE payments p SET ",
             $set,
@@ -197,15 +210,13 @@ macro_rules! settle_refund_statement {
              f AS (",
             answer_stored!("$1", "$2", "$3", "$4", "$5", "$6", "$7"),
             " AND EXISTS (SELECT 1 FROM r) \
-                 RETURNING payment_id, refund_id, shop_id), \
-             h AS (",
-            insert_entries!("f", "$8", "$9"),
-            "), \
-             event AS ( \
+                 RETURNING payment_id, refund_id, shop_id), ",
+            $history,
+            " event AS ( \
                  INSERT INTO events (id, shop_id, event_type, payment_id, refund_id, payload) \
-                 SELECT $14, r.shop_id, $15, r.payment_id, r.refund_id, $16 FROM r \
+                 SELECT $12, r.shop_id, $13, r.payment_id, r.refund_id, $14 FROM r \
                  RETURNING seq, payment_id), ",
-            deliveries!("$1", "$15"),
+            deliveries!("$1", "$13"),
             " SELECT held, settled, \
                  1 / CASE WHEN settled = paid AND settled = finished AND settled = event \
                      THEN 1 ELSE 0 END AS whole \
@@ -218,9 +229,56 @@ macro_rules! settle_refund_statement {
     };
 }
 
+/// The two forms of [`settle_refund_statement!`] for one change of the
+/// payment's amounts (`$set`): the usual finish, its entries kept on the
+/// refund's row that this instance (`$16`) claimed (`$15`, `$17`, `$18`:
+/// the call's outcome and latency, the answer's status), and any other,
+/// its entries in a history row (`$15`, `$16`: their kinds and events).
+macro_rules! settle_refund_forms {
+    ($set:literal) => {
+        (
+            settle_refund_statement!(
+                $set,
+                ", (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = \
+                     (nextval('payment_history_seq_seq'), now(), $15::text, $17::bigint, \
+                      $18::smallint)",
+                " AND claimed_by = $16",
+                ""
+            ),
+            settle_refund_statement!(
+                $set,
+                "",
+                "",
+                concat!("h AS (", insert_entries!("f", "$15", "$16"), "),")
+            ),
+        )
+    };
+}
+
+/// A [`RefundClaimantFinish`] in the types of the refund row's columns
+/// (migration 0029), when they hold it exactly.
+struct RowFinish {
+    outcome: &'static str,
+    latency_ms: i64,
+    answer_status: i16,
+}
+
+impl RowFinish {
+    fn of(finish: &RefundClaimantFinish) -> Option<Self> {
+        Some(Self {
+            outcome: finish.outcome.as_str(),
+            latency_ms: i64::try_from(finish.latency_ms).ok()?,
+            answer_status: i16::try_from(finish.answer_status).ok()?,
+        })
+    }
+}
+
 /// Finishes a refund key with its refund's definite answer
 /// (`settle_refund_statement!`): whether the lease held, and whether the
-/// refund was still pending (and so everything was written).
+/// refund was still pending (and so everything was written). The usual
+/// finish is kept on the refund's row; where that row says another
+/// instance claimed the refund (a take-over), the statement writes nothing
+/// and the form with a history row runs (it checks the lease again).
 async fn settle_refund(
     store: &PgStore,
     lease: &Lease,
@@ -238,35 +296,63 @@ async fn settle_refund(
             lease.key
         ))
     })?;
-    let mut entries = Entries::answered(lease, response, attempts, &store.instance);
-    entries.push(&HistoryEvent::RefundEnded { status });
+    let mut events = answered_events(lease, response, attempts, &store.instance);
+    events.push(HistoryEvent::RefundEnded { status });
     // Only the column that moves is named: a SET of `refund_reserved_minor`
     // would also fire the hold's trigger (0015), for nothing on a success.
-    let sql = match status {
+    let (kept_sql, entries_sql) = match status {
         RefundStatus::Succeeded => {
-            settle_refund_statement!(
-                "refunded_minor = p.refunded_minor + (SELECT amount_minor FROM r)"
-            )
+            settle_refund_forms!("refunded_minor = p.refunded_minor + (SELECT amount_minor FROM r)")
         }
-        _ => settle_refund_statement!(
+        _ => settle_refund_forms!(
             "refund_reserved_minor = p.refund_reserved_minor - (SELECT amount_minor FROM r)"
         ),
     };
-    let statement = sqlx::query(sql)
-        .bind(lease.shop_id.as_str())
-        .bind(lease.key.as_str())
-        .bind(lease.token.as_uuid());
-    let statement = bind_answer(statement, response, ttl)?
-        .bind(entries.kinds)
-        .bind(entries.events)
-        .bind(answer.id().as_str())
-        .bind(status.as_str())
-        .bind(provider_refund_id)
-        .bind(failure_code)
-        .bind(event.id.as_str())
-        .bind(event.event_type.as_str())
-        .bind(stored_body::compressed(&event.payload).into_owned());
-    run_settle(store, lease, statement).await
+    let statement = |sql| -> Result<_, StoreError> {
+        let statement = sqlx::query(sql)
+            .bind(lease.shop_id.as_str())
+            .bind(lease.key.as_str())
+            .bind(lease.token.as_uuid());
+        Ok(bind_answer(statement, response, ttl)?
+            .bind(answer.id().as_str())
+            .bind(status.as_str())
+            .bind(provider_refund_id.clone())
+            .bind(failure_code.clone())
+            .bind(event.id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(stored_body::compressed(&event.payload).into_owned()))
+    };
+    let kept = RefundClaimantFinish::of(
+        answer.refund.acquirer_key.as_str(),
+        lease.key.as_str(),
+        &store.instance,
+        &events,
+    )
+    .and_then(|finish| RowFinish::of(&finish));
+    if let Some(kept) = kept {
+        let (held, settled) = run_settle(
+            store,
+            lease,
+            statement(kept_sql)?
+                .bind(kept.outcome)
+                .bind(&*store.instance)
+                .bind(kept.latency_ms)
+                .bind(kept.answer_status),
+        )
+        .await?;
+        if !held || settled {
+            return Ok((held, settled));
+        }
+    }
+    let entries = Entries::of(events);
+    run_settle(
+        store,
+        lease,
+        statement(entries_sql)?
+            .bind(entries.kinds)
+            .bind(entries.events),
+    )
+    .await
 }
 
 #[async_trait]
@@ -317,13 +403,7 @@ impl Refunds for PgStore {
                 }
             };
             let created = new_refund_row(refund, amount);
-            let reserved = HistoryEvent::RefundReserved {
-                key: claim.key.as_str().to_owned(),
-                amount_minor: amount.minor_units(),
-                currency: amount.currency().code().to_owned(),
-                instance: self.instance.to_string(),
-            };
-            if !reserve_refund(&mut tx, &created, &Entries::of([reserved])).await? {
+            if !reserve_refund(&mut tx, &created, &self.instance).await? {
                 tx.rollback().await.map_err(store_error)?;
                 return Err(StoreError::other(format!(
                     "refund reservation on payment {} failed after its check",

@@ -57,12 +57,26 @@ async fn refund_acquired(pg: &Pg) -> (Lease, Payment, Refund) {
     (acquired.lease, acquired.payment, *refund)
 }
 
-/// Our finish of the refund with a success, to run beside a competitor.
+/// The refund's one call, as its claimant made it: the usual finish, kept
+/// on the refund's row (migration 0029).
+fn refunded_call(refund: &Refund) -> chargeonce_core::history::AcquirerAttempt {
+    chargeonce_core::history::AcquirerAttempt {
+        call: chargeonce_core::AcquirerCall::Refund,
+        outcome: chargeonce_core::AcquirerOutcomeKind::Succeeded,
+        latency: Duration::from_millis(3),
+        acquirer_key: refund.acquirer_key.as_str().to_owned(),
+        reason: None,
+    }
+}
+
+/// Our finish of the refund with a success after `attempts`, to run beside
+/// a competitor.
 fn refunded_finish(
     pg: &Pg,
     lease: &Lease,
     payment: &Payment,
     refund: &Refund,
+    attempts: Vec<chargeonce_core::history::AcquirerAttempt>,
 ) -> impl Future<Output = Result<FinishOutcome, StoreError>> + Send + 'static {
     let store = Arc::clone(&pg.store);
     let (lease, reference, refund) = (lease.clone(), payment.reference.clone(), refund.clone());
@@ -76,23 +90,59 @@ fn refunded_finish(
             settlement: &succeeded,
         };
         store
-            .finish_refund(&lease, Some(answer), &response("refunded"), TIMING.ttl, &[])
+            .finish_refund(
+                &lease,
+                Some(answer),
+                &response("refunded"),
+                TIMING.ttl,
+                &attempts,
+            )
             .await
     }
 }
 
-/// The refund's status, the payment's refunded and reserved amounts, and
-/// how many history rows name the refund, as stored.
-async fn refund_state(pg: &Pg, refund: &Refund) -> (String, i64, i64, i64) {
-    sqlx::query_as(
+/// A refund as stored: its status, its payment's refunded and reserved
+/// amounts, how many history rows name it, and whether its row keeps its
+/// finish (migration 0029).
+#[derive(Debug, PartialEq)]
+struct RefundState {
+    status: String,
+    refunded: i64,
+    reserved: i64,
+    history_rows: i64,
+    finish_kept: bool,
+}
+
+async fn refund_state(pg: &Pg, refund: &Refund) -> RefundState {
+    let (status, refunded, reserved, history_rows, finish_kept) = sqlx::query_as(
         "SELECT r.status, p.refunded_minor, p.refund_reserved_minor, \
-             (SELECT count(*) FROM payment_history h WHERE h.refund_id = r.id) \
+             (SELECT count(*) FROM payment_history h WHERE h.refund_id = r.id), \
+             r.finish_seq IS NOT NULL \
          FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.id = $1",
     )
     .bind(refund.id.as_str())
     .fetch_one(pg.store.pool())
     .await
-    .unwrap()
+    .unwrap();
+    RefundState {
+        status,
+        refunded,
+        reserved,
+        history_rows,
+        finish_kept,
+    }
+}
+
+/// The refund claimed, nothing more: pending, its amount reserved, no
+/// history row (its reservation is kept on its row).
+fn claimed_only(amount: i64) -> RefundState {
+    RefundState {
+        status: "pending".into(),
+        refunded: 0,
+        reserved: amount,
+        history_rows: 0,
+        finish_kept: false,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -100,54 +150,70 @@ async fn a_refund_finish_that_waited_for_a_take_over_writes_nothing() {
     let pg = pg().await;
     let (lease, payment, refund) = refund_acquired(&pg).await;
     let before = events(&pg).await;
-    let finish = refunded_finish(&pg, &lease, &payment, &refund);
+    let finish = refunded_finish(&pg, &lease, &payment, &refund, vec![refunded_call(&refund)]);
     let finished = against_take_over(&pg, &lease, true, finish).await;
     assert_eq!(finished, FinishOutcome::LeaseLost);
     assert_unfinished(&pg, "r1", RecoveryPoint::RefundCreated).await;
     let amount = payment.amount.minor_units();
-    // Pending, nothing refunded, the amount still reserved, only the
-    // claim's history row.
-    assert_eq!(
-        refund_state(&pg, &refund).await,
-        ("pending".to_owned(), 0, amount, 1)
-    );
+    assert_eq!(refund_state(&pg, &refund).await, claimed_only(amount));
     assert_eq!(events(&pg).await, before);
 }
 
+/// The finish that wins after its competitor rolled back writes
+/// everything: the usual one keeps its entries on the refund's row, any
+/// other (here: no call recorded) writes them in one history row. The
+/// history reads the same entries either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refund_finish_whose_competitor_rolled_back_writes_it_all_at_once() {
-    let pg = pg().await;
-    let (lease, payment, refund) = refund_acquired(&pg).await;
-    let before = events(&pg).await;
-    let finish = refunded_finish(&pg, &lease, &payment, &refund);
-    let finished = against_take_over(&pg, &lease, false, finish).await;
-    assert_eq!(finished, FinishOutcome::Stored);
-    let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
-    assert_eq!(record.recovery_point, RecoveryPoint::Finished);
-    assert_eq!(record.response.unwrap().body, b"refunded".to_vec());
-    let amount = payment.amount.minor_units();
-    // The claim's history row, and one row for the answer and the end.
-    assert_eq!(
-        refund_state(&pg, &refund).await,
-        ("succeeded".to_owned(), amount, amount, 2)
-    );
-    assert_eq!(events(&pg).await, before + 1);
-    let kinds = history(&pg, &payment.id).await;
-    assert!(
-        kinds.ends_with(&[
-            "refund_reserved".into(),
-            "answered".into(),
-            "refund_ended".into()
-        ]),
-        "{kinds:?}"
-    );
+    for usual in [true, false] {
+        let pg = pg().await;
+        let (lease, payment, refund) = refund_acquired(&pg).await;
+        let before = events(&pg).await;
+        let attempts = if usual {
+            vec![refunded_call(&refund)]
+        } else {
+            Vec::new()
+        };
+        let finish = refunded_finish(&pg, &lease, &payment, &refund, attempts);
+        let finished = against_take_over(&pg, &lease, false, finish).await;
+        assert_eq!(finished, FinishOutcome::Stored);
+        let record = pg.store.key(&pg.shop, &key("r1")).await.unwrap().unwrap();
+        assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+        assert_eq!(record.response.unwrap().body, b"refunded".to_vec());
+        let amount = payment.amount.minor_units();
+        assert_eq!(
+            refund_state(&pg, &refund).await,
+            RefundState {
+                status: "succeeded".into(),
+                refunded: amount,
+                reserved: amount,
+                history_rows: i64::from(!usual),
+                finish_kept: usual,
+            }
+        );
+        assert_eq!(events(&pg).await, before + 1);
+        let kinds = history(&pg, &payment.id).await;
+        let ends: &[&str] = if usual {
+            &[
+                "refund_reserved",
+                "acquirer_call",
+                "answered",
+                "refund_ended",
+            ]
+        } else {
+            &["refund_reserved", "answered", "refund_ended"]
+        };
+        let ends: Vec<String> = ends.iter().map(|k| (*k).to_owned()).collect();
+        assert!(kinds.ends_with(&ends), "{kinds:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refund_finish_of_a_refund_settled_before_writes_nothing() {
     // Only a holder of the refund's key settles it, and its finish does
     // that with the answer in one statement; an earlier holder's refund
-    // settled without its answer is made by hand here.
+    // settled without its answer is made by hand here. Both forms are
+    // tried (the usual one first), and neither writes.
     let pg = pg().await;
     let (lease, payment, refund) = refund_acquired(&pg).await;
     let before = events(&pg).await;
@@ -156,7 +222,7 @@ async fn a_refund_finish_of_a_refund_settled_before_writes_nothing() {
         .execute(pg.store.pool())
         .await
         .unwrap();
-    let finished = refunded_finish(&pg, &lease, &payment, &refund)
+    let finished = refunded_finish(&pg, &lease, &payment, &refund, vec![refunded_call(&refund)])
         .await
         .unwrap();
     assert_eq!(finished, FinishOutcome::PaymentAlreadySettled);
@@ -166,9 +232,61 @@ async fn a_refund_finish_of_a_refund_settled_before_writes_nothing() {
     let amount = payment.amount.minor_units();
     assert_eq!(
         refund_state(&pg, &refund).await,
-        ("failed".to_owned(), 0, amount, 1)
+        RefundState {
+            status: "failed".into(),
+            ..claimed_only(amount)
+        }
     );
     assert_eq!(events(&pg).await, before);
+}
+
+/// A refund claimed by another instance (its key taken over since: the
+/// row says who claimed it) is not this instance's usual finish: the
+/// statement that keeps it on the row writes nothing, and the one with a
+/// history row writes everything. The reservation still reads back as the
+/// claimant's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refund_claimed_by_another_instance_finishes_with_a_history_row() {
+    use chargeonce_core::history::HistoryEvent;
+
+    let pg = pg().await;
+    let (lease, payment, refund) = refund_acquired(&pg).await;
+    sqlx::query("UPDATE refunds SET claimed_by = 'other:1' WHERE id = $1")
+        .bind(refund.id.as_str())
+        .execute(pg.store.pool())
+        .await
+        .unwrap();
+    let finished = refunded_finish(&pg, &lease, &payment, &refund, vec![refunded_call(&refund)])
+        .await
+        .unwrap();
+    assert_eq!(finished, FinishOutcome::Stored);
+    let amount = payment.amount.minor_units();
+    assert_eq!(
+        refund_state(&pg, &refund).await,
+        RefundState {
+            status: "succeeded".into(),
+            refunded: amount,
+            reserved: amount,
+            history_rows: 1,
+            finish_kept: false,
+        }
+    );
+    let read = pg.store.payment_history(None, &payment.id).await.unwrap();
+    let refunds: Vec<&HistoryEvent> = read
+        .iter()
+        .filter(|e| e.refund_id.as_ref() == Some(&refund.id))
+        .map(|e| &e.event)
+        .collect();
+    assert!(
+        matches!(refunds.as_slice(), [
+            HistoryEvent::RefundReserved { instance, amount_minor, .. },
+            HistoryEvent::AcquirerCall { .. },
+            HistoryEvent::Answered { .. },
+            HistoryEvent::RefundEnded { .. },
+        ] if instance == "other:1" && *amount_minor == amount),
+        "{refunds:?}"
+    );
+    assert!(read.windows(2).all(|w| w[0].seq < w[1].seq), "{read:?}");
 }
 
 /// Our finish of the capture with a success, to run beside a competitor.
