@@ -486,33 +486,84 @@ impl ClaimantFinish {
     }
 }
 
-/// The three entries of the finish almost every refund has, in the few
-/// values that are not already in the refund's row: the request that
-/// claimed the refund (its key, on the instance that claimed it) called the
-/// acquirer once, to refund with the refund's own acquirer key and no
-/// reason given, stored its answer and ended the refund by it.
+/// How a refund's or a capture's usual finish ended it: the last of its
+/// three entries (see [`TurnFinish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// A refund, ended in `status`.
+    Refund {
+        /// Its final status.
+        status: RefundStatus,
+    },
+    /// A capture, ended in `status`.
+    Capture {
+        /// The capture.
+        capture_id: String,
+        /// Its final status.
+        status: crate::CaptureStatus,
+    },
+}
+
+impl TurnEnd {
+    /// The acquirer call the turn makes.
+    fn call(&self) -> AcquirerCall {
+        match self {
+            Self::Refund { .. } => AcquirerCall::Refund,
+            Self::Capture { .. } => AcquirerCall::Capture,
+        }
+    }
+
+    /// The entry that ends the turn.
+    fn event(&self) -> HistoryEvent {
+        match self {
+            Self::Refund { status } => HistoryEvent::RefundEnded { status: *status },
+            Self::Capture { capture_id, status } => HistoryEvent::CaptureEnded {
+                capture_id: capture_id.clone(),
+                status: *status,
+            },
+        }
+    }
+
+    /// The end `event` records, if it ends a refund or a capture.
+    fn of(event: &HistoryEvent) -> Option<Self> {
+        match event {
+            HistoryEvent::RefundEnded { status } => Some(Self::Refund { status: *status }),
+            HistoryEvent::CaptureEnded { capture_id, status } => Some(Self::Capture {
+                capture_id: capture_id.clone(),
+                status: *status,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The three entries of the finish almost every refund and capture has, in
+/// the few values that are not already in the refund's or capture's row:
+/// the request that claimed it (its key, on the instance that claimed it)
+/// called the acquirer once, with the row's own acquirer key and no reason
+/// given, stored its answer and ended the refund or capture by it.
 ///
 /// As [`ClaimantFinish`] is for a payment: a store may keep these values on
-/// the refund in place of a history row and read the entries back with
-/// [`RefundClaimantFinish::entries`], the same entries whichever way they
-/// were stored. Any other finish is not one, and is written as entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RefundClaimantFinish {
-    /// How the refund call ended.
+/// the row in place of a history row and read the entries back with
+/// [`TurnFinish::entries`], the same entries whichever way they were
+/// stored. Any other finish is not one, and is written as entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnFinish {
+    /// How the acquirer call ended.
     pub outcome: AcquirerOutcomeKind,
     /// How long it took, in milliseconds.
     pub latency_ms: u64,
     /// The HTTP status of the answer stored.
     pub answer_status: u16,
-    /// The status the refund ended in (its status from then on: an ended
-    /// refund's status never changes again).
-    pub status: RefundStatus,
+    /// How it ended (the row's status from then on: an ended refund's or
+    /// capture's status never changes again).
+    pub end: TurnEnd,
 }
 
-impl RefundClaimantFinish {
+impl TurnFinish {
     /// The compact form of `events`, if they are exactly the entries
-    /// [`Self::entries`] gives back for a refund sent with `acquirer_key`,
-    /// claimed with `key` by `instance`.
+    /// [`Self::entries`] gives back for a refund or capture sent with
+    /// `acquirer_key`, claimed with `key` by `instance`.
     pub fn of(
         acquirer_key: &str,
         key: &str,
@@ -521,7 +572,6 @@ impl RefundClaimantFinish {
     ) -> Option<Self> {
         let [
             HistoryEvent::AcquirerCall {
-                call: AcquirerCall::Refund,
                 outcome,
                 latency_ms,
                 ..
@@ -530,7 +580,7 @@ impl RefundClaimantFinish {
                 status: answer_status,
                 ..
             },
-            HistoryEvent::RefundEnded { status },
+            end,
         ] = events
         else {
             return None;
@@ -539,20 +589,21 @@ impl RefundClaimantFinish {
             outcome: *outcome,
             latency_ms: *latency_ms,
             answer_status: *answer_status,
-            status: *status,
+            end: TurnEnd::of(end)?,
         };
-        // What the fields above do not hold must be what the entries are
-        // rebuilt with, or the history would read back otherwise.
+        // What the fields above do not hold (the call among them) must be
+        // what the entries are rebuilt with, or the history would read back
+        // otherwise.
         (finish.entries(acquirer_key, key, instance) == *events).then_some(finish)
     }
 
-    /// The three entries, in order, for a refund sent with `acquirer_key`,
-    /// claimed with `key` by `instance`: the refund call, the answer, the
-    /// refund's end.
+    /// The three entries, in order, for a refund or capture sent with
+    /// `acquirer_key`, claimed with `key` by `instance`: the acquirer call,
+    /// the answer, the end.
     pub fn entries(&self, acquirer_key: &str, key: &str, instance: &str) -> [HistoryEvent; 3] {
         [
             HistoryEvent::AcquirerCall {
-                call: AcquirerCall::Refund,
+                call: self.end.call(),
                 outcome: self.outcome,
                 latency_ms: self.latency_ms,
                 acquirer_key: acquirer_key.to_owned(),
@@ -563,9 +614,7 @@ impl RefundClaimantFinish {
                 key: key.to_owned(),
                 status: self.answer_status,
             },
-            HistoryEvent::RefundEnded {
-                status: self.status,
-            },
+            self.end.event(),
         ]
     }
 }
@@ -686,53 +735,93 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn a_refunds_usual_finish_reads_back_as_the_same_entries() {
-        let events = a_refunds_finish();
-        let finish = RefundClaimantFinish::of("rk", "k", "a:1", &events).unwrap();
-        assert_eq!(
-            finish,
-            RefundClaimantFinish {
-                outcome: AcquirerOutcomeKind::Succeeded,
-                latency_ms: 4,
-                answer_status: 201,
-                status: RefundStatus::Succeeded,
+    fn a_captures_finish() -> Vec<HistoryEvent> {
+        vec![
+            AcquirerAttempt {
+                call: AcquirerCall::Capture,
+                outcome: AcquirerOutcomeKind::Declined,
+                latency: Duration::from_millis(9),
+                acquirer_key: "ck".into(),
+                reason: None,
             }
-        );
-        assert_eq!(finish.entries("rk", "k", "a:1").to_vec(), events);
+            .to_event("a:1"),
+            HistoryEvent::Answered {
+                key: "k".into(),
+                status: 402,
+            },
+            HistoryEvent::CaptureEnded {
+                capture_id: "cap_1".into(),
+                status: crate::CaptureStatus::Failed,
+            },
+        ]
     }
 
     #[test]
-    fn any_other_refund_finish_is_not_the_usual_one() {
+    fn a_turns_usual_finish_reads_back_as_the_same_entries() {
         let events = a_refunds_finish();
-        // Another acquirer key, key or instance than the row's.
-        assert!(RefundClaimantFinish::of("rk2", "k", "a:1", &events).is_none());
-        assert!(RefundClaimantFinish::of("rk", "k2", "a:1", &events).is_none());
-        assert!(RefundClaimantFinish::of("rk", "k", "b:1", &events).is_none());
-        let changes: [fn(&mut Vec<HistoryEvent>); 4] = [
-            |e| e.truncate(2),
-            |e| {
-                let again = e[0].clone();
-                e.insert(0, again);
-            },
-            |e| {
-                if let HistoryEvent::AcquirerCall { reason, .. } = &mut e[0] {
-                    *reason = Some("timeout".into());
-                }
-            },
-            |e| {
-                if let HistoryEvent::AcquirerCall { call, .. } = &mut e[0] {
-                    *call = AcquirerCall::Lookup;
-                }
-            },
-        ];
-        for change in changes {
-            let mut changed = events.clone();
-            change(&mut changed);
-            assert!(
-                RefundClaimantFinish::of("rk", "k", "a:1", &changed).is_none(),
-                "{changed:?}"
-            );
+        let finish = TurnFinish::of("rk", "k", "a:1", &events).unwrap();
+        assert_eq!(
+            finish,
+            TurnFinish {
+                outcome: AcquirerOutcomeKind::Succeeded,
+                latency_ms: 4,
+                answer_status: 201,
+                end: TurnEnd::Refund {
+                    status: RefundStatus::Succeeded
+                },
+            }
+        );
+        assert_eq!(finish.entries("rk", "k", "a:1").to_vec(), events);
+        let events = a_captures_finish();
+        let finish = TurnFinish::of("ck", "k", "a:1", &events).unwrap();
+        assert_eq!(
+            finish.end,
+            TurnEnd::Capture {
+                capture_id: "cap_1".into(),
+                status: crate::CaptureStatus::Failed
+            }
+        );
+        assert_eq!(finish.entries("ck", "k", "a:1").to_vec(), events);
+    }
+
+    #[test]
+    fn any_other_turn_finish_is_not_the_usual_one() {
+        for (acquirer_key, events) in [("rk", a_refunds_finish()), ("ck", a_captures_finish())] {
+            // Another acquirer key, key or instance than the row's.
+            assert!(TurnFinish::of("xk", "k", "a:1", &events).is_none());
+            assert!(TurnFinish::of(acquirer_key, "k2", "a:1", &events).is_none());
+            assert!(TurnFinish::of(acquirer_key, "k", "b:1", &events).is_none());
+            let changes: [fn(&mut Vec<HistoryEvent>); 5] = [
+                |e| e.truncate(2),
+                |e| {
+                    let again = e[0].clone();
+                    e.insert(0, again);
+                },
+                |e| {
+                    if let HistoryEvent::AcquirerCall { reason, .. } = &mut e[0] {
+                        *reason = Some("timeout".into());
+                    }
+                },
+                |e| {
+                    if let HistoryEvent::AcquirerCall { call, .. } = &mut e[0] {
+                        *call = AcquirerCall::Lookup;
+                    }
+                },
+                |e| {
+                    e[2] = HistoryEvent::Answered {
+                        key: "k".into(),
+                        status: 201,
+                    }
+                },
+            ];
+            for change in changes {
+                let mut changed = events.clone();
+                change(&mut changed);
+                assert!(
+                    TurnFinish::of(acquirer_key, "k", "a:1", &changed).is_none(),
+                    "{changed:?}"
+                );
+            }
         }
     }
 

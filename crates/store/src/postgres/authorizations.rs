@@ -16,19 +16,21 @@ use async_trait::async_trait;
 use chargeonce_core::authorization::{Authorization, Hold, ReleaseReason};
 use chargeonce_core::capture::{release, reservation};
 use chargeonce_core::events::NewEvent;
-use chargeonce_core::history::{AcquirerAttempt, HistoryEvent};
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, answered_events};
 use chargeonce_core::store::{Authorizations, CaptureClaim, ReleaseClaim};
 use chargeonce_core::{
     Capture, CaptureClaimRefusal, CaptureId, CaptureSettlement, CaptureStatus, ClaimRequest,
-    Cursor, FinishOutcome, IdempotencyKey, KeyTiming, Lease, LeaseToken, NewCapture, Page,
-    PageRequest, Payment, PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId,
-    StoreError, StoredResponse, VoidSettlement,
+    Cursor, FinishOutcome, KeyTiming, Lease, LeaseToken, NewCapture, Page, PageRequest, Payment,
+    PaymentCapture, PaymentId, RecoveryPoint, ReleaseClaimRefusal, ShopId, StoreError,
+    StoredResponse, VoidSettlement,
 };
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{FromRow, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 
-use super::finish_parts::{answer_only, answer_stored, bind_answer, deliveries, held_key};
+use super::finish_parts::{
+    RowFinish, answer_only, answer_stored, bind_answer, deliveries, held_key,
+};
 use super::history::{Entries, insert_entries, record};
 use super::keys::{KeyClaim, KeyTarget, insert_key_locking_payment};
 use super::outbox::insert_event;
@@ -121,20 +123,14 @@ fn bind_hold<'q>(
 }
 
 /// Runs a statement that writes a hold (locked and judged) with what goes
-/// with it, `entries` bound as its last two parameters, and that answers
-/// how many rows its hold update wrote: an error unless one.
+/// with it, and that answers how many rows its hold update wrote: an error
+/// unless one.
 async fn write_with_hold(
     tx: &mut Transaction<'static, Postgres>,
     query: sqlx::query::Query<'_, Postgres, PgArguments>,
-    entries: &Entries,
     payment_id: &PaymentId,
 ) -> Result<(), StoreError> {
-    let row = query
-        .bind(&entries.kinds)
-        .bind(&entries.events)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(store_error)?;
+    let row = query.fetch_one(&mut **tx).await.map_err(store_error)?;
     let written: i64 = row.try_get(0).map_err(store_error)?;
     if written != 1 {
         return Err(StoreError::other(format!(
@@ -165,21 +161,24 @@ async fn write_hold(
         ),
         ") SELECT count(*) FROM held"
     ));
-    let query = bind_hold(query, shop_id, payment_id, hold)?;
-    write_with_hold(tx, query, entries, payment_id).await
+    let query = bind_hold(query, shop_id, payment_id, hold)?
+        .bind(&entries.kinds)
+        .bind(&entries.events);
+    write_with_hold(tx, query, payment_id).await
 }
 
 /// Reserves `capture` on its payment's hold (`locked`: the payment as the
-/// claim locked it, `None` when the shop has no such payment), inserts the
-/// capture row and writes its `capture_reserved` entry (under the claim's
-/// `key`, by `instance`) to the payment's history, or says why the hold
-/// cannot give it. The writes are one statement: the capture and the entry
-/// are inserted only when the hold was written.
+/// claim locked it, `None` when the shop has no such payment) and inserts
+/// the capture row, or says why the hold cannot give it. The writes are one
+/// statement: the capture is inserted only when the hold was written. The
+/// payment's `capture_reserved` entry is kept on the capture's row
+/// (migration 0030: the claiming `instance` and the seq its history row
+/// would have had; the key, amount, currency and finality are the row's
+/// own).
 async fn reserve_capture(
     tx: &mut Transaction<'static, Postgres>,
     locked: Option<Payment>,
     capture: &NewCapture,
-    key: &IdempotencyKey,
     instance: &str,
 ) -> Result<Result<(Payment, Capture), CaptureClaimRefusal>, StoreError> {
     let Some(payment) = locked else {
@@ -190,26 +189,18 @@ async fn reserve_capture(
         Err(refused) => return Ok(Err(refused)),
     };
     let created = capture.to_capture(amount, reserved.is_last());
-    let entries = Entries::of([HistoryEvent::CaptureReserved {
-        capture_id: created.id.as_str().to_owned(),
-        key: key.as_str().to_owned(),
-        amount_minor: created.amount.minor_units(),
-        currency: created.amount.currency().code().to_owned(),
-        last: created.last,
-        instance: instance.to_owned(),
-    }]);
     let query = sqlx::query(concat!(
         "WITH held AS (",
         hold_update!(),
         " RETURNING id), \
          c AS ( \
              INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, \
-                 currency, is_final, status, acquirer_key, created_at) \
-             SELECT $1, $7, $2, $8, $9, $10, $11, 'pending', $12, $13 FROM held \
-             RETURNING payment_id, NULL::text AS refund_id, shop_id), \
-         h AS (",
-        insert_entries!("c", "$14", "$15"),
-        ") SELECT count(*) FROM c"
+                 currency, is_final, status, acquirer_key, created_at, claimed_by, \
+                 reserve_seq) \
+             SELECT $1, $7, $2, $8, $9, $10, $11, 'pending', $12, $13, $14, \
+                 nextval('payment_history_seq_seq') FROM held \
+             RETURNING 1) \
+         SELECT count(*) FROM c"
     ));
     let query = bind_hold(query, &capture.shop_id, &capture.payment_id, &hold)?
         .bind(created.id.as_str())
@@ -218,8 +209,9 @@ async fn reserve_capture(
         .bind(created.amount.currency().code())
         .bind(created.last)
         .bind(created.acquirer_key.as_str())
-        .bind(created.created_at);
-    write_with_hold(tx, query, &entries, &capture.payment_id).await?;
+        .bind(created.created_at)
+        .bind(instance);
+    write_with_hold(tx, query, &capture.payment_id).await?;
     Ok(Ok((payment.with_hold(hold), created)))
 }
 
@@ -227,10 +219,11 @@ async fn reserve_capture(
 /// `locked` locks the payment `$payment` (an SQL expression) names and
 /// reads it, for the hold's move (every move of a hold waits on that lock:
 /// [`lock_payment`], whose look-up by primary key this keeps); the row says
-/// whether the lease held, whether the move could go on (`moved`), and the
+/// whether the lease held, the statement's own columns (`$also`, each
+/// followed by a comma), whether the move could go on (`moved`), and the
 /// payment's columns (null when it could not).
 macro_rules! locked_payment {
-    ($payment:literal, $moved:literal) => {
+    ($payment:literal, $moved:literal, $also:literal) => {
         concat!(
             "locked AS ( \
                  SELECT ",
@@ -241,6 +234,7 @@ macro_rules! locked_payment {
             " AND shop_id IS NOT DISTINCT FROM $1 \
                  FOR UPDATE) \
              SELECT EXISTS (SELECT 1 FROM held) AS held, ",
+            $also,
             $moved,
             " AS moved, locked.* \
              FROM (SELECT 1) one LEFT JOIN locked ON true"
@@ -250,19 +244,31 @@ macro_rules! locked_payment {
 
 /// The first statement of a capture's finish with its definite answer:
 /// the key row locked (`held_key!`); `c` moves the capture from pending to
-/// its answer (`$5` to `$7`), only if the lease held; its payment locked
-/// and read (`locked_payment!`). Locks are taken key row first, then the
-/// capture's, then the payment's, as the statements this replaced took them.
+/// its answer (`$5` to `$7`), only if the lease held, and keeps its usual
+/// finish on its row (`$9` to `$11`: the call's outcome and latency, the
+/// answer's status; migration 0030) if the row says this instance (`$8`,
+/// null when the finish is not the usual one) claimed it, which `kept`
+/// tells; its payment locked and read (`locked_payment!`). Locks are taken
+/// key row first, then the capture's, then the payment's, as the
+/// statements this replaced took them.
 const SETTLE_CAPTURE: &str = concat!(
     "WITH ",
     held_key!(),
     ", c AS ( \
          UPDATE captures SET status = $5, provider_capture_id = $6, failure_code = $7, \
-             updated_at = now() \
+             updated_at = now(), \
+             (finish_seq, finish_at, finish_outcome, finish_latency_ms, finish_answer) = \
+                 (SELECT nextval('payment_history_seq_seq'), now(), $9::text, $10::bigint, \
+                      $11::smallint \
+                  WHERE claimed_by = $8::text) \
          WHERE shop_id = $1 AND id = $4 AND status = 'pending' \
            AND EXISTS (SELECT 1 FROM held) \
-         RETURNING payment_id), ",
-    locked_payment!("(SELECT payment_id FROM c)", "EXISTS (SELECT 1 FROM c)")
+         RETURNING payment_id, finish_seq IS NOT NULL AS kept), ",
+    locked_payment!(
+        "(SELECT payment_id FROM c)",
+        "EXISTS (SELECT 1 FROM c)",
+        "coalesce((SELECT kept FROM c), false) AS kept, "
+    )
 );
 
 /// The first statement of a void's finish with its answer: the key row
@@ -274,36 +280,48 @@ const LOCK_FOR_VOID: &str = concat!(
     ", ",
     locked_payment!(
         "$4 AND EXISTS (SELECT 1 FROM held)",
-        "EXISTS (SELECT 1 FROM locked)"
+        "EXISTS (SELECT 1 FROM locked)",
+        ""
     )
 );
 
 /// The second statement of a capture's or a void's finish: writes the
 /// payment's hold (`hold_update!`, `$1` to `$6`), stores the key's answer
 /// (`$7` to `$12`; the key row is locked by the first statement), the
-/// history entries in one row (the acquirer calls, the answer and the
-/// move's end: `$13`, `$14`), the merchant event (`$15` to `$18`; none when
-/// `$15` is null) and one delivery per enabled endpoint of the shop that
-/// wants it. How many rows the hold update, the key's and the event's wrote.
-const FINISH_HOLD_MOVE: &str = concat!(
-    "WITH hold AS (",
-    hold_update!(),
-    " RETURNING id, shop_id), \
-     f AS (",
-    answer_stored!("$1", "$7", "$8", "$9", "$10", "$11", "$12"),
-    " RETURNING payment_id, refund_id, shop_id), \
-     h AS (",
-    insert_entries!("f", "$13", "$14"),
-    "), \
-     event AS ( \
-         INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload) \
-         SELECT $15, hold.shop_id, $16, hold.id, $17, $18 FROM hold \
-         WHERE $15::text IS NOT NULL \
-         RETURNING seq, payment_id), ",
-    deliveries!("$1", "$16"),
-    " SELECT (SELECT count(*) FROM hold) AS hold, (SELECT count(*) FROM f) AS finished, \
-         (SELECT count(*) FROM event) AS event"
-);
+/// merchant event (`$13` to `$16`; none when `$13` is null) and one
+/// delivery per enabled endpoint of the shop that wants it, and `$history`
+/// (the form with the history entries in one row: the acquirer calls, the
+/// answer and the move's end, `$17` and `$18`). How many rows the hold
+/// update, the key's and the event's wrote.
+macro_rules! finish_hold_move {
+    ($history:expr) => {
+        concat!(
+            "WITH hold AS (",
+            hold_update!(),
+            " RETURNING id, shop_id), \
+             f AS (",
+            answer_stored!("$1", "$7", "$8", "$9", "$10", "$11", "$12"),
+            " RETURNING payment_id, refund_id, shop_id), ",
+            $history,
+            " event AS ( \
+                 INSERT INTO events (id, shop_id, event_type, payment_id, capture_id, payload) \
+                 SELECT $13, hold.shop_id, $14, hold.id, $15, $16 FROM hold \
+                 WHERE $13::text IS NOT NULL \
+                 RETURNING seq, payment_id), ",
+            deliveries!("$1", "$14"),
+            " SELECT (SELECT count(*) FROM hold) AS hold, (SELECT count(*) FROM f) AS finished, \
+                 (SELECT count(*) FROM event) AS event"
+        )
+    };
+}
+
+/// [`finish_hold_move!`] with its entries in a history row.
+const FINISH_HOLD_MOVE: &str =
+    finish_hold_move!(concat!("h AS (", insert_entries!("f", "$17", "$18"), "),"));
+
+/// [`finish_hold_move!`] for a capture's usual finish, its entries kept on
+/// the capture's row by the first statement.
+const FINISH_HOLD_MOVE_KEPT: &str = finish_hold_move!("");
 
 /// What the first statement of a capture's or a void's finish found.
 enum HoldMove {
@@ -339,14 +357,18 @@ impl HoldMove {
     }
 }
 
-/// Runs [`SETTLE_CAPTURE`] for `capture`'s answer `settlement` in `tx`.
+/// Runs [`SETTLE_CAPTURE`] for `capture`'s answer `settlement` in `tx`,
+/// keeping its finish on the capture's row as `kept` if this `instance`
+/// claimed it: what it found, and whether it kept the finish.
 async fn settle_capture(
     tx: &mut Transaction<'static, Postgres>,
     lease: &Lease,
     capture: &Capture,
     settlement: &CaptureSettlement,
-) -> Result<HoldMove, StoreError> {
+    kept: Option<(&str, RowFinish)>,
+) -> Result<(HoldMove, bool), StoreError> {
     let (status, provider_capture_id, failure_code) = capture_settlement_columns(settlement);
+    let (instance, kept) = kept.unzip();
     let row = sqlx::query(SETTLE_CAPTURE)
         .bind(lease.shop_id.as_str())
         .bind(lease.key.as_str())
@@ -355,10 +377,18 @@ async fn settle_capture(
         .bind(status.as_str())
         .bind(provider_capture_id)
         .bind(failure_code)
+        .bind(instance)
+        .bind(kept.as_ref().map(|k| k.outcome))
+        .bind(kept.as_ref().map(|k| k.latency_ms))
+        .bind(kept.as_ref().map(|k| k.answer_status))
         .fetch_one(&mut **tx)
         .await
         .map_err(store_error)?;
-    HoldMove::of(&row, &format_args!("capture {}", capture.id))
+    let kept: bool = row.try_get("kept").map_err(store_error)?;
+    Ok((
+        HoldMove::of(&row, &format_args!("capture {}", capture.id))?,
+        kept,
+    ))
 }
 
 /// Runs [`LOCK_FOR_VOID`] for the void of `payment_id` in `tx`.
@@ -379,15 +409,16 @@ async fn lock_for_void(
 }
 
 /// Writes what a capture's or a void's answer does after its first
-/// statement (see [`FINISH_HOLD_MOVE`]): the `payment`'s hold (as the
-/// answer moved it), the key's answer, the `entries`, the `event` if any.
+/// statement (see [`finish_hold_move!`]): the `payment`'s hold (as the
+/// answer moved it), the key's answer, the `event` if any, and the
+/// `entries` (none when the first statement kept them on the capture's row).
 async fn write_hold_move(
     tx: &mut Transaction<'static, Postgres>,
     lease: &Lease,
     payment: &Payment,
     response: &StoredResponse,
     ttl: Duration,
-    entries: &Entries,
+    entries: Option<&Entries>,
     event: Option<&NewEvent>,
 ) -> Result<(), StoreError> {
     let payment_id = &payment.id;
@@ -396,21 +427,21 @@ async fn write_hold_move(
             "payment {payment_id} holds nothing"
         )));
     };
-    let query = bind_hold(
-        sqlx::query(FINISH_HOLD_MOVE),
-        &lease.shop_id,
-        payment_id,
-        hold,
-    )?
-    .bind(lease.key.as_str())
-    .bind(lease.token.as_uuid());
-    let query = bind_answer(query, response, ttl)?
-        .bind(&entries.kinds)
-        .bind(&entries.events)
+    let sql = match entries {
+        Some(_) => FINISH_HOLD_MOVE,
+        None => FINISH_HOLD_MOVE_KEPT,
+    };
+    let query = bind_hold(sqlx::query(sql), &lease.shop_id, payment_id, hold)?
+        .bind(lease.key.as_str())
+        .bind(lease.token.as_uuid());
+    let mut query = bind_answer(query, response, ttl)?
         .bind(event.map(|e| e.id.as_str()))
         .bind(event.map(|e| e.event_type.as_str()))
         .bind(event.and_then(|e| e.capture_id.as_ref().map(CaptureId::as_str)))
         .bind(event.map(|e| stored_body::compressed(&e.payload).into_owned()));
+    if let Some(entries) = entries {
+        query = query.bind(&entries.kinds).bind(&entries.events);
+    }
     let row = query.fetch_one(&mut **tx).await.map_err(store_error)?;
     let written: [i64; 3] = [
         row.try_get("hold").map_err(store_error)?,
@@ -521,8 +552,7 @@ impl Authorizations for PgStore {
                     KeyClaim::Exists(Some(record)) => return Ok(CaptureClaim::Exists(*record)),
                     KeyClaim::Exists(None) => continue,
                 };
-            let reserved =
-                reserve_capture(&mut tx, locked, capture, &claim.key, &self.instance).await?;
+            let reserved = reserve_capture(&mut tx, locked, capture, &self.instance).await?;
             let (payment, created) = match reserved {
                 Ok(reserved) => reserved,
                 Err(refused) => {
@@ -555,12 +585,27 @@ impl Authorizations for PgStore {
         ttl: Duration,
         attempts: &[AcquirerAttempt],
     ) -> Result<FinishOutcome, StoreError> {
-        let mut entries = Entries::answered(lease, response, attempts, &self.instance);
+        let mut events = answered_events(lease, response, attempts, &self.instance);
         let Some((capture, settlement)) = settlement else {
-            return answer_only(self, lease, response, ttl, &entries).await;
+            return answer_only(self, lease, response, ttl, &Entries::of(events)).await;
         };
+        // The capture's ids, amount and finality never change, so its
+        // settled form, entries and event are built here, not read back.
+        let settled = capture.clone().settled(settlement);
+        events.push(HistoryEvent::CaptureEnded {
+            capture_id: settled.id.as_str().to_owned(),
+            status: settled.status,
+        });
+        let kept = RowFinish::of(
+            capture.acquirer_key.as_str(),
+            lease,
+            &self.instance,
+            &events,
+        )
+        .map(|kept| (&*self.instance, kept));
         let mut tx = self.conns.begin().await.map_err(store_error)?;
-        let payment = match settle_capture(&mut tx, lease, capture, settlement).await? {
+        let (moved, kept) = settle_capture(&mut tx, lease, capture, settlement, kept).await?;
+        let payment = match moved {
             HoldMove::Locked(payment) => *payment,
             HoldMove::LeaseLost => {
                 tx.rollback().await.map_err(store_error)?;
@@ -577,9 +622,6 @@ impl Authorizations for PgStore {
                 capture.id, payment.id
             )));
         };
-        // The capture's ids, amount and finality never change, so its
-        // settled form and event are built here, not read back.
-        let settled = capture.clone().settled(settlement);
         let succeeded = settled.status == CaptureStatus::Succeeded;
         let hold = hold.capture_settled(settled.reservation(), succeeded);
         let event =
@@ -589,18 +631,16 @@ impl Authorizations for PgStore {
                     lease.key
                 ))
             })?;
-        entries.push(&HistoryEvent::CaptureEnded {
-            capture_id: settled.id.as_str().to_owned(),
-            status: settled.status,
-        });
         let payment = payment.with_hold(hold);
+        // Kept on the capture's row by the first statement, or written now.
+        let entries = (!kept).then(|| Entries::of(events));
         write_hold_move(
             &mut tx,
             lease,
             &payment,
             response,
             ttl,
-            &entries,
+            entries.as_ref(),
             Some(&event),
         )
         .await?;
@@ -715,7 +755,7 @@ impl Authorizations for PgStore {
             &payment,
             response,
             ttl,
-            &entries,
+            Some(&entries),
             event.as_ref(),
         )
         .await?;

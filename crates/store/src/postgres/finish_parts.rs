@@ -1,13 +1,15 @@
 //! What every finish's statement shares: the lock of the key row a lease
 //! holds, the update that stores the key's answer, the deliveries of the
-//! merchant event, and the binding of an answer's parameters; and the
-//! finish of a key with no settlement. A payment's finish (`finish.rs`), a
+//! merchant event, the binding of an answer's parameters, and the columns
+//! of a refund's or capture's usual finish; and the finish of a key with no
+//! settlement. A payment's finish (`finish.rs`), a
 //! refund's (`refunds.rs`), a capture's and a void's (`authorizations.rs`)
 //! and a key's alone (`keys.rs`) are assembled from these, so that the
 //! fence and the answer they store cannot drift apart.
 
 use std::time::Duration;
 
+use chargeonce_core::history::{HistoryEvent, TurnFinish};
 use chargeonce_core::{FinishOutcome, Lease, StoreError, StoredResponse};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
@@ -119,4 +121,31 @@ pub(super) async fn answer_only(
     } else {
         FinishOutcome::LeaseLost
     })
+}
+
+/// A refund's or a capture's usual finish ([`TurnFinish`]) in the types of
+/// its row's columns (migrations 0029 and 0030), when they hold it exactly.
+pub(super) struct RowFinish {
+    pub(super) outcome: &'static str,
+    pub(super) latency_ms: i64,
+    pub(super) answer_status: i16,
+}
+
+impl RowFinish {
+    /// The compact form of `events`, a finish of `lease`'s key by
+    /// `instance` of the refund or capture sent with `acquirer_key`, if it
+    /// is the usual one and the columns hold it.
+    pub(super) fn of(
+        acquirer_key: &str,
+        lease: &Lease,
+        instance: &str,
+        events: &[HistoryEvent],
+    ) -> Option<Self> {
+        let finish = TurnFinish::of(acquirer_key, lease.key.as_str(), instance, events)?;
+        Some(Self {
+            outcome: finish.outcome.as_str(),
+            latency_ms: i64::try_from(finish.latency_ms).ok()?,
+            answer_status: i16::try_from(finish.answer_status).ok()?,
+        })
+    }
 }

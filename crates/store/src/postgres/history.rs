@@ -5,13 +5,13 @@
 
 use async_trait::async_trait;
 use chargeonce_core::history::{
-    AcquirerAttempt, ClaimantFinish, HistoryEntry, HistoryEvent, RefundClaimantFinish,
-    RepeatCounts, RepeatKind, RepeatTally, Tally, answered_events,
+    AcquirerAttempt, ClaimantFinish, HistoryEntry, HistoryEvent, RepeatCounts, RepeatKind,
+    RepeatTally, Tally, TurnEnd, TurnFinish, answered_events,
 };
 use chargeonce_core::store::{History, KeyRepeats};
 use chargeonce_core::{
-    AcquirerOutcomeKind, IdempotencyKey, Lease, PaymentId, PaymentStatus, RefundId, RefundStatus,
-    ShopId, StoreError, StoredResponse,
+    AcquirerOutcomeKind, CaptureStatus, IdempotencyKey, Lease, PaymentId, PaymentStatus, RefundId,
+    RefundStatus, ShopId, StoreError, StoredResponse,
 };
 use sqlx::PgExecutor;
 use time::OffsetDateTime;
@@ -131,8 +131,8 @@ pub(super) async fn record<'e>(
 /// its claimant's finish (`finish_outcome` set: migration 0024), three
 /// entries at `seq`, `seq + 1` and `seq + 2`, as their history row would
 /// have read back; or, likewise from a refund's row (`refund_id` set, no
-/// `event`: migration 0029), its `refund_reserved` entry or its claimant's
-/// finish.
+/// `event`: migration 0029) or a capture's (`capture_id` set: migration
+/// 0030), its reservation's entry or its claimant's finish.
 #[derive(sqlx::FromRow)]
 struct EntryRow {
     seq: i64,
@@ -149,6 +149,8 @@ struct EntryRow {
     amount_minor: Option<i64>,
     currency: Option<String>,
     acquirer_key: Option<String>,
+    capture_id: Option<String>,
+    is_final: Option<bool>,
 }
 
 /// The values every claimant's finish kept on a row has, as read.
@@ -173,6 +175,9 @@ impl EntryRow {
         if self.refund_id.is_some() {
             return self.refund_events(key, instance);
         }
+        if let Some(capture_id) = &self.capture_id {
+            return self.capture_events(capture_id, key, instance);
+        }
         Ok(match self.kept_finish()? {
             None => vec![HistoryEvent::Claimed {
                 key: key.clone(),
@@ -193,34 +198,77 @@ impl EntryRow {
     /// The events a refund's row holds: its reservation, or its claimant's
     /// finish.
     fn refund_events(&self, key: &str, instance: &str) -> Result<Vec<HistoryEvent>, StoreError> {
-        Ok(match self.kept_finish()? {
-            None => vec![HistoryEvent::RefundReserved {
+        let Some(kept) = self.kept_finish()? else {
+            let (amount_minor, currency) = self.reserved()?;
+            return Ok(vec![HistoryEvent::RefundReserved {
                 key: key.to_owned(),
-                amount_minor: self
-                    .amount_minor
-                    .ok_or_else(|| self.corrupt("has no refund amount"))?,
-                currency: self
-                    .currency
-                    .clone()
-                    .ok_or_else(|| self.corrupt("has no refund currency"))?,
+                amount_minor,
+                currency,
                 instance: instance.to_owned(),
-            }],
-            Some(kept) => RefundClaimantFinish {
-                outcome: kept.outcome,
-                latency_ms: kept.latency_ms,
-                answer_status: kept.answer_status,
-                status: RefundStatus::parse(&kept.status)
-                    .ok_or_else(|| self.corrupt("has no ended refund status"))?,
-            }
-            .entries(
-                self.acquirer_key
-                    .as_deref()
-                    .ok_or_else(|| self.corrupt("has no refund acquirer key"))?,
-                key,
-                instance,
-            )
-            .to_vec(),
-        })
+            }]);
+        };
+        let status = RefundStatus::parse(&kept.status)
+            .ok_or_else(|| self.corrupt("has no ended refund status"))?;
+        self.turn_finish(kept, TurnEnd::Refund { status }, key, instance)
+    }
+
+    /// The events a capture's row holds: its reservation, or its claimant's
+    /// finish.
+    fn capture_events(
+        &self,
+        capture_id: &str,
+        key: &str,
+        instance: &str,
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
+        let Some(kept) = self.kept_finish()? else {
+            let (amount_minor, currency) = self.reserved()?;
+            return Ok(vec![HistoryEvent::CaptureReserved {
+                capture_id: capture_id.to_owned(),
+                key: key.to_owned(),
+                amount_minor,
+                currency,
+                last: self
+                    .is_final
+                    .ok_or_else(|| self.corrupt("has no capture finality"))?,
+                instance: instance.to_owned(),
+            }]);
+        };
+        let status = CaptureStatus::parse(&kept.status)
+            .ok_or_else(|| self.corrupt("has no ended capture status"))?;
+        let end = TurnEnd::Capture {
+            capture_id: capture_id.to_owned(),
+            status,
+        };
+        self.turn_finish(kept, end, key, instance)
+    }
+
+    /// The amount and currency a refund's or capture's row reserved.
+    fn reserved(&self) -> Result<(i64, String), StoreError> {
+        match (self.amount_minor, &self.currency) {
+            (Some(amount), Some(currency)) => Ok((amount, currency.clone())),
+            _ => Err(self.corrupt("has no reserved amount")),
+        }
+    }
+
+    /// The three entries of a refund's or capture's usual finish.
+    fn turn_finish(
+        &self,
+        kept: KeptFinish,
+        end: TurnEnd,
+        key: &str,
+        instance: &str,
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
+        let acquirer_key = self
+            .acquirer_key
+            .as_deref()
+            .ok_or_else(|| self.corrupt("has no acquirer key"))?;
+        let finish = TurnFinish {
+            outcome: kept.outcome,
+            latency_ms: kept.latency_ms,
+            answer_status: kept.answer_status,
+            end,
+        };
+        Ok(finish.entries(acquirer_key, key, instance).to_vec())
     }
 
     /// The claimant's finish the row holds, if this is that row's entry.
@@ -338,8 +386,8 @@ impl History for PgStore {
     /// row's claimant's finish, if it holds one (migration 0024: three
     /// entries at the seq their history row would have had), and each of
     /// its refunds' `refund_reserved` entry and claimant's finish (migration
-    /// 0029, likewise), in the same statement, so in the same snapshot, as
-    /// the rows. A row of several
+    /// 0029, likewise) and captures' (0030), in the same statement, so in
+    /// the same snapshot, as the rows. A row of several
     /// entries (a JSON array) reads back as its entries, in order.
     #[tracing::instrument(level = "debug", name = "store.payment_history", skip_all, fields(db.system = "postgresql"))]
     async fn payment_history(
@@ -354,7 +402,8 @@ impl History for PgStore {
                         NULL::text AS event, p.idempotency_key AS claimed_key, p.claimed_by, \
                         x.finish_outcome, x.finish_latency_ms, x.finish_answer, x.status, \
                         NULL::bigint AS amount_minor, NULL::text AS currency, \
-                        NULL::text AS acquirer_key \
+                        NULL::text AS acquirer_key, NULL::text AS capture_id, \
+                        NULL::boolean AS is_final \
                  FROM payments p CROSS JOIN LATERAL (VALUES \
                      (0::bigint, p.created_at, NULL::text, NULL::bigint, NULL::smallint, \
                       NULL::text), \
@@ -366,7 +415,7 @@ impl History for PgStore {
                  UNION ALL \
                  SELECT x.seq, x.at, r.payment_id, r.id, NULL, r.idempotency_key, \
                         r.claimed_by, x.finish_outcome, x.finish_latency_ms, x.finish_answer, \
-                        x.status, r.amount_minor, r.currency, r.acquirer_key \
+                        x.status, r.amount_minor, r.currency, r.acquirer_key, NULL, NULL \
                  FROM refunds r CROSS JOIN LATERAL (VALUES \
                      (r.reserve_seq, r.created_at, NULL::text, NULL::bigint, NULL::smallint, \
                       NULL::text), \
@@ -376,8 +425,21 @@ impl History for PgStore {
                  WHERE r.payment_id = $1 AND r.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
                    AND ($2::text IS NULL OR r.shop_id = $2) \
                  UNION ALL \
+                 SELECT x.seq, x.at, c.payment_id, NULL, NULL, c.idempotency_key, \
+                        c.claimed_by, x.finish_outcome, x.finish_latency_ms, x.finish_answer, \
+                        x.status, c.amount_minor, c.currency, c.acquirer_key, c.id, c.is_final \
+                 FROM captures c CROSS JOIN LATERAL (VALUES \
+                     (c.reserve_seq, c.created_at, NULL::text, NULL::bigint, NULL::smallint, \
+                      NULL::text), \
+                     (c.finish_seq, c.finish_at, c.finish_outcome, c.finish_latency_ms, \
+                      c.finish_answer, c.status)) \
+                     AS x(seq, at, finish_outcome, finish_latency_ms, finish_answer, status) \
+                 WHERE c.shop_id = (SELECT shop_id FROM payments \
+                                    WHERE id = $1 AND ($2::text IS NULL OR shop_id = $2)) \
+                   AND c.payment_id = $1 AND c.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
+                 UNION ALL \
                  SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL, \
-                        NULL, NULL, NULL, NULL, NULL, NULL, NULL \
+                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL \
                  FROM payment_history h CROSS JOIN LATERAL ( \
                      SELECT x.event::text, x.n \
                      FROM json_array_elements(h.event::json) WITH ORDINALITY AS x(event, n) \

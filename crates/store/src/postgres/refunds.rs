@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chargeonce_core::events::NewEvent;
-use chargeonce_core::history::{
-    AcquirerAttempt, HistoryEvent, RefundClaimantFinish, answered_events,
-};
+use chargeonce_core::history::{AcquirerAttempt, HistoryEvent, answered_events};
 use chargeonce_core::refund::reservation;
 use chargeonce_core::store::Refunds;
 use chargeonce_core::{
@@ -21,7 +19,9 @@ use sqlx::{Postgres, Transaction};
 use time::OffsetDateTime;
 
 use super::finish::run_settle;
-use super::finish_parts::{answer_only, answer_stored, bind_answer, deliveries, held_key};
+use super::finish_parts::{
+    RowFinish, answer_only, answer_stored, bind_answer, deliveries, held_key,
+};
 use super::history::{Entries, insert_entries};
 use super::keys::{KeyClaim, KeyTarget, LockedPayment, insert_key_locking_payment};
 use super::{CLAIM_ATTEMPTS, PgStore, store_error};
@@ -255,24 +255,6 @@ macro_rules! settle_refund_forms {
     };
 }
 
-/// A [`RefundClaimantFinish`] in the types of the refund row's columns
-/// (migration 0029), when they hold it exactly.
-struct RowFinish {
-    outcome: &'static str,
-    latency_ms: i64,
-    answer_status: i16,
-}
-
-impl RowFinish {
-    fn of(finish: &RefundClaimantFinish) -> Option<Self> {
-        Some(Self {
-            outcome: finish.outcome.as_str(),
-            latency_ms: i64::try_from(finish.latency_ms).ok()?,
-            answer_status: i16::try_from(finish.answer_status).ok()?,
-        })
-    }
-}
-
 /// Finishes a refund key with its refund's definite answer
 /// (`settle_refund_statement!`): whether the lease held, and whether the
 /// refund was still pending (and so everything was written). The usual
@@ -322,13 +304,12 @@ async fn settle_refund(
             .bind(event.event_type.as_str())
             .bind(stored_body::compressed(&event.payload).into_owned()))
     };
-    let kept = RefundClaimantFinish::of(
+    let kept = RowFinish::of(
         answer.refund.acquirer_key.as_str(),
-        lease.key.as_str(),
+        lease,
         &store.instance,
         &events,
-    )
-    .and_then(|finish| RowFinish::of(&finish));
+    );
     if let Some(kept) = kept {
         let (held, settled) = run_settle(
             store,

@@ -289,11 +289,25 @@ async fn a_refund_claimed_by_another_instance_finishes_with_a_history_row() {
     assert!(read.windows(2).all(|w| w[0].seq < w[1].seq), "{read:?}");
 }
 
-/// Our finish of the capture with a success, to run beside a competitor.
+/// The capture's one call, as its claimant made it: the usual finish,
+/// kept on the capture's row (migration 0030).
+fn captured_call(capture: &Capture) -> chargeonce_core::history::AcquirerAttempt {
+    chargeonce_core::history::AcquirerAttempt {
+        call: chargeonce_core::AcquirerCall::Capture,
+        outcome: chargeonce_core::AcquirerOutcomeKind::Succeeded,
+        latency: Duration::from_millis(5),
+        acquirer_key: capture.acquirer_key.as_str().to_owned(),
+        reason: None,
+    }
+}
+
+/// Our finish of the capture with a success after `attempts`, to run
+/// beside a competitor.
 fn captured_finish(
     pg: &Pg,
     lease: &Lease,
     capture: &Capture,
+    attempts: Vec<chargeonce_core::history::AcquirerAttempt>,
 ) -> impl Future<Output = Result<FinishOutcome, StoreError>> + Send + 'static {
     let store = Arc::clone(&pg.store);
     let (lease, capture) = (lease.clone(), capture.clone());
@@ -307,19 +321,21 @@ fn captured_finish(
                 Some((&capture, &succeeded)),
                 &response("captured"),
                 TIMING.ttl,
-                &[],
+                &attempts,
             )
             .await
     }
 }
 
-/// The capture's status, the payment's captured amount, and how many
-/// history rows hold the capture's end.
-async fn capture_state(pg: &Pg, capture: &Capture) -> (String, i64, i64) {
+/// The capture's status, the payment's captured amount, how many history
+/// rows hold the capture's end, and whether the capture's row keeps its
+/// finish (migration 0030).
+async fn capture_state(pg: &Pg, capture: &Capture) -> (String, i64, i64, bool) {
     sqlx::query_as(
         "SELECT c.status, p.captured_minor, \
              (SELECT count(*) FROM payment_history h \
-              WHERE h.payment_id = p.id AND h.kind LIKE '%capture_ended%') \
+              WHERE h.payment_id = p.id AND h.kind LIKE '%capture_ended%'), \
+             c.finish_seq IS NOT NULL \
          FROM captures c JOIN payments p ON p.id = c.payment_id WHERE c.id = $1",
     )
     .bind(capture.id.as_str())
@@ -333,7 +349,7 @@ async fn a_capture_finish_that_waited_for_a_take_over_writes_nothing() {
     let pg = pg().await;
     let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
     let before = events(&pg).await;
-    let finish = captured_finish(&pg, &lease, &capture);
+    let finish = captured_finish(&pg, &lease, &capture, vec![captured_call(&capture)]);
     let finished = against_take_over(&pg, &lease, true, finish).await;
     assert_eq!(finished, FinishOutcome::LeaseLost);
     assert_unfinished(&pg, "c1", RecoveryPoint::CaptureCreated).await;
@@ -346,45 +362,80 @@ async fn a_capture_finish_that_waited_for_a_take_over_writes_nothing() {
     assert_eq!(hold.authorization().unwrap().in_flight(), 1, "{hold:?}");
     assert_eq!(
         capture_state(&pg, &capture).await,
-        ("pending".to_owned(), 0, 0)
+        ("pending".to_owned(), 0, 0, false)
     );
     assert_eq!(events(&pg).await, before);
 }
 
+/// The finish that wins after its competitor rolled back writes
+/// everything: the usual one keeps its entries on the capture's row, any
+/// other (here: no call recorded; or the row says another instance claimed
+/// the capture) writes them in one history row. The history reads the same
+/// entries either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_capture_finish_whose_competitor_rolled_back_writes_it_all() {
-    let pg = pg().await;
-    let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
-    let before = events(&pg).await;
-    let finish = captured_finish(&pg, &lease, &capture);
-    let finished = against_take_over(&pg, &lease, false, finish).await;
-    assert_eq!(finished, FinishOutcome::Stored);
-    let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
-    assert_eq!(record.recovery_point, RecoveryPoint::Finished);
-    assert_eq!(record.response.unwrap().body, b"captured".to_vec());
-    let stored = pg
-        .store
-        .payment(&pg.shop, &payment.id)
-        .await
-        .unwrap()
-        .unwrap();
-    let hold = stored.authorization().unwrap();
-    assert_eq!(hold.in_flight(), 0, "{stored:?}");
-    assert_eq!(hold.captured_minor(), payment.amount.minor_units());
-    assert_eq!(
-        capture_state(&pg, &capture).await,
-        ("succeeded".to_owned(), payment.amount.minor_units(), 1)
-    );
-    assert_eq!(events(&pg).await, before + 1);
-    let kinds = history(&pg, &payment.id).await;
-    assert!(
-        kinds.ends_with(&[
-            "capture_reserved".into(),
-            "answered".into(),
-            "capture_ended".into()
-        ]),
-        "{kinds:?}"
-    );
+    for (usual, claimant) in [(true, None), (false, None), (true, Some("other:1"))] {
+        let pg = pg().await;
+        let (lease, payment, capture) = capture_acquired(&pg, "k1", "c1").await;
+        if let Some(claimant) = claimant {
+            sqlx::query("UPDATE captures SET claimed_by = $2 WHERE id = $1")
+                .bind(capture.id.as_str())
+                .bind(claimant)
+                .execute(pg.store.pool())
+                .await
+                .unwrap();
+        }
+        let before = events(&pg).await;
+        let attempts = if usual {
+            vec![captured_call(&capture)]
+        } else {
+            Vec::new()
+        };
+        let finish = captured_finish(&pg, &lease, &capture, attempts);
+        let finished = against_take_over(&pg, &lease, false, finish).await;
+        assert_eq!(finished, FinishOutcome::Stored);
+        let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
+        assert_eq!(record.recovery_point, RecoveryPoint::Finished);
+        assert_eq!(record.response.unwrap().body, b"captured".to_vec());
+        let stored = pg
+            .store
+            .payment(&pg.shop, &payment.id)
+            .await
+            .unwrap()
+            .unwrap();
+        let hold = stored.authorization().unwrap();
+        assert_eq!(hold.in_flight(), 0, "{stored:?}");
+        assert_eq!(hold.captured_minor(), payment.amount.minor_units());
+        let kept = usual && claimant.is_none();
+        assert_eq!(
+            capture_state(&pg, &capture).await,
+            (
+                "succeeded".to_owned(),
+                payment.amount.minor_units(),
+                i64::from(!kept),
+                kept
+            )
+        );
+        assert_eq!(events(&pg).await, before + 1);
+        let read = pg.store.payment_history(None, &payment.id).await.unwrap();
+        let ends: Vec<&str> = read[read.len() - 3..]
+            .iter()
+            .map(|e| e.event.kind())
+            .collect();
+        let reserved = &read[read.len() - 4 + usize::from(!usual)].event;
+        assert!(
+            matches!(reserved, chargeonce_core::history::HistoryEvent::CaptureReserved {
+                instance, last: true, ..
+            } if claimant.is_none_or(|c| c == instance)),
+            "{read:?}"
+        );
+        if usual {
+            assert_eq!(ends, ["acquirer_call", "answered", "capture_ended"]);
+        } else {
+            assert_eq!(ends[1..], ["answered", "capture_ended"]);
+        }
+        assert!(read.windows(2).all(|w| w[0].seq < w[1].seq), "{read:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -397,7 +448,9 @@ async fn a_capture_finish_of_a_capture_settled_before_writes_nothing() {
         .execute(pg.store.pool())
         .await
         .unwrap();
-    let finished = captured_finish(&pg, &lease, &capture).await.unwrap();
+    let finished = captured_finish(&pg, &lease, &capture, vec![captured_call(&capture)])
+        .await
+        .unwrap();
     assert_eq!(finished, FinishOutcome::PaymentAlreadySettled);
     assert_unfinished(&pg, "c1", RecoveryPoint::CaptureCreated).await;
     let record = pg.store.key(&pg.shop, &key("c1")).await.unwrap().unwrap();
