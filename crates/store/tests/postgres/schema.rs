@@ -1350,3 +1350,167 @@ async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
     .unwrap();
     assert_eq!(live("p11").await.as_deref(), Some("order-p10"));
 }
+
+/// Migration 0031 moved the row rules of refunds and captures from CHECK
+/// constraints into triggers, as 0027 did for the hot path's tables: every
+/// rule still refuses what its CHECK refused, with the same SQLSTATE and
+/// constraint name, in inserts and in updates of any of its columns; what
+/// the rules admit is admitted, and the rows written before stay.
+#[tokio::test]
+async fn the_turns_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(30, &pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'));
+         INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
+             token, status, created_at)
+         VALUES ('pay_old', 'shop-a', 'k-old', 'order-old', 1000, 'RUB', 'tok_ok', 'succeeded',
+             now());
+         INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, currency,
+             status, acquirer_key, created_at)
+         VALUES ('re_old', 'shop-a', 'pay_old', 'kr-old', 100, 'RUB', 'pending', 'ak-re_old',
+             now());
+         INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, currency,
+             is_final, status, acquirer_key, created_at)
+         VALUES ('shop-a', 'cap_old', 'pay_old', 'kc-old', 100, 'RUB', true, 'pending',
+             'ak-cap_old', now());",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    let refund = |id: &str, columns: &str, values: &str| {
+        format!(
+            "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
+                 currency, status, acquirer_key, created_at{columns}) \
+             VALUES ('{id}', 'shop-a', 'pay_old', 'k-{id}', 100, 'RUB', 'pending', 'ak-{id}', \
+                 now(){values})"
+        )
+    };
+    let capture = |id: &str, columns: &str, values: &str| {
+        format!(
+            "INSERT INTO captures (shop_id, id, payment_id, idempotency_key, amount_minor, \
+                 currency, is_final, status, acquirer_key, created_at{columns}) \
+             VALUES ('shop-a', '{id}', 'pay_old', 'k-{id}', 100, 'RUB', false, 'pending', \
+                 'ak-{id}', now(){values})"
+        )
+    };
+    let finish = "finish_seq = 1, finish_at = now(), finish_outcome = 'succeeded', \
+                  finish_latency_ms = 1, finish_answer = 201";
+    let mut refused: Vec<(String, String)> = Vec::new();
+    for (table, row) in [
+        ("refunds", &refund as &dyn Fn(&str, &str, &str) -> String),
+        ("captures", &capture),
+    ] {
+        let old = if table == "refunds" {
+            "re_old"
+        } else {
+            "cap_old"
+        };
+        let rule = |name: &str| format!("{table}_{name}");
+        refused.extend([
+            (
+                row("x1", "", "").replace("100,", "0,"),
+                rule("amount_minor_check"),
+            ),
+            (
+                row("x2", "", "").replace("'RUB'", "'RUBL'"),
+                rule("currency_check"),
+            ),
+            (
+                row("x3", "", "").replace("'pending'", "'lost'"),
+                rule("status_check"),
+            ),
+            (row("x4", ", claimed_by", ", 'a:1'"), rule("reserve_whole")),
+            (row("x5", ", reserve_seq", ", 16"), rule("reserve_whole")),
+            (row("x6", ", finish_answer", ", 201"), rule("finish_whole")),
+            (
+                format!("UPDATE {table} SET amount_minor = 0 WHERE id = '{old}'"),
+                rule("amount_minor_check"),
+            ),
+            (
+                format!("UPDATE {table} SET currency = 'RUBL' WHERE id = '{old}'"),
+                rule("currency_check"),
+            ),
+            (
+                format!("UPDATE {table} SET status = 'lost' WHERE id = '{old}'"),
+                rule("status_check"),
+            ),
+            (
+                format!("UPDATE {table} SET reserve_seq = 16 WHERE id = '{old}'"),
+                rule("reserve_whole"),
+            ),
+            // A finish kept on a row claimed before the migration (no
+            // `claimed_by`): refused, as on a pending row.
+            (
+                format!("UPDATE {table} SET {finish}, status = 'succeeded' WHERE id = '{old}'"),
+                rule("finish_whole"),
+            ),
+            (
+                format!("UPDATE {table} SET finish_outcome = 'succeeded' WHERE id = '{old}'"),
+                rule("finish_whole"),
+            ),
+        ]);
+    }
+    refused.push((
+        capture("x7", ", failure_code", ", 'no'"),
+        "captures_check".into(),
+    ));
+    refused.push((
+        "UPDATE captures SET status = 'failed' WHERE id = 'cap_old'".into(),
+        "captures_check".into(),
+    ));
+    for (statement, rule) in &refused {
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&pool)
+            .await
+            .unwrap_err();
+        let db_error = error.as_database_error().unwrap();
+        assert_eq!(db_error.code().as_deref(), Some("23514"), "{statement}");
+        assert_eq!(db_error.constraint(), Some(rule.as_str()), "{statement}");
+        assert!(
+            error.to_string().contains(rule.as_str()),
+            "{statement}: {error}"
+        );
+    }
+    // What the rules admit is admitted: a claimed row, and its usual finish.
+    for (table, statement) in [
+        (
+            "refunds",
+            refund("re_new", ", claimed_by, reserve_seq", ", 'a:1', 32"),
+        ),
+        (
+            "captures",
+            capture("cap_new", ", claimed_by, reserve_seq", ", 'a:1', 48"),
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+        let id = if table == "refunds" {
+            "re_new"
+        } else {
+            "cap_new"
+        };
+        let ended = format!("UPDATE {table} SET {finish}, status = 'succeeded' WHERE id = '{id}'");
+        sqlx::query(sqlx::AssertSqlSafe(ended.clone()))
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|error| panic!("{ended}: {error}"));
+    }
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM refunds) + (SELECT count(*) FROM captures)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, 4, "the rows before, and the two admitted");
+}
