@@ -1113,6 +1113,40 @@ async fn the_acquirer_key_migration_finds_old_and_new_payments_by_their_key() {
     );
 }
 
+/// A new database migrated to `version`, with `rows` written there (the
+/// rows a later migration must keep), then migrated to the last version.
+async fn migrated_with(version: i64, rows: &'static str) -> (TestDb, sqlx::PgPool) {
+    let db = TestDb::postgres().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run_to(version, &pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(rows).execute(&pool).await.unwrap();
+    sqlx::migrate!("./migrations/postgres")
+        .run(&pool)
+        .await
+        .unwrap();
+    (db, pool)
+}
+
+/// Each statement fails as a CHECK constraint named by its rule would
+/// have failed it: SQLSTATE 23514, the rule's name as the constraint's and
+/// in the message.
+async fn assert_refused(pool: &sqlx::PgPool, refused: &[(String, impl AsRef<str>)]) {
+    for (statement, rule) in refused {
+        let rule = rule.as_ref();
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(pool)
+            .await
+            .unwrap_err();
+        let db_error = error.as_database_error().unwrap();
+        assert_eq!(db_error.code().as_deref(), Some("23514"), "{statement}");
+        assert_eq!(db_error.constraint(), Some(rule), "{statement}");
+        assert!(error.to_string().contains(rule), "{statement}: {error}");
+    }
+}
+
 /// Migration 0027 moved the row rules of payments, keys and events from
 /// CHECK constraints into triggers, and `live_reference` from a generated
 /// column into the payments' trigger (on insert) and the statements (on
@@ -1124,26 +1158,15 @@ async fn the_acquirer_key_migration_finds_old_and_new_payments_by_their_key() {
 /// of its columns.
 #[tokio::test]
 async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
-    let db = TestDb::postgres().await;
-    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
-    sqlx::migrate!("./migrations/postgres")
-        .run_to(26, &pool)
-        .await
-        .unwrap();
-    sqlx::raw_sql(
+    let (_db, pool) = migrated_with(
+        26,
         "INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'));
          INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
              token, status, created_at)
          VALUES ('pay_old', 'shop-a', 'k-old', 'order-old', 1000, 'RUB', 'tok_ok', 'pending',
              now());",
     )
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::migrate!("./migrations/postgres")
-        .run(&pool)
-        .await
-        .unwrap();
+    .await;
     let live = async |id: &str| -> Option<String> {
         sqlx::query_scalar("SELECT live_reference FROM payments WHERE id = $1")
             .bind(id)
@@ -1266,16 +1289,7 @@ async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
         ),
         (event("evt_1", "payment.lost"), "events_event_type_check"),
     ];
-    for (statement, rule) in &refused {
-        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
-            .execute(&pool)
-            .await
-            .unwrap_err();
-        let db_error = error.as_database_error().unwrap();
-        assert_eq!(db_error.code().as_deref(), Some("23514"), "{statement}");
-        assert_eq!(db_error.constraint(), Some(*rule), "{statement}");
-        assert!(error.to_string().contains(rule), "{statement}: {error}");
-    }
+    assert_refused(&pool, &refused).await;
     // What the rules admit is admitted, and a key's update is checked too.
     for statement in [
         payment("p10", ", metadata", ", '{\"a\":\"b\"}'"),
@@ -1358,13 +1372,8 @@ async fn the_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
 /// the rules admit is admitted, and the rows written before stay.
 #[tokio::test]
 async fn the_turns_row_rules_moved_into_triggers_refuse_what_their_checks_refused() {
-    let db = TestDb::postgres().await;
-    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
-    sqlx::migrate!("./migrations/postgres")
-        .run_to(30, &pool)
-        .await
-        .unwrap();
-    sqlx::raw_sql(
+    let (_db, pool) = migrated_with(
+        30,
         "INSERT INTO shops (id, secret_sha256) VALUES ('shop-a', sha256('s'));
          INSERT INTO payments (id, shop_id, idempotency_key, reference, amount_minor, currency,
              token, status, created_at)
@@ -1379,13 +1388,7 @@ async fn the_turns_row_rules_moved_into_triggers_refuse_what_their_checks_refuse
          VALUES ('shop-a', 'cap_old', 'pay_old', 'kc-old', 100, 'RUB', true, 'pending',
              'ak-cap_old', now());",
     )
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::migrate!("./migrations/postgres")
-        .run(&pool)
-        .await
-        .unwrap();
+    .await;
     let refund = |id: &str, columns: &str, values: &str| {
         format!(
             "INSERT INTO refunds (id, shop_id, payment_id, idempotency_key, amount_minor, \
@@ -1467,19 +1470,7 @@ async fn the_turns_row_rules_moved_into_triggers_refuse_what_their_checks_refuse
         "UPDATE captures SET status = 'failed' WHERE id = 'cap_old'".into(),
         "captures_check".into(),
     ));
-    for (statement, rule) in &refused {
-        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
-            .execute(&pool)
-            .await
-            .unwrap_err();
-        let db_error = error.as_database_error().unwrap();
-        assert_eq!(db_error.code().as_deref(), Some("23514"), "{statement}");
-        assert_eq!(db_error.constraint(), Some(rule.as_str()), "{statement}");
-        assert!(
-            error.to_string().contains(rule.as_str()),
-            "{statement}: {error}"
-        );
-    }
+    assert_refused(&pool, &refused).await;
     // What the rules admit is admitted: a claimed row, and its usual finish.
     for (table, statement) in [
         (
