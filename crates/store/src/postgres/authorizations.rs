@@ -596,7 +596,7 @@ impl Authorizations for PgStore {
             capture_id: settled.id.as_str().to_owned(),
             status: settled.status,
         });
-        let kept = RowFinish::of(
+        let kept = RowFinish::of_turn(
             capture.acquirer_key.as_str(),
             lease,
             &self.instance,

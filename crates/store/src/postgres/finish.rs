@@ -12,7 +12,9 @@ use chargeonce_core::{FinishOutcome, Lease, Payment, Settlement, StoreError, Sto
 use sqlx::postgres::PgArguments;
 use sqlx::{Postgres, Row};
 
-use super::finish_parts::{answer_only, answer_stored, bind_answer, deliveries, held_key};
+use super::finish_parts::{
+    RowFinish, answer_only, answer_stored, bind_answer, deliveries, held_key,
+};
 use super::history::{Entries, insert_entries};
 use super::{PgStore, store_error};
 use crate::stored_body;
@@ -58,7 +60,7 @@ pub(super) async fn finish(
     // statement has no history part at all: PostgreSQL prepares every part
     // of a statement each time it runs it, even one that writes nothing.
     let compact = ClaimantFinish::of(&payment.id, lease.key.as_str(), &store.instance, &events)
-        .and_then(|c| RowFinish::of(&c));
+        .and_then(|c| RowFinish::of_claimant(&c));
     let common = Settle {
         lease,
         response,
@@ -87,24 +89,6 @@ pub(super) async fn finish(
         (true, false) => FinishOutcome::PaymentAlreadySettled,
         (true, true) => FinishOutcome::Stored,
     })
-}
-
-/// A [`ClaimantFinish`] in the types of the payment row's columns
-/// (migration 0024), when they hold it exactly.
-struct RowFinish {
-    outcome: &'static str,
-    latency_ms: i64,
-    answer_status: i16,
-}
-
-impl RowFinish {
-    fn of(finish: &ClaimantFinish) -> Option<Self> {
-        Some(Self {
-            outcome: finish.outcome.as_str(),
-            latency_ms: i64::try_from(finish.latency_ms).ok()?,
-            answer_status: i16::try_from(finish.answer_status).ok()?,
-        })
-    }
 }
 
 /// What both settling statements bind.

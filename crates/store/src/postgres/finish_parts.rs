@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use chargeonce_core::history::{HistoryEvent, TurnFinish};
-use chargeonce_core::{FinishOutcome, Lease, StoreError, StoredResponse};
+use chargeonce_core::history::{ClaimantFinish, HistoryEvent, TurnFinish};
+use chargeonce_core::{AcquirerOutcomeKind, FinishOutcome, Lease, StoreError, StoredResponse};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
@@ -123,8 +123,10 @@ pub(super) async fn answer_only(
     })
 }
 
-/// A refund's or a capture's usual finish ([`TurnFinish`]) in the types of
-/// its row's columns (migrations 0029 and 0030), when they hold it exactly.
+/// A usual finish kept on its row, in the types of the row's columns: a
+/// payment's ([`ClaimantFinish`], migration 0024), a refund's or a
+/// capture's ([`TurnFinish`], migrations 0029 and 0030), when they hold it
+/// exactly (a latency in a BIGINT, a status in a SMALLINT).
 pub(super) struct RowFinish {
     pub(super) outcome: &'static str,
     pub(super) latency_ms: i64,
@@ -132,20 +134,30 @@ pub(super) struct RowFinish {
 }
 
 impl RowFinish {
+    /// The columns of a call's outcome and latency and an answer's status.
+    fn new(outcome: AcquirerOutcomeKind, latency_ms: u64, answer_status: u16) -> Option<Self> {
+        Some(Self {
+            outcome: outcome.as_str(),
+            latency_ms: i64::try_from(latency_ms).ok()?,
+            answer_status: i16::try_from(answer_status).ok()?,
+        })
+    }
+
+    /// A payment's usual finish.
+    pub(super) fn of_claimant(finish: &ClaimantFinish) -> Option<Self> {
+        Self::new(finish.outcome, finish.latency_ms, finish.answer_status)
+    }
+
     /// The compact form of `events`, a finish of `lease`'s key by
     /// `instance` of the refund or capture sent with `acquirer_key`, if it
     /// is the usual one and the columns hold it.
-    pub(super) fn of(
+    pub(super) fn of_turn(
         acquirer_key: &str,
         lease: &Lease,
         instance: &str,
         events: &[HistoryEvent],
     ) -> Option<Self> {
         let finish = TurnFinish::of(acquirer_key, lease.key.as_str(), instance, events)?;
-        Some(Self {
-            outcome: finish.outcome.as_str(),
-            latency_ms: i64::try_from(finish.latency_ms).ok()?,
-            answer_status: i16::try_from(finish.answer_status).ok()?,
-        })
+        Self::new(finish.outcome, finish.latency_ms, finish.answer_status)
     }
 }

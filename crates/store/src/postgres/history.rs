@@ -172,11 +172,8 @@ impl EntryRow {
         let (Some(key), Some(instance)) = (&self.claimed_key, &self.claimed_by) else {
             return Err(self.corrupt("has no event"));
         };
-        if self.refund_id.is_some() {
-            return self.refund_events(key, instance);
-        }
-        if let Some(capture_id) = &self.capture_id {
-            return self.capture_events(capture_id, key, instance);
+        if self.refund_id.is_some() || self.capture_id.is_some() {
+            return self.turn_events(key, instance);
         }
         Ok(match self.kept_finish()? {
             None => vec![HistoryEvent::Claimed {
@@ -195,69 +192,12 @@ impl EntryRow {
         })
     }
 
-    /// The events a refund's row holds: its reservation, or its claimant's
-    /// finish.
-    fn refund_events(&self, key: &str, instance: &str) -> Result<Vec<HistoryEvent>, StoreError> {
+    /// The events a refund's or capture's row holds: its reservation, or its
+    /// claimant's finish.
+    fn turn_events(&self, key: &str, instance: &str) -> Result<Vec<HistoryEvent>, StoreError> {
         let Some(kept) = self.kept_finish()? else {
-            let (amount_minor, currency) = self.reserved()?;
-            return Ok(vec![HistoryEvent::RefundReserved {
-                key: key.to_owned(),
-                amount_minor,
-                currency,
-                instance: instance.to_owned(),
-            }]);
+            return Ok(vec![self.reservation(key, instance)?]);
         };
-        let status = RefundStatus::parse(&kept.status)
-            .ok_or_else(|| self.corrupt("has no ended refund status"))?;
-        self.turn_finish(kept, TurnEnd::Refund { status }, key, instance)
-    }
-
-    /// The events a capture's row holds: its reservation, or its claimant's
-    /// finish.
-    fn capture_events(
-        &self,
-        capture_id: &str,
-        key: &str,
-        instance: &str,
-    ) -> Result<Vec<HistoryEvent>, StoreError> {
-        let Some(kept) = self.kept_finish()? else {
-            let (amount_minor, currency) = self.reserved()?;
-            return Ok(vec![HistoryEvent::CaptureReserved {
-                capture_id: capture_id.to_owned(),
-                key: key.to_owned(),
-                amount_minor,
-                currency,
-                last: self
-                    .is_final
-                    .ok_or_else(|| self.corrupt("has no capture finality"))?,
-                instance: instance.to_owned(),
-            }]);
-        };
-        let status = CaptureStatus::parse(&kept.status)
-            .ok_or_else(|| self.corrupt("has no ended capture status"))?;
-        let end = TurnEnd::Capture {
-            capture_id: capture_id.to_owned(),
-            status,
-        };
-        self.turn_finish(kept, end, key, instance)
-    }
-
-    /// The amount and currency a refund's or capture's row reserved.
-    fn reserved(&self) -> Result<(i64, String), StoreError> {
-        match (self.amount_minor, &self.currency) {
-            (Some(amount), Some(currency)) => Ok((amount, currency.clone())),
-            _ => Err(self.corrupt("has no reserved amount")),
-        }
-    }
-
-    /// The three entries of a refund's or capture's usual finish.
-    fn turn_finish(
-        &self,
-        kept: KeptFinish,
-        end: TurnEnd,
-        key: &str,
-        instance: &str,
-    ) -> Result<Vec<HistoryEvent>, StoreError> {
         let acquirer_key = self
             .acquirer_key
             .as_deref()
@@ -266,9 +206,48 @@ impl EntryRow {
             outcome: kept.outcome,
             latency_ms: kept.latency_ms,
             answer_status: kept.answer_status,
-            end,
+            end: self.turn_end(&kept.status)?,
         };
         Ok(finish.entries(acquirer_key, key, instance).to_vec())
+    }
+
+    /// The reservation's entry of a refund's or capture's row.
+    fn reservation(&self, key: &str, instance: &str) -> Result<HistoryEvent, StoreError> {
+        let (Some(amount_minor), Some(currency)) = (self.amount_minor, self.currency.clone())
+        else {
+            return Err(self.corrupt("has no reserved amount"));
+        };
+        let (key, instance) = (key.to_owned(), instance.to_owned());
+        Ok(match &self.capture_id {
+            None => HistoryEvent::RefundReserved {
+                key,
+                amount_minor,
+                currency,
+                instance,
+            },
+            Some(capture_id) => HistoryEvent::CaptureReserved {
+                capture_id: capture_id.clone(),
+                key,
+                amount_minor,
+                currency,
+                last: self
+                    .is_final
+                    .ok_or_else(|| self.corrupt("has no capture finality"))?,
+                instance,
+            },
+        })
+    }
+
+    /// How a refund's or capture's row ended, by its `status`.
+    fn turn_end(&self, status: &str) -> Result<TurnEnd, StoreError> {
+        match &self.capture_id {
+            None => RefundStatus::parse(status).map(|status| TurnEnd::Refund { status }),
+            Some(capture_id) => CaptureStatus::parse(status).map(|status| TurnEnd::Capture {
+                capture_id: capture_id.clone(),
+                status,
+            }),
+        }
+        .ok_or_else(|| self.corrupt("has no final status"))
     }
 
     /// The claimant's finish the row holds, if this is that row's entry.
@@ -413,30 +392,34 @@ impl History for PgStore {
                  WHERE p.id = $1 AND p.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
                    AND ($2::text IS NULL OR p.shop_id = $2) \
                  UNION ALL \
-                 SELECT x.seq, x.at, r.payment_id, r.id, NULL, r.idempotency_key, \
-                        r.claimed_by, x.finish_outcome, x.finish_latency_ms, x.finish_answer, \
-                        x.status, r.amount_minor, r.currency, r.acquirer_key, NULL, NULL \
-                 FROM refunds r CROSS JOIN LATERAL (VALUES \
-                     (r.reserve_seq, r.created_at, NULL::text, NULL::bigint, NULL::smallint, \
+                 SELECT x.seq, x.at, t.payment_id, t.refund_id, NULL, t.idempotency_key, \
+                        t.claimed_by, x.finish_outcome, x.finish_latency_ms, x.finish_answer, \
+                        x.status, t.amount_minor, t.currency, t.acquirer_key, t.capture_id, \
+                        t.is_final \
+                 FROM ( \
+                     SELECT payment_id, idempotency_key, claimed_by, amount_minor, currency, \
+                            acquirer_key, status, created_at, reserve_seq, finish_seq, \
+                            finish_at, finish_outcome, finish_latency_ms, finish_answer, \
+                            id AS refund_id, NULL::text AS capture_id, NULL::boolean AS is_final \
+                     FROM refunds \
+                     WHERE payment_id = $1 AND claimed_by IS NOT NULL \
+                       AND ($2::text IS NULL OR shop_id = $2) \
+                     UNION ALL \
+                     SELECT payment_id, idempotency_key, claimed_by, amount_minor, currency, \
+                            acquirer_key, status, created_at, reserve_seq, finish_seq, \
+                            finish_at, finish_outcome, finish_latency_ms, finish_answer, \
+                            NULL, id, is_final \
+                     FROM captures \
+                     WHERE shop_id = (SELECT shop_id FROM payments \
+                                      WHERE id = $1 AND ($2::text IS NULL OR shop_id = $2)) \
+                       AND payment_id = $1 AND claimed_by IS NOT NULL) t \
+                 CROSS JOIN LATERAL (VALUES \
+                     (t.reserve_seq, t.created_at, NULL::text, NULL::bigint, NULL::smallint, \
                       NULL::text), \
-                     (r.finish_seq, r.finish_at, r.finish_outcome, r.finish_latency_ms, \
-                      r.finish_answer, r.status)) \
+                     (t.finish_seq, t.finish_at, t.finish_outcome, t.finish_latency_ms, \
+                      t.finish_answer, t.status)) \
                      AS x(seq, at, finish_outcome, finish_latency_ms, finish_answer, status) \
-                 WHERE r.payment_id = $1 AND r.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
-                   AND ($2::text IS NULL OR r.shop_id = $2) \
-                 UNION ALL \
-                 SELECT x.seq, x.at, c.payment_id, NULL, NULL, c.idempotency_key, \
-                        c.claimed_by, x.finish_outcome, x.finish_latency_ms, x.finish_answer, \
-                        x.status, c.amount_minor, c.currency, c.acquirer_key, c.id, c.is_final \
-                 FROM captures c CROSS JOIN LATERAL (VALUES \
-                     (c.reserve_seq, c.created_at, NULL::text, NULL::bigint, NULL::smallint, \
-                      NULL::text), \
-                     (c.finish_seq, c.finish_at, c.finish_outcome, c.finish_latency_ms, \
-                      c.finish_answer, c.status)) \
-                     AS x(seq, at, finish_outcome, finish_latency_ms, finish_answer, status) \
-                 WHERE c.shop_id = (SELECT shop_id FROM payments \
-                                    WHERE id = $1 AND ($2::text IS NULL OR shop_id = $2)) \
-                   AND c.payment_id = $1 AND c.claimed_by IS NOT NULL AND x.seq IS NOT NULL \
+                 WHERE x.seq IS NOT NULL \
                  UNION ALL \
                  SELECT h.seq + e.n - 1, h.at, h.payment_id, h.refund_id, e.event, NULL, NULL, \
                         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL \

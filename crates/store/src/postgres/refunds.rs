@@ -304,7 +304,7 @@ async fn settle_refund(
             .bind(event.event_type.as_str())
             .bind(stored_body::compressed(&event.payload).into_owned()))
     };
-    let kept = RowFinish::of(
+    let kept = RowFinish::of_turn(
         answer.refund.acquirer_key.as_str(),
         lease,
         &store.instance,
