@@ -478,22 +478,102 @@ async fn the_writer_is_set_to_checkpoint_pages_and_to_cut_the_wal_back() {
     assert_eq!(settings(chosen).await.0, 500);
 }
 
-/// The writer keeps its statement journal (the pages a batch's savepoints
-/// can roll back to) in memory: on disk it spilled to a new temporary file
-/// past 64 KiB, several times a second under load.
+/// The writer's statement journal (the pages a batch's savepoints can roll
+/// back to) is one piece of memory of up to 120 KiB, from the build's
+/// defines (.cargo/config.toml): with `temp_store = MEMORY` SQLite would
+/// build it from 1 KiB pieces, and with SQLite's default spill it went to a
+/// new temporary file past 64 KiB.
 #[tokio::test]
-async fn the_writer_keeps_its_statement_journal_in_memory() {
+async fn the_writer_journals_a_savepoint_in_one_piece_of_memory() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path().join("a.db"), Options::default())
         .await
         .unwrap();
-    let temp_store = db
+    let (temp_store, options) = db
         .write(|conn| -> Result<_, Error> {
             let store: i64 = conn.pragma_query_value(None, "temp_store", |r| r.get(0))?;
-            Ok(Write::Rollback(store))
+            let mut stmt = conn.prepare("PRAGMA compile_options")?;
+            let options = stmt
+                .query_map([], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Write::Rollback((store, options)))
         })
         .await
         .unwrap();
-    // 2 is MEMORY.
-    assert_eq!(temp_store, 2);
+    // 0 is the default: the journal follows the spill threshold.
+    assert_eq!(temp_store, 0);
+    for wanted in ["STMTJRNL_SPILL=122880", "DEFAULT_MEMSTATUS=0"] {
+        assert!(
+            options.iter().any(|o| o == wanted),
+            "SQLite was built without {wanted}: {options:?}"
+        );
+    }
+}
+
+/// A write whose journal outgrows its memory (it spills to a temporary
+/// file) still rolls back alone, and the writes of its batch around it
+/// are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_whose_journal_spills_to_a_file_rolls_back_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir).await;
+    // 200 rows of 3 000 bytes, a page each: 800 KiB of pages, more than
+    // the 120 KiB the journal keeps in memory.
+    db.write(|conn| -> Result<_, Error> {
+        conn.execute_batch(
+            "CREATE TABLE big (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+             INSERT INTO big (id, body) SELECT i, zeroblob(3000) FROM n;",
+        )?;
+        Ok(Write::Commit(()))
+    })
+    .await
+    .unwrap();
+    let base = db.stats().transactions;
+    let (release, gate) = gate(&db);
+    until_queued(&db, base + 1).await;
+    let kept = tokio::spawn({
+        let db = db.clone();
+        async move { db.write(insert("kept", 1)).await }
+    });
+    let undone = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(|conn| -> Result<_, Error> {
+                let changed = conn.execute("UPDATE big SET body = randomblob(3000)", [])?;
+                Ok(Write::Rollback(changed))
+            })
+            .await
+        }
+    });
+    let also_kept = tokio::spawn({
+        let db = db.clone();
+        async move { db.write(insert("also-kept", 2)).await }
+    });
+    while db.stats().queued < 3 {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).unwrap();
+    gate.await.unwrap();
+
+    assert_eq!(kept.await.unwrap().unwrap(), 1);
+    assert_eq!(undone.await.unwrap().unwrap(), 200);
+    assert_eq!(also_kept.await.unwrap().unwrap(), 2);
+    assert_eq!(keys(&db).await, vec!["also-kept", "kept"]);
+    let changed: i64 = db
+        .read(|conn| -> Result<_, Error> {
+            Ok(conn.query_row(
+                "SELECT count(*) FROM big WHERE body <> zeroblob(3000)",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(changed, 0, "the undone write's changes are gone");
+    assert_eq!(
+        db.stats().transactions,
+        base + 2,
+        "the three writes shared one transaction"
+    );
 }
