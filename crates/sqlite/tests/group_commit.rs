@@ -81,6 +81,16 @@ fn gate(db: &Database) -> (mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
     (release, handle)
 }
 
+/// Queues `work` on the writer from a task of its own.
+fn spawn_write<T, F>(db: &Database, work: F) -> tokio::task::JoinHandle<Result<T, Error>>
+where
+    F: FnOnce(&Connection) -> Result<Write<T>, Error> + Send + 'static,
+    T: Send + 'static,
+{
+    let db = db.clone();
+    tokio::spawn(async move { db.write(work).await })
+}
+
 async fn until_queued(db: &Database, transactions: u64) {
     // The gate's batch has started once its transaction is counted.
     for _ in 0..500 {
@@ -129,44 +139,20 @@ async fn a_write_rolled_back_failed_or_panicking_leaves_no_trace_and_spares_its_
     let (release, gate) = gate(&db);
     until_queued(&db, base + 1).await;
 
-    let kept = tokio::spawn({
-        let db = db.clone();
-        async move { db.write(insert("kept", 1)).await }
+    let kept = spawn_write(&db, insert("kept", 1));
+    let undone = spawn_write(&db, |conn| {
+        conn.execute("INSERT INTO t (k, n) VALUES ('undone', 2)", [])?;
+        Ok(Write::Rollback("answered anyway"))
     });
-    let undone = tokio::spawn({
-        let db = db.clone();
-        async move {
-            db.write(|conn| -> Result<_, Error> {
-                conn.execute("INSERT INTO t (k, n) VALUES ('undone', 2)", [])?;
-                Ok(Write::Rollback("answered anyway"))
-            })
-            .await
-        }
+    let failed = spawn_write(&db, |conn| -> Result<Write<()>, Error> {
+        conn.execute("INSERT INTO t (k, n) VALUES ('failed', 3)", [])?;
+        Err(Error::Refused)
     });
-    let failed = tokio::spawn({
-        let db = db.clone();
-        async move {
-            db.write(|conn| -> Result<Write<()>, Error> {
-                conn.execute("INSERT INTO t (k, n) VALUES ('failed', 3)", [])?;
-                Err(Error::Refused)
-            })
-            .await
-        }
+    let panicked = spawn_write(&db, |conn| -> Result<Write<()>, Error> {
+        conn.execute("INSERT INTO t (k, n) VALUES ('panicked', 4)", [])?;
+        panic!("a bug in a write");
     });
-    let panicked = tokio::spawn({
-        let db = db.clone();
-        async move {
-            db.write(|conn| -> Result<Write<()>, Error> {
-                conn.execute("INSERT INTO t (k, n) VALUES ('panicked', 4)", [])?;
-                panic!("a bug in a write");
-            })
-            .await
-        }
-    });
-    let also_kept = tokio::spawn({
-        let db = db.clone();
-        async move { db.write(insert("also-kept", 5)).await }
-    });
+    let also_kept = spawn_write(&db, insert("also-kept", 5));
     // Let all five reach the queue, then open the gate.
     tokio::time::sleep(Duration::from_millis(100)).await;
     release.send(()).unwrap();
@@ -532,24 +518,12 @@ async fn a_write_whose_journal_spills_to_a_file_rolls_back_alone() {
     let base = db.stats().transactions;
     let (release, gate) = gate(&db);
     until_queued(&db, base + 1).await;
-    let kept = tokio::spawn({
-        let db = db.clone();
-        async move { db.write(insert("kept", 1)).await }
+    let kept = spawn_write(&db, insert("kept", 1));
+    let undone = spawn_write(&db, |conn| {
+        let changed = conn.execute("UPDATE big SET body = randomblob(3000)", [])?;
+        Ok(Write::Rollback(changed))
     });
-    let undone = tokio::spawn({
-        let db = db.clone();
-        async move {
-            db.write(|conn| -> Result<_, Error> {
-                let changed = conn.execute("UPDATE big SET body = randomblob(3000)", [])?;
-                Ok(Write::Rollback(changed))
-            })
-            .await
-        }
-    });
-    let also_kept = tokio::spawn({
-        let db = db.clone();
-        async move { db.write(insert("also-kept", 2)).await }
-    });
+    let also_kept = spawn_write(&db, insert("also-kept", 2));
     while db.stats().queued < 3 {
         tokio::task::yield_now().await;
     }
