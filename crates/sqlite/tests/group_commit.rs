@@ -91,6 +91,13 @@ where
     tokio::spawn(async move { db.write(work).await })
 }
 
+/// Waits until `writes` writes wait in the writer's queue (behind a gate).
+async fn until_waiting(db: &Database, writes: usize) {
+    while db.stats().queued < writes {
+        tokio::task::yield_now().await;
+    }
+}
+
 async fn until_queued(db: &Database, transactions: u64) {
     // The gate's batch has started once its transaction is counted.
     for _ in 0..500 {
@@ -154,7 +161,7 @@ async fn a_write_rolled_back_failed_or_panicking_leaves_no_trace_and_spares_its_
     });
     let also_kept = spawn_write(&db, insert("also-kept", 5));
     // Let all five reach the queue, then open the gate.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until_waiting(&db, 5).await;
     release.send(()).unwrap();
     gate.await.unwrap();
 
@@ -524,9 +531,7 @@ async fn a_write_whose_journal_spills_to_a_file_rolls_back_alone() {
         Ok(Write::Rollback(changed))
     });
     let also_kept = spawn_write(&db, insert("also-kept", 2));
-    while db.stats().queued < 3 {
-        tokio::task::yield_now().await;
-    }
+    until_waiting(&db, 3).await;
     release.send(()).unwrap();
     gate.await.unwrap();
 
